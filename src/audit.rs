@@ -1,0 +1,330 @@
+//! Audit trail: one PHI-free, hash-chained record per decision (invariant 8).
+//!
+//! Each record is canonical JSON (fixed field order, no whitespace), and
+//! `hash = SHA-256(prev_hash || "\n" || record)` in lowercase hex; the first
+//! record's `prev_hash` is 64 zeros. Records are written in the decision's own
+//! transaction, and the chain head (`seq hash`) is kept in `meta` so that a
+//! deleted tail is noticed too. After commit every record is also emitted
+//! through `tracing` (target `scangate::audit`), which puts a copy of each
+//! hash into the journal, outside the database.
+//!
+//! What a record holds: identifiers (scan UUID, scanner, gateway), times, the
+//! decision, the content key (a hash), the committed twin, the rejection reason
+//! and the frame length. Never the scanned bytes: a misread patient wristband
+//! must not leak into the trail, and rejection reasons are written without
+//! the data.
+
+use crate::store::{Store, StoreError};
+use rusqlite::{OptionalExtension, Transaction, params};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+const HEAD_KEY: &str = "audit_head";
+
+/// One audit record. Field order is the canonical order.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct AuditRecord {
+    /// Position in the chain (1, 2, …); set by [`Chain::append`].
+    pub seq: i64,
+    /// When the decision was made (RFC 3339 UTC, ms).
+    pub at: String,
+    /// Gateway that decided.
+    pub gateway: String,
+    /// Scanner that read the scan.
+    pub scanner: String,
+    /// The scan.
+    pub scan_uuid: String,
+    /// Its capture time (RFC 3339 UTC, ms).
+    pub captured_at: String,
+    /// Whether the wall clock was synchronised at capture.
+    pub clock_synced: bool,
+    /// committed | suppressed | rejected | unresolved.
+    pub decision: String,
+    /// Content key (absent for rejected scans).
+    pub content_key: Option<String>,
+    /// For suppressed scans: the committed twin.
+    pub twin_uuid: Option<String>,
+    /// For rejected scans: why.
+    pub reason: Option<String>,
+    /// Length of the raw frame in bytes.
+    pub raw_len: i64,
+}
+
+/// A record as stored, ready to emit after commit.
+#[derive(Debug, Clone)]
+pub struct Emitted {
+    /// Chain position.
+    pub seq: i64,
+    /// Record hash.
+    pub hash: String,
+    /// Canonical JSON.
+    pub record: String,
+}
+
+/// Appends records to the chain inside one transaction.
+pub struct Chain<'t, 'c> {
+    tx: &'t Transaction<'c>,
+    prev: String,
+    next_seq: i64,
+    emitted: Vec<Emitted>,
+}
+
+fn chain_hash(prev: &str, record: &str) -> String {
+    let mut h = Sha256::new();
+    h.update(prev.as_bytes());
+    h.update(b"\n");
+    h.update(record.as_bytes());
+    hex::encode(h.finalize())
+}
+
+impl<'t, 'c> Chain<'t, 'c> {
+    /// Start appending after the current head.
+    pub fn begin(tx: &'t Transaction<'c>) -> rusqlite::Result<Chain<'t, 'c>> {
+        let head: Option<(i64, String)> = tx
+            .query_row(
+                "SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()?;
+        let (seq, prev) = head.unwrap_or((0, GENESIS.to_string()));
+        Ok(Chain {
+            tx,
+            prev,
+            next_seq: seq + 1,
+            emitted: Vec::new(),
+        })
+    }
+
+    /// Append one record (its `seq` is assigned here).
+    pub fn append(&mut self, mut rec: AuditRecord) -> rusqlite::Result<()> {
+        rec.seq = self.next_seq;
+        let json = serde_json::to_string(&rec).expect("audit records always serialise");
+        let hash = chain_hash(&self.prev, &json);
+        self.tx
+            .prepare_cached(
+                "INSERT INTO audit (seq, scan_uuid, content_key, record, prev_hash, hash)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            )?
+            .execute(params![
+                rec.seq,
+                rec.scan_uuid,
+                rec.content_key,
+                json,
+                self.prev,
+                hash
+            ])?;
+        self.emitted.push(Emitted {
+            seq: rec.seq,
+            hash: hash.clone(),
+            record: json,
+        });
+        self.prev = hash;
+        self.next_seq += 1;
+        Ok(())
+    }
+
+    /// Record the new head; returns the records to emit once committed.
+    pub fn finish(self) -> rusqlite::Result<Vec<Emitted>> {
+        if !self.emitted.is_empty() {
+            self.tx.execute(
+                "INSERT INTO meta (key, value) VALUES (?1, ?2)
+                 ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                params![HEAD_KEY, format!("{} {}", self.next_seq - 1, self.prev)],
+            )?;
+        }
+        Ok(self.emitted)
+    }
+}
+
+/// Emit committed records through tracing.
+pub fn emit(records: &[Emitted]) {
+    for r in records {
+        tracing::info!(target: "scangate::audit", seq = r.seq, hash = %r.hash, record = %r.record, "audit");
+    }
+}
+
+/// Result of verifying the chain.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verification {
+    /// Every record is intact.
+    Intact {
+        /// Number of records.
+        records: i64,
+        /// Hash of the last record.
+        head: String,
+    },
+    /// The first broken record.
+    Broken {
+        /// Its position.
+        seq: i64,
+        /// What is wrong with it.
+        problem: String,
+    },
+}
+
+/// Walk the whole chain and report the first broken record.
+pub fn verify(store: &Store) -> Result<Verification, StoreError> {
+    let err = |e| store.err_at(e);
+    let mut q = store
+        .conn
+        .prepare(
+            "SELECT seq, scan_uuid, content_key, record, prev_hash, hash FROM audit ORDER BY seq",
+        )
+        .map_err(err)?;
+    let mut rows = q.query([]).map_err(err)?;
+    let mut prev = GENESIS.to_string();
+    let mut expected = 1;
+    while let Some(r) = rows.next().map_err(err)? {
+        let seq: i64 = r.get(0).map_err(err)?;
+        let uuid: String = r.get(1).map_err(err)?;
+        let key: Option<String> = r.get(2).map_err(err)?;
+        let record: String = r.get(3).map_err(err)?;
+        let prev_hash: String = r.get(4).map_err(err)?;
+        let hash: String = r.get(5).map_err(err)?;
+        let broken = |problem: String| {
+            Ok(Verification::Broken {
+                seq: expected,
+                problem,
+            })
+        };
+        if seq != expected {
+            return broken(format!(
+                "record {expected} is missing (the next one is {seq})"
+            ));
+        }
+        if prev_hash != prev {
+            return broken(format!(
+                "record {seq}: prev_hash does not match the hash of record {}",
+                seq - 1
+            ));
+        }
+        if chain_hash(&prev_hash, &record) != hash {
+            return broken(format!(
+                "record {seq}: content does not match its hash (altered)"
+            ));
+        }
+        match serde_json::from_str::<AuditRecord>(&record) {
+            Ok(rec) if rec.seq == seq && rec.scan_uuid == uuid && rec.content_key == key => {}
+            Ok(_) => {
+                return broken(format!(
+                    "record {seq}: indexed columns do not match the hashed record (altered)"
+                ));
+            }
+            Err(e) => return broken(format!("record {seq}: not a valid audit record: {e}")),
+        }
+        prev = hash;
+        expected += 1;
+    }
+    let last = expected - 1;
+    if let Some(head) = store.meta(HEAD_KEY)? {
+        let (head_seq, head_hash) = head.split_once(' ').unwrap_or(("", ""));
+        let head_seq: i64 = head_seq.parse().unwrap_or(-1);
+        if head_seq > last {
+            return Ok(Verification::Broken {
+                seq: last + 1,
+                problem: format!(
+                    "records {}..={head_seq} are missing (the chain head says {head_seq})",
+                    last + 1
+                ),
+            });
+        }
+        if head_seq != last || head_hash != prev {
+            return Ok(Verification::Broken {
+                seq: head_seq.max(1),
+                problem: "the recorded chain head does not match the last record".into(),
+            });
+        }
+    } else if last > 0 {
+        return Ok(Verification::Broken {
+            seq: last,
+            problem: "the chain head record is missing from meta".into(),
+        });
+    }
+    Ok(Verification::Intact {
+        records: last,
+        head: prev,
+    })
+}
+
+/// Every audit record about one content key, in chain order.
+pub fn records_for_key(store: &Store, content_key: &str) -> Result<Vec<AuditRecord>, StoreError> {
+    let err = |e| store.err_at(e);
+    let mut q = store
+        .conn
+        .prepare("SELECT record FROM audit WHERE content_key = ?1 ORDER BY seq")
+        .map_err(err)?;
+    let rows = q
+        .query_map([content_key], |r| r.get::<_, String>(0))
+        .map_err(err)?;
+    let mut out = Vec::new();
+    for row in rows {
+        let text = row.map_err(err)?;
+        if let Ok(rec) = serde_json::from_str(&text) {
+            out.push(rec);
+        }
+    }
+    Ok(out)
+}
+
+/// Resolve a trace argument (scan UUID or content key) to a content key.
+pub fn key_of(store: &Store, id: &str) -> Result<Option<String>, StoreError> {
+    if id.len() == 64 && id.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Ok(Some(id.to_ascii_lowercase()));
+    }
+    store
+        .conn
+        .query_row(
+            "SELECT content_key FROM audit WHERE scan_uuid = ?1 ORDER BY seq LIMIT 1",
+            [id],
+            |r| r.get::<_, Option<String>>(0),
+        )
+        .optional()
+        .map(Option::flatten)
+        .map_err(|e| store.err_at(e))
+}
+
+/// Human-readable trace of one content key: each committed scan and the
+/// echoes suppressed against it, then anything else recorded.
+pub fn render_trace(content_key: &str, records: &[AuditRecord]) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
+    let _ = writeln!(out, "content key {content_key}");
+    let committed: Vec<&AuditRecord> = records
+        .iter()
+        .filter(|r| r.decision == "committed")
+        .collect();
+    let _ = writeln!(
+        out,
+        "{} transmission(s), {} ledger entr{}",
+        records.len(),
+        committed.len(),
+        if committed.len() == 1 { "y" } else { "ies" }
+    );
+    for c in &committed {
+        let _ = writeln!(
+            out,
+            "  committed  {}  captured {}  scanner {}  audit #{}",
+            c.scan_uuid, c.captured_at, c.scanner, c.seq
+        );
+        for e in records
+            .iter()
+            .filter(|r| r.twin_uuid.as_deref() == Some(c.scan_uuid.as_str()))
+        {
+            let _ = writeln!(
+                out,
+                "    echo suppressed  {}  captured {}  audit #{}",
+                e.scan_uuid, e.captured_at, e.seq
+            );
+        }
+    }
+    for r in records
+        .iter()
+        .filter(|r| r.decision != "committed" && r.decision != "suppressed")
+    {
+        let _ = writeln!(out, "  {}  {}  audit #{}", r.decision, r.scan_uuid, r.seq);
+    }
+    out
+}

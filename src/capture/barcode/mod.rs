@@ -1,0 +1,686 @@
+//! Barcode decoding: AIM symbology identifiers, GS1 element strings, GS1
+//! Digital Link, UPC/EAN/ITF-14, and the pharmacy product identity (GTIN,
+//! NDC10, lot, serial, expiry).
+//!
+//! # Rules
+//!
+//! Input is one scanned frame without its framing suffix.
+//!
+//! 1. **Bytes.** At most [`MAX_FRAME_LEN`] bytes; valid UTF-8; no control
+//!    characters except GS (0x1D). Anything else is rejected with the byte
+//!    position.
+//! 2. **Symbology identifier** ([`aim`]): `]` + code + modifier. GS1 data
+//!    follows `]C1` `]d2` `]Q3` `]e0` `]e1` `]e2` `]J1`; `]E0` is 13 digits
+//!    (UPC-A arrives with a leading 0), `]E4` is EAN-8, `]E3` is EAN-13 plus a
+//!    2/5-digit add-on, `]I1` with 14 digits is ITF-14; `]d1`/`]Q1` data starting
+//!    with `http(s)://` must be a GS1 Digital Link URI ([`digital_link`]); the
+//!    other known identifiers (Code 128, Code 39, PDF417, …) carry plain data with
+//!    no product identity. An unknown identifier is rejected.
+//! 3. **No identifier**: accepted only where the data parses *unambiguously*
+//!    as one of: UPC-A (12 digits, valid check digit; assumed `]E0`), EAN-13
+//!    (13 digits; `]E0`), GTIN-14/ITF-14 (14 digits; `]I1`), a GS1 element string
+//!    (assumed `]d2`, the DSCSA carrier) or a GS1 Digital Link URI (assumed
+//!    `]Q1`). 12–14 digits that are *both* a valid GTIN and a valid element string
+//!    are rejected as ambiguous. [`Decoded::symbology_assumed`] is then `true`.
+//! 4. **GS1 element strings** ([`gs1`], table in [`ai_table`]): AI length from its
+//!    first two digits; predefined-length AIs take their fixed length, the others
+//!    run to the next GS or the end; a GS after a fixed-length AI, a doubled GS,
+//!    a leading GS and a trailing GS are tolerated; every value is checked for
+//!    length, character set (N = digits, X = CSET 82), check digit (GTIN, SSCC,
+//!    GLN, …) and dates (YYMMDD; DD = 00 = last day of month for 11–17; GS1
+//!    sliding century window). An AI repeated with a different value is rejected.
+//! 5. **Identity** ([`ProductId`]): `gtin` from (01) or the UPC/EAN/ITF-14,
+//!    always 14 digits; `ndc10` when the GTIN-14 is indicator (0–8) + `03` +
+//!    NDC10 + check (this covers UPC-A number system 3); `lot` (10), `serial`
+//!    (21), `expiry` (17). NDC11 is never derived. A valid barcode without a GTIN
+//!    (e.g. only an SSCC) decodes, but [`ProductId::is_dispensable`] is false.
+//! 6. **Errors** ([`DecodeError`]) name AIs, byte positions (0-based, in the
+//!    whole frame), lengths and expected formats — never the scanned data,
+//!    which may be anything (a mis-scanned patient wristband).
+//! 7. Decoding never panics, never recurses on input, and is linear in the
+//!    input length.
+//!
+//! # Layout
+//!
+//! - [`aim`]: symbology identifiers;
+//! - [`gs1`]: element-string parser, value validation, dates;
+//! - [`ai_table`]: the AI table;
+//! - [`gtin`]: check digits, GTIN-14 normalisation, NDC10;
+//! - [`digital_link`]: GS1 Digital Link URIs.
+
+pub mod ai_table;
+pub mod aim;
+pub mod digital_link;
+pub mod gs1;
+pub mod gtin;
+
+use aim::{Content, Symbology};
+use chrono::{Datelike, NaiveDate};
+use serde::Serialize;
+
+/// Longest frame accepted, in bytes (a Data Matrix holds at most 3116 bytes,
+/// a QR Code 2953; the margin covers identifiers and Digital Link stems).
+pub const MAX_FRAME_LEN: usize = 8192;
+
+/// One GS1 element: application identifier and its value.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Element {
+    /// The AI digits, e.g. "01".
+    pub ai: String,
+    /// The value as transmitted.
+    pub value: String,
+}
+
+/// Canonical product identity carried by a barcode.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct ProductId {
+    /// GTIN normalised to 14 digits.
+    pub gtin: Option<String>,
+    /// 10-digit NDC without dashes, when the GTIN carries a US NDC.
+    pub ndc10: Option<String>,
+    /// (10) batch/lot.
+    pub lot: Option<String>,
+    /// (21) serial.
+    pub serial: Option<String>,
+    /// (17) expiry.
+    pub expiry: Option<NaiveDate>,
+}
+
+/// A successfully decoded barcode.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Decoded {
+    /// AIM symbology identifier, e.g. "]d2" (as sent, or the one assumed).
+    pub aim: String,
+    /// Human name of the symbology.
+    pub symbology: &'static str,
+    /// True when the data carried no AIM id and the symbology was inferred.
+    pub symbology_assumed: bool,
+    /// GS1 elements in transmission order (for a UPC/EAN: one (01) element).
+    pub elements: Vec<Element>,
+    /// Canonical product identity.
+    pub product: ProductId,
+}
+
+/// Why a barcode was rejected. The message never repeats the scanned data.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct DecodeError(pub String);
+
+impl ProductId {
+    /// True when the identity names a dispensable product (a GTIN).
+    pub fn is_dispensable(&self) -> bool {
+        self.gtin.is_some()
+    }
+
+    /// The canonical bytes hashed into the content key: `name=value` + 0x1F
+    /// for gtin, ndc10, lot, serial, expiry (YYYY-MM-DD), in that order, an
+    /// absent field as an empty value. Identical for the same label whatever
+    /// symbology, AI order or separator placement the scanner used.
+    pub fn canonical_bytes(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(96);
+        let mut field = |name: &str, value: &[u8]| {
+            out.extend_from_slice(name.as_bytes());
+            out.push(b'=');
+            out.extend_from_slice(value);
+            out.push(0x1f);
+        };
+        field("gtin", self.gtin.as_deref().unwrap_or("").as_bytes());
+        field("ndc10", self.ndc10.as_deref().unwrap_or("").as_bytes());
+        field("lot", self.lot.as_deref().unwrap_or("").as_bytes());
+        field("serial", self.serial.as_deref().unwrap_or("").as_bytes());
+        let mut date = [0u8; 10];
+        let date_bytes: &[u8] = match self.expiry {
+            Some(d) if (0..=9999).contains(&d.year()) => {
+                write_ymd(&mut date, d);
+                &date
+            }
+            Some(_) => b"?",
+            None => b"",
+        };
+        field("expiry", date_bytes);
+        out
+    }
+}
+
+/// `YYYY-MM-DD` (same as chrono's `%Y-%m-%d` for years 0..=9999).
+fn write_ymd(buf: &mut [u8; 10], d: NaiveDate) {
+    let y = d.year() as u32;
+    let digit = |v: u32| b'0' + (v % 10) as u8;
+    buf[0] = digit(y / 1000);
+    buf[1] = digit(y / 100);
+    buf[2] = digit(y / 10);
+    buf[3] = digit(y);
+    buf[4] = b'-';
+    buf[5] = digit(d.month() / 10);
+    buf[6] = digit(d.month());
+    buf[7] = b'-';
+    buf[8] = digit(d.day() / 10);
+    buf[9] = digit(d.day());
+}
+
+/// Decode one scanned frame (without its framing suffix). Dates use the GS1
+/// century window relative to the current UTC year.
+pub fn decode(data: &[u8]) -> Result<Decoded, DecodeError> {
+    decode_with_year(data, current_year())
+}
+
+fn current_year() -> i32 {
+    chrono::Utc::now().year()
+}
+
+/// [`decode`] with the reference year of the GS1 century window given
+/// explicitly (deterministic tests, replays).
+pub fn decode_with_year(data: &[u8], ref_year: i32) -> Result<Decoded, DecodeError> {
+    let text = check_bytes(data)?;
+    if data.first() == Some(&b']') {
+        let (sym, aim_len) = aim::parse(data)?;
+        let payload = &text[aim_len..];
+        let aim_id = &text[..aim_len];
+        decode_payload(sym, aim_id, payload, aim_len, ref_year, false)
+    } else {
+        decode_without_aim(text, ref_year)
+    }
+}
+
+/// Frame-level checks: length, control characters, UTF-8.
+fn check_bytes(data: &[u8]) -> Result<&str, DecodeError> {
+    if data.is_empty() {
+        return Err(DecodeError("empty frame".into()));
+    }
+    if data.len() > MAX_FRAME_LEN {
+        return Err(DecodeError(format!(
+            "frame too long ({} bytes, max {MAX_FRAME_LEN})",
+            data.len()
+        )));
+    }
+    if let Some(k) = data
+        .iter()
+        .position(|&c| (c < 0x20 && c != gs1::GS) || c == 0x7f)
+    {
+        let what = if data[k] == 0 {
+            "NUL byte"
+        } else {
+            "control character"
+        };
+        return Err(DecodeError(format!(
+            "{what} at byte {k} (no control characters other than GS 0x1D are allowed)"
+        )));
+    }
+    std::str::from_utf8(data).map_err(|e| {
+        DecodeError(format!(
+            "not UTF-8: invalid byte sequence at byte {}",
+            e.valid_up_to()
+        ))
+    })
+}
+
+fn decode_payload(
+    sym: &'static Symbology,
+    aim_id: &str,
+    payload: &str,
+    base: usize,
+    ref_year: i32,
+    assumed: bool,
+) -> Result<Decoded, DecodeError> {
+    let mut elements = Vec::new();
+    let mut symbology = sym.name;
+    match sym.content {
+        Content::Gs1 => {
+            if payload.is_empty() {
+                return Err(DecodeError(format!(
+                    "empty GS1 data after symbology identifier {}",
+                    sym.aim
+                )));
+            }
+            elements.reserve(6);
+            parse_gs1(payload, base, ref_year, &mut elements)?;
+        }
+        Content::Ean13 => {
+            let gtin = retail_digits(payload, &[13], base, sym)?;
+            symbology = if payload.starts_with('0') {
+                "UPC-A"
+            } else {
+                "EAN-13"
+            };
+            elements.push(gtin_element(gtin));
+        }
+        Content::Ean8 => {
+            let gtin = retail_digits(payload, &[8], base, sym)?;
+            elements.push(gtin_element(gtin));
+        }
+        Content::Ean13AddOn => {
+            all_digits(payload, base, sym)?;
+            if payload.len() != 15 && payload.len() != 18 {
+                return Err(DecodeError(format!(
+                    "{}: expected 13 digits plus a 2- or 5-digit add-on, got {} digits",
+                    sym.aim,
+                    payload.len()
+                )));
+            }
+            let gtin = retail_digits(&payload[..13], &[13], base, sym)?;
+            elements.push(gtin_element(gtin));
+        }
+        Content::AddOnOnly => {
+            all_digits(payload, base, sym)?;
+            if payload.len() != 2 && payload.len() != 5 {
+                return Err(DecodeError(format!(
+                    "{}: expected a 2- or 5-digit add-on, got {} characters",
+                    sym.aim,
+                    payload.len()
+                )));
+            }
+        }
+        Content::Itf => {
+            all_digits(payload, base, sym)?;
+            if payload.is_empty() {
+                return Err(DecodeError(format!("{}: no data", sym.aim)));
+            }
+            if payload.len() == 14 {
+                let gtin = retail_digits(payload, &[14], base, sym)?;
+                symbology = "ITF-14";
+                elements.push(gtin_element(gtin));
+            }
+        }
+        Content::PlainOrDigitalLink => {
+            if digital_link::has_dl_scheme(payload.as_bytes()) {
+                digital_link::parse(payload.as_bytes(), base, ref_year, |ai, value| {
+                    elements.push(Element {
+                        ai: ai.to_string(),
+                        value,
+                    })
+                })?;
+            }
+        }
+        Content::Plain => {}
+    }
+    let product = build_product(&elements, ref_year)?;
+    Ok(Decoded {
+        aim: aim_id.to_string(),
+        symbology,
+        symbology_assumed: assumed,
+        elements,
+        product,
+    })
+}
+
+fn parse_gs1(
+    payload: &str,
+    base: usize,
+    ref_year: i32,
+    elements: &mut Vec<Element>,
+) -> Result<(), DecodeError> {
+    let mut bad_slice = false;
+    gs1::parse(payload.as_bytes(), base, ref_year, |_, sp| {
+        // Spans start and end at ASCII bytes (digits / GS), so these slices are
+        // on char boundaries; `get` keeps this panic-free regardless.
+        match (
+            payload.get(sp.ai_start..sp.ai_start + sp.ai_len),
+            payload.get(sp.val_start..sp.val_end),
+        ) {
+            (Some(ai), Some(value)) => elements.push(Element {
+                ai: ai.to_string(),
+                value: value.to_string(),
+            }),
+            _ => bad_slice = true,
+        }
+    })?;
+    if bad_slice {
+        return Err(DecodeError(
+            "internal: element boundary inside a character".into(),
+        ));
+    }
+    Ok(())
+}
+
+fn all_digits(payload: &str, base: usize, sym: &Symbology) -> Result<(), DecodeError> {
+    match payload.bytes().position(|c| !c.is_ascii_digit()) {
+        Some(k) => Err(DecodeError(format!(
+            "{}: non-digit at byte {} (digits only)",
+            sym.aim,
+            base + k
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// Digits of one of `lens` lengths with a valid check digit → GTIN-14.
+fn retail_digits(
+    payload: &str,
+    lens: &[usize],
+    base: usize,
+    sym: &Symbology,
+) -> Result<String, DecodeError> {
+    all_digits(payload, base, sym)?;
+    if !lens.contains(&payload.len()) {
+        let what = if payload.len() < lens[0] {
+            "too short"
+        } else {
+            "too long"
+        };
+        return Err(DecodeError(format!(
+            "{}: {what} ({} digits, expected {})",
+            sym.aim,
+            payload.len(),
+            lens[0]
+        )));
+    }
+    if !gtin::has_valid_check_digit(payload.as_bytes()) {
+        return Err(DecodeError(format!(
+            "{}: incorrect check digit at byte {}",
+            sym.aim,
+            base + payload.len() - 1
+        )));
+    }
+    gtin::normalise_gtin14(payload.as_bytes())
+        .ok_or_else(|| DecodeError(format!("{}: not a GTIN", sym.aim)))
+}
+
+fn gtin_element(gtin14: String) -> Element {
+    Element {
+        ai: "01".to_string(),
+        value: gtin14,
+    }
+}
+
+/// Data without a symbology identifier.
+fn decode_without_aim(text: &str, ref_year: i32) -> Result<Decoded, DecodeError> {
+    let b = text.as_bytes();
+    if digital_link::has_dl_scheme(b) {
+        let sym = aim::lookup("]Q1").ok_or_else(|| DecodeError("internal: ]Q1".into()))?;
+        return decode_payload(sym, "]Q1", text, 0, ref_year, true)
+            .map_err(|e| DecodeError(format!("no symbology identifier; {}", e.0)));
+    }
+    let digits = b.iter().all(u8::is_ascii_digit);
+    let retail_kind = match b.len() {
+        12 => Some(("]E0", "UPC-A")),
+        13 => Some(("]E0", if b[0] == b'0' { "UPC-A" } else { "EAN-13" })),
+        14 => Some(("]I1", "ITF-14")),
+        _ => None,
+    };
+    let retail = match retail_kind {
+        Some(kind) if digits && gtin::has_valid_check_digit(b) => Some(kind),
+        _ => None,
+    };
+    let gs1_sym = aim::lookup("]d2").ok_or_else(|| DecodeError("internal: ]d2".into()))?;
+    let gs1_try = if b[0].is_ascii_digit() || b[0] == gs1::GS {
+        Some(decode_payload(gs1_sym, "]d2", text, 0, ref_year, true))
+    } else {
+        None
+    };
+    match (retail, gs1_try) {
+        (Some((_, name)), Some(Ok(_))) => Err(DecodeError(format!(
+            "ambiguous without a symbology identifier: {} digits are both a valid {name} and a valid GS1 element string (enable AIM ids on the scanner)",
+            b.len()
+        ))),
+        (Some((aim_id, name)), _) => {
+            let gtin = gtin::normalise_gtin14(b)
+                .ok_or_else(|| DecodeError("internal: GTIN normalisation".into()))?;
+            let elements = vec![gtin_element(gtin)];
+            let product = build_product(&elements, ref_year)?;
+            Ok(Decoded {
+                aim: aim_id.to_string(),
+                symbology: name,
+                symbology_assumed: true,
+                elements,
+                product,
+            })
+        }
+        (None, Some(Ok(d))) => Ok(d),
+        (None, Some(Err(e))) => match retail_kind {
+            Some((_, name)) if digits => Err(DecodeError(format!(
+                "no symbology identifier: {} digits have an incorrect {name} check digit and are not a GS1 element string ({})",
+                b.len(),
+                e.0
+            ))),
+            _ => Err(DecodeError(format!(
+                "no symbology identifier and not a GS1 element string: {}",
+                e.0
+            ))),
+        },
+        (None, None) => Err(DecodeError(
+            "no symbology identifier, and the data is not a UPC/EAN/GTIN, a GS1 element string or a GS1 Digital Link URI".into(),
+        )),
+    }
+}
+
+/// Build the product identity; reject an AI repeated with a different value.
+fn build_product(elements: &[Element], ref_year: i32) -> Result<ProductId, DecodeError> {
+    check_repeats(elements)?;
+    let mut p = ProductId::default();
+    for el in elements {
+        match el.ai.as_str() {
+            "01" if p.gtin.is_none() => {
+                p.ndc10 = gtin::ndc10_from_gtin14(&el.value).map(str::to_string);
+                p.gtin = Some(el.value.clone());
+            }
+            "10" if p.lot.is_none() => p.lot = Some(el.value.clone()),
+            "21" if p.serial.is_none() => p.serial = Some(el.value.clone()),
+            "17" if p.expiry.is_none() => {
+                p.expiry = Some(
+                    gs1::parse_yymmdd(el.value.as_bytes(), ref_year, true)
+                        .map_err(|(_, why)| DecodeError(format!("AI (17): {why}")))?,
+                );
+            }
+            _ => {}
+        }
+    }
+    Ok(p)
+}
+
+/// Repeated AIs must carry the same value (GS1 General Specifications; the
+/// gs1-syntax-engine checks this too). Small messages are checked pairwise;
+/// large ones by sorting, so the cost stays O(n log n).
+fn check_repeats(elements: &[Element]) -> Result<(), DecodeError> {
+    let conflict = |ai: &str| {
+        DecodeError(format!(
+            "AI ({ai}) appears more than once with different values"
+        ))
+    };
+    if elements.len() <= 16 {
+        for (i, a) in elements.iter().enumerate() {
+            for b in &elements[i + 1..] {
+                if a.ai == b.ai && a.value != b.value {
+                    return Err(conflict(&a.ai));
+                }
+            }
+        }
+        return Ok(());
+    }
+    let mut idx: Vec<&Element> = elements.iter().collect();
+    idx.sort_unstable_by(|a, b| (&a.ai, &a.value).cmp(&(&b.ai, &b.value)));
+    for w in idx.windows(2) {
+        if w[0].ai == w[1].ai && w[0].value != w[1].value {
+            return Err(conflict(&w[0].ai));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const Y: i32 = 2025;
+
+    fn ok(s: &str) -> Decoded {
+        decode_with_year(s.as_bytes(), Y).unwrap_or_else(|e| panic!("{s:?}: {e}"))
+    }
+    fn bad(s: &[u8]) -> String {
+        match decode_with_year(s, Y) {
+            Ok(d) => panic!("{s:?} decoded: {d:?}"),
+            Err(e) => e.0,
+        }
+    }
+
+    #[test]
+    fn dscsa_datamatrix() {
+        let d = ok("]d201003492815890581713102810 0U42275AA"
+            .replace(' ', "")
+            .as_str());
+        assert_eq!(d.aim, "]d2");
+        assert!(!d.symbology_assumed);
+        assert_eq!(d.product.gtin.as_deref(), Some("00349281589058"));
+        assert_eq!(d.product.ndc10.as_deref(), Some("4928158905"));
+        assert_eq!(d.product.lot.as_deref(), Some("0U42275AA"));
+        assert_eq!(d.product.expiry, NaiveDate::from_ymd_opt(2013, 10, 28));
+        assert!(d.product.is_dispensable());
+    }
+
+    #[test]
+    fn upc_a_and_gtin14_same_identity() {
+        let a = ok("]E00307773105025");
+        assert_eq!(a.symbology, "UPC-A");
+        assert_eq!(a.elements[0].value, "00307773105025");
+        assert_eq!(a.product.ndc10.as_deref(), Some("0777310502"));
+        let b = ok("307773105025");
+        assert!(b.symbology_assumed);
+        assert_eq!(b.aim, "]E0");
+        let c = ok("]d20100307773105025");
+        let e = ok("]I100307773105025");
+        assert_eq!(e.symbology, "ITF-14");
+        assert_eq!(a.product.canonical_bytes(), b.product.canonical_bytes());
+        assert_eq!(a.product.canonical_bytes(), c.product.canonical_bytes());
+        assert_eq!(a.product.canonical_bytes(), e.product.canonical_bytes());
+    }
+
+    #[test]
+    fn ean8_and_ean13() {
+        assert_eq!(
+            ok("]E402345673").product.gtin.as_deref(),
+            Some("00000002345673")
+        );
+        let d = ok("]E02112345678900");
+        assert_eq!(d.symbology, "EAN-13");
+        assert_eq!(d.product.gtin.as_deref(), Some("02112345678900"));
+        assert_eq!(d.product.ndc10, None);
+        assert!(bad(b"]E0123456789012").contains("too short"));
+        assert!(bad(b"]E02112345678901").contains("check digit"));
+        assert!(bad(b"]E012345678901234").contains("too long"));
+        assert!(bad(b"]E01234ABC890123").contains("non-digit"));
+        assert!(bad(b"]E0").contains("too short"));
+        assert!(bad(b"]E41234567").contains("too short"));
+        // EAN-13 + add-on
+        assert_eq!(
+            ok("]E3211234567890012").product.gtin.as_deref(),
+            Some("02112345678900")
+        );
+        assert!(bad(b"]E3211234567890").contains("add-on"));
+        assert!(ok("]E212345").elements.is_empty());
+    }
+
+    #[test]
+    fn no_product_but_valid() {
+        let d = ok("00373400306809981733");
+        assert!(d.symbology_assumed);
+        assert!(!d.product.is_dispensable());
+        let d = ok("]d1TESTING");
+        assert!(d.elements.is_empty() && !d.product.is_dispensable());
+        assert!(ok("]C0ABC-123").elements.is_empty());
+        assert!(ok("]Q1").elements.is_empty());
+    }
+
+    #[test]
+    fn digital_link() {
+        let d = ok("]Q1https://example.com/01/12312312312333?99=TEST");
+        assert_eq!(d.elements.len(), 2);
+        let d = ok("https://example.com/01/00349281589058/10/ABC/21/123?17=261031");
+        assert!(d.symbology_assumed);
+        assert_eq!(d.aim, "]Q1");
+        let e = ok("]d20100349281589058\u{1d}10ABC\u{1d}21123\u{1d}17261031");
+        assert_eq!(d.product, e.product);
+        assert!(bad(b"]Q1https://example.com/foo").contains("Digital Link"));
+    }
+
+    #[test]
+    fn frame_level_rejections() {
+        assert!(bad(b"").contains("empty"));
+        assert!(bad(b"]d2010034928158905\x0017").contains("NUL byte at byte 18"));
+        assert!(bad(b"]d20100349281589058\r").contains("control character at byte 19"));
+        assert!(bad(b"]d2\xff\xfe").contains("not UTF-8"));
+        assert!(bad(b"\xc3").contains("not UTF-8"));
+        assert!(bad(&vec![b'1'; MAX_FRAME_LEN + 1]).contains("too long"));
+        assert!(bad(b"]XX").contains("unsupported"));
+        assert!(bad(b"ABC").contains("no symbology identifier"));
+        assert!(bad(b"]d2").contains("empty GS1 data"));
+        assert!(bad(b"]d2\x1d").contains("empty GS1 data"));
+    }
+
+    #[test]
+    fn repeated_ai_rules() {
+        assert!(ok("]d21012\u{1d}1012").elements.len() == 2);
+        assert!(bad(b"]d21012\x1d1013").contains("AI (10) appears more than once"));
+        let mut many = String::from("]d2");
+        for i in 0..40 {
+            many.push_str(&format!("99X{i}\u{1d}"));
+        }
+        assert!(ok(&many).elements.len() == 40);
+        many.push_str("9939\u{1d}99X3");
+        assert!(bad(many.as_bytes()).contains("AI (99)"));
+    }
+
+    #[test]
+    fn ambiguity_without_aim() {
+        // 12 digits that are both a valid UPC-A and a valid element string
+        // (17)250131(10)NN: find one by scanning the lot digits.
+        let mut found = false;
+        for n in 0..100 {
+            let s = format!("1725013110{n:02}");
+            if gtin::has_valid_check_digit(s.as_bytes()) {
+                assert!(bad(s.as_bytes()).contains("ambiguous"));
+                assert!(ok(&format!("]d2{s}")).product.lot.is_some());
+                assert!(ok(&format!("]E00{s}")).product.gtin.is_some());
+                found = true;
+            }
+        }
+        assert!(found);
+        // 12 digits with a bad check digit that aren't GS1 either.
+        assert!(bad(b"307773105026").contains("check digit"));
+    }
+
+    #[test]
+    fn canonical_bytes_format() {
+        let d = ok("]d20100349281589058\u{1d}17261000\u{1d}10L1\u{1d}21S1");
+        assert_eq!(
+            d.product.canonical_bytes(),
+            b"gtin=00349281589058\x1fndc10=4928158905\x1flot=L1\x1fserial=S1\x1fexpiry=2026-10-31\x1f"
+        );
+        assert_eq!(
+            ProductId::default().canonical_bytes(),
+            b"gtin=\x1fndc10=\x1flot=\x1fserial=\x1fexpiry=\x1f"
+        );
+    }
+
+    #[test]
+    fn errors_never_echo_data() {
+        for s in [
+            "]d2JOHN SMITH 1970",
+            "]d21JOHNSMITH",
+            "]d210JOHN SMITH",
+            "]d20112345678901234",
+            "]E0JOHNSMITH1970",
+            "JOHN SMITH",
+            "]Q1https://JOHNSMITH",
+            "]ZZJOHNSMITH",
+            "]d221JOHNSMITH\u{1d}8912",
+        ] {
+            let e = bad(s.as_bytes());
+            assert!(
+                !e.contains("JOHN") && !e.contains("SMITH") && !e.contains("12345678901234"),
+                "{e}"
+            );
+        }
+    }
+
+    #[test]
+    fn never_panics_on_prefixes_of_valid_data() {
+        let s = "]d20100349281589058\u{1d}17261031\u{1d}10ABC\u{1d}21XYZ";
+        for i in 0..=s.len() {
+            let _ = decode_with_year(&s.as_bytes()[..i], Y);
+        }
+        for i in 0..=255u8 {
+            let _ = decode_with_year(&[b']', b'd', b'2', i], Y);
+            let _ = decode_with_year(&[i], Y);
+            let _ = decode_with_year(&[b']', i, i], Y);
+        }
+    }
+}

@@ -1,0 +1,72 @@
+//! Capture: stamp every raw read with its identity and time, then decode it.
+//!
+//! `RawScan` (bytes from a source) → [`Scan`] (UUIDv7, UTC + boot-time stamps,
+//! decoded product identity or the reason it was rejected). Stamping happens
+//! on the source task right after the frame ends, so the capture time is the
+//! time of the read, not the time the outbox got to it.
+
+pub mod barcode;
+pub mod clock;
+
+use crate::config::ScanType;
+use barcode::{DecodeError, Decoded};
+pub use clock::CaptureTime;
+use uuid::Uuid;
+
+/// What a scanner profile contributes to every scan it reads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Profile {
+    /// Scanner name (stable, from config).
+    pub scanner: String,
+    /// What a read means.
+    pub scan_type: ScanType,
+    /// Units per read.
+    pub quantity: u32,
+}
+
+/// One frame as a source delivered it.
+#[derive(Debug)]
+pub struct RawScan {
+    /// The frame's bytes, framing removed (truncated to the limit if over-long).
+    pub bytes: Vec<u8>,
+    /// Set when the source could not frame the read cleanly (e.g. over-long).
+    pub framing_error: Option<String>,
+}
+
+/// A stamped scan: what the outbox stores.
+#[derive(Debug, Clone)]
+pub struct Scan {
+    /// Minted once here; carried through every retry and replay.
+    pub uuid: Uuid,
+    /// Scanner profile at the time of the read.
+    pub profile: Profile,
+    /// When it was read.
+    pub time: CaptureTime,
+    /// The frame's bytes (kept in the outbox only, never in the audit trail).
+    pub raw: Vec<u8>,
+    /// The decoded barcode, or why it was rejected.
+    pub decoded: Result<Decoded, DecodeError>,
+}
+
+impl Scan {
+    /// Stamp and decode a raw read taken now.
+    pub fn capture(profile: &Profile, raw: RawScan) -> Scan {
+        let time = CaptureTime::now();
+        Scan::at(profile, raw, time)
+    }
+
+    /// Stamp and decode a raw read with a given capture time (replays, tests).
+    pub fn at(profile: &Profile, raw: RawScan, time: CaptureTime) -> Scan {
+        let decoded = match raw.framing_error {
+            Some(reason) => Err(DecodeError(reason)),
+            None => barcode::decode(&raw.bytes),
+        };
+        Scan {
+            uuid: Uuid::now_v7(),
+            profile: profile.clone(),
+            time,
+            raw: raw.bytes,
+            decoded,
+        }
+    }
+}

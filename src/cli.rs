@@ -1,0 +1,332 @@
+//! The `scangate` command line.
+//!
+//! # Exit codes
+//!
+//! | code | meaning |
+//! |---|---|
+//! | 0 | success |
+//! | 1 | a check failed: `audit verify` found a broken record, `decode` got an invalid barcode, the demo lost a scan |
+//! | 2 | configuration or usage error (the message names the key and the fix) |
+//! | 3 | state error: state directory not writable, database corrupt, unreadable or of another schema version |
+//! | 4 | runtime failure (I/O, an internal thread died) |
+
+use crate::audit::{self, Verification};
+use crate::config::{Config, ConfigError};
+use crate::store::{Store, StoreError};
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Exit code: success.
+pub const EXIT_OK: u8 = 0;
+/// Exit code: a check failed.
+pub const EXIT_CHECK_FAILED: u8 = 1;
+/// Exit code: configuration or usage error.
+pub const EXIT_CONFIG: u8 = 2;
+/// Exit code: state directory or database unusable.
+pub const EXIT_STATE: u8 = 3;
+/// Exit code: runtime failure.
+pub const EXIT_RUNTIME: u8 = 4;
+
+#[derive(Parser)]
+#[command(
+    name = "scangate",
+    version,
+    about = "Barcode-scan ingestion for pharmacy-floor gateways: write-ahead outbox, exact echo suppression, hash-chained audit",
+    after_help = "Exit codes: 0 ok, 1 check failed, 2 config/usage error, 3 state/database error, 4 runtime failure."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(clap::Args, Clone)]
+struct ConfigArg {
+    /// Config file (TOML). Without it: built-in defaults, embedded store,
+    /// state in $STATE_DIRECTORY or ./scangate-state.
+    #[arg(long, short = 'c', env = "SCANGATE_CONFIG")]
+    config: Option<PathBuf>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the daemon until SIGTERM/SIGINT.
+    Run(ConfigArg),
+    /// Validate the configuration without touching hardware.
+    CheckConfig(ConfigArg),
+    /// Play a noisy pharmacy shift on virtual serial scanners and report.
+    Demo,
+    /// Measure throughput and latency on a real SQLite file.
+    Bench(crate::bench::BenchArgs),
+    /// The ledger of committed scans.
+    Ledger {
+        #[command(subcommand)]
+        command: LedgerCommand,
+    },
+    /// The hash-chained audit trail.
+    Audit {
+        #[command(subcommand)]
+        command: AuditCommand,
+    },
+    /// The write-ahead outbox.
+    Outbox {
+        #[command(subcommand)]
+        command: OutboxCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum LedgerCommand {
+    /// Print ledger entries as JSON lines.
+    Export {
+        #[command(flatten)]
+        config: ConfigArg,
+        /// Only entries captured at or after this time (RFC 3339).
+        #[arg(long)]
+        since: Option<String>,
+    },
+}
+
+#[derive(Subcommand)]
+enum AuditCommand {
+    /// Check the whole hash chain; exit 1 naming the first broken record.
+    Verify(ConfigArg),
+    /// Show the committed scan and every echo suppressed against it.
+    Trace {
+        #[command(flatten)]
+        config: ConfigArg,
+        /// A scan UUID or a content key.
+        id: String,
+    },
+}
+
+#[derive(Subcommand)]
+enum OutboxCommand {
+    /// Counts by state and the age of the oldest undecided scan.
+    Status {
+        #[command(flatten)]
+        config: ConfigArg,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// A failure with its exit code; the message says what to do.
+struct Failure {
+    code: u8,
+    message: String,
+}
+
+impl From<ConfigError> for Failure {
+    fn from(e: ConfigError) -> Self {
+        Failure {
+            code: EXIT_CONFIG,
+            message: format!("configuration error: {e}"),
+        }
+    }
+}
+
+impl From<StoreError> for Failure {
+    fn from(e: StoreError) -> Self {
+        let code = match e {
+            StoreError::Sqlite { .. } => EXIT_RUNTIME,
+            _ => EXIT_STATE,
+        };
+        Failure {
+            code,
+            message: e.to_string(),
+        }
+    }
+}
+
+impl From<crate::daemon::DaemonError> for Failure {
+    fn from(e: crate::daemon::DaemonError) -> Self {
+        match e {
+            crate::daemon::DaemonError::Store(s) => s.into(),
+            other => Failure {
+                code: EXIT_RUNTIME,
+                message: other.to_string(),
+            },
+        }
+    }
+}
+
+/// Entry point of the binary.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    // The demo and the benchmark print their own report; keep the log quiet.
+    let quiet = matches!(cli.command, Command::Demo | Command::Bench(_));
+    init_tracing(if quiet { "warn" } else { "info" });
+    match dispatch(cli.command) {
+        Ok(code) => ExitCode::from(code),
+        Err(f) => {
+            eprintln!("scangate: {}", f.message);
+            ExitCode::from(f.code)
+        }
+    }
+}
+
+/// Logs to the journal when started by systemd (JOURNAL_STREAM is set),
+/// else to stderr. `RUST_LOG` filters (default `default_level`).
+fn init_tracing(default_level: &str) {
+    use tracing_subscriber::prelude::*;
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
+    let journald = std::env::var_os("JOURNAL_STREAM")
+        .is_some()
+        .then(|| tracing_journald::layer().ok())
+        .flatten();
+    let registry = tracing_subscriber::registry().with(filter);
+    match journald {
+        Some(layer) => registry.with(layer).init(),
+        None => registry
+            .with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr))
+            .init(),
+    }
+}
+
+fn load(arg: &ConfigArg) -> Result<Config, Failure> {
+    Ok(Config::load(arg.config.as_deref())?)
+}
+
+fn open_ro(arg: &ConfigArg) -> Result<Store, Failure> {
+    let cfg = load(arg)?;
+    Ok(Store::open_read_only(&cfg.state_dir())?)
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| Failure {
+            code: EXIT_RUNTIME,
+            message: format!("cannot start the async runtime: {e}"),
+        })
+}
+
+fn dispatch(cmd: Command) -> Result<u8, Failure> {
+    match cmd {
+        Command::Run(arg) => {
+            let cfg = load(&arg)?;
+            runtime()?.block_on(async {
+                crate::daemon::run(cfg, shutdown_signal()).await?;
+                Ok(EXIT_OK)
+            })
+        }
+        Command::CheckConfig(arg) => {
+            let cfg = load(&arg)?;
+            println!(
+                "configuration OK: facility {}, gateway {}, {} scanner(s), window {} ms, state in {}",
+                cfg.gateway.facility,
+                cfg.gateway.id,
+                cfg.scanners.len(),
+                cfg.dedup.window_ms,
+                cfg.state_dir().display()
+            );
+            Ok(EXIT_OK)
+        }
+        Command::Demo => runtime()?
+            .block_on(crate::demo::run())
+            .map_err(|e| Failure {
+                code: EXIT_RUNTIME,
+                message: format!("demo failed: {e}"),
+            }),
+        Command::Bench(args) => crate::bench::run(&args).map_err(|e| Failure {
+            code: EXIT_RUNTIME,
+            message: format!("bench failed: {e}"),
+        }),
+        Command::Ledger {
+            command: LedgerCommand::Export { config, since },
+        } => {
+            let since_ms = match since {
+                None => None,
+                Some(s) => Some(
+                    chrono::DateTime::parse_from_rfc3339(&s)
+                        .map_err(|e| Failure {
+                            code: EXIT_CONFIG,
+                            message: format!(
+                                "--since {s:?} is not an RFC 3339 time ({e}); use e.g. 2026-11-30T08:00:00Z"
+                            ),
+                        })?
+                        .timestamp_millis(),
+                ),
+            };
+            let store = open_ro(&config)?;
+            let stdout = std::io::stdout();
+            let mut out = std::io::BufWriter::new(stdout.lock());
+            crate::ledger::for_each(&store, since_ms, |entry| {
+                use std::io::Write;
+                serde_json::to_writer(&mut out, &entry)?;
+                out.write_all(b"\n")
+            })?;
+            use std::io::Write;
+            let _ = out.flush();
+            Ok(EXIT_OK)
+        }
+        Command::Audit {
+            command: AuditCommand::Verify(arg),
+        } => {
+            let store = open_ro(&arg)?;
+            match audit::verify(&store)? {
+                Verification::Intact { records, head } => {
+                    println!("audit chain intact: {records} records, head {head}");
+                    Ok(EXIT_OK)
+                }
+                Verification::Broken { seq, problem } => {
+                    println!("audit chain BROKEN at record {seq}: {problem}");
+                    Ok(EXIT_CHECK_FAILED)
+                }
+            }
+        }
+        Command::Audit {
+            command: AuditCommand::Trace { config, id },
+        } => {
+            let store = open_ro(&config)?;
+            let Some(key) = audit::key_of(&store, &id)? else {
+                println!("no decision about {id} in the audit trail");
+                return Ok(EXIT_CHECK_FAILED);
+            };
+            let records = audit::records_for_key(&store, &key)?;
+            print!("{}", audit::render_trace(&key, &records));
+            Ok(EXIT_OK)
+        }
+        Command::Outbox {
+            command: OutboxCommand::Status { config, json },
+        } => {
+            let store = open_ro(&config)?;
+            let st = store.outbox_status()?;
+            if json {
+                println!("{}", serde_json::to_string(&st).expect("status serialises"));
+            } else {
+                println!(
+                    "pending {}  unresolved {}  committed {}  suppressed {}  rejected {}",
+                    st.pending, st.unresolved, st.committed, st.suppressed, st.rejected
+                );
+                match st.oldest_open_ms {
+                    Some(ms) => {
+                        let age = chrono::Utc::now().timestamp_millis() - ms;
+                        println!(
+                            "oldest undecided scan: captured {} ({:.1} s ago)",
+                            crate::capture::clock::rfc3339_ms(ms),
+                            age as f64 / 1000.0
+                        );
+                    }
+                    None => println!("no undecided scans"),
+                }
+            }
+            Ok(EXIT_OK)
+        }
+    }
+}
+
+/// Completes on SIGTERM or SIGINT.
+async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).expect("installing a SIGTERM handler");
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+}

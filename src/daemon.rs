@@ -1,0 +1,156 @@
+//! The daemon: the one place that knows every stage and wires them.
+//!
+//! ```text
+//!  source tasks (async) ──Captured──► outbox writer thread ──► gate ──► ledger + audit
+//!  frame + capture           mpsc     admit (commit, fsync)    decide in capture order
+//!        ▲                              │
+//!        └────────── ACK after the durable write ◄─┘
+//! ```
+//!
+//! The outbox writer owns the SQLite connection on its own OS thread because
+//! rusqlite blocks; the async runtime only runs the sources. Shutdown is one
+//! `watch` flag: sources stop reading and drop their senders, the writer
+//! drains what is in flight, decides it, and returns.
+
+use crate::capture::Scan;
+use crate::config::{Config, ScannerKind};
+use crate::gate::{Gate, GateConfig, GateStats};
+use crate::source::{self, Captured};
+use crate::store::{Store, StoreError};
+use std::future::Future;
+use std::path::PathBuf;
+use std::time::Duration;
+use tokio::sync::{mpsc, watch};
+
+/// Scans per outbox transaction at most (group commit).
+const ADMIT_BATCH: usize = 1024;
+/// Scans buffered between the sources and the outbox writer.
+const QUEUE: usize = 16 * 1024;
+
+/// What a run did.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RunReport {
+    /// Gate counters.
+    pub stats: GateStats,
+}
+
+/// Why the daemon could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    /// The database or state directory is unusable.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The outbox writer thread died.
+    #[error("the outbox writer thread panicked; state is safe in {0}, restart the service")]
+    WriterPanicked(PathBuf),
+}
+
+/// Run the pipeline until `shutdown` completes, then drain and return.
+pub async fn run(
+    cfg: Config,
+    shutdown: impl Future<Output = ()>,
+) -> Result<RunReport, DaemonError> {
+    let state_dir = cfg.state_dir();
+    let store = Store::open(&state_dir)?;
+    let gate = Gate::new(GateConfig::from_config(&cfg), &store)?;
+    tracing::info!(
+        db = %store.path().display(), facility = %cfg.gateway.facility, gateway = %cfg.gateway.id,
+        scanners = cfg.scanners.len(), window_ms = cfg.dedup.window_ms, "scangate starting (embedded store)"
+    );
+    if cfg.scanners.is_empty() {
+        tracing::warn!("no [[scanner]] is configured: nothing will be read");
+    }
+
+    let (tx, rx) = mpsc::channel::<Captured>(QUEUE);
+    let writer = std::thread::Builder::new()
+        .name("outbox-writer".into())
+        .spawn(move || outbox_writer(store, gate, rx))
+        .expect("spawning a thread");
+
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let mut sources = tokio::task::JoinSet::new();
+    for sc in &cfg.scanners {
+        match sc.kind {
+            ScannerKind::Serial => {
+                sources.spawn(source::serial::run(sc.clone(), tx.clone(), stop_rx.clone()));
+            }
+        }
+    }
+    drop(tx);
+
+    shutdown.await;
+    tracing::info!("stopping: closing scanners, draining the outbox");
+    let _ = stop_tx.send(true);
+    while sources.join_next().await.is_some() {}
+    let stats = tokio::task::spawn_blocking(move || writer.join())
+        .await
+        .ok()
+        .and_then(Result::ok)
+        .ok_or_else(|| DaemonError::WriterPanicked(state_dir.clone()))?;
+    tracing::info!(
+        committed = stats.committed,
+        suppressed = stats.suppressed,
+        rejected = stats.rejected,
+        exact_lookups = stats.exact_lookups,
+        lookups_saved_by_bloom = stats.lookups_saved,
+        "scangate stopped"
+    );
+    Ok(RunReport { stats })
+}
+
+/// The outbox writer thread: admit (durable) → ACK → decide, batch by batch.
+fn outbox_writer(mut store: Store, mut gate: Gate, mut rx: mpsc::Receiver<Captured>) -> GateStats {
+    // Crash recovery: scans made durable before a crash are decided first,
+    // in capture order, before anything new.
+    decide(&mut store, &mut gate);
+    while let Some(first) = rx.blocking_recv() {
+        let mut batch = vec![first];
+        while batch.len() < ADMIT_BATCH {
+            match rx.try_recv() {
+                Ok(c) => batch.push(c),
+                Err(_) => break,
+            }
+        }
+        let scans: Vec<Scan> = batch.iter().map(|c| c.scan.clone()).collect();
+        admit_until_durable(&mut store, gate.facility(), &scans);
+        for c in &batch {
+            if let Some(durable) = &c.durable {
+                let _ = durable.send(()); // the scanner may have gone; it will resend
+            }
+        }
+        decide(&mut store, &mut gate);
+    }
+    gate.stats()
+}
+
+/// Retry the durable write until it succeeds: a scan that was read is never
+/// dropped while the process lives. No ACK goes out until it succeeds.
+fn admit_until_durable(store: &mut Store, facility: &str, scans: &[Scan]) {
+    let mut pause = Duration::from_millis(50);
+    loop {
+        match store.admit(facility, scans) {
+            Ok(_) => return,
+            Err(e) => {
+                tracing::error!(
+                    scans = scans.len(),
+                    "cannot write scans to the outbox: {e}; retrying in {pause:?} (no ACK is sent until this succeeds)"
+                );
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_secs(5));
+            }
+        }
+    }
+}
+
+fn decide(store: &mut Store, gate: &mut Gate) {
+    match gate.decide_pending(store) {
+        Ok(decisions) => {
+            for d in decisions {
+                tracing::debug!(scan = %d.scan_uuid, decision = d.verdict.state(), "decided");
+            }
+        }
+        Err(e) => tracing::error!(
+            "deciding pending scans failed: {e}; they stay durable in the outbox and are retried with the next batch"
+        ),
+    }
+}

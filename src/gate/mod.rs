@@ -1,0 +1,418 @@
+//! Gate: is a durable scan a new physical movement or an echo of one already
+//! recorded?
+//!
+//! For each pending outbox row, strictly in capture order:
+//! 1. a scan that failed validation is **rejected** with its reason;
+//! 2. the Bloom pre-filter may say "this content key was never committed" —
+//!    then the exact lookup is skipped (counted in [`GateStats::lookups_saved`]);
+//! 3. otherwise the exact index (the ledger, by content key and capture time)
+//!    is asked for a committed twin within ±`window_ms` of this scan's capture
+//!    time (event time, invariant 4): found → **suppressed** naming the twin,
+//!    none → **committed**.
+//!
+//! The state change, the ledger entry and the audit record of each decision
+//! are written in one SQLite transaction (invariant 6).
+
+pub mod bloom;
+
+use crate::audit::{AuditRecord, Chain};
+use crate::capture::Profile;
+use crate::capture::barcode::ProductId;
+use crate::capture::clock::rfc3339_ms;
+use crate::config::Config;
+use crate::store::{Store, StoreError, classify};
+use bloom::Bloom;
+use rusqlite::{OptionalExtension, TransactionBehavior, params};
+use sha2::{Digest, Sha256};
+use std::time::Duration;
+
+/// Rows decided per transaction (one fsync each).
+const DECIDE_BATCH: usize = 4096;
+
+/// Content key: SHA-256 (hex) over facility, scanner, scan type, quantity and
+/// the canonical product identity. No time component (time is invariant 4's job).
+pub fn content_key(facility: &str, profile: &Profile, product: &ProductId) -> String {
+    let mut h = Sha256::new();
+    h.update(b"scangate-content-key-v1\x1f");
+    for part in [
+        facility.as_bytes(),
+        profile.scanner.as_bytes(),
+        profile.scan_type.as_str().as_bytes(),
+        profile.quantity.to_string().as_bytes(),
+    ] {
+        h.update(part);
+        h.update([0x1f]);
+    }
+    h.update(product.canonical_bytes());
+    hex::encode(h.finalize())
+}
+
+/// What the gate decided.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(tag = "decision", rename_all = "lowercase")]
+pub enum Verdict {
+    /// A new physical movement: one ledger entry was appended.
+    Committed,
+    /// An echo of the committed scan `twin`.
+    Suppressed {
+        /// UUID of the committed scan this one echoes.
+        twin: String,
+    },
+    /// Failed validation.
+    Rejected {
+        /// Why (never contains the scanned data).
+        reason: String,
+    },
+    /// Not decided yet (still in the outbox).
+    Pending,
+}
+
+impl Verdict {
+    /// The state name used in the outbox and the audit trail.
+    pub fn state(&self) -> &'static str {
+        match self {
+            Verdict::Committed => "committed",
+            Verdict::Suppressed { .. } => "suppressed",
+            Verdict::Rejected { .. } => "rejected",
+            Verdict::Pending => "pending",
+        }
+    }
+}
+
+/// One decision about one scan.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Decision {
+    /// The scan.
+    pub scan_uuid: String,
+    /// The verdict.
+    #[serde(flatten)]
+    pub verdict: Verdict,
+    /// Its content key (absent for rejected scans).
+    pub content_key: Option<String>,
+}
+
+/// Counters since start.
+#[derive(Debug, Clone, Copy, Default, serde::Serialize)]
+pub struct GateStats {
+    /// Decisions made.
+    pub decided: u64,
+    /// Committed.
+    pub committed: u64,
+    /// Suppressed.
+    pub suppressed: u64,
+    /// Rejected.
+    pub rejected: u64,
+    /// Exact lookups performed.
+    pub exact_lookups: u64,
+    /// Exact lookups the Bloom filter made unnecessary.
+    pub lookups_saved: u64,
+}
+
+/// The gate's settings.
+#[derive(Debug, Clone)]
+pub struct GateConfig {
+    /// Facility id.
+    pub facility: String,
+    /// This gateway's id.
+    pub gateway: String,
+    /// Echo window (ms).
+    pub window_ms: i64,
+    /// Bloom retention horizon.
+    pub retention: Duration,
+}
+
+impl GateConfig {
+    /// The gate settings of a config.
+    pub fn from_config(cfg: &Config) -> GateConfig {
+        GateConfig {
+            facility: cfg.gateway.facility.clone(),
+            gateway: cfg.gateway.id.clone(),
+            window_ms: cfg.window_ms(),
+            retention: Duration::from_secs(cfg.dedup.retention_hours * 3600),
+        }
+    }
+}
+
+/// The decision maker (embedded exact store).
+pub struct Gate {
+    cfg: GateConfig,
+    bloom: Bloom,
+    stats: GateStats,
+}
+
+/// Bloom size per generation: 2^23 bits = 1 MiB, ~1.8 % false positives at a
+/// million keys per horizon (a busy pharmacy commits a few thousand a day).
+const BLOOM_BITS: usize = 1 << 23;
+
+struct PendingRow {
+    seq: i64,
+    uuid: String,
+    scanner: String,
+    captured_ms: i64,
+    boot_id: String,
+    boot_ns: i64,
+    synced: bool,
+    content_key: Option<String>,
+    reject_reason: Option<String>,
+    raw_len: i64,
+}
+
+impl Gate {
+    /// A gate whose Bloom filter is rebuilt from the ledger's entries within
+    /// the retention horizon.
+    pub fn new(cfg: GateConfig, store: &Store) -> Result<Gate, StoreError> {
+        let mut bloom = Bloom::new(BLOOM_BITS, cfg.retention);
+        let since = chrono::Utc::now().timestamp_millis() - cfg.retention.as_millis() as i64;
+        let mut q = store
+            .conn
+            .prepare("SELECT content_key FROM ledger WHERE captured_ms >= ?1")
+            .map_err(|e| store.err_at(e))?;
+        let mut rows = q.query([since]).map_err(|e| store.err_at(e))?;
+        while let Some(row) = rows.next().map_err(|e| store.err_at(e))? {
+            let key: String = row.get(0).map_err(|e| store.err_at(e))?;
+            bloom.insert(&key_bytes(&key));
+        }
+        Ok(Gate {
+            cfg,
+            bloom,
+            stats: GateStats::default(),
+        })
+    }
+
+    /// Counters since start.
+    pub fn stats(&self) -> GateStats {
+        self.stats
+    }
+
+    /// The facility this gate decides for.
+    pub fn facility(&self) -> &str {
+        &self.cfg.facility
+    }
+
+    /// Decide every pending scan, oldest capture first. Returns the decisions
+    /// in the order they were made.
+    pub fn decide_pending(&mut self, store: &mut Store) -> Result<Vec<Decision>, StoreError> {
+        let mut all = Vec::new();
+        loop {
+            let batch = self.decide_batch(store)?;
+            let done = batch.len() < DECIDE_BATCH;
+            all.extend(batch);
+            if done {
+                return Ok(all);
+            }
+        }
+    }
+
+    fn decide_batch(&mut self, store: &mut Store) -> Result<Vec<Decision>, StoreError> {
+        let Store { conn, path } = store;
+        let err = |e| classify(path, e);
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(err)?;
+        let rows: Vec<PendingRow> = {
+            let mut q = tx
+                .prepare_cached(
+                    "SELECT seq, scan_uuid, scanner, captured_ms, boot_id, boot_ns, clock_synced,
+                            content_key, reject_reason, length(raw)
+                     FROM scans WHERE state = 'pending'
+                     ORDER BY captured_ms, boot_ns, scan_uuid LIMIT ?1",
+                )
+                .map_err(err)?;
+            q.query_map([DECIDE_BATCH as i64], |r| {
+                Ok(PendingRow {
+                    seq: r.get(0)?,
+                    uuid: r.get(1)?,
+                    scanner: r.get(2)?,
+                    captured_ms: r.get(3)?,
+                    boot_id: r.get(4)?,
+                    boot_ns: r.get(5)?,
+                    synced: r.get(6)?,
+                    content_key: r.get(7)?,
+                    reject_reason: r.get(8)?,
+                    raw_len: r.get(9)?,
+                })
+            })
+            .map_err(err)?
+            .collect::<Result<_, _>>()
+            .map_err(err)?
+        };
+        if rows.is_empty() {
+            return Ok(Vec::new());
+        }
+        let now_ms = chrono::Utc::now().timestamp_millis();
+        // A scan captured (by the wall clock) this long ago may have twins the
+        // Bloom filter has aged out: always ask the exact index for it.
+        let bloom_floor = now_ms - self.cfg.retention.as_millis() as i64 + self.cfg.window_ms;
+        let mut chain = Chain::begin(&tx).map_err(err)?;
+        let mut decisions = Vec::with_capacity(rows.len());
+        let mut stats = self.stats;
+        {
+            let mut find_twin = tx
+                .prepare_cached(
+                    "SELECT scan_uuid FROM ledger
+                     WHERE content_key = ?1
+                       AND ((boot_id = ?2 AND boot_ns BETWEEN ?3 AND ?4)
+                         OR (boot_id <> ?2 AND captured_ms BETWEEN ?5 AND ?6))
+                     ORDER BY seq LIMIT 1",
+                )
+                .map_err(err)?;
+            let mut set_state = tx
+                .prepare_cached(
+                    "UPDATE scans SET state = ?2, twin_uuid = ?3, decided_ms = ?4 WHERE seq = ?1",
+                )
+                .map_err(err)?;
+            for row in rows {
+                let verdict = match (&row.reject_reason, &row.content_key) {
+                    (Some(reason), _) => Verdict::Rejected {
+                        reason: reason.clone(),
+                    },
+                    (None, None) => Verdict::Rejected {
+                        reason: "no content key".into(),
+                    },
+                    (None, Some(key)) => {
+                        let kb = key_bytes(key);
+                        let maybe_seen =
+                            self.bloom.may_contain(&kb) || row.captured_ms < bloom_floor;
+                        let twin = if maybe_seen {
+                            stats.exact_lookups += 1;
+                            let w_ns = self.cfg.window_ms * 1_000_000;
+                            find_twin
+                                .query_row(
+                                    params![
+                                        key,
+                                        row.boot_id,
+                                        row.boot_ns - w_ns,
+                                        row.boot_ns + w_ns,
+                                        row.captured_ms - self.cfg.window_ms,
+                                        row.captured_ms + self.cfg.window_ms
+                                    ],
+                                    |r| r.get::<_, String>(0),
+                                )
+                                .optional()
+                                .map_err(err)?
+                        } else {
+                            stats.lookups_saved += 1;
+                            None
+                        };
+                        match twin {
+                            Some(twin) => Verdict::Suppressed { twin },
+                            None => {
+                                crate::ledger::append(&tx, row.seq, &self.cfg.gateway)
+                                    .map_err(err)?;
+                                self.bloom.insert(&kb);
+                                Verdict::Committed
+                            }
+                        }
+                    }
+                };
+                let twin = match &verdict {
+                    Verdict::Suppressed { twin } => Some(twin.as_str()),
+                    _ => None,
+                };
+                set_state
+                    .execute(params![row.seq, verdict.state(), twin, now_ms])
+                    .map_err(err)?;
+                let reason = match &verdict {
+                    Verdict::Rejected { reason } => Some(reason.clone()),
+                    _ => None,
+                };
+                chain
+                    .append(AuditRecord {
+                        seq: 0,
+                        at: rfc3339_ms(now_ms),
+                        gateway: self.cfg.gateway.clone(),
+                        scanner: row.scanner,
+                        scan_uuid: row.uuid.clone(),
+                        captured_at: rfc3339_ms(row.captured_ms),
+                        clock_synced: row.synced,
+                        decision: verdict.state().to_string(),
+                        content_key: row.content_key.clone(),
+                        twin_uuid: twin.map(str::to_string),
+                        reason,
+                        raw_len: row.raw_len,
+                    })
+                    .map_err(err)?;
+                stats.decided += 1;
+                match verdict {
+                    Verdict::Committed => stats.committed += 1,
+                    Verdict::Suppressed { .. } => stats.suppressed += 1,
+                    Verdict::Rejected { .. } => stats.rejected += 1,
+                    Verdict::Pending => {}
+                }
+                decisions.push(Decision {
+                    scan_uuid: row.uuid,
+                    verdict,
+                    content_key: row.content_key,
+                });
+            }
+        }
+        let emitted = chain.finish().map_err(err)?;
+        tx.commit().map_err(err)?;
+        self.stats = stats;
+        crate::audit::emit(&emitted);
+        Ok(decisions)
+    }
+
+    /// Make scans durable and decide them (and anything else pending): the
+    /// synchronous pipeline used by tests, the benchmark and replays. Returns
+    /// each submitted scan's decision — for a UUID seen before, its first one.
+    pub fn submit(
+        &mut self,
+        store: &mut Store,
+        scans: &[crate::capture::Scan],
+    ) -> Result<Vec<Decision>, StoreError> {
+        store.admit(&self.cfg.facility, scans)?;
+        self.decide_pending(store)?;
+        scans
+            .iter()
+            .map(|s| {
+                decision_of(store, &s.uuid.to_string()).map(|d| {
+                    d.unwrap_or(Decision {
+                        scan_uuid: s.uuid.to_string(),
+                        verdict: Verdict::Pending,
+                        content_key: None,
+                    })
+                })
+            })
+            .collect()
+    }
+}
+
+/// The recorded decision of a scan, if the outbox has it.
+pub fn decision_of(store: &Store, scan_uuid: &str) -> Result<Option<Decision>, StoreError> {
+    store
+        .conn
+        .query_row(
+            "SELECT state, twin_uuid, reject_reason, content_key FROM scans WHERE scan_uuid = ?1",
+            [scan_uuid],
+            |r| {
+                let state: String = r.get(0)?;
+                let verdict = match state.as_str() {
+                    "committed" => Verdict::Committed,
+                    "suppressed" => Verdict::Suppressed {
+                        twin: r.get::<_, Option<String>>(1)?.unwrap_or_default(),
+                    },
+                    "rejected" => Verdict::Rejected {
+                        reason: r
+                            .get::<_, Option<String>>(2)?
+                            .unwrap_or_else(|| "no content key".into()),
+                    },
+                    _ => Verdict::Pending,
+                };
+                Ok(Decision {
+                    scan_uuid: scan_uuid.to_string(),
+                    verdict,
+                    content_key: r.get(3)?,
+                })
+            },
+        )
+        .optional()
+        .map_err(|e| store.err_at(e))
+}
+
+/// The 32 bytes of a hex content key as [`content_key`] writes it.
+fn key_bytes(key: &str) -> [u8; 32] {
+    let mut out = [0u8; 32];
+    let _ = hex::decode_to_slice(key, &mut out);
+    out
+}

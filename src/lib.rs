@@ -1,0 +1,41 @@
+//! scangate: barcode-scan ingestion for pharmacy-floor gateways.
+//!
+//! Every read from a USB-HID or serial scanner is stamped, made durable in a
+//! SQLite outbox, and then decided: a new physical movement of a controlled
+//! substance (one ledger entry), an echo of one already recorded (suppressed,
+//! naming its twin), or invalid input (rejected, with the reason). Every
+//! decision gets a PHI-free, hash-chained audit record. Nothing is dropped
+//! silently.
+//!
+//! # Layout
+//!
+//! The modules, in the order a scan flows through them:
+//!
+//! - [`config`]: the TOML file, defaults and validation (no hardware needed).
+//! - [`source`]: one task per scanner: open, read, frame, reconnect.
+//! - [`capture`]: UUIDv7, UTC + boot-time stamps, barcode decoding.
+//! - [`store`]: the SQLite database (one file, WAL, `synchronous=FULL`).
+//! - [`outbox`]: the write-ahead record of every scan.
+//! - [`gate`]: content key, Bloom pre-filter, exact event-time window check.
+//! - [`ledger`]: one entry per committed scan; JSON-lines export.
+//! - [`audit`]: hash-chained decision records; verify and trace.
+//! - [`daemon`]: the one place that wires the stages together.
+//! - [`cli`]: the `scangate` commands and their exit codes.
+//! - [`demo`], [`bench`]: a noisy shift on virtual scanners; throughput.
+//! - [`pty`]: pseudo-terminals that stand in for serial scanners.
+
+#![warn(missing_docs)]
+
+pub mod audit;
+pub mod bench;
+pub mod capture;
+pub mod cli;
+pub mod config;
+pub mod daemon;
+pub mod demo;
+pub mod gate;
+pub mod ledger;
+pub mod outbox;
+pub mod pty;
+pub mod source;
+pub mod store;

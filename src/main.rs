@@ -1,0 +1,5 @@
+//! The `scangate` binary: parse the command line, run, exit with its code.
+
+fn main() -> std::process::ExitCode {
+    scangate::cli::main()
+}

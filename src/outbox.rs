@@ -1,0 +1,130 @@
+//! Outbox: the write-ahead record of every scan (invariant 1).
+//!
+//! A scan is inserted here, in a committed `BEGIN IMMEDIATE` transaction with
+//! `synchronous=FULL`, before the gate decides it and before the scanner gets
+//! its ACK. Many scans share one transaction (group commit, one fsync).
+//! Inserting is idempotent by scan UUID (invariant 5).
+
+use crate::capture::Scan;
+use crate::gate::content_key;
+use crate::store::{Store, StoreError, classify};
+use rusqlite::{TransactionBehavior, params};
+
+/// Counts by state and the age of the oldest undecided scan.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct OutboxStatus {
+    /// Scans waiting for their first decision.
+    pub pending: i64,
+    /// Scans waiting for exact knowledge (facility store unreachable).
+    pub unresolved: i64,
+    /// Scans that added a ledger entry.
+    pub committed: i64,
+    /// Echoes of a committed scan.
+    pub suppressed: i64,
+    /// Scans that failed validation.
+    pub rejected: i64,
+    /// Capture time (Unix ms) of the oldest pending or unresolved scan.
+    pub oldest_open_ms: Option<i64>,
+}
+
+impl Store {
+    /// Make scans durable. Returns, per scan, whether it was new (`false`:
+    /// this UUID was already in the outbox, the first copy stands).
+    pub fn admit(&mut self, facility: &str, scans: &[Scan]) -> Result<Vec<bool>, StoreError> {
+        let Store { conn, path } = self;
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(|e| classify(path, e))?;
+        let mut fresh = Vec::with_capacity(scans.len());
+        {
+            let mut insert = tx
+                .prepare_cached(
+                    "INSERT OR IGNORE INTO scans (scan_uuid, scanner, scan_type, quantity,
+                        captured_ms, boot_id, boot_ns, clock_synced, raw, symbology, gtin,
+                        ndc10, lot, serial, expiry, content_key, reject_reason)
+                     VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17)",
+                )
+                .map_err(|e| classify(path, e))?;
+            for scan in scans {
+                let (symbology, product, key, reason) = match &scan.decoded {
+                    Ok(d) if d.product.is_dispensable() => (
+                        Some(d.aim.as_str()),
+                        Some(&d.product),
+                        Some(content_key(facility, &scan.profile, &d.product)),
+                        None,
+                    ),
+                    Ok(d) => (
+                        Some(d.aim.as_str()),
+                        None,
+                        None,
+                        Some("not a dispensable product: the barcode carries no GTIN".to_string()),
+                    ),
+                    Err(e) => (None, None, None, Some(e.to_string())),
+                };
+                let n = insert
+                    .execute(params![
+                        scan.uuid.to_string(),
+                        scan.profile.scanner,
+                        scan.profile.scan_type.as_str(),
+                        scan.profile.quantity,
+                        scan.time.utc_ms,
+                        scan.time.boot_id,
+                        scan.time.boot_ns,
+                        scan.time.synced,
+                        scan.raw,
+                        symbology,
+                        product.and_then(|p| p.gtin.as_deref()),
+                        product.and_then(|p| p.ndc10.as_deref()),
+                        product.and_then(|p| p.lot.as_deref()),
+                        product.and_then(|p| p.serial.as_deref()),
+                        product.and_then(|p| p.expiry.map(|d| d.format("%Y-%m-%d").to_string())),
+                        key,
+                        reason,
+                    ])
+                    .map_err(|e| classify(path, e))?;
+                fresh.push(n == 1);
+            }
+        }
+        tx.commit().map_err(|e| classify(path, e))?;
+        Ok(fresh)
+    }
+
+    /// Counts by state and the oldest open scan.
+    pub fn outbox_status(&self) -> Result<OutboxStatus, StoreError> {
+        let mut st = OutboxStatus {
+            pending: 0,
+            unresolved: 0,
+            committed: 0,
+            suppressed: 0,
+            rejected: 0,
+            oldest_open_ms: None,
+        };
+        let mut q = self
+            .conn
+            .prepare("SELECT state, count(*) FROM scans GROUP BY state")
+            .map_err(|e| self.err_at(e))?;
+        let rows = q
+            .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))
+            .map_err(|e| self.err_at(e))?;
+        for row in rows {
+            let (state, n) = row.map_err(|e| self.err_at(e))?;
+            match state.as_str() {
+                "pending" => st.pending = n,
+                "unresolved" => st.unresolved = n,
+                "committed" => st.committed = n,
+                "suppressed" => st.suppressed = n,
+                "rejected" => st.rejected = n,
+                _ => {}
+            }
+        }
+        st.oldest_open_ms = self
+            .conn
+            .query_row(
+                "SELECT min(captured_ms) FROM scans WHERE state IN ('pending','unresolved')",
+                [],
+                |r| r.get(0),
+            )
+            .map_err(|e| self.err_at(e))?;
+        Ok(st)
+    }
+}

@@ -1,0 +1,301 @@
+//! The gateway's SQLite database: outbox, ledger, audit trail and metadata in
+//! one file, so a decision, its ledger entry and its audit record commit in one
+//! transaction (invariant 6) and one fsync.
+//!
+//! rusqlite is blocking: the daemon owns the [`Store`] on a dedicated thread
+//! (see `daemon.rs`) and never touches it from the async runtime.
+
+use rusqlite::{Connection, OpenFlags, TransactionBehavior};
+use std::path::{Path, PathBuf};
+
+/// File name of the database inside the state directory.
+pub const DB_FILE: &str = "scangate.db";
+
+/// Schema migrations, applied in order; `PRAGMA user_version` counts them.
+/// Never edit a shipped migration: append a new one.
+const MIGRATIONS: &[&str] = &[
+    // 1: the spine.
+    r#"
+    CREATE TABLE scans (
+        seq           INTEGER PRIMARY KEY,
+        scan_uuid     TEXT    NOT NULL UNIQUE,
+        scanner       TEXT    NOT NULL,
+        scan_type     TEXT    NOT NULL,
+        quantity      INTEGER NOT NULL,
+        captured_ms   INTEGER NOT NULL,
+        boot_id       TEXT    NOT NULL,
+        boot_ns       INTEGER NOT NULL,
+        clock_synced  INTEGER NOT NULL,
+        raw           BLOB    NOT NULL,
+        symbology     TEXT,
+        gtin          TEXT,
+        ndc10         TEXT,
+        lot           TEXT,
+        serial        TEXT,
+        expiry        TEXT,
+        content_key   TEXT,
+        reject_reason TEXT,
+        state         TEXT    NOT NULL DEFAULT 'pending'
+                      CHECK (state IN ('pending','unresolved','committed','suppressed','rejected')),
+        twin_uuid     TEXT,
+        decided_ms    INTEGER
+    );
+    CREATE INDEX scans_open ON scans (captured_ms, boot_ns)
+        WHERE state IN ('pending','unresolved');
+    CREATE TABLE ledger (
+        seq           INTEGER PRIMARY KEY,
+        scan_uuid     TEXT    NOT NULL UNIQUE,
+        gateway       TEXT    NOT NULL,
+        scanner       TEXT    NOT NULL,
+        captured_ms   INTEGER NOT NULL,
+        boot_id       TEXT    NOT NULL,
+        boot_ns       INTEGER NOT NULL,
+        clock_synced  INTEGER NOT NULL,
+        scan_type     TEXT    NOT NULL,
+        quantity      INTEGER NOT NULL,
+        gtin          TEXT,
+        ndc10         TEXT,
+        lot           TEXT,
+        serial        TEXT,
+        expiry        TEXT,
+        symbology     TEXT    NOT NULL,
+        content_key   TEXT    NOT NULL
+    );
+    CREATE INDEX ledger_key ON ledger (content_key, captured_ms);
+    CREATE INDEX ledger_time ON ledger (captured_ms);
+    CREATE TABLE audit (
+        seq           INTEGER PRIMARY KEY,
+        scan_uuid     TEXT    NOT NULL,
+        content_key   TEXT,
+        record        TEXT    NOT NULL,
+        prev_hash     TEXT    NOT NULL,
+        hash          TEXT    NOT NULL
+    );
+    CREATE INDEX audit_scan ON audit (scan_uuid);
+    CREATE INDEX audit_key ON audit (content_key);
+    CREATE TABLE meta (
+        key           TEXT PRIMARY KEY,
+        value         TEXT NOT NULL
+    );
+    "#,
+];
+
+/// Why the database could not be used. Each says which file and what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The state directory cannot be created or written.
+    #[error(
+        "state directory {dir}: {source}. Fix: create it writable for the service user, or set [gateway] state_dir"
+    )]
+    StateDir {
+        /// The directory.
+        dir: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The file is not a usable SQLite database (corrupt, truncated, foreign).
+    #[error(
+        "database {path} is unreadable or corrupt ({detail}); it was left untouched. Fix: move it aside for investigation and restore a backup — scangate never overwrites it"
+    )]
+    Corrupt {
+        /// The database file.
+        path: PathBuf,
+        /// What SQLite said.
+        detail: String,
+    },
+    /// The database was written by a newer scangate.
+    #[error(
+        "database {path} has schema version {found}, newer than this scangate understands ({known}). Fix: run the newer scangate, or restore a backup"
+    )]
+    NewerSchema {
+        /// The database file.
+        path: PathBuf,
+        /// Its `user_version`.
+        found: i64,
+        /// The newest version this build knows.
+        known: i64,
+    },
+    /// A read-only command met a database that still needs migrating.
+    #[error(
+        "database {path} has schema version {found}; this scangate reads version {known}. Fix: start `scangate run` once so it migrates the database"
+    )]
+    OlderSchema {
+        /// The database file.
+        path: PathBuf,
+        /// Its `user_version`.
+        found: i64,
+        /// The version this build writes.
+        known: i64,
+    },
+    /// Any other SQLite failure.
+    #[error("database {path}: {source}")]
+    Sqlite {
+        /// The database file.
+        path: PathBuf,
+        /// The SQLite error.
+        source: rusqlite::Error,
+    },
+}
+
+/// The open database.
+pub struct Store {
+    pub(crate) conn: Connection,
+    pub(crate) path: PathBuf,
+}
+
+impl Store {
+    /// Open (creating if absent) the database in `state_dir`, check it and
+    /// migrate it. An existing file that is not a healthy scangate database is
+    /// refused, never recreated.
+    pub fn open(state_dir: &Path) -> Result<Store, StoreError> {
+        std::fs::create_dir_all(state_dir).map_err(|source| StoreError::StateDir {
+            dir: state_dir.to_owned(),
+            source,
+        })?;
+        // Probe writability up front so the message names the directory, not
+        // a later "unable to open database file".
+        tempfile::tempfile_in(state_dir).map_err(|source| StoreError::StateDir {
+            dir: state_dir.to_owned(),
+            source,
+        })?;
+        let path = state_dir.join(DB_FILE);
+        Store::open_file(&path, false)
+    }
+
+    /// Open an existing database read-only (for `ledger export`, `audit …`).
+    pub fn open_read_only(state_dir: &Path) -> Result<Store, StoreError> {
+        let path = state_dir.join(DB_FILE);
+        if !path.exists() {
+            return Err(StoreError::StateDir {
+                dir: state_dir.to_owned(),
+                source: std::io::Error::new(
+                    std::io::ErrorKind::NotFound,
+                    format!(
+                        "no database {DB_FILE} here (has `scangate run` ever run with this config?)"
+                    ),
+                ),
+            });
+        }
+        Store::open_file(&path, true)
+    }
+
+    fn open_file(path: &Path, read_only: bool) -> Result<Store, StoreError> {
+        let sql = |source| StoreError::Sqlite {
+            path: path.to_owned(),
+            source,
+        };
+        let flags = if read_only {
+            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX
+        } else {
+            OpenFlags::SQLITE_OPEN_READ_WRITE
+                | OpenFlags::SQLITE_OPEN_CREATE
+                | OpenFlags::SQLITE_OPEN_NO_MUTEX
+        };
+        let conn = Connection::open_with_flags(path, flags).map_err(|e| classify(path, e))?;
+        conn.busy_timeout(std::time::Duration::from_secs(5))
+            .map_err(sql)?;
+        // The first real read of the header: a foreign or corrupt file fails here.
+        let version: i64 = conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .map_err(|e| classify(path, e))?;
+        let known = MIGRATIONS.len() as i64;
+        if version > known {
+            return Err(StoreError::NewerSchema {
+                path: path.to_owned(),
+                found: version,
+                known,
+            });
+        }
+        if version > 0 {
+            let check: String = conn
+                .query_row("PRAGMA quick_check(1)", [], |r| r.get(0))
+                .map_err(|e| classify(path, e))?;
+            if check != "ok" {
+                return Err(StoreError::Corrupt {
+                    path: path.to_owned(),
+                    detail: check,
+                });
+            }
+        } else if !read_only {
+            // A brand-new file must really be empty: never adopt a database
+            // that holds someone else's tables.
+            let tables: i64 = conn
+                .query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))
+                .map_err(|e| classify(path, e))?;
+            if tables > 0 {
+                return Err(StoreError::Corrupt {
+                    path: path.to_owned(),
+                    detail: "it holds tables but no scangate schema version".into(),
+                });
+            }
+        }
+        if !read_only {
+            conn.pragma_update(None, "journal_mode", "WAL")
+                .map_err(sql)?;
+            conn.pragma_update(None, "synchronous", "FULL")
+                .map_err(sql)?;
+        }
+        let mut store = Store {
+            conn,
+            path: path.to_owned(),
+        };
+        if !read_only {
+            store.migrate(version)?;
+        } else if version < known {
+            return Err(StoreError::OlderSchema {
+                path: path.to_owned(),
+                found: version,
+                known,
+            });
+        }
+        Ok(store)
+    }
+
+    fn migrate(&mut self, from: i64) -> Result<(), StoreError> {
+        let Store { conn, path } = self;
+        let err = |e| classify(path, e);
+        for (i, sql) in MIGRATIONS.iter().enumerate().skip(from as usize) {
+            let tx = conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(err)?;
+            tx.execute_batch(sql).map_err(err)?;
+            tx.pragma_update(None, "user_version", (i + 1) as i64)
+                .map_err(err)?;
+            tx.commit().map_err(err)?;
+        }
+        Ok(())
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Wrap a SQLite error with this database's path.
+    pub fn err_at(&self, source: rusqlite::Error) -> StoreError {
+        classify(&self.path, source)
+    }
+
+    /// Read a metadata value.
+    pub fn meta(&self, key: &str) -> Result<Option<String>, StoreError> {
+        use rusqlite::OptionalExtension;
+        self.conn
+            .query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
+            .optional()
+            .map_err(|e| self.err_at(e))
+    }
+}
+
+pub(crate) fn classify(path: &Path, e: rusqlite::Error) -> StoreError {
+    use rusqlite::ffi::ErrorCode;
+    match e.sqlite_error_code() {
+        Some(ErrorCode::NotADatabase | ErrorCode::DatabaseCorrupt) => StoreError::Corrupt {
+            path: path.to_owned(),
+            detail: e.to_string(),
+        },
+        _ => StoreError::Sqlite {
+            path: path.to_owned(),
+            source: e,
+        },
+    }
+}
