@@ -15,7 +15,7 @@
 //! the data.
 
 use crate::store::{Store, StoreError};
-use rusqlite::{OptionalExtension, Transaction, params};
+use rusqlite::{Connection, OptionalExtension, params};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
@@ -64,8 +64,8 @@ pub struct Emitted {
 }
 
 /// Appends records to the chain inside one transaction.
-pub struct Chain<'t, 'c> {
-    tx: &'t Transaction<'c>,
+pub struct Chain<'t> {
+    tx: &'t Connection,
     prev: String,
     next_seq: i64,
     emitted: Vec<Emitted>,
@@ -79,9 +79,9 @@ fn chain_hash(prev: &str, record: &str) -> String {
     hex::encode(h.finalize())
 }
 
-impl<'t, 'c> Chain<'t, 'c> {
-    /// Start appending after the current head.
-    pub fn begin(tx: &'t Transaction<'c>) -> rusqlite::Result<Chain<'t, 'c>> {
+impl<'t> Chain<'t> {
+    /// Start appending after the current head; use it inside a transaction.
+    pub fn begin(tx: &'t Connection) -> rusqlite::Result<Chain<'t>> {
         let head: Option<(i64, String)> = tx
             .query_row(
                 "SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1",
@@ -231,10 +231,19 @@ pub fn verify(store: &Store) -> Result<Verification, StoreError> {
                 ),
             });
         }
-        if head_seq != last || head_hash != prev {
+        if last > head_seq {
             return Ok(Verification::Broken {
-                seq: head_seq.max(1),
-                problem: "the recorded chain head does not match the last record".into(),
+                seq: head_seq + 1,
+                problem: format!(
+                    "record {} is past the recorded chain head ({head_seq}): appended outside scangate",
+                    head_seq + 1
+                ),
+            });
+        }
+        if head_hash != prev {
+            return Ok(Verification::Broken {
+                seq: last,
+                problem: format!("record {last}: hash does not match the recorded chain head"),
             });
         }
     } else if last > 0 {

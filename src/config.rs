@@ -370,10 +370,10 @@ fn locate_key(text: &str, offset: usize) -> String {
         } else if let Some(sec) = t.strip_prefix('[').and_then(|s| s.strip_suffix(']')) {
             section = sec.trim().to_string();
             key.clear();
-        } else if let Some((k, _)) = t.split_once('=') {
-            if !t.starts_with('#') {
-                key = k.trim().to_string();
-            }
+        } else if let Some((k, _)) = t.split_once('=')
+            && !t.starts_with('#')
+        {
+            key = k.trim().to_string();
         }
         if pos + line.len() > offset {
             break;
@@ -390,6 +390,20 @@ fn locate_key(text: &str, offset: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_shipped_example_parses_and_matches_the_documented_defaults() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/scangate.toml");
+        let c = Config::load(Some(&path)).unwrap();
+        assert_eq!(c.gateway.facility, "pharmacy-0042");
+        assert_eq!(c.dedup.window_ms, default_window_ms());
+        assert_eq!(c.dedup.retention_hours, default_retention_hours());
+        assert_eq!(c.scanners.len(), 2);
+        let rx = &c.scanners[1];
+        assert_eq!(rx.scan_type, ScanType::Receive);
+        assert_eq!((rx.baud, rx.quantity, rx.ack), (default_baud(), 1, false));
+        assert_eq!(rx.max_frame_bytes, default_max_frame_bytes());
+    }
 
     #[test]
     fn no_file_means_defaults() {

@@ -1,10 +1,11 @@
 //! The daemon: the one place that knows every stage and wires them.
 //!
 //! ```text
-//!  source tasks (async) ──Captured──► outbox writer thread ──► gate ──► ledger + audit
-//!  frame + capture           mpsc     admit (commit, fsync)    decide in capture order
-//!        ▲                              │
-//!        └────────── ACK after the durable write ◄─┘
+//!  source tasks (async) ──Captured──► outbox writer thread
+//!  frame + capture           mpsc     one transaction: outbox rows, then (savepoint)
+//!        ▲                            gate decisions in capture order + ledger + audit
+//!        │                            COMMIT (one fsync)
+//!        └──── ACK after the commit ◄─────┘
 //! ```
 //!
 //! The outbox writer owns the SQLite connection on its own OS thread because
@@ -14,7 +15,7 @@
 
 use crate::capture::Scan;
 use crate::config::{Config, ScannerKind};
-use crate::gate::{Gate, GateConfig, GateStats};
+use crate::gate::{Decision, Gate, GateConfig, GateStats};
 use crate::source::{self, Captured};
 use crate::store::{Store, StoreError};
 use std::future::Future;
@@ -98,11 +99,15 @@ pub async fn run(
     Ok(RunReport { stats })
 }
 
-/// The outbox writer thread: admit (durable) → ACK → decide, batch by batch.
+/// The outbox writer thread: admit + decide (one commit) → ACK, batch by batch.
 fn outbox_writer(mut store: Store, mut gate: Gate, mut rx: mpsc::Receiver<Captured>) -> GateStats {
     // Crash recovery: scans made durable before a crash are decided first,
     // in capture order, before anything new.
-    decide(&mut store, &mut gate);
+    if let Err(e) = gate.decide_pending(&mut store) {
+        tracing::error!(
+            "deciding scans left pending by the last run failed: {e}; retried with the next batch"
+        );
+    }
     while let Some(first) = rx.blocking_recv() {
         let mut batch = vec![first];
         while batch.len() < ADMIT_BATCH {
@@ -112,24 +117,26 @@ fn outbox_writer(mut store: Store, mut gate: Gate, mut rx: mpsc::Receiver<Captur
             }
         }
         let scans: Vec<Scan> = batch.iter().map(|c| c.scan.clone()).collect();
-        admit_until_durable(&mut store, gate.facility(), &scans);
+        for d in write_until_durable(&mut store, &mut gate, &scans) {
+            tracing::debug!(scan = %d.scan_uuid, decision = d.verdict.state(), "decided");
+        }
         for c in &batch {
             if let Some(durable) = &c.durable {
                 let _ = durable.send(()); // the scanner may have gone; it will resend
             }
         }
-        decide(&mut store, &mut gate);
     }
     gate.stats()
 }
 
 /// Retry the durable write until it succeeds: a scan that was read is never
-/// dropped while the process lives. No ACK goes out until it succeeds.
-fn admit_until_durable(store: &mut Store, facility: &str, scans: &[Scan]) {
+/// dropped while the process lives, and no ACK goes out before it succeeds.
+/// Retrying is safe: the outbox is idempotent by scan UUID.
+fn write_until_durable(store: &mut Store, gate: &mut Gate, scans: &[Scan]) -> Vec<Decision> {
     let mut pause = Duration::from_millis(50);
     loop {
-        match store.admit(facility, scans) {
-            Ok(_) => return,
+        match gate.admit_and_decide(store, scans) {
+            Ok((_, decisions)) => return decisions,
             Err(e) => {
                 tracing::error!(
                     scans = scans.len(),
@@ -139,18 +146,5 @@ fn admit_until_durable(store: &mut Store, facility: &str, scans: &[Scan]) {
                 pause = (pause * 2).min(Duration::from_secs(5));
             }
         }
-    }
-}
-
-fn decide(store: &mut Store, gate: &mut Gate) {
-    match gate.decide_pending(store) {
-        Ok(decisions) => {
-            for d in decisions {
-                tracing::debug!(scan = %d.scan_uuid, decision = d.verdict.state(), "decided");
-            }
-        }
-        Err(e) => tracing::error!(
-            "deciding pending scans failed: {e}; they stay durable in the outbox and are retried with the next batch"
-        ),
     }
 }

@@ -34,7 +34,10 @@ fn dscsa(gtin: &str, serial: &str, lot: &str, expiry: &str) -> String {
     format!("]d201{gtin}17{expiry}21{serial}{GS}10{lot}")
 }
 
-fn script() -> (Vec<Pick>, Vec<(u64, usize, Vec<u8>)>) {
+/// A transmission: when (ms after the start), which scanner, which bytes.
+type Send = (u64, usize, Vec<u8>);
+
+fn script() -> (Vec<Pick>, Vec<Send>) {
     // NDC 0777-3105-02 in a GTIN-14; NDC 1234567890 as a UPC-A (number system 3).
     let gtin = "00307773105025";
     let upc = "312345678906";
@@ -103,7 +106,7 @@ fn script() -> (Vec<Pick>, Vec<(u64, usize, Vec<u8>)>) {
             what: "re-dispense after window + retransmit",
         },
     ];
-    let mut sends: Vec<(u64, usize, Vec<u8>)> = Vec::new();
+    let mut sends: Vec<Send> = Vec::new();
     for p in &picks {
         for at in std::iter::once(p.at_ms).chain(p.echoes.iter().map(|e| p.at_ms + e)) {
             sends.push((at, p.scanner, format!("{}\r\n", p.label).into_bytes()));
@@ -195,13 +198,12 @@ pub async fn run() -> Result<u8, String> {
     let transmissions = sends.len() as i64;
     let deadline = Instant::now() + Duration::from_secs(15);
     loop {
-        if let Ok(store) = Store::open_read_only(dir.path()) {
-            if let Ok(st) = store.outbox_status() {
-                let total = st.pending + st.unresolved + st.committed + st.suppressed + st.rejected;
-                if total >= transmissions && st.pending == 0 {
-                    break;
-                }
-            }
+        if let Ok(store) = Store::open_read_only(dir.path())
+            && let Ok(st) = store.outbox_status()
+            && st.total() >= transmissions
+            && st.pending == 0
+        {
+            break;
         }
         if Instant::now() > deadline {
             break; // report what we have: "lost" will show it
@@ -219,7 +221,7 @@ pub async fn run() -> Result<u8, String> {
         .map_err(|e| format!("reading ACKs: {e}"))?;
     let store = Store::open_read_only(dir.path()).map_err(|e| e.to_string())?;
     let st = store.outbox_status().map_err(|e| e.to_string())?;
-    let in_outbox = st.pending + st.unresolved + st.committed + st.suppressed + st.rejected;
+    let in_outbox = st.total();
     let mut entries = Vec::new();
     ledger::for_each(&store, None, |e| {
         entries.push(e);

@@ -4,7 +4,7 @@
 
 use crate::capture::clock::rfc3339_ms;
 use crate::store::{Store, StoreError};
-use rusqlite::{Transaction, params};
+use rusqlite::{Connection, params};
 use serde::Serialize;
 
 /// One ledger entry, with the field names of DESIGN.md.
@@ -42,9 +42,9 @@ pub struct LedgerEntry {
     pub content_key: String,
 }
 
-/// Append the outbox row `scan_seq` to the ledger inside the decision's
-/// transaction.
-pub(crate) fn append(tx: &Transaction<'_>, scan_seq: i64, gateway: &str) -> rusqlite::Result<()> {
+/// Append the outbox row `scan_seq` to the ledger; call it inside the
+/// decision's transaction.
+pub(crate) fn append(tx: &Connection, scan_seq: i64, gateway: &str) -> rusqlite::Result<()> {
     tx.prepare_cached(
         "INSERT INTO ledger (scan_uuid, gateway, scanner, captured_ms, boot_id, boot_ns,
              clock_synced, scan_type, quantity, gtin, ndc10, lot, serial, expiry, symbology,

@@ -8,7 +8,7 @@
 use crate::capture::Scan;
 use crate::gate::content_key;
 use crate::store::{Store, StoreError, classify};
-use rusqlite::{TransactionBehavior, params};
+use rusqlite::{Transaction, TransactionBehavior, params};
 
 /// Counts by state and the age of the oldest undecided scan.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -27,65 +27,25 @@ pub struct OutboxStatus {
     pub oldest_open_ms: Option<i64>,
 }
 
+impl OutboxStatus {
+    /// Every scan in the outbox, whatever its state.
+    pub fn total(&self) -> i64 {
+        self.pending + self.unresolved + self.committed + self.suppressed + self.rejected
+    }
+}
+
 impl Store {
-    /// Make scans durable. Returns, per scan, whether it was new (`false`:
-    /// this UUID was already in the outbox, the first copy stands).
+    /// Make scans durable in their own transaction. Returns, per scan,
+    /// whether it was new (`false`: this UUID was already in the outbox, the
+    /// first copy stands).
     pub fn admit(&mut self, facility: &str, scans: &[Scan]) -> Result<Vec<bool>, StoreError> {
-        let Store { conn, path } = self;
+        let Store { conn, path, .. } = self;
+        let err = |e| classify(path, e);
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(|e| classify(path, e))?;
-        let mut fresh = Vec::with_capacity(scans.len());
-        {
-            let mut insert = tx
-                .prepare_cached(
-                    "INSERT OR IGNORE INTO scans (scan_uuid, scanner, scan_type, quantity,
-                        captured_ms, boot_id, boot_ns, clock_synced, raw, symbology, gtin,
-                        ndc10, lot, serial, expiry, content_key, reject_reason)
-                     VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17)",
-                )
-                .map_err(|e| classify(path, e))?;
-            for scan in scans {
-                let (symbology, product, key, reason) = match &scan.decoded {
-                    Ok(d) if d.product.is_dispensable() => (
-                        Some(d.aim.as_str()),
-                        Some(&d.product),
-                        Some(content_key(facility, &scan.profile, &d.product)),
-                        None,
-                    ),
-                    Ok(d) => (
-                        Some(d.aim.as_str()),
-                        None,
-                        None,
-                        Some("not a dispensable product: the barcode carries no GTIN".to_string()),
-                    ),
-                    Err(e) => (None, None, None, Some(e.to_string())),
-                };
-                let n = insert
-                    .execute(params![
-                        scan.uuid.to_string(),
-                        scan.profile.scanner,
-                        scan.profile.scan_type.as_str(),
-                        scan.profile.quantity,
-                        scan.time.utc_ms,
-                        scan.time.boot_id,
-                        scan.time.boot_ns,
-                        scan.time.synced,
-                        scan.raw,
-                        symbology,
-                        product.and_then(|p| p.gtin.as_deref()),
-                        product.and_then(|p| p.ndc10.as_deref()),
-                        product.and_then(|p| p.lot.as_deref()),
-                        product.and_then(|p| p.serial.as_deref()),
-                        product.and_then(|p| p.expiry.map(|d| d.format("%Y-%m-%d").to_string())),
-                        key,
-                        reason,
-                    ])
-                    .map_err(|e| classify(path, e))?;
-                fresh.push(n == 1);
-            }
-        }
-        tx.commit().map_err(|e| classify(path, e))?;
+            .map_err(err)?;
+        let fresh = insert(&tx, facility, scans).map_err(err)?;
+        tx.commit().map_err(err)?;
         Ok(fresh)
     }
 
@@ -120,11 +80,65 @@ impl Store {
         st.oldest_open_ms = self
             .conn
             .query_row(
-                "SELECT min(captured_ms) FROM scans WHERE state IN ('pending','unresolved')",
+                "SELECT min(captured_ms) FROM scans WHERE state = 'pending'",
                 [],
                 |r| r.get(0),
             )
             .map_err(|e| self.err_at(e))?;
         Ok(st)
     }
+}
+
+/// Insert scans as `pending` inside `tx` (idempotent by UUID). Returns, per
+/// scan, whether its row is new.
+pub(crate) fn insert(
+    tx: &Transaction<'_>,
+    facility: &str,
+    scans: &[Scan],
+) -> rusqlite::Result<Vec<bool>> {
+    let mut insert = tx.prepare_cached(
+        "INSERT OR IGNORE INTO scans (scan_uuid, scanner, scan_type, quantity,
+            captured_ms, boot_id, boot_ns, clock_synced, raw, symbology, gtin,
+            ndc10, lot, serial, expiry, content_key, reject_reason)
+         VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17)",
+    )?;
+    let mut fresh = Vec::with_capacity(scans.len());
+    for scan in scans {
+        let (symbology, product, key, reason) = match &scan.decoded {
+            Ok(d) if d.product.is_dispensable() => (
+                Some(d.aim.as_str()),
+                Some(&d.product),
+                Some(content_key(facility, &scan.profile, &d.product)),
+                None,
+            ),
+            Ok(d) => (
+                Some(d.aim.as_str()),
+                None,
+                None,
+                Some("not a dispensable product: the barcode carries no GTIN".to_string()),
+            ),
+            Err(e) => (None, None, None, Some(e.to_string())),
+        };
+        let n = insert.execute(params![
+            scan.uuid.to_string(),
+            scan.profile.scanner,
+            scan.profile.scan_type.as_str(),
+            scan.profile.quantity,
+            scan.time.utc_ms,
+            scan.time.boot_id,
+            scan.time.boot_ns,
+            scan.time.synced,
+            scan.raw,
+            symbology,
+            product.and_then(|p| p.gtin.as_deref()),
+            product.and_then(|p| p.ndc10.as_deref()),
+            product.and_then(|p| p.lot.as_deref()),
+            product.and_then(|p| p.serial.as_deref()),
+            product.and_then(|p| p.expiry.map(|d| d.format("%Y-%m-%d").to_string())),
+            key,
+            reason,
+        ])?;
+        fresh.push(n == 1);
+    }
+    Ok(fresh)
 }

@@ -4,6 +4,7 @@
 //! the demo and the tests play the scanner on the master side: they write
 //! frames and read back ACK/NAK bytes. Used by `scangate demo` and the tests.
 
+use nix::fcntl::{FcntlArg, FdFlag, fcntl};
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::pty::openpty;
 use nix::sys::termios::{SetArg, cfmakeraw, tcgetattr, tcsetattr};
@@ -25,6 +26,10 @@ impl VirtualScanner {
     /// Create a PTY pair in raw mode.
     pub fn new() -> std::io::Result<VirtualScanner> {
         let pty = openpty(None, None).map_err(std::io::Error::from)?;
+        // Children (a spawned daemon) must not inherit the scanner's side.
+        for fd in [&pty.master, &pty.slave] {
+            fcntl(fd, FcntlArg::F_SETFD(FdFlag::FD_CLOEXEC)).map_err(std::io::Error::from)?;
+        }
         let mut t = tcgetattr(&pty.slave).map_err(std::io::Error::from)?;
         cfmakeraw(&mut t);
         tcsetattr(&pty.slave, SetArg::TCSANOW, &t).map_err(std::io::Error::from)?;

@@ -5,6 +5,7 @@
 //! rusqlite is blocking: the daemon owns the [`Store`] on a dedicated thread
 //! (see `daemon.rs`) and never touches it from the async runtime.
 
+use nix::fcntl::{Flock, FlockArg};
 use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 use std::path::{Path, PathBuf};
 
@@ -40,8 +41,10 @@ const MIGRATIONS: &[&str] = &[
         twin_uuid     TEXT,
         decided_ms    INTEGER
     );
-    CREATE INDEX scans_open ON scans (captured_ms, boot_ns)
-        WHERE state IN ('pending','unresolved');
+    -- Partial: only undecided rows are indexed, so the index stays tiny.
+    -- Queries must say `state = 'pending'` literally for SQLite to use it.
+    CREATE INDEX scans_pending ON scans (captured_ms, boot_ns, scan_uuid)
+        WHERE state = 'pending';
     CREATE TABLE ledger (
         seq           INTEGER PRIMARY KEY,
         scan_uuid     TEXT    NOT NULL UNIQUE,
@@ -127,6 +130,16 @@ pub enum StoreError {
         /// The version this build writes.
         known: i64,
     },
+    /// Another scangate process is writing to this state directory.
+    #[error(
+        "state directory {dir} is in use by another scangate (pid {holder}). Fix: stop it first (systemctl stop scangate), or give this instance its own [gateway] state_dir"
+    )]
+    Locked {
+        /// The directory.
+        dir: PathBuf,
+        /// Pid written by the holder.
+        holder: String,
+    },
     /// Any other SQLite failure.
     #[error("database {path}: {source}")]
     Sqlite {
@@ -141,6 +154,43 @@ pub enum StoreError {
 pub struct Store {
     pub(crate) conn: Connection,
     pub(crate) path: PathBuf,
+    /// Held while a writer has the state directory: two daemons on one
+    /// database would each trust their own Bloom filter and double-commit.
+    _lock: Option<Flock<std::fs::File>>,
+}
+
+/// File in the state directory that a writing scangate holds locked.
+pub const LOCK_FILE: &str = "scangate.lock";
+
+fn lock_state_dir(dir: &Path) -> Result<Flock<std::fs::File>, StoreError> {
+    use std::io::{Read, Seek, Write};
+    let path = dir.join(LOCK_FILE);
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .map_err(|source| StoreError::StateDir {
+            dir: dir.to_owned(),
+            source,
+        })?;
+    match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+        Ok(mut lock) => {
+            let _ = lock.set_len(0);
+            let _ = lock.rewind();
+            let _ = writeln!(lock, "{}", std::process::id());
+            Ok(lock)
+        }
+        Err((mut file, _)) => {
+            let mut holder = String::new();
+            let _ = file.read_to_string(&mut holder);
+            Err(StoreError::Locked {
+                dir: dir.to_owned(),
+                holder: holder.trim().to_string(),
+            })
+        }
+    }
 }
 
 impl Store {
@@ -158,8 +208,11 @@ impl Store {
             dir: state_dir.to_owned(),
             source,
         })?;
+        let lock = lock_state_dir(state_dir)?;
         let path = state_dir.join(DB_FILE);
-        Store::open_file(&path, false)
+        let mut store = Store::open_file(&path, false)?;
+        store._lock = Some(lock);
+        Ok(store)
     }
 
     /// Open an existing database read-only (for `ledger export`, `audit …`).
@@ -238,6 +291,7 @@ impl Store {
         let mut store = Store {
             conn,
             path: path.to_owned(),
+            _lock: None,
         };
         if !read_only {
             store.migrate(version)?;
@@ -252,7 +306,7 @@ impl Store {
     }
 
     fn migrate(&mut self, from: i64) -> Result<(), StoreError> {
-        let Store { conn, path } = self;
+        let Store { conn, path, .. } = self;
         let err = |e| classify(path, e);
         for (i, sql) in MIGRATIONS.iter().enumerate().skip(from as usize) {
             let tx = conn

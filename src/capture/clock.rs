@@ -43,6 +43,14 @@ impl CaptureTime {
         }
     }
 
+    /// The UTC calendar year of the capture.
+    pub fn year(&self) -> i32 {
+        use chrono::Datelike;
+        chrono::DateTime::from_timestamp_millis(self.utc_ms)
+            .unwrap_or_default()
+            .year()
+    }
+
     /// RFC 3339 UTC with milliseconds, e.g. `2026-11-30T01:02:03.004Z`.
     pub fn rfc3339(&self) -> String {
         rfc3339_ms(self.utc_ms)

@@ -22,7 +22,7 @@ use crate::capture::clock::rfc3339_ms;
 use crate::config::Config;
 use crate::store::{Store, StoreError, classify};
 use bloom::Bloom;
-use rusqlite::{OptionalExtension, TransactionBehavior, params};
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use sha2::{Digest, Sha256};
 use std::time::Duration;
 
@@ -204,20 +204,34 @@ impl Gate {
     }
 
     fn decide_batch(&mut self, store: &mut Store) -> Result<Vec<Decision>, StoreError> {
-        let Store { conn, path } = store;
+        let Store { conn, path, .. } = store;
         let err = |e| classify(path, e);
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(err)?;
+        let decided = self.decide_in(&tx).map_err(err)?;
+        tx.commit().map_err(err)?;
+        Ok(self.settle(decided))
+    }
+
+    /// Apply a committed batch's counters and emit its audit records.
+    fn settle(&mut self, decided: Decided) -> Vec<Decision> {
+        self.stats = decided.stats;
+        crate::audit::emit(&decided.emitted);
+        decided.decisions
+    }
+
+    /// Decide up to [`DECIDE_BATCH`] pending scans inside `tx`. Nothing is
+    /// final until the caller commits; the Bloom filter may learn keys of a
+    /// batch that is then rolled back, which only costs an extra exact lookup.
+    fn decide_in(&mut self, tx: &Connection) -> rusqlite::Result<Decided> {
         let rows: Vec<PendingRow> = {
-            let mut q = tx
-                .prepare_cached(
-                    "SELECT seq, scan_uuid, scanner, captured_ms, boot_id, boot_ns, clock_synced,
+            let mut q = tx.prepare_cached(
+                "SELECT seq, scan_uuid, scanner, captured_ms, boot_id, boot_ns, clock_synced,
                             content_key, reject_reason, length(raw)
                      FROM scans WHERE state = 'pending'
                      ORDER BY captured_ms, boot_ns, scan_uuid LIMIT ?1",
-                )
-                .map_err(err)?;
+            )?;
             q.query_map([DECIDE_BATCH as i64], |r| {
                 Ok(PendingRow {
                     seq: r.get(0)?,
@@ -231,36 +245,34 @@ impl Gate {
                     reject_reason: r.get(8)?,
                     raw_len: r.get(9)?,
                 })
-            })
-            .map_err(err)?
-            .collect::<Result<_, _>>()
-            .map_err(err)?
+            })?
+            .collect::<Result<_, _>>()?
         };
         if rows.is_empty() {
-            return Ok(Vec::new());
+            return Ok(Decided {
+                decisions: Vec::new(),
+                emitted: Vec::new(),
+                stats: self.stats,
+            });
         }
         let now_ms = chrono::Utc::now().timestamp_millis();
         // A scan captured (by the wall clock) this long ago may have twins the
         // Bloom filter has aged out: always ask the exact index for it.
         let bloom_floor = now_ms - self.cfg.retention.as_millis() as i64 + self.cfg.window_ms;
-        let mut chain = Chain::begin(&tx).map_err(err)?;
+        let mut chain = Chain::begin(tx)?;
         let mut decisions = Vec::with_capacity(rows.len());
         let mut stats = self.stats;
         {
-            let mut find_twin = tx
-                .prepare_cached(
-                    "SELECT scan_uuid FROM ledger
+            let mut find_twin = tx.prepare_cached(
+                "SELECT scan_uuid FROM ledger
                      WHERE content_key = ?1
                        AND ((boot_id = ?2 AND boot_ns BETWEEN ?3 AND ?4)
                          OR (boot_id <> ?2 AND captured_ms BETWEEN ?5 AND ?6))
                      ORDER BY seq LIMIT 1",
-                )
-                .map_err(err)?;
-            let mut set_state = tx
-                .prepare_cached(
-                    "UPDATE scans SET state = ?2, twin_uuid = ?3, decided_ms = ?4 WHERE seq = ?1",
-                )
-                .map_err(err)?;
+            )?;
+            let mut set_state = tx.prepare_cached(
+                "UPDATE scans SET state = ?2, twin_uuid = ?3, decided_ms = ?4 WHERE seq = ?1",
+            )?;
             for row in rows {
                 let verdict = match (&row.reject_reason, &row.content_key) {
                     (Some(reason), _) => Verdict::Rejected {
@@ -288,8 +300,7 @@ impl Gate {
                                     ],
                                     |r| r.get::<_, String>(0),
                                 )
-                                .optional()
-                                .map_err(err)?
+                                .optional()?
                         } else {
                             stats.lookups_saved += 1;
                             None
@@ -297,8 +308,7 @@ impl Gate {
                         match twin {
                             Some(twin) => Verdict::Suppressed { twin },
                             None => {
-                                crate::ledger::append(&tx, row.seq, &self.cfg.gateway)
-                                    .map_err(err)?;
+                                crate::ledger::append(tx, row.seq, &self.cfg.gateway)?;
                                 self.bloom.insert(&kb);
                                 Verdict::Committed
                             }
@@ -309,29 +319,25 @@ impl Gate {
                     Verdict::Suppressed { twin } => Some(twin.as_str()),
                     _ => None,
                 };
-                set_state
-                    .execute(params![row.seq, verdict.state(), twin, now_ms])
-                    .map_err(err)?;
+                set_state.execute(params![row.seq, verdict.state(), twin, now_ms])?;
                 let reason = match &verdict {
                     Verdict::Rejected { reason } => Some(reason.clone()),
                     _ => None,
                 };
-                chain
-                    .append(AuditRecord {
-                        seq: 0,
-                        at: rfc3339_ms(now_ms),
-                        gateway: self.cfg.gateway.clone(),
-                        scanner: row.scanner,
-                        scan_uuid: row.uuid.clone(),
-                        captured_at: rfc3339_ms(row.captured_ms),
-                        clock_synced: row.synced,
-                        decision: verdict.state().to_string(),
-                        content_key: row.content_key.clone(),
-                        twin_uuid: twin.map(str::to_string),
-                        reason,
-                        raw_len: row.raw_len,
-                    })
-                    .map_err(err)?;
+                chain.append(AuditRecord {
+                    seq: 0,
+                    at: rfc3339_ms(now_ms),
+                    gateway: self.cfg.gateway.clone(),
+                    scanner: row.scanner,
+                    scan_uuid: row.uuid.clone(),
+                    captured_at: rfc3339_ms(row.captured_ms),
+                    clock_synced: row.synced,
+                    decision: verdict.state().to_string(),
+                    content_key: row.content_key.clone(),
+                    twin_uuid: twin.map(str::to_string),
+                    reason,
+                    raw_len: row.raw_len,
+                })?;
                 stats.decided += 1;
                 match verdict {
                     Verdict::Committed => stats.committed += 1,
@@ -346,23 +352,57 @@ impl Gate {
                 });
             }
         }
-        let emitted = chain.finish().map_err(err)?;
-        tx.commit().map_err(err)?;
-        self.stats = stats;
-        crate::audit::emit(&emitted);
-        Ok(decisions)
+        Ok(Decided {
+            decisions,
+            emitted: chain.finish()?,
+            stats,
+        })
     }
 
-    /// Make scans durable and decide them (and anything else pending): the
-    /// synchronous pipeline used by tests, the benchmark and replays. Returns
-    /// each submitted scan's decision — for a UUID seen before, its first one.
+    /// Make scans durable and decide them in **one** transaction (one fsync).
+    /// Nothing outside the database (ACK, log, Redis) sees a decision before
+    /// the commit that also makes the scan durable. If deciding fails, the
+    /// transaction is rolled back and the scans are committed alone, as
+    /// `pending` — a fault in the gate never costs a scan its durability.
+    /// Returns, per scan, whether it was new to the outbox, and the decisions
+    /// made (this batch and any older pending scans, in capture order).
+    pub fn admit_and_decide(
+        &mut self,
+        store: &mut Store,
+        scans: &[crate::capture::Scan],
+    ) -> Result<(Vec<bool>, Vec<Decision>), StoreError> {
+        let Store { conn, path, .. } = store;
+        let err = |e| classify(path, e);
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(err)?;
+        let fresh = crate::outbox::insert(&tx, &self.cfg.facility, scans).map_err(err)?;
+        let decided = match self.decide_in(&tx) {
+            Ok(d) => d,
+            Err(e) => {
+                drop(tx); // rolls back
+                tracing::error!("deciding failed; storing the scans as pending to retry: {e}");
+                let fresh = store.admit(&self.cfg.facility, scans)?;
+                return Ok((fresh, Vec::new()));
+            }
+        };
+        tx.commit().map_err(err)?;
+        let mut decisions = self.settle(decided);
+        if decisions.len() == DECIDE_BATCH {
+            decisions.extend(self.decide_pending(store)?);
+        }
+        Ok((fresh, decisions))
+    }
+
+    /// [`Gate::admit_and_decide`], returning each submitted scan's decision
+    /// (for a UUID seen before, its first one): the synchronous pipeline used
+    /// by tests, the benchmark and tools.
     pub fn submit(
         &mut self,
         store: &mut Store,
         scans: &[crate::capture::Scan],
     ) -> Result<Vec<Decision>, StoreError> {
-        store.admit(&self.cfg.facility, scans)?;
-        self.decide_pending(store)?;
+        self.admit_and_decide(store, scans)?;
         scans
             .iter()
             .map(|s| {
@@ -376,6 +416,13 @@ impl Gate {
             })
             .collect()
     }
+}
+
+/// A decided batch, not yet committed.
+struct Decided {
+    decisions: Vec<Decision>,
+    emitted: Vec<crate::audit::Emitted>,
+    stats: GateStats,
 }
 
 /// The recorded decision of a scan, if the outbox has it.

@@ -74,12 +74,16 @@ pub async fn run(
                     Err(e) => break Some(e.to_string()),
                     Ok(n) => {
                         for raw in framer.push(&buf[..n]) {
-                            let framing_error = raw.framing_error.is_some();
                             let scan = Scan::capture(&profile, raw);
-                            if framing_error && cfg.ack && port.write_all(&[NAK]).await.is_err() {
+                            // A frame that does not decode (over-long, torn by a
+                            // reconnect, misread) is stored and audited as
+                            // rejected, and NAKed so the scanner sends it again:
+                            // an ACK must only ever confirm a usable scan.
+                            let usable = scan.decoded.is_ok();
+                            if !usable && cfg.ack && port.write_all(&[NAK]).await.is_err() {
                                 tracing::warn!(scanner = %cfg.name, "writing NAK failed");
                             }
-                            let durable = (cfg.ack && !framing_error).then(|| durable_tx.clone());
+                            let durable = (cfg.ack && usable).then(|| durable_tx.clone());
                             if out.send(Captured { scan, durable }).await.is_err() {
                                 return; // the outbox writer is gone: shutting down
                             }

@@ -473,12 +473,63 @@ pub fn ai_len_by_prefix(prefix: usize) -> usize {
     PREFIX_LEN.get(prefix).copied().unwrap_or(0) as usize
 }
 
-/// Look up the entry for the AI `ai` (ASCII digits, already cut to the length
-/// given by [`ai_len_by_prefix`]).
+/// Numeric value of up to four ASCII digits (const-friendly).
+const fn digits_value(d: &[u8]) -> usize {
+    let mut v = 0usize;
+    let mut i = 0;
+    while i < d.len() {
+        v = v * 10 + (d[i] - b'0') as usize;
+        i += 1;
+    }
+    v
+}
+
+/// Slot of an AI in [`INDEX`]: 2-digit AIs at 0..100, 3-digit at 100..1100,
+/// 4-digit at 1100..11100.
+const fn slot(len: usize, value: usize) -> usize {
+    match len {
+        2 => value,
+        3 => 100 + value,
+        _ => 1100 + value,
+    }
+}
+
+const NO_ENTRY: u8 = u8::MAX;
+
+const fn build_index() -> [u8; 11100] {
+    assert!(TABLE.len() < NO_ENTRY as usize);
+    let mut out = [NO_ENTRY; 11100];
+    let mut i = 0;
+    while i < TABLE.len() {
+        let first = TABLE[i].first.as_bytes();
+        let len = first.len();
+        let mut v = digits_value(first);
+        let last = digits_value(TABLE[i].last.as_bytes());
+        while v <= last {
+            out[slot(len, v)] = i as u8;
+            v += 1;
+        }
+        i += 1;
+    }
+    out
+}
+
+/// Entry index for every possible 2-, 3- and 4-digit AI (built at compile
+/// time, so a lookup is one array read).
+static INDEX: [u8; 11100] = build_index();
+
+/// Look up the entry for the AI `ai` (2-4 ASCII digits, already cut to the
+/// length given by [`ai_len_by_prefix`]).
 pub fn lookup(ai: &[u8]) -> Option<&'static AiEntry> {
-    let idx = AI_TABLE.partition_point(|en| en.first.as_bytes() <= ai);
-    let entry = AI_TABLE.get(idx.checked_sub(1)?)?;
-    (entry.first.len() == ai.len() && ai <= entry.last.as_bytes()).then_some(entry)
+    if !(2..=4).contains(&ai.len()) || !ai.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let idx = INDEX[slot(ai.len(), digits_value(ai))];
+    if idx == NO_ENTRY {
+        None
+    } else {
+        TABLE.get(idx as usize)
+    }
 }
 
 #[cfg(test)]
@@ -561,6 +612,18 @@ mod tests {
         assert!(lookup(b"89").is_none());
         assert!(lookup(b"8014").is_none());
         assert_eq!(lookup(b"8018").unwrap().first, "8017");
+        assert!(lookup(b"1").is_none());
+        assert!(lookup(b"12345").is_none());
+        assert!(lookup(b"0A").is_none());
+        // Every table AI resolves to its own entry.
+        for en in AI_TABLE {
+            let lo: usize = en.first.parse().unwrap();
+            let hi: usize = en.last.parse().unwrap();
+            for v in lo..=hi {
+                let ai = format!("{v:0w$}", w = en.first.len());
+                assert_eq!(lookup(ai.as_bytes()), Some(en), "AI {ai}");
+            }
+        }
     }
 
     #[test]

@@ -46,7 +46,9 @@ const fn s(aim: &'static str, name: &'static str, content: Content) -> Symbology
 use Content::*;
 
 /// Every identifier this decoder accepts, sorted by identifier.
-pub static SYMBOLOGIES: &[Symbology] = &[
+pub static SYMBOLOGIES: &[Symbology] = SYMS;
+
+const SYMS: &[Symbology] = &[
     s("]A0", "Code 39", Plain),
     s(
         "]A1",
@@ -109,12 +111,39 @@ pub static SYMBOLOGIES: &[Symbology] = &[
     s("]e2", "GS1 Composite (after escape mechanism)", Gs1),
 ];
 
+const NONE: u8 = u8::MAX;
+
+/// Index into [`SYMS`] by code character (ASCII) × modifier digit, built at
+/// compile time; every modifier in the table is a digit.
+const fn build_index() -> [u8; 1280] {
+    assert!(SYMS.len() < NONE as usize);
+    let mut out = [NONE; 1280];
+    let mut i = 0;
+    while i < SYMS.len() {
+        let a = SYMS[i].aim.as_bytes();
+        if a.len() == 3 {
+            assert!(a[1] < 128 && a[2].is_ascii_digit());
+            out[a[1] as usize * 10 + (a[2] - b'0') as usize] = i as u8;
+        }
+        i += 1;
+    }
+    out
+}
+
+static INDEX: [u8; 1280] = build_index();
+
 /// The entry for an exact 3-character identifier (or `]Y`).
 pub fn lookup(id: &str) -> Option<&'static Symbology> {
-    SYMBOLOGIES
-        .binary_search_by(|sym| sym.aim.cmp(id))
-        .ok()
-        .map(|i| &SYMBOLOGIES[i])
+    match id.as_bytes() {
+        b"]Y" => SYMS.iter().find(|s| s.aim == "]Y"),
+        &[b']', c, m] if c < 128 && m.is_ascii_digit() => {
+            match INDEX[c as usize * 10 + (m - b'0') as usize] {
+                NONE => None,
+                i => SYMS.get(i as usize),
+            }
+        }
+        _ => None,
+    }
 }
 
 /// Read the identifier at the start of `data` (which starts with `]`).
@@ -190,5 +219,11 @@ mod tests {
         assert!(parse(b"]Y9abc").is_err());
         assert!(parse(b"]Ya").is_err());
         assert!(parse(b"]\xff\xfe").is_err());
+        for sym in SYMBOLOGIES {
+            assert_eq!(lookup(sym.aim), Some(sym));
+        }
+        assert!(lookup("]d").is_none());
+        assert!(lookup("d2").is_none());
+        assert!(lookup("]d22").is_none());
     }
 }

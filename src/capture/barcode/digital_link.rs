@@ -77,16 +77,17 @@ fn unescape(s: &[u8], query: bool, out: &mut Vec<u8>) -> Result<(), usize> {
     let mut i = 0;
     while i < s.len() {
         let c = s[i];
-        if c == b'%' && i + 2 < s.len() {
-            if let (Some(h), Some(l)) = (hexval(s[i + 1]), hexval(s[i + 2])) {
-                let v = h * 16 + l;
-                if v == 0 {
-                    return Err(i);
-                }
-                out.push(v);
-                i += 3;
-                continue;
+        if c == b'%'
+            && i + 2 < s.len()
+            && let (Some(h), Some(l)) = (hexval(s[i + 1]), hexval(s[i + 2]))
+        {
+            let v = h * 16 + l;
+            if v == 0 {
+                return Err(i);
             }
+            out.push(v);
+            i += 3;
+            continue;
         }
         out.push(if query && c == b'+' { b' ' } else { c });
         i += 1;
@@ -186,13 +187,13 @@ pub(crate) fn parse(
                     if alt.is_some_and(|a| a != ai_idx) {
                         continue;
                     }
-                    if let Some(p) = seq.iter().position(|q| *q == ai) {
-                        if alt.is_none() || p >= last_q {
-                            alt = Some(ai_idx);
-                            last_q = p + 1;
-                            ok = true;
-                            break;
-                        }
+                    if let Some(p) = seq.iter().position(|q| *q == ai)
+                        && (alt.is_none() || p >= last_q)
+                    {
+                        alt = Some(ai_idx);
+                        last_q = p + 1;
+                        ok = true;
+                        break;
                     }
                 }
                 if !ok {

@@ -103,11 +103,12 @@ pub(crate) fn parse(
         let val_end = if entry.predefined {
             let want = entry.max_len();
             let end = val_start + want;
-            let avail_end = data[val_start..]
+            // Only the fixed-length window is scanned (keeps the parse linear).
+            let window = &data[val_start..end.min(len)];
+            let avail_end = window
                 .iter()
                 .position(|&c| c == GS)
-                .map_or(len, |p| val_start + p)
-                .min(end);
+                .map_or(val_start + window.len(), |p| val_start + p);
             if avail_end < end {
                 let got = avail_end - val_start;
                 return Err(err(format!(

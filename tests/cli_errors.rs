@@ -1,0 +1,410 @@
+//! Bad configuration, an unusable state directory and a corrupt database give
+//! a clear message, the documented exit code, and leave everything untouched.
+//!
+//! Exit codes (src/cli.rs): 0 ok, 1 check failed, 2 config/usage, 3 state/db.
+
+mod common;
+
+use common::*;
+use std::fs;
+use std::path::Path;
+
+const EXIT_CONFIG: i32 = 2;
+const EXIT_STATE: i32 = 3;
+
+/// A minimal valid config with one scanner, with `extra` appended to the
+/// scanner table and `dedup` as the [dedup] body.
+fn config_text(state_dir: &Path, dedup: &str, scanner_extra: &str) -> String {
+    format!(
+        "[gateway]\nfacility = \"f1\"\nid = \"gw1\"\nstate_dir = {:?}\n\n[dedup]\n{dedup}\n\n\
+         [[scanner]]\nname = \"counter-1\"\nkind = \"serial\"\npath = \"/dev/scangate/counter-1\"\n\
+         scan_type = \"dispense\"\n{scanner_extra}\n",
+        state_dir.to_str().unwrap()
+    )
+}
+
+/// `check-config` on `text` must exit 2, name `key` on stderr, say how to fix
+/// it, and not create the state directory.
+fn assert_config_error(text: &str, key: &str) {
+    let dir = tempdir("scangate-cli-");
+    let path = dir.path().join("scangate.toml");
+    fs::write(&path, text).unwrap();
+    let out: Outcome = cli_cfg(&path, &["check-config"]).into();
+    assert_eq!(out.code, Some(EXIT_CONFIG), "config:\n{text}\n{out}");
+    assert!(
+        out.stderr.contains(&format!("`{key}`")),
+        "stderr must name the key `{key}`:\n{out}"
+    );
+    assert!(
+        out.stderr.contains("Fix:"),
+        "stderr must say how to fix it:\n{out}"
+    );
+    assert!(
+        out.stderr.contains(path.to_str().unwrap()),
+        "stderr must name the config file:\n{out}"
+    );
+    assert!(
+        !dir.path().join("state").exists(),
+        "check-config must not create the state directory"
+    );
+    // `run` refuses the same file with the same code before touching anything.
+    let run: Outcome = cli_cfg(&path, &["run"]).into();
+    assert_eq!(run.code, Some(EXIT_CONFIG), "run on a bad config:\n{run}");
+    assert!(
+        !dir.path().join("state").exists(),
+        "run created state on a bad config"
+    );
+}
+
+fn state_of(dir: &tempfile::TempDir) -> std::path::PathBuf {
+    dir.path().join("state")
+}
+
+#[test]
+fn quantity_zero_is_named_with_its_scanner_index() {
+    let d = tempdir("scangate-cli-");
+    assert_config_error(
+        &config_text(&state_of(&d), "window_ms = 3000", "quantity = 0"),
+        "scanner[0].quantity",
+    );
+}
+
+#[test]
+fn quantity_error_names_the_second_scanner() {
+    let d = tempdir("scangate-cli-");
+    let text = config_text(&state_of(&d), "window_ms = 3000", "")
+        + "\n[[scanner]]\nname = \"counter-2\"\nkind = \"serial\"\npath = \"/dev/x\"\n\
+           scan_type = \"dispense\"\nquantity = 0\n";
+    assert_config_error(&text, "scanner[1].quantity");
+}
+
+#[test]
+fn unknown_key_in_dedup_is_named() {
+    let d = tempdir("scangate-cli-");
+    assert_config_error(
+        &config_text(&state_of(&d), "window_msec = 3000", ""),
+        "dedup.window_msec",
+    );
+}
+
+#[test]
+fn unknown_key_in_scanner_is_named() {
+    let d = tempdir("scangate-cli-");
+    assert_config_error(
+        &config_text(&state_of(&d), "window_ms = 3000", "colour = \"red\""),
+        "scanner[0].colour",
+    );
+}
+
+#[test]
+fn unknown_section_is_named() {
+    let d = tempdir("scangate-cli-");
+    let text = config_text(&state_of(&d), "window_ms = 3000", "") + "\n[gatewya]\nid = \"x\"\n";
+    assert_config_error(&text, "gatewya");
+}
+
+#[test]
+fn bad_scan_type_is_named() {
+    let d = tempdir("scangate-cli-");
+    let text = config_text(&state_of(&d), "window_ms = 3000", "")
+        .replace("scan_type = \"dispense\"", "scan_type = \"sell\"");
+    assert_config_error(&text, "scanner[0].scan_type");
+}
+
+#[test]
+fn window_ms_zero_is_named() {
+    let d = tempdir("scangate-cli-");
+    assert_config_error(
+        &config_text(&state_of(&d), "window_ms = 0", ""),
+        "dedup.window_ms",
+    );
+}
+
+#[test]
+fn negative_window_ms_is_named() {
+    let d = tempdir("scangate-cli-");
+    assert_config_error(
+        &config_text(&state_of(&d), "window_ms = -5", ""),
+        "dedup.window_ms",
+    );
+}
+
+#[test]
+fn duplicate_scanner_name_is_named() {
+    let d = tempdir("scangate-cli-");
+    let text = config_text(&state_of(&d), "window_ms = 3000", "")
+        + "\n[[scanner]]\nname = \"counter-1\"\nkind = \"serial\"\npath = \"/dev/y\"\n\
+           scan_type = \"waste\"\n";
+    assert_config_error(&text, "scanner[1].name");
+}
+
+#[test]
+fn valid_config_passes_check_config() {
+    let d = tempdir("scangate-cli-");
+    let path = d.path().join("scangate.toml");
+    fs::write(
+        &path,
+        config_text(
+            &state_of(&d),
+            "window_ms = 1500",
+            "quantity = 2\nack = true",
+        ),
+    )
+    .unwrap();
+    let out: Outcome = cli_cfg(&path, &["check-config"]).into();
+    assert_eq!(out.code, Some(0), "{out}");
+    assert!(out.stdout.contains("1 scanner(s)"), "{out}");
+    assert!(out.stdout.contains("window 1500 ms"), "{out}");
+    assert!(
+        !state_of(&d).exists(),
+        "check-config must not create the state dir"
+    );
+}
+
+#[test]
+fn missing_config_file_exits_2_naming_it() {
+    let d = tempdir("scangate-cli-");
+    let path = d.path().join("does-not-exist.toml");
+    for args in [
+        &["check-config"][..],
+        &["run"][..],
+        &["outbox", "status"][..],
+    ] {
+        let out: Outcome = cli_cfg(&path, args).into();
+        assert_eq!(out.code, Some(EXIT_CONFIG), "{args:?}: {out}");
+        assert!(
+            out.stderr.contains(path.to_str().unwrap()),
+            "{args:?}: the message must name the missing file:\n{out}"
+        );
+    }
+}
+
+#[test]
+fn unwritable_state_dir_exits_3_naming_it() {
+    // Running as root, permission bits do not stop writes: make the state
+    // dir's parent a regular file instead.
+    let d = tempdir("scangate-cli-");
+    let file = d.path().join("a-regular-file");
+    fs::write(&file, b"not a directory").unwrap();
+    let state = file.join("state");
+    let cfg = d.path().join("scangate.toml");
+    fs::write(&cfg, config_text(&state, "window_ms = 3000", "")).unwrap();
+
+    let out: Outcome = cli_cfg(&cfg, &["run"]).into();
+    assert_eq!(out.code, Some(EXIT_STATE), "{out}");
+    assert!(
+        out.stderr.contains(state.to_str().unwrap()),
+        "the message must name the state directory {}:\n{out}",
+        state.display()
+    );
+    assert!(
+        out.stderr.contains("Fix:"),
+        "the message must say what to do:\n{out}"
+    );
+    assert_eq!(fs::read(&file).unwrap(), b"not a directory");
+}
+
+/// Every command that opens the database on `state` must exit 3 naming `db`,
+/// and leave its bytes (and its directory listing) exactly as they were.
+fn assert_refuses_corrupt_db(state: &Path, cfg: &Path) {
+    let db = state.join("scangate.db");
+    let before = fs::read(&db).unwrap();
+    let listing = || {
+        let mut v: Vec<_> = fs::read_dir(state)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        v.sort();
+        v
+    };
+    let files_before = listing();
+    for args in [
+        &["run"][..],
+        &["outbox", "status", "--json"][..],
+        &["outbox", "status"][..],
+        &["ledger", "export"][..],
+        &["audit", "verify"][..],
+    ] {
+        let out: Outcome = cli_cfg(cfg, args).into();
+        assert_eq!(
+            out.code,
+            Some(EXIT_STATE),
+            "{args:?} on a corrupt db: {out}"
+        );
+        assert!(
+            out.stderr.contains(db.to_str().unwrap()),
+            "{args:?}: the message must name {}:\n{out}",
+            db.display()
+        );
+        assert!(
+            fs::read(&db).unwrap() == before,
+            "{args:?} modified the corrupt database file"
+        );
+    }
+    // Opening a WAL-mode file makes SQLite create its -wal/-shm side files,
+    // and `run` takes the state directory's lock file; that is allowed, but
+    // nothing may have been written to the WAL.
+    let added: Vec<_> = listing()
+        .into_iter()
+        .filter(|f| !files_before.contains(f))
+        .collect();
+    for f in &added {
+        let name = f.to_string_lossy();
+        assert!(
+            name == "scangate.db-wal" || name == "scangate.db-shm" || name == "scangate.lock",
+            "unexpected file {name} was created next to the corrupt db"
+        );
+    }
+    let wal = state.join("scangate.db-wal");
+    if wal.exists() {
+        assert_eq!(
+            fs::metadata(&wal).unwrap().len(),
+            0,
+            "something was written into the corrupt database's WAL"
+        );
+    }
+}
+
+#[test]
+fn garbage_database_exits_3_and_is_left_untouched() {
+    let d = tempdir("scangate-cli-");
+    let state = state_of(&d);
+    fs::create_dir(&state).unwrap();
+    // 16 KiB of deterministic noise: not an SQLite header.
+    let mut x: u32 = 0x1234_5678;
+    let garbage: Vec<u8> = (0..16 * 1024)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            (x >> 24) as u8
+        })
+        .collect();
+    fs::write(state.join("scangate.db"), &garbage).unwrap();
+    let cfg = d.path().join("scangate.toml");
+    fs::write(&cfg, config_text(&state, "window_ms = 3000", "")).unwrap();
+    assert_refuses_corrupt_db(&state, &cfg);
+    assert_eq!(fs::read(state.join("scangate.db")).unwrap(), garbage);
+}
+
+#[test]
+fn damaged_sqlite_database_exits_3_and_is_left_untouched() {
+    // A real scangate database whose pages after the header are overwritten:
+    // the header still says "SQLite format 3", the content does not hold up.
+    let d = tempdir("scangate-cli-");
+    let state = state_of(&d);
+    {
+        let _store = scangate::store::Store::open(&state).expect("creating a database");
+    }
+    let db = state.join("scangate.db");
+    let mut bytes = fs::read(&db).unwrap();
+    assert!(bytes.len() > 4096, "a migrated database has several pages");
+    for (i, b) in bytes.iter_mut().enumerate().skip(100) {
+        *b = (i as u8).wrapping_mul(31) ^ 0xA5;
+    }
+    fs::write(&db, &bytes).unwrap();
+    let cfg = d.path().join("scangate.toml");
+    fs::write(&cfg, config_text(&state, "window_ms = 3000", "")).unwrap();
+    assert_refuses_corrupt_db(&state, &cfg);
+}
+
+#[test]
+fn foreign_sqlite_database_is_refused_not_adopted() {
+    // Someone else's SQLite file where ours should be: never migrate into it.
+    let d = tempdir("scangate-cli-");
+    let state = state_of(&d);
+    fs::create_dir(&state).unwrap();
+    {
+        let c = rusqlite::Connection::open(state.join("scangate.db")).unwrap();
+        c.execute_batch("CREATE TABLE inventory (id INTEGER PRIMARY KEY, name TEXT); INSERT INTO inventory (name) VALUES ('x');")
+            .unwrap();
+    }
+    let before = fs::read(state.join("scangate.db")).unwrap();
+    let cfg = d.path().join("scangate.toml");
+    fs::write(&cfg, config_text(&state, "window_ms = 3000", "")).unwrap();
+    let out: Outcome = cli_cfg(&cfg, &["run"]).into();
+    assert_eq!(out.code, Some(EXIT_STATE), "{out}");
+    assert!(out.stderr.contains("scangate.db"), "{out}");
+    assert_eq!(fs::read(state.join("scangate.db")).unwrap(), before);
+}
+
+#[test]
+fn shipped_example_config_passes_check_config() {
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/scangate.toml");
+    if !example.exists() {
+        eprintln!(
+            "SKIPPED: {} does not exist yet (issue 2 deliverable); nothing to check",
+            example.display()
+        );
+        return;
+    }
+    let out: Outcome = cli_cfg(&example, &["check-config"]).into();
+    assert_eq!(
+        out.code,
+        Some(0),
+        "the shipped example must be valid:\n{out}"
+    );
+    assert!(out.stdout.contains("configuration OK"), "{out}");
+}
+
+#[test]
+fn no_config_file_at_all_uses_defaults() {
+    let d = tempdir("scangate-cli-");
+    let out: Outcome = command()
+        .arg("check-config")
+        .current_dir(d.path())
+        .output()
+        .unwrap()
+        .into();
+    assert_eq!(out.code, Some(0), "{out}");
+    assert!(out.stdout.contains("0 scanner(s)"), "{out}");
+    assert!(out.stdout.contains("window 3000 ms"), "defaults: {out}");
+    assert!(
+        out.stdout.contains("scangate-state"),
+        "state in ./scangate-state: {out}"
+    );
+    assert!(
+        !d.path().join("scangate-state").exists(),
+        "check-config must not create the state directory"
+    );
+}
+
+#[test]
+fn no_config_file_uses_state_directory_from_systemd() {
+    let d = tempdir("scangate-cli-");
+    let state = d.path().join("systemd-state");
+    let out: Outcome = command()
+        .arg("check-config")
+        .current_dir(d.path())
+        .env("STATE_DIRECTORY", format!("{}:/elsewhere", state.display()))
+        .output()
+        .unwrap()
+        .into();
+    assert_eq!(out.code, Some(0), "{out}");
+    assert!(out.stdout.contains(state.to_str().unwrap()), "{out}");
+}
+
+#[test]
+fn bad_since_is_a_usage_error() {
+    let d = tempdir("scangate-cli-");
+    let cfg = d.path().join("scangate.toml");
+    fs::write(&cfg, config_text(&state_of(&d), "window_ms = 3000", "")).unwrap();
+    let out: Outcome = cli_cfg(&cfg, &["ledger", "export", "--since", "yesterday"]).into();
+    assert_eq!(out.code, Some(EXIT_CONFIG), "{out}");
+    assert!(out.stderr.contains("RFC 3339"), "{out}");
+}
+
+#[test]
+fn read_only_commands_without_a_database_exit_3() {
+    let d = tempdir("scangate-cli-");
+    let state = state_of(&d);
+    let cfg = d.path().join("scangate.toml");
+    fs::write(&cfg, config_text(&state, "window_ms = 3000", "")).unwrap();
+    let out: Outcome = cli_cfg(&cfg, &["audit", "verify"]).into();
+    assert_eq!(out.code, Some(EXIT_STATE), "{out}");
+    assert!(out.stderr.contains(state.to_str().unwrap()), "{out}");
+    assert!(
+        !state.exists(),
+        "a read-only command must not create the state dir"
+    );
+}
