@@ -99,7 +99,7 @@ fn echoes_inside_the_window_are_suppressed_naming_the_twin() {
     let retransmit = r.scan("c1", &dscsa("S1"), 600);
     let rescan = r.scan("c1", &dscsa("S1"), 2000);
     let edge = r.scan("c1", &dscsa("S1"), WINDOW_MS); // inclusive
-    let v = r.submit(&[first.clone()]);
+    let v = r.submit(std::slice::from_ref(&first));
     assert_eq!(v, [Verdict::Committed]);
     for echo in [&double_fire, &retransmit, &rescan, &edge] {
         let v = r.submit(std::slice::from_ref(echo));
@@ -151,11 +151,17 @@ fn the_same_uuid_submitted_again_returns_its_first_decision() {
     let mut r = rig();
     let first = r.scan("c1", &dscsa("S1"), 0);
     let echo = r.scan("c1", &dscsa("S1"), 100);
-    assert_eq!(r.submit(&[first.clone()]), [Verdict::Committed]);
-    assert!(suppressed_by(&r.submit(&[echo.clone()])[0], &first));
+    assert_eq!(r.submit(std::slice::from_ref(&first)), [Verdict::Committed]);
+    assert!(suppressed_by(
+        &r.submit(std::slice::from_ref(&echo))[0],
+        &first
+    ));
     // Resubmitting (a lost reply retried, a replay) changes nothing.
-    assert_eq!(r.submit(&[first.clone()]), [Verdict::Committed]);
-    assert!(suppressed_by(&r.submit(&[echo.clone()])[0], &first));
+    assert_eq!(r.submit(std::slice::from_ref(&first)), [Verdict::Committed]);
+    assert!(suppressed_by(
+        &r.submit(std::slice::from_ref(&echo))[0],
+        &first
+    ));
     assert_eq!(
         r.submit(&[first.clone(), first]),
         [Verdict::Committed, Verdict::Committed]
@@ -197,7 +203,7 @@ fn a_replay_after_an_outage_is_judged_by_capture_time() {
     let old = r.scan("c1", "312345678906", -3_600_000);
     let old_echo = r.scan("c1", "312345678906", -3_600_000 + 600);
     let now = r.scan("c1", "312345678906", 0);
-    let v = r.submit(&[now.clone()]);
+    let v = r.submit(std::slice::from_ref(&now));
     assert_eq!(v, [Verdict::Committed]);
     let v = r.submit(&[old.clone(), old_echo]);
     assert_eq!(v[0], Verdict::Committed);
@@ -279,7 +285,8 @@ fn a_restarted_gate_rebuilds_its_knowledge_from_the_database() {
     {
         let mut store = Store::open(dir.path()).unwrap();
         let mut gate = Gate::new(config(), &store).unwrap();
-        gate.submit(&mut store, &[first.clone()]).unwrap();
+        gate.submit(&mut store, std::slice::from_ref(&first))
+            .unwrap();
     }
     let mut store = Store::open(dir.path()).unwrap();
     let mut gate = Gate::new(config(), &store).unwrap();
