@@ -258,15 +258,27 @@ pub fn verify(store: &Store) -> Result<Verification, StoreError> {
     })
 }
 
-/// Every audit record about one content key, in chain order.
+/// Every audit record about one content key, in chain order: the committed
+/// scans (from the ledger's exact index) and the echoes that name them.
 pub fn records_for_key(store: &Store, content_key: &str) -> Result<Vec<AuditRecord>, StoreError> {
     let err = |e| store.err_at(e);
     let mut q = store
         .conn
-        .prepare("SELECT record FROM audit WHERE content_key = ?1 ORDER BY seq")
+        .prepare(
+            "WITH committed AS (
+                 SELECT scan_uuid FROM ledger WHERE key_prefix = ?1 AND content_key = ?2)
+             SELECT record FROM audit WHERE scan_uuid IN (
+                 SELECT scan_uuid FROM committed
+                 UNION ALL
+                 SELECT s.scan_uuid FROM scans s JOIN committed c ON s.twin_uuid = c.scan_uuid)
+             ORDER BY seq",
+        )
         .map_err(err)?;
     let rows = q
-        .query_map([content_key], |r| r.get::<_, String>(0))
+        .query_map(
+            params![crate::gate::key_prefix_hex(content_key), content_key],
+            |r| r.get::<_, String>(0),
+        )
         .map_err(err)?;
     let mut out = Vec::new();
     for row in rows {
@@ -286,7 +298,7 @@ pub fn key_of(store: &Store, id: &str) -> Result<Option<String>, StoreError> {
     store
         .conn
         .query_row(
-            "SELECT content_key FROM audit WHERE scan_uuid = ?1 ORDER BY seq LIMIT 1",
+            "SELECT content_key FROM scans WHERE scan_uuid = ?1",
             [id],
             |r| r.get::<_, Option<String>>(0),
         )

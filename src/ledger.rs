@@ -44,16 +44,21 @@ pub struct LedgerEntry {
 
 /// Append the outbox row `scan_seq` to the ledger; call it inside the
 /// decision's transaction.
-pub(crate) fn append(tx: &Connection, scan_seq: i64, gateway: &str) -> rusqlite::Result<()> {
+pub(crate) fn append(
+    tx: &Connection,
+    scan_seq: i64,
+    gateway: &str,
+    key_prefix: i64,
+) -> rusqlite::Result<()> {
     tx.prepare_cached(
         "INSERT INTO ledger (scan_uuid, gateway, scanner, captured_ms, boot_id, boot_ns,
              clock_synced, scan_type, quantity, gtin, ndc10, lot, serial, expiry, symbology,
-             content_key)
+             content_key, key_prefix)
          SELECT scan_uuid, ?2, scanner, captured_ms, boot_id, boot_ns, clock_synced, scan_type,
-             quantity, gtin, ndc10, lot, serial, expiry, symbology, content_key
+             quantity, gtin, ndc10, lot, serial, expiry, symbology, content_key, ?3
          FROM scans WHERE seq = ?1",
     )?
-    .execute(params![scan_seq, gateway])?;
+    .execute(params![scan_seq, gateway, key_prefix])?;
     Ok(())
 }
 

@@ -265,7 +265,7 @@ impl Gate {
         {
             let mut find_twin = tx.prepare_cached(
                 "SELECT scan_uuid FROM ledger
-                     WHERE content_key = ?1
+                     WHERE key_prefix = ?7 AND content_key = ?1
                        AND ((boot_id = ?2 AND boot_ns BETWEEN ?3 AND ?4)
                          OR (boot_id <> ?2 AND captured_ms BETWEEN ?5 AND ?6))
                      ORDER BY seq LIMIT 1",
@@ -296,7 +296,8 @@ impl Gate {
                                         row.boot_ns - w_ns,
                                         row.boot_ns + w_ns,
                                         row.captured_ms - self.cfg.window_ms,
-                                        row.captured_ms + self.cfg.window_ms
+                                        row.captured_ms + self.cfg.window_ms,
+                                        key_prefix(&kb)
                                     ],
                                     |r| r.get::<_, String>(0),
                                 )
@@ -308,7 +309,12 @@ impl Gate {
                         match twin {
                             Some(twin) => Verdict::Suppressed { twin },
                             None => {
-                                crate::ledger::append(tx, row.seq, &self.cfg.gateway)?;
+                                crate::ledger::append(
+                                    tx,
+                                    row.seq,
+                                    &self.cfg.gateway,
+                                    key_prefix(&kb),
+                                )?;
                                 self.bloom.insert(&kb);
                                 Verdict::Committed
                             }
@@ -455,6 +461,16 @@ pub fn decision_of(store: &Store, scan_uuid: &str) -> Result<Option<Decision>, S
         )
         .optional()
         .map_err(|e| store.err_at(e))
+}
+
+/// The ledger's index column for a content key: its first 8 bytes.
+pub(crate) fn key_prefix(key: &[u8; 32]) -> i64 {
+    i64::from_be_bytes(key[..8].try_into().expect("8 bytes"))
+}
+
+/// [`key_prefix`] of a content key in hex.
+pub(crate) fn key_prefix_hex(key: &str) -> i64 {
+    key_prefix(&key_bytes(key))
 }
 
 /// The 32 bytes of a hex content key as [`content_key`] writes it.
