@@ -290,6 +290,25 @@ pub fn records_for_key(store: &Store, content_key: &str) -> Result<Vec<AuditReco
     Ok(out)
 }
 
+/// The audit records of one scan (normally exactly one).
+pub fn records_for_scan(store: &Store, scan_uuid: &str) -> Result<Vec<AuditRecord>, StoreError> {
+    let err = |e| store.err_at(e);
+    let mut q = store
+        .conn
+        .prepare("SELECT record FROM audit WHERE scan_uuid = ?1 ORDER BY seq")
+        .map_err(err)?;
+    let rows = q
+        .query_map([scan_uuid], |r| r.get::<_, String>(0))
+        .map_err(err)?;
+    let mut out = Vec::new();
+    for row in rows {
+        if let Ok(rec) = serde_json::from_str(&row.map_err(err)?) {
+            out.push(rec);
+        }
+    }
+    Ok(out)
+}
+
 /// Resolve a trace argument (scan UUID or content key) to a content key.
 pub fn key_of(store: &Store, id: &str) -> Result<Option<String>, StoreError> {
     if id.len() == 64 && id.bytes().all(|b| b.is_ascii_hexdigit()) {

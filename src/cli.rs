@@ -285,8 +285,26 @@ fn dispatch(cmd: Command) -> Result<u8, Failure> {
         } => {
             let store = open_ro(&config)?;
             let Some(key) = audit::key_of(&store, &id)? else {
-                println!("no decision about {id} in the audit trail");
-                return Ok(EXIT_CHECK_FAILED);
+                // A rejected scan has no content key: show its own record.
+                let records = audit::records_for_scan(&store, &id)?;
+                if records.is_empty() {
+                    println!("no decision about {id} in the audit trail");
+                    return Ok(EXIT_CHECK_FAILED);
+                }
+                for r in records {
+                    println!(
+                        "{}  {}  captured {}  scanner {}  audit #{}{}",
+                        r.decision,
+                        r.scan_uuid,
+                        r.captured_at,
+                        r.scanner,
+                        r.seq,
+                        r.reason
+                            .map(|x| format!("  reason: {x}"))
+                            .unwrap_or_default()
+                    );
+                }
+                return Ok(EXIT_OK);
             };
             let records = audit::records_for_key(&store, &key)?;
             print!("{}", audit::render_trace(&key, &records));

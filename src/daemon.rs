@@ -99,16 +99,34 @@ pub async fn run(
     Ok(RunReport { stats })
 }
 
+/// How often scans left `pending` by a failed decision are retried while no
+/// new scan arrives.
+const RETRY_PENDING: Duration = Duration::from_secs(1);
+
 /// The outbox writer thread: admit + decide (one commit) → ACK, batch by batch.
 fn outbox_writer(mut store: Store, mut gate: Gate, mut rx: mpsc::Receiver<Captured>) -> GateStats {
     // Crash recovery: scans made durable before a crash are decided first,
     // in capture order, before anything new.
-    if let Err(e) = gate.decide_pending(&mut store) {
-        tracing::error!(
-            "deciding scans left pending by the last run failed: {e}; retried with the next batch"
-        );
-    }
-    while let Some(first) = rx.blocking_recv() {
+    let mut undecided = decide_leftovers(&mut store, &mut gate);
+    loop {
+        let first = if undecided {
+            // Something could not be decided: retry it now and then, without
+            // waiting for the next scan to come along.
+            match rx.try_recv() {
+                Ok(c) => c,
+                Err(mpsc::error::TryRecvError::Disconnected) => break,
+                Err(mpsc::error::TryRecvError::Empty) => {
+                    std::thread::sleep(RETRY_PENDING);
+                    undecided = decide_leftovers(&mut store, &mut gate);
+                    continue;
+                }
+            }
+        } else {
+            match rx.blocking_recv() {
+                Some(c) => c,
+                None => break,
+            }
+        };
         let mut batch = vec![first];
         while batch.len() < ADMIT_BATCH {
             match rx.try_recv() {
@@ -125,8 +143,22 @@ fn outbox_writer(mut store: Store, mut gate: Gate, mut rx: mpsc::Receiver<Captur
                 let _ = durable.send(()); // the scanner may have gone; it will resend
             }
         }
+        undecided = store.has_pending().unwrap_or(true);
+    }
+    if undecided {
+        decide_leftovers(&mut store, &mut gate);
     }
     gate.stats()
+}
+
+/// Decide whatever is pending; true if something is still left undecided.
+fn decide_leftovers(store: &mut Store, gate: &mut Gate) -> bool {
+    if let Err(e) = gate.decide_pending(store) {
+        tracing::error!(
+            "deciding pending scans failed: {e}; they stay durable in the outbox and are retried every {RETRY_PENDING:?}"
+        );
+    }
+    store.has_pending().unwrap_or(true)
 }
 
 /// Retry the durable write until it succeeds: a scan that was read is never

@@ -49,6 +49,17 @@ impl Store {
         Ok(fresh)
     }
 
+    /// Whether any scan waits for its first decision (cheap: partial index).
+    pub fn has_pending(&self) -> Result<bool, StoreError> {
+        self.conn
+            .query_row(
+                "SELECT EXISTS (SELECT 1 FROM scans WHERE state = 'pending')",
+                [],
+                |r| r.get(0),
+            )
+            .map_err(|e| self.err_at(e))
+    }
+
     /// Counts by state and the oldest open scan.
     pub fn outbox_status(&self) -> Result<OutboxStatus, StoreError> {
         let mut st = OutboxStatus {

@@ -67,10 +67,18 @@ const MIGRATIONS: &[&str] = &[
         content_key   TEXT    NOT NULL,
         key_prefix    INTEGER NOT NULL
     );
-    -- The exact index. Content keys are uniformly random, so every insert
-    -- lands on a random index page; an 8-byte prefix keeps that index small
-    -- enough to stay in the page cache (lookups then compare the full key).
-    CREATE INDEX ledger_key ON ledger (key_prefix);
+    -- The exact index: (8-byte content-key prefix, wall time). Content keys
+    -- are uniformly random, so every insert lands on a random index page; a
+    -- small key keeps the index in the page cache, and the time column keeps
+    -- a lookup for a often re-dispensed label from reading all its history.
+    CREATE INDEX ledger_key ON ledger (key_prefix, captured_ms);
+    -- Per boot, the range of (wall clock - boot clock) of committed rows:
+    -- how far the wall clock was stepped (see gate/steps.rs).
+    CREATE TABLE boot_offsets (
+        boot_id       TEXT PRIMARY KEY,
+        min_offset    INTEGER NOT NULL,
+        max_offset    INTEGER NOT NULL
+    );
     CREATE INDEX ledger_time ON ledger (captured_ms);
     CREATE TABLE audit (
         seq           INTEGER PRIMARY KEY,
@@ -293,6 +301,12 @@ impl Store {
             conn.pragma_update(None, "synchronous", "FULL")
                 .map_err(sql)?;
         }
+        // 16 MiB page cache (default 2 MiB): the exact index's pages are hit
+        // at random, one per committed scan.
+        conn.pragma_update(None, "cache_size", -16384)
+            .map_err(sql)?;
+        conn.pragma_update(None, "temp_store", "MEMORY")
+            .map_err(sql)?;
         let mut store = Store {
             conn,
             path: path.to_owned(),

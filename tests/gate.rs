@@ -315,3 +315,65 @@ fn a_second_writer_on_the_same_state_dir_is_refused() {
     // Readers (export, verify, status) are not blocked.
     Store::open_read_only(dir.path()).unwrap();
 }
+
+#[test]
+fn a_failing_decision_never_costs_a_scan_its_durability() {
+    let mut r = rig();
+    // Inject a fault into the ledger append (as a full disk or a bug would).
+    let other = rusqlite::Connection::open(r.store.path()).unwrap();
+    other
+        .execute_batch(
+            "CREATE TRIGGER injected BEFORE INSERT ON ledger
+             BEGIN SELECT RAISE(ABORT, 'injected fault'); END;",
+        )
+        .unwrap();
+    let a = r.scan("c1", &dscsa("S1"), 0);
+    let echo = r.scan("c1", &dscsa("S1"), 40);
+    let v = r.submit(&[a.clone(), echo.clone()]);
+    assert_eq!(
+        v,
+        [Verdict::Pending, Verdict::Pending],
+        "stored, not decided"
+    );
+    let st = r.store.outbox_status().unwrap();
+    assert_eq!((st.pending, st.committed), (2, 0));
+    assert!(r.store.has_pending().unwrap());
+    assert_eq!(r.ledger_len(), 0);
+    // The fault goes away: the same path decides them, in capture order.
+    other.execute_batch("DROP TRIGGER injected").unwrap();
+    let d = r.gate.decide_pending(&mut r.store).unwrap();
+    assert_eq!(d.len(), 2);
+    assert_eq!(d[0].scan_uuid, a.uuid.to_string());
+    assert_eq!(d[0].verdict, Verdict::Committed);
+    assert!(suppressed_by(&d[1].verdict, &a));
+    assert!(!r.store.has_pending().unwrap());
+    assert!(matches!(
+        scangate::audit::verify(&r.store).unwrap(),
+        scangate::audit::Verification::Intact { records: 2, .. }
+    ));
+}
+
+#[test]
+fn a_clock_step_is_remembered_across_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = rig();
+    let first = r.scan("c1", &dscsa("S1"), 0);
+    // Same boot, 500 ms later by the boot clock, but NTP stepped the wall
+    // clock back by 3 h in between; a re-dispense 10 s later after the step.
+    let mut echo = r.scan("c1", &dscsa("S1"), 500);
+    echo.time.utc_ms -= 3 * 3_600_000;
+    let mut later = r.scan("c1", &dscsa("S1"), 10_000);
+    later.time.utc_ms -= 3 * 3_600_000;
+    {
+        let mut store = Store::open(dir.path()).unwrap();
+        let mut gate = Gate::new(config(), &store).unwrap();
+        let d = gate
+            .submit(&mut store, &[first.clone(), later.clone()])
+            .unwrap();
+        assert_eq!(d[1].verdict, Verdict::Committed);
+    }
+    let mut store = Store::open(dir.path()).unwrap();
+    let mut gate = Gate::new(config(), &store).unwrap();
+    let d = gate.submit(&mut store, &[echo]).unwrap();
+    assert!(suppressed_by(&d[0].verdict, &first), "{:?}", d[0]);
+}

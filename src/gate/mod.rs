@@ -14,6 +14,7 @@
 //! are written in one SQLite transaction (invariant 6).
 
 pub mod bloom;
+pub mod steps;
 
 use crate::audit::{AuditRecord, Chain};
 use crate::capture::Profile;
@@ -25,6 +26,7 @@ use bloom::Bloom;
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use sha2::{Digest, Sha256};
 use std::time::Duration;
+use steps::BootOffsets;
 
 /// Rows decided per transaction (one fsync each).
 const DECIDE_BATCH: usize = 4096;
@@ -137,6 +139,7 @@ impl GateConfig {
 pub struct Gate {
     cfg: GateConfig,
     bloom: Bloom,
+    offsets: BootOffsets,
     stats: GateStats,
 }
 
@@ -172,9 +175,11 @@ impl Gate {
             let key: String = row.get(0).map_err(|e| store.err_at(e))?;
             bloom.insert(&key_bytes(&key));
         }
+        let offsets = BootOffsets::load(&store.conn).map_err(|e| store.err_at(e))?;
         Ok(Gate {
             cfg,
             bloom,
+            offsets,
             stats: GateStats::default(),
         })
     }
@@ -263,13 +268,6 @@ impl Gate {
         let mut decisions = Vec::with_capacity(rows.len());
         let mut stats = self.stats;
         {
-            let mut find_twin = tx.prepare_cached(
-                "SELECT scan_uuid FROM ledger
-                     WHERE key_prefix = ?7 AND content_key = ?1
-                       AND ((boot_id = ?2 AND boot_ns BETWEEN ?3 AND ?4)
-                         OR (boot_id <> ?2 AND captured_ms BETWEEN ?5 AND ?6))
-                     ORDER BY seq LIMIT 1",
-            )?;
             let mut set_state = tx.prepare_cached(
                 "UPDATE scans SET state = ?2, twin_uuid = ?3, decided_ms = ?4 WHERE seq = ?1",
             )?;
@@ -287,21 +285,7 @@ impl Gate {
                             self.bloom.may_contain(&kb) || row.captured_ms < bloom_floor;
                         let twin = if maybe_seen {
                             stats.exact_lookups += 1;
-                            let w_ns = self.cfg.window_ms * 1_000_000;
-                            find_twin
-                                .query_row(
-                                    params![
-                                        key,
-                                        row.boot_id,
-                                        row.boot_ns - w_ns,
-                                        row.boot_ns + w_ns,
-                                        row.captured_ms - self.cfg.window_ms,
-                                        row.captured_ms + self.cfg.window_ms,
-                                        key_prefix(&kb)
-                                    ],
-                                    |r| r.get::<_, String>(0),
-                                )
-                                .optional()?
+                            self.find_twin(tx, key, &kb, &row)?
                         } else {
                             stats.lookups_saved += 1;
                             None
@@ -316,6 +300,11 @@ impl Gate {
                                     key_prefix(&kb),
                                 )?;
                                 self.bloom.insert(&kb);
+                                self.offsets.record(
+                                    tx,
+                                    &row.boot_id,
+                                    steps::offset(row.captured_ms, row.boot_ns),
+                                )?;
                                 Verdict::Committed
                             }
                         }
@@ -363,6 +352,47 @@ impl Gate {
             emitted: chain.finish()?,
             stats,
         })
+    }
+
+    /// The exact lookup: the earliest committed scan with this content key
+    /// whose capture time is within ±window of `row`'s — on the boot clock
+    /// when both belong to one boot, else on the wall clock. The index is
+    /// searched by wall time, widened by the boot's recorded clock steps so
+    /// that no same-boot twin can fall outside the range.
+    fn find_twin(
+        &self,
+        tx: &Connection,
+        key: &str,
+        kb: &[u8; 32],
+        row: &PendingRow,
+    ) -> rusqlite::Result<Option<String>> {
+        let w = self.cfg.window_ms;
+        let allowance = self
+            .offsets
+            .allowance(&row.boot_id, steps::offset(row.captured_ms, row.boot_ns));
+        let mut q = tx.prepare_cached(
+            "SELECT scan_uuid, boot_id, boot_ns, captured_ms FROM ledger
+             WHERE key_prefix = ?1 AND captured_ms BETWEEN ?2 AND ?3 AND content_key = ?4
+             ORDER BY seq",
+        )?;
+        let mut rows = q.query(params![
+            key_prefix(kb),
+            row.captured_ms - w - allowance,
+            row.captured_ms + w + allowance,
+            key
+        ])?;
+        while let Some(r) = rows.next()? {
+            let boot_id: String = r.get(1)?;
+            let within = if boot_id == row.boot_id {
+                (r.get::<_, i64>(2)? - row.boot_ns).abs() <= w * 1_000_000
+            } else {
+                (r.get::<_, i64>(3)? - row.captured_ms).abs() <= w
+            };
+            if within {
+                return Ok(Some(r.get(0)?));
+            }
+        }
+        Ok(None)
     }
 
     /// Make scans durable and decide them in **one** transaction (one fsync).

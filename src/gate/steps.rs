@@ -1,0 +1,90 @@
+//! Wall-clock steps within one boot, so the exact index can be searched by
+//! wall time and still decide on the boot clock.
+//!
+//! Two scans of the same boot are compared on `CLOCK_BOOTTIME`; the ledger's
+//! index is on wall time (`captured_ms`). For a row, `offset = captured_ms −
+//! boot_ns/10⁶` is constant until the wall clock is stepped (NTP sync on a
+//! Raspberry Pi without RTC, an operator setting the time). Between two rows
+//! of one boot, wall-time distance and boot-time distance differ by exactly
+//! the difference of their offsets. Keeping, per boot, the range of offsets
+//! of committed rows gives the widening ("allowance") of the wall-time search
+//! range that is guaranteed to contain every same-boot twin; the boot clock
+//! then decides exactly. The ranges are stored in `boot_offsets` (written in
+//! the decision's transaction) and reloaded at start.
+
+use rusqlite::{Connection, params};
+use std::collections::HashMap;
+
+/// Offset range of committed rows, per boot.
+#[derive(Debug, Default)]
+pub struct BootOffsets {
+    ranges: HashMap<String, (i64, i64)>,
+}
+
+/// Wall-clock minus boot-clock of one capture, in ms.
+pub fn offset(captured_ms: i64, boot_ns: i64) -> i64 {
+    captured_ms - boot_ns.div_euclid(1_000_000)
+}
+
+impl BootOffsets {
+    /// Load the recorded ranges.
+    pub fn load(conn: &Connection) -> rusqlite::Result<BootOffsets> {
+        let mut q = conn.prepare("SELECT boot_id, min_offset, max_offset FROM boot_offsets")?;
+        let ranges = q
+            .query_map([], |r| Ok((r.get(0)?, (r.get(1)?, r.get(2)?))))?
+            .collect::<Result<_, _>>()?;
+        Ok(BootOffsets { ranges })
+    }
+
+    /// How far (ms) a same-boot twin's wall time can be from where its boot
+    /// time says it is, for a scan of `boot_id` with offset `off`.
+    pub fn allowance(&self, boot_id: &str, off: i64) -> i64 {
+        match self.ranges.get(boot_id) {
+            Some(&(lo, hi)) => (off - lo).abs().max((hi - off).abs()),
+            None => 0, // no committed row of this boot: no same-boot twin
+        }
+    }
+
+    /// Record a committed row (inside its transaction).
+    pub fn record(&mut self, tx: &Connection, boot_id: &str, off: i64) -> rusqlite::Result<()> {
+        let widened = match self.ranges.get(boot_id) {
+            Some(&(lo, hi)) if (lo..=hi).contains(&off) => return Ok(()),
+            Some(&(lo, hi)) => (lo.min(off), hi.max(off)),
+            None => (off, off),
+        };
+        self.ranges.insert(boot_id.to_string(), widened);
+        tx.prepare_cached(
+            "INSERT INTO boot_offsets (boot_id, min_offset, max_offset) VALUES (?1, ?2, ?3)
+             ON CONFLICT (boot_id) DO UPDATE SET
+                 min_offset = min(min_offset, excluded.min_offset),
+                 max_offset = max(max_offset, excluded.max_offset)",
+        )?
+        .execute(params![boot_id, widened.0, widened.1])?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn allowance_covers_the_offset_spread() {
+        let mut b = BootOffsets::default();
+        let conn = Connection::open_in_memory().unwrap();
+        conn.execute_batch(
+            "CREATE TABLE boot_offsets (boot_id TEXT PRIMARY KEY, min_offset INTEGER, max_offset INTEGER)",
+        )
+        .unwrap();
+        assert_eq!(b.allowance("a", 100), 0);
+        b.record(&conn, "a", 1000).unwrap();
+        assert_eq!(b.allowance("a", 1000), 0);
+        // NTP stepped the clock forward by 2 h.
+        b.record(&conn, "a", 1000 + 7_200_000).unwrap();
+        assert_eq!(b.allowance("a", 1000), 7_200_000);
+        assert_eq!(b.allowance("a", 1000 + 7_200_000), 7_200_000);
+        assert_eq!(b.allowance("b", 5), 0);
+        let reloaded = BootOffsets::load(&conn).unwrap();
+        assert_eq!(reloaded.allowance("a", 1000), 7_200_000);
+    }
+}
