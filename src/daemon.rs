@@ -44,6 +44,17 @@ pub enum DaemonError {
     /// The outbox writer thread died.
     #[error("the outbox writer thread panicked; state is safe in {0}, restart the service")]
     WriterPanicked(PathBuf),
+    /// Shutdown came while the database refused writes: these scans were
+    /// read, never acknowledged, and could not be stored.
+    #[error(
+        "{count} scan(s) read during shutdown could not be written to {path} (see the errors above) and were not acknowledged; check the disk, then restart"
+    )]
+    Undurable {
+        /// How many.
+        count: usize,
+        /// The database.
+        path: PathBuf,
+    },
 }
 
 /// Run the pipeline until `shutdown` completes, then drain and return.
@@ -62,13 +73,15 @@ pub async fn run(
         tracing::warn!("no [[scanner]] is configured: nothing will be read");
     }
 
+    let db_path = store.path().to_owned();
     let (tx, rx) = mpsc::channel::<Captured>(QUEUE);
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let writer_stop = stop_rx.clone();
     let writer = std::thread::Builder::new()
         .name("outbox-writer".into())
-        .spawn(move || outbox_writer(store, gate, rx))
+        .spawn(move || outbox_writer(store, gate, rx, writer_stop))
         .expect("spawning a thread");
 
-    let (stop_tx, stop_rx) = watch::channel(false);
     let mut sources = tokio::task::JoinSet::new();
     for sc in &cfg.scanners {
         match sc.kind {
@@ -83,11 +96,17 @@ pub async fn run(
     tracing::info!("stopping: closing scanners, draining the outbox");
     let _ = stop_tx.send(true);
     while sources.join_next().await.is_some() {}
-    let stats = tokio::task::spawn_blocking(move || writer.join())
+    let (stats, undurable) = tokio::task::spawn_blocking(move || writer.join())
         .await
         .ok()
         .and_then(Result::ok)
         .ok_or_else(|| DaemonError::WriterPanicked(state_dir.clone()))?;
+    if undurable > 0 {
+        return Err(DaemonError::Undurable {
+            count: undurable,
+            path: db_path,
+        });
+    }
     tracing::info!(
         committed = stats.committed,
         suppressed = stats.suppressed,
@@ -104,7 +123,15 @@ pub async fn run(
 const RETRY_PENDING: Duration = Duration::from_secs(1);
 
 /// The outbox writer thread: admit + decide (one commit) → ACK, batch by batch.
-fn outbox_writer(mut store: Store, mut gate: Gate, mut rx: mpsc::Receiver<Captured>) -> GateStats {
+/// Returns the gate's counters and how many scans could not be made durable
+/// (only possible when shutdown meets a database that refuses writes).
+fn outbox_writer(
+    mut store: Store,
+    mut gate: Gate,
+    mut rx: mpsc::Receiver<Captured>,
+    stopping: watch::Receiver<bool>,
+) -> (GateStats, usize) {
+    let mut undurable = 0;
     // Crash recovery: scans made durable before a crash are decided first,
     // in capture order, before anything new.
     let mut undecided = decide_leftovers(&mut store, &mut gate);
@@ -134,13 +161,22 @@ fn outbox_writer(mut store: Store, mut gate: Gate, mut rx: mpsc::Receiver<Captur
                 Err(_) => break,
             }
         }
-        let scans: Vec<Scan> = batch.iter().map(|c| c.scan.clone()).collect();
-        for d in write_until_durable(&mut store, &mut gate, &scans) {
-            tracing::debug!(scan = %d.scan_uuid, decision = d.verdict.state(), "decided");
-        }
-        for c in &batch {
-            if let Some(durable) = &c.durable {
-                let _ = durable.send(()); // the scanner may have gone; it will resend
+        let (scans, acks): (Vec<Scan>, Vec<_>) =
+            batch.into_iter().map(|c| (c.scan, c.durable)).unzip();
+        match write_until_durable(&mut store, &mut gate, &scans, &stopping) {
+            Ok(decisions) => {
+                for d in decisions {
+                    tracing::debug!(scan = %d.scan_uuid, decision = d.verdict.state(), "decided");
+                }
+                for durable in acks.iter().flatten() {
+                    let _ = durable.send(()); // the scanner may have gone; it will resend
+                }
+            }
+            Err(()) => {
+                for s in &scans {
+                    tracing::error!(scan = %s.uuid, scanner = %s.profile.scanner, "scan NOT stored (database refuses writes during shutdown); it was not acknowledged");
+                }
+                undurable += scans.len();
             }
         }
         undecided = store.has_pending().unwrap_or(true);
@@ -148,7 +184,7 @@ fn outbox_writer(mut store: Store, mut gate: Gate, mut rx: mpsc::Receiver<Captur
     if undecided {
         decide_leftovers(&mut store, &mut gate);
     }
-    gate.stats()
+    (gate.stats(), undurable)
 }
 
 /// Decide whatever is pending; true if something is still left undecided.
@@ -162,18 +198,32 @@ fn decide_leftovers(store: &mut Store, gate: &mut Gate) -> bool {
 }
 
 /// Retry the durable write until it succeeds: a scan that was read is never
-/// dropped while the process lives, and no ACK goes out before it succeeds.
-/// Retrying is safe: the outbox is idempotent by scan UUID.
-fn write_until_durable(store: &mut Store, gate: &mut Gate, scans: &[Scan]) -> Vec<Decision> {
+/// dropped while the process runs, and no ACK goes out before it succeeds.
+/// Retrying is safe: the outbox is idempotent by scan UUID. Only when
+/// shutdown has been requested and the write keeps failing does it give up
+/// (`Err`), so that a full disk cannot turn SIGTERM into a hang.
+fn write_until_durable(
+    store: &mut Store,
+    gate: &mut Gate,
+    scans: &[Scan],
+    stopping: &watch::Receiver<bool>,
+) -> Result<Vec<Decision>, ()> {
     let mut pause = Duration::from_millis(50);
+    let mut failures_while_stopping = 0;
     loop {
         match gate.admit_and_decide(store, scans) {
-            Ok((_, decisions)) => return decisions,
+            Ok((_, decisions)) => return Ok(decisions),
             Err(e) => {
                 tracing::error!(
                     scans = scans.len(),
                     "cannot write scans to the outbox: {e}; retrying in {pause:?} (no ACK is sent until this succeeds)"
                 );
+                if *stopping.borrow() {
+                    failures_while_stopping += 1;
+                    if failures_while_stopping >= 3 {
+                        return Err(());
+                    }
+                }
                 std::thread::sleep(pause);
                 pause = (pause * 2).min(Duration::from_secs(5));
             }

@@ -6,6 +6,7 @@
 //! (see `daemon.rs`) and never touches it from the async runtime.
 
 use nix::fcntl::{Flock, FlockArg};
+use rusqlite::config::DbConfig;
 use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 use std::path::{Path, PathBuf};
 
@@ -306,6 +307,11 @@ impl Store {
         conn.pragma_update(None, "cache_size", -16384)
             .map_err(sql)?;
         conn.pragma_update(None, "temp_store", "MEMORY")
+            .map_err(sql)?;
+        // The bundled SQLite has STAT4, which re-parses a statement whenever a
+        // parameter compared with an indexed column is rebound (every lookup).
+        // The query-planner stability guarantee keeps the prepared plans.
+        conn.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)
             .map_err(sql)?;
         let mut store = Store {
             conn,
