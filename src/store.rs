@@ -171,6 +171,73 @@ pub struct Store {
     /// Held while a writer has the state directory: two daemons on one
     /// database would each trust their own Bloom filter and double-commit.
     _lock: Option<Flock<std::fs::File>>,
+    /// Copies the WAL into the database off the writer's path (writers only).
+    _checkpointer: Option<Checkpointer>,
+}
+
+/// How often the checkpointer copies committed WAL frames into the database.
+const CHECKPOINT_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
+/// WAL pages after which the writer checkpoints by itself (only if the
+/// checkpointer falls behind; 16k pages = 64 MiB).
+const WRITER_AUTOCHECKPOINT: i64 = 16_384;
+
+/// A thread with its own connection that runs passive WAL checkpoints, so
+/// the writer's commit is a WAL append and one fsync — not, every thousand
+/// pages, also a copy of those pages into the database file and its fsync.
+/// A passive checkpoint never blocks the writer.
+struct Checkpointer {
+    stop: std::sync::Arc<(std::sync::Mutex<bool>, std::sync::Condvar)>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Checkpointer {
+    fn spawn(path: &Path) -> Result<Checkpointer, StoreError> {
+        let conn = Connection::open_with_flags(
+            path,
+            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(|e| classify(path, e))?;
+        conn.pragma_update(None, "synchronous", "FULL")
+            .map_err(|e| classify(path, e))?;
+        let stop = std::sync::Arc::new((std::sync::Mutex::new(false), std::sync::Condvar::new()));
+        let flag = stop.clone();
+        let db = path.to_owned();
+        let thread = std::thread::Builder::new()
+            .name("wal-checkpoint".into())
+            .spawn(move || {
+                let (lock, cvar) = &*flag;
+                let mut warned = false;
+                let mut stopped = lock.lock().expect("checkpointer flag");
+                while !*stopped {
+                    stopped = cvar
+                        .wait_timeout(stopped, CHECKPOINT_EVERY)
+                        .expect("checkpointer flag")
+                        .0;
+                    let r = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
+                    if let Err(e) = r
+                        && !warned
+                    {
+                        tracing::warn!(db = %db.display(), "WAL checkpoint failed: {e}; the writer checkpoints by itself");
+                        warned = true;
+                    }
+                }
+            })
+            .expect("spawning a thread");
+        Ok(Checkpointer {
+            stop,
+            thread: Some(thread),
+        })
+    }
+}
+
+impl Drop for Checkpointer {
+    fn drop(&mut self) {
+        *self.stop.0.lock().expect("checkpointer flag") = true;
+        self.stop.1.notify_all();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
 }
 
 /// File in the state directory that a writing scangate holds locked.
@@ -226,6 +293,11 @@ impl Store {
         let path = state_dir.join(DB_FILE);
         let mut store = Store::open_file(&path, false)?;
         store._lock = Some(lock);
+        store
+            .conn
+            .pragma_update(None, "wal_autocheckpoint", WRITER_AUTOCHECKPOINT)
+            .map_err(|e| store.err_at(e))?;
+        store._checkpointer = Some(Checkpointer::spawn(&path)?);
         Ok(store)
     }
 
@@ -317,6 +389,7 @@ impl Store {
             conn,
             path: path.to_owned(),
             _lock: None,
+            _checkpointer: None,
         };
         if !read_only {
             store.migrate(version)?;
@@ -353,6 +426,14 @@ impl Store {
     /// Wrap a SQLite error with this database's path.
     pub fn err_at(&self, source: rusqlite::Error) -> StoreError {
         classify(&self.path, source)
+    }
+
+    /// Copy the whole WAL into the database now and truncate it (the
+    /// benchmark does this between its phases so they do not overlap).
+    pub fn checkpoint(&self) -> Result<(), StoreError> {
+        self.conn
+            .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+            .map_err(|e| self.err_at(e))
     }
 
     /// Read a metadata value.

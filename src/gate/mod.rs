@@ -354,11 +354,13 @@ impl Gate {
         })
     }
 
-    /// The exact lookup: the earliest committed scan with this content key
-    /// whose capture time is within ±window of `row`'s — on the boot clock
+    /// The exact lookup: the earliest-captured committed scan with this
+    /// content key whose capture time is within ±window of `row`'s — on the boot clock
     /// when both belong to one boot, else on the wall clock. The index is
     /// searched by wall time, widened by the boot's recorded clock steps so
-    /// that no same-boot twin can fall outside the range.
+    /// that no same-boot twin can fall outside the range. (`ORDER BY
+    /// captured_ms` is the index order; `ORDER BY seq` cost a temporary
+    /// B-tree per lookup.)
     fn find_twin(
         &self,
         tx: &Connection,
@@ -373,7 +375,7 @@ impl Gate {
         let mut q = tx.prepare_cached(
             "SELECT scan_uuid, boot_id, boot_ns, captured_ms FROM ledger
              WHERE key_prefix = ?1 AND captured_ms BETWEEN ?2 AND ?3 AND content_key = ?4
-             ORDER BY seq",
+             ORDER BY captured_ms",
         )?;
         let mut rows = q.query(params![
             key_prefix(kb),
