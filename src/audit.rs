@@ -261,49 +261,48 @@ pub fn verify(store: &Store) -> Result<Verification, StoreError> {
 /// Every audit record about one content key, in chain order: the committed
 /// scans (from the ledger's exact index) and the echoes that name them.
 pub fn records_for_key(store: &Store, content_key: &str) -> Result<Vec<AuditRecord>, StoreError> {
-    let err = |e| store.err_at(e);
-    let mut q = store
-        .conn
-        .prepare(
-            "WITH committed AS (
-                 SELECT scan_uuid FROM ledger WHERE key_prefix = ?1 AND content_key = ?2)
-             SELECT record FROM audit WHERE scan_uuid IN (
-                 SELECT scan_uuid FROM committed
-                 UNION ALL
-                 SELECT s.scan_uuid FROM scans s JOIN committed c ON s.twin_uuid = c.scan_uuid)
-             ORDER BY seq",
-        )
-        .map_err(err)?;
-    let rows = q
-        .query_map(
-            params![crate::gate::key_prefix_hex(content_key), content_key],
-            |r| r.get::<_, String>(0),
-        )
-        .map_err(err)?;
-    let mut out = Vec::new();
-    for row in rows {
-        let text = row.map_err(err)?;
-        if let Ok(rec) = serde_json::from_str(&text) {
-            out.push(rec);
-        }
-    }
-    Ok(out)
+    records_where(
+        store,
+        "WITH committed AS (
+             SELECT scan_uuid FROM ledger WHERE key_prefix = ?1 AND content_key = ?2)
+         SELECT seq, record FROM audit WHERE scan_uuid IN (
+             SELECT scan_uuid FROM committed
+             UNION ALL
+             SELECT s.scan_uuid FROM scans s JOIN committed c ON s.twin_uuid = c.scan_uuid)
+         ORDER BY seq",
+        params![crate::gate::key_prefix_hex(content_key), content_key],
+    )
 }
 
 /// The audit records of one scan (normally exactly one).
 pub fn records_for_scan(store: &Store, scan_uuid: &str) -> Result<Vec<AuditRecord>, StoreError> {
+    records_where(
+        store,
+        "SELECT seq, record FROM audit WHERE scan_uuid = ?1 ORDER BY seq",
+        params![scan_uuid],
+    )
+}
+
+/// Run a `SELECT seq, record …` and parse the records. One that does not
+/// parse is reported (it has been altered) and left out.
+fn records_where(
+    store: &Store,
+    sql: &str,
+    args: &[&dyn rusqlite::ToSql],
+) -> Result<Vec<AuditRecord>, StoreError> {
     let err = |e| store.err_at(e);
-    let mut q = store
-        .conn
-        .prepare("SELECT record FROM audit WHERE scan_uuid = ?1 ORDER BY seq")
-        .map_err(err)?;
+    let mut q = store.conn.prepare(sql).map_err(err)?;
     let rows = q
-        .query_map([scan_uuid], |r| r.get::<_, String>(0))
+        .query_map(args, |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)))
         .map_err(err)?;
     let mut out = Vec::new();
     for row in rows {
-        if let Ok(rec) = serde_json::from_str(&row.map_err(err)?) {
-            out.push(rec);
+        let (seq, text) = row.map_err(err)?;
+        match serde_json::from_str(&text) {
+            Ok(rec) => out.push(rec),
+            Err(e) => tracing::warn!(
+                "audit record {seq} is unreadable ({e}) and left out; run `scangate audit verify`"
+            ),
         }
     }
     Ok(out)

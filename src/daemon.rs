@@ -77,9 +77,14 @@ pub async fn run(
     let (tx, rx) = mpsc::channel::<Captured>(QUEUE);
     let (stop_tx, stop_rx) = watch::channel(false);
     let writer_stop = stop_rx.clone();
+    // Fires when the writer thread ends for any reason, panics included.
+    let (writer_gone_tx, writer_gone) = tokio::sync::oneshot::channel::<()>();
     let writer = std::thread::Builder::new()
         .name("outbox-writer".into())
-        .spawn(move || outbox_writer(store, gate, rx, writer_stop))
+        .spawn(move || {
+            let _gone = writer_gone_tx; // dropped on return or unwind
+            outbox_writer(store, gate, rx, writer_stop)
+        })
         .expect("spawning a thread");
 
     let mut sources = tokio::task::JoinSet::new();
@@ -92,8 +97,10 @@ pub async fn run(
     }
     drop(tx);
 
-    shutdown.await;
-    tracing::info!("stopping: closing scanners, draining the outbox");
+    tokio::select! {
+        _ = shutdown => tracing::info!("stopping: closing scanners, draining the outbox"),
+        _ = writer_gone => tracing::error!("the outbox writer stopped unexpectedly; closing scanners"),
+    }
     let _ = stop_tx.send(true);
     while sources.join_next().await.is_some() {}
     let (stats, undurable) = tokio::task::spawn_blocking(move || writer.join())
