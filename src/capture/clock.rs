@@ -2,8 +2,8 @@
 //!
 //! A Raspberry Pi has no RTC: until NTP syncs, the wall clock can be far off,
 //! and when it syncs it jumps. `CLOCK_BOOTTIME` never jumps and counts through
-//! suspend, so two scans taken in the same boot are compared on it (exactly),
-//! and only scans from different boots fall back to UTC. The `synced` flag is
+//! suspend, so the gate compares two scans taken in the same boot on it
+//! (exactly), and only scans from different boots on UTC. The `synced` flag is
 //! carried into the ledger so a consumer knows which wall times to trust.
 
 use std::sync::OnceLock;
@@ -33,27 +33,12 @@ impl CaptureTime {
         }
     }
 
-    /// Signed distance `self - other` in milliseconds, on the boot clock when
-    /// both belong to the same boot, else on the wall clock.
-    pub fn since_ms(&self, other: &CaptureTime) -> i64 {
-        if self.boot_id == other.boot_id {
-            (self.boot_ns - other.boot_ns).div_euclid(1_000_000)
-        } else {
-            self.utc_ms - other.utc_ms
-        }
-    }
-
     /// The UTC calendar year of the capture.
     pub fn year(&self) -> i32 {
         use chrono::Datelike;
         chrono::DateTime::from_timestamp_millis(self.utc_ms)
             .unwrap_or_default()
             .year()
-    }
-
-    /// RFC 3339 UTC with milliseconds, e.g. `2026-11-30T01:02:03.004Z`.
-    pub fn rfc3339(&self) -> String {
-        rfc3339_ms(self.utc_ms)
     }
 }
 
