@@ -19,6 +19,7 @@
 //! - [`gate`]: content key, Bloom pre-filter, exact event-time window check.
 //! - [`ledger`]: one entry per committed scan; JSON-lines export.
 //! - [`audit`]: hash-chained decision records; verify and trace.
+//! - [`facility`]: the facility Redis claim (built and tested; not wired in yet).
 //! - [`daemon`]: the one place that wires the stages together.
 //! - [`cli`]: the `scangate` commands and their exit codes.
 //! - [`demo`], [`bench`]: a noisy shift on virtual scanners; throughput.
@@ -32,6 +33,7 @@ pub mod capture;
 pub mod cli;
 pub mod config;
 pub mod daemon;
+pub mod facility;
 pub mod demo;
 pub mod gate;
 pub mod ledger;

@@ -1,0 +1,265 @@
+//! The facility Redis: the exact store several gateways share (issue #4).
+//!
+//! **Status:** the claim itself — one server-side script that is idempotent
+//! by scan UUID, checks the event-time window and appends the ledger entry
+//! atomically — and the start-up checks are built and tested against a real
+//! `redis-server`. The daemon does not use them yet: without a `[redis]`
+//! section (the only configuration there is today) scangate runs embedded.
+//! Outage buffering (`unresolved`), replay and batching wire this in next.
+//!
+//! Keys (all of one facility share the hash tag, so one Redis Cluster slot):
+//! - `scangate:{<facility>}:scan:<scan_uuid>` → the decision, expires after the retention horizon;
+//! - `scangate:{<facility>}:seen:<content_key>` → sorted set of committed capture times (ms), member = scan UUID;
+//! - `scangate:{<facility>}:ledger` → stream, one entry per committed scan; the only key without expiry.
+
+use redis::{Script, Value};
+use std::time::Duration;
+
+/// The claim script (`claim.lua`, loaded once, called with EVALSHA).
+pub const CLAIM_LUA: &str = include_str!("claim.lua");
+
+/// One scan to claim.
+#[derive(Debug, Clone)]
+pub struct Claim {
+    /// The scan's UUID (idempotency key).
+    pub scan_uuid: String,
+    /// Its content key (hex).
+    pub content_key: String,
+    /// Capture time, Unix ms (UTC).
+    pub captured_ms: i64,
+    /// Ledger entry fields, in order (DESIGN.md's names).
+    pub fields: Vec<(&'static str, String)>,
+}
+
+/// The facility's answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// This scan is the pick; its ledger entry is in the stream.
+    Committed,
+    /// An echo of the committed scan `twin`.
+    Suppressed {
+        /// The committed scan.
+        twin: String,
+    },
+}
+
+/// What went wrong talking to the facility store.
+#[derive(Debug, thiserror::Error)]
+pub enum FacilityError {
+    /// Could not connect or the command failed or timed out. Retry later.
+    #[error("facility Redis {url}: {source}. The scans stay in the outbox and are retried")]
+    Unavailable {
+        /// The server, without credentials.
+        url: String,
+        /// What redis-rs said.
+        source: redis::RedisError,
+    },
+    /// The server is configured so that a claim could be lost.
+    #[error("facility Redis {url}: {problem}. Fix: {fix}")]
+    Misconfigured {
+        /// The server, without credentials.
+        url: String,
+        /// What is wrong.
+        problem: String,
+        /// What to do.
+        fix: String,
+    },
+    /// The script answered something it never returns.
+    #[error("facility Redis {url}: unexpected reply {reply:?} from the claim script")]
+    Protocol {
+        /// The server.
+        url: String,
+        /// The reply.
+        reply: String,
+    },
+}
+
+/// Facts logged at start-up.
+#[derive(Debug, Clone)]
+pub struct ServerInfo {
+    /// `redis_version`.
+    pub version: String,
+    /// `maxmemory-policy`.
+    pub maxmemory_policy: String,
+    /// `appendonly` (AOF on or off).
+    pub appendonly: String,
+    /// `save` (RDB snapshots).
+    pub save: String,
+}
+
+/// A connection to the facility store.
+pub struct Facility {
+    conn: redis::Connection,
+    url: String,
+    facility: String,
+    window_ms: i64,
+    retention_ms: i64,
+    script: Script,
+}
+
+impl Facility {
+    /// Connect with the given timeouts. `url` is `redis://` or `rediss://`.
+    pub fn connect(
+        url: &str,
+        facility: &str,
+        window_ms: i64,
+        retention: Duration,
+        connect_timeout: Duration,
+        command_timeout: Duration,
+    ) -> Result<Facility, FacilityError> {
+        let shown = redact(url);
+        let unavailable = |source| FacilityError::Unavailable {
+            url: shown.clone(),
+            source,
+        };
+        let client = redis::Client::open(url).map_err(unavailable)?;
+        let conn = client
+            .get_connection_with_timeout(connect_timeout)
+            .map_err(unavailable)?;
+        conn.set_read_timeout(Some(command_timeout))
+            .map_err(unavailable)?;
+        conn.set_write_timeout(Some(command_timeout))
+            .map_err(unavailable)?;
+        Ok(Facility {
+            conn,
+            url: shown,
+            facility: facility.to_string(),
+            window_ms,
+            retention_ms: retention.as_millis() as i64,
+            script: Script::new(CLAIM_LUA),
+        })
+    }
+
+    /// Check the server: `maxmemory-policy` must be `noeviction` (an evicted
+    /// claim is a double count). Returns what to log.
+    pub fn check_server(&mut self) -> Result<ServerInfo, FacilityError> {
+        let get = |conn: &mut redis::Connection, name: &str| -> Result<String, redis::RedisError> {
+            let pair: Vec<String> = redis::cmd("CONFIG").arg("GET").arg(name).query(conn)?;
+            Ok(pair.get(1).cloned().unwrap_or_default())
+        };
+        let unavailable = |source| FacilityError::Unavailable {
+            url: self.url.clone(),
+            source,
+        };
+        let policy = get(&mut self.conn, "maxmemory-policy").map_err(unavailable)?;
+        let appendonly = get(&mut self.conn, "appendonly").map_err(unavailable)?;
+        let save = get(&mut self.conn, "save").map_err(unavailable)?;
+        let info: String = redis::cmd("INFO")
+            .arg("server")
+            .query(&mut self.conn)
+            .map_err(unavailable)?;
+        let version = info
+            .lines()
+            .find_map(|l| l.strip_prefix("redis_version:"))
+            .unwrap_or("unknown")
+            .trim()
+            .to_string();
+        if policy != "noeviction" {
+            return Err(FacilityError::Misconfigured {
+                url: self.url.clone(),
+                problem: format!(
+                    "maxmemory-policy is {policy:?}: Redis may evict a claim under memory pressure, and an evicted claim lets an echo commit a second ledger entry"
+                ),
+                fix: "set `maxmemory-policy noeviction` in redis.conf (or CONFIG SET maxmemory-policy noeviction) and size maxmemory for the retention horizon".into(),
+            });
+        }
+        Ok(ServerInfo {
+            version,
+            maxmemory_policy: policy,
+            appendonly,
+            save,
+        })
+    }
+
+    fn key(&self, kind: &str, id: &str) -> String {
+        format!("scangate:{{{}}}:{kind}:{id}", self.facility)
+    }
+
+    /// The ledger stream's key.
+    pub fn ledger_key(&self) -> String {
+        format!("scangate:{{{}}}:ledger", self.facility)
+    }
+
+    /// Claim scans in one round trip (pipelined), in the given order — the
+    /// caller passes them in capture order. Retrying a batch after a lost
+    /// reply is safe: each scan's first decision is returned again.
+    pub fn claim_batch(&mut self, claims: &[Claim]) -> Result<Vec<Outcome>, FacilityError> {
+        if claims.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut pipe = redis::pipe();
+        for c in claims {
+            let mut cmd = redis::cmd("EVALSHA");
+            cmd.arg(self.script.get_hash())
+                .arg(3)
+                .arg(self.key("scan", &c.scan_uuid))
+                .arg(self.key("seen", &c.content_key))
+                .arg(self.ledger_key())
+                .arg(&c.scan_uuid)
+                .arg(c.captured_ms)
+                .arg(self.window_ms)
+                .arg(self.retention_ms);
+            for (name, value) in &c.fields {
+                cmd.arg(*name).arg(value);
+            }
+            pipe.add_command(cmd);
+        }
+        let replies: Vec<Value> = match pipe.query(&mut self.conn) {
+            Ok(r) => r,
+            Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) => {
+                // A restarted (or flushed) server lost the script cache.
+                redis::cmd("SCRIPT")
+                    .arg("LOAD")
+                    .arg(CLAIM_LUA)
+                    .query::<String>(&mut self.conn)
+                    .map_err(|source| FacilityError::Unavailable {
+                        url: self.url.clone(),
+                        source,
+                    })?;
+                pipe.query(&mut self.conn)
+                    .map_err(|source| FacilityError::Unavailable {
+                        url: self.url.clone(),
+                        source,
+                    })?
+            }
+            Err(source) => {
+                return Err(FacilityError::Unavailable {
+                    url: self.url.clone(),
+                    source,
+                });
+            }
+        };
+        replies.into_iter().map(|v| self.outcome(v)).collect()
+    }
+
+    fn outcome(&self, v: Value) -> Result<Outcome, FacilityError> {
+        let text = match &v {
+            Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
+            Value::SimpleString(s) => s.clone(),
+            other => format!("{other:?}"),
+        };
+        if text == "committed" {
+            return Ok(Outcome::Committed);
+        }
+        if let Some(twin) = text.strip_prefix("suppressed ") {
+            return Ok(Outcome::Suppressed {
+                twin: twin.to_string(),
+            });
+        }
+        Err(FacilityError::Protocol {
+            url: self.url.clone(),
+            reply: text,
+        })
+    }
+}
+
+/// `url` without a password, for messages and logs.
+pub fn redact(url: &str) -> String {
+    match url.split_once("://") {
+        Some((scheme, rest)) => match rest.rsplit_once('@') {
+            Some((_, host)) => format!("{scheme}://***@{host}"),
+            None => url.to_string(),
+        },
+        None => url.to_string(),
+    }
+}

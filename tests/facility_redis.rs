@@ -1,0 +1,219 @@
+//! The facility claim script against a real `redis-server` that each test
+//! starts on a free port and stops.
+
+use scangate::facility::{Claim, Facility, FacilityError, Outcome};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const WINDOW_MS: i64 = 3000;
+
+/// A redis-server of the test's own, killed on drop.
+struct RedisServer {
+    child: Child,
+    port: u16,
+    _dir: tempfile::TempDir,
+}
+
+impl RedisServer {
+    fn start(extra: &[&str]) -> RedisServer {
+        let dir = tempfile::tempdir().unwrap();
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = Command::new("redis-server")
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no"])
+            .arg("--dir")
+            .arg(dir.path())
+            .args(extra)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("redis-server must be installed (apt-get install redis-server)");
+        let server = RedisServer {
+            child,
+            port,
+            _dir: dir,
+        };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let ok = redis::Client::open(server.url())
+                .and_then(|c| c.get_connection_with_timeout(Duration::from_millis(200)))
+                .and_then(|mut c| redis::cmd("PING").query::<String>(&mut c))
+                .is_ok();
+            if ok {
+                return server;
+            }
+            assert!(Instant::now() < deadline, "redis-server on port {port} did not answer");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    fn raw(&self) -> redis::Connection {
+        redis::Client::open(self.url()).unwrap().get_connection().unwrap()
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn gateway(server: &RedisServer) -> Facility {
+    let mut f = Facility::connect(
+        &server.url(),
+        "f1",
+        WINDOW_MS,
+        Duration::from_secs(72 * 3600),
+        Duration::from_secs(2),
+        Duration::from_secs(2),
+    )
+    .unwrap();
+    f.check_server().unwrap();
+    f
+}
+
+fn claim(uuid: &str, key: &str, at_ms: i64) -> Claim {
+    Claim {
+        scan_uuid: uuid.into(),
+        content_key: key.into(),
+        captured_ms: 1_800_000_000_000 + at_ms,
+        fields: vec![
+            ("scan_uuid", uuid.into()),
+            ("gateway", "gw".into()),
+            ("content_key", key.into()),
+        ],
+    }
+}
+
+fn xlen(server: &RedisServer) -> i64 {
+    redis::cmd("XLEN")
+        .arg("scangate:{f1}:ledger")
+        .query(&mut server.raw())
+        .unwrap()
+}
+
+#[test]
+fn one_commit_per_pick_idempotent_by_uuid_and_by_window() {
+    let server = RedisServer::start(&[]);
+    let mut gw = gateway(&server);
+    let out = gw
+        .claim_batch(&[
+            claim("u1", "k1", 0),
+            claim("u2", "k1", 40),   // double fire
+            claim("u3", "k1", 2900), // re-scan
+            claim("u4", "k1", 6000), // re-dispense after the window
+            claim("u5", "k2", 10),   // another product
+        ])
+        .unwrap();
+    let sup = |t: &str| Outcome::Suppressed { twin: t.into() };
+    assert_eq!(
+        out,
+        [Outcome::Committed, sup("u1"), sup("u1"), Outcome::Committed, Outcome::Committed]
+    );
+    assert_eq!(xlen(&server), 3);
+    // A lost reply retried: the same UUIDs get their first decisions again,
+    // and the ledger does not grow.
+    let again = gw
+        .claim_batch(&[claim("u1", "k1", 0), claim("u2", "k1", 40)])
+        .unwrap();
+    assert_eq!(again, [Outcome::Committed, sup("u1")]);
+    assert_eq!(xlen(&server), 3);
+}
+
+#[test]
+fn two_gateways_share_one_ledger() {
+    let server = RedisServer::start(&[]);
+    let mut a = gateway(&server);
+    let mut b = gateway(&server);
+    assert_eq!(a.claim_batch(&[claim("a1", "k", 0)]).unwrap(), [Outcome::Committed]);
+    assert_eq!(
+        b.claim_batch(&[claim("b1", "k", 500)]).unwrap(),
+        [Outcome::Suppressed { twin: "a1".into() }]
+    );
+    assert_eq!(xlen(&server), 1);
+}
+
+#[test]
+fn every_key_but_the_ledger_expires_and_the_stream_holds_the_fields() {
+    let server = RedisServer::start(&[]);
+    let mut gw = gateway(&server);
+    gw.claim_batch(&[claim("u1", "k1", 0)]).unwrap();
+    let mut c = server.raw();
+    let ttl = |c: &mut redis::Connection, k: &str| -> i64 { redis::cmd("PTTL").arg(k).query(c).unwrap() };
+    assert!(ttl(&mut c, "scangate:{f1}:scan:u1") > 0);
+    assert!(ttl(&mut c, "scangate:{f1}:seen:k1") > 0);
+    assert_eq!(ttl(&mut c, "scangate:{f1}:ledger"), -1);
+    let entries: redis::Value = redis::cmd("XRANGE")
+        .arg("scangate:{f1}:ledger")
+        .arg("-")
+        .arg("+")
+        .query(&mut c)
+        .unwrap();
+    let text = format!("{entries:?}");
+    assert!(text.contains("scan_uuid") && text.contains("u1") && text.contains("k1"), "{text}");
+}
+
+#[test]
+fn a_server_that_lost_its_script_cache_is_reloaded() {
+    let server = RedisServer::start(&[]);
+    let mut gw = gateway(&server);
+    gw.claim_batch(&[claim("u1", "k1", 0)]).unwrap();
+    redis::cmd("SCRIPT").arg("FLUSH").query::<()>(&mut server.raw()).unwrap();
+    assert_eq!(
+        gw.claim_batch(&[claim("u2", "k1", 100)]).unwrap(),
+        [Outcome::Suppressed { twin: "u1".into() }]
+    );
+}
+
+#[test]
+fn an_evicting_server_is_refused_with_the_reason_and_the_fix() {
+    let server = RedisServer::start(&["--maxmemory-policy", "allkeys-lru"]);
+    let mut f = Facility::connect(
+        &server.url(),
+        "f1",
+        WINDOW_MS,
+        Duration::from_secs(3600),
+        Duration::from_secs(2),
+        Duration::from_secs(2),
+    )
+    .unwrap();
+    match f.check_server() {
+        Err(e @ FacilityError::Misconfigured { .. }) => {
+            let msg = e.to_string();
+            assert!(msg.contains("allkeys-lru") && msg.contains("noeviction"), "{msg}");
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}
+
+#[test]
+fn an_unreachable_server_is_a_clear_retryable_error() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port(); // nothing listens here once the listener is dropped
+    let err = Facility::connect(
+        &format!("redis://:secret@127.0.0.1:{port}/"),
+        "f1",
+        WINDOW_MS,
+        Duration::from_secs(3600),
+        Duration::from_millis(300),
+        Duration::from_millis(300),
+    )
+    .err()
+    .expect("nothing listens there");
+    let msg = err.to_string();
+    assert!(matches!(err, FacilityError::Unavailable { .. }), "{msg}");
+    assert!(msg.contains(&port.to_string()), "{msg}");
+    assert!(!msg.contains("secret"), "the password leaked into the message: {msg}");
+}
