@@ -46,7 +46,10 @@ impl RedisServer {
             if ok {
                 return server;
             }
-            assert!(Instant::now() < deadline, "redis-server on port {port} did not answer");
+            assert!(
+                Instant::now() < deadline,
+                "redis-server on port {port} did not answer"
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
     }
@@ -56,7 +59,10 @@ impl RedisServer {
     }
 
     fn raw(&self) -> redis::Connection {
-        redis::Client::open(self.url()).unwrap().get_connection().unwrap()
+        redis::Client::open(self.url())
+            .unwrap()
+            .get_connection()
+            .unwrap()
     }
 }
 
@@ -117,7 +123,13 @@ fn one_commit_per_pick_idempotent_by_uuid_and_by_window() {
     let sup = |t: &str| Outcome::Suppressed { twin: t.into() };
     assert_eq!(
         out,
-        [Outcome::Committed, sup("u1"), sup("u1"), Outcome::Committed, Outcome::Committed]
+        [
+            Outcome::Committed,
+            sup("u1"),
+            sup("u1"),
+            Outcome::Committed,
+            Outcome::Committed
+        ]
     );
     assert_eq!(xlen(&server), 3);
     // A lost reply retried: the same UUIDs get their first decisions again,
@@ -134,7 +146,10 @@ fn two_gateways_share_one_ledger() {
     let server = RedisServer::start(&[]);
     let mut a = gateway(&server);
     let mut b = gateway(&server);
-    assert_eq!(a.claim_batch(&[claim("a1", "k", 0)]).unwrap(), [Outcome::Committed]);
+    assert_eq!(
+        a.claim_batch(&[claim("a1", "k", 0)]).unwrap(),
+        [Outcome::Committed]
+    );
     assert_eq!(
         b.claim_batch(&[claim("b1", "k", 500)]).unwrap(),
         [Outcome::Suppressed { twin: "a1".into() }]
@@ -148,7 +163,8 @@ fn every_key_but_the_ledger_expires_and_the_stream_holds_the_fields() {
     let mut gw = gateway(&server);
     gw.claim_batch(&[claim("u1", "k1", 0)]).unwrap();
     let mut c = server.raw();
-    let ttl = |c: &mut redis::Connection, k: &str| -> i64 { redis::cmd("PTTL").arg(k).query(c).unwrap() };
+    let ttl =
+        |c: &mut redis::Connection, k: &str| -> i64 { redis::cmd("PTTL").arg(k).query(c).unwrap() };
     assert!(ttl(&mut c, "scangate:{f1}:scan:u1") > 0);
     assert!(ttl(&mut c, "scangate:{f1}:seen:k1") > 0);
     assert_eq!(ttl(&mut c, "scangate:{f1}:ledger"), -1);
@@ -159,7 +175,10 @@ fn every_key_but_the_ledger_expires_and_the_stream_holds_the_fields() {
         .query(&mut c)
         .unwrap();
     let text = format!("{entries:?}");
-    assert!(text.contains("scan_uuid") && text.contains("u1") && text.contains("k1"), "{text}");
+    assert!(
+        text.contains("scan_uuid") && text.contains("u1") && text.contains("k1"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -167,7 +186,10 @@ fn a_server_that_lost_its_script_cache_is_reloaded() {
     let server = RedisServer::start(&[]);
     let mut gw = gateway(&server);
     gw.claim_batch(&[claim("u1", "k1", 0)]).unwrap();
-    redis::cmd("SCRIPT").arg("FLUSH").query::<()>(&mut server.raw()).unwrap();
+    redis::cmd("SCRIPT")
+        .arg("FLUSH")
+        .query::<()>(&mut server.raw())
+        .unwrap();
     assert_eq!(
         gw.claim_batch(&[claim("u2", "k1", 100)]).unwrap(),
         [Outcome::Suppressed { twin: "u1".into() }]
@@ -189,7 +211,10 @@ fn an_evicting_server_is_refused_with_the_reason_and_the_fix() {
     match f.check_server() {
         Err(e @ FacilityError::Misconfigured { .. }) => {
             let msg = e.to_string();
-            assert!(msg.contains("allkeys-lru") && msg.contains("noeviction"), "{msg}");
+            assert!(
+                msg.contains("allkeys-lru") && msg.contains("noeviction"),
+                "{msg}"
+            );
         }
         other => panic!("expected a refusal, got {other:?}"),
     }
@@ -215,5 +240,8 @@ fn an_unreachable_server_is_a_clear_retryable_error() {
     let msg = err.to_string();
     assert!(matches!(err, FacilityError::Unavailable { .. }), "{msg}");
     assert!(msg.contains(&port.to_string()), "{msg}");
-    assert!(!msg.contains("secret"), "the password leaked into the message: {msg}");
+    assert!(
+        !msg.contains("secret"),
+        "the password leaked into the message: {msg}"
+    );
 }
