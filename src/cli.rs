@@ -6,7 +6,7 @@
 //! |---|---|
 //! | 0 | success |
 //! | 1 | a check failed: `audit verify` found a broken record, `decode` got an invalid barcode, the demo lost a scan |
-//! | 2 | configuration or usage error (the message names the key and the fix) |
+//! | 2 | configuration or usage error (the message names the key and the fix), or a facility Redis that could lose claims (`maxmemory-policy` not `noeviction`) or whose password file is unreadable |
 //! | 3 | state error: state directory not writable, database corrupt, unreadable or of another schema version |
 //! | 4 | runtime failure (I/O, an internal thread died) |
 
@@ -73,6 +73,8 @@ enum Command {
         #[command(subcommand)]
         command: OutboxCommand,
     },
+    /// Decode barcode text (GS as the raw byte, `<GS>`, `\x1d` or `^]`); exit 1 if any is invalid.
+    Decode(crate::decode_cmd::DecodeArgs),
 }
 
 #[derive(Subcommand)]
@@ -144,6 +146,13 @@ impl From<crate::daemon::DaemonError> for Failure {
     fn from(e: crate::daemon::DaemonError) -> Self {
         match e {
             crate::daemon::DaemonError::Store(s) => s.into(),
+            // The facility Redis is set up so claims could be lost, or its
+            // secret is unreadable: a technician's fix, like a config error.
+            e @ (crate::daemon::DaemonError::Facility(_)
+            | crate::daemon::DaemonError::Credentials(_)) => Failure {
+                code: EXIT_CONFIG,
+                message: e.to_string(),
+            },
             other => Failure {
                 code: EXIT_RUNTIME,
                 message: other.to_string(),
@@ -208,6 +217,7 @@ fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
 
 fn dispatch(cmd: Command) -> Result<u8, Failure> {
     match cmd {
+        Command::Decode(args) => Ok(crate::decode_cmd::run(&args)),
         Command::Run(arg) => {
             let cfg = load(&arg)?;
             runtime()?.block_on(async {
@@ -253,14 +263,40 @@ fn dispatch(cmd: Command) -> Result<u8, Failure> {
                         .timestamp_millis(),
                 ),
             };
-            let store = open_ro(&config)?;
+            let cfg = load(&config)?;
             let stdout = std::io::stdout();
             let mut out = std::io::BufWriter::new(stdout.lock());
-            crate::ledger::for_each(&store, since_ms, |entry| {
-                use std::io::Write;
-                serde_json::to_writer(&mut out, &entry)?;
-                out.write_all(b"\n")
-            })?;
+            match &cfg.redis {
+                // With a facility store, its stream is the ledger.
+                Some(redis) => {
+                    let password = redis.password().map_err(|message| Failure {
+                        code: EXIT_CONFIG,
+                        message,
+                    })?;
+                    let mut facility = crate::facility::Facility::connect(
+                        &redis.url_with_credentials(password.as_deref()),
+                        &cfg.gateway.facility,
+                        cfg.window_ms(),
+                        std::time::Duration::from_secs(cfg.dedup.retention_hours * 3600),
+                        redis.connect_timeout(),
+                        redis.command_timeout(),
+                    )
+                    .map_err(|e| Failure {
+                        code: EXIT_RUNTIME,
+                        message: e.to_string(),
+                    })?;
+                    facility
+                        .for_each_ledger_entry(since_ms, |v| write_line(&mut out, &v))
+                        .map_err(|e| Failure {
+                            code: EXIT_RUNTIME,
+                            message: e.to_string(),
+                        })?;
+                }
+                None => {
+                    let store = Store::open_read_only(&cfg.state_dir())?;
+                    crate::ledger::for_each(&store, since_ms, |e| write_line(&mut out, &e))?;
+                }
+            }
             use std::io::Write;
             let _ = out.flush();
             Ok(EXIT_OK)
@@ -337,6 +373,12 @@ fn dispatch(cmd: Command) -> Result<u8, Failure> {
             Ok(EXIT_OK)
         }
     }
+}
+
+/// Write `value` as one JSON line.
+fn write_line(out: &mut impl std::io::Write, value: &impl serde::Serialize) -> std::io::Result<()> {
+    serde_json::to_writer(&mut *out, value).map_err(std::io::Error::other)?;
+    out.write_all(b"\n")
 }
 
 /// Completes on SIGTERM or SIGINT.

@@ -64,6 +64,9 @@ pub struct Config {
     /// `[[scanner]]`: the scanners this gateway reads.
     #[serde(default, rename = "scanner")]
     pub scanners: Vec<ScannerConfig>,
+    /// `[redis]`: the facility store; absent = embedded (the default).
+    #[serde(default)]
+    pub redis: Option<crate::facility::config::RedisConfig>,
 }
 
 /// `[gateway]` section.
@@ -146,6 +149,136 @@ pub struct ScannerConfig {
     /// Longest accepted frame in bytes; longer frames are rejected and audited.
     #[serde(default = "default_max_frame_bytes")]
     pub max_frame_bytes: usize,
+    /// Bytes every frame starts with (stripped); a frame without them is
+    /// rejected with a reason. Default: none.
+    #[serde(default)]
+    pub prefix: Option<ByteString>,
+    /// Bytes that end a frame. Unset: CR, LF or CRLF. `""`: no terminator
+    /// (frames end after `frame_timeout_ms` of silence).
+    #[serde(default)]
+    pub suffix: Option<ByteString>,
+    /// Frames are wrapped in STX (0x02) … ETX (0x03). Default false.
+    #[serde(default)]
+    pub stx_etx: bool,
+    /// Inter-byte timeout in milliseconds: ends a frame for a scanner without
+    /// a terminator; with a terminator, an unfinished frame silent this long
+    /// is rejected as torn. Default: off (required when there is no terminator).
+    #[serde(default)]
+    pub frame_timeout_ms: Option<u64>,
+    /// Data bits per character, 5..=8. Default 8.
+    #[serde(default = "default_data_bits")]
+    pub data_bits: u8,
+    /// Parity bit. Default none.
+    #[serde(default)]
+    pub parity: Parity,
+    /// Stop bits, 1 or 2. Default 1.
+    #[serde(default = "default_stop_bits")]
+    pub stop_bits: u8,
+    /// Flow control. Default none.
+    #[serde(default)]
+    pub flow_control: FlowControl,
+}
+
+impl ScannerConfig {
+    /// A serial scanner with every optional key at its default (8N1, 9600
+    /// baud, CR/LF/CRLF framing, no ACK, one unit per read).
+    pub fn serial(name: &str, path: impl Into<PathBuf>, scan_type: ScanType) -> ScannerConfig {
+        ScannerConfig {
+            name: name.into(),
+            kind: ScannerKind::Serial,
+            path: path.into(),
+            baud: default_baud(),
+            scan_type,
+            quantity: default_quantity(),
+            ack: false,
+            max_frame_bytes: default_max_frame_bytes(),
+            prefix: None,
+            suffix: None,
+            stx_etx: false,
+            frame_timeout_ms: None,
+            data_bits: default_data_bits(),
+            parity: Parity::None,
+            stop_bits: default_stop_bits(),
+            flow_control: FlowControl::None,
+        }
+    }
+}
+
+/// Serial parity (`parity = "none" | "odd" | "even"`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Parity {
+    /// No parity bit (default).
+    #[default]
+    None,
+    /// Odd parity.
+    Odd,
+    /// Even parity.
+    Even,
+}
+
+/// Serial flow control (`flow_control = "none" | "software" | "hardware"`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FlowControl {
+    /// None (default).
+    #[default]
+    None,
+    /// XON/XOFF (DC1 0x11 / DC3 0x13).
+    Software,
+    /// RTS/CTS.
+    Hardware,
+}
+
+/// A byte string in the config file (`prefix`, `suffix`).
+///
+/// Written either as a TOML string of ASCII characters, with TOML escapes
+/// for control bytes (`"\r\n"`, `"\u0002"`), or as an array of byte values
+/// (`[0x0d, 0x0a]`) for anything outside ASCII.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ByteString(pub Vec<u8>);
+
+impl ByteString {
+    /// The bytes.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl<'de> Deserialize<'de> for ByteString {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = ByteString;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str(
+                    "an ASCII string such as \"\\r\\n\" or an array of byte values such as [0x0d, 0x0a]",
+                )
+            }
+            fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<ByteString, E> {
+                if !s.is_ascii() {
+                    return Err(E::custom(
+                        "only ASCII characters are allowed in a byte string; write other bytes as an array of byte values, e.g. [0x0d, 0x0a]",
+                    ));
+                }
+                Ok(ByteString(s.as_bytes().to_vec()))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<ByteString, A::Error> {
+                let mut out = Vec::new();
+                while let Some(b) = seq.next_element::<i64>()? {
+                    let b = u8::try_from(b).map_err(|_| {
+                        serde::de::Error::custom(format!("{b} is not a byte value (0..=255)"))
+                    })?;
+                    out.push(b);
+                }
+                Ok(ByteString(out))
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 
 fn default_facility() -> String {
@@ -173,6 +306,14 @@ fn default_quantity() -> u32 {
 fn default_max_frame_bytes() -> usize {
     4096
 }
+fn default_data_bits() -> u8 {
+    8
+}
+fn default_stop_bits() -> u8 {
+    1
+}
+/// Longest accepted `prefix` / `suffix`, in bytes.
+pub const MAX_AFFIX_BYTES: usize = 16;
 
 /// A configuration problem: which file, which key, what is wrong, how to fix it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -284,6 +425,9 @@ impl Config {
                 "make dedup.retention_hours cover dedup.window_ms",
             ));
         }
+        if let Some(redis) = &self.redis {
+            redis.validate(file)?;
+        }
         let mut names = HashSet::new();
         for (i, s) in self.scanners.iter().enumerate() {
             let key = |field: &str| format!("scanner[{i}].{field}");
@@ -329,6 +473,9 @@ impl Config {
                     "use 16..=1048576 bytes (default 4096)",
                 ));
             }
+            s.validate_serial(&|field: &str, problem: String, fix: &str| {
+                err(key(field), problem, fix)
+            })?;
         }
         Ok(())
     }
@@ -351,6 +498,89 @@ impl Config {
     /// The echo window in milliseconds, as a signed number for time arithmetic.
     pub fn window_ms(&self) -> i64 {
         self.dedup.window_ms as i64
+    }
+}
+
+impl ScannerConfig {
+    /// Serial line settings and framing: ranges and combinations that
+    /// cannot work. `err(field, problem, fix)` builds the error.
+    fn validate_serial(
+        &self,
+        err: &dyn Fn(&str, String, &str) -> ConfigError,
+    ) -> Result<(), ConfigError> {
+        if !(5..=8).contains(&self.data_bits) {
+            return Err(err(
+                "data_bits",
+                format!("{} data bits is not possible", self.data_bits),
+                "use 5, 6, 7 or 8 (default 8; most scanners use 8)",
+            ));
+        }
+        if !(1..=2).contains(&self.stop_bits) {
+            return Err(err(
+                "stop_bits",
+                format!("{} stop bits is not possible", self.stop_bits),
+                "use 1 or 2 (default 1)",
+            ));
+        }
+        if let Some(ms) = self.frame_timeout_ms
+            && !(1..=60_000).contains(&ms)
+        {
+            return Err(err(
+                "frame_timeout_ms",
+                format!("{ms} is out of range"),
+                "use 1..=60000 milliseconds (e.g. 50), or remove the key",
+            ));
+        }
+        if let Some(p) = &self.prefix
+            && (p.0.is_empty() || p.0.len() > MAX_AFFIX_BYTES)
+        {
+            return Err(err(
+                "prefix",
+                format!("a prefix of {} bytes is not usable", p.0.len()),
+                "use 1..=16 bytes, or remove the key for no prefix",
+            ));
+        }
+        if let Some(sfx) = &self.suffix {
+            if sfx.0.len() > MAX_AFFIX_BYTES {
+                return Err(err(
+                    "suffix",
+                    format!("a suffix of {} bytes is too long", sfx.0.len()),
+                    "use at most 16 bytes, e.g. \"\\r\" or \"\\r\\n\"",
+                ));
+            }
+            if self.stx_etx {
+                return Err(err(
+                    "suffix",
+                    "stx_etx = true already ends every frame at ETX; a suffix cannot be combined with it".into(),
+                    "remove `suffix` (CR/LF sent after ETX are ignored) or set stx_etx = false",
+                ));
+            }
+            if sfx.0.is_empty() && self.frame_timeout_ms.is_none() {
+                return Err(err(
+                    "frame_timeout_ms",
+                    "suffix = \"\" means frames have no terminator, so nothing would ever end a frame".into(),
+                    "set frame_timeout_ms (e.g. 50) so that a pause ends the frame, or configure the scanner's suffix",
+                ));
+            }
+        }
+        if let Some(p) = &self.prefix {
+            let clash = match (&self.suffix, self.stx_etx) {
+                (_, true) => p.0.iter().any(|&b| b == 0x02 || b == 0x03),
+                (None, false) => p.0.iter().any(|&b| b == b'\r' || b == b'\n'),
+                (Some(sfx), false) => {
+                    !sfx.0.is_empty() && p.0.windows(sfx.0.len()).any(|w| w == sfx.0.as_slice())
+                }
+            };
+            if clash {
+                return Err(err(
+                    "prefix",
+                    "the prefix contains the frame terminator, so every frame would end inside it"
+                        .into(),
+                    "remove the terminator bytes (CR/LF, STX/ETX or the suffix) from the prefix",
+                ));
+            }
+        }
+        Ok(())
     }
 }
 
@@ -403,6 +633,121 @@ mod tests {
         assert_eq!(rx.scan_type, ScanType::Receive);
         assert_eq!((rx.baud, rx.quantity, rx.ack), (default_baud(), 1, false));
         assert_eq!(rx.max_frame_bytes, default_max_frame_bytes());
+        // Every line key the example sets explicitly is at its documented
+        // default, and equals what an omitted key gives (scanner[1]).
+        let c1 = &c.scanners[0];
+        for s in [c1, rx] {
+            assert_eq!(s.data_bits, 8);
+            assert_eq!(s.parity, Parity::None);
+            assert_eq!(s.stop_bits, 1);
+            assert_eq!(s.flow_control, FlowControl::None);
+            assert!(!s.stx_etx);
+            assert_eq!(
+                (&s.prefix, &s.suffix, s.frame_timeout_ms),
+                (&None, &None, None)
+            );
+        }
+    }
+
+    /// The commented-out examples of the unset-by-default keys are valid.
+    #[test]
+    fn the_shipped_examples_of_optional_keys_parse() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/scangate.toml");
+        let text = std::fs::read_to_string(path).unwrap();
+        let mut found = Vec::new();
+        for key in ["prefix", "suffix", "frame_timeout_ms"] {
+            let line = text
+                .lines()
+                .find_map(|l| {
+                    l.strip_prefix("# ")
+                        .filter(|l| l.starts_with(&format!("{key} = ")))
+                })
+                .unwrap_or_else(|| panic!("config/scangate.toml documents no example for {key}"));
+            found.push(line.to_string());
+        }
+        let c = scanner_with(&found.join("\n")).unwrap();
+        let s = &c.scanners[0];
+        assert_eq!(s.prefix.as_ref().unwrap().as_bytes(), b"#");
+        assert_eq!(s.suffix.as_ref().unwrap().as_bytes(), b"\r\n");
+        assert_eq!(s.frame_timeout_ms, Some(50));
+    }
+
+    fn scanner_with(extra: &str) -> Result<Config, ConfigError> {
+        let text = format!(
+            "[[scanner]]\nname='a'\nkind='serial'\npath='/dev/x'\nscan_type='dispense'\n{extra}\n"
+        );
+        Config::parse(&text, None)
+    }
+
+    #[test]
+    fn byte_strings_as_escaped_strings_or_byte_arrays() {
+        let c = scanner_with("suffix = \"\\r\\n\"\nprefix = \"\\u0002]\"").unwrap();
+        assert_eq!(c.scanners[0].suffix.as_ref().unwrap().as_bytes(), b"\r\n");
+        assert_eq!(c.scanners[0].prefix.as_ref().unwrap().as_bytes(), b"\x02]");
+        let c = scanner_with("suffix = [0x0d, 0x0a]\nprefix = [0xff]").unwrap();
+        assert_eq!(c.scanners[0].suffix.as_ref().unwrap().as_bytes(), b"\r\n");
+        assert_eq!(c.scanners[0].prefix.as_ref().unwrap().as_bytes(), b"\xff");
+        let e = scanner_with("suffix = [13, 256]").unwrap_err();
+        assert_eq!(e.key, "scanner[0].suffix", "{e}");
+        assert!(e.problem.contains("256"), "{e}");
+        let e = scanner_with("suffix = \"\u{e9}\"").unwrap_err();
+        assert_eq!(e.key, "scanner[0].suffix", "{e}");
+        assert!(e.problem.contains("ASCII"), "{e}");
+        let e = scanner_with("suffix = 13").unwrap_err();
+        assert_eq!(e.key, "scanner[0].suffix", "{e}");
+    }
+
+    #[test]
+    fn line_settings_parse_and_bad_ones_are_named() {
+        let c = scanner_with(
+            "data_bits = 7\nparity = \"even\"\nstop_bits = 2\nflow_control = \"hardware\"",
+        )
+        .unwrap();
+        let s = &c.scanners[0];
+        assert_eq!(
+            (s.data_bits, s.parity, s.stop_bits, s.flow_control),
+            (7, Parity::Even, 2, FlowControl::Hardware)
+        );
+        for (extra, key) in [
+            ("data_bits = 9", "data_bits"),
+            ("data_bits = 4", "data_bits"),
+            ("stop_bits = 3", "stop_bits"),
+            ("parity = \"mark\"", "parity"),
+            ("flow_control = \"xon\"", "flow_control"),
+            ("frame_timeout_ms = 0", "frame_timeout_ms"),
+            ("frame_timeout_ms = 60001", "frame_timeout_ms"),
+            ("prefix = \"\"", "prefix"),
+            ("suffix = \"0123456789abcdefX\"", "suffix"),
+            ("stx_etx = 1", "stx_etx"),
+        ] {
+            let e = scanner_with(extra).unwrap_err();
+            assert_eq!(e.key, format!("scanner[0].{key}"), "{extra}: {e}");
+        }
+    }
+
+    #[test]
+    fn framing_combinations_that_cannot_work_are_rejected_with_a_fix() {
+        let e = scanner_with("stx_etx = true\nsuffix = \"\\r\"").unwrap_err();
+        assert_eq!(e.key, "scanner[0].suffix", "{e}");
+        assert!(e.fix.contains("remove `suffix`"), "{e}");
+        let e = scanner_with("suffix = \"\"").unwrap_err();
+        assert_eq!(e.key, "scanner[0].frame_timeout_ms", "{e}");
+        assert!(e.fix.contains("set frame_timeout_ms"), "{e}");
+        let e = scanner_with("prefix = \"A\\r\"").unwrap_err();
+        assert_eq!(e.key, "scanner[0].prefix", "{e}");
+        let e = scanner_with("stx_etx = true\nprefix = \"\\u0002\"").unwrap_err();
+        assert_eq!(e.key, "scanner[0].prefix", "{e}");
+        let e = scanner_with("suffix = \"#!\"\nprefix = \"x#!\"").unwrap_err();
+        assert_eq!(e.key, "scanner[0].prefix", "{e}");
+        // Valid combinations.
+        for ok in [
+            "suffix = \"\"\nframe_timeout_ms = 50",
+            "stx_etx = true\nframe_timeout_ms = 200\nprefix = \"]\"",
+            "suffix = \"\\r\\n\"\nprefix = \"#\"\nframe_timeout_ms = 500",
+            "frame_timeout_ms = 100",
+        ] {
+            scanner_with(ok).unwrap_or_else(|e| panic!("{ok}: {e}"));
+        }
     }
 
     #[test]

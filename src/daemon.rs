@@ -13,6 +13,8 @@
 //! `watch` flag: sources stop reading and drop their senders, the writer
 //! drains what is in flight, decides it, and returns.
 
+mod claimer;
+
 use crate::capture::Scan;
 use crate::config::{Config, ScannerKind};
 use crate::gate::{Decision, Gate, GateConfig, GateStats};
@@ -41,6 +43,13 @@ pub enum DaemonError {
     /// The database or state directory is unusable.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The facility Redis is reachable but set up so that claims could be
+    /// lost (e.g. it may evict keys).
+    #[error("{0}")]
+    Facility(crate::facility::FacilityError),
+    /// A `[redis]` secret could not be read.
+    #[error("{0}")]
+    Credentials(String),
     /// The outbox writer thread died.
     #[error("the outbox writer thread panicked; state is safe in {0}, restart the service")]
     WriterPanicked(PathBuf),
@@ -67,8 +76,32 @@ pub async fn run(
     let gate = Gate::new(GateConfig::from_config(&cfg), &store)?;
     tracing::info!(
         db = %store.path().display(), facility = %cfg.gateway.facility, gateway = %cfg.gateway.id,
-        scanners = cfg.scanners.len(), window_ms = cfg.dedup.window_ms, "scangate starting (embedded store)"
+        scanners = cfg.scanners.len(), window_ms = cfg.dedup.window_ms,
+        store = if cfg.redis.is_some() { "facility redis" } else { "embedded" },
+        "scangate starting"
     );
+    // With [redis], a claimer thread decides; the writer only admits.
+    let (decider, claimer) = match &cfg.redis {
+        None => (Decider::Here(Box::new(gate)), None),
+        Some(redis) => {
+            let link = claimer::Link::new(&cfg, redis).map_err(DaemonError::Credentials)?;
+            let first = link.connect_checked();
+            if let Err(e @ crate::facility::FacilityError::Misconfigured { .. }) = first {
+                return Err(DaemonError::Facility(e));
+            }
+            let (kick, kicked) = std::sync::mpsc::channel::<()>();
+            let companion = store.companion()?;
+            let thread = std::thread::Builder::new()
+                .name("facility-claimer".into())
+                .spawn(move || claimer::run(companion, gate, link, first.ok(), kicked))
+                .expect("spawning a thread");
+            let decider = Decider::Claimer {
+                facility: cfg.gateway.facility.clone(),
+                kick,
+            };
+            (decider, Some(thread))
+        }
+    };
     if cfg.scanners.is_empty() {
         tracing::warn!("no [[scanner]] is configured: nothing will be read");
     }
@@ -83,7 +116,7 @@ pub async fn run(
         .name("outbox-writer".into())
         .spawn(move || {
             let _gone = writer_gone_tx; // dropped on return or unwind
-            outbox_writer(store, gate, rx, writer_stop)
+            outbox_writer(store, decider, rx, writer_stop)
         })
         .expect("spawning a thread");
 
@@ -103,11 +136,19 @@ pub async fn run(
     }
     let _ = stop_tx.send(true);
     while sources.join_next().await.is_some() {}
-    let (stats, undurable) = tokio::task::spawn_blocking(move || writer.join())
+    let (mut stats, undurable) = tokio::task::spawn_blocking(move || writer.join())
         .await
         .ok()
         .and_then(Result::ok)
         .ok_or_else(|| DaemonError::WriterPanicked(state_dir.clone()))?;
+    // The writer dropped its kick sender: the claimer makes a last round.
+    if let Some(claimer) = claimer {
+        stats = tokio::task::spawn_blocking(move || claimer.join())
+            .await
+            .ok()
+            .and_then(Result::ok)
+            .ok_or_else(|| DaemonError::WriterPanicked(state_dir.clone()))?;
+    }
     if undurable > 0 {
         return Err(DaemonError::Undurable {
             count: undurable,
@@ -129,19 +170,40 @@ pub async fn run(
 /// new scan arrives.
 const RETRY_PENDING: Duration = Duration::from_secs(1);
 
-/// The outbox writer thread: admit + decide (one commit) → ACK, batch by batch.
-/// Returns the gate's counters and how many scans could not be made durable
-/// (only possible when shutdown meets a database that refuses writes).
+/// Who decides the scans the outbox writer admits.
+enum Decider {
+    /// Embedded store: decided in the admitting transaction.
+    Here(Box<Gate>),
+    /// Facility store: the claimer thread decides; the writer admits, ACKs
+    /// and kicks it.
+    Claimer {
+        /// Facility id (for content keys).
+        facility: String,
+        /// Wakes the claimer.
+        kick: std::sync::mpsc::Sender<()>,
+    },
+}
+
+/// The outbox writer thread: admit (+ decide, embedded) in one commit → ACK,
+/// batch by batch. Returns the gate's counters (embedded) and how many scans
+/// could not be made durable (only possible when shutdown meets a database
+/// that refuses writes).
 fn outbox_writer(
     mut store: Store,
-    mut gate: Gate,
+    mut decider: Decider,
     mut rx: mpsc::Receiver<Captured>,
     stopping: watch::Receiver<bool>,
 ) -> (GateStats, usize) {
     let mut undurable = 0;
     // Crash recovery: scans made durable before a crash are decided first,
     // in capture order, before anything new.
-    let mut undecided = decide_leftovers(&mut store, &mut gate);
+    let mut undecided = match &mut decider {
+        Decider::Here(gate) => decide_leftovers(&mut store, gate),
+        Decider::Claimer { kick, .. } => {
+            let _ = kick.send(());
+            false
+        }
+    };
     loop {
         let first = if undecided {
             // Something could not be decided: retry it now and then, without
@@ -151,7 +213,9 @@ fn outbox_writer(
                 Err(mpsc::error::TryRecvError::Disconnected) => break,
                 Err(mpsc::error::TryRecvError::Empty) => {
                     std::thread::sleep(RETRY_PENDING);
-                    undecided = decide_leftovers(&mut store, &mut gate);
+                    if let Decider::Here(gate) = &mut decider {
+                        undecided = decide_leftovers(&mut store, gate);
+                    }
                     continue;
                 }
             }
@@ -170,13 +234,13 @@ fn outbox_writer(
         }
         let (scans, acks): (Vec<Scan>, Vec<_>) =
             batch.into_iter().map(|c| (c.scan, c.durable)).unzip();
-        match write_until_durable(&mut store, &mut gate, &scans, &stopping) {
+        match write_until_durable(&mut store, &mut decider, &scans, &stopping) {
             Ok(decisions) => {
                 for d in decisions {
                     tracing::debug!(scan = %d.scan_uuid, decision = d.verdict.state(), "decided");
                 }
                 for durable in acks.iter().flatten() {
-                    let _ = durable.send(()); // the scanner may have gone; it will resend
+                    durable.confirm(); // the scanner may have gone; it will resend
                 }
             }
             Err(()) => {
@@ -186,12 +250,22 @@ fn outbox_writer(
                 undurable += scans.len();
             }
         }
-        undecided = store.has_pending().unwrap_or(true);
+        match &mut decider {
+            Decider::Here(_) => undecided = store.has_pending().unwrap_or(true),
+            Decider::Claimer { kick, .. } => {
+                let _ = kick.send(());
+            }
+        }
     }
-    if undecided {
-        decide_leftovers(&mut store, &mut gate);
+    match &mut decider {
+        Decider::Here(gate) => {
+            if undecided {
+                decide_leftovers(&mut store, gate);
+            }
+            (gate.stats(), undurable)
+        }
+        Decider::Claimer { .. } => (GateStats::default(), undurable),
     }
-    (gate.stats(), undurable)
 }
 
 /// Decide whatever is pending; true if something is still left undecided.
@@ -211,15 +285,19 @@ fn decide_leftovers(store: &mut Store, gate: &mut Gate) -> bool {
 /// (`Err`), so that a full disk cannot turn SIGTERM into a hang.
 fn write_until_durable(
     store: &mut Store,
-    gate: &mut Gate,
+    decider: &mut Decider,
     scans: &[Scan],
     stopping: &watch::Receiver<bool>,
 ) -> Result<Vec<Decision>, ()> {
     let mut pause = Duration::from_millis(50);
     let mut failures_while_stopping = 0;
     loop {
-        match gate.admit_and_decide(store, scans) {
-            Ok((_, decisions)) => return Ok(decisions),
+        let written = match decider {
+            Decider::Here(gate) => gate.admit_and_decide(store, scans).map(|(_, d)| d),
+            Decider::Claimer { facility, .. } => store.admit(facility, scans).map(|_| Vec::new()),
+        };
+        match written {
+            Ok(decisions) => return Ok(decisions),
             Err(e) => {
                 tracing::error!(
                     scans = scans.len(),

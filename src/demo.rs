@@ -9,7 +9,7 @@
 //! the script only knows what it sent.
 
 use crate::audit::{self, Verification};
-use crate::config::{Config, DedupConfig, GatewayConfig, ScanType, ScannerConfig, ScannerKind};
+use crate::config::{Config, DedupConfig, GatewayConfig, ScanType, ScannerConfig};
 use crate::daemon;
 use crate::ledger::{self, LedgerEntry};
 use crate::pty::VirtualScanner;
@@ -34,8 +34,9 @@ fn dscsa(gtin: &str, serial: &str, lot: &str, expiry: &str) -> String {
     format!("]d201{gtin}17{expiry}21{serial}{GS}10{lot}")
 }
 
-/// A transmission: when (ms after the start), which scanner, which bytes.
-type Send = (u64, usize, Vec<u8>);
+/// A transmission: when (ms after the start), which scanner, which bytes,
+/// and what it is (for the scanner-side view of the ACK scanner).
+type Send = (u64, usize, Vec<u8>, String);
 
 fn script() -> (Vec<Pick>, Vec<Send>) {
     // NDC 0777-3105-02 in a GTIN-14; NDC 1234567890 as a UPC-A (number system 3).
@@ -107,17 +108,35 @@ fn script() -> (Vec<Pick>, Vec<Send>) {
         },
     ];
     let mut sends: Vec<Send> = Vec::new();
-    for p in &picks {
-        for at in std::iter::once(p.at_ms).chain(p.echoes.iter().map(|e| p.at_ms + e)) {
-            sends.push((at, p.scanner, format!("{}\r\n", p.label).into_bytes()));
+    for (n, p) in picks.iter().enumerate() {
+        for (k, at) in std::iter::once(p.at_ms)
+            .chain(p.echoes.iter().map(|e| p.at_ms + e))
+            .enumerate()
+        {
+            let what = if k == 0 {
+                format!("pick {} first read", n + 1)
+            } else {
+                format!("pick {} echo ({})", n + 1, p.what)
+            };
+            sends.push((at, p.scanner, format!("{}\r\n", p.label).into_bytes(), what));
         }
     }
     // Garbage: a misread, a non-UTF-8 burst, and an over-long frame.
-    sends.push((2500, 0, b"]C1NOT-A-GS1-STRING\r".to_vec()));
-    sends.push((4200, 2, b"\xff\xfe\x00\x01noise\r".to_vec()));
+    sends.push((
+        2500,
+        0,
+        b"]C1NOT-A-GS1-STRING\r".to_vec(),
+        "garbage: misread".into(),
+    ));
+    sends.push((
+        4200,
+        2,
+        b"\xff\xfe\x00\x01noise\r".to_vec(),
+        "garbage: not UTF-8".into(),
+    ));
     let mut long = vec![b'9'; 6000];
     long.push(b'\r');
-    sends.push((7300, 1, long));
+    sends.push((7300, 1, long, "garbage: over-long".into()));
     sends.sort_by_key(|s| s.0);
     (picks, sends)
 }
@@ -140,23 +159,20 @@ pub async fn run() -> Result<u8, String> {
             state_dir: Some(dir.path().to_owned()),
         },
         dedup: DedupConfig::default(),
+        redis: None,
         scanners: names
             .iter()
             .zip(&scanners)
             .enumerate()
-            .map(|(i, (name, vs))| ScannerConfig {
-                name: (*name).into(),
-                kind: ScannerKind::Serial,
-                path: vs.path().to_owned(),
-                baud: 9600,
-                scan_type: if i == 2 {
+            .map(|(i, (name, vs))| {
+                let scan_type = if i == 2 {
                     ScanType::Receive
                 } else {
                     ScanType::Dispense
-                },
-                quantity: 1,
-                ack: i == 0,
-                max_frame_bytes: 4096,
+                };
+                let mut sc = ScannerConfig::serial(name, vs.path(), scan_type);
+                sc.ack = i == 0;
+                sc
             })
             .collect(),
     };
@@ -187,11 +203,21 @@ pub async fn run() -> Result<u8, String> {
 
     let start = tokio::time::Instant::now();
     let start_wall_ms = chrono::Utc::now().timestamp_millis();
-    for (at, idx, bytes) in &sends {
-        tokio::time::sleep_until(start + Duration::from_millis(*at)).await;
+    // counter-1 is an ACK/NAK scanner: while the script waits for its next
+    // transmission, it listens for counter-1's replies and notes when each
+    // byte arrived.
+    let mut replies: Vec<(u8, Instant)> = Vec::new();
+    let mut sent_acker: Vec<(Instant, &Send)> = Vec::new();
+    for send in &sends {
+        let (at, idx, bytes, _) = send;
+        let due = start + Duration::from_millis(*at);
+        listen(&mut scanners[0], &mut replies, due).await?;
         scanners[*idx]
             .send(bytes)
             .map_err(|e| format!("writing to virtual scanner {}: {e}", names[*idx]))?;
+        if *idx == 0 {
+            sent_acker.push((Instant::now(), send));
+        }
     }
 
     // Wait until every transmission is in the outbox and decided.
@@ -208,17 +234,19 @@ pub async fn run() -> Result<u8, String> {
         if Instant::now() > deadline {
             break; // report what we have: "lost" will show it
         }
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        let until = tokio::time::Instant::now() + Duration::from_millis(50);
+        listen(&mut scanners[0], &mut replies, until).await?;
     }
+    // The last ACK follows the commit that made the outbox complete.
+    let until = tokio::time::Instant::now() + Duration::from_millis(100);
+    listen(&mut scanners[0], &mut replies, until).await?;
     let _ = stop_tx.send(());
     let report = daemon
         .await
         .map_err(|e| format!("daemon task failed: {e}"))?
         .map_err(|e| e.to_string())?;
 
-    let acks = scanners[0]
-        .read_reply(Duration::from_millis(200))
-        .map_err(|e| format!("reading ACKs: {e}"))?;
+    let acks: Vec<u8> = replies.iter().map(|r| r.0).collect();
     let store = Store::open_read_only(dir.path()).map_err(|e| e.to_string())?;
     let st = store.outbox_status().map_err(|e| e.to_string())?;
     let in_outbox = st.total();
@@ -301,6 +329,27 @@ pub async fn run() -> Result<u8, String> {
             if *n == 1 { "y" } else { "ies" }
         );
     }
+    // The ACK scanner's side: one reply per transmission, in order (a real
+    // ACK/NAK scanner waits for it; the demo's echoes come fast enough to
+    // overlap, so replies are matched to transmissions in order).
+    println!(
+        "\n  counter-1 has ACK/NAK on; what the scanner saw (ACK = stored, NAK = send again):"
+    );
+    for (k, (sent_at, (at, _, _, what))) in sent_acker.iter().enumerate() {
+        let reply = match replies.get(k) {
+            Some((b, t)) => format!(
+                "{} after {:.1} ms",
+                match *b {
+                    crate::source::ACK => "ACK",
+                    crate::source::NAK => "NAK",
+                    _ => "?",
+                },
+                t.saturating_duration_since(*sent_at).as_secs_f64() * 1000.0
+            ),
+            None => "no reply".into(),
+        };
+        println!("  {at:>7} ms  {what:<52} -> {reply}");
+    }
     if let Some(storm) = entries
         .iter()
         .find(|e| e.serial.as_deref() == Some("SN1004"))
@@ -320,6 +369,25 @@ pub async fn run() -> Result<u8, String> {
         }
     );
     Ok(if ok { 0 } else { 1 })
+}
+
+/// Collect the ACK scanner's reply bytes until `until`, timestamping each.
+async fn listen(
+    vs: &mut VirtualScanner,
+    replies: &mut Vec<(u8, Instant)>,
+    until: tokio::time::Instant,
+) -> Result<(), String> {
+    loop {
+        let left = until.saturating_duration_since(tokio::time::Instant::now());
+        if left.is_zero() {
+            return Ok(());
+        }
+        // Short blocking polls, off the async workers' hot path.
+        let got = tokio::task::block_in_place(|| vs.read_reply(left.min(Duration::from_millis(5))))
+            .map_err(|e| format!("reading ACK/NAK from counter-1: {e}"))?;
+        let now = Instant::now();
+        replies.extend(got.into_iter().map(|b| (b, now)));
+    }
 }
 
 fn parse_ms(t: &str) -> Option<i64> {

@@ -22,6 +22,7 @@
 //! - [`facility`]: the facility Redis claim (built and tested; not wired in yet).
 //! - [`daemon`]: the one place that wires the stages together.
 //! - [`cli`]: the `scangate` commands and their exit codes.
+//! - [`decode_cmd`]: `scangate decode`, the decoder for technicians and tests.
 //! - [`demo`], [`bench`]: a noisy shift on virtual scanners; throughput.
 //! - [`pty`]: pseudo-terminals that stand in for serial scanners.
 
@@ -33,6 +34,7 @@ pub mod capture;
 pub mod cli;
 pub mod config;
 pub mod daemon;
+pub mod decode_cmd;
 pub mod demo;
 pub mod facility;
 pub mod gate;

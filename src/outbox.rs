@@ -91,7 +91,10 @@ impl Store {
         st.oldest_open_ms = self
             .conn
             .query_row(
-                "SELECT min(captured_ms) FROM scans WHERE state = 'pending'",
+                "SELECT min(m) FROM (
+                     SELECT min(captured_ms) AS m FROM scans WHERE state = 'pending'
+                     UNION ALL
+                     SELECT min(captured_ms) FROM scans WHERE state = 'unresolved')",
                 [],
                 |r| r.get(0),
             )

@@ -95,6 +95,11 @@ const MIGRATIONS: &[&str] = &[
         value         TEXT NOT NULL
     );
     "#,
+    // 2: the facility store's backlog (scans waiting for Redis), by capture time.
+    r#"
+    CREATE INDEX scans_unresolved ON scans (captured_ms, boot_ns, scan_uuid)
+        WHERE state = 'unresolved';
+    "#,
 ];
 
 /// Why the database could not be used. Each says which file and what to do.
@@ -301,6 +306,34 @@ impl Store {
         Ok(store)
     }
 
+    /// A second read-write connection to this (already checked, migrated
+    /// and locked) database, for the facility claimer thread. SQLite
+    /// serialises the two writers; each transaction is short.
+    pub fn companion(&self) -> Result<Store, StoreError> {
+        let path = &self.path;
+        let err = |e| classify(path, e);
+        let conn = Connection::open_with_flags(
+            path,
+            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(err)?;
+        conn.busy_timeout(std::time::Duration::from_secs(5))
+            .map_err(err)?;
+        conn.pragma_update(None, "synchronous", "FULL")
+            .map_err(err)?;
+        conn.pragma_update(None, "cache_size", -8192).map_err(err)?;
+        conn.pragma_update(None, "temp_store", "MEMORY")
+            .map_err(err)?;
+        conn.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)
+            .map_err(err)?;
+        Ok(Store {
+            conn,
+            path: path.clone(),
+            _lock: None,
+            _checkpointer: None,
+        })
+    }
+
     /// Open an existing database read-only (for `ledger export`, `audit …`).
     pub fn open_read_only(state_dir: &Path) -> Result<Store, StoreError> {
         let path = state_dir.join(DB_FILE);
@@ -457,5 +490,48 @@ pub(crate) fn classify(path: &Path, e: rusqlite::Error) -> StoreError {
             path: path.to_owned(),
             source: e,
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_older_database_is_migrated_in_place_and_keeps_its_rows() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(DB_FILE);
+        {
+            // A database as the first release wrote it: schema 1, one scan.
+            let c = Connection::open(&path).unwrap();
+            c.execute_batch(MIGRATIONS[0]).unwrap();
+            c.pragma_update(None, "user_version", 1).unwrap();
+            c.execute(
+                "INSERT INTO scans (scan_uuid, scanner, scan_type, quantity, captured_ms,
+                     boot_id, boot_ns, clock_synced, raw) VALUES ('u1','s','dispense',1,1,'b',1,1,x'00')",
+                [],
+            )
+            .unwrap();
+        }
+        let store = Store::open(dir.path()).unwrap();
+        let version: i64 = store
+            .conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(version, MIGRATIONS.len() as i64);
+        let scans: i64 = store
+            .conn
+            .query_row("SELECT count(*) FROM scans", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(scans, 1);
+        // A read-only tool refuses a database that still needs migrating.
+        drop(store);
+        let c = Connection::open(&path).unwrap();
+        c.pragma_update(None, "user_version", 1).unwrap();
+        drop(c);
+        assert!(matches!(
+            Store::open_read_only(dir.path()),
+            Err(StoreError::OlderSchema { found: 1, .. })
+        ));
     }
 }

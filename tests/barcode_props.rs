@@ -98,7 +98,10 @@ fn encode(elements: &[(&str, String)], gs_after_fixed: bool, trailing: bool) -> 
 fn decoded_pairs(data: &str) -> Vec<(String, String)> {
     let d = decode_with_year(data.as_bytes(), YEAR)
         .unwrap_or_else(|e| panic!("{data:?} must decode: {e}"));
-    d.elements.into_iter().map(|e| (e.ai, e.value)).collect()
+    d.elements
+        .into_iter()
+        .map(|e| (e.ai.to_string(), e.value))
+        .collect()
 }
 
 proptest! {

@@ -40,7 +40,7 @@ fn str_of<'a>(v: &'a Value, key: &str) -> &'a str {
 fn pairs(d: &Decoded) -> Vec<(String, String)> {
     d.elements
         .iter()
-        .map(|e| (e.ai.clone(), e.value.clone()))
+        .map(|e| (e.ai.to_string(), e.value.clone()))
         .collect()
 }
 

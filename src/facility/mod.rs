@@ -12,6 +12,8 @@
 //! - `scangate:{<facility>}:seen:<content_key>` → sorted set of committed capture times (ms), member = scan UUID;
 //! - `scangate:{<facility>}:ledger` → stream, one entry per committed scan; the only key without expiry.
 
+pub mod config;
+
 use redis::{Script, Value};
 use std::time::Duration;
 
@@ -64,6 +66,18 @@ pub enum FacilityError {
         /// What to do.
         fix: String,
     },
+    /// Fewer replicas than `min_replicas_ack` confirmed a claim batch.
+    #[error(
+        "facility Redis {url}: {acked} of {wanted} replicas confirmed the claims in time; they are retried"
+    )]
+    Unconfirmed {
+        /// The server.
+        url: String,
+        /// Replicas that acknowledged.
+        acked: i64,
+        /// Replicas required.
+        wanted: u32,
+    },
     /// The script answered something it never returns.
     #[error("facility Redis {url}: unexpected reply {reply:?} from the claim script")]
     Protocol {
@@ -95,6 +109,8 @@ pub struct Facility {
     window_ms: i64,
     retention_ms: i64,
     script: Script,
+    min_replicas: u32,
+    replica_timeout: Duration,
 }
 
 impl Facility {
@@ -120,6 +136,13 @@ impl Facility {
             .map_err(unavailable)?;
         conn.set_write_timeout(Some(command_timeout))
             .map_err(unavailable)?;
+        let mut conn = conn;
+        // Load the script now, so a claim is one EVALSHA that runs at once.
+        redis::cmd("SCRIPT")
+            .arg("LOAD")
+            .arg(CLAIM_LUA)
+            .query::<String>(&mut conn)
+            .map_err(unavailable)?;
         Ok(Facility {
             conn,
             url: shown,
@@ -127,7 +150,17 @@ impl Facility {
             window_ms,
             retention_ms: retention.as_millis() as i64,
             script: Script::new(CLAIM_LUA),
+            min_replicas: 0,
+            replica_timeout: command_timeout,
         })
+    }
+
+    /// Require `n` replicas to acknowledge every claim batch (`WAIT`) within
+    /// `timeout`; a batch they do not confirm is reported as unavailable and
+    /// retried (the claims are idempotent). 0 = off.
+    pub fn set_min_replicas(&mut self, n: u32, timeout: Duration) {
+        self.min_replicas = n;
+        self.replica_timeout = timeout;
     }
 
     /// Check the server: `maxmemory-policy` must be `noeviction` (an evicted
@@ -229,7 +262,28 @@ impl Facility {
                 });
             }
         };
-        replies.into_iter().map(|v| self.outcome(v)).collect()
+        let outcomes = replies
+            .into_iter()
+            .map(|v| self.outcome(v))
+            .collect::<Result<Vec<_>, _>>()?;
+        if self.min_replicas > 0 {
+            let acked: i64 = redis::cmd("WAIT")
+                .arg(self.min_replicas)
+                .arg(self.replica_timeout.as_millis() as u64)
+                .query(&mut self.conn)
+                .map_err(|source| FacilityError::Unavailable {
+                    url: self.url.clone(),
+                    source,
+                })?;
+            if acked < i64::from(self.min_replicas) {
+                return Err(FacilityError::Unconfirmed {
+                    url: self.url.clone(),
+                    acked,
+                    wanted: self.min_replicas,
+                });
+            }
+        }
+        Ok(outcomes)
     }
 
     fn outcome(&self, v: Value) -> Result<Outcome, FacilityError> {
@@ -250,6 +304,62 @@ impl Facility {
             url: self.url.clone(),
             reply: text,
         })
+    }
+}
+
+impl Facility {
+    /// Stream the facility ledger in pages (`XRANGE … COUNT 1000`), entries
+    /// captured at or after `since_ms`, as JSON objects with DESIGN.md's field
+    /// names plus `stream_id` (quantity a number, clock_synced a boolean,
+    /// absent values `null`). Stops quietly when `f` fails (reader gone).
+    pub fn for_each_ledger_entry(
+        &mut self,
+        since_ms: Option<i64>,
+        mut f: impl FnMut(serde_json::Value) -> std::io::Result<()>,
+    ) -> Result<(), FacilityError> {
+        let mut start = "-".to_string();
+        loop {
+            let page: Vec<(String, Vec<(String, String)>)> = redis::cmd("XRANGE")
+                .arg(self.ledger_key())
+                .arg(&start)
+                .arg("+")
+                .arg("COUNT")
+                .arg(1000)
+                .query(&mut self.conn)
+                .map_err(|source| FacilityError::Unavailable {
+                    url: self.url.clone(),
+                    source,
+                })?;
+            let Some(last) = page.last().map(|(id, _)| id.clone()) else {
+                return Ok(());
+            };
+            for (id, fields) in page {
+                let mut obj = serde_json::Map::new();
+                obj.insert("stream_id".into(), id.into());
+                let mut captured_ms = None;
+                for (k, v) in fields {
+                    let value = match k.as_str() {
+                        "quantity" => v.parse::<i64>().map_or(v.clone().into(), Into::into),
+                        "clock_synced" => (v == "true").into(),
+                        _ if v.is_empty() => serde_json::Value::Null,
+                        _ => v.clone().into(),
+                    };
+                    if k == "captured_at" {
+                        captured_ms = chrono::DateTime::parse_from_rfc3339(&v)
+                            .ok()
+                            .map(|d| d.timestamp_millis());
+                    }
+                    obj.insert(k, value);
+                }
+                if since_ms.is_some_and(|s| captured_ms.is_some_and(|c| c < s)) {
+                    continue;
+                }
+                if f(obj.into()).is_err() {
+                    return Ok(());
+                }
+            }
+            start = format!("({last}");
+        }
     }
 }
 

@@ -14,6 +14,7 @@
 //! are written in one SQLite transaction (invariant 6).
 
 pub mod bloom;
+pub mod facility;
 pub mod steps;
 
 use crate::audit::{AuditRecord, Chain};
@@ -29,7 +30,7 @@ use std::time::Duration;
 use steps::BootOffsets;
 
 /// Rows decided per transaction (one fsync each).
-const DECIDE_BATCH: usize = 4096;
+pub(crate) const DECIDE_BATCH: usize = 4096;
 
 /// Content key: SHA-256 (hex) over facility, scanner, scan type, quantity and
 /// the canonical product identity. No time component (time is invariant 4's job).
@@ -65,6 +66,12 @@ pub enum Verdict {
         /// Why (never contains the scanned data).
         reason: String,
     },
+    /// Waiting for the facility store (unreachable or unconfirmed); retried
+    /// through the same claim until it ends.
+    Unresolved {
+        /// Why it could not be decided yet.
+        reason: String,
+    },
     /// Not decided yet (still in the outbox).
     Pending,
 }
@@ -76,8 +83,14 @@ impl Verdict {
             Verdict::Committed => "committed",
             Verdict::Suppressed { .. } => "suppressed",
             Verdict::Rejected { .. } => "rejected",
+            Verdict::Unresolved { .. } => "unresolved",
             Verdict::Pending => "pending",
         }
+    }
+
+    /// Committed, suppressed or rejected: the scan's last state.
+    pub fn is_final(&self) -> bool {
+        !matches!(self, Verdict::Unresolved { .. } | Verdict::Pending)
     }
 }
 
@@ -104,6 +117,8 @@ pub struct GateStats {
     pub suppressed: u64,
     /// Rejected.
     pub rejected: u64,
+    /// Times a scan became unresolved (facility store unreachable).
+    pub unresolved: u64,
     /// Exact lookups performed.
     pub exact_lookups: u64,
     /// Exact lookups the Bloom filter made unnecessary.
@@ -147,8 +162,10 @@ pub struct Gate {
 /// million keys per horizon (a busy pharmacy commits a few thousand a day).
 const BLOOM_BITS: usize = 1 << 23;
 
-struct PendingRow {
+/// An undecided outbox row (`pending`, or `unresolved` in facility mode).
+struct OpenRow {
     seq: i64,
+    state: String,
     uuid: String,
     scanner: String,
     captured_ms: i64,
@@ -226,132 +243,136 @@ impl Gate {
         decided.decisions
     }
 
-    /// Decide up to [`DECIDE_BATCH`] pending scans inside `tx`. Nothing is
-    /// final until the caller commits; the Bloom filter may learn keys of a
-    /// batch that is then rolled back, which only costs an extra exact lookup.
+    /// Decide up to [`DECIDE_BATCH`] pending scans inside `tx` (embedded
+    /// store: no local twin means a new pick). Each verdict is written before
+    /// the next row is looked at, so a commit is the twin of later echoes in
+    /// the same batch. Nothing is final until the caller commits; the Bloom
+    /// filter may learn keys of a batch that is then rolled back, which only
+    /// costs an extra exact lookup.
     fn decide_in(&mut self, tx: &Connection) -> rusqlite::Result<Decided> {
-        let rows: Vec<PendingRow> = {
-            let mut q = tx.prepare_cached(
-                "SELECT seq, scan_uuid, scanner, captured_ms, boot_id, boot_ns, clock_synced,
-                            content_key, reject_reason, length(raw)
-                     FROM scans WHERE state = 'pending'
-                     ORDER BY captured_ms, boot_ns, scan_uuid LIMIT ?1",
-            )?;
-            q.query_map([DECIDE_BATCH as i64], |r| {
-                Ok(PendingRow {
-                    seq: r.get(0)?,
-                    uuid: r.get(1)?,
-                    scanner: r.get(2)?,
-                    captured_ms: r.get(3)?,
-                    boot_id: r.get(4)?,
-                    boot_ns: r.get(5)?,
-                    synced: r.get(6)?,
-                    content_key: r.get(7)?,
-                    reject_reason: r.get(8)?,
-                    raw_len: r.get(9)?,
-                })
-            })?
-            .collect::<Result<_, _>>()?
-        };
-        if rows.is_empty() {
-            return Ok(Decided {
-                decisions: Vec::new(),
-                emitted: Vec::new(),
-                stats: self.stats,
-            });
-        }
-        let now_ms = chrono::Utc::now().timestamp_millis();
-        // A scan captured (by the wall clock) this long ago may have twins the
-        // Bloom filter has aged out: always ask the exact index for it.
-        let bloom_floor = now_ms - self.cfg.retention.as_millis() as i64 + self.cfg.window_ms;
-        let mut chain = Chain::begin(tx)?;
-        let mut decisions = Vec::with_capacity(rows.len());
+        let rows = load_open(tx, false, DECIDE_BATCH)?;
         let mut stats = self.stats;
-        {
-            let mut set_state = tx.prepare_cached(
-                "UPDATE scans SET state = ?2, twin_uuid = ?3, decided_ms = ?4 WHERE seq = ?1",
-            )?;
-            for row in rows {
-                let verdict = match (&row.reject_reason, &row.content_key) {
-                    (Some(reason), _) => Verdict::Rejected {
-                        reason: reason.clone(),
-                    },
-                    (None, None) => Verdict::Rejected {
-                        reason: "no content key".into(),
-                    },
-                    (None, Some(key)) => {
-                        let kb = key_bytes(key);
-                        let maybe_seen =
-                            self.bloom.may_contain(&kb) || row.captured_ms < bloom_floor;
-                        let twin = if maybe_seen {
-                            stats.exact_lookups += 1;
-                            self.find_twin(tx, key, &kb, &row)?
-                        } else {
-                            stats.lookups_saved += 1;
-                            None
-                        };
-                        match twin {
-                            Some(twin) => Verdict::Suppressed { twin },
-                            None => {
-                                crate::ledger::append(
-                                    tx,
-                                    row.seq,
-                                    &self.cfg.gateway,
-                                    key_prefix(&kb),
-                                )?;
-                                self.bloom.insert(&kb);
-                                self.offsets.record(
-                                    tx,
-                                    &row.boot_id,
-                                    steps::offset(row.captured_ms, row.boot_ns),
-                                )?;
-                                Verdict::Committed
-                            }
-                        }
-                    }
-                };
-                let twin = match &verdict {
-                    Verdict::Suppressed { twin } => Some(twin.as_str()),
-                    _ => None,
-                };
-                set_state.execute(params![row.seq, verdict.state(), twin, now_ms])?;
-                let reason = match &verdict {
-                    Verdict::Rejected { reason } => Some(reason.clone()),
-                    _ => None,
-                };
-                chain.append(AuditRecord {
-                    seq: 0,
-                    at: rfc3339_ms(now_ms),
-                    gateway: self.cfg.gateway.clone(),
-                    scanner: row.scanner,
-                    scan_uuid: row.uuid.clone(),
-                    captured_at: rfc3339_ms(row.captured_ms),
-                    clock_synced: row.synced,
-                    decision: verdict.state().to_string(),
-                    content_key: row.content_key.clone(),
-                    twin_uuid: twin.map(str::to_string),
-                    reason,
-                    raw_len: row.raw_len,
-                })?;
-                stats.decided += 1;
-                match verdict {
-                    Verdict::Committed => stats.committed += 1,
-                    Verdict::Suppressed { .. } => stats.suppressed += 1,
-                    Verdict::Rejected { .. } => stats.rejected += 1,
-                    Verdict::Pending => {}
-                }
-                decisions.push(Decision {
-                    scan_uuid: row.uuid,
-                    verdict,
-                    content_key: row.content_key,
-                });
-            }
+        let mut chain = Chain::begin(tx)?;
+        let now_ms = chrono::Utc::now().timestamp_millis();
+        let mut decisions = Vec::with_capacity(rows.len());
+        for row in rows {
+            let verdict = self
+                .local_verdict(tx, &row, &mut stats)?
+                .unwrap_or(Verdict::Committed);
+            decisions.extend(self.record_one(tx, &mut chain, row, verdict, now_ms, &mut stats)?);
         }
         Ok(Decided {
             decisions,
             emitted: chain.finish()?,
             stats,
         })
+    }
+
+    /// What this gateway's own knowledge says about a scan: rejected,
+    /// suppressed by a committed twin in the local exact index, or `None`
+    /// (no local twin: a new pick for the embedded store, a claim for the
+    /// facility store).
+    fn local_verdict(
+        &mut self,
+        tx: &Connection,
+        row: &OpenRow,
+        stats: &mut GateStats,
+    ) -> rusqlite::Result<Option<Verdict>> {
+        let key = match (&row.reject_reason, &row.content_key) {
+            (Some(reason), _) => {
+                return Ok(Some(Verdict::Rejected {
+                    reason: reason.clone(),
+                }));
+            }
+            (None, None) => {
+                return Ok(Some(Verdict::Rejected {
+                    reason: "no content key".into(),
+                }));
+            }
+            (None, Some(key)) => key,
+        };
+        // A scan captured (by the wall clock) longer ago than the horizon may
+        // have twins the Bloom filter has aged out: always ask the exact index.
+        let bloom_floor = chrono::Utc::now().timestamp_millis()
+            - self.cfg.retention.as_millis() as i64
+            + self.cfg.window_ms;
+        let kb = key_bytes(key);
+        if !self.bloom.may_contain(&kb) && row.captured_ms >= bloom_floor {
+            stats.lookups_saved += 1;
+            return Ok(None);
+        }
+        stats.exact_lookups += 1;
+        Ok(self
+            .find_twin(tx, key, &kb, row)?
+            .map(|twin| Verdict::Suppressed { twin }))
+    }
+
+    /// Write one verdict: state, ledger row and local exact knowledge for a
+    /// commit, one audit record. An `Unresolved` verdict for a scan that is
+    /// already unresolved writes nothing (it was audited the first time).
+    fn record_one(
+        &mut self,
+        tx: &Connection,
+        chain: &mut Chain<'_>,
+        row: OpenRow,
+        verdict: Verdict,
+        now_ms: i64,
+        stats: &mut GateStats,
+    ) -> rusqlite::Result<Option<Decision>> {
+        if matches!(verdict, Verdict::Unresolved { .. }) && row.state == "unresolved" {
+            return Ok(None);
+        }
+        if verdict == Verdict::Committed {
+            let kb = key_bytes(row.content_key.as_deref().unwrap_or_default());
+            crate::ledger::append(tx, row.seq, &self.cfg.gateway, key_prefix(&kb))?;
+            self.bloom.insert(&kb);
+            self.offsets.record(
+                tx,
+                &row.boot_id,
+                steps::offset(row.captured_ms, row.boot_ns),
+            )?;
+        }
+        let (twin, reason) = match &verdict {
+            Verdict::Suppressed { twin } => (Some(twin.clone()), None),
+            Verdict::Rejected { reason } | Verdict::Unresolved { reason } => {
+                (None, Some(reason.clone()))
+            }
+            _ => (None, None),
+        };
+        let decided_ms = verdict.is_final().then_some(now_ms);
+        tx.prepare_cached(
+            "UPDATE scans SET state = ?2, twin_uuid = ?3, decided_ms = ?4 WHERE seq = ?1",
+        )?
+        .execute(params![row.seq, verdict.state(), twin, decided_ms])?;
+        chain.append(AuditRecord {
+            seq: 0,
+            at: rfc3339_ms(now_ms),
+            gateway: self.cfg.gateway.clone(),
+            scanner: row.scanner,
+            scan_uuid: row.uuid.clone(),
+            captured_at: rfc3339_ms(row.captured_ms),
+            clock_synced: row.synced,
+            decision: verdict.state().to_string(),
+            content_key: row.content_key.clone(),
+            twin_uuid: twin,
+            reason,
+            raw_len: row.raw_len,
+        })?;
+        match verdict {
+            Verdict::Committed => stats.committed += 1,
+            Verdict::Suppressed { .. } => stats.suppressed += 1,
+            Verdict::Rejected { .. } => stats.rejected += 1,
+            Verdict::Unresolved { .. } => stats.unresolved += 1,
+            Verdict::Pending => {}
+        }
+        if verdict.is_final() {
+            stats.decided += 1;
+        }
+        Ok(Some(Decision {
+            scan_uuid: row.uuid,
+            verdict,
+            content_key: row.content_key,
+        }))
     }
 
     /// The exact lookup: the earliest-captured committed scan with this
@@ -366,7 +387,7 @@ impl Gate {
         tx: &Connection,
         key: &str,
         kb: &[u8; 32],
-        row: &PendingRow,
+        row: &OpenRow,
     ) -> rusqlite::Result<Option<String>> {
         let w = self.cfg.window_ms;
         let allowance = self
@@ -493,6 +514,46 @@ pub fn decision_of(store: &Store, scan_uuid: &str) -> Result<Option<Decision>, S
         )
         .optional()
         .map_err(|e| store.err_at(e))
+}
+
+/// Up to `limit` undecided rows in capture order: `pending` ones, and with
+/// `unresolved` also those waiting for the facility store.
+fn load_open(tx: &Connection, unresolved: bool, limit: usize) -> rusqlite::Result<Vec<OpenRow>> {
+    // Two literal queries: SQLite uses the partial indexes only for the
+    // exact `state = '…'` forms.
+    let sql = if unresolved {
+        "SELECT * FROM (
+             SELECT seq, state, scan_uuid, scanner, captured_ms, boot_id, boot_ns, clock_synced,
+                    content_key, reject_reason, length(raw)
+             FROM scans WHERE state = 'pending'
+             UNION ALL
+             SELECT seq, state, scan_uuid, scanner, captured_ms, boot_id, boot_ns, clock_synced,
+                    content_key, reject_reason, length(raw)
+             FROM scans WHERE state = 'unresolved')
+         ORDER BY captured_ms, boot_ns, scan_uuid LIMIT ?1"
+    } else {
+        "SELECT seq, state, scan_uuid, scanner, captured_ms, boot_id, boot_ns, clock_synced,
+                content_key, reject_reason, length(raw)
+         FROM scans WHERE state = 'pending'
+         ORDER BY captured_ms, boot_ns, scan_uuid LIMIT ?1"
+    };
+    let mut q = tx.prepare_cached(sql)?;
+    q.query_map([limit as i64], |r| {
+        Ok(OpenRow {
+            seq: r.get(0)?,
+            state: r.get(1)?,
+            uuid: r.get(2)?,
+            scanner: r.get(3)?,
+            captured_ms: r.get(4)?,
+            boot_id: r.get(5)?,
+            boot_ns: r.get(6)?,
+            synced: r.get(7)?,
+            content_key: r.get(8)?,
+            reject_reason: r.get(9)?,
+            raw_len: r.get(10)?,
+        })
+    })?
+    .collect()
 }
 
 /// The ledger's index column for a content key: its first 8 bytes.

@@ -1,64 +1,407 @@
 //! Framing: split a scanner's byte stream into frames.
 //!
-//! A frame ends at CR or LF; CRLF ends one frame (the empty frame between CR
-//! and LF is not a scan). A frame longer than the limit is cut off, the rest
-//! up to the next terminator is discarded, and the frame is delivered with a
-//! framing error so it is rejected and audited rather than lost.
+//! A serial scanner sends `[prefix][data][suffix]`, or `STX [prefix][data]
+//! ETX`, or — with no terminator at all — `[prefix][data]` followed by a
+//! pause. [`FrameSpec`] says which; [`Framer`] applies it incrementally, so a
+//! frame split across many reads joins up and one read holding several frames
+//! gives several.
+//!
+//! End of a frame, by [`End`]:
+//! - [`End::Lines`] (the default): CR or LF; CRLF ends one frame (the empty
+//!   frame between CR and LF is not a scan).
+//! - [`End::Suffix`]: exactly the configured byte string (matched across
+//!   reads; a self-overlapping suffix such as `"\r\r\n"` is handled).
+//! - [`End::StxEtx`]: STX starts, ETX ends. CR/LF between frames (sent after
+//!   ETX by many scanners) are ignored; any other bytes outside STX…ETX are
+//!   delivered as a rejected frame. STX inside a frame means the previous
+//!   frame was torn: it is delivered rejected and a new one starts.
+//! - [`End::Timeout`]: `frame_timeout_ms` of silence ([`Framer::expire`]).
+//!
+//! With a terminator and a timeout, an unfinished frame that stays silent
+//! for the timeout is delivered rejected ("torn"), instead of being glued to
+//! the front of the next scan.
+//!
+//! Nothing is dropped silently and memory is bounded: a frame longer than
+//! `max_frame_bytes` is delivered **as soon as it crosses the limit**, cut to
+//! the limit and marked with a framing error (so even an endless flood
+//! without a terminator is audited once); the bytes that follow are counted
+//! and discarded until the next terminator (or pause), where the stream
+//! resynchronises. The framer never holds more than `max_frame_bytes` plus
+//! the length of the suffix.
+//!
+//! A frame that lacks the configured prefix is delivered with a framing
+//! error; otherwise the prefix is stripped.
 
 use crate::capture::RawScan;
+use crate::config::ScannerConfig;
 
-/// Incremental CR/LF framer with a length limit.
+/// STX: start of text.
+pub const STX: u8 = 0x02;
+/// ETX: end of text.
+pub const ETX: u8 = 0x03;
+
+/// What ends a frame.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum End {
+    /// CR, LF or CRLF (default).
+    Lines,
+    /// Exactly these bytes (non-empty).
+    Suffix(Vec<u8>),
+    /// STX … ETX.
+    StxEtx,
+    /// Only a pause of `frame_timeout_ms`.
+    Timeout,
+}
+
+/// A scanner's framing, resolved from its config.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FrameSpec {
+    /// Bytes every frame must start with (stripped); empty for none.
+    pub prefix: Vec<u8>,
+    /// What ends a frame.
+    pub end: End,
+    /// Inter-byte timeout in milliseconds, if any.
+    pub timeout_ms: Option<u64>,
+    /// Longest frame in bytes (prefix included, terminator excluded).
+    pub max: usize,
+}
+
+impl FrameSpec {
+    /// CR/LF/CRLF frames of at most `max` bytes, no prefix, no timeout.
+    pub fn lines(max: usize) -> FrameSpec {
+        FrameSpec {
+            prefix: Vec::new(),
+            end: End::Lines,
+            timeout_ms: None,
+            max,
+        }
+    }
+
+    /// The framing a (validated) scanner config asks for.
+    pub fn from_config(c: &ScannerConfig) -> FrameSpec {
+        let end = match (&c.suffix, c.stx_etx) {
+            (_, true) => End::StxEtx,
+            (None, false) => End::Lines,
+            (Some(s), false) if s.0.is_empty() => End::Timeout,
+            (Some(s), false) => End::Suffix(s.0.clone()),
+        };
+        FrameSpec {
+            prefix: c.prefix.as_ref().map(|p| p.0.clone()).unwrap_or_default(),
+            end,
+            timeout_ms: c.frame_timeout_ms,
+            max: c.max_frame_bytes,
+        }
+    }
+
+    /// Short human description for logs, e.g. `suffix 0d0a, prefix 5d`.
+    pub fn describe(&self) -> String {
+        let mut s = match &self.end {
+            End::Lines => "CR/LF/CRLF".to_string(),
+            End::Suffix(b) => format!("suffix {}", hex::encode(b)),
+            End::StxEtx => "STX/ETX".to_string(),
+            End::Timeout => "no terminator".to_string(),
+        };
+        if !self.prefix.is_empty() {
+            s += &format!(", prefix {}", hex::encode(&self.prefix));
+        }
+        if let Some(ms) = self.timeout_ms {
+            s += &format!(", frame_timeout_ms {ms}");
+        }
+        s
+    }
+}
+
+/// Where the framer is in the byte stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    /// Collecting a frame (for STX/ETX: after STX).
+    Frame,
+    /// STX/ETX only: between ETX and the next STX; stray bytes are collected.
+    Outside,
+    /// The frame crossed `max` and was delivered; discarding to the next
+    /// terminator (or pause).
+    Discard,
+}
+
+/// Incremental framer with a length limit. See the module docs.
 #[derive(Debug)]
 pub struct Framer {
+    spec: FrameSpec,
+    state: State,
     buf: Vec<u8>,
-    max: usize,
-    dropped: usize,
+    /// Bytes discarded since the over-long frame was delivered.
+    discarded: usize,
+    /// KMP: how many bytes of the suffix the stream currently ends with.
+    matched: usize,
+    /// KMP failure function of the suffix.
+    fail: Vec<usize>,
 }
 
 impl Framer {
-    /// A framer that accepts frames of at most `max` bytes.
+    /// A CR/LF framer that accepts frames of at most `max` bytes.
     pub fn new(max: usize) -> Framer {
+        Framer::with_spec(FrameSpec::lines(max))
+    }
+
+    /// A framer for `spec`.
+    pub fn with_spec(spec: FrameSpec) -> Framer {
+        let fail = match &spec.end {
+            End::Suffix(s) => kmp_failure(s),
+            _ => Vec::new(),
+        };
+        let state = if spec.end == End::StxEtx {
+            State::Outside
+        } else {
+            State::Frame
+        };
         Framer {
-            buf: Vec::with_capacity(max.min(4096)),
-            max,
-            dropped: 0,
+            buf: Vec::with_capacity(spec.max.min(4096)),
+            spec,
+            state,
+            discarded: 0,
+            matched: 0,
+            fail,
         }
+    }
+
+    /// The framing in use.
+    pub fn spec(&self) -> &FrameSpec {
+        &self.spec
     }
 
     /// Feed bytes; returns the frames they complete, in order.
     pub fn push(&mut self, bytes: &[u8]) -> Vec<RawScan> {
         let mut out = Vec::new();
         for &b in bytes {
-            if b == b'\r' || b == b'\n' {
-                if self.dropped > 0 {
-                    let len = self.buf.len() + self.dropped;
-                    out.push(RawScan {
-                        bytes: std::mem::take(&mut self.buf),
-                        framing_error: Some(format!(
-                            "frame of {len} bytes exceeds max_frame_bytes = {}",
-                            self.max
-                        )),
-                    });
-                    self.dropped = 0;
-                } else if !self.buf.is_empty() {
-                    out.push(RawScan {
-                        bytes: std::mem::take(&mut self.buf),
-                        framing_error: None,
-                    });
-                }
-            } else if self.buf.len() < self.max {
-                self.buf.push(b);
-            } else {
-                self.dropped += 1;
+            match self.spec.end {
+                End::Lines => self.push_line_byte(b, &mut out),
+                End::Suffix(_) => self.push_suffix_byte(b, &mut out),
+                End::StxEtx => self.push_stx_byte(b, &mut out),
+                End::Timeout => self.collect(b, 0, &mut out),
             }
         }
         out
     }
 
-    /// Bytes of an unfinished frame (lost if the device goes away now).
-    pub fn partial(&self) -> usize {
-        self.buf.len() + self.dropped
+    /// The inter-byte timeout ran out with no new byte: end what is pending.
+    /// For a scanner without a terminator this completes the frame; with a
+    /// terminator the unfinished frame is delivered rejected as torn. Returns
+    /// `None` when nothing was pending (or an over-long frame, already
+    /// delivered, just finished being discarded).
+    pub fn expire(&mut self) -> Option<RawScan> {
+        let state = self.state;
+        let timeout = self.spec.timeout_ms.unwrap_or(0);
+        self.matched = 0;
+        self.discarded = 0;
+        if self.spec.end == End::StxEtx {
+            self.state = State::Outside;
+        } else {
+            self.state = State::Frame;
+        }
+        let bytes = std::mem::take(&mut self.buf);
+        match state {
+            State::Discard => None,
+            _ if bytes.is_empty() => None,
+            State::Outside => Some(stray(bytes)),
+            State::Frame if self.spec.end == End::Timeout => Some(self.finish(bytes)),
+            State::Frame => Some(RawScan {
+                bytes,
+                framing_error: Some(format!(
+                    "incomplete frame: no terminator within frame_timeout_ms = {timeout}"
+                )),
+            }),
+        }
     }
+
+    /// Bytes of an unfinished frame (lost if the device goes away now),
+    /// including bytes being discarded after an over-long frame.
+    pub fn partial(&self) -> usize {
+        self.buf.len() + self.discarded
+    }
+
+    /// True when [`expire`](Self::expire) would have something to end.
+    pub fn pending(&self) -> bool {
+        !self.buf.is_empty() || self.state == State::Discard
+    }
+
+    /// Bytes held in memory right now (bounded by `max` + suffix length).
+    pub fn buffered(&self) -> usize {
+        self.buf.len()
+    }
+
+    fn push_line_byte(&mut self, b: u8, out: &mut Vec<RawScan>) {
+        if b == b'\r' || b == b'\n' {
+            self.terminate(out);
+        } else {
+            self.collect(b, 0, out);
+        }
+    }
+
+    fn push_suffix_byte(&mut self, b: u8, out: &mut Vec<RawScan>) {
+        let End::Suffix(sfx) = &self.spec.end else {
+            return;
+        };
+        let mut m = self.matched;
+        while m > 0 && sfx[m] != b {
+            m = self.fail[m - 1];
+        }
+        if sfx[m] == b {
+            m += 1;
+        }
+        if m == sfx.len() {
+            // The suffix bytes before this one are at the end of the buffer
+            // (they were never counted against the limit).
+            self.matched = 0;
+            if self.state == State::Frame {
+                let keep = self.buf.len() - (sfx.len() - 1);
+                self.buf.truncate(keep);
+            }
+            self.terminate(out);
+        } else {
+            self.matched = m;
+            self.collect(b, m, out);
+        }
+    }
+
+    fn push_stx_byte(&mut self, b: u8, out: &mut Vec<RawScan>) {
+        match (self.state, b) {
+            (State::Outside, STX) => {
+                if !self.buf.is_empty() {
+                    out.push(stray(std::mem::take(&mut self.buf)));
+                }
+                self.state = State::Frame;
+            }
+            (State::Outside, b'\r' | b'\n') => {}
+            (State::Outside, _) => {
+                self.buf.push(b);
+                if self.buf.len() > self.spec.max {
+                    // A flood outside any frame: report it once now, then
+                    // discard up to the next STX (or ETX, or pause).
+                    let mut bytes = std::mem::take(&mut self.buf);
+                    bytes.truncate(self.spec.max);
+                    out.push(stray(bytes));
+                    self.state = State::Discard;
+                    self.discarded = 1;
+                }
+            }
+            (State::Frame, STX) => {
+                let bytes = std::mem::take(&mut self.buf);
+                out.push(RawScan {
+                    bytes,
+                    framing_error: Some("frame restarted by STX before its ETX (torn)".into()),
+                });
+            }
+            (State::Discard, STX) => {
+                self.discarded = 0;
+                self.state = State::Frame;
+            }
+            (_, ETX) => {
+                self.terminate(out);
+                self.state = State::Outside;
+            }
+            (_, _) => self.collect(b, 0, out),
+        }
+    }
+
+    /// Add a data byte to the frame; `pending_suffix` bytes at the end of the
+    /// buffer may still turn out to be the terminator and do not count
+    /// against the limit.
+    fn collect(&mut self, b: u8, pending_suffix: usize, out: &mut Vec<RawScan>) {
+        match self.state {
+            // Only counted; the suffix matcher (`matched`) finds the resync
+            // point on its own.
+            State::Discard => self.discarded = self.discarded.saturating_add(1),
+            _ => {
+                self.buf.push(b);
+                if self.buf.len() - pending_suffix > self.spec.max {
+                    let mut bytes = std::mem::take(&mut self.buf);
+                    bytes.truncate(self.spec.max);
+                    out.push(RawScan {
+                        bytes,
+                        framing_error: Some(format!(
+                            "frame longer than max_frame_bytes = {}; the rest up to the next terminator is discarded",
+                            self.spec.max
+                        )),
+                    });
+                    self.state = State::Discard;
+                    self.discarded = 1;
+                }
+            }
+        }
+    }
+
+    /// A terminator arrived.
+    fn terminate(&mut self, out: &mut Vec<RawScan>) {
+        match self.state {
+            State::Discard => {
+                tracing::debug!(
+                    discarded = self.discarded,
+                    "resynchronised after an over-long frame"
+                );
+                self.buf.clear();
+                self.discarded = 0;
+                self.state = State::Frame;
+            }
+            State::Outside => {}
+            State::Frame => {
+                if !self.buf.is_empty() {
+                    let bytes = std::mem::take(&mut self.buf);
+                    out.push(self.finish(bytes));
+                }
+            }
+        }
+    }
+
+    /// A complete frame: check and strip the prefix.
+    fn finish(&self, mut bytes: Vec<u8>) -> RawScan {
+        let p = &self.spec.prefix;
+        if p.is_empty() {
+            return RawScan {
+                bytes,
+                framing_error: None,
+            };
+        }
+        if bytes.starts_with(p) {
+            bytes.drain(..p.len());
+            RawScan {
+                bytes,
+                framing_error: None,
+            }
+        } else {
+            RawScan {
+                bytes,
+                framing_error: Some(format!(
+                    "frame does not start with the configured prefix ({} bytes)",
+                    p.len()
+                )),
+            }
+        }
+    }
+}
+
+/// Bytes that arrived outside STX…ETX (at most `max` of them are kept).
+fn stray(bytes: Vec<u8>) -> RawScan {
+    RawScan {
+        bytes,
+        framing_error: Some("bytes outside STX…ETX framing".into()),
+    }
+}
+
+/// KMP failure function: `f[i]` = length of the longest proper prefix of
+/// `s[..=i]` that is also its suffix.
+fn kmp_failure(s: &[u8]) -> Vec<usize> {
+    let mut f = vec![0; s.len()];
+    let mut k = 0;
+    for i in 1..s.len() {
+        while k > 0 && s[i] != s[k] {
+            k = f[k - 1];
+        }
+        if s[i] == s[k] {
+            k += 1;
+        }
+        f[i] = k;
+    }
+    f
 }
 
 #[cfg(test)]
@@ -72,27 +415,48 @@ mod tests {
             .collect()
     }
 
+    fn ok(b: &[u8]) -> (Vec<u8>, bool) {
+        (b.to_vec(), false)
+    }
+
+    fn spec(end: End) -> FrameSpec {
+        FrameSpec {
+            prefix: Vec::new(),
+            end,
+            timeout_ms: None,
+            max: 64,
+        }
+    }
+
+    /// Feed `input` one byte per push and all at once: same frames.
+    fn same_split_and_whole(s: FrameSpec, input: &[u8]) -> Vec<(Vec<u8>, bool)> {
+        let mut whole = Framer::with_spec(s.clone());
+        let a = frames(&mut whole, input);
+        let mut split = Framer::with_spec(s);
+        let b: Vec<_> = input
+            .iter()
+            .flat_map(|b| frames(&mut split, std::slice::from_ref(b)))
+            .collect();
+        assert_eq!(a, b, "byte-by-byte and whole input must frame alike");
+        a
+    }
+
     #[test]
     fn cr_lf_and_crlf_end_frames() {
         let mut f = Framer::new(64);
         let got = frames(&mut f, b"a\rb\nc\r\nd");
-        assert_eq!(
-            got,
-            vec![
-                (b"a".to_vec(), false),
-                (b"b".to_vec(), false),
-                (b"c".to_vec(), false)
-            ]
-        );
+        assert_eq!(got, vec![ok(b"a"), ok(b"b"), ok(b"c")]);
         assert_eq!(f.partial(), 1);
-        assert_eq!(frames(&mut f, b"\r"), vec![(b"d".to_vec(), false)]);
+        assert_eq!(frames(&mut f, b"\r"), vec![ok(b"d")]);
     }
 
     #[test]
     fn split_writes_join() {
         let mut f = Framer::new(64);
         assert!(frames(&mut f, b"01003").is_empty());
-        assert_eq!(frames(&mut f, b"49\r"), vec![(b"0100349".to_vec(), false)]);
+        assert_eq!(frames(&mut f, b"49\r"), vec![ok(b"0100349")]);
+        let got = same_split_and_whole(FrameSpec::lines(64), b"]d2010030\r\nsecond\r\n");
+        assert_eq!(got, vec![ok(b"]d2010030"), ok(b"second")]);
     }
 
     #[test]
@@ -104,6 +468,254 @@ mod tests {
         assert_eq!(got.len(), 2);
         assert!(got[0].1, "over-long frame must carry a framing error");
         assert_eq!(got[0].0.len(), 16, "kept bytes are bounded");
-        assert_eq!(got[1], (b"ok".to_vec(), false));
+        assert_eq!(got[1], ok(b"ok"));
+    }
+
+    #[test]
+    fn exactly_max_bytes_is_accepted_with_every_terminator() {
+        for end in [End::Lines, End::Suffix(b"\r\n".to_vec()), End::StxEtx] {
+            let mut s = spec(end.clone());
+            s.max = 4;
+            let input: &[u8] = match end {
+                End::StxEtx => b"\x02abcd\x03\x02abcde\x03",
+                End::Suffix(_) => b"abcd\r\nabcde\r\n",
+                _ => b"abcd\rabcde\r",
+            };
+            let got = same_split_and_whole(s, input);
+            assert_eq!(got.len(), 2, "{end:?}: {got:?}");
+            assert_eq!(got[0], ok(b"abcd"), "{end:?}");
+            assert!(got[1].1, "{end:?}: 5 bytes > max 4");
+        }
+    }
+
+    #[test]
+    fn custom_suffix_ends_frames_and_other_control_bytes_are_data() {
+        let s = spec(End::Suffix(b"\r\n".to_vec()));
+        let got = same_split_and_whole(s, b"one\r\ntwo\rx\r\n\r\nthree\nx\r\n");
+        // A lone CR or LF is data (the decoder rejects it); an empty frame is
+        // not a scan.
+        assert_eq!(got, vec![ok(b"one"), ok(b"two\rx"), ok(b"three\nx")]);
+    }
+
+    #[test]
+    fn multi_byte_and_self_overlapping_suffixes() {
+        let got = same_split_and_whole(spec(End::Suffix(b"#END".to_vec())), b"a#ENb#END#E#END");
+        assert_eq!(got, vec![ok(b"a#ENb"), ok(b"#E")]);
+        // "aab": after "aa" a further 'a' must keep one 'a' matched.
+        let got = same_split_and_whole(spec(End::Suffix(b"aab".to_vec())), b"xaaab1aab");
+        assert_eq!(got, vec![ok(b"xa"), ok(b"1")]);
+        let got = same_split_and_whole(spec(End::Suffix(b"\r\r\n".to_vec())), b"p\r\r\r\nq\r\r\n");
+        assert_eq!(got, vec![ok(b"p\r"), ok(b"q")]);
+    }
+
+    #[test]
+    fn suffix_split_across_reads() {
+        let mut f = Framer::with_spec(spec(End::Suffix(b"\r\n".to_vec())));
+        assert!(frames(&mut f, b"abc\r").is_empty());
+        assert_eq!(frames(&mut f, b"\nde\r\nf"), vec![ok(b"abc"), ok(b"de")]);
+    }
+
+    #[test]
+    fn overlong_with_suffix_resyncs_at_the_suffix() {
+        let mut s = spec(End::Suffix(b"\r\n".to_vec()));
+        s.max = 8;
+        let mut input = vec![b'z'; 50];
+        input.extend_from_slice(b"\r\r\r\nok\r\n");
+        let got = same_split_and_whole(s, &input);
+        assert_eq!(got.len(), 2, "{got:?}");
+        assert!(got[0].1);
+        assert_eq!(got[0].0.len(), 8);
+        assert_eq!(got[1], ok(b"ok"));
+    }
+
+    #[test]
+    fn prefix_is_stripped_or_the_frame_rejected() {
+        let mut s = FrameSpec::lines(64);
+        s.prefix = b"PX".to_vec();
+        let got = same_split_and_whole(s, b"PXabc\rPabc\rPX\r");
+        assert_eq!(got[0], ok(b"abc"));
+        assert!(got[1].1, "missing prefix is a framing error");
+        assert_eq!(got[1].0, b"Pabc", "the frame is kept as received");
+        assert_eq!(got[2], ok(b""), "prefix only: empty data, left to capture");
+        let mut f = Framer::with_spec({
+            let mut s = FrameSpec::lines(64);
+            s.prefix = b"PX".to_vec();
+            s
+        });
+        let r = f.push(b"nope\r").pop().unwrap();
+        assert!(r.framing_error.unwrap().contains("prefix"));
+    }
+
+    #[test]
+    fn stx_etx_frames_ignore_crlf_between_and_report_strays() {
+        let s = spec(End::StxEtx);
+        let got = same_split_and_whole(s, b"\x02one\x03\r\n\x02two\x03junk\x02three\x03");
+        assert_eq!(
+            got,
+            vec![
+                ok(b"one"),
+                ok(b"two"),
+                (b"junk".to_vec(), true),
+                ok(b"three")
+            ]
+        );
+    }
+
+    #[test]
+    fn stx_inside_a_frame_reports_the_torn_frame_and_restarts() {
+        let got = same_split_and_whole(spec(End::StxEtx), b"\x02tor\x02whole\x03");
+        assert_eq!(got, vec![(b"tor".to_vec(), true), ok(b"whole")]);
+    }
+
+    #[test]
+    fn stx_etx_overlong_resyncs_at_etx_or_stx() {
+        let mut s = spec(End::StxEtx);
+        s.max = 4;
+        let got = same_split_and_whole(s, b"\x02abcdefgh\x03\x02ok\x03\x02toolong\x02ok2\x03");
+        assert_eq!(got.len(), 4, "{got:?}");
+        assert!(got[0].1 && got[2].1);
+        assert_eq!(got[1], ok(b"ok"));
+        assert_eq!(got[3], ok(b"ok2"));
+    }
+
+    #[test]
+    fn stx_etx_with_prefix() {
+        let mut s = spec(End::StxEtx);
+        s.prefix = b"]".to_vec();
+        let got = same_split_and_whole(s, b"\x02]d2x\x03\x02d2x\x03");
+        assert_eq!(got[0], ok(b"d2x"));
+        assert!(got[1].1);
+    }
+
+    #[test]
+    fn timeout_mode_frames_end_on_expire_only() {
+        let mut s = spec(End::Timeout);
+        s.timeout_ms = Some(50);
+        let mut f = Framer::with_spec(s);
+        assert!(frames(&mut f, b"]d20100").is_empty());
+        assert!(frames(&mut f, b"307\r\n").is_empty(), "CR/LF are data here");
+        assert!(f.pending());
+        let r = f.expire().unwrap();
+        assert_eq!(r.bytes, b"]d20100307\r\n");
+        assert!(r.framing_error.is_none());
+        assert!(!f.pending());
+        assert!(f.expire().is_none(), "nothing pending, nothing to end");
+    }
+
+    #[test]
+    fn timeout_with_a_terminator_rejects_a_torn_frame() {
+        let mut s = FrameSpec::lines(64);
+        s.timeout_ms = Some(50);
+        let mut f = Framer::with_spec(s);
+        assert!(frames(&mut f, b"torn").is_empty());
+        let r = f.expire().unwrap();
+        assert_eq!(r.bytes, b"torn");
+        assert!(r.framing_error.unwrap().contains("incomplete frame"));
+        assert_eq!(frames(&mut f, b"next\r"), vec![ok(b"next")], "not glued");
+        // Stray bytes outside STX/ETX are reported on a pause too.
+        let mut s = spec(End::StxEtx);
+        s.timeout_ms = Some(50);
+        let mut f = Framer::with_spec(s);
+        assert!(frames(&mut f, b"\x02ok\x03zz").len() == 1);
+        assert!(f.expire().unwrap().framing_error.is_some());
+    }
+
+    #[test]
+    fn timeout_mode_overlong_is_delivered_once_and_resyncs_at_the_pause() {
+        let mut s = spec(End::Timeout);
+        s.timeout_ms = Some(50);
+        s.max = 16;
+        let mut f = Framer::with_spec(s);
+        let got = frames(&mut f, &[b'x'; 1000]);
+        assert_eq!(got.len(), 1);
+        assert!(got[0].1);
+        assert!(frames(&mut f, &[b'x'; 1000]).is_empty(), "delivered once");
+        assert!(f.pending());
+        assert!(f.expire().is_none(), "already delivered");
+        assert!(frames(&mut f, b"ok").is_empty());
+        assert_eq!(f.expire().unwrap().bytes, b"ok");
+    }
+
+    /// A binary flood with no terminator: memory stays at the limit, one
+    /// rejection is delivered, and the stream recovers at the next terminator.
+    #[test]
+    fn flood_without_terminator_is_bounded() {
+        for end in [
+            End::Lines,
+            End::Suffix(b"\r\n".to_vec()),
+            End::StxEtx,
+            End::Timeout,
+        ] {
+            let mut s = spec(end.clone());
+            s.max = 4096;
+            s.timeout_ms = Some(50);
+            let mut f = Framer::with_spec(s);
+            // Pseudo-random bytes without CR, LF, STX, ETX.
+            let mut x: u32 = 1;
+            let chunk: Vec<u8> = (0..65536)
+                .map(|_| {
+                    x = x.wrapping_mul(1_103_515_245).wrapping_add(12345);
+                    match (x >> 16) as u8 {
+                        b'\r' | b'\n' | STX | ETX => b'?',
+                        b => b,
+                    }
+                })
+                .collect();
+            let start = if end == End::StxEtx {
+                vec![STX]
+            } else {
+                vec![]
+            };
+            let mut delivered = frames(&mut f, &start);
+            for _ in 0..160 {
+                // 10 MiB in all
+                delivered.extend(frames(&mut f, &chunk));
+                assert!(
+                    f.buffered() <= 4096 + 2,
+                    "{end:?}: framer holds {} bytes",
+                    f.buffered()
+                );
+            }
+            assert_eq!(delivered.len(), 1, "{end:?}: one rejection per flood");
+            assert!(delivered[0].1 && delivered[0].0.len() == 4096, "{end:?}");
+            assert!(f.partial() > 10_000_000, "{end:?}: discarded bytes counted");
+            let tail: &[u8] = match end {
+                End::Lines => b"\rok\r",
+                End::Suffix(_) => b"\r\nok\r\n",
+                End::StxEtx => b"\x03\x02ok\x03",
+                End::Timeout => b"",
+            };
+            if end == End::Timeout {
+                assert!(f.expire().is_none());
+                frames(&mut f, b"ok");
+                assert_eq!(f.expire().unwrap().bytes, b"ok");
+            } else {
+                assert_eq!(frames(&mut f, tail), vec![ok(b"ok")], "{end:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn hostile_bytes_never_panic_and_stay_bounded() {
+        // Every byte value, in every mode, byte by byte and in bulk.
+        let all: Vec<u8> = (0..=255u8).cycle().take(256 * 40).collect();
+        for end in [
+            End::Lines,
+            End::Suffix(vec![0x00, 0xff]),
+            End::StxEtx,
+            End::Timeout,
+        ] {
+            let mut s = spec(end);
+            s.max = 16;
+            s.prefix = b"P".to_vec();
+            s.timeout_ms = Some(5);
+            let got = same_split_and_whole(s.clone(), &all);
+            assert!(got.iter().all(|(b, _)| b.len() <= 16));
+            let mut f = Framer::with_spec(s);
+            f.push(&all);
+            assert!(f.buffered() <= 16 + 2);
+            f.expire();
+            assert!(!f.pending());
+        }
     }
 }

@@ -1,21 +1,95 @@
 //! Serial and USB CDC-ACM scanners (`/dev/ttyUSB*`, `/dev/ttyACM*`, or the
 //! udev name `/dev/scangate/<name>`), read with tokio-serial.
 //!
-//! The task opens the device, reads and frames, and reconnects with capped
-//! back-off whenever the device is missing or fails (unplugged cable, EIO).
-//! A failing scanner logs once per distinct problem and never affects others.
+//! The task opens the device with the configured line settings (baud, data
+//! bits, parity, stop bits, flow control; 8N1 by default), reads and frames
+//! ([`super::framing`]), and writes ACK/NAK when configured:
+//!
+//! - **ACK** (0x06) only when the outbox writer reports the scan durable
+//!   (its transaction committed), in read order;
+//! - **NAK** (0x15) right after capture for a frame that cannot be used
+//!   (framing error, over-long, missing prefix, does not decode). The frame is
+//!   still stored and audited as rejected; the scanner resends.
+//!
+//! **Faults and hot-plug.** Any read or write error (EIO, ENODEV, a hang-up
+//! that reads as end of file) ends the connection; so does the configured
+//! path vanishing or leading to a *different* device than the one open
+//! (checked every [`PATH_CHECK`]: a udev symlink re-pointed at the scanner's
+//! new tty after a replug). The source then logs once, and reopens the path
+//! with capped exponential back-off ([`BACKOFF_MIN`]…[`BACKOFF_MAX`]); while
+//! it waits it watches the path, so a device that reappears is opened within
+//! [`PATH_POLL`] rather than at the end of a long back-off. Each scanner is
+//! its own task with its own state: a failing scanner never affects another.
+//!
+//! **ACK latency** (frame end read → ACK written) goes into a small
+//! histogram, logged per scanner every [`REPORT_EVERY`] (for that interval,
+//! when there was traffic) and for the whole run when the source stops,
+//! target `scangate::ack_latency`.
 
-use super::framing::Framer;
-use super::{ACK, Captured, NAK};
-use crate::capture::{Profile, Scan};
-use crate::config::ScannerConfig;
-use std::time::Duration;
+use super::framing::{FrameSpec, Framer};
+use super::latency::Histogram;
+use super::{ACK, Captured, DurableAck, NAK};
+use crate::capture::{Profile, RawScan, Scan};
+use crate::config::{FlowControl, Parity, ScannerConfig};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::{mpsc, watch};
-use tokio_serial::SerialPortBuilderExt;
+use tokio_serial::{SerialPortBuilderExt, SerialStream};
 
-const BACKOFF_MIN: Duration = Duration::from_millis(100);
-const BACKOFF_MAX: Duration = Duration::from_secs(5);
+/// First reconnect delay.
+pub const BACKOFF_MIN: Duration = Duration::from_millis(100);
+/// Longest reconnect delay (the back-off cap).
+pub const BACKOFF_MAX: Duration = Duration::from_secs(5);
+/// While waiting to reconnect, how often the path is checked for a device.
+pub const PATH_POLL: Duration = Duration::from_millis(100);
+/// While connected, how often the path is checked to still lead to the
+/// open device.
+pub const PATH_CHECK: Duration = Duration::from_millis(500);
+/// How often the ACK latency of the last interval is logged.
+pub const REPORT_EVERY: Duration = Duration::from_secs(60);
+
+/// Identity of the device a path leads to now (symlinks followed).
+type DeviceId = Option<(u64, u64, u64)>;
+
+fn device_id(path: &Path) -> DeviceId {
+    std::fs::metadata(path)
+        .ok()
+        .map(|m| (m.dev(), m.ino(), m.rdev()))
+}
+
+/// ACK/NAK traffic of one scanner.
+struct AckStats {
+    total: Histogram,
+    interval: Histogram,
+    naks: u64,
+    interval_naks: u64,
+}
+
+impl AckStats {
+    fn log_interval(&mut self, scanner: &str) {
+        if self.interval.count() + self.interval_naks > 0 {
+            tracing::info!(
+                target: "scangate::ack_latency",
+                scanner, naks = self.interval_naks,
+                "ACK latency (frame end read -> ACK written), last {}s: {}",
+                REPORT_EVERY.as_secs(), self.interval
+            );
+        }
+        self.interval.reset();
+        self.interval_naks = 0;
+    }
+}
+
+/// Why a connection ended.
+enum Ended {
+    /// Shutdown requested or the outbox writer is gone.
+    Stop,
+    /// The device failed or went away: reconnect.
+    Lost(String),
+}
 
 /// Read one serial scanner until `shutdown` turns true.
 pub async fn run(
@@ -28,73 +102,64 @@ pub async fn run(
         scan_type: cfg.scan_type,
         quantity: cfg.quantity,
     };
+    let spec = FrameSpec::from_config(&cfg);
     let path = cfg.path.display().to_string();
+    let mut stats = AckStats {
+        total: Histogram::new(),
+        interval: Histogram::new(),
+        naks: 0,
+        interval_naks: 0,
+    };
     let mut backoff = BACKOFF_MIN;
     let mut last_error: Option<String> = None;
     while !*shutdown.borrow() {
-        let port = tokio_serial::new(&path, cfg.baud).open_native_async();
-        let mut port = match port {
+        let seen = device_id(&cfg.path);
+        let mut port = match open(&cfg) {
             Ok(p) => p,
             Err(e) => {
                 let msg = e.to_string();
                 if last_error.as_deref() != Some(msg.as_str()) {
                     tracing::warn!(
                         scanner = %cfg.name, device = %path,
-                        "cannot open scanner: {msg}; retrying every {}s at most. Check the cable, \
-                         the udev rule for /dev/scangate/{} and the service user's access (dialout group)",
+                        "cannot open scanner: {msg}; retrying every {}s at most, and as soon as the device \
+                         appears. Check the cable, the udev rule for /dev/scangate/{} and the service \
+                         user's access (dialout group)",
                         BACKOFF_MAX.as_secs(), cfg.name
                     );
                     last_error = Some(msg);
                 }
-                tokio::select! {
-                    _ = tokio::time::sleep(backoff) => {}
-                    _ = shutdown.changed() => {}
-                }
+                wait_to_retry(&cfg.path, seen, backoff, &mut shutdown).await;
                 backoff = (backoff * 2).min(BACKOFF_MAX);
                 continue;
             }
         };
-        tracing::info!(scanner = %cfg.name, device = %path, baud = cfg.baud, "scanner connected");
+        // The device actually open (not whatever the path leads to later).
+        let open_id = std::fs::metadata(format!("/proc/self/fd/{}", port.as_raw_fd()))
+            .ok()
+            .map(|m| m.rdev());
+        tracing::info!(
+            scanner = %cfg.name, device = %path, baud = cfg.baud,
+            line = %format!("{}{}{}", cfg.data_bits, parity_letter(cfg.parity), cfg.stop_bits),
+            framing = %spec.describe(), ack = cfg.ack, "scanner connected"
+        );
         backoff = BACKOFF_MIN;
         last_error = None;
-        let (durable_tx, mut durable_rx) = mpsc::unbounded_channel::<()>();
-        let mut framer = Framer::new(cfg.max_frame_bytes);
-        let mut buf = [0u8; 1024];
-        let reason = loop {
-            tokio::select! {
-                biased;
-                _ = shutdown.changed() => break None,
-                Some(()) = durable_rx.recv() => {
-                    if let Err(e) = port.write_all(&[ACK]).await {
-                        break Some(format!("writing ACK failed: {e}"));
-                    }
-                }
-                read = port.read(&mut buf) => match read {
-                    Ok(0) => break Some("end of file".to_string()),
-                    Err(e) => break Some(e.to_string()),
-                    Ok(n) => {
-                        for raw in framer.push(&buf[..n]) {
-                            let scan = Scan::capture(&profile, raw);
-                            // A frame that does not decode (over-long, torn by a
-                            // reconnect, misread) is stored and audited as
-                            // rejected, and NAKed so the scanner sends it again:
-                            // an ACK must only ever confirm a usable scan.
-                            let usable = scan.decoded.is_ok();
-                            if !usable && cfg.ack && port.write_all(&[NAK]).await.is_err() {
-                                tracing::warn!(scanner = %cfg.name, "writing NAK failed");
-                            }
-                            let durable = (cfg.ack && usable).then(|| durable_tx.clone());
-                            if out.send(Captured { scan, durable }).await.is_err() {
-                                return; // the outbox writer is gone: shutting down
-                            }
-                        }
-                    }
-                },
-            }
-        };
-        match reason {
-            None => return,
-            Some(reason) => {
+        let mut framer = Framer::with_spec(spec.clone());
+        let ended = connection(
+            &cfg,
+            &profile,
+            &mut port,
+            open_id,
+            &mut framer,
+            &out,
+            &mut shutdown,
+            &mut stats,
+        )
+        .await;
+        drop(port);
+        match ended {
+            Ended::Stop => break,
+            Ended::Lost(reason) => {
                 if framer.partial() > 0 {
                     tracing::warn!(
                         scanner = %cfg.name, device = %path, bytes = framer.partial(),
@@ -104,5 +169,179 @@ pub async fn run(
                 tracing::warn!(scanner = %cfg.name, device = %path, "scanner disconnected: {reason}; reconnecting");
             }
         }
+    }
+    if stats.total.count() + stats.naks > 0 {
+        tracing::info!(
+            target: "scangate::ack_latency",
+            scanner = %cfg.name, naks = stats.naks,
+            "ACK latency (frame end read -> ACK written) since start: {}", stats.total
+        );
+    }
+}
+
+fn parity_letter(p: Parity) -> char {
+    match p {
+        Parity::None => 'N',
+        Parity::Odd => 'O',
+        Parity::Even => 'E',
+    }
+}
+
+/// Open the device with the configured line settings.
+fn open(cfg: &ScannerConfig) -> tokio_serial::Result<SerialStream> {
+    use tokio_serial::{DataBits, FlowControl as Fc, Parity as P, StopBits};
+    let data_bits = match cfg.data_bits {
+        5 => DataBits::Five,
+        6 => DataBits::Six,
+        7 => DataBits::Seven,
+        _ => DataBits::Eight,
+    };
+    let parity = match cfg.parity {
+        Parity::None => P::None,
+        Parity::Odd => P::Odd,
+        Parity::Even => P::Even,
+    };
+    let stop_bits = if cfg.stop_bits == 2 {
+        StopBits::Two
+    } else {
+        StopBits::One
+    };
+    let flow = match cfg.flow_control {
+        FlowControl::None => Fc::None,
+        FlowControl::Software => Fc::Software,
+        FlowControl::Hardware => Fc::Hardware,
+    };
+    tokio_serial::new(cfg.path.to_string_lossy(), cfg.baud)
+        .data_bits(data_bits)
+        .parity(parity)
+        .stop_bits(stop_bits)
+        .flow_control(flow)
+        .open_native_async()
+}
+
+/// Wait `backoff`, or less if the path starts leading to another device
+/// than `seen` (a replug) or shutdown is requested.
+async fn wait_to_retry(
+    path: &Path,
+    seen: DeviceId,
+    backoff: Duration,
+    shutdown: &mut watch::Receiver<bool>,
+) {
+    let until = tokio::time::Instant::now() + backoff;
+    loop {
+        let step = until
+            .saturating_duration_since(tokio::time::Instant::now())
+            .min(PATH_POLL);
+        if step.is_zero() {
+            return;
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(step) => {}
+            _ = shutdown.changed() => return,
+        }
+        let now = device_id(path);
+        if now.is_some() && now != seen {
+            return;
+        }
+    }
+}
+
+/// Read, frame, capture and ACK/NAK until the device fails or shutdown.
+#[allow(clippy::too_many_arguments)]
+async fn connection(
+    cfg: &ScannerConfig,
+    profile: &Profile,
+    port: &mut SerialStream,
+    open_id: Option<u64>,
+    framer: &mut Framer,
+    out: &mpsc::Sender<Captured>,
+    shutdown: &mut watch::Receiver<bool>,
+    stats: &mut AckStats,
+) -> Ended {
+    // Durable notices for this connection only: after a reconnect, ACKs for
+    // frames read on the old one are not sent (the scanner has resent them).
+    let (durable_tx, mut durable_rx) = mpsc::unbounded_channel::<Instant>();
+    let timeout = framer.spec().timeout_ms.map(Duration::from_millis);
+    let mut last_byte = tokio::time::Instant::now();
+    let mut buf = [0u8; 1024];
+    let mut path_check = tokio::time::interval(PATH_CHECK);
+    path_check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut report =
+        tokio::time::interval_at(tokio::time::Instant::now() + REPORT_EVERY, REPORT_EVERY);
+    report.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        let idle_deadline = match timeout {
+            Some(t) if framer.pending() => Some(last_byte + t),
+            _ => None,
+        };
+        let mut frames: Vec<(RawScan, Instant)> = Vec::new();
+        tokio::select! {
+            biased;
+            _ = shutdown.changed() => return Ended::Stop,
+            Some(frame_end) = durable_rx.recv() => {
+                if let Err(e) = port.write_all(&[ACK]).await {
+                    return Ended::Lost(format!("writing ACK failed: {e}"));
+                }
+                let took = frame_end.elapsed();
+                stats.total.record(took);
+                stats.interval.record(took);
+                continue;
+            }
+            read = port.read(&mut buf) => match read {
+                Ok(0) => return Ended::Lost("end of file (hang-up)".into()),
+                Err(e) => return Ended::Lost(e.to_string()),
+                Ok(n) => {
+                    let now = Instant::now();
+                    last_byte = tokio::time::Instant::now();
+                    frames.extend(framer.push(&buf[..n]).into_iter().map(|r| (r, now)));
+                }
+            },
+            _ = sleep_until_opt(idle_deadline), if idle_deadline.is_some() => {
+                if let Some(raw) = framer.expire() {
+                    frames.push((raw, Instant::now()));
+                }
+            }
+            _ = path_check.tick() => {
+                let now = std::fs::metadata(&cfg.path).ok().map(|m| m.rdev());
+                match now {
+                    None => return Ended::Lost(format!("{} vanished", cfg.path.display())),
+                    Some(rdev) if open_id.is_some_and(|o| o != rdev) => {
+                        return Ended::Lost(format!("{} now leads to another device (replugged)", cfg.path.display()));
+                    }
+                    Some(_) => continue,
+                }
+            }
+            _ = report.tick() => {
+                stats.log_interval(&cfg.name);
+                continue;
+            }
+        }
+        for (raw, frame_end) in frames {
+            let scan = Scan::capture(profile, raw);
+            // A frame that does not decode (over-long, torn by a reconnect,
+            // misread, hostile bytes) is stored and audited as rejected, and
+            // NAKed so the scanner sends it again: an ACK must only ever
+            // confirm a usable scan.
+            let usable = scan.decoded.is_ok();
+            if cfg.ack && !usable {
+                if let Err(e) = port.write_all(&[NAK]).await {
+                    tracing::warn!(scanner = %cfg.name, "writing NAK failed: {e}");
+                }
+                stats.naks += 1;
+                stats.interval_naks += 1;
+            }
+            let durable =
+                (cfg.ack && usable).then(|| DurableAck::new(durable_tx.clone(), frame_end));
+            if out.send(Captured { scan, durable }).await.is_err() {
+                return Ended::Stop; // the outbox writer is gone: shutting down
+            }
+        }
+    }
+}
+
+async fn sleep_until_opt(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(d) => tokio::time::sleep_until(d).await,
+        None => std::future::pending().await,
     }
 }

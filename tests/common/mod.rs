@@ -384,3 +384,128 @@ pub fn tempdir(prefix: &str) -> tempfile::TempDir {
         .tempdir()
         .expect("creating a temporary directory")
 }
+
+/// A `redis-server` of the test's own on a free port, killed on drop.
+/// `restart` starts it again on the same port and directory (so an AOF
+/// file, if enabled, is replayed).
+pub struct RedisServer {
+    child: Option<Child>,
+    pub port: u16,
+    dir: PathBuf,
+    extra: Vec<String>,
+}
+
+impl RedisServer {
+    /// Start with extra `redis-server` arguments, e.g. `["--appendonly", "yes"]`.
+    pub fn start(dir: &Path, extra: &[&str]) -> RedisServer {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .expect("a free port")
+            .local_addr()
+            .expect("local addr")
+            .port();
+        fs::create_dir_all(dir).expect("redis dir");
+        let mut server = RedisServer {
+            child: None,
+            port,
+            dir: dir.to_owned(),
+            extra: extra.iter().map(|s| s.to_string()).collect(),
+        };
+        server.spawn();
+        server
+    }
+
+    fn spawn(&mut self) {
+        let child = Command::new("redis-server")
+            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", ""])
+            .arg("--dir")
+            .arg(&self.dir)
+            .args(&self.extra)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("redis-server must be installed (apt-get install redis-server)");
+        self.child = Some(child);
+        wait_until(
+            &format!("redis-server on port {} to answer", self.port),
+            || self.answers(),
+        );
+    }
+
+    /// `redis://127.0.0.1:<port>/`.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    /// Whether the server answers on its port (any reply to PING, so a
+    /// password-protected one counts too).
+    pub fn answers(&self) -> bool {
+        use std::io::{Read, Write};
+        let Ok(mut c) = std::net::TcpStream::connect(("127.0.0.1", self.port)) else {
+            return false;
+        };
+        let _ = c.set_read_timeout(Some(Duration::from_millis(200)));
+        let mut buf = [0u8; 64];
+        c.write_all(b"PING\r\n").is_ok() && matches!(c.read(&mut buf), Ok(n) if n > 0)
+    }
+
+    /// A fresh connection, if the server answers PING.
+    pub fn connection(&self) -> Option<redis::Connection> {
+        let mut c = redis::Client::open(self.url())
+            .ok()?
+            .get_connection_with_timeout(Duration::from_millis(200))
+            .ok()?;
+        redis::cmd("PING").query::<String>(&mut c).ok()?;
+        Some(c)
+    }
+
+    /// Send a signal (SIGSTOP / SIGCONT to pause and resume it).
+    pub fn signal(&self, sig: nix::sys::signal::Signal) {
+        let pid = self.child.as_ref().expect("redis is running").id();
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), sig).expect("kill");
+    }
+
+    /// SIGKILL the server.
+    pub fn kill9(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Start it again on the same port and directory.
+    pub fn restart(&mut self) {
+        self.kill9();
+        self.spawn();
+    }
+
+    /// The ledger stream's entries' `scan_uuid` and `content_key` fields.
+    pub fn ledger(&self, facility: &str) -> Vec<(String, String)> {
+        let mut c = self.connection().expect("redis answers");
+        let entries: Vec<(String, Vec<(String, String)>)> = redis::cmd("XRANGE")
+            .arg(format!("scangate:{{{facility}}}:ledger"))
+            .arg("-")
+            .arg("+")
+            .query(&mut c)
+            .expect("XRANGE");
+        entries
+            .into_iter()
+            .map(|(_, fields)| {
+                let get = |name: &str| {
+                    fields
+                        .iter()
+                        .find(|(k, _)| k == name)
+                        .map(|(_, v)| v.clone())
+                        .unwrap_or_default()
+                };
+                (get("scan_uuid"), get("content_key"))
+            })
+            .collect()
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}

@@ -518,6 +518,36 @@ const fn build_index() -> [u8; 11100] {
 /// time, so a lookup is one array read).
 static INDEX: [u8; 11100] = build_index();
 
+/// [`lookup`] and [`ai_text`] in one step for `ai` (2-4 ASCII digits, cut to
+/// the length given by [`ai_len_by_prefix`]): the digits are read once.
+#[inline]
+pub fn lookup_with_text(ai: &[u8]) -> Option<(&'static AiEntry, &'static str)> {
+    let len = ai.len();
+    if !(2..=4).contains(&len) {
+        return None;
+    }
+    let mut v = 0usize;
+    let mut bad = false;
+    for &c in ai {
+        let d = c.wrapping_sub(b'0');
+        bad |= d > 9;
+        v = v * 10 + d as usize;
+    }
+    if bad {
+        return None;
+    }
+    let idx = INDEX[slot(len, v)];
+    let entry = TABLE.get(idx as usize)?; // NO_ENTRY is past the end
+    let v4 = v * if len == 2 {
+        100
+    } else if len == 3 {
+        10
+    } else {
+        1
+    };
+    Some((entry, AI_TEXT.get(4 * v4..4 * v4 + len)?))
+}
+
 /// Look up the entry for the AI `ai` (2-4 ASCII digits, already cut to the
 /// length given by [`ai_len_by_prefix`]).
 pub fn lookup(ai: &[u8]) -> Option<&'static AiEntry> {
@@ -532,9 +562,61 @@ pub fn lookup(ai: &[u8]) -> Option<&'static AiEntry> {
     }
 }
 
+/// Every 4-digit string `0000`..`9999` back to back, built at compile time:
+/// AI text is sliced out of it so that [`super::Element::ai`] is a
+/// `&'static str` and costs no allocation.
+const fn build_ai_text() -> [u8; 40000] {
+    let mut out = [0u8; 40000];
+    let mut v = 0;
+    while v < 10000 {
+        out[4 * v] = b'0' + (v / 1000) as u8;
+        out[4 * v + 1] = b'0' + (v / 100 % 10) as u8;
+        out[4 * v + 2] = b'0' + (v / 10 % 10) as u8;
+        out[4 * v + 3] = b'0' + (v % 10) as u8;
+        v += 1;
+    }
+    out
+}
+
+static AI_TEXT_BYTES: [u8; 40000] = build_ai_text();
+
+static AI_TEXT: &str = match std::str::from_utf8(&AI_TEXT_BYTES) {
+    Ok(s) => s,
+    Err(_) => panic!("AI text is ASCII digits"),
+};
+
+/// The AI digits `ai` (2-4 ASCII digits) as a `&'static str`, without
+/// allocating; `None` for anything else.
+#[inline]
+pub fn ai_text(ai: &[u8]) -> Option<&'static str> {
+    if !(2..=4).contains(&ai.len()) || !ai.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    // "253" is the first three characters of "2530", "01" of "0100".
+    let v = digits_value(ai)
+        * match ai.len() {
+            2 => 100,
+            3 => 10,
+            _ => 1,
+        };
+    AI_TEXT.get(4 * v..4 * v + ai.len())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ai_text_is_the_digits() {
+        for ai in [
+            "00", "01", "10", "17", "21", "99", "235", "253", "7003", "8006", "0000", "9999",
+        ] {
+            assert_eq!(ai_text(ai.as_bytes()), Some(ai));
+        }
+        for bad in ["", "1", "12345", "1a", "ab"] {
+            assert_eq!(ai_text(bad.as_bytes()), None);
+        }
+    }
 
     #[test]
     fn table_is_sorted_and_non_overlapping() {

@@ -212,7 +212,7 @@ pub(crate) fn parse(
                 base + val_off + k
             ))
         })?;
-        gs1::validate_value(entry, ai.as_bytes(), &buf, base + val_off, ai_pos, ref_year)?;
+        gs1::validate_value(entry, ai, &buf, base + val_off, ai_pos, ref_year)?;
         emit(
             ai,
             String::from_utf8(buf.clone()).map_err(|_| derr("value not UTF-8".into()))?,
@@ -249,14 +249,7 @@ pub(crate) fn parse(
                     base + val_off + k
                 ))
             })?;
-            gs1::validate_value(
-                entry,
-                key.as_bytes(),
-                &buf,
-                base + val_off,
-                ai_pos,
-                ref_year,
-            )?;
+            gs1::validate_value(entry, key, &buf, base + val_off, ai_pos, ref_year)?;
             emit(
                 key,
                 String::from_utf8(buf.clone()).map_err(|_| derr("value not UTF-8".into()))?,

@@ -27,10 +27,8 @@ pub const GS: u8 = 0x1D;
 /// One element found in the data: offsets into the parsed slice.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Span {
-    /// AI start (relative to the parsed slice).
-    pub ai_start: usize,
-    /// AI length (2..=4).
-    pub ai_len: usize,
+    /// The AI digits (static text, see [`ai_table::ai_text`]).
+    pub ai: &'static str,
     /// Value start.
     pub val_start: usize,
     /// Value end (exclusive).
@@ -64,7 +62,6 @@ pub(crate) fn parse(
             i += 1;
             continue;
         }
-        let ai_start = i;
         let pos = base + i;
         if i + 2 > len {
             return Err(err(format!(
@@ -91,12 +88,12 @@ pub(crate) fn parse(
             )));
         }
         let ai = &data[i..i + ai_len];
-        if !ai.iter().all(u8::is_ascii_digit) {
-            return Err(err(format!(
-                "expected an AI of {ai_len} digits at byte {pos}, found a non-digit"
-            )));
-        }
-        let Some(entry) = ai_table::lookup(ai) else {
+        let Some((entry, ai_text)) = ai_table::lookup_with_text(ai) else {
+            if !ai.iter().all(u8::is_ascii_digit) {
+                return Err(err(format!(
+                    "expected an AI of {ai_len} digits at byte {pos}, found a non-digit"
+                )));
+            }
             return Err(err(format!("unknown AI ({}) at byte {pos}", ai_str(ai))));
         };
         let val_start = i + ai_len;
@@ -126,7 +123,7 @@ pub(crate) fn parse(
         };
         validate_value(
             entry,
-            ai,
+            ai_text,
             &data[val_start..val_end],
             base + val_start,
             pos,
@@ -135,8 +132,7 @@ pub(crate) fn parse(
         emit(
             entry,
             Span {
-                ai_start,
-                ai_len,
+                ai: ai_text,
                 val_start,
                 val_end,
             },
@@ -159,13 +155,12 @@ pub(crate) fn parse(
 /// frame byte `aipos`) against the AI's components.
 pub(crate) fn validate_value(
     entry: &AiEntry,
-    ai: &[u8],
+    ai: &str,
     val: &[u8],
     vpos: usize,
     aipos: usize,
     ref_year: i32,
 ) -> Result<(), DecodeError> {
-    let ai = ai_str(ai);
     let (min, max) = (entry.min_len(), entry.max_len());
     if val.is_empty() {
         return Err(err(format!(
@@ -242,30 +237,75 @@ fn cset_name(c: Cset) -> &'static str {
 }
 
 /// CSET 82: `! " % & ' ( ) * + , - . / 0-9 : ; < = > ? A-Z _ a-z`.
-pub fn is_cset82(c: u8) -> bool {
+pub const fn is_cset82(c: u8) -> bool {
     matches!(c,
         b'!' | b'"' | b'%'..=b'/' | b'0'..=b'9' | b':'..=b'?' | b'A'..=b'Z' | b'_' | b'a'..=b'z')
 }
 
 /// CSET 39: `# - / 0-9 A-Z`.
-pub fn is_cset39(c: u8) -> bool {
+pub const fn is_cset39(c: u8) -> bool {
     matches!(c, b'#' | b'-' | b'/' | b'0'..=b'9' | b'A'..=b'Z')
 }
 
-fn is_cset64(c: u8) -> bool {
+const fn is_cset64(c: u8) -> bool {
     matches!(c, b'-' | b'0'..=b'9' | b'A'..=b'Z' | b'_' | b'a'..=b'z')
+}
+
+/// Class bits per byte: digit, CSET 82, CSET 39, CSET 64 (built at compile
+/// time from the predicates above, so the hot loop is one table load per byte).
+const CLASS_N: u8 = 1;
+const CLASS_X: u8 = 2;
+const CLASS_Y: u8 = 4;
+const CLASS_Z: u8 = 8;
+
+const fn build_classes() -> [u8; 256] {
+    let mut t = [0u8; 256];
+    let mut c = 0usize;
+    while c < 256 {
+        let b = c as u8;
+        let mut bits = 0;
+        if b.is_ascii_digit() {
+            bits |= CLASS_N;
+        }
+        if is_cset82(b) {
+            bits |= CLASS_X;
+        }
+        if is_cset39(b) {
+            bits |= CLASS_Y;
+        }
+        if is_cset64(b) {
+            bits |= CLASS_Z;
+        }
+        t[c] = bits;
+        c += 1;
+    }
+    t
+}
+
+static CLASSES: [u8; 256] = build_classes();
+
+/// Position of the first byte of `s` lacking class `bit`. The common case (all
+/// good) is a branch-free AND over the bytes; the position only on failure.
+#[inline]
+fn first_outside(s: &[u8], bit: u8) -> Option<usize> {
+    let all = s.iter().fold(bit, |acc, &c| acc & CLASSES[c as usize]);
+    if all != 0 {
+        None
+    } else {
+        s.iter().position(|&c| CLASSES[c as usize] & bit == 0)
+    }
 }
 
 /// Position of the first character outside the component's set.
 fn check_cset(part: &Part, comp: &[u8]) -> Result<(), usize> {
     let bad = match part.cset {
-        Cset::N => comp.iter().position(|c| !c.is_ascii_digit()),
-        Cset::X => comp.iter().position(|&c| !is_cset82(c)),
-        Cset::Y => comp.iter().position(|&c| !is_cset39(c)),
+        Cset::N => first_outside(comp, CLASS_N),
+        Cset::X => first_outside(comp, CLASS_X),
+        Cset::Y => first_outside(comp, CLASS_Y),
         Cset::Z => {
             // base64url; '=' only as trailing padding (up to two).
             let body = comp.len() - comp.iter().rev().take_while(|&&c| c == b'=').count().min(2);
-            comp[..body].iter().position(|&c| !is_cset64(c))
+            first_outside(&comp[..body], CLASS_Z)
         }
     };
     match bad {
@@ -289,8 +329,8 @@ fn check_lint(part: &Part, c: &[u8], ref_year: i32) -> Result<(), (usize, &'stat
                 Err((c.len().saturating_sub(1), "incorrect check digit"))
             }
         }
-        Lint::Yymmd0 => parse_yymmdd(c, ref_year, true).map(|_| ()),
-        Lint::Yymmdd => parse_yymmdd(c, ref_year, false).map(|_| ()),
+        Lint::Yymmd0 => yymmdd_parts(c, ref_year, true).map(|_| ()),
+        Lint::Yymmdd => yymmdd_parts(c, ref_year, false).map(|_| ()),
         Lint::Hhmm => {
             if c.len() == 4 && two(&c[0..2]) <= 23 {
                 if two(&c[2..4]) <= 59 {
@@ -303,7 +343,7 @@ fn check_lint(part: &Part, c: &[u8], ref_year: i32) -> Result<(), (usize, &'stat
             }
         }
         Lint::Yymmddhh => {
-            parse_yymmdd(&c[..6], ref_year, false)?;
+            yymmdd_parts(&c[..6], ref_year, false)?;
             if two(&c[6..8]) <= 23 {
                 Ok(())
             } else {
@@ -354,13 +394,16 @@ pub fn century_window(yy: u32, ref_year: i32) -> i32 {
     let cur = ref_year.rem_euclid(100);
     let century = ref_year - cur;
     let diff = yy as i32 - cur;
-    if diff >= 51 {
-        century - 100 + yy as i32
+    // Saturating: `ref_year` is caller input and may be absurd (the date is
+    // then rejected by the calendar, not by an overflow panic).
+    let century = if diff >= 51 {
+        century.saturating_sub(100)
     } else if diff <= -50 {
-        century + 100 + yy as i32
+        century.saturating_add(100)
     } else {
-        century + yy as i32
-    }
+        century
+    };
+    century.saturating_add(yy as i32)
 }
 
 /// Days in `month` (1..=12) of `year`.
@@ -386,6 +429,17 @@ pub fn parse_yymmdd(
     ref_year: i32,
     day0: bool,
 ) -> Result<NaiveDate, (usize, &'static str)> {
+    let (year, month, day) = yymmdd_parts(c, ref_year, day0)?;
+    NaiveDate::from_ymd_opt(year, month, day).ok_or((0, "invalid date"))
+}
+
+/// The calendar checks of [`parse_yymmdd`] without building a `NaiveDate`
+/// (the validation pass only needs yes/no): year, month, day.
+fn yymmdd_parts(
+    c: &[u8],
+    ref_year: i32,
+    day0: bool,
+) -> Result<(i32, u32, u32), (usize, &'static str)> {
     if c.len() != 6 || !c.iter().all(u8::is_ascii_digit) {
         return Err((0, "date must be six digits YYMMDD"));
     }
@@ -402,7 +456,7 @@ pub fn parse_yymmdd(
     if day == 0 || day > dim {
         return Err((4, "invalid day of month"));
     }
-    NaiveDate::from_ymd_opt(year, month, day).ok_or((0, "invalid date"))
+    Ok((year, month, day))
 }
 
 #[cfg(test)]
@@ -413,10 +467,7 @@ mod tests {
         let d = s.as_bytes();
         let mut out = Vec::new();
         parse(d, 0, 2025, |_, sp| {
-            out.push((
-                s[sp.ai_start..sp.ai_start + sp.ai_len].to_string(),
-                s[sp.val_start..sp.val_end].to_string(),
-            ))
+            out.push((sp.ai.to_string(), s[sp.val_start..sp.val_end].to_string()))
         })?;
         Ok(out)
     }
@@ -607,6 +658,17 @@ mod tests {
         // 8010 CSET 39
         assert!(parse_all("8010AB-12/#").is_ok());
         assert!(parse_all("8010ab").is_err());
+    }
+
+    #[test]
+    fn class_table_matches_predicates() {
+        for c in 0..=255u8 {
+            let bits = CLASSES[c as usize];
+            assert_eq!(bits & CLASS_N != 0, c.is_ascii_digit(), "{c}");
+            assert_eq!(bits & CLASS_X != 0, is_cset82(c), "{c}");
+            assert_eq!(bits & CLASS_Y != 0, is_cset39(c), "{c}");
+            assert_eq!(bits & CLASS_Z != 0, is_cset64(c), "{c}");
+        }
     }
 
     #[test]

@@ -18,13 +18,19 @@ pub fn check_digit(payload: &[u8]) -> Option<u8> {
     if payload.is_empty() {
         return None;
     }
+    // Branch-free over the digits: weight 3, 1, 3, … from the right; any
+    // non-digit is remembered and reported after the loop.
     let mut sum: u32 = 0;
-    for (i, &c) in payload.iter().rev().enumerate() {
-        if !c.is_ascii_digit() {
-            return None;
-        }
-        let d = (c - b'0') as u32;
-        sum += if i % 2 == 0 { 3 * d } else { d };
+    let mut weight = 3;
+    let mut bad = false;
+    for &c in payload.iter().rev() {
+        let d = c.wrapping_sub(b'0');
+        bad |= d > 9;
+        sum += d as u32 * weight;
+        weight = 4 - weight;
+    }
+    if bad {
+        return None;
     }
     Some(((10 - sum % 10) % 10) as u8)
 }
@@ -47,9 +53,7 @@ pub fn normalise_gtin14(gtin: &[u8]) -> Option<String> {
         return None;
     }
     let mut out = String::with_capacity(14);
-    for _ in gtin.len()..14 {
-        out.push('0');
-    }
+    out.push_str(&"000000"[..14 - gtin.len()]);
     // All ASCII digits, so this is valid UTF-8.
     out.push_str(std::str::from_utf8(gtin).ok()?);
     Some(out)

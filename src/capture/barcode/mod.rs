@@ -65,8 +65,8 @@ pub const MAX_FRAME_LEN: usize = 8192;
 /// One GS1 element: application identifier and its value.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Element {
-    /// The AI digits, e.g. "01".
-    pub ai: String,
+    /// The AI digits, e.g. "01" (static text: no allocation per element).
+    pub ai: &'static str,
     /// The value as transmitted.
     pub value: String,
 }
@@ -205,10 +205,10 @@ fn check_bytes(data: &[u8]) -> Result<&str, DecodeError> {
             data.len()
         )));
     }
-    if let Some(k) = data
-        .iter()
-        .position(|&c| (c < 0x20 && c != gs1::GS) || c == 0x7f)
-    {
+    let is_control = |c: u8| (c < 0x20 && c != gs1::GS) || c == 0x7f;
+    // Branch-free OR over the frame (vectorises); the position only on failure.
+    let any_control = data.iter().fold(false, |acc, &c| acc | is_control(c));
+    if any_control && let Some(k) = data.iter().position(|&c| is_control(c)) {
         let what = if data[k] == 0 {
             "NUL byte"
         } else {
@@ -234,7 +234,9 @@ fn decode_payload(
     ref_year: i32,
     assumed: bool,
 ) -> Result<Decoded, DecodeError> {
-    let mut elements = Vec::new();
+    // A DSCSA label has 4 elements; 8 covers nearly every GS1 label in one
+    // allocation (UPC/EAN/ITF need 1).
+    let mut elements = Vec::with_capacity(if sym.content == Content::Gs1 { 8 } else { 1 });
     let mut symbology = sym.name;
     match sym.content {
         Content::Gs1 => {
@@ -244,7 +246,6 @@ fn decode_payload(
                     sym.aim
                 )));
             }
-            elements.reserve(6);
             parse_gs1(payload, base, ref_year, &mut elements)?;
         }
         Content::Ean13 => {
@@ -297,7 +298,7 @@ fn decode_payload(
             if digital_link::has_dl_scheme(payload.as_bytes()) {
                 digital_link::parse(payload.as_bytes(), base, ref_year, |ai, value| {
                     elements.push(Element {
-                        ai: ai.to_string(),
+                        ai: ai_table::ai_text(ai.as_bytes()).unwrap_or("??"),
                         value,
                     })
                 })?;
@@ -323,17 +324,14 @@ fn parse_gs1(
 ) -> Result<(), DecodeError> {
     let mut bad_slice = false;
     gs1::parse(payload.as_bytes(), base, ref_year, |_, sp| {
-        // Spans start and end at ASCII bytes (digits / GS), so these slices are
+        // Values start and end at ASCII bytes (digits / GS), so the slice is
         // on char boundaries; `get` keeps this panic-free regardless.
-        match (
-            payload.get(sp.ai_start..sp.ai_start + sp.ai_len),
-            payload.get(sp.val_start..sp.val_end),
-        ) {
-            (Some(ai), Some(value)) => elements.push(Element {
-                ai: ai.to_string(),
+        match payload.get(sp.val_start..sp.val_end) {
+            Some(value) => elements.push(Element {
+                ai: sp.ai,
                 value: value.to_string(),
             }),
-            _ => bad_slice = true,
+            None => bad_slice = true,
         }
     })?;
     if bad_slice {
@@ -389,7 +387,7 @@ fn retail_digits(
 
 fn gtin_element(gtin14: String) -> Element {
     Element {
-        ai: "01".to_string(),
+        ai: "01",
         value: gtin14,
     }
 }
@@ -458,16 +456,17 @@ fn decode_without_aim(text: &str, ref_year: i32) -> Result<Decoded, DecodeError>
 /// Build the product identity; reject an AI repeated with a different value.
 fn build_product(elements: &[Element], ref_year: i32) -> Result<ProductId, DecodeError> {
     check_repeats(elements)?;
+    check_pairings(elements)?;
     let mut p = ProductId::default();
     for el in elements {
-        match el.ai.as_str() {
-            "01" if p.gtin.is_none() => {
+        match ai_code(el.ai) {
+            C01 if p.gtin.is_none() => {
                 p.ndc10 = gtin::ndc10_from_gtin14(&el.value).map(str::to_string);
                 p.gtin = Some(el.value.clone());
             }
-            "10" if p.lot.is_none() => p.lot = Some(el.value.clone()),
-            "21" if p.serial.is_none() => p.serial = Some(el.value.clone()),
-            "17" if p.expiry.is_none() => {
+            C10 if p.lot.is_none() => p.lot = Some(el.value.clone()),
+            C21 if p.serial.is_none() => p.serial = Some(el.value.clone()),
+            C17 if p.expiry.is_none() => {
                 p.expiry = Some(
                     gs1::parse_yymmdd(el.value.as_bytes(), ref_year, true)
                         .map_err(|(_, why)| DecodeError(format!("AI (17): {why}")))?,
@@ -477,6 +476,140 @@ fn build_product(elements: &[Element], ref_year: i32) -> Result<ProductId, Decod
         }
     }
     Ok(p)
+}
+
+/// Presence bits for the AIs the pairing rules mention.
+const P01: u32 = 1;
+const P02: u32 = 1 << 1;
+const P03: u32 = 1 << 2;
+const P21: u32 = 1 << 3;
+const P37: u32 = 1 << 4;
+const P235: u32 = 1 << 5;
+const P255: u32 = 1 << 6;
+const P414: u32 = 1 << 7;
+const P8006: u32 = 1 << 8;
+
+/// An AI as one integer: its length, then its digits (`"01"` → 201,
+/// `"235"` → 3235, `"8006"` → 48006), so that AIs compare and match as
+/// integers instead of strings. Distinct AIs get distinct codes.
+#[inline]
+fn ai_code(ai: &str) -> u32 {
+    let b = ai.as_bytes();
+    let mut v = b.len() as u32;
+    for &c in b {
+        v = v.wrapping_mul(10).wrapping_add(c.wrapping_sub(b'0') as u32);
+    }
+    v
+}
+
+const C01: u32 = 201;
+const C02: u32 = 202;
+const C03: u32 = 203;
+const C10: u32 = 210;
+const C17: u32 = 217;
+const C21: u32 = 221;
+const C22: u32 = 222;
+const C37: u32 = 237;
+const C235: u32 = 3235;
+const C243: u32 = 3243;
+const C250: u32 = 3250;
+const C251: u32 = 3251;
+const C254: u32 = 3254;
+const C255: u32 = 3255;
+const C414: u32 = 3414;
+const C8006: u32 = 48006;
+/// Codes of the measures 3100..=3699.
+const MEASURES: std::ops::RangeInclusive<u32> = 43100..=43699;
+
+fn presence_bit(code: u32) -> u32 {
+    match code {
+        C01 => P01,
+        C02 => P02,
+        C03 => P03,
+        C21 => P21,
+        C37 => P37,
+        C235 => P235,
+        C255 => P255,
+        C414 => P414,
+        C8006 => P8006,
+        _ => 0,
+    }
+}
+
+/// The subset of the GS1 Barcode Syntax Dictionary's `req=` / `ex=` pairing
+/// rules that no public vector contradicts (docs/decoding.md lists the rules
+/// enforced and the ones deliberately not enforced, with the vectors that
+/// rule them out). One pass over the elements plus a fixed-size table, so
+/// linear in the number of elements.
+///
+/// Enforced:
+/// - `ex`: (01) with (02), (03), (37) or (255); (02) with (03); (21) with
+///   (235); two different decimal-point variants of one trade/logistic
+///   measure, e.g. (3102) and (3103) (`ex=310n`).
+/// - `req` for AIs that only qualify a key: (21) needs (01), (03) or (8006);
+///   (22), (235) and (243) need (01); (250) needs (01) or (8006) and (21);
+///   (251) needs (01) or (8006); (254) needs (414).
+fn check_pairings(elements: &[Element]) -> Result<(), DecodeError> {
+    let mut present = 0u32;
+    // 31nn..36nn: for each 3-digit measure group 310..369, the decimal digit
+    // seen first (b'x' = none).
+    let mut measure = [b'x'; 60];
+    for el in elements {
+        let code = ai_code(el.ai);
+        present |= presence_bit(code);
+        if MEASURES.contains(&code) {
+            let group = ((code - MEASURES.start()) / 10) as usize;
+            let digit = b'0' + (code % 10) as u8;
+            if let Some(seen) = measure.get_mut(group) {
+                if *seen == b'x' {
+                    *seen = digit;
+                } else if *seen != digit {
+                    return Err(DecodeError(format!(
+                        "AI ({}) cannot appear with AI ({}{}) (one decimal-point variant of a measure per barcode)",
+                        el.ai,
+                        &el.ai[..3],
+                        *seen as char
+                    )));
+                }
+            }
+        }
+    }
+    let ex = |a: &str, b: &str| {
+        Err(DecodeError(format!(
+            "AI ({a}) cannot appear with AI ({b}) in one barcode (GS1 invalid pairing)"
+        )))
+    };
+    for (bits, a, b) in [
+        (P01 | P02, "01", "02"),
+        (P01 | P03, "01", "03"),
+        (P01 | P37, "01", "37"),
+        (P01 | P255, "01", "255"),
+        (P02 | P03, "02", "03"),
+        (P21 | P235, "21", "235"),
+    ] {
+        if present & bits == bits {
+            return ex(a, b);
+        }
+    }
+    let has = |bits: u32| present & bits != 0;
+    for el in elements {
+        let (ok, needs) = match ai_code(el.ai) {
+            C21 => (has(P01 | P03 | P8006), "(01), (03) or (8006)"),
+            C22 | C235 | C243 => (has(P01), "(01)"),
+            C250 if !has(P01 | P8006) => (false, "(01) or (8006)"),
+            C250 => (has(P21), "(21)"),
+            C251 => (has(P01 | P8006), "(01) or (8006)"),
+            C254 => (has(P414), "(414)"),
+            _ => continue,
+        };
+        if !ok {
+            return Err(DecodeError(format!(
+                "AI ({}) requires AI {needs} in the same barcode (GS1 mandatory pairing)",
+                el.ai
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// Repeated AIs must carry the same value (GS1 General Specifications; the
@@ -491,8 +624,8 @@ fn check_repeats(elements: &[Element]) -> Result<(), DecodeError> {
     if elements.len() <= 16 {
         for (i, a) in elements.iter().enumerate() {
             for b in &elements[i + 1..] {
-                if a.ai == b.ai && a.value != b.value {
-                    return Err(conflict(&a.ai));
+                if ai_code(a.ai) == ai_code(b.ai) && a.value != b.value {
+                    return Err(conflict(a.ai));
                 }
             }
         }
@@ -502,7 +635,7 @@ fn check_repeats(elements: &[Element]) -> Result<(), DecodeError> {
     idx.sort_unstable_by(|a, b| (&a.ai, &a.value).cmp(&(&b.ai, &b.value)));
     for w in idx.windows(2) {
         if w[0].ai == w[1].ai && w[0].value != w[1].value {
-            return Err(conflict(&w[0].ai));
+            return Err(conflict(w[0].ai));
         }
     }
     Ok(())
@@ -647,6 +780,53 @@ mod tests {
         assert!(found);
         // 12 digits with a bad check digit that aren't GS1 either.
         assert!(bad(b"307773105026").contains("check digit"));
+    }
+
+    #[test]
+    fn pairing_rules() {
+        // Enforced.
+        assert!(bad(b"]d221SERIAL").contains("AI (21) requires AI (01), (03) or (8006)"));
+        assert!(bad(b"]d210LOT\x1d21SERIAL").contains("AI (21) requires"));
+        assert!(ok("]d2010030777310502521S").product.serial.is_some());
+        assert!(ok("]d28006003077731050250102\u{1d}21S").elements.len() == 2);
+        assert!(bad(b"]d222CPV").contains("AI (22) requires AI (01)"));
+        assert!(bad(b"]d2235TPX").contains("AI (235) requires AI (01)"));
+        assert!(
+            bad(b"]d20100307773105025235TPX\x1d21S")
+                .contains("AI (21) cannot appear with AI (235)")
+        );
+        assert!(bad(b"]d2250X").contains("AI (250) requires AI (01) or (8006)"));
+        assert!(bad(b"]d20100307773105025250X").contains("AI (250) requires AI (21)"));
+        assert!(ok("]d20100307773105025250X\u{1d}21S").elements.len() == 3);
+        assert!(bad(b"]d2251X").contains("AI (251) requires"));
+        assert!(bad(b"]d2254X").contains("AI (254) requires AI (414)"));
+        assert!(
+            bad(b"]d201003077731050250200307773105025")
+                .contains("AI (01) cannot appear with AI (02)")
+        );
+        assert!(bad(b"]d2010030777310502537100").contains("AI (01) cannot appear with AI (37)"));
+        assert!(
+            bad(b"]d201003077731050253102000123\x1d3103000123")
+                .contains("AI (3103) cannot appear with AI (3102)")
+        );
+        assert!(ok("]d2010030777310502531020001233202000123").elements.len() == 3);
+        // Not enforced (the shared vectors decode these without a key).
+        assert!(ok("15210526\u{1d}100329").product.lot.is_some());
+        assert!(ok("17211200").product.expiry.is_some());
+        assert!(ok("242123456\u{1d}10ABC123").elements.len() == 2);
+        assert!(
+            ok("]d2020030777310502537100\u{1d}00373400306809981733")
+                .elements
+                .len()
+                == 3
+        );
+        // Digital Link: (21) comes with its primary key (01).
+        assert!(
+            ok("]Q1https://a.b/01/00307773105025/21/S")
+                .product
+                .serial
+                .is_some()
+        );
     }
 
     #[test]

@@ -1,0 +1,320 @@
+//! `scangate decode [--json] TEXT…`: decode barcode text the way the daemon
+//! does, for technicians and tests.
+//!
+//! Each TEXT is one scanned frame (without its CR/LF suffix). A GS1 separator
+//! may be given as the raw byte 0x1D, or written as `<GS>`, `\x1d` (or
+//! `\x1D`) or `^]`; these three spellings are always replaced by 0x1D before
+//! decoding, wherever they appear. Nothing else is unescaped. Arguments are
+//! taken as raw bytes (not required to be UTF-8), so a frame that the decoder
+//! rejects as "not UTF-8" can be reproduced too. Put `--` before a TEXT that
+//! starts with `-`.
+//!
+//! # Output
+//!
+//! Everything about the inputs goes to **stdout**, in input order, valid or
+//! not; stderr is used only for usage errors (reported by the argument parser).
+//! Indexes count the TEXT arguments from 0.
+//!
+//! Text (default), per input:
+//!
+//! ```text
+//! [0] valid
+//!   symbology:   ]d2 GS1 DataMatrix
+//!   elements:    (01) 00307773105025
+//!                (17) 281231
+//!   gtin:        00307773105025
+//!   ndc10:       0777310502
+//!   lot:         -
+//!   serial:      -
+//!   expiry:      2028-12-31
+//!   dispensable: yes
+//! [1] invalid: AI (01) at byte 3: incorrect check digit at byte 18 (format N14,csum)
+//! ```
+//!
+//! An assumed symbology (no AIM id in the data) reads
+//! `]d2 GS1 DataMatrix (assumed: the data has no AIM symbology identifier)`.
+//!
+//! `--json`: exactly one JSON object per input, one per line:
+//!
+//! ```text
+//! {"input_index":0,"valid":true,"symbology":{"aim":"]d2","name":"GS1 DataMatrix","assumed":false},
+//!  "elements":[{"ai":"01","value":"00307773105025"},…],"gtin":"00307773105025","ndc10":"0777310502",
+//!  "lot":null,"serial":null,"expiry":"2028-12-31","dispensable":true}
+//! {"input_index":1,"valid":false,"reason":"AI (01) at byte 3: …"}
+//! ```
+//!
+//! (each object on one line; absent fields are `null`; `expiry` is
+//! `YYYY-MM-DD`). The reason never repeats the scanned data.
+//!
+//! # Exit codes
+//!
+//! | code | meaning |
+//! |---|---|
+//! | 0 | every input decoded (including valid barcodes that are not a dispensable product: see `dispensable`) |
+//! | 1 | at least one input is not a valid barcode (every input is still reported) |
+//! | 2 | usage error: no TEXT, unknown option (from the argument parser) |
+//! | 4 | stdout could not be written |
+
+use crate::capture::barcode::{self, Decoded};
+use serde::Serialize;
+use std::ffi::OsString;
+use std::io::Write;
+
+/// Arguments of `scangate decode`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct DecodeArgs {
+    /// Print exactly one JSON object per input (one per line) instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// Barcode text, one scanned frame per argument. GS (0x1D) as the raw
+    /// byte or written as `<GS>`, `\x1d` or `^]`.
+    #[arg(required = true, value_name = "TEXT")]
+    pub text: Vec<OsString>,
+}
+
+/// Exit code: every input decoded.
+pub const EXIT_OK: u8 = 0;
+/// Exit code: at least one input was not a valid barcode.
+pub const EXIT_INVALID: u8 = 1;
+/// Exit code: stdout could not be written.
+pub const EXIT_OUTPUT: u8 = 4;
+
+/// Replace the written forms of GS (`<GS>`, `\x1d`, `\x1D`, `^]`) by 0x1D.
+/// Linear in the input; every other byte is kept as is.
+pub fn unescape_gs(input: &[u8]) -> Vec<u8> {
+    const FORMS: [&[u8]; 4] = [b"<GS>", b"\\x1d", b"\\x1D", b"^]"];
+    let mut out = Vec::with_capacity(input.len());
+    let mut i = 0;
+    'outer: while i < input.len() {
+        for form in FORMS {
+            if input[i..].starts_with(form) {
+                out.push(barcode::gs1::GS);
+                i += form.len();
+                continue 'outer;
+            }
+        }
+        out.push(input[i]);
+        i += 1;
+    }
+    out
+}
+
+#[cfg(unix)]
+fn os_bytes(s: &OsString) -> Vec<u8> {
+    use std::os::unix::ffi::OsStrExt;
+    s.as_os_str().as_bytes().to_vec()
+}
+
+#[cfg(not(unix))]
+fn os_bytes(s: &OsString) -> Vec<u8> {
+    s.to_string_lossy().into_owned().into_bytes()
+}
+
+#[derive(Serialize)]
+struct JsonSymbology<'a> {
+    aim: &'a str,
+    name: &'a str,
+    assumed: bool,
+}
+
+#[derive(Serialize)]
+struct JsonElement<'a> {
+    ai: &'a str,
+    value: &'a str,
+}
+
+#[derive(Serialize)]
+struct JsonValid<'a> {
+    input_index: usize,
+    valid: bool,
+    symbology: JsonSymbology<'a>,
+    elements: Vec<JsonElement<'a>>,
+    gtin: Option<&'a str>,
+    ndc10: Option<&'a str>,
+    lot: Option<&'a str>,
+    serial: Option<&'a str>,
+    expiry: Option<String>,
+    dispensable: bool,
+}
+
+#[derive(Serialize)]
+struct JsonInvalid<'a> {
+    input_index: usize,
+    valid: bool,
+    reason: &'a str,
+}
+
+fn expiry_text(d: &Decoded) -> Option<String> {
+    d.product.expiry.map(|e| e.format("%Y-%m-%d").to_string())
+}
+
+fn write_json(
+    out: &mut impl Write,
+    index: usize,
+    result: &Result<Decoded, barcode::DecodeError>,
+) -> std::io::Result<()> {
+    match result {
+        Ok(d) => {
+            let p = &d.product;
+            let obj = JsonValid {
+                input_index: index,
+                valid: true,
+                symbology: JsonSymbology {
+                    aim: &d.aim,
+                    name: d.symbology,
+                    assumed: d.symbology_assumed,
+                },
+                elements: d
+                    .elements
+                    .iter()
+                    .map(|e| JsonElement {
+                        ai: e.ai,
+                        value: &e.value,
+                    })
+                    .collect(),
+                gtin: p.gtin.as_deref(),
+                ndc10: p.ndc10.as_deref(),
+                lot: p.lot.as_deref(),
+                serial: p.serial.as_deref(),
+                expiry: expiry_text(d),
+                dispensable: p.is_dispensable(),
+            };
+            serde_json::to_writer(&mut *out, &obj)?;
+        }
+        Err(e) => {
+            let obj = JsonInvalid {
+                input_index: index,
+                valid: false,
+                reason: &e.0,
+            };
+            serde_json::to_writer(&mut *out, &obj)?;
+        }
+    }
+    out.write_all(b"\n")
+}
+
+fn write_text(
+    out: &mut impl Write,
+    index: usize,
+    result: &Result<Decoded, barcode::DecodeError>,
+) -> std::io::Result<()> {
+    let d = match result {
+        Ok(d) => d,
+        Err(e) => return writeln!(out, "[{index}] invalid: {e}"),
+    };
+    writeln!(out, "[{index}] valid")?;
+    let assumed = if d.symbology_assumed {
+        " (assumed: the data has no AIM symbology identifier)"
+    } else {
+        ""
+    };
+    writeln!(out, "  symbology:   {} {}{assumed}", d.aim, d.symbology)?;
+    if d.elements.is_empty() {
+        writeln!(out, "  elements:    (none)")?;
+    }
+    for (i, e) in d.elements.iter().enumerate() {
+        let label = if i == 0 {
+            "  elements:    "
+        } else {
+            "               "
+        };
+        writeln!(out, "{label}({}) {}", e.ai, e.value)?;
+    }
+    let p = &d.product;
+    let show = |v: Option<&str>| v.unwrap_or("-").to_string();
+    writeln!(out, "  gtin:        {}", show(p.gtin.as_deref()))?;
+    writeln!(out, "  ndc10:       {}", show(p.ndc10.as_deref()))?;
+    writeln!(out, "  lot:         {}", show(p.lot.as_deref()))?;
+    writeln!(out, "  serial:      {}", show(p.serial.as_deref()))?;
+    writeln!(
+        out,
+        "  expiry:      {}",
+        expiry_text(d).unwrap_or_else(|| "-".into())
+    )?;
+    let disp = if p.is_dispensable() {
+        "yes"
+    } else {
+        "no (no GTIN: the gate rejects it as not a dispensable product)"
+    };
+    writeln!(out, "  dispensable: {disp}")
+}
+
+/// Decode every TEXT and print the results; returns the exit code.
+pub fn run(args: &DecodeArgs) -> u8 {
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    match run_to(args, &mut out).and_then(|code| out.flush().map(|_| code)) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("scangate: cannot write the decode output: {e}");
+            EXIT_OUTPUT
+        }
+    }
+}
+
+/// [`run`] writing to `out` instead of stdout.
+pub fn run_to(args: &DecodeArgs, out: &mut impl Write) -> std::io::Result<u8> {
+    let mut code = EXIT_OK;
+    for (index, text) in args.text.iter().enumerate() {
+        let bytes = unescape_gs(&os_bytes(text));
+        let result = barcode::decode(&bytes);
+        if result.is_err() {
+            code = EXIT_INVALID;
+        }
+        if args.json {
+            write_json(out, index, &result)?;
+        } else {
+            write_text(out, index, &result)?;
+        }
+    }
+    Ok(code)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gs_spellings() {
+        assert_eq!(unescape_gs(b"10A<GS>21B"), b"10A\x1d21B");
+        assert_eq!(unescape_gs(b"10A\\x1d21B\\x1D"), b"10A\x1d21B\x1d");
+        assert_eq!(unescape_gs(b"10A^]21B"), b"10A\x1d21B");
+        assert_eq!(unescape_gs(b"10A\x1d21B"), b"10A\x1d21B");
+        assert_eq!(unescape_gs(b"<GS"), b"<GS");
+        assert_eq!(unescape_gs(b"\\x1"), b"\\x1");
+        assert_eq!(unescape_gs(b"^"), b"^");
+        assert_eq!(unescape_gs(b""), b"");
+        assert_eq!(unescape_gs(b"<gs>"), b"<gs>");
+    }
+
+    #[test]
+    fn text_and_json_output() {
+        let args = DecodeArgs {
+            json: true,
+            text: vec![
+                "]d20100307773105025<GS>17281200".into(),
+                "]d20100307773105026".into(),
+            ],
+        };
+        let mut out = Vec::new();
+        assert_eq!(run_to(&args, &mut out).unwrap(), EXIT_INVALID);
+        let text = String::from_utf8(out).unwrap();
+        let lines: Vec<serde_json::Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(lines.len(), 2);
+        assert_eq!(lines[0]["expiry"], "2028-12-31");
+        assert_eq!(lines[0]["ndc10"], "0777310502");
+        assert_eq!(lines[1]["valid"], false);
+        let args = DecodeArgs {
+            json: false,
+            ..args
+        };
+        let mut out = Vec::new();
+        assert_eq!(run_to(&args, &mut out).unwrap(), EXIT_INVALID);
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.contains("[0] valid"), "{text}");
+        assert!(text.contains("[1] invalid: "), "{text}");
+    }
+}

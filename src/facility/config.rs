@@ -1,0 +1,148 @@
+//! `[redis]`: where the facility store is and how to reach it. Without this
+//! section the gateway runs embedded (its own SQLite is the exact store).
+
+use crate::config::ConfigError;
+use serde::Deserialize;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// The `[redis]` section.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RedisConfig {
+    /// `redis://host:port/db` or, with TLS, `rediss://…`.
+    pub url: String,
+    /// ACL user name (Redis 6+); none = the default user.
+    #[serde(default)]
+    pub username: Option<String>,
+    /// File holding the password. Without it, `$CREDENTIALS_DIRECTORY/redis-password`
+    /// (systemd `LoadCredential=`) is used when present.
+    #[serde(default)]
+    pub password_file: Option<PathBuf>,
+    /// Connecting gives up after this long (ms).
+    #[serde(default = "default_timeout_ms")]
+    pub connect_timeout_ms: u64,
+    /// A command's reply is awaited this long (ms); then the claim is
+    /// retried later with the same scan UUIDs.
+    #[serde(default = "default_timeout_ms")]
+    pub command_timeout_ms: u64,
+    /// Replicas that must acknowledge each claim batch (`WAIT`); 0 = off.
+    #[serde(default)]
+    pub min_replicas_ack: u32,
+}
+
+fn default_timeout_ms() -> u64 {
+    1000
+}
+
+impl RedisConfig {
+    /// Check the values (no network access).
+    pub fn validate(&self, file: Option<&Path>) -> Result<(), ConfigError> {
+        let err = |key: &str, problem: String, fix: &str| ConfigError {
+            file: file.map(Path::to_owned),
+            key: format!("redis.{key}"),
+            problem,
+            fix: fix.into(),
+        };
+        if !(self.url.starts_with("redis://") || self.url.starts_with("rediss://")) {
+            return Err(err(
+                "url",
+                format!(
+                    "{:?} is not a redis:// or rediss:// URL",
+                    super::redact(&self.url)
+                ),
+                "write e.g. url = \"redis://redis.pharmacy.lan:6379/0\" (rediss:// for TLS)",
+            ));
+        }
+        let authority = self.url.split_once("://").map_or("", |(_, r)| r);
+        let userinfo = authority.split('/').next().unwrap_or("").rsplit_once('@');
+        if userinfo.is_some_and(|(info, _)| info.contains(':')) {
+            return Err(err(
+                "url",
+                "the URL carries a password".into(),
+                "put the password in password_file (or a systemd credential) and remove it from the URL",
+            ));
+        }
+        for (key, v) in [
+            ("connect_timeout_ms", self.connect_timeout_ms),
+            ("command_timeout_ms", self.command_timeout_ms),
+        ] {
+            if !(10..=60_000).contains(&v) {
+                return Err(err(
+                    key,
+                    format!("{v} is out of range"),
+                    "use 10..=60000 ms (default 1000)",
+                ));
+            }
+        }
+        if self.min_replicas_ack > 16 {
+            return Err(err(
+                "min_replicas_ack",
+                format!("{} is out of range", self.min_replicas_ack),
+                "use 0 (off) to 16",
+            ));
+        }
+        Ok(())
+    }
+
+    /// The connect timeout.
+    pub fn connect_timeout(&self) -> Duration {
+        Duration::from_millis(self.connect_timeout_ms)
+    }
+
+    /// The command timeout.
+    pub fn command_timeout(&self) -> Duration {
+        Duration::from_millis(self.command_timeout_ms)
+    }
+
+    /// The password, read at start-up from `password_file` or the systemd
+    /// credential; `None` when neither is configured.
+    pub fn password(&self) -> Result<Option<String>, String> {
+        let path = match (
+            &self.password_file,
+            std::env::var_os("CREDENTIALS_DIRECTORY"),
+        ) {
+            (Some(p), _) => p.clone(),
+            (None, Some(dir)) => {
+                let p = PathBuf::from(dir).join("redis-password");
+                if !p.exists() {
+                    return Ok(None);
+                }
+                p
+            }
+            (None, None) => return Ok(None),
+        };
+        std::fs::read_to_string(&path)
+            .map(|s| Some(s.trim_end_matches(['\n', '\r']).to_string()))
+            .map_err(|e| {
+                format!(
+                    "cannot read the Redis password from {}: {e}. Fix: check [redis] password_file and that the service user may read it",
+                    path.display()
+                )
+            })
+    }
+
+    /// The URL with the user name and password filled in.
+    pub fn url_with_credentials(&self, password: Option<&str>) -> String {
+        let (scheme, rest) = self.url.split_once("://").unwrap_or(("redis", &self.url));
+        let rest = rest.rsplit_once('@').map_or(rest, |(_, host)| host);
+        let enc = |s: &str| -> String {
+            s.bytes()
+                .map(|b| match b {
+                    b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                        (b as char).to_string()
+                    }
+                    _ => format!("%{b:02X}"),
+                })
+                .collect()
+        };
+        match (self.username.as_deref(), password) {
+            (None, None) => format!("{scheme}://{rest}"),
+            (user, pass) => format!(
+                "{scheme}://{}:{}@{rest}",
+                enc(user.unwrap_or("")),
+                enc(pass.unwrap_or(""))
+            ),
+        }
+    }
+}

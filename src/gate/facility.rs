@@ -1,0 +1,150 @@
+//! The gate with the facility store (`[redis]`): local knowledge first, then
+//! one pipelined claim for the rest, decisions written in capture order.
+//!
+//! A round reads the open scans (`pending` and `unresolved`, capture order),
+//! decides what this gateway can decide exactly by itself (rejections, echoes
+//! of its own commits — also while Redis is down, or after a Redis that lost
+//! its data comes back), claims the others in one round trip, and writes every
+//! verdict in one transaction. If the store cannot be reached or does not
+//! confirm, the claimed scans become `unresolved` (audited once) and stay in
+//! the outbox with their UUIDs; the next round re-submits them through the
+//! same claim, which returns a scan's first decision if it was in fact made
+//! (a lost reply). No network I/O happens inside a SQLite transaction.
+
+use super::{DECIDE_BATCH, Decision, Gate, OpenRow, Verdict, load_open};
+use crate::audit::Chain;
+use crate::capture::clock::rfc3339_ms;
+use crate::facility::{Claim, Facility, Outcome};
+use crate::store::{Store, StoreError, classify};
+use rusqlite::{TransactionBehavior, params};
+
+/// What one round did.
+#[derive(Debug, Default)]
+pub struct Round {
+    /// Verdicts written this round (unresolved ones included, once).
+    pub decisions: Vec<Decision>,
+    /// Open scans seen this round (0: nothing to do).
+    pub open: usize,
+    /// The facility store failed this round; back off before the next.
+    pub facility_error: Option<String>,
+}
+
+impl Gate {
+    /// One round over up to [`DECIDE_BATCH`] open scans. `facility` is `None`
+    /// while no connection is up: then only local verdicts are made and the
+    /// rest become unresolved with `offline_reason`.
+    pub fn facility_round(
+        &mut self,
+        store: &mut Store,
+        facility: Option<&mut Facility>,
+        offline_reason: &str,
+    ) -> Result<Round, StoreError> {
+        let Store { conn, path, .. } = store;
+        let err = |e| classify(path, e);
+        let rows = load_open(conn, true, DECIDE_BATCH).map_err(err)?;
+        if rows.is_empty() {
+            return Ok(Round::default());
+        }
+        let mut stats = self.stats;
+        let mut verdicts: Vec<Option<Verdict>> = Vec::with_capacity(rows.len());
+        for row in &rows {
+            verdicts.push(self.local_verdict(conn, row, &mut stats).map_err(err)?);
+        }
+        let to_claim: Vec<usize> = (0..rows.len()).filter(|&i| verdicts[i].is_none()).collect();
+        let mut facility_error = None;
+        if !to_claim.is_empty() {
+            let outcome = match facility {
+                Some(f) => {
+                    let claims = to_claim
+                        .iter()
+                        .map(|&i| claim_for(conn, &rows[i], &self.cfg.gateway))
+                        .collect::<rusqlite::Result<Vec<_>>>()
+                        .map_err(err)?;
+                    f.claim_batch(&claims).map_err(|e| e.to_string())
+                }
+                None => Err(offline_reason.to_string()),
+            };
+            match outcome {
+                Ok(outcomes) => {
+                    for (&i, o) in to_claim.iter().zip(outcomes) {
+                        verdicts[i] = Some(match o {
+                            Outcome::Committed => Verdict::Committed,
+                            Outcome::Suppressed { twin } => Verdict::Suppressed { twin },
+                        });
+                    }
+                }
+                Err(reason) => {
+                    for &i in &to_claim {
+                        verdicts[i] = Some(Verdict::Unresolved {
+                            reason: reason.clone(),
+                        });
+                    }
+                    facility_error = Some(reason);
+                }
+            }
+        }
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(err)?;
+        let mut chain = Chain::begin(&tx).map_err(err)?;
+        let now_ms = chrono::Utc::now().timestamp_millis();
+        let open = rows.len();
+        let mut decisions = Vec::with_capacity(open);
+        for (row, verdict) in rows.into_iter().zip(verdicts) {
+            let verdict = verdict.expect("every row has a verdict by now");
+            decisions.extend(
+                self.record_one(&tx, &mut chain, row, verdict, now_ms, &mut stats)
+                    .map_err(err)?,
+            );
+        }
+        let emitted = chain.finish().map_err(err)?;
+        tx.commit().map_err(err)?;
+        let decisions = self.settle(super::Decided {
+            decisions,
+            emitted,
+            stats,
+        });
+        Ok(Round {
+            decisions,
+            open,
+            facility_error,
+        })
+    }
+}
+
+/// The claim for one open scan, with the ledger entry's fields.
+fn claim_for(conn: &rusqlite::Connection, row: &OpenRow, gateway: &str) -> rusqlite::Result<Claim> {
+    let mut q = conn.prepare_cached(
+        "SELECT scanner, scan_type, quantity, gtin, ndc10, lot, serial, expiry, symbology
+         FROM scans WHERE seq = ?1",
+    )?;
+    q.query_row(params![row.seq], |r| {
+        let text = |i: usize| -> rusqlite::Result<String> {
+            Ok(r.get::<_, Option<String>>(i)?.unwrap_or_default())
+        };
+        Ok(Claim {
+            scan_uuid: row.uuid.clone(),
+            content_key: row.content_key.clone().unwrap_or_default(),
+            captured_ms: row.captured_ms,
+            fields: vec![
+                ("scan_uuid", row.uuid.clone()),
+                ("gateway", gateway.to_string()),
+                ("scanner", text(0)?),
+                ("captured_at", rfc3339_ms(row.captured_ms)),
+                (
+                    "clock_synced",
+                    if row.synced { "true" } else { "false" }.to_string(),
+                ),
+                ("scan_type", text(1)?),
+                ("quantity", r.get::<_, i64>(2)?.to_string()),
+                ("gtin", text(3)?),
+                ("ndc10", text(4)?),
+                ("lot", text(5)?),
+                ("serial", text(6)?),
+                ("expiry", text(7)?),
+                ("symbology", text(8)?),
+                ("content_key", row.content_key.clone().unwrap_or_default()),
+            ],
+        })
+    })
+}

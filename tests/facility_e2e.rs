@@ -1,0 +1,376 @@
+//! `scangate run` with a facility Redis (`[redis]`): processes of the real
+//! binary, PTYs as scanners, and redis-server processes each test starts on
+//! a free port and stops.
+
+mod common;
+
+use common::*;
+use scangate::pty::VirtualScanner;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+const WINDOW_MS: u64 = 3000;
+
+/// A gateway: its own state dir and PTY scanner named `roaming`, pointed at
+/// `redis`.
+struct Gateway {
+    cfg: PathBuf,
+    scanner: VirtualScanner,
+    daemon: Option<Daemon>,
+    log: PathBuf,
+}
+
+impl Gateway {
+    fn new(root: &Path, name: &str, redis: &RedisServer) -> Gateway {
+        let dir = root.join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        let scanner = VirtualScanner::new().unwrap();
+        let mut spec = ScannerSpec::new("roaming", scanner.path());
+        spec.ack = true;
+        let cfg = write_config(&dir, &dir.join("state"), WINDOW_MS, &[spec]);
+        let text = std::fs::read_to_string(&cfg)
+            .unwrap()
+            .replace("id = \"test-gw\"", &format!("id = {name:?}"));
+        std::fs::write(
+            &cfg,
+            format!(
+                "{text}\n[redis]\nurl = {:?}\nconnect_timeout_ms = 300\ncommand_timeout_ms = 500\n",
+                redis.url()
+            ),
+        )
+        .unwrap();
+        Gateway {
+            cfg,
+            scanner,
+            daemon: None,
+            log: dir.join("run.log"),
+        }
+    }
+
+    fn start(&mut self) {
+        let mut d = Daemon::start(&self.cfg, &self.log);
+        d.wait_open(&[self.scanner.path()]);
+        self.daemon = Some(d);
+    }
+
+    fn send(&mut self, label: &str) {
+        self.scanner.send(format!("{label}\r").as_bytes()).unwrap();
+    }
+
+    fn stop(&mut self) {
+        let mut d = self.daemon.take().expect("running");
+        let st = d.terminate();
+        assert!(st.success(), "scangate run exited {st}\n{}", d.log_digest());
+    }
+}
+
+/// Read ACK/NAK bytes from the scanner side until `n` have arrived.
+fn read_acks(scanner: &mut VirtualScanner, n: usize) -> Vec<u8> {
+    let mut got = Vec::new();
+    wait_until(&format!("{n} ACK/NAK bytes at the scanner"), || {
+        got.extend(
+            scanner
+                .read_reply(std::time::Duration::from_millis(50))
+                .unwrap(),
+        );
+        got.len() >= n
+    });
+    got
+}
+
+fn keys_per_pick(ledger: &[(String, String)]) -> HashMap<String, usize> {
+    let mut m = HashMap::new();
+    for (_, key) in ledger {
+        *m.entry(key.clone()).or_default() += 1;
+    }
+    m
+}
+
+#[test]
+fn two_gateways_one_roaming_scanner_one_ledger_entry_per_pick() {
+    let root = tempdir("scangate-fac-");
+    let redis = RedisServer::start(&root.path().join("redis"), &[]);
+    let mut a = Gateway::new(root.path(), "gw-a", &redis);
+    let mut b = Gateway::new(root.path(), "gw-b", &redis);
+    a.start();
+    b.start();
+    // 12 picks; each transmission reaches both gateways (the scanner roams
+    // between their base stations), plus double-fires on one of them.
+    for i in 0..12 {
+        let label = dscsa(&format!("SN{i:03}"));
+        a.send(&label);
+        b.send(&label);
+        if i % 3 == 0 {
+            a.send(&label);
+        }
+    }
+    wait_all_decided(&a.cfg, 16);
+    wait_all_decided(&b.cfg, 12);
+    let ledger = redis.ledger("test-pharmacy");
+    let per_pick = keys_per_pick(&ledger);
+    assert_eq!(per_pick.len(), 12, "{ledger:?}");
+    assert!(
+        per_pick.values().all(|&n| n == 1),
+        "a pick was committed twice: {per_pick:?}"
+    );
+    // Each gateway's own trail explains its decisions and verifies.
+    let committed_a = count(&outbox_status(&a.cfg), "committed");
+    let committed_b = count(&outbox_status(&b.cfg), "committed");
+    assert_eq!(committed_a + committed_b, 12);
+    for g in [&a, &b] {
+        let out: Outcome = cli_cfg(&g.cfg, &["audit", "verify"]).into();
+        assert_eq!(out.code, Some(0), "{out}");
+    }
+    // With [redis], `ledger export` reads the facility stream: the same 12
+    // entries from either gateway, with DESIGN.md's fields.
+    for g in [&a, &b] {
+        let entries = common::ledger(&g.cfg);
+        assert_eq!(entries.len(), 12);
+        let e = &entries[0];
+        for field in [
+            "scan_uuid",
+            "gateway",
+            "scanner",
+            "captured_at",
+            "scan_type",
+            "quantity",
+            "gtin",
+            "ndc10",
+            "lot",
+            "serial",
+            "expiry",
+            "symbology",
+            "content_key",
+        ] {
+            assert!(e.get(field).is_some(), "{field} missing in {e}");
+        }
+        assert_eq!(e["quantity"], 1);
+        assert_eq!(e["scanner"], "roaming");
+        assert_eq!(e["ndc10"], "0777310502");
+    }
+    a.stop();
+    b.stop();
+}
+
+#[test]
+fn redis_killed_mid_stream_and_restarted_with_aof_loses_and_doubles_nothing() {
+    let root = tempdir("scangate-fac-");
+    let mut redis = RedisServer::start(
+        &root.path().join("redis"),
+        &["--appendonly", "yes", "--appendfsync", "always"],
+    );
+    let mut g = Gateway::new(root.path(), "gw-a", &redis);
+    g.start();
+    for i in 0..10 {
+        g.send(&dscsa(&format!("SN{i:03}")));
+    }
+    wait_all_decided(&g.cfg, 10);
+    assert_eq!(read_acks(&mut g.scanner, 10), vec![ACK; 10]);
+    redis.kill9();
+    // The counter keeps working while Redis is down: read, stored, ACKed.
+    for i in 10..20 {
+        g.send(&dscsa(&format!("SN{i:03}")));
+        if i % 2 == 0 {
+            g.send(&dscsa(&format!("SN{i:03}"))); // double-fire
+        }
+    }
+    wait_until("the outage scans to be stored as unresolved", || {
+        count(&outbox_status(&g.cfg), "unresolved") == 15
+    });
+    // Every outage scan was ACKed while Redis was still down.
+    assert_eq!(read_acks(&mut g.scanner, 15), vec![ACK; 15]);
+    redis.restart();
+    let st = wait_all_decided(&g.cfg, 25);
+    assert_eq!(count(&st, "committed"), 20, "{st}");
+    assert_eq!(count(&st, "suppressed"), 5, "{st}");
+    let per_pick = keys_per_pick(&redis.ledger("test-pharmacy"));
+    assert_eq!(per_pick.len(), 20);
+    assert!(per_pick.values().all(|&n| n == 1), "{per_pick:?}");
+    let out: Outcome = cli_cfg(&g.cfg, &["audit", "verify"]).into();
+    assert_eq!(out.code, Some(0), "{out}");
+    g.stop();
+}
+
+#[test]
+fn redis_restarted_empty_still_never_recommits_this_gateways_picks() {
+    let root = tempdir("scangate-fac-");
+    let mut redis = RedisServer::start(&root.path().join("redis"), &[]);
+    let mut g = Gateway::new(root.path(), "gw-a", &redis);
+    g.start();
+    let label = dscsa("SN001");
+    g.send(&label);
+    wait_all_decided(&g.cfg, 1);
+    redis.restart(); // no persistence: it comes back empty
+    assert!(redis.ledger("test-pharmacy").is_empty());
+    g.send(&label); // an echo within the window
+    let st = wait_all_decided(&g.cfg, 2);
+    assert_eq!(count(&st, "committed"), 1, "{st}");
+    assert_eq!(count(&st, "suppressed"), 1, "{st}");
+    assert!(
+        redis.ledger("test-pharmacy").is_empty(),
+        "the echo reached the ledger"
+    );
+    g.stop();
+}
+
+#[test]
+fn an_evicting_redis_is_refused_at_start_up() {
+    let root = tempdir("scangate-fac-");
+    let redis = RedisServer::start(
+        &root.path().join("redis"),
+        &["--maxmemory-policy", "allkeys-lru"],
+    );
+    let g = Gateway::new(root.path(), "gw-a", &redis);
+    let out: Outcome = cli_cfg(&g.cfg, &["run"]).into();
+    assert_eq!(out.code, Some(2), "{out}");
+    assert!(out.stderr.contains("noeviction"), "{out}");
+    assert!(out.stderr.contains(&redis.port.to_string()), "{out}");
+}
+
+#[test]
+fn redis_paused_longer_than_the_command_timeout_then_resumed() {
+    use nix::sys::signal::Signal;
+    let root = tempdir("scangate-fac-");
+    let redis = RedisServer::start(&root.path().join("redis"), &[]);
+    let mut g = Gateway::new(root.path(), "gw-a", &redis);
+    g.start();
+    g.send(&dscsa("SN000"));
+    wait_all_decided(&g.cfg, 1);
+    redis.signal(Signal::SIGSTOP);
+    for i in 1..6 {
+        g.send(&dscsa(&format!("SN{i:03}")));
+    }
+    g.send(&dscsa("SN005")); // an echo, also while paused
+    wait_until("the paused claims to time out into unresolved", || {
+        count(&outbox_status(&g.cfg), "unresolved") == 6
+    });
+    redis.signal(Signal::SIGCONT);
+    let st = wait_all_decided(&g.cfg, 7);
+    assert_eq!(
+        (count(&st, "committed"), count(&st, "suppressed")),
+        (6, 1),
+        "{st}"
+    );
+    let per_pick = keys_per_pick(&redis.ledger("test-pharmacy"));
+    assert_eq!(per_pick.len(), 6);
+    assert!(per_pick.values().all(|&n| n == 1), "{per_pick:?}");
+    g.stop();
+}
+
+/// A TCP proxy between a gateway and Redis that can swallow Redis's replies
+/// (the request still reaches Redis and runs).
+struct Proxy {
+    port: u16,
+    drop_replies: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Proxy {
+    fn start(upstream: u16) -> Proxy {
+        use std::io::{Read, Write};
+        use std::sync::atomic::Ordering;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let drop_replies = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = drop_replies.clone();
+        std::thread::spawn(move || {
+            for client in listener.incoming() {
+                let Ok(client) = client else { return };
+                let Ok(server) = std::net::TcpStream::connect(("127.0.0.1", upstream)) else {
+                    continue;
+                };
+                let (mut c_in, mut s_out) =
+                    (client.try_clone().unwrap(), server.try_clone().unwrap());
+                std::thread::spawn(move || {
+                    let mut buf = [0u8; 8192];
+                    while let Ok(n) = c_in.read(&mut buf) {
+                        if n == 0 || s_out.write_all(&buf[..n]).is_err() {
+                            break;
+                        }
+                    }
+                    let _ = s_out.shutdown(std::net::Shutdown::Both);
+                });
+                let (mut s_in, mut c_out) = (server, client);
+                let flag = flag.clone();
+                std::thread::spawn(move || {
+                    let mut buf = [0u8; 8192];
+                    while let Ok(n) = s_in.read(&mut buf) {
+                        if n == 0 {
+                            break;
+                        }
+                        if !flag.load(Ordering::SeqCst) && c_out.write_all(&buf[..n]).is_err() {
+                            break;
+                        }
+                    }
+                    let _ = c_out.shutdown(std::net::Shutdown::Both);
+                });
+            }
+        });
+        Proxy { port, drop_replies }
+    }
+}
+
+#[test]
+fn a_claim_whose_reply_was_lost_is_recognised_as_its_own_commit() {
+    use std::sync::atomic::Ordering;
+    let root = tempdir("scangate-fac-");
+    let redis = RedisServer::start(&root.path().join("redis"), &[]);
+    let proxy = Proxy::start(redis.port);
+    let mut g = Gateway::new(root.path(), "gw-a", &redis);
+    let text = std::fs::read_to_string(&g.cfg)
+        .unwrap()
+        .replace(&redis.url(), &format!("redis://127.0.0.1:{}/", proxy.port));
+    std::fs::write(&g.cfg, text).unwrap();
+    g.start();
+    proxy.drop_replies.store(true, Ordering::SeqCst);
+    g.send(&dscsa("SN001"));
+    // The script ran on Redis (the ledger has the entry) but the gateway
+    // never heard back: the scan is unresolved.
+    wait_until("the claim to reach Redis", || {
+        redis.ledger("test-pharmacy").len() == 1
+    });
+    wait_until("the scan to be unresolved", || {
+        count(&outbox_status(&g.cfg), "unresolved") == 1
+    });
+    proxy.drop_replies.store(false, Ordering::SeqCst);
+    let st = wait_all_decided(&g.cfg, 1);
+    assert_eq!(
+        count(&st, "committed"),
+        1,
+        "its own claim, not an echo: {st}"
+    );
+    assert_eq!(redis.ledger("test-pharmacy").len(), 1);
+    g.stop();
+}
+
+#[test]
+fn a_wrong_password_is_a_clear_error_and_scans_are_still_buffered() {
+    let root = tempdir("scangate-fac-");
+    let redis = RedisServer::start(&root.path().join("redis"), &["--requirepass", "right-one"]);
+    let mut g = Gateway::new(root.path(), "gw-a", &redis);
+    let secret = root.path().join("redis-password");
+    std::fs::write(&secret, "wrong-one\n").unwrap();
+    let text = std::fs::read_to_string(&g.cfg).unwrap();
+    std::fs::write(
+        &g.cfg,
+        format!("{text}password_file = {:?}\n", secret.to_str().unwrap()),
+    )
+    .unwrap();
+    g.start();
+    g.send(&dscsa("SN001"));
+    assert_eq!(
+        read_acks(&mut g.scanner, 1),
+        [ACK],
+        "ACKed although Redis refuses us"
+    );
+    wait_until("the scan to wait as unresolved", || {
+        count(&outbox_status(&g.cfg), "unresolved") == 1
+    });
+    let log = g.daemon.as_ref().unwrap().log();
+    assert!(log.contains("facility Redis unavailable"), "{log}");
+    assert!(log.contains(&redis.port.to_string()), "{log}");
+    assert!(
+        !log.contains("wrong-one"),
+        "the password leaked into the log"
+    );
+    g.stop();
+}

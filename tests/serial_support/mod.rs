@@ -1,0 +1,145 @@
+//! Helpers shared by the `serial_*` integration tests: config files with the
+//! serial framing keys, a scanner that waits for its ACK/NAK, and queries.
+//! Used together with `common` (binary runner, daemon guard, waits).
+
+#![allow(dead_code)] // each test crate uses a different subset
+
+use crate::common::*;
+use scangate::pty::VirtualScanner;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// A `[[scanner]]` entry with free-form extra keys (framing, line settings).
+pub struct Scanner {
+    pub name: String,
+    pub path: PathBuf,
+    pub scan_type: &'static str,
+    pub quantity: u32,
+    pub ack: bool,
+    /// Extra TOML lines, e.g. `stx_etx = true`.
+    pub extra: String,
+}
+
+impl Scanner {
+    pub fn new(name: &str, path: &Path) -> Scanner {
+        Scanner {
+            name: name.into(),
+            path: path.to_owned(),
+            scan_type: "dispense",
+            quantity: 1,
+            ack: false,
+            extra: String::new(),
+        }
+    }
+
+    pub fn ack(mut self) -> Scanner {
+        self.ack = true;
+        self
+    }
+
+    pub fn with(mut self, extra: &str) -> Scanner {
+        self.extra = extra.into();
+        self
+    }
+}
+
+/// Write `<dir>/scangate.toml`.
+pub fn write_serial_config(
+    dir: &Path,
+    state_dir: &Path,
+    window_ms: u64,
+    scanners: &[Scanner],
+) -> PathBuf {
+    let mut text = format!(
+        "[gateway]\nfacility = \"test-pharmacy\"\nid = \"test-gw\"\nstate_dir = {:?}\n\n\
+         [dedup]\nwindow_ms = {window_ms}\n",
+        state_dir.to_str().expect("utf-8 temp path")
+    );
+    for s in scanners {
+        text += &format!(
+            "\n[[scanner]]\nname = {:?}\nkind = \"serial\"\npath = {:?}\n\
+             scan_type = {:?}\nquantity = {}\nack = {}\n{}\n",
+            s.name,
+            s.path.to_str().expect("utf-8 path"),
+            s.scan_type,
+            s.quantity,
+            s.ack,
+            s.extra
+        );
+    }
+    let path = dir.join("scangate.toml");
+    fs::write(&path, text).expect("writing the test config");
+    let check: Outcome = cli_cfg(&path, &["check-config"]).into();
+    assert_eq!(
+        check.code,
+        Some(0),
+        "the test config must be valid: {check}"
+    );
+    path
+}
+
+/// Read from the scanner side until `n` reply bytes arrived (deadline:
+/// [`EVENT_TIMEOUT`]); returns them and when the last one came.
+pub fn replies(vs: &mut VirtualScanner, n: usize) -> (Vec<u8>, Instant) {
+    let mut got = Vec::new();
+    let deadline = Instant::now() + EVENT_TIMEOUT;
+    while got.len() < n {
+        let left = deadline.saturating_duration_since(Instant::now());
+        assert!(
+            !left.is_zero(),
+            "timed out waiting for {n} reply byte(s); got {got:02x?}"
+        );
+        got.extend(vs.read_reply(left.min(Duration::from_millis(200))).unwrap());
+    }
+    (got, Instant::now())
+}
+
+/// Everything the daemon sent to the scanner within `quiet` of silence.
+pub fn drain(vs: &mut VirtualScanner, quiet: Duration) -> Vec<u8> {
+    let mut got = Vec::new();
+    loop {
+        let more = vs.read_reply(quiet).unwrap();
+        if more.is_empty() {
+            return got;
+        }
+        got.extend(more);
+    }
+}
+
+/// `(state, serial, reject_reason)` of every outbox row of `scanner`, in
+/// capture order.
+pub fn rows(state_dir: &Path, scanner: &str) -> Vec<(String, Option<String>, Option<String>)> {
+    let db = open_db(state_dir);
+    let mut q = db
+        .prepare(
+            "SELECT state, serial, reject_reason FROM scans WHERE scanner = ?1
+             ORDER BY captured_ms, boot_ns",
+        )
+        .unwrap();
+    q.query_map([scanner], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap()
+}
+
+/// How many outbox rows `scanner` has with `serial` (read-only, now).
+pub fn stored(db: &rusqlite::Connection, scanner: &str, serial: &str) -> i64 {
+    db.query_row(
+        "SELECT count(*) FROM scans WHERE scanner = ?1 AND serial = ?2",
+        [scanner, serial],
+        |r| r.get(0),
+    )
+    .unwrap()
+}
+
+/// Percentile (nearest rank) of a list of durations, in milliseconds.
+pub fn pct_ms(v: &[Duration], q: f64) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    let mut s = v.to_vec();
+    s.sort();
+    let i = ((q * s.len() as f64).ceil() as usize).clamp(1, s.len()) - 1;
+    s[i].as_secs_f64() * 1000.0
+}
