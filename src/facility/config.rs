@@ -146,3 +146,54 @@ impl RedisConfig {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::config::Config;
+    use std::path::Path;
+
+    /// The commented `[redis]` block of the shipped example, uncommented.
+    fn example_redis_block() -> String {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/scangate.toml");
+        let text = std::fs::read_to_string(path).unwrap();
+        let start = text
+            .find("# [redis]\n")
+            .expect("the example documents [redis]");
+        text[start..]
+            .lines()
+            .filter_map(|l| l.strip_prefix("# "))
+            .filter(|l| !l.starts_with('#'))
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    #[test]
+    fn the_documented_redis_section_parses_with_its_defaults() {
+        let c = Config::parse(&example_redis_block(), None).unwrap();
+        let r = c.redis.unwrap();
+        assert_eq!(r.url, "redis://redis.pharmacy.lan:6379/0");
+        assert_eq!((r.connect_timeout_ms, r.command_timeout_ms), (1000, 1000));
+        assert_eq!(r.min_replicas_ack, 0);
+        assert_eq!(
+            r.url_with_credentials(Some("p@ss word")),
+            "redis://scangate:p%40ss%20word@redis.pharmacy.lan:6379/0"
+        );
+    }
+
+    #[test]
+    fn bad_redis_values_name_the_key() {
+        let bad = |text: &str| Config::parse(text, None).unwrap_err().key;
+        assert_eq!(bad("[redis]\nurl = \"http://x\"\n"), "redis.url");
+        assert_eq!(bad("[redis]\nurl = \"redis://u:secret@x\"\n"), "redis.url");
+        assert_eq!(
+            bad("[redis]\nurl = \"redis://x\"\ncommand_timeout_ms = 0\n"),
+            "redis.command_timeout_ms"
+        );
+        assert_eq!(
+            bad("[redis]\nurl = \"redis://x\"\nmax_retries = 3\n"),
+            "redis.max_retries"
+        );
+        let e = Config::parse("[redis]\nurl = \"redis://u:secret@x\"\n", None).unwrap_err();
+        assert!(!e.to_string().contains("secret"), "{e}");
+    }
+}

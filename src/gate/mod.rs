@@ -125,6 +125,21 @@ pub struct GateStats {
     pub lookups_saved: u64,
 }
 
+impl GateStats {
+    /// The counts accumulated since `earlier`.
+    pub fn since(&self, earlier: &GateStats) -> GateStats {
+        GateStats {
+            decided: self.decided - earlier.decided,
+            committed: self.committed - earlier.committed,
+            suppressed: self.suppressed - earlier.suppressed,
+            rejected: self.rejected - earlier.rejected,
+            unresolved: self.unresolved - earlier.unresolved,
+            exact_lookups: self.exact_lookups - earlier.exact_lookups,
+            lookups_saved: self.lookups_saved - earlier.lookups_saved,
+        }
+    }
+}
+
 /// The gate's settings.
 #[derive(Debug, Clone)]
 pub struct GateConfig {

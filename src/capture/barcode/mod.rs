@@ -455,11 +455,23 @@ fn decode_without_aim(text: &str, ref_year: i32) -> Result<Decoded, DecodeError>
 
 /// Build the product identity; reject an AI repeated with a different value.
 fn build_product(elements: &[Element], ref_year: i32) -> Result<ProductId, DecodeError> {
-    check_repeats(elements)?;
-    check_pairings(elements)?;
+    // Each AI as an integer, computed once (no allocation for ≤ 16 elements).
+    let mut small = [0u32; 16];
+    let large: Vec<u32>;
+    let codes: &[u32] = if elements.len() <= small.len() {
+        for (c, el) in small.iter_mut().zip(elements) {
+            *c = ai_code(el.ai);
+        }
+        &small[..elements.len()]
+    } else {
+        large = elements.iter().map(|el| ai_code(el.ai)).collect();
+        &large
+    };
+    check_repeats(elements, codes)?;
+    check_pairings(elements, codes)?;
     let mut p = ProductId::default();
-    for el in elements {
-        match ai_code(el.ai) {
+    for (el, &code) in elements.iter().zip(codes) {
+        match code {
             C01 if p.gtin.is_none() => {
                 p.ndc10 = gtin::ndc10_from_gtin14(&el.value).map(str::to_string);
                 p.gtin = Some(el.value.clone());
@@ -549,13 +561,12 @@ fn presence_bit(code: u32) -> u32 {
 /// - `req` for AIs that only qualify a key: (21) needs (01), (03) or (8006);
 ///   (22), (235) and (243) need (01); (250) needs (01) or (8006) and (21);
 ///   (251) needs (01) or (8006); (254) needs (414).
-fn check_pairings(elements: &[Element]) -> Result<(), DecodeError> {
+fn check_pairings(elements: &[Element], codes: &[u32]) -> Result<(), DecodeError> {
     let mut present = 0u32;
     // 31nn..36nn: for each 3-digit measure group 310..369, the decimal digit
     // seen first (b'x' = none).
     let mut measure = [b'x'; 60];
-    for el in elements {
-        let code = ai_code(el.ai);
+    for (el, &code) in elements.iter().zip(codes) {
         present |= presence_bit(code);
         if MEASURES.contains(&code) {
             let group = ((code - MEASURES.start()) / 10) as usize;
@@ -592,8 +603,8 @@ fn check_pairings(elements: &[Element]) -> Result<(), DecodeError> {
         }
     }
     let has = |bits: u32| present & bits != 0;
-    for el in elements {
-        let (ok, needs) = match ai_code(el.ai) {
+    for (el, &code) in elements.iter().zip(codes) {
+        let (ok, needs) = match code {
             C21 => (has(P01 | P03 | P8006), "(01), (03) or (8006)"),
             C22 | C235 | C243 => (has(P01), "(01)"),
             C250 if !has(P01 | P8006) => (false, "(01) or (8006)"),
@@ -615,7 +626,7 @@ fn check_pairings(elements: &[Element]) -> Result<(), DecodeError> {
 /// Repeated AIs must carry the same value (GS1 General Specifications; the
 /// gs1-syntax-engine checks this too). Small messages are checked pairwise;
 /// large ones by sorting, so the cost stays O(n log n).
-fn check_repeats(elements: &[Element]) -> Result<(), DecodeError> {
+fn check_repeats(elements: &[Element], codes: &[u32]) -> Result<(), DecodeError> {
     let conflict = |ai: &str| {
         DecodeError(format!(
             "AI ({ai}) appears more than once with different values"
@@ -623,8 +634,8 @@ fn check_repeats(elements: &[Element]) -> Result<(), DecodeError> {
     };
     if elements.len() <= 16 {
         for (i, a) in elements.iter().enumerate() {
-            for b in &elements[i + 1..] {
-                if ai_code(a.ai) == ai_code(b.ai) && a.value != b.value {
+            for (j, b) in elements.iter().enumerate().skip(i + 1) {
+                if codes.get(i) == codes.get(j) && a.value != b.value {
                     return Err(conflict(a.ai));
                 }
             }
