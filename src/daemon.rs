@@ -26,9 +26,9 @@ use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 
 /// Scans per outbox transaction at most (group commit).
-const ADMIT_BATCH: usize = 1024;
+const ADMIT_BATCH: usize = 128;
 /// Scans buffered between the sources and the outbox writer.
-const QUEUE: usize = 16 * 1024;
+const QUEUE: usize = 1024;
 
 /// What a run did.
 #[derive(Debug, Clone, Copy, Default)]
@@ -124,7 +124,11 @@ pub async fn run(
     for sc in &cfg.scanners {
         match sc.kind {
             ScannerKind::Serial => {
-                sources.spawn(source::serial::run(sc.clone(), tx.clone(), stop_rx.clone()));
+                sources.spawn(source::serial::run(
+                    sc.clone(),
+                    source::ToOutbox::new(tx.clone()),
+                    stop_rx.clone(),
+                ));
             }
         }
     }
@@ -232,14 +236,16 @@ fn outbox_writer(
                 Err(_) => break,
             }
         }
-        let (scans, acks): (Vec<Scan>, Vec<_>) =
-            batch.into_iter().map(|c| (c.scan, c.durable)).unzip();
+        let (scans, acks): (Vec<Scan>, Vec<_>) = batch
+            .into_iter()
+            .map(|c| (c.scan, (c.durable, c.in_flight)))
+            .unzip();
         match write_until_durable(&mut store, &mut decider, &scans, &stopping) {
             Ok(decisions) => {
                 for d in decisions {
                     tracing::debug!(scan = %d.scan_uuid, decision = d.verdict.state(), "decided");
                 }
-                for durable in acks.iter().flatten() {
+                for durable in acks.iter().filter_map(|(d, _)| d.as_ref()) {
                     durable.confirm(); // the scanner may have gone; it will resend
                 }
             }

@@ -27,6 +27,55 @@ pub struct Captured {
     /// Where to report "durable" so the source can ACK; `None` when the
     /// scanner is not configured for ACK (or the frame is NAKed).
     pub durable: Option<DurableAck>,
+    /// One of its source's in-flight slots; released when the writer drops
+    /// it after the commit.
+    pub in_flight: tokio::sync::OwnedSemaphorePermit,
+}
+
+/// Scans one source may have on their way to the outbox (queued or in the
+/// transaction being written). A scanner spewing garbage fills its own
+/// slots and then waits; it cannot queue thousands of frames ahead of
+/// another scanner's scan (tests/serial_hostile.rs measures the effect).
+pub const IN_FLIGHT_PER_SOURCE: usize = 32;
+
+/// A source's way into the outbox: the shared queue plus its own
+/// in-flight limit.
+#[derive(Debug, Clone)]
+pub struct ToOutbox {
+    queue: mpsc::Sender<Captured>,
+    slots: std::sync::Arc<tokio::sync::Semaphore>,
+}
+
+/// The outbox writer is gone (shutting down).
+#[derive(Debug)]
+pub struct OutboxClosed;
+
+impl ToOutbox {
+    /// A new source's handle on the shared queue.
+    pub fn new(queue: mpsc::Sender<Captured>) -> ToOutbox {
+        ToOutbox {
+            queue,
+            slots: std::sync::Arc::new(tokio::sync::Semaphore::new(IN_FLIGHT_PER_SOURCE)),
+        }
+    }
+
+    /// Queue a scan, waiting for a free slot of this source first.
+    pub async fn send(&self, scan: Scan, durable: Option<DurableAck>) -> Result<(), OutboxClosed> {
+        let in_flight = self
+            .slots
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|_| OutboxClosed)?;
+        self.queue
+            .send(Captured {
+                scan,
+                durable,
+                in_flight,
+            })
+            .await
+            .map_err(|_| OutboxClosed)
+    }
 }
 
 /// "This scan is durable": lets the source that read it write the ACK.

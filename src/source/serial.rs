@@ -28,7 +28,7 @@
 
 use super::framing::{FrameSpec, Framer};
 use super::latency::Histogram;
-use super::{ACK, Captured, DurableAck, NAK};
+use super::{ACK, DurableAck, NAK, ToOutbox};
 use crate::capture::{Profile, RawScan, Scan};
 use crate::config::{FlowControl, Parity, ScannerConfig};
 use std::os::fd::AsRawFd;
@@ -92,11 +92,7 @@ enum Ended {
 }
 
 /// Read one serial scanner until `shutdown` turns true.
-pub async fn run(
-    cfg: ScannerConfig,
-    out: mpsc::Sender<Captured>,
-    mut shutdown: watch::Receiver<bool>,
-) {
+pub async fn run(cfg: ScannerConfig, out: ToOutbox, mut shutdown: watch::Receiver<bool>) {
     let profile = Profile {
         scanner: cfg.name.clone(),
         scan_type: cfg.scan_type,
@@ -254,7 +250,7 @@ async fn connection(
     port: &mut SerialStream,
     open_id: Option<u64>,
     framer: &mut Framer,
-    out: &mpsc::Sender<Captured>,
+    out: &ToOutbox,
     shutdown: &mut watch::Receiver<bool>,
     stats: &mut AckStats,
 ) -> Ended {
@@ -332,7 +328,7 @@ async fn connection(
             }
             let durable =
                 (cfg.ack && usable).then(|| DurableAck::new(durable_tx.clone(), frame_end));
-            if out.send(Captured { scan, durable }).await.is_err() {
+            if out.send(scan, durable).await.is_err() {
                 return Ended::Stop; // the outbox writer is gone: shutting down
             }
         }
