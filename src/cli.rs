@@ -55,7 +55,12 @@ enum Command {
     /// Validate the configuration without touching hardware.
     CheckConfig(ConfigArg),
     /// Play a noisy pharmacy shift on virtual serial scanners and report.
-    Demo,
+    Demo {
+        /// Decide through this facility Redis (`redis://host:port/`) instead
+        /// of the embedded store.
+        #[arg(long)]
+        redis: Option<String>,
+    },
     /// Measure throughput and latency on a real SQLite file.
     Bench(crate::bench::BenchArgs),
     /// The ledger of committed scans.
@@ -165,7 +170,7 @@ impl From<crate::daemon::DaemonError> for Failure {
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     // The demo and the benchmark print their own report; keep the log quiet.
-    let quiet = matches!(cli.command, Command::Demo | Command::Bench(_));
+    let quiet = matches!(cli.command, Command::Demo { .. } | Command::Bench(_));
     init_tracing(if quiet { "warn" } else { "info" });
     match dispatch(cli.command) {
         Ok(code) => ExitCode::from(code),
@@ -237,12 +242,14 @@ fn dispatch(cmd: Command) -> Result<u8, Failure> {
             );
             Ok(EXIT_OK)
         }
-        Command::Demo => runtime()?
-            .block_on(crate::demo::run())
-            .map_err(|e| Failure {
-                code: EXIT_RUNTIME,
-                message: format!("demo failed: {e}"),
-            }),
+        Command::Demo { redis } => {
+            runtime()?
+                .block_on(crate::demo::run(redis))
+                .map_err(|e| Failure {
+                    code: EXIT_RUNTIME,
+                    message: format!("demo failed: {e}"),
+                })
+        }
         Command::Bench(args) => crate::bench::run(&args).map_err(|e| Failure {
             code: EXIT_RUNTIME,
             message: format!("bench failed: {e}"),

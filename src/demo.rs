@@ -6,7 +6,8 @@
 //! (~40 ms), retransmits (~0.6 s), operator re-scans (~2 s) — plus genuine
 //! re-dispenses after the window, one product on two scanners and garbage.
 //! The report is computed from the ledger, the outbox and the audit trail;
-//! the script only knows what it sent.
+//! the script only knows what it sent. With `--redis URL` the same shift is
+//! decided through a facility Redis (the gateway's claimer thread).
 
 use crate::audit::{self, Verification};
 use crate::config::{Config, DedupConfig, GatewayConfig, ScanType, ScannerConfig};
@@ -142,7 +143,22 @@ fn script() -> (Vec<Pick>, Vec<Send>) {
 }
 
 /// Run the demo; returns the exit code (1 if anything was lost or doubled).
-pub async fn run() -> Result<u8, String> {
+pub async fn run(redis: Option<String>) -> Result<u8, String> {
+    let facility = match &redis {
+        None => None,
+        Some(url) => {
+            let r = crate::facility::config::RedisConfig {
+                url: url.clone(),
+                username: None,
+                password_file: None,
+                connect_timeout_ms: 1000,
+                command_timeout_ms: 1000,
+                min_replicas_ack: 0,
+            };
+            r.validate(None).map_err(|e| format!("--redis: {e}"))?;
+            Some(r)
+        }
+    };
     let dir = tempfile::Builder::new()
         .prefix("scangate-demo-")
         .tempdir()
@@ -159,7 +175,7 @@ pub async fn run() -> Result<u8, String> {
             state_dir: Some(dir.path().to_owned()),
         },
         dedup: DedupConfig::default(),
-        redis: None,
+        redis: facility,
         scanners: names
             .iter()
             .zip(&scanners)
@@ -179,8 +195,12 @@ pub async fn run() -> Result<u8, String> {
     let window_ms = cfg.dedup.window_ms;
     let (picks, sends) = script();
     println!(
-        "scangate demo: {} virtual serial scanners (PTYs), echo window {window_ms} ms, state in {}",
+        "scangate demo: {} virtual serial scanners (PTYs), echo window {window_ms} ms, {}, state in {}",
         names.len(),
+        match &redis {
+            Some(url) => format!("facility Redis {}", crate::facility::redact(url)),
+            None => "embedded store".to_string(),
+        },
         dir.path().display()
     );
     println!(
@@ -228,6 +248,7 @@ pub async fn run() -> Result<u8, String> {
             && let Ok(st) = store.outbox_status()
             && st.total() >= transmissions
             && st.pending == 0
+            && st.unresolved == 0
         {
             break;
         }

@@ -374,3 +374,19 @@ fn a_wrong_password_is_a_clear_error_and_scans_are_still_buffered() {
     );
     g.stop();
 }
+
+#[test]
+fn the_demo_runs_against_a_facility_redis() {
+    let root = tempdir("scangate-fac-");
+    let redis = RedisServer::start(&root.path().join("redis"), &[]);
+    let out: Outcome = command()
+        .args(["demo", "--redis", &redis.url()])
+        .output()
+        .expect("running scangate demo")
+        .into();
+    assert_eq!(out.code, Some(0), "{out}");
+    assert!(out.stdout.contains("facility Redis"), "{out}");
+    assert!(out.stdout.contains("exactly once"), "{out}");
+    // The facility ledger holds the demo's picks.
+    assert_eq!(redis.ledger("demo-pharmacy").len(), 9, "{out}");
+}
