@@ -85,7 +85,13 @@ pub async fn run(
         None => (Decider::Here(Box::new(gate)), None),
         Some(redis) => {
             let link = claimer::Link::new(&cfg, redis).map_err(DaemonError::Credentials)?;
-            let first = link.connect_checked();
+            // The redis client blocks: connect off the async runtime.
+            let (link, first) = tokio::task::spawn_blocking(move || {
+                let first = link.connect_checked();
+                (link, first)
+            })
+            .await
+            .expect("the connect task does not panic");
             if let Err(e @ crate::facility::FacilityError::Misconfigured { .. }) = first {
                 return Err(DaemonError::Facility(e));
             }
@@ -259,7 +265,12 @@ fn outbox_writer(
         match &mut decider {
             Decider::Here(_) => undecided = store.has_pending().unwrap_or(true),
             Decider::Claimer { kick, .. } => {
-                let _ = kick.send(());
+                if kick.send(()).is_err() {
+                    // Nobody would ever decide these scans: stop, so the
+                    // service restarts (they stay durable in the outbox).
+                    tracing::error!("the facility claimer thread is gone; stopping");
+                    break;
+                }
             }
         }
     }
