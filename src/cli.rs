@@ -280,8 +280,13 @@ fn dispatch(cmd: Command) -> Result<u8, Failure> {
                         code: EXIT_CONFIG,
                         message,
                     })?;
-                    let mut facility = crate::facility::Facility::connect(
+                    let ca = redis.ca_pem().map_err(|message| Failure {
+                        code: EXIT_CONFIG,
+                        message,
+                    })?;
+                    let mut facility = crate::facility::Facility::connect_with_ca(
                         &redis.url_with_credentials(password.as_deref()),
+                        ca,
                         &cfg.gateway.facility,
                         cfg.window_ms(),
                         std::time::Duration::from_secs(cfg.dedup.retention_hours * 3600),

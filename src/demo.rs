@@ -151,6 +151,7 @@ pub async fn run(redis: Option<String>) -> Result<u8, String> {
                 url: url.clone(),
                 username: None,
                 password_file: None,
+                ca_file: None,
                 connect_timeout_ms: 1000,
                 command_timeout_ms: 1000,
                 min_replicas_ack: 0,

@@ -390,3 +390,54 @@ fn the_demo_runs_against_a_facility_redis() {
     // The facility ledger holds the demo's picks.
     assert_eq!(redis.ledger("demo-pharmacy").len(), 9, "{out}");
 }
+
+#[test]
+fn rediss_with_the_facility_ca_works_and_a_wrong_ca_is_a_clear_error() {
+    let root = tempdir("scangate-fac-");
+    let certs = root.path().join("certs");
+    let (ca, crt, key) = make_test_ca(&certs, "facility");
+    let (other_ca, _, _) = make_test_ca(&certs, "other");
+    let redis = RedisServer::start_tls(&root.path().join("redis"), &ca, &crt, &key);
+
+    let configure = |g: &Gateway, ca: &Path| {
+        let text = std::fs::read_to_string(&g.cfg)
+            .unwrap()
+            .replace(&redis.url(), &redis.tls_url());
+        std::fs::write(
+            &g.cfg,
+            format!("{text}ca_file = {:?}\n", ca.to_str().unwrap()),
+        )
+        .unwrap();
+    };
+    let mut good = Gateway::new(root.path(), "gw-a", &redis);
+    configure(&good, &ca);
+    good.start();
+    good.send(&dscsa("SN001"));
+    good.send(&dscsa("SN001")); // double-fire
+    let st = wait_all_decided(&good.cfg, 2);
+    assert_eq!(
+        (count(&st, "committed"), count(&st, "suppressed")),
+        (1, 1),
+        "{st}"
+    );
+    // `ledger export` reads the stream over TLS too.
+    assert_eq!(common::ledger(&good.cfg).len(), 1);
+    good.stop();
+
+    let mut bad = Gateway::new(root.path(), "gw-b", &redis);
+    configure(&bad, &other_ca);
+    bad.start();
+    bad.send(&dscsa("SN002"));
+    assert_eq!(
+        read_acks(&mut bad.scanner, 1),
+        [ACK],
+        "ACKed although TLS fails"
+    );
+    wait_until("the scan to wait as unresolved", || {
+        count(&outbox_status(&bad.cfg), "unresolved") == 1
+    });
+    let log = bad.daemon.as_ref().unwrap().log();
+    assert!(log.contains("facility Redis unavailable"), "{log}");
+    assert!(log.to_lowercase().contains("certificate"), "{log}");
+    bad.stop();
+}

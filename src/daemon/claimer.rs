@@ -22,6 +22,7 @@ const BACKOFF_MAX: Duration = Duration::from_secs(30);
 /// How to reach the facility store.
 pub struct Link {
     url: String,
+    ca_pem: Option<Vec<u8>>,
     shown: String,
     facility: String,
     window_ms: i64,
@@ -35,6 +36,7 @@ impl Link {
         let password = redis.password()?;
         Ok(Link {
             url: redis.url_with_credentials(password.as_deref()),
+            ca_pem: redis.ca_pem()?,
             shown: crate::facility::redact(&redis.url),
             facility: cfg.gateway.facility.clone(),
             window_ms: cfg.window_ms(),
@@ -45,8 +47,9 @@ impl Link {
 
     /// Connect and check the server; logs what it found.
     pub fn connect_checked(&self) -> Result<Facility, FacilityError> {
-        let mut f = Facility::connect(
+        let mut f = Facility::connect_with_ca(
             &self.url,
+            self.ca_pem.clone(),
             &self.facility,
             self.window_ms,
             self.retention,

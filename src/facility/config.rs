@@ -19,6 +19,10 @@ pub struct RedisConfig {
     /// (systemd `LoadCredential=`) is used when present.
     #[serde(default)]
     pub password_file: Option<PathBuf>,
+    /// With `rediss://`: PEM file of the CA that signed the server's
+    /// certificate. Default: the system's trust store.
+    #[serde(default)]
+    pub ca_file: Option<PathBuf>,
     /// Connecting gives up after this long (ms).
     #[serde(default = "default_timeout_ms")]
     pub connect_timeout_ms: u64,
@@ -61,6 +65,13 @@ impl RedisConfig {
                 "url",
                 "the URL carries a password".into(),
                 "put the password in password_file (or a systemd credential) and remove it from the URL",
+            ));
+        }
+        if self.ca_file.is_some() && !self.url.starts_with("rediss://") {
+            return Err(err(
+                "ca_file",
+                "a CA file is set but the URL is not rediss:// (TLS)".into(),
+                "use a rediss:// URL, or remove ca_file",
             ));
         }
         for (key, v) in [
@@ -122,6 +133,19 @@ impl RedisConfig {
             })
     }
 
+    /// The CA certificate(s) from `ca_file`, if set.
+    pub fn ca_pem(&self) -> Result<Option<Vec<u8>>, String> {
+        let Some(path) = &self.ca_file else {
+            return Ok(None);
+        };
+        std::fs::read(path).map(Some).map_err(|e| {
+            format!(
+                "cannot read the Redis CA file {}: {e}. Fix: check [redis] ca_file and that the service user may read it",
+                path.display()
+            )
+        })
+    }
+
     /// The URL with the user name and password filled in.
     pub fn url_with_credentials(&self, password: Option<&str>) -> String {
         let (scheme, rest) = self.url.split_once("://").unwrap_or(("redis", &self.url));
@@ -171,12 +195,13 @@ mod tests {
     fn the_documented_redis_section_parses_with_its_defaults() {
         let c = Config::parse(&example_redis_block(), None).unwrap();
         let r = c.redis.unwrap();
-        assert_eq!(r.url, "redis://redis.pharmacy.lan:6379/0");
+        assert_eq!(r.url, "rediss://redis.pharmacy.lan:6379/0");
+        assert!(r.ca_file.is_some());
         assert_eq!((r.connect_timeout_ms, r.command_timeout_ms), (1000, 1000));
         assert_eq!(r.min_replicas_ack, 0);
         assert_eq!(
             r.url_with_credentials(Some("p@ss word")),
-            "redis://scangate:p%40ss%20word@redis.pharmacy.lan:6379/0"
+            "rediss://scangate:p%40ss%20word@redis.pharmacy.lan:6379/0"
         );
     }
 

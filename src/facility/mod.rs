@@ -114,9 +114,32 @@ pub struct Facility {
 }
 
 impl Facility {
-    /// Connect with the given timeouts. `url` is `redis://` or `rediss://`.
+    /// Connect with the given timeouts. `url` is `redis://` or `rediss://`
+    /// (TLS, verified against the system's trust store).
     pub fn connect(
         url: &str,
+        facility: &str,
+        window_ms: i64,
+        retention: Duration,
+        connect_timeout: Duration,
+        command_timeout: Duration,
+    ) -> Result<Facility, FacilityError> {
+        Facility::connect_with_ca(
+            url,
+            None,
+            facility,
+            window_ms,
+            retention,
+            connect_timeout,
+            command_timeout,
+        )
+    }
+
+    /// [`Facility::connect`], verifying a `rediss://` server against
+    /// `ca_pem` (PEM) instead of the system's trust store.
+    pub fn connect_with_ca(
+        url: &str,
+        ca_pem: Option<Vec<u8>>,
         facility: &str,
         window_ms: i64,
         retention: Duration,
@@ -128,7 +151,17 @@ impl Facility {
             url: shown.clone(),
             source,
         };
-        let client = redis::Client::open(url).map_err(unavailable)?;
+        let client = match ca_pem {
+            Some(root_cert) => redis::Client::build_with_tls(
+                url,
+                redis::TlsCertificates {
+                    client_tls: None,
+                    root_cert: Some(root_cert),
+                },
+            ),
+            None => redis::Client::open(url),
+        }
+        .map_err(unavailable)?;
         let conn = client
             .get_connection_with_timeout(connect_timeout)
             .map_err(unavailable)?;

@@ -393,6 +393,7 @@ pub struct RedisServer {
     pub port: u16,
     dir: PathBuf,
     extra: Vec<String>,
+    tls: bool,
 }
 
 impl RedisServer {
@@ -409,6 +410,40 @@ impl RedisServer {
             port,
             dir: dir.to_owned(),
             extra: extra.iter().map(|s| s.to_string()).collect(),
+            tls: false,
+        };
+        server.spawn();
+        server
+    }
+
+    /// A TLS-only server (`rediss://`) with the given PEM files.
+    pub fn start_tls(dir: &Path, ca: &Path, cert: &Path, key: &Path) -> RedisServer {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .expect("a free port")
+            .local_addr()
+            .expect("local addr")
+            .port();
+        fs::create_dir_all(dir).expect("redis dir");
+        let p = |p: &Path| p.to_str().expect("utf-8 path").to_string();
+        let mut server = RedisServer {
+            child: None,
+            port,
+            dir: dir.to_owned(),
+            extra: vec![
+                "--port".into(),
+                "0".into(),
+                "--tls-port".into(),
+                port.to_string(),
+                "--tls-cert-file".into(),
+                p(cert),
+                "--tls-key-file".into(),
+                p(key),
+                "--tls-ca-cert-file".into(),
+                p(ca),
+                "--tls-auth-clients".into(),
+                "no".into(),
+            ],
+            tls: true,
         };
         server.spawn();
         server
@@ -428,7 +463,13 @@ impl RedisServer {
         self.child = Some(child);
         wait_until(
             &format!("redis-server on port {} to answer", self.port),
-            || self.answers(),
+            || {
+                if self.tls {
+                    std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok()
+                } else {
+                    self.answers()
+                }
+            },
         );
     }
 
@@ -473,6 +514,11 @@ impl RedisServer {
         }
     }
 
+    /// `rediss://127.0.0.1:<port>/`.
+    pub fn tls_url(&self) -> String {
+        format!("rediss://127.0.0.1:{}/", self.port)
+    }
+
     /// Start it again on the same port and directory.
     pub fn restart(&mut self) {
         self.kill9();
@@ -508,4 +554,72 @@ impl Drop for RedisServer {
     fn drop(&mut self) {
         self.kill9();
     }
+}
+
+/// A CA and a server certificate for 127.0.0.1, made with the `openssl` CLI
+/// in `dir`: returns (ca.crt, server.crt, server.key).
+pub fn make_test_ca(dir: &Path, name: &str) -> (PathBuf, PathBuf, PathBuf) {
+    fs::create_dir_all(dir).expect("cert dir");
+    let f = |n: &str| {
+        dir.join(format!("{name}-{n}"))
+            .to_str()
+            .expect("utf-8")
+            .to_string()
+    };
+    let run = |args: &[&str]| {
+        let out = Command::new("openssl")
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .expect("openssl must be installed (apt-get install openssl)");
+        assert!(
+            out.status.success(),
+            "openssl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    let (ca_key, ca, key, csr, crt, ext) = (
+        f("ca.key"),
+        f("ca.crt"),
+        f("server.key"),
+        f("server.csr"),
+        f("server.crt"),
+        f("ext"),
+    );
+    fs::write(&ext, "subjectAltName=IP:127.0.0.1\n").expect("ext file");
+    let subject = format!("/CN={name}-test-ca");
+    run(&[
+        "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", &ca_key, "-out", &ca, "-days",
+        "2", "-subj", &subject,
+    ]);
+    run(&[
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        &key,
+        "-out",
+        &csr,
+        "-subj",
+        "/CN=127.0.0.1",
+    ]);
+    run(&[
+        "x509",
+        "-req",
+        "-in",
+        &csr,
+        "-CA",
+        &ca,
+        "-CAkey",
+        &ca_key,
+        "-CAcreateserial",
+        "-out",
+        &crt,
+        "-days",
+        "2",
+        "-extfile",
+        &ext,
+    ]);
+    (PathBuf::from(ca), PathBuf::from(crt), PathBuf::from(key))
 }
