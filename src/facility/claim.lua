@@ -1,37 +1,52 @@
--- scangate: the facility claim. One call decides one scan, atomically:
--- its earlier decision if it has one (idempotent by scan UUID), else an echo
--- of a committed scan within +-window of its capture time, else a commit that
--- records the capture time and appends the ledger entry.
+-- scangate: the facility claim. One call decides a batch of scans, in the
+-- order given (capture order); each scan's decision is atomic with its
+-- ledger append, and so is the whole batch. For each scan: its earlier
+-- decision if it has one (idempotent by scan UUID: a retried call after a
+-- lost reply returns the same decisions), else an echo of a committed scan
+-- within +-window of its capture time, else a commit that records the
+-- capture time and appends the ledger entry.
 --
--- KEYS[1] scangate:{facility}:scan:<scan_uuid>     decision (string, expires)
--- KEYS[2] scangate:{facility}:seen:<content_key>   committed capture times (zset, expires)
--- KEYS[3] scangate:{facility}:ledger               ledger (stream, never expires)
--- ARGV[1] scan_uuid   ARGV[2] captured_ms   ARGV[3] window_ms   ARGV[4] retention_ms
--- ARGV[5..] ledger entry field/value pairs
--- Returns "committed" or "suppressed <twin_uuid>".
-local earlier = redis.call('GET', KEYS[1])
-if earlier then
-  return earlier
-end
-local t = tonumber(ARGV[2])
-local w = tonumber(ARGV[3])
-local retention = tonumber(ARGV[4])
-local decision
-local twins = redis.call('ZRANGEBYSCORE', KEYS[2], t - w, t + w, 'LIMIT', 0, 1)
-if #twins > 0 then
-  decision = 'suppressed ' .. twins[1]
-else
-  redis.call('ZADD', KEYS[2], t, ARGV[1])
-  redis.call('XADD', KEYS[3], '*', unpack(ARGV, 5))
-  decision = 'committed'
-end
+-- KEYS[2i-1] scangate:{facility}:scan:<scan_uuid>     decision (string, expires)
+-- KEYS[2i]   scangate:{facility}:seen:<content_key>   committed capture times (zset, expires)
+-- KEYS[#KEYS] scangate:{facility}:ledger              ledger (stream, never expires)
+-- ARGV[1] window_ms   ARGV[2] retention_ms
+-- then per scan: scan_uuid, captured_ms, n, followed by n field/value pairs
+-- Returns one "committed" or "suppressed <twin_uuid>" per scan.
+local w = tonumber(ARGV[1])
+local retention = tonumber(ARGV[2])
+local ledger = KEYS[#KEYS]
 -- Capture times older than the horizon can no longer be twins of anything
 -- the gateways will still submit. The horizon is measured from the earlier of
--- this capture and the server's clock, so one gateway with a clock far in the
+-- a capture and the server's clock, so one gateway with a clock far in the
 -- future cannot prune other gateways' recent commits.
 local now = redis.call('TIME')
 local now_ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
-redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', '(' .. (math.min(t, now_ms) - retention))
-redis.call('PEXPIRE', KEYS[2], retention)
-redis.call('SET', KEYS[1], decision, 'PX', retention)
-return decision
+local out = {}
+local a = 3
+local i = 1
+while a <= #ARGV do
+  local uuid = ARGV[a]
+  local t = tonumber(ARGV[a + 1])
+  local n = tonumber(ARGV[a + 2])
+  local first = a + 3
+  a = first + 2 * n
+  local scan_key = KEYS[2 * i - 1]
+  local seen_key = KEYS[2 * i]
+  i = i + 1
+  local decision = redis.call('GET', scan_key)
+  if not decision then
+    local twins = redis.call('ZRANGEBYSCORE', seen_key, t - w, t + w, 'LIMIT', 0, 1)
+    if #twins > 0 then
+      decision = 'suppressed ' .. twins[1]
+    else
+      redis.call('ZADD', seen_key, t, uuid)
+      redis.call('XADD', ledger, '*', unpack(ARGV, first, a - 1))
+      redis.call('ZREMRANGEBYSCORE', seen_key, '-inf', '(' .. (math.min(t, now_ms) - retention))
+      redis.call('PEXPIRE', seen_key, retention)
+      decision = 'committed'
+    end
+    redis.call('SET', scan_key, decision, 'PX', retention)
+  end
+  out[#out + 1] = decision
+end
+return out
