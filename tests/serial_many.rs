@@ -71,7 +71,7 @@ fn sixteen_scanners_each_with_its_own_profile() {
                     } else {
                         // No ACK to wait for: the scanner's own pace, longer
                         // than a no-terminator scanner's frame timeout.
-                        std::thread::sleep(Duration::from_millis(250));
+                        std::thread::sleep(Duration::from_millis(600));
                     }
                 }
                 (vs, replies_seen)
