@@ -127,21 +127,7 @@ fn two_gateways_one_roaming_scanner_one_ledger_entry_per_pick() {
         let entries = common::ledger(&g.cfg);
         assert_eq!(entries.len(), 12);
         let e = &entries[0];
-        for field in [
-            "scan_uuid",
-            "gateway",
-            "scanner",
-            "captured_at",
-            "scan_type",
-            "quantity",
-            "gtin",
-            "ndc10",
-            "lot",
-            "serial",
-            "expiry",
-            "symbology",
-            "content_key",
-        ] {
+        for field in LEDGER_FIELDS {
             assert!(e.get(field).is_some(), "{field} missing in {e}");
         }
         assert_eq!(e["quantity"], 1);

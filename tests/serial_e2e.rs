@@ -174,23 +174,7 @@ fn noisy_shift_on_two_serial_scanners() {
         .collect();
     assert_eq!(uuids.len(), 7, "one scan per ledger entry");
     for e in &ledger {
-        for field in [
-            "seq",
-            "scan_uuid",
-            "gateway",
-            "scanner",
-            "captured_at",
-            "clock_synced",
-            "scan_type",
-            "quantity",
-            "gtin",
-            "ndc10",
-            "lot",
-            "serial",
-            "expiry",
-            "symbology",
-            "content_key",
-        ] {
+        for field in LEDGER_FIELDS {
             assert!(e.get(field).is_some(), "ledger entry lacks {field}: {e}");
         }
         assert_eq!(e["gateway"], "test-gw");

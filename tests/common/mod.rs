@@ -385,6 +385,33 @@ pub fn tempdir(prefix: &str) -> tempfile::TempDir {
         .expect("creating a temporary directory")
 }
 
+/// A port nothing listens on right now (the OS picks it).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("a free port")
+        .local_addr()
+        .expect("local addr")
+        .port()
+}
+
+/// The fields of a ledger entry (DESIGN.md), in both export forms.
+pub const LEDGER_FIELDS: [&str; 14] = [
+    "scan_uuid",
+    "gateway",
+    "scanner",
+    "captured_at",
+    "clock_synced",
+    "scan_type",
+    "quantity",
+    "gtin",
+    "ndc10",
+    "lot",
+    "serial",
+    "expiry",
+    "symbology",
+    "content_key",
+];
+
 /// A `redis-server` of the test's own on a free port, killed on drop.
 /// `restart` starts it again on the same port and directory (so an AOF
 /// file, if enabled, is replayed).
@@ -399,51 +426,47 @@ pub struct RedisServer {
 impl RedisServer {
     /// Start with extra `redis-server` arguments, e.g. `["--appendonly", "yes"]`.
     pub fn start(dir: &Path, extra: &[&str]) -> RedisServer {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .expect("a free port")
-            .local_addr()
-            .expect("local addr")
-            .port();
-        fs::create_dir_all(dir).expect("redis dir");
-        let mut server = RedisServer {
-            child: None,
+        let port = free_port();
+        RedisServer::launch(
+            dir,
             port,
-            dir: dir.to_owned(),
-            extra: extra.iter().map(|s| s.to_string()).collect(),
-            tls: false,
-        };
-        server.spawn();
-        server
+            extra.iter().map(|s| s.to_string()).collect(),
+            false,
+        )
     }
 
     /// A TLS-only server (`rediss://`) with the given PEM files.
     pub fn start_tls(dir: &Path, ca: &Path, cert: &Path, key: &Path) -> RedisServer {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .expect("a free port")
-            .local_addr()
-            .expect("local addr")
-            .port();
-        fs::create_dir_all(dir).expect("redis dir");
+        let port = free_port();
         let p = |p: &Path| p.to_str().expect("utf-8 path").to_string();
+        let port_s = port.to_string();
+        let extra = [
+            "--port",
+            "0",
+            "--tls-port",
+            &port_s,
+            "--tls-cert-file",
+            &p(cert),
+            "--tls-key-file",
+            &p(key),
+            "--tls-ca-cert-file",
+            &p(ca),
+            "--tls-auth-clients",
+            "no",
+        ]
+        .map(String::from)
+        .to_vec();
+        RedisServer::launch(dir, port, extra, true)
+    }
+
+    fn launch(dir: &Path, port: u16, extra: Vec<String>, tls: bool) -> RedisServer {
+        fs::create_dir_all(dir).expect("redis dir");
         let mut server = RedisServer {
             child: None,
             port,
             dir: dir.to_owned(),
-            extra: vec![
-                "--port".into(),
-                "0".into(),
-                "--tls-port".into(),
-                port.to_string(),
-                "--tls-cert-file".into(),
-                p(cert),
-                "--tls-key-file".into(),
-                p(key),
-                "--tls-ca-cert-file".into(),
-                p(ca),
-                "--tls-auth-clients".into(),
-                "no".into(),
-            ],
-            tls: true,
+            extra,
+            tls,
         };
         server.spawn();
         server
