@@ -221,11 +221,6 @@ impl Gate {
         self.stats
     }
 
-    /// The facility this gate decides for.
-    pub fn facility(&self) -> &str {
-        &self.cfg.facility
-    }
-
     /// Decide every pending scan, oldest capture first. Returns the decisions
     /// in the order they were made.
     pub fn decide_pending(&mut self, store: &mut Store) -> Result<Vec<Decision>, StoreError> {
@@ -517,6 +512,9 @@ pub fn decision_of(store: &Store, scan_uuid: &str) -> Result<Option<Decision>, S
                         reason: r
                             .get::<_, Option<String>>(2)?
                             .unwrap_or_else(|| "no content key".into()),
+                    },
+                    "unresolved" => Verdict::Unresolved {
+                        reason: "waiting for the facility store".into(),
                     },
                     _ => Verdict::Pending,
                 };
