@@ -80,6 +80,10 @@ enum Command {
     },
     /// Decode barcode text (GS as the raw byte, `<GS>`, `\x1d` or `^]`); exit 1 if any is invalid.
     Decode(crate::decode_cmd::DecodeArgs),
+    /// List HID and serial scanner candidates with a config snippet and udev rule each.
+    Devices(crate::devices_cmd::DevicesArgs),
+    /// Pair a HID scanner by scanning with it: append its entry and udev rules.
+    Pair(crate::devices_cmd::PairArgs),
 }
 
 #[derive(Subcommand)]
@@ -223,6 +227,8 @@ fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
 fn dispatch(cmd: Command) -> Result<u8, Failure> {
     match cmd {
         Command::Decode(args) => Ok(crate::decode_cmd::run(&args)),
+        Command::Devices(args) => Ok(crate::devices_cmd::run_devices(&args)),
+        Command::Pair(args) => Ok(crate::devices_cmd::run_pair(&args)),
         Command::Run(arg) => {
             let cfg = load(&arg)?;
             runtime()?.block_on(async {

@@ -123,7 +123,63 @@ impl Default for DedupConfig {
 pub enum ScannerKind {
     /// RS-232 or USB CDC-ACM (`/dev/ttyUSB*`, `/dev/ttyACM*`, `/dev/scangate/<name>`).
     Serial,
+    /// USB HID: HID POS (usage page 0x8C) or keyboard wedge, read through
+    /// hidraw; see `mode`.
+    Hid,
 }
+
+/// How a HID scanner sends its data (`mode = "pos" | "keyboard"`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HidMode {
+    /// HID POS (usage page 0x8C): byte counts, AIM id, GS as a byte. Preferred.
+    Pos,
+    /// Keyboard wedge: boot keyboard reports typed in a layout.
+    Keyboard,
+}
+
+impl HidMode {
+    /// The config name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HidMode::Pos => "pos",
+            HidMode::Keyboard => "keyboard",
+        }
+    }
+}
+
+/// How a keyboard-wedge scanner types GS (`gs = …`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+pub enum GsKey {
+    /// Ctrl+] or F8 (default).
+    #[serde(rename = "auto")]
+    Auto,
+    /// Ctrl+] only.
+    #[serde(rename = "ctrl-]")]
+    CtrlBracket,
+    /// F8 only.
+    #[serde(rename = "f8")]
+    F8,
+    /// The string in `gs_substitute`.
+    #[serde(rename = "substitute")]
+    Substitute,
+    /// The scanner sends no GS.
+    #[serde(rename = "none")]
+    None,
+}
+
+/// A key that ends a keyboard-wedge scan (`terminator = ["enter"]`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TerminatorKey {
+    /// Enter (main or keypad).
+    Enter,
+    /// Tab.
+    Tab,
+}
+
+/// Pause that ends or tears a HID scan when `frame_timeout_ms` is unset.
+pub const DEFAULT_HID_TIMEOUT_MS: u64 = 500;
 
 /// One `[[scanner]]` entry.
 #[derive(Debug, Clone, Deserialize)]
@@ -134,6 +190,9 @@ pub struct ScannerConfig {
     /// How the scanner is attached.
     pub kind: ScannerKind,
     /// Device path, ideally the udev symlink `/dev/scangate/<name>`.
+    /// Required for serial; for HID optional (a hidraw node or its udev
+    /// symlink), else the device is found by the match keys below.
+    #[serde(default)]
     pub path: PathBuf,
     /// Serial line speed.
     #[serde(default = "default_baud")]
@@ -177,6 +236,41 @@ pub struct ScannerConfig {
     /// Flow control. Default none.
     #[serde(default)]
     pub flow_control: FlowControl,
+    /// HID: `pos` or `keyboard`. Required for `kind = "hid"`.
+    #[serde(default)]
+    pub mode: Option<HidMode>,
+    /// HID match: USB vendor id.
+    #[serde(default)]
+    pub vendor_id: Option<u16>,
+    /// HID match: USB product id.
+    #[serde(default)]
+    pub product_id: Option<u16>,
+    /// HID match: USB serial number string.
+    #[serde(default)]
+    pub serial_number: Option<String>,
+    /// HID match: USB port path (`1-1.3`), for identical scanners without
+    /// serial numbers.
+    #[serde(default)]
+    pub usb_port: Option<String>,
+    /// HID keyboard: layout the scanner types in. Default `us`.
+    #[serde(default)]
+    pub layout: Option<crate::source::hid::layout::Layout>,
+    /// HID keyboard: how the scanner types GS. Default `auto`.
+    #[serde(default)]
+    pub gs: Option<GsKey>,
+    /// HID keyboard: the string typed instead of GS (`gs = "substitute"`).
+    #[serde(default)]
+    pub gs_substitute: Option<String>,
+    /// HID keyboard: keys that end a scan. Default `["enter"]`.
+    #[serde(default)]
+    pub terminator: Option<Vec<TerminatorKey>>,
+    /// HID keyboard: grab the scanner's evdev nodes so it types nowhere
+    /// else. Default true.
+    #[serde(default)]
+    pub grab: Option<bool>,
+    /// HID POS: report id of scanned-data reports. Default 2.
+    #[serde(default)]
+    pub report_id: Option<u8>,
 }
 
 impl ScannerConfig {
@@ -200,7 +294,34 @@ impl ScannerConfig {
             parity: Parity::None,
             stop_bits: default_stop_bits(),
             flow_control: FlowControl::None,
+            mode: None,
+            vendor_id: None,
+            product_id: None,
+            serial_number: None,
+            usb_port: None,
+            layout: None,
+            gs: None,
+            gs_substitute: None,
+            terminator: None,
+            grab: None,
+            report_id: None,
         }
+    }
+
+    /// A HID scanner in `mode` with every optional key at its default and
+    /// no match keys (set `vendor_id` etc. or `path`).
+    pub fn hid(name: &str, mode: HidMode, scan_type: ScanType) -> ScannerConfig {
+        ScannerConfig {
+            kind: ScannerKind::Hid,
+            mode: Some(mode),
+            ..ScannerConfig::serial(name, "", scan_type)
+        }
+    }
+
+    /// HID: the pause (ms) that ends a keyboard scan without a terminator
+    /// key, or after which an unfinished scan is rejected as torn.
+    pub fn hid_timeout_ms(&self) -> u64 {
+        self.frame_timeout_ms.unwrap_or(DEFAULT_HID_TIMEOUT_MS)
     }
 }
 
@@ -445,7 +566,18 @@ impl Config {
                     "give every [[scanner]] its own name",
                 ));
             }
-            if s.path.as_os_str().is_empty() {
+            if s.kind == ScannerKind::Hid {
+                s.validate_hid(&|field: &str, problem: String, fix: &str| {
+                    err(key(field), problem, fix)
+                })?;
+            } else if let Some(field) = s.hid_key_set() {
+                return Err(err(
+                    key(field),
+                    format!("`{field}` applies only to HID scanners"),
+                    "remove it, or set kind = \"hid\" if this is a USB HID scanner",
+                ));
+            }
+            if s.kind == ScannerKind::Serial && s.path.as_os_str().is_empty() {
                 return Err(err(
                     key("path"),
                     "the device path is empty".into(),
@@ -473,9 +605,11 @@ impl Config {
                     "use 16..=1048576 bytes (default 4096)",
                 ));
             }
-            s.validate_serial(&|field: &str, problem: String, fix: &str| {
-                err(key(field), problem, fix)
-            })?;
+            if s.kind == ScannerKind::Serial {
+                s.validate_serial(&|field: &str, problem: String, fix: &str| {
+                    err(key(field), problem, fix)
+                })?;
+            }
         }
         Ok(())
     }
@@ -502,6 +636,132 @@ impl Config {
 }
 
 impl ScannerConfig {
+    /// The first HID-only key that is set (for a serial scanner, an error).
+    fn hid_key_set(&self) -> Option<&'static str> {
+        [
+            ("mode", self.mode.is_some()),
+            ("vendor_id", self.vendor_id.is_some()),
+            ("product_id", self.product_id.is_some()),
+            ("serial_number", self.serial_number.is_some()),
+            ("usb_port", self.usb_port.is_some()),
+            ("layout", self.layout.is_some()),
+            ("gs", self.gs.is_some()),
+            ("gs_substitute", self.gs_substitute.is_some()),
+            ("terminator", self.terminator.is_some()),
+            ("grab", self.grab.is_some()),
+            ("report_id", self.report_id.is_some()),
+        ]
+        .into_iter()
+        .find_map(|(k, set)| set.then_some(k))
+    }
+
+    /// HID keys: a mode, something to find the device by, keys of the
+    /// other mode or of serial scanners not set.
+    fn validate_hid(
+        &self,
+        err: &dyn Fn(&str, String, &str) -> ConfigError,
+    ) -> Result<(), ConfigError> {
+        let Some(mode) = self.mode else {
+            return Err(err(
+                "mode",
+                "a HID scanner needs a mode".into(),
+                "set mode = \"pos\" (HID POS, preferred) or mode = \"keyboard\" (keyboard wedge); `scangate devices` shows which",
+            ));
+        };
+        for (field, set) in [
+            ("ack", self.ack),
+            ("prefix", self.prefix.is_some()),
+            ("suffix", self.suffix.is_some()),
+            ("stx_etx", self.stx_etx),
+        ] {
+            if set {
+                return Err(err(
+                    field,
+                    format!("`{field}` applies only to serial scanners"),
+                    "remove it: HID reports carry their own framing",
+                ));
+            }
+        }
+        let matchable = !self.path.as_os_str().is_empty()
+            || self.vendor_id.is_some()
+            || self.product_id.is_some()
+            || self.serial_number.is_some()
+            || self.usb_port.is_some();
+        if !matchable {
+            return Err(err(
+                "vendor_id",
+                "nothing says which HID device this scanner is".into(),
+                "set vendor_id and product_id (and serial_number or usb_port for identical scanners), or path; `scangate devices` prints a ready entry",
+            ));
+        }
+        let other_mode = match mode {
+            HidMode::Pos => [
+                ("layout", self.layout.is_some()),
+                ("gs", self.gs.is_some()),
+                ("gs_substitute", self.gs_substitute.is_some()),
+                ("terminator", self.terminator.is_some()),
+                ("grab", self.grab.is_some()),
+            ]
+            .into_iter()
+            .find_map(|(k, set)| set.then_some(k)),
+            HidMode::Keyboard => self.report_id.is_some().then_some("report_id"),
+        };
+        if let Some(field) = other_mode {
+            return Err(err(
+                field,
+                format!("`{field}` does not apply to mode = \"{}\"", mode.as_str()),
+                "remove it, or change `mode`",
+            ));
+        }
+        match (self.gs, &self.gs_substitute) {
+            (Some(GsKey::Substitute), None) => {
+                return Err(err(
+                    "gs_substitute",
+                    "gs = \"substitute\" needs the string the scanner types instead of GS".into(),
+                    "set gs_substitute to the scanner's FNC1 substitution, e.g. gs_substitute = \"~\"",
+                ));
+            }
+            (Some(GsKey::Substitute), Some(sub))
+                if sub.is_empty() || sub.len() > MAX_AFFIX_BYTES || !sub.is_ascii() =>
+            {
+                return Err(err(
+                    "gs_substitute",
+                    format!("a substitute of {} bytes is not usable", sub.len()),
+                    "use 1..=16 ASCII characters that never occur in the scanned data",
+                ));
+            }
+            (Some(GsKey::Substitute), Some(_)) => {}
+            (_, Some(_)) => {
+                return Err(err(
+                    "gs_substitute",
+                    "gs_substitute is only read with gs = \"substitute\"".into(),
+                    "set gs = \"substitute\", or remove gs_substitute",
+                ));
+            }
+            _ => {}
+        }
+        if let Some(ms) = self.frame_timeout_ms
+            && !(1..=60_000).contains(&ms)
+        {
+            return Err(err(
+                "frame_timeout_ms",
+                format!("{ms} is out of range"),
+                "use 1..=60000 milliseconds (HID default 500), or remove the key",
+            ));
+        }
+        if let Some(t) = &self.terminator {
+            let mut seen = HashSet::new();
+            if t.iter().any(|k| !seen.insert(*k)) {
+                return Err(err(
+                    "terminator",
+                    "a key is listed twice".into(),
+                    "list each key once, e.g. [\"enter\"] or [\"enter\", \"tab\"]",
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// Serial line settings and framing: ranges and combinations that
     /// cannot work. `err(field, problem, fix)` builds the error.
     fn validate_serial(
@@ -628,7 +888,14 @@ mod tests {
         assert_eq!(c.gateway.facility, "pharmacy-0042");
         assert_eq!(c.dedup.window_ms, default_window_ms());
         assert_eq!(c.dedup.retention_hours, default_retention_hours());
-        assert_eq!(c.scanners.len(), 2);
+        assert_eq!(c.scanners.len(), 3);
+        let hid = &c.scanners[2];
+        assert_eq!((hid.kind, hid.mode), (ScannerKind::Hid, Some(HidMode::Pos)));
+        assert_eq!(
+            (hid.vendor_id, hid.product_id),
+            (Some(0x0c2e), Some(0x0b61))
+        );
+        assert_eq!(hid.hid_timeout_ms(), DEFAULT_HID_TIMEOUT_MS);
         let rx = &c.scanners[1];
         assert_eq!(rx.scan_type, ScanType::Receive);
         assert_eq!((rx.baud, rx.quantity, rx.ack), (default_baud(), 1, false));
@@ -670,6 +937,114 @@ mod tests {
         assert_eq!(s.prefix.as_ref().unwrap().as_bytes(), b"#");
         assert_eq!(s.suffix.as_ref().unwrap().as_bytes(), b"\r\n");
         assert_eq!(s.frame_timeout_ms, Some(50));
+    }
+
+    /// The commented-out HID examples are valid (keyboard keys on a
+    /// keyboard scanner, POS keys on a POS one).
+    #[test]
+    fn the_shipped_hid_examples_parse() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/scangate.toml");
+        let text = std::fs::read_to_string(path).unwrap();
+        let example = |key: &str| {
+            text.lines()
+                .find_map(|l| {
+                    l.strip_prefix("# ")
+                        .filter(|l| l.starts_with(&format!("{key} = ")))
+                })
+                .unwrap_or_else(|| panic!("config/scangate.toml documents no example for {key}"))
+                .to_string()
+        };
+        let kbd: Vec<String> = [
+            "layout",
+            "gs",
+            "gs_substitute",
+            "terminator",
+            "grab",
+            "serial_number",
+            "usb_port",
+        ]
+        .iter()
+        .map(|k| example(k))
+        .collect();
+        let c = hid_with("keyboard", &kbd.join("\n")).unwrap();
+        let s = &c.scanners[0];
+        assert_eq!(s.layout, Some(crate::source::hid::layout::Layout::German));
+        assert_eq!(
+            (s.gs, s.gs_substitute.as_deref()),
+            (Some(GsKey::Substitute), Some("~"))
+        );
+        assert_eq!(
+            s.terminator.as_deref(),
+            Some(&[TerminatorKey::Enter, TerminatorKey::Tab][..])
+        );
+        let pos: Vec<String> = ["report_id", "path", "frame_timeout_ms"]
+            .iter()
+            .map(|k| example(k))
+            .collect();
+        let c = hid_with("pos", &pos.join("\n")).unwrap();
+        assert_eq!(c.scanners[0].report_id, Some(2));
+    }
+
+    fn hid_with(mode: &str, extra: &str) -> Result<Config, ConfigError> {
+        let text = format!(
+            "[[scanner]]\nname='h'\nkind='hid'\nmode='{mode}'\nvendor_id=0x0c2e\nscan_type='dispense'\n{extra}\n"
+        );
+        Config::parse(&text, None)
+    }
+
+    #[test]
+    fn hid_keys_are_validated_with_a_fix() {
+        for (mode, extra, key) in [
+            ("pos", "layout = 'de'", "layout"),
+            ("pos", "grab = false", "grab"),
+            ("keyboard", "report_id = 2", "report_id"),
+            ("keyboard", "gs = 'substitute'", "gs_substitute"),
+            ("keyboard", "gs_substitute = '~'", "gs_substitute"),
+            (
+                "keyboard",
+                "gs = 'substitute'\ngs_substitute = ''",
+                "gs_substitute",
+            ),
+            ("keyboard", "terminator = ['enter', 'enter']", "terminator"),
+            ("keyboard", "terminator = ['space']", "terminator"),
+            ("keyboard", "layout = 'fr'", "layout"),
+            ("pos", "ack = true", "ack"),
+            ("pos", "suffix = '\\r'", "suffix"),
+            ("pos", "vendor_id = 70000", "vendor_id"),
+            ("pos", "frame_timeout_ms = 0", "frame_timeout_ms"),
+        ] {
+            let text = format!(
+                "[[scanner]]\nname='h'\nkind='hid'\nmode='{mode}'\nproduct_id=1\nscan_type='dispense'\n{extra}\n"
+            );
+            let e = Config::parse(&text, None).unwrap_err();
+            assert_eq!(e.key, format!("scanner[0].{key}"), "{extra}: {e}");
+        }
+        // No mode; nothing to match by.
+        let e = Config::parse(
+            "[[scanner]]\nname='h'\nkind='hid'\nvendor_id=1\nscan_type='dispense'\n",
+            None,
+        )
+        .unwrap_err();
+        assert_eq!(e.key, "scanner[0].mode", "{e}");
+        let e = Config::parse(
+            "[[scanner]]\nname='h'\nkind='hid'\nmode='pos'\nscan_type='dispense'\n",
+            None,
+        )
+        .unwrap_err();
+        assert_eq!(e.key, "scanner[0].vendor_id", "{e}");
+        assert!(e.fix.contains("scangate devices"), "{e}");
+        // HID keys on a serial scanner are named.
+        let e = scanner_with("usb_port = '1-1'").unwrap_err();
+        assert_eq!(e.key, "scanner[0].usb_port", "{e}");
+        assert!(e.fix.contains("kind = \"hid\""), "{e}");
+        // A HID scanner needs no path; a serial one still does.
+        hid_with("keyboard", "terminator = []\nlayout = 'us'\ngs = 'f8'").unwrap();
+        let e = Config::parse(
+            "[[scanner]]\nname='s'\nkind='serial'\nscan_type='dispense'\n",
+            None,
+        )
+        .unwrap_err();
+        assert_eq!(e.key, "scanner[0].path", "{e}");
     }
 
     fn scanner_with(extra: &str) -> Result<Config, ConfigError> {

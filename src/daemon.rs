@@ -136,6 +136,13 @@ pub async fn run(
                     stop_rx.clone(),
                 ));
             }
+            ScannerKind::Hid => {
+                sources.spawn(source::hid::run(
+                    sc.clone(),
+                    source::ToOutbox::new(tx.clone()),
+                    stop_rx.clone(),
+                ));
+            }
         }
     }
     drop(tx);

@@ -54,6 +54,21 @@
 //! | 1 | at least one input is not a valid barcode (every input is still reported) |
 //! | 2 | usage error: no TEXT, unknown option (from the argument parser) |
 //! | 4 | stdout could not be written |
+//!
+//! # Raw HID reports: `--hid pos|keyboard`
+//!
+//! `scangate decode --hid pos|keyboard [--layout us|de] [--gs G] [--json] HEX…`
+//! takes one raw HID input report per argument, as hex (as hidraw delivers
+//! it: report id first when the device numbers its reports; spaces, `:` and
+//! `-` between bytes are allowed), feeds them in order through the same
+//! decoder the live HID source uses ([`crate::source::hid::HidDecoder`]),
+//! and prints every scan they yield exactly as above, indexed by scan. A
+//! scan still unfinished after the last report is reported as invalid
+//! (truncated), as the live source rejects it when the device goes away.
+//! `--gs` (keyboard): `auto` (Ctrl+] or F8, default), `ctrl-]`, `f8`,
+//! `none`, or `substitute:STRING`; `--terminator enter|tab|both|none`
+//! (keyboard; default enter). No complete or rejected scan at all: a note
+//! on stderr and exit 1. A HEX that is not hex: exit 2.
 
 use crate::capture::barcode::{self, Decoded};
 use serde::Serialize;
@@ -66,8 +81,22 @@ pub struct DecodeArgs {
     /// Print exactly one JSON object per input (one per line) instead of text.
     #[arg(long)]
     pub json: bool,
+    /// Treat every argument as one raw HID report in hex and decode them
+    /// as this scanner mode does: `pos` or `keyboard`.
+    #[arg(long, value_name = "MODE", value_parser = ["pos", "keyboard"])]
+    pub hid: Option<String>,
+    /// Keyboard layout for `--hid keyboard`: `us` (default) or `de`.
+    #[arg(long, value_name = "L", requires = "hid", value_parser = ["us", "de"])]
+    pub layout: Option<String>,
+    /// GS convention for `--hid keyboard`: auto, ctrl-], f8, none, substitute:STRING.
+    #[arg(long, value_name = "G", requires = "hid")]
+    pub gs: Option<String>,
+    /// Keys that end a scan for `--hid keyboard`: enter (default), tab, both, none.
+    #[arg(long, value_name = "K", requires = "hid", value_parser = ["enter", "tab", "both", "none"])]
+    pub terminator: Option<String>,
     /// Barcode text, one scanned frame per argument. GS (0x1D) as the raw
-    /// byte or written as `<GS>`, `\x1d` or `^]`.
+    /// byte or written as `<GS>`, `\x1d` or `^]`. With `--hid`: one raw
+    /// report per argument, in hex.
     #[arg(required = true, value_name = "TEXT")]
     pub text: Vec<OsString>,
 }
@@ -78,6 +107,107 @@ pub const EXIT_OK: u8 = 0;
 pub const EXIT_INVALID: u8 = 1;
 /// Exit code: stdout could not be written.
 pub const EXIT_OUTPUT: u8 = 4;
+/// Exit code: usage error (bad `--hid` argument).
+pub const EXIT_USAGE: u8 = 2;
+
+/// Parse one report written in hex (`0200…`, `02 00 …`, `02:00:…`).
+pub fn parse_hex_report(s: &str) -> Result<Vec<u8>, String> {
+    let compact: String = s
+        .chars()
+        .filter(|c| !matches!(c, ' ' | ':' | '-' | '_'))
+        .collect();
+    let compact = compact
+        .strip_prefix("0x")
+        .or_else(|| compact.strip_prefix("0X"))
+        .unwrap_or(&compact);
+    if compact.is_empty() {
+        return Err(format!("{s:?} is an empty report"));
+    }
+    hex::decode(compact).map_err(|e| format!("{s:?} is not a report in hex ({e})"))
+}
+
+/// The decoder `--hid` asks for, or a usage error.
+fn hid_decoder(args: &DecodeArgs, mode: &str) -> Result<crate::source::hid::HidDecoder, String> {
+    use crate::source::hid::{HidDecoder, keyboard, layout::Layout, pos};
+    let timeout = std::time::Duration::from_millis(crate::config::DEFAULT_HID_TIMEOUT_MS);
+    let max = 4096;
+    if mode == "pos" {
+        if args.layout.is_some() || args.gs.is_some() || args.terminator.is_some() {
+            return Err("--layout, --gs and --terminator apply only to --hid keyboard".into());
+        }
+        return Ok(HidDecoder::pos(pos::DEFAULT_REPORT_ID, max, timeout));
+    }
+    let layout =
+        Layout::parse(args.layout.as_deref().unwrap_or("us")).ok_or("--layout must be us or de")?;
+    let gs = keyboard::GsConvention::parse(args.gs.as_deref().unwrap_or("auto"))
+        .ok_or("--gs must be auto, ctrl-], f8, none or substitute:STRING (STRING not empty)")?;
+    let terminators = match args.terminator.as_deref().unwrap_or("enter") {
+        "enter" => keyboard::Terminators {
+            enter: true,
+            tab: false,
+        },
+        "tab" => keyboard::Terminators {
+            enter: false,
+            tab: true,
+        },
+        "both" => keyboard::Terminators {
+            enter: true,
+            tab: true,
+        },
+        _ => keyboard::Terminators {
+            enter: false,
+            tab: false,
+        },
+    };
+    Ok(HidDecoder::keyboard(layout, gs, terminators, max, timeout))
+}
+
+/// `--hid`: reports → the live decoder → scans → decode and print.
+fn run_hid_to(args: &DecodeArgs, mode: &str, out: &mut impl Write) -> std::io::Result<u8> {
+    let mut decoder = match hid_decoder(args, mode) {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("scangate decode: {e}");
+            return Ok(EXIT_USAGE);
+        }
+    };
+    let mut reports = Vec::new();
+    for text in &args.text {
+        match parse_hex_report(&text.to_string_lossy()) {
+            Ok(r) => reports.push(r),
+            Err(e) => {
+                eprintln!("scangate decode: {e}; give one HID report per argument in hex");
+                return Ok(EXIT_USAGE);
+            }
+        }
+    }
+    let now = std::time::Instant::now();
+    let mut raws = Vec::new();
+    for r in &reports {
+        decoder.push(r, now, &mut raws);
+    }
+    decoder.finish(&mut raws);
+    if raws.is_empty() {
+        eprintln!(
+            "scangate decode: the {} report(s) make no scan (no terminator key / final report, or nothing typed)",
+            reports.len()
+        );
+        return Ok(EXIT_INVALID);
+    }
+    let mut code = EXIT_OK;
+    for (index, raw) in raws.into_iter().enumerate() {
+        let result = raw.decode(crate::capture::CaptureTime::now().year());
+        if result.is_err() {
+            code = EXIT_INVALID;
+        }
+        if args.json {
+            write_json(out, index, &result)?;
+        } else {
+            write_text(out, index, &result)?;
+        }
+    }
+    Ok(code)
+}
 
 /// Replace the written forms of GS (`<GS>`, `\x1d`, `\x1D`, `^]`) by 0x1D.
 /// Linear in the input; every other byte is kept as is.
@@ -254,6 +384,9 @@ pub fn run(args: &DecodeArgs) -> u8 {
 
 /// [`run`] writing to `out` instead of stdout.
 pub fn run_to(args: &DecodeArgs, out: &mut impl Write) -> std::io::Result<u8> {
+    if let Some(mode) = &args.hid {
+        return run_hid_to(args, mode, out);
+    }
     let mut code = EXIT_OK;
     for (index, text) in args.text.iter().enumerate() {
         let bytes = unescape_gs(&os_bytes(text));
@@ -291,6 +424,10 @@ mod tests {
     fn text_and_json_output() {
         let args = DecodeArgs {
             json: true,
+            hid: None,
+            layout: None,
+            gs: None,
+            terminator: None,
             text: vec![
                 "]d20100307773105025<GS>17281200".into(),
                 "]d20100307773105026".into(),

@@ -12,7 +12,8 @@
 //! The modules, in the order a scan flows through them:
 //!
 //! - [`config`]: the TOML file, defaults and validation (no hardware needed).
-//! - [`source`]: one task per scanner: open, read, frame, reconnect.
+//! - [`source`]: one task per scanner: open, read, frame, reconnect
+//!   (serial; USB HID in [`source::hid`]: HID POS and keyboard wedge).
 //! - [`capture`]: UUIDv7, UTC + boot-time stamps, barcode decoding.
 //! - [`store`]: the SQLite database (one file, WAL, `synchronous=FULL`).
 //! - [`outbox`]: the write-ahead record of every scan.
@@ -23,6 +24,7 @@
 //! - [`daemon`]: the one place that wires the stages together.
 //! - [`cli`]: the `scangate` commands and their exit codes.
 //! - [`decode_cmd`]: `scangate decode`, the decoder for technicians and tests.
+//! - [`devices_cmd`]: `scangate devices` / `scangate pair`: find and pair scanners.
 //! - [`demo`], [`bench`]: a noisy shift on virtual scanners; throughput.
 //! - [`pty`]: pseudo-terminals that stand in for serial scanners.
 
@@ -36,6 +38,7 @@ pub mod config;
 pub mod daemon;
 pub mod decode_cmd;
 pub mod demo;
+pub mod devices_cmd;
 pub mod facility;
 pub mod gate;
 pub mod ledger;

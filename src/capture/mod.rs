@@ -33,6 +33,18 @@ pub struct RawScan {
     pub framing_error: Option<String>,
 }
 
+impl RawScan {
+    /// Decode the frame (dates against `year`), or give its framing error:
+    /// the one interpretation of a raw read, used by capture and by
+    /// `scangate decode --hid`.
+    pub fn decode(&self, year: i32) -> Result<Decoded, DecodeError> {
+        match &self.framing_error {
+            Some(reason) => Err(DecodeError(reason.clone())),
+            None => barcode::decode_with_year(&self.bytes, year),
+        }
+    }
+}
+
 /// A stamped scan: what the outbox stores.
 #[derive(Debug, Clone)]
 pub struct Scan {
@@ -57,12 +69,9 @@ impl Scan {
 
     /// Stamp and decode a raw read with a given capture time (replays, tests).
     pub fn at(profile: &Profile, raw: RawScan, time: CaptureTime) -> Scan {
-        let decoded = match raw.framing_error {
-            Some(reason) => Err(DecodeError(reason)),
-            // Dates are read against the capture year, so a replay in a new
-            // year decodes exactly as it did live.
-            None => barcode::decode_with_year(&raw.bytes, time.year()),
-        };
+        // Dates are read against the capture year, so a replay in a new year
+        // decodes exactly as it did live.
+        let decoded = raw.decode(time.year());
         Scan {
             uuid: Uuid::now_v7(),
             profile: profile.clone(),

@@ -7,6 +7,7 @@
 //! small histogram ([`latency`]) and logged.
 
 pub mod framing;
+pub mod hid;
 pub mod latency;
 pub mod serial;
 

@@ -1,0 +1,436 @@
+//! `scangate devices` and `scangate pair NAME`: find scanners, and pair one
+//! by scanning with it.
+//!
+//! `devices` lists every HID interface (hidraw) and every USB serial tty
+//! with VID:PID, manufacturer / product strings, serial number, USB port
+//! path, HID usage page and the mode scangate would read it in, and for
+//! each a ready `[[scanner]]` snippet and a udev rule line. With nothing
+//! plugged in it says so (exit 0).
+//!
+//! `pair NAME --config FILE` opens every HID scanner interface not already
+//! claimed by a `[[scanner]]` of FILE, waits for the next complete scan on
+//! any of them (a technician pairs by scanning a barcode), then appends the
+//! scanner's entry to FILE (checked to parse first) and its udev rules to
+//! `--rules` (default `/etc/udev/rules.d/99-scangate.rules`). Serial
+//! scanners are paired by hand from the `devices` snippet.
+//!
+//! Exit codes: 0 ok; 1 `pair` saw no scan before `--timeout`; 2 usage or
+//! configuration error; 4 enumeration or a file could not be written.
+
+use crate::config::{Config, HidMode};
+use crate::source::hid::device::{DeviceOpener, HidapiOpener};
+use crate::source::hid::devices::{self, HidCandidate, SerialCandidate};
+use crate::source::hid::{HidDecoder, READ_SLICE};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// Arguments of `scangate devices`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct DevicesArgs {}
+
+/// Arguments of `scangate pair`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct PairArgs {
+    /// Name of the new scanner (letters, digits, '-', '_', '.').
+    pub name: String,
+    /// Config file to append the `[[scanner]]` entry to.
+    #[arg(long, short = 'c', env = "SCANGATE_CONFIG")]
+    pub config: PathBuf,
+    /// udev rules file to append the scanner's rules to.
+    #[arg(long, default_value = "/etc/udev/rules.d/99-scangate.rules")]
+    pub rules: PathBuf,
+    /// What a read from it means: receive, dispense, waste, return, adjust.
+    #[arg(long, default_value = "dispense")]
+    pub scan_type: String,
+    /// Give up after this many seconds without a scan.
+    #[arg(long, default_value_t = 120)]
+    pub timeout: u64,
+}
+
+/// The `[[scanner]]` entry for a HID candidate (`name` as given).
+pub fn hid_snippet(name: &str, c: &HidCandidate, scan_type: &str) -> String {
+    let mode = c.mode().unwrap_or(HidMode::Pos);
+    let mut s = format!(
+        "[[scanner]]\nname = {name:?}\nkind = \"hid\"\nmode = \"{}\"\nvendor_id = 0x{:04x}\nproduct_id = 0x{:04x}\n",
+        mode.as_str(),
+        c.vendor_id,
+        c.product_id
+    );
+    match (&c.serial_number, &c.usb_port) {
+        (Some(sn), _) => s += &format!("serial_number = {sn:?}\n"),
+        (None, Some(port)) => s += &format!("usb_port = {port:?}\n"),
+        (None, None) => {}
+    }
+    s += &format!("scan_type = {scan_type:?}\n");
+    s
+}
+
+fn usb_match(vid: u16, pid: u16, serial: Option<&str>, port: Option<&str>) -> String {
+    let mut m = format!("ATTRS{{idVendor}}==\"{vid:04x}\", ATTRS{{idProduct}}==\"{pid:04x}\"");
+    match (serial, port) {
+        (Some(sn), _) => m += &format!(", ATTRS{{serial}}==\"{sn}\""),
+        (None, Some(p)) => m += &format!(", KERNELS==\"{p}\""),
+        (None, None) => {}
+    }
+    m
+}
+
+/// udev rule lines for a HID candidate: the hidraw node (stable name,
+/// access for the service), and for a keyboard wedge its event nodes
+/// (access, so the daemon can grab them).
+pub fn hid_udev_rules(name: &str, c: &HidCandidate) -> Vec<String> {
+    let m = usb_match(
+        c.vendor_id,
+        c.product_id,
+        c.serial_number.as_deref(),
+        c.usb_port.as_deref(),
+    );
+    let mut rules = vec![format!(
+        "SUBSYSTEM==\"hidraw\", {m}, SYMLINK+=\"scangate/{name}\", GROUP=\"scangate\", MODE=\"0660\""
+    )];
+    if c.mode() == Some(HidMode::Keyboard) {
+        rules.push(format!(
+            "SUBSYSTEM==\"input\", KERNEL==\"event*\", {m}, GROUP=\"scangate\", MODE=\"0660\""
+        ));
+    }
+    rules
+}
+
+/// The `[[scanner]]` entry for a serial candidate.
+pub fn serial_snippet(name: &str, scan_type: &str) -> String {
+    format!(
+        "[[scanner]]\nname = {name:?}\nkind = \"serial\"\npath = \"/dev/scangate/{name}\"\nscan_type = {scan_type:?}\n"
+    )
+}
+
+/// The udev rule for a serial candidate.
+pub fn serial_udev_rule(name: &str, c: &SerialCandidate) -> Option<String> {
+    let m = usb_match(
+        c.vendor_id?,
+        c.product_id?,
+        c.serial_number.as_deref(),
+        c.usb_port.as_deref(),
+    );
+    Some(format!(
+        "SUBSYSTEM==\"tty\", {m}, SYMLINK+=\"scangate/{name}\", GROUP=\"dialout\", MODE=\"0660\""
+    ))
+}
+
+fn opt(s: &Option<String>) -> &str {
+    s.as_deref().unwrap_or("-")
+}
+
+/// Render the `devices` listing.
+pub fn render(hid: &[HidCandidate], serial: &[SerialCandidate]) -> String {
+    let mut out = String::new();
+    out += &format!("HID devices ({}):\n", hid.len());
+    if hid.is_empty() {
+        out += "  none found (no USB HID device is plugged in, or /dev/hidraw* is not readable)\n";
+    }
+    for (i, c) in hid.iter().enumerate() {
+        let mode = match c.mode() {
+            Some(m) => format!("{} (scanner)", m.as_str()),
+            None => "not a scanner interface (no keyboard or 0x8C collection)".into(),
+        };
+        out += &format!(
+            "\n  {}  {:04x}:{:04x}  {} / {}\n    serial: {}   USB port: {}   usage page: 0x{:04x} usage 0x{:02x}   mode: {mode}\n",
+            c.devnode.display(),
+            c.vendor_id,
+            c.product_id,
+            opt(&c.manufacturer),
+            opt(&c.product),
+            opt(&c.serial_number),
+            opt(&c.usb_port),
+            c.usage_page,
+            c.usage
+        );
+        if c.mode().is_some() {
+            let name = format!("hid-{i}");
+            out += "    config:\n";
+            for l in hid_snippet(&name, c, "dispense").lines() {
+                out += &format!("      {l}\n");
+            }
+            out += "    udev:\n";
+            for r in hid_udev_rules(&name, c) {
+                out += &format!("      {r}\n");
+            }
+        }
+    }
+    out += &format!("\nSerial devices ({}):\n", serial.len());
+    if serial.is_empty() {
+        out += "  none found (no /dev/ttyUSB* or /dev/ttyACM*)\n";
+    }
+    for (i, c) in serial.iter().enumerate() {
+        let name = format!("serial-{i}");
+        let vp = match (c.vendor_id, c.product_id) {
+            (Some(v), Some(p)) => format!("{v:04x}:{p:04x}"),
+            _ => "-".into(),
+        };
+        out += &format!(
+            "\n  {}  {vp}  {} / {}\n    serial: {}   USB port: {}   mode: serial\n    config:\n",
+            c.devnode.display(),
+            opt(&c.manufacturer),
+            opt(&c.product),
+            opt(&c.serial_number),
+            opt(&c.usb_port)
+        );
+        for l in serial_snippet(&name, "dispense").lines() {
+            out += &format!("      {l}\n");
+        }
+        if let Some(r) = serial_udev_rule(&name, c) {
+            out += &format!("    udev:\n      {r}\n");
+        }
+    }
+    out
+}
+
+/// `scangate devices`; returns the exit code.
+pub fn run_devices(_args: &DevicesArgs) -> u8 {
+    let hid = match devices::enumerate_hid() {
+        Ok(h) => h,
+        Err(e) => {
+            eprintln!("scangate: {e}");
+            return 4;
+        }
+    };
+    let serial = devices::serial_candidates(Path::new(devices::SYS));
+    print!("{}", render(&hid, &serial));
+    0
+}
+
+/// Append `text` to `path` (creating it), with a blank line before.
+fn append(path: &Path, text: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)?;
+    write!(f, "\n{text}")
+}
+
+/// Check that `config` plus `snippet` is a valid configuration, then
+/// append the snippet. Nothing is written if it would not parse.
+pub fn add_entry(config: &Path, snippet: &str) -> Result<(), String> {
+    let current = match std::fs::read_to_string(config) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(e) => return Err(format!("cannot read {}: {e}", config.display())),
+    };
+    Config::parse(&format!("{current}\n{snippet}"), Some(config))
+        .map_err(|e| format!("the new entry would not be valid: {e}"))?;
+    append(config, snippet).map_err(|e| format!("cannot write {}: {e}", config.display()))
+}
+
+/// `scangate pair`; returns the exit code.
+pub fn run_pair(args: &PairArgs) -> u8 {
+    let existing = match std::fs::read_to_string(&args.config) {
+        Ok(t) => match Config::parse(&t, Some(&args.config)) {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("scangate: configuration error: {e}");
+                return 2;
+            }
+        },
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Config::default(),
+        Err(e) => {
+            eprintln!("scangate: cannot read {}: {e}", args.config.display());
+            return 2;
+        }
+    };
+    if existing.scanners.iter().any(|s| s.name == args.name) {
+        eprintln!(
+            "scangate: {} already has a scanner named {:?}; choose another NAME",
+            args.config.display(),
+            args.name
+        );
+        return 2;
+    }
+    if crate::config::ScanType::parse(&args.scan_type).is_none() {
+        eprintln!("scangate: --scan-type must be receive, dispense, waste, return or adjust");
+        return 2;
+    }
+    let all = match devices::enumerate_hid() {
+        Ok(h) => h,
+        Err(e) => {
+            eprintln!("scangate: {e}");
+            return 4;
+        }
+    };
+    let unpaired: Vec<HidCandidate> = all
+        .into_iter()
+        .filter(|c| {
+            let Some(mode) = c.mode() else { return false };
+            !existing.scanners.iter().any(|s| {
+                s.kind == crate::config::ScannerKind::Hid
+                    && s.mode == Some(mode)
+                    && crate::source::hid::devices::Matcher {
+                        vendor_id: s.vendor_id,
+                        product_id: s.product_id,
+                        serial_number: s.serial_number.clone(),
+                        usb_port: s.usb_port.clone(),
+                    }
+                    .matches(c, mode)
+            })
+        })
+        .collect();
+    if unpaired.is_empty() {
+        eprintln!(
+            "scangate: no unpaired HID scanner is plugged in (`scangate devices` lists what is there); plug one in and run pair again"
+        );
+        return 1;
+    }
+    eprintln!(
+        "waiting up to {} s for a scan on any of {} unpaired HID scanner interface(s): scan any barcode with the scanner to pair",
+        args.timeout,
+        unpaired.len()
+    );
+    let Some(c) = wait_for_scan(&unpaired, Duration::from_secs(args.timeout)) else {
+        eprintln!(
+            "scangate: no scan within {} s; nothing was written",
+            args.timeout
+        );
+        return 1;
+    };
+    let snippet = hid_snippet(&args.name, &c, &args.scan_type);
+    if let Err(e) = add_entry(&args.config, &snippet) {
+        eprintln!("scangate: {e}");
+        return 4;
+    }
+    let rules = hid_udev_rules(&args.name, &c).join("\n") + "\n";
+    if let Err(e) = append(&args.rules, &rules) {
+        eprintln!(
+            "scangate: the config entry was written, but {} could not be: {e}; add these lines by hand:\n{rules}",
+            args.rules.display()
+        );
+        return 4;
+    }
+    println!(
+        "paired {} ({:04x}:{:04x}, {}) as {:?}:\n{snippet}\nudev rules appended to {}; run: udevadm control --reload && udevadm trigger",
+        c.devnode.display(),
+        c.vendor_id,
+        c.product_id,
+        c.mode().map(HidMode::as_str).unwrap_or("?"),
+        args.name,
+        args.rules.display()
+    );
+    0
+}
+
+/// Read every candidate on its own thread until one yields a complete,
+/// non-rejected scan; return that candidate.
+fn wait_for_scan(cands: &[HidCandidate], timeout: Duration) -> Option<HidCandidate> {
+    let (tx, rx) = std::sync::mpsc::channel::<usize>();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    for (i, c) in cands.iter().enumerate() {
+        let tx = tx.clone();
+        let stop = stop.clone();
+        let mode = c.mode().unwrap_or(HidMode::Pos);
+        let mut cfg =
+            crate::config::ScannerConfig::hid("pairing", mode, crate::config::ScanType::Adjust);
+        cfg.path = c.devnode.clone();
+        // Pairing must not swallow a keyboard's keys for longer than needed,
+        // but the technician's test scan should not type anywhere either.
+        let _ = std::thread::Builder::new()
+            .name(format!("pair-{i}"))
+            .spawn(move || {
+                let Ok(mut dev) = HidapiOpener::from_config(&cfg).open() else {
+                    return;
+                };
+                let mut decoder = HidDecoder::from_config(&cfg);
+                let mut raws = Vec::new();
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    match dev.read_report(READ_SLICE) {
+                        Ok(Some(r)) => {
+                            decoder.push(&r, Instant::now(), &mut raws);
+                        }
+                        Ok(None) => decoder.expire(Instant::now(), &mut raws),
+                        Err(_) => return,
+                    }
+                    if raws.iter().any(|r| r.framing_error.is_none()) {
+                        let _ = tx.send(i);
+                        return;
+                    }
+                    raws.clear();
+                }
+            });
+    }
+    drop(tx);
+    let got = rx.recv_timeout(timeout).ok();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    got.map(|i| cands[i].clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kbd() -> HidCandidate {
+        HidCandidate {
+            devnode: "/dev/hidraw2".into(),
+            vendor_id: 0x0c2e,
+            product_id: 0x0b61,
+            manufacturer: Some("Honeywell".into()),
+            product: Some("Xenon".into()),
+            serial_number: None,
+            usb_port: Some("1-1.3".into()),
+            usage_page: devices::USAGE_PAGE_DESKTOP,
+            usage: devices::USAGE_KEYBOARD,
+        }
+    }
+
+    #[test]
+    fn snippets_parse_and_rules_match_by_port_without_serial() {
+        let c = kbd();
+        let snippet = hid_snippet("counter-2", &c, "dispense");
+        let cfg = Config::parse(&snippet, None).unwrap();
+        let s = &cfg.scanners[0];
+        assert_eq!(s.mode, Some(HidMode::Keyboard));
+        assert_eq!((s.vendor_id, s.product_id), (Some(0x0c2e), Some(0x0b61)));
+        assert_eq!(s.usb_port.as_deref(), Some("1-1.3"));
+        let rules = hid_udev_rules("counter-2", &c);
+        assert_eq!(rules.len(), 2, "hidraw + event nodes for a keyboard wedge");
+        assert!(rules[0].contains("KERNELS==\"1-1.3\""), "{rules:?}");
+        assert!(
+            rules[0].contains("SYMLINK+=\"scangate/counter-2\""),
+            "{rules:?}"
+        );
+        assert!(rules[1].starts_with("SUBSYSTEM==\"input\""), "{rules:?}");
+        let pos = HidCandidate {
+            serial_number: Some("SN1".into()),
+            usage_page: devices::USAGE_PAGE_POS,
+            usage: 2,
+            ..c
+        };
+        let snippet = hid_snippet("rx", &pos, "receive");
+        assert!(snippet.contains("serial_number = \"SN1\""), "{snippet}");
+        Config::parse(&snippet, None).unwrap();
+        assert_eq!(hid_udev_rules("rx", &pos).len(), 1);
+        Config::parse(&serial_snippet("s", "dispense"), None).unwrap();
+    }
+
+    #[test]
+    fn listing_with_no_devices_says_so() {
+        let text = render(&[], &[]);
+        assert!(text.contains("HID devices (0):\n  none found"), "{text}");
+        assert!(text.contains("Serial devices (0):\n  none found"), "{text}");
+        let text = render(&[kbd()], &[]);
+        assert!(text.contains("mode: keyboard (scanner)"), "{text}");
+        assert!(text.contains("kind = \"hid\""), "{text}");
+    }
+
+    #[test]
+    fn add_entry_refuses_an_entry_that_would_not_parse() {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = dir.path().join("scangate.toml");
+        let snippet = hid_snippet("a", &kbd(), "dispense");
+        add_entry(&cfg, &snippet).unwrap();
+        // The same name again: invalid, the file is unchanged.
+        let before = std::fs::read_to_string(&cfg).unwrap();
+        assert!(
+            add_entry(&cfg, &snippet)
+                .unwrap_err()
+                .contains("used twice")
+        );
+        assert_eq!(std::fs::read_to_string(&cfg).unwrap(), before);
+    }
+}

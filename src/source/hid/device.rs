@@ -1,0 +1,334 @@
+//! The device seam: where reports come from.
+//!
+//! The source loop ([`super::run_with`]) only knows two small traits:
+//! a [`DeviceOpener`] that finds and opens "this scanner", and the
+//! [`ReportDevice`] it returns, which reads one report at a time with a
+//! timeout. Live, they are [`HidapiOpener`] / [`HidapiDevice`] (hidapi on
+//! hidraw, plus the evdev grab for keyboard wedges). In tests they are
+//! [`Replay`]: scripted report streams with pauses, unplugs and replugs,
+//! because these machines have no USB and no `/dev/uhid`.
+
+use super::devices::{self, Grab, HidCandidate, Matcher};
+use crate::config::{HidMode, ScannerConfig};
+use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// What went wrong with a device, so the caller can branch on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeviceErrorKind {
+    /// No matching device is present (not plugged in yet): keep looking.
+    NotFound,
+    /// The device went away or failed while open: reopen when it is back.
+    Disconnected,
+    /// Present but unusable (permissions, ambiguous match): keep retrying,
+    /// the message says what to fix.
+    Unusable,
+}
+
+/// A device error with its kind and a message that says what to do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeviceError {
+    /// The kind.
+    pub kind: DeviceErrorKind,
+    /// What happened (and what to do).
+    pub message: String,
+}
+
+impl DeviceError {
+    /// An error of `kind`.
+    pub fn new(kind: DeviceErrorKind, message: impl Into<String>) -> DeviceError {
+        DeviceError {
+            kind,
+            message: message.into(),
+        }
+    }
+}
+
+impl std::fmt::Display for DeviceError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+/// An open HID device: one report per read.
+pub trait ReportDevice: Send {
+    /// Wait up to `timeout` for the next input report (report id first for
+    /// numbered reports, as hidraw delivers it). `Ok(None)`: nothing came.
+    fn read_report(&mut self, timeout: Duration) -> Result<Option<Vec<u8>>, DeviceError>;
+    /// Where it is, for logs (`/dev/hidraw3 (0c2e:0b61, USB port 1-1.3)`).
+    fn describe(&self) -> String;
+}
+
+/// Finds and opens one configured scanner.
+pub trait DeviceOpener: Send {
+    /// Open the scanner now, or say why not.
+    fn open(&mut self) -> Result<Box<dyn ReportDevice>, DeviceError>;
+}
+
+/// The live opener: hidapi (hidraw backend) plus, for keyboard wedges,
+/// the EVIOCGRAB of every evdev node of the device.
+pub struct HidapiOpener {
+    name: String,
+    mode: HidMode,
+    path: Option<PathBuf>,
+    matcher: Matcher,
+    grab: bool,
+}
+
+impl HidapiOpener {
+    /// The opener for a `kind = "hid"` scanner entry.
+    pub fn from_config(cfg: &ScannerConfig) -> HidapiOpener {
+        HidapiOpener {
+            name: cfg.name.clone(),
+            mode: cfg.mode.unwrap_or(HidMode::Pos),
+            path: (!cfg.path.as_os_str().is_empty()).then(|| cfg.path.clone()),
+            matcher: Matcher {
+                vendor_id: cfg.vendor_id,
+                product_id: cfg.product_id,
+                serial_number: cfg.serial_number.clone(),
+                usb_port: cfg.usb_port.clone(),
+            },
+            grab: cfg.mode == Some(HidMode::Keyboard) && cfg.grab.unwrap_or(true),
+        }
+    }
+
+    /// The hidraw node to open: the configured path (a udev symlink is
+    /// followed), else the one device the match keys select.
+    fn find(&self) -> Result<(PathBuf, String), DeviceError> {
+        if let Some(p) = &self.path {
+            let node = p.canonicalize().map_err(|e| {
+                DeviceError::new(
+                    DeviceErrorKind::NotFound,
+                    format!("{} is not there ({e})", p.display()),
+                )
+            })?;
+            return Ok((
+                node.clone(),
+                format!("{} -> {}", p.display(), node.display()),
+            ));
+        }
+        let all =
+            devices::enumerate_hid().map_err(|e| DeviceError::new(DeviceErrorKind::Unusable, e))?;
+        let found: Vec<&HidCandidate> = all
+            .iter()
+            .filter(|c| self.matcher.matches(c, self.mode))
+            .collect();
+        match found.as_slice() {
+            [] => Err(DeviceError::new(
+                DeviceErrorKind::NotFound,
+                format!(
+                    "no {} HID device matches {}",
+                    self.mode.as_str(),
+                    self.matcher.describe()
+                ),
+            )),
+            [one] => Ok((
+                one.devnode.clone(),
+                format!(
+                    "{} ({:04x}:{:04x}{})",
+                    one.devnode.display(),
+                    one.vendor_id,
+                    one.product_id,
+                    one.usb_port
+                        .as_ref()
+                        .map(|p| format!(", USB port {p}"))
+                        .unwrap_or_default()
+                ),
+            )),
+            many => Err(DeviceError::new(
+                DeviceErrorKind::Unusable,
+                format!(
+                    "{} HID devices match {} ({}); add serial_number or usb_port to scanner {:?} so it names one (`scangate devices` lists them)",
+                    many.len(),
+                    self.matcher.describe(),
+                    many.iter()
+                        .map(|c| c.devnode.display().to_string())
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    self.name
+                ),
+            )),
+        }
+    }
+}
+
+impl DeviceOpener for HidapiOpener {
+    fn open(&mut self) -> Result<Box<dyn ReportDevice>, DeviceError> {
+        let (node, describe) = self.find()?;
+        let api = hidapi::HidApi::new()
+            .map_err(|e| DeviceError::new(DeviceErrorKind::Unusable, format!("hidapi: {e}")))?;
+        let cpath = std::ffi::CString::new(node.as_os_str().as_encoded_bytes())
+            .map_err(|_| DeviceError::new(DeviceErrorKind::Unusable, "device path contains NUL"))?;
+        let dev = api.open_path(&cpath).map_err(|e| {
+            let kind = if node.exists() {
+                DeviceErrorKind::Unusable
+            } else {
+                DeviceErrorKind::NotFound
+            };
+            DeviceError::new(
+                kind,
+                format!(
+                    "cannot open {describe}: {e}; check the udev rule (udev/99-scangate.rules) gives the service user access"
+                ),
+            )
+        })?;
+        let grab = if self.grab {
+            Some(grab_device(&self.name, &node))
+        } else {
+            None
+        };
+        Ok(Box::new(HidapiDevice {
+            dev,
+            describe,
+            buf: vec![0; 4096],
+            _grab: grab,
+        }))
+    }
+}
+
+/// Grab every evdev node of the device behind `hidraw` and log the
+/// outcome; a failure is logged as an error and scanning goes on.
+fn grab_device(scanner: &str, hidraw: &Path) -> Grab {
+    let name = hidraw
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let nodes = devices::evdev_nodes(Path::new(devices::SYS), &name);
+    if nodes.is_empty() {
+        tracing::error!(
+            scanner, device = %hidraw.display(),
+            "SECURITY: found no evdev node of this keyboard-wedge scanner to grab; if the kernel \
+             created one, every scan is also typed into the console / login prompt. Check /sys/class/hidraw/{name}"
+        );
+        return Grab::default();
+    }
+    let (grab, failed) = Grab::all(&nodes);
+    for (node, why) in &failed {
+        tracing::error!(
+            scanner, node = %node.display(),
+            "SECURITY: cannot grab (EVIOCGRAB) {}: {why}; this scanner's keystrokes also reach the \
+             console, login prompt or desktop. Give the service user read access to the event node \
+             (udev rule) and make sure no other program grabs it. Scanning continues.",
+            node.display()
+        );
+    }
+    if !grab.nodes().is_empty() {
+        tracing::info!(scanner, nodes = ?grab.nodes(), "keyboard-wedge scanner grabbed: its keystrokes go only to scangate");
+    }
+    grab
+}
+
+/// An open hidraw device (through hidapi).
+pub struct HidapiDevice {
+    dev: hidapi::HidDevice,
+    describe: String,
+    buf: Vec<u8>,
+    _grab: Option<Grab>,
+}
+
+impl ReportDevice for HidapiDevice {
+    fn read_report(&mut self, timeout: Duration) -> Result<Option<Vec<u8>>, DeviceError> {
+        let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
+        match self.dev.read_timeout(&mut self.buf, ms) {
+            Ok(0) => Ok(None),
+            Ok(n) => Ok(Some(self.buf[..n].to_vec())),
+            Err(e) => Err(DeviceError::new(
+                DeviceErrorKind::Disconnected,
+                format!("reading {} failed: {e}", self.describe),
+            )),
+        }
+    }
+
+    fn describe(&self) -> String {
+        self.describe.clone()
+    }
+}
+
+/// One step of a scripted connection.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step {
+    /// The device delivers this report.
+    Report(Vec<u8>),
+    /// Nothing arrives for this long.
+    Pause(Duration),
+    /// The device is unplugged (reads fail from now on).
+    Unplug,
+}
+
+/// Test double: each `open` plays the next scripted connection; when the
+/// script is used up, the device is "not plugged in". A connection whose
+/// steps run out stays open and silent.
+pub struct Replay {
+    connections: VecDeque<Vec<Step>>,
+    opened: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl Replay {
+    /// A device that will be plugged in once per entry of `connections`.
+    pub fn new(connections: Vec<Vec<Step>>) -> Replay {
+        Replay {
+            connections: connections.into(),
+            opened: Default::default(),
+        }
+    }
+
+    /// Counts successful opens (shared, readable after the opener moved).
+    pub fn opened(&self) -> std::sync::Arc<std::sync::atomic::AtomicUsize> {
+        self.opened.clone()
+    }
+}
+
+impl DeviceOpener for Replay {
+    fn open(&mut self) -> Result<Box<dyn ReportDevice>, DeviceError> {
+        let steps = self
+            .connections
+            .pop_front()
+            .ok_or_else(|| DeviceError::new(DeviceErrorKind::NotFound, "replay: not plugged in"))?;
+        let n = self
+            .opened
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+            + 1;
+        Ok(Box::new(ReplayDevice {
+            steps: steps.into(),
+            n,
+        }))
+    }
+}
+
+struct ReplayDevice {
+    steps: VecDeque<Step>,
+    n: usize,
+}
+
+impl ReportDevice for ReplayDevice {
+    fn read_report(&mut self, timeout: Duration) -> Result<Option<Vec<u8>>, DeviceError> {
+        match self.steps.pop_front() {
+            Some(Step::Report(r)) => Ok(Some(r)),
+            Some(Step::Pause(d)) => {
+                // Sleep at most `timeout`, keep the rest of the pause.
+                let slept = d.min(timeout);
+                std::thread::sleep(slept);
+                if d > slept {
+                    self.steps.push_front(Step::Pause(d - slept));
+                }
+                Ok(None)
+            }
+            Some(Step::Unplug) => {
+                self.steps.push_front(Step::Unplug);
+                Err(DeviceError::new(
+                    DeviceErrorKind::Disconnected,
+                    "replay: unplugged",
+                ))
+            }
+            None => {
+                std::thread::sleep(timeout);
+                Ok(None)
+            }
+        }
+    }
+
+    fn describe(&self) -> String {
+        format!("replay connection #{}", self.n)
+    }
+}
