@@ -194,9 +194,19 @@ fn run_hid_to(args: &DecodeArgs, mode: &str, out: &mut impl Write) -> std::io::R
         );
         return Ok(EXIT_INVALID);
     }
+    let year = crate::capture::CaptureTime::now().year();
+    print_results(args, out, raws.iter().map(|raw| raw.decode(year)))
+}
+
+/// Print each result (text or one JSON object per line) in input order;
+/// the exit code is 1 if any input was invalid.
+fn print_results(
+    args: &DecodeArgs,
+    out: &mut impl Write,
+    results: impl Iterator<Item = Result<Decoded, barcode::DecodeError>>,
+) -> std::io::Result<u8> {
     let mut code = EXIT_OK;
-    for (index, raw) in raws.into_iter().enumerate() {
-        let result = raw.decode(crate::capture::CaptureTime::now().year());
+    for (index, result) in results.enumerate() {
         if result.is_err() {
             code = EXIT_INVALID;
         }
@@ -387,20 +397,11 @@ pub fn run_to(args: &DecodeArgs, out: &mut impl Write) -> std::io::Result<u8> {
     if let Some(mode) = &args.hid {
         return run_hid_to(args, mode, out);
     }
-    let mut code = EXIT_OK;
-    for (index, text) in args.text.iter().enumerate() {
-        let bytes = unescape_gs(&os_bytes(text));
-        let result = barcode::decode(&bytes);
-        if result.is_err() {
-            code = EXIT_INVALID;
-        }
-        if args.json {
-            write_json(out, index, &result)?;
-        } else {
-            write_text(out, index, &result)?;
-        }
-    }
-    Ok(code)
+    let results = args
+        .text
+        .iter()
+        .map(|text| barcode::decode(&unescape_gs(&os_bytes(text))));
+    print_results(args, out, results)
 }
 
 #[cfg(test)]
