@@ -48,7 +48,7 @@ fn noisy_shift_on_two_serial_scanners() {
     let mut a = ScannerSpec::new("counter-1", scanners[A].path());
     a.ack = true;
     let mut b = ScannerSpec::new("counter-2", scanners[B].path());
-    b.max_frame_bytes = 64;
+    b.max_frame_bytes = Some(64);
     let config = write_config(dir.path(), &state, WINDOW_MS as u64, &[a, b]);
 
     let mut daemon = Daemon::start(&config, &dir.path().join("daemon.log"));

@@ -127,7 +127,10 @@ pub struct ScannerSpec {
     pub scan_type: &'static str,
     pub quantity: u32,
     pub ack: bool,
-    pub max_frame_bytes: usize,
+    /// `None`: the default (4096).
+    pub max_frame_bytes: Option<usize>,
+    /// Extra TOML lines, e.g. `stx_etx = true`.
+    pub extra: String,
 }
 
 impl ScannerSpec {
@@ -138,8 +141,21 @@ impl ScannerSpec {
             scan_type: "dispense",
             quantity: 1,
             ack: false,
-            max_frame_bytes: 4096,
+            max_frame_bytes: None,
+            extra: String::new(),
         }
+    }
+
+    /// With ACK/NAK on.
+    pub fn ack(mut self) -> ScannerSpec {
+        self.ack = true;
+        self
+    }
+
+    /// With extra TOML lines.
+    pub fn with(mut self, extra: &str) -> ScannerSpec {
+        self.extra = extra.into();
+        self
     }
 }
 
@@ -158,13 +174,16 @@ pub fn write_config(
     for s in scanners {
         text += &format!(
             "\n[[scanner]]\nname = {:?}\nkind = \"serial\"\npath = {:?}\nbaud = 9600\n\
-             scan_type = {:?}\nquantity = {}\nack = {}\nmax_frame_bytes = {}\n",
+             scan_type = {:?}\nquantity = {}\nack = {}\n{}{}\n",
             s.name,
             s.path.to_str().expect("utf-8 pty path"),
             s.scan_type,
             s.quantity,
             s.ack,
             s.max_frame_bytes
+                .map(|n| format!("max_frame_bytes = {n}\n"))
+                .unwrap_or_default(),
+            s.extra
         );
     }
     let path = dir.join("scangate.toml");

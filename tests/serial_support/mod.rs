@@ -6,70 +6,20 @@
 
 use crate::common::*;
 use scangate::pty::VirtualScanner;
-use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 /// A `[[scanner]]` entry with free-form extra keys (framing, line settings).
-pub struct Scanner {
-    pub name: String,
-    pub path: PathBuf,
-    pub scan_type: &'static str,
-    pub quantity: u32,
-    pub ack: bool,
-    /// Extra TOML lines, e.g. `stx_etx = true`.
-    pub extra: String,
-}
+pub type Scanner = ScannerSpec;
 
-impl Scanner {
-    pub fn new(name: &str, path: &Path) -> Scanner {
-        Scanner {
-            name: name.into(),
-            path: path.to_owned(),
-            scan_type: "dispense",
-            quantity: 1,
-            ack: false,
-            extra: String::new(),
-        }
-    }
-
-    pub fn ack(mut self) -> Scanner {
-        self.ack = true;
-        self
-    }
-
-    pub fn with(mut self, extra: &str) -> Scanner {
-        self.extra = extra.into();
-        self
-    }
-}
-
-/// Write `<dir>/scangate.toml`.
+/// Write `<dir>/scangate.toml` and check that scangate accepts it.
 pub fn write_serial_config(
     dir: &Path,
     state_dir: &Path,
     window_ms: u64,
     scanners: &[Scanner],
 ) -> PathBuf {
-    let mut text = format!(
-        "[gateway]\nfacility = \"test-pharmacy\"\nid = \"test-gw\"\nstate_dir = {:?}\n\n\
-         [dedup]\nwindow_ms = {window_ms}\n",
-        state_dir.to_str().expect("utf-8 temp path")
-    );
-    for s in scanners {
-        text += &format!(
-            "\n[[scanner]]\nname = {:?}\nkind = \"serial\"\npath = {:?}\n\
-             scan_type = {:?}\nquantity = {}\nack = {}\n{}\n",
-            s.name,
-            s.path.to_str().expect("utf-8 path"),
-            s.scan_type,
-            s.quantity,
-            s.ack,
-            s.extra
-        );
-    }
-    let path = dir.join("scangate.toml");
-    fs::write(&path, text).expect("writing the test config");
+    let path = write_config(dir, state_dir, window_ms, scanners);
     let check: Outcome = cli_cfg(&path, &["check-config"]).into();
     assert_eq!(
         check.code,
