@@ -152,7 +152,12 @@ fn decide(
     store.admit(facility_id, batch).map_err(|e| e.to_string())?;
     loop {
         let r = gate
-            .facility_round(store, Some(&mut *f), "")
+            .facility_round(
+                store,
+                Some(&mut *f),
+                "",
+                &crate::capture::CaptureTime::now(),
+            )
             .map_err(|e| e.to_string())?;
         if let Some(e) = r.facility_error {
             return Err(e);
@@ -248,7 +253,12 @@ pub fn run(args: &BenchArgs) -> Result<u8, String> {
         let before = gate.stats().decided;
         loop {
             let r = gate
-                .facility_round(&mut store, facility.as_mut(), "")
+                .facility_round(
+                    &mut store,
+                    facility.as_mut(),
+                    "",
+                    &crate::capture::CaptureTime::now(),
+                )
                 .map_err(|e| e.to_string())?;
             if let Some(e) = r.facility_error {
                 return Err(e);

@@ -34,7 +34,8 @@ impl Gateway {
         std::fs::write(
             &cfg,
             format!(
-                "{text}\n[redis]\nurl = {:?}\nconnect_timeout_ms = 300\ncommand_timeout_ms = 500\n",
+                "{text}\n[redis]\nurl = {:?}\nconnect_timeout_ms = 300\ncommand_timeout_ms = 500\n\
+                 require_synced_clock = false\n",
                 redis.url()
             ),
         )
@@ -426,4 +427,39 @@ fn rediss_with_the_facility_ca_works_and_a_wrong_ca_is_a_clear_error() {
     assert!(log.contains("facility Redis unavailable"), "{log}");
     assert!(log.to_lowercase().contains("certificate"), "{log}");
     bad.stop();
+}
+
+#[test]
+fn scans_read_on_an_unsynchronised_clock_wait_for_ntp_by_default() {
+    let root = tempdir("scangate-fac-");
+    let redis = RedisServer::start(&root.path().join("redis"), &[]);
+    let mut g = Gateway::new(root.path(), "gw-a", &redis);
+    let text = std::fs::read_to_string(&g.cfg)
+        .unwrap()
+        .replace("require_synced_clock = false\n", "");
+    std::fs::write(&g.cfg, text).unwrap();
+    g.start();
+    g.send(&dscsa("SN001"));
+    assert_eq!(
+        read_acks(&mut g.scanner, 1),
+        [ACK],
+        "stored and ACKed at once"
+    );
+    if scangate::capture::clock::clock_synced() {
+        // This machine's clock is synchronised: claimed as usual.
+        let st = wait_all_decided(&g.cfg, 1);
+        assert_eq!(count(&st, "committed"), 1, "{st}");
+    } else {
+        // Like a Raspberry Pi before NTP: the scan waits, nothing is claimed.
+        wait_until("the scan to wait for the clock", || {
+            count(&outbox_status(&g.cfg), "unresolved") == 1
+        });
+        assert!(redis.ledger("test-pharmacy").is_empty());
+        let db = open_db(&g.cfg.parent().unwrap().join("state"));
+        let reason: String = db
+            .query_row("SELECT record FROM audit", [], |r| r.get(0))
+            .unwrap();
+        assert!(reason.contains("NTP"), "{reason}");
+    }
+    g.stop();
 }

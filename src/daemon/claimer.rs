@@ -81,6 +81,7 @@ pub fn run(
     mut facility: Option<Facility>,
     kicked: Receiver<()>,
 ) -> GateStats {
+    gate.set_require_synced_clock(link.redis.require_synced_clock);
     let mut backoff = BACKOFF_MIN;
     let mut offline_reason = String::from("facility Redis not connected yet");
     let mut outage_since: Option<Instant> = None;
@@ -92,7 +93,8 @@ pub fn run(
                 Err(e) => offline_reason = e.to_string(),
             }
         }
-        let round = gate.facility_round(&mut store, facility.as_mut(), &offline_reason);
+        let now = crate::capture::CaptureTime::now();
+        let round = gate.facility_round(&mut store, facility.as_mut(), &offline_reason, &now);
         let wait = match round {
             Err(e) => {
                 tracing::error!("facility round failed on the local database: {e}; retrying");

@@ -33,6 +33,15 @@ pub struct RedisConfig {
     /// Replicas that must acknowledge each claim batch (`WAIT`); 0 = off.
     #[serde(default)]
     pub min_replicas_ack: u32,
+    /// Claim a scan only on a wall time the kernel calls NTP-synchronised:
+    /// scans read before sync wait (unresolved) and are then claimed with a
+    /// capture time re-derived from the boot clock.
+    #[serde(default = "yes")]
+    pub require_synced_clock: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 fn default_timeout_ms() -> u64 {
@@ -199,6 +208,7 @@ mod tests {
         assert!(r.ca_file.is_some());
         assert_eq!((r.connect_timeout_ms, r.command_timeout_ms), (1000, 1000));
         assert_eq!(r.min_replicas_ack, 0);
+        assert!(r.require_synced_clock);
         assert_eq!(
             r.url_with_credentials(Some("p@ss word")),
             "rediss://scangate:p%40ss%20word@redis.pharmacy.lan:6379/0"

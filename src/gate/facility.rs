@@ -13,6 +13,7 @@
 
 use super::{DECIDE_BATCH, Decision, Gate, OpenRow, Verdict, load_open};
 use crate::audit::Chain;
+use crate::capture::CaptureTime;
 use crate::capture::clock::rfc3339_ms;
 use crate::facility::{Claim, Facility, Outcome};
 use crate::store::{Store, StoreError, classify};
@@ -33,15 +34,23 @@ impl Gate {
     /// One round over up to [`DECIDE_BATCH`] open scans. `facility` is `None`
     /// while no connection is up: then only local verdicts are made and the
     /// rest become unresolved with `offline_reason`.
+    ///
+    /// `now` is the clock as the claimer reads it. With
+    /// [`Gate::set_require_synced_clock`], a scan captured while the wall
+    /// clock was not NTP-synchronised is not claimed on that wall time: it
+    /// waits (unresolved) until the clock is synchronised, then its capture
+    /// time is re-derived from the boot clock (same boot) and claimed. A scan
+    /// from an earlier boot cannot be re-derived and is claimed as captured.
     pub fn facility_round(
         &mut self,
         store: &mut Store,
         facility: Option<&mut Facility>,
         offline_reason: &str,
+        now: &CaptureTime,
     ) -> Result<Round, StoreError> {
         let Store { conn, path, .. } = store;
         let err = |e| classify(path, e);
-        let rows = load_open(conn, true, DECIDE_BATCH).map_err(err)?;
+        let mut rows = load_open(conn, true, DECIDE_BATCH).map_err(err)?;
         if rows.is_empty() {
             return Ok(Round::default());
         }
@@ -49,6 +58,24 @@ impl Gate {
         let mut verdicts: Vec<Option<Verdict>> = Vec::with_capacity(rows.len());
         for row in &rows {
             verdicts.push(self.local_verdict(conn, row, &mut stats).map_err(err)?);
+        }
+        let mut retimed = Vec::new();
+        if self.require_synced_clock {
+            for (row, verdict) in rows.iter_mut().zip(verdicts.iter_mut()) {
+                if verdict.is_some() || row.synced || row.boot_id != now.boot_id {
+                    continue;
+                }
+                if now.synced {
+                    row.captured_ms =
+                        now.utc_ms - (now.boot_ns - row.boot_ns).div_euclid(1_000_000);
+                    row.synced = true;
+                    retimed.push((row.seq, row.captured_ms));
+                } else {
+                    *verdict = Some(Verdict::Unresolved {
+                        reason: "the wall clock is not NTP-synchronised yet; the scan is claimed once it is, with its capture time taken from the boot clock".into(),
+                    });
+                }
+            }
         }
         let to_claim: Vec<usize> = (0..rows.len()).filter(|&i| verdicts[i].is_none()).collect();
         let mut facility_error = None;
@@ -86,6 +113,11 @@ impl Gate {
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(err)?;
+        for (seq, captured_ms) in retimed {
+            tx.prepare_cached("UPDATE scans SET captured_ms = ?2, clock_synced = 1 WHERE seq = ?1")
+                .and_then(|mut q| q.execute(params![seq, captured_ms]))
+                .map_err(err)?;
+        }
         let mut chain = Chain::begin(&tx).map_err(err)?;
         let now_ms = chrono::Utc::now().timestamp_millis();
         let open = rows.len();

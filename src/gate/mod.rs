@@ -171,6 +171,7 @@ pub struct Gate {
     bloom: Bloom,
     offsets: BootOffsets,
     stats: GateStats,
+    require_synced_clock: bool,
 }
 
 /// Bloom size per generation: 2^23 bits = 1 MiB, ~1.8 % false positives at a
@@ -213,7 +214,16 @@ impl Gate {
             bloom,
             offsets,
             stats: GateStats::default(),
+            require_synced_clock: false,
         })
+    }
+
+    /// Facility mode: hold scans captured on an unsynchronised wall clock
+    /// until it is synchronised (see [`Gate::facility_round`]). Off by
+    /// default; the embedded store compares same-boot scans on the boot
+    /// clock and needs no wall time to decide.
+    pub fn set_require_synced_clock(&mut self, on: bool) {
+        self.require_synced_clock = on;
     }
 
     /// Counters since start.

@@ -1,0 +1,135 @@
+//! Facility claims and the wall clock: a scan read before NTP sync waits,
+//! then is claimed with its capture time re-derived from the boot clock.
+//! Real SQLite file, real redis-server; the claimer's view of the clock is
+//! the `now` argument of `Gate::facility_round`.
+
+mod common;
+
+use common::*;
+use scangate::capture::{CaptureTime, Profile, RawScan, Scan};
+use scangate::config::ScanType;
+use scangate::facility::Facility;
+use scangate::gate::{Gate, GateConfig, Verdict};
+use scangate::store::Store;
+use std::time::Duration;
+
+const T0: i64 = 1_800_000_000_000; // the true time of the read (UTC ms)
+
+fn time(utc_ms: i64, boot: &str, boot_ms: i64, synced: bool) -> CaptureTime {
+    CaptureTime {
+        utc_ms,
+        boot_ns: boot_ms * 1_000_000,
+        boot_id: boot.into(),
+        synced,
+    }
+}
+
+#[test]
+fn an_unsynced_read_waits_for_ntp_then_is_claimed_on_boot_clock_time() {
+    let root = tempdir("scangate-clock-");
+    let redis = RedisServer::start(&root.path().join("redis"), &[]);
+    let mut store = Store::open(&root.path().join("state")).unwrap();
+    let cfg = GateConfig {
+        facility: "f1".into(),
+        gateway: "gw".into(),
+        window_ms: 3000,
+        retention: Duration::from_secs(72 * 3600),
+    };
+    let mut gate = Gate::new(cfg, &store).unwrap();
+    gate.set_require_synced_clock(true);
+    let mut facility = Facility::connect(
+        &redis.url(),
+        "f1",
+        3000,
+        Duration::from_secs(72 * 3600),
+        Duration::from_secs(2),
+        Duration::from_secs(2),
+    )
+    .unwrap();
+    let profile = Profile {
+        scanner: "c1".into(),
+        scan_type: ScanType::Dispense,
+        quantity: 1,
+    };
+    let raw = |s: &str| RawScan {
+        bytes: dscsa(s).into_bytes(),
+        framing_error: None,
+    };
+    // Read at boot-clock 10 s; the RTC-less wall clock says 1970.
+    let unsynced = Scan::at(&profile, raw("SN1"), time(10_000, "boot-b", 10_000, false));
+    // Read in an earlier boot, also unsynced: nothing can re-derive it.
+    let old_boot = Scan::at(&profile, raw("SN2"), time(20_000, "boot-a", 500, false));
+    store
+        .admit("f1", &[unsynced.clone(), old_boot.clone()])
+        .unwrap();
+
+    // The claimer's clock, still unsynchronised, 5 s of boot time later.
+    let r = gate
+        .facility_round(
+            &mut store,
+            Some(&mut facility),
+            "",
+            &time(15_000, "boot-b", 15_000, false),
+        )
+        .unwrap();
+    let verdict_of = |uuid: &uuid::Uuid| {
+        r.decisions
+            .iter()
+            .find(|d| d.scan_uuid == uuid.to_string())
+            .map(|d| d.verdict.clone())
+    };
+    assert!(
+        matches!(verdict_of(&unsynced.uuid), Some(Verdict::Unresolved { reason }) if reason.contains("NTP")),
+        "{:?}",
+        r.decisions
+    );
+    assert_eq!(verdict_of(&old_boot.uuid), Some(Verdict::Committed));
+    assert_eq!(redis.ledger("f1").len(), 1);
+
+    // NTP syncs: boot-clock 60 s is true time T0 + 50 s.
+    let r = gate
+        .facility_round(
+            &mut store,
+            Some(&mut facility),
+            "",
+            &time(T0 + 50_000, "boot-b", 60_000, true),
+        )
+        .unwrap();
+    assert_eq!(r.decisions.len(), 1);
+    assert_eq!(r.decisions[0].verdict, Verdict::Committed);
+    // Its capture time is the true one: T0 + 50 s - (60 s - 10 s) = T0.
+    let mut c = redis.connection().unwrap();
+    let entries: Vec<(String, Vec<(String, String)>)> = redis::cmd("XRANGE")
+        .arg("scangate:{f1}:ledger")
+        .arg("-")
+        .arg("+")
+        .query(&mut c)
+        .unwrap();
+    let captured: Vec<&str> = entries
+        .iter()
+        .flat_map(|(_, f)| {
+            f.iter()
+                .filter(|(k, _)| k == "captured_at")
+                .map(|(_, v)| v.as_str())
+        })
+        .collect();
+    assert!(
+        captured.contains(&"2027-01-15T08:00:00.000Z"),
+        "{captured:?}"
+    );
+    let exported = {
+        let mut all = Vec::new();
+        scangate::ledger::for_each(&store, None, |e| {
+            all.push(e);
+            Ok(())
+        })
+        .unwrap();
+        all
+    };
+    let local = exported
+        .iter()
+        .find(|e| e.scan_uuid == unsynced.uuid.to_string())
+        .expect("in the local ledger");
+    assert_eq!(local.captured_at, "2027-01-15T08:00:00.000Z");
+    assert!(local.clock_synced);
+}
