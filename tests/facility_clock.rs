@@ -84,6 +84,7 @@ fn an_unsynced_read_waits_for_ntp_then_is_claimed_on_boot_clock_time() {
         r.decisions
     );
     assert_eq!(verdict_of(&old_boot.uuid), Some(Verdict::Committed));
+    assert_eq!(r.waiting_for_clock, 1, "the claimer must look again soon");
     assert_eq!(redis.ledger("f1").len(), 1);
 
     // NTP syncs: boot-clock 60 s is true time T0 + 50 s.
@@ -96,6 +97,7 @@ fn an_unsynced_read_waits_for_ntp_then_is_claimed_on_boot_clock_time() {
         )
         .unwrap();
     assert_eq!(r.decisions.len(), 1);
+    assert_eq!(r.waiting_for_clock, 0);
     assert_eq!(r.decisions[0].verdict, Verdict::Committed);
     // Its capture time is the true one: T0 + 50 s - (60 s - 10 s) = T0.
     let mut c = redis.connection().unwrap();

@@ -18,6 +18,8 @@ use std::time::{Duration, Instant};
 
 const BACKOFF_MIN: Duration = Duration::from_millis(100);
 const BACKOFF_MAX: Duration = Duration::from_secs(30);
+/// How often scans held for an unsynchronised clock are looked at again.
+const CLOCK_POLL: Duration = Duration::from_secs(1);
 
 /// How to reach the facility store.
 pub struct Link {
@@ -130,7 +132,11 @@ pub fn run(
                     if writer_gone {
                         break;
                     }
-                    Duration::from_secs(3600)
+                    if r.waiting_for_clock > 0 {
+                        CLOCK_POLL // look again soon: NTP may have synced
+                    } else {
+                        Duration::from_secs(3600) // until the writer kicks
+                    }
                 }
             },
         };

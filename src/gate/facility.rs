@@ -28,6 +28,8 @@ pub struct Round {
     pub open: usize,
     /// The facility store failed this round; back off before the next.
     pub facility_error: Option<String>,
+    /// Scans held back until the wall clock is NTP-synchronised.
+    pub waiting_for_clock: usize,
 }
 
 impl Gate {
@@ -60,6 +62,7 @@ impl Gate {
             verdicts.push(self.local_verdict(conn, row, &mut stats).map_err(err)?);
         }
         let mut retimed = Vec::new();
+        let mut waiting_for_clock = 0;
         if self.require_synced_clock {
             for (row, verdict) in rows.iter_mut().zip(verdicts.iter_mut()) {
                 if verdict.is_some() || row.synced || row.boot_id != now.boot_id {
@@ -71,6 +74,7 @@ impl Gate {
                     row.synced = true;
                     retimed.push((row.seq, row.captured_ms));
                 } else {
+                    waiting_for_clock += 1;
                     *verdict = Some(Verdict::Unresolved {
                         reason: "the wall clock is not NTP-synchronised yet; the scan is claimed once it is, with its capture time taken from the boot clock".into(),
                     });
@@ -140,6 +144,7 @@ impl Gate {
             decisions,
             open,
             facility_error,
+            waiting_for_clock,
         })
     }
 }
