@@ -42,48 +42,53 @@ pub struct LedgerEntry {
     pub content_key: String,
 }
 
-/// Append the outbox row `scan_seq` to the ledger; call it inside the
-/// decision's transaction. (A read and a single-row `INSERT … VALUES` rather
-/// than `INSERT … SELECT`: SQLite gives a possibly multi-row statement its own
-/// statement journal, which cost ~8 % of the gate's time.)
-pub(crate) fn append(
-    tx: &Connection,
-    scan_seq: i64,
-    gateway: &str,
-    key_prefix: i64,
-) -> rusqlite::Result<()> {
-    let mut read = tx.prepare_cached(
-        "SELECT scan_uuid, scanner, captured_ms, boot_id, boot_ns, clock_synced, scan_type,
-             quantity, gtin, ndc10, lot, serial, expiry, symbology, content_key
-         FROM scans WHERE seq = ?1",
-    )?;
-    let mut insert = tx.prepare_cached(
+/// A ledger entry about to be appended (borrowed from the decided row).
+pub(crate) struct NewEntry<'a> {
+    pub scan_uuid: &'a str,
+    pub gateway: &'a str,
+    pub scanner: &'a str,
+    pub captured_ms: i64,
+    pub boot_id: &'a str,
+    pub boot_ns: i64,
+    pub clock_synced: bool,
+    pub scan_type: &'a str,
+    pub quantity: i64,
+    pub gtin: Option<&'a str>,
+    pub ndc10: Option<&'a str>,
+    pub lot: Option<&'a str>,
+    pub serial: Option<&'a str>,
+    pub expiry: Option<&'a str>,
+    pub symbology: &'a str,
+    pub content_key: &'a str,
+}
+
+/// Append an entry; call it inside the decision's transaction. (The gate
+/// already holds the row's fields, so this is one single-row `INSERT …
+/// VALUES` — no read, and no statement journal as `INSERT … SELECT` had.)
+pub(crate) fn append(tx: &Connection, e: &NewEntry<'_>, key_prefix: i64) -> rusqlite::Result<()> {
+    tx.prepare_cached(
         "INSERT INTO ledger (scan_uuid, gateway, scanner, captured_ms, boot_id, boot_ns,
              clock_synced, scan_type, quantity, gtin, ndc10, lot, serial, expiry, symbology,
              content_key, key_prefix)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
-    )?;
-    let mut rows = read.query([scan_seq])?;
-    let r = rows.next()?.ok_or(rusqlite::Error::QueryReturnedNoRows)?;
-    use rusqlite::types::ToSqlOutput;
-    let v = |i: usize| r.get_ref(i).map(ToSqlOutput::Borrowed);
-    insert.execute(params![
-        v(0)?,
-        gateway,
-        v(1)?,
-        v(2)?,
-        v(3)?,
-        v(4)?,
-        v(5)?,
-        v(6)?,
-        v(7)?,
-        v(8)?,
-        v(9)?,
-        v(10)?,
-        v(11)?,
-        v(12)?,
-        v(13)?,
-        v(14)?,
+    )?
+    .execute(params![
+        e.scan_uuid,
+        e.gateway,
+        e.scanner,
+        e.captured_ms,
+        e.boot_id,
+        e.boot_ns,
+        e.clock_synced,
+        e.scan_type,
+        e.quantity,
+        e.gtin,
+        e.ndc10,
+        e.lot,
+        e.serial,
+        e.expiry,
+        e.symbology,
+        e.content_key,
         key_prefix
     ])?;
     Ok(())

@@ -86,11 +86,10 @@ impl Gate {
         if !to_claim.is_empty() {
             let outcome = match facility {
                 Some(f) => {
-                    let claims = to_claim
+                    let claims: Vec<Claim> = to_claim
                         .iter()
-                        .map(|&i| claim_for(conn, &rows[i], &self.cfg.gateway))
-                        .collect::<rusqlite::Result<Vec<_>>>()
-                        .map_err(err)?;
+                        .map(|&i| claim_for(&rows[i], &self.cfg.gateway))
+                        .collect();
                     f.claim_batch(&claims).map_err(|e| e.to_string())
                 }
                 None => Err(offline_reason.to_string()),
@@ -150,38 +149,28 @@ impl Gate {
 }
 
 /// The claim for one open scan, with the ledger entry's fields.
-fn claim_for(conn: &rusqlite::Connection, row: &OpenRow, gateway: &str) -> rusqlite::Result<Claim> {
-    let mut q = conn.prepare_cached(
-        "SELECT scanner, scan_type, quantity, gtin, ndc10, lot, serial, expiry, symbology
-         FROM scans WHERE seq = ?1",
-    )?;
-    q.query_row(params![row.seq], |r| {
-        let text = |i: usize| -> rusqlite::Result<String> {
-            Ok(r.get::<_, Option<String>>(i)?.unwrap_or_default())
-        };
-        Ok(Claim {
-            scan_uuid: row.uuid.clone(),
-            content_key: row.content_key.clone().unwrap_or_default(),
-            captured_ms: row.captured_ms,
-            fields: vec![
-                ("scan_uuid", row.uuid.clone()),
-                ("gateway", gateway.to_string()),
-                ("scanner", text(0)?),
-                ("captured_at", rfc3339_ms(row.captured_ms)),
-                (
-                    "clock_synced",
-                    if row.synced { "true" } else { "false" }.to_string(),
-                ),
-                ("scan_type", text(1)?),
-                ("quantity", r.get::<_, i64>(2)?.to_string()),
-                ("gtin", text(3)?),
-                ("ndc10", text(4)?),
-                ("lot", text(5)?),
-                ("serial", text(6)?),
-                ("expiry", text(7)?),
-                ("symbology", text(8)?),
-                ("content_key", row.content_key.clone().unwrap_or_default()),
-            ],
-        })
-    })
+fn claim_for(row: &OpenRow, gateway: &str) -> Claim {
+    let e = row.entry(gateway);
+    let text = |v: Option<&str>| v.unwrap_or_default().to_string();
+    Claim {
+        scan_uuid: row.uuid.clone(),
+        content_key: e.content_key.to_string(),
+        captured_ms: row.captured_ms,
+        fields: vec![
+            ("scan_uuid", row.uuid.clone()),
+            ("gateway", gateway.to_string()),
+            ("scanner", e.scanner.to_string()),
+            ("captured_at", rfc3339_ms(row.captured_ms)),
+            ("clock_synced", e.clock_synced.to_string()),
+            ("scan_type", e.scan_type.to_string()),
+            ("quantity", e.quantity.to_string()),
+            ("gtin", text(e.gtin)),
+            ("ndc10", text(e.ndc10)),
+            ("lot", text(e.lot)),
+            ("serial", text(e.serial)),
+            ("expiry", text(e.expiry)),
+            ("symbology", e.symbology.to_string()),
+            ("content_key", e.content_key.to_string()),
+        ],
+    }
 }

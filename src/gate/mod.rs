@@ -191,6 +191,38 @@ struct OpenRow {
     content_key: Option<String>,
     reject_reason: Option<String>,
     raw_len: i64,
+    scan_type: String,
+    quantity: i64,
+    gtin: Option<String>,
+    ndc10: Option<String>,
+    lot: Option<String>,
+    serial: Option<String>,
+    expiry: Option<String>,
+    symbology: Option<String>,
+}
+
+impl OpenRow {
+    /// This row as a ledger entry of `gateway`.
+    fn entry<'a>(&'a self, gateway: &'a str) -> crate::ledger::NewEntry<'a> {
+        crate::ledger::NewEntry {
+            scan_uuid: &self.uuid,
+            gateway,
+            scanner: &self.scanner,
+            captured_ms: self.captured_ms,
+            boot_id: &self.boot_id,
+            boot_ns: self.boot_ns,
+            clock_synced: self.synced,
+            scan_type: &self.scan_type,
+            quantity: self.quantity,
+            gtin: self.gtin.as_deref(),
+            ndc10: self.ndc10.as_deref(),
+            lot: self.lot.as_deref(),
+            serial: self.serial.as_deref(),
+            expiry: self.expiry.as_deref(),
+            symbology: self.symbology.as_deref().unwrap_or_default(),
+            content_key: self.content_key.as_deref().unwrap_or_default(),
+        }
+    }
 }
 
 impl Gate {
@@ -344,7 +376,7 @@ impl Gate {
         }
         if verdict == Verdict::Committed {
             let kb = key_bytes(row.content_key.as_deref().unwrap_or_default());
-            crate::ledger::append(tx, row.seq, &self.cfg.gateway, key_prefix(&kb))?;
+            crate::ledger::append(tx, &row.entry(&self.cfg.gateway), key_prefix(&kb))?;
             self.bloom.insert(&kb);
             self.offsets.record(
                 tx,
@@ -547,16 +579,19 @@ fn load_open(tx: &Connection, unresolved: bool, limit: usize) -> rusqlite::Resul
     let sql = if unresolved {
         "SELECT * FROM (
              SELECT seq, state, scan_uuid, scanner, captured_ms, boot_id, boot_ns, clock_synced,
-                    content_key, reject_reason, length(raw)
+                    content_key, reject_reason, length(raw), scan_type, quantity, gtin, ndc10,
+                    lot, serial, expiry, symbology
              FROM scans WHERE state = 'pending'
              UNION ALL
              SELECT seq, state, scan_uuid, scanner, captured_ms, boot_id, boot_ns, clock_synced,
-                    content_key, reject_reason, length(raw)
+                    content_key, reject_reason, length(raw), scan_type, quantity, gtin, ndc10,
+                    lot, serial, expiry, symbology
              FROM scans WHERE state = 'unresolved')
          ORDER BY captured_ms, boot_ns, scan_uuid LIMIT ?1"
     } else {
         "SELECT seq, state, scan_uuid, scanner, captured_ms, boot_id, boot_ns, clock_synced,
-                content_key, reject_reason, length(raw)
+                content_key, reject_reason, length(raw), scan_type, quantity, gtin, ndc10,
+                lot, serial, expiry, symbology
          FROM scans WHERE state = 'pending'
          ORDER BY captured_ms, boot_ns, scan_uuid LIMIT ?1"
     };
@@ -574,6 +609,14 @@ fn load_open(tx: &Connection, unresolved: bool, limit: usize) -> rusqlite::Resul
             content_key: r.get(8)?,
             reject_reason: r.get(9)?,
             raw_len: r.get(10)?,
+            scan_type: r.get(11)?,
+            quantity: r.get(12)?,
+            gtin: r.get(13)?,
+            ndc10: r.get(14)?,
+            lot: r.get(15)?,
+            serial: r.get(16)?,
+            expiry: r.get(17)?,
+            symbology: r.get(18)?,
         })
     })?
     .collect()
