@@ -11,10 +11,15 @@
 //!    capture → decision percentiles.
 //!
 //! Peak RSS is the process's high-water mark (`VmHWM`).
+//!
+//! With `--redis URL` the same figures are taken through the facility
+//! store, with the daemon's own claimer thread deciding while this thread
+//! admits as the outbox writer does (`bench/facility.rs`).
+
+mod facility;
 
 use crate::capture::{CaptureTime, Profile, RawScan, Scan};
 use crate::config::ScanType;
-use crate::facility::Facility;
 use crate::gate::{Gate, GateConfig};
 use crate::store::Store;
 use std::path::PathBuf;
@@ -39,12 +44,13 @@ pub struct BenchArgs {
     #[arg(long)]
     pub dir: Option<PathBuf>,
     /// Decide through this facility Redis (`redis://…`) instead of the
-    /// embedded store: admit (durable) + claim round, as the daemon's writer
-    /// and claimer threads do.
+    /// embedded store: this thread admits (durable) as the daemon's outbox
+    /// writer does, the daemon's claimer thread decides.
     #[arg(long)]
     pub redis: Option<String>,
-    /// With `--redis`: first admit this many scans undecided (an outage's
-    /// backlog), then time how fast they drain.
+    /// With `--redis`: first build a backlog of this many `unresolved`
+    /// scans (an outage), then time how fast it drains while a live stream
+    /// of `--rate` scans/s is decided ahead of it.
     #[arg(long, default_value_t = 0)]
     pub backlog: u64,
 }
@@ -134,49 +140,11 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[idx.min(sorted.len() - 1)]
 }
 
-/// Make a batch durable and decided: in one transaction (embedded), or
-/// admitted and then claimed in rounds (facility Redis).
-fn decide(
-    store: &mut Store,
-    gate: &mut Gate,
-    facility: &mut Option<Facility>,
-    facility_id: &str,
-    batch: &[Scan],
-) -> Result<(), String> {
-    let Some(f) = facility.as_mut() else {
-        return gate
-            .admit_and_decide(store, batch)
-            .map(|_| ())
-            .map_err(|e| e.to_string());
-    };
-    store.admit(facility_id, batch).map_err(|e| e.to_string())?;
-    loop {
-        let r = gate
-            .facility_round(
-                store,
-                Some(&mut *f),
-                "",
-                &crate::capture::CaptureTime::now(),
-            )
-            .map_err(|e| e.to_string())?;
-        if let Some(e) = r.facility_error {
-            return Err(e);
-        }
-        if r.open < crate::gate::DECIDE_BATCH {
-            return Ok(());
-        }
-    }
-}
-
-/// Generate `n` reads and hand them to `f` as one batch.
-fn batch_of(
-    work: &mut Workload,
-    profile: &Profile,
-    n: u64,
-    f: &mut dyn FnMut(&[Scan]) -> Result<(), String>,
-) -> Result<(), String> {
-    let batch: Vec<Scan> = (0..n).map(|_| work.scan(profile)).collect();
-    f(&batch)
+/// Make a batch durable and decided in one transaction (embedded store).
+fn decide(store: &mut Store, gate: &mut Gate, batch: &[Scan]) -> Result<(), String> {
+    gate.admit_and_decide(store, batch)
+        .map(|_| ())
+        .map_err(|e| e.to_string())
 }
 
 /// Run the benchmark and print the figures.
@@ -218,61 +186,8 @@ pub fn run(args: &BenchArgs) -> Result<u8, String> {
         rng: 0x9e37_79b9_7f4a_7c15,
     };
 
-    let mut facility = match &args.redis {
-        None => None,
-        Some(url) => {
-            let mut f = Facility::connect(
-                url,
-                &cfg.facility,
-                cfg.window_ms,
-                cfg.retention,
-                Duration::from_secs(2),
-                Duration::from_secs(5),
-            )
-            .map_err(|e| e.to_string())?;
-            f.check_server().map_err(|e| e.to_string())?;
-            println!(
-                "deciding through the facility Redis {}",
-                crate::facility::redact(url)
-            );
-            Some(f)
-        }
-    };
-    if facility.is_some() && args.backlog > 0 {
-        let mut left = args.backlog;
-        while left > 0 {
-            batch_of(&mut work, &profile, left.min(args.batch as u64), &mut |b| {
-                store
-                    .admit(&cfg.facility, b)
-                    .map(|_| ())
-                    .map_err(|e| e.to_string())
-            })?;
-            left = left.saturating_sub(args.batch as u64);
-        }
-        let t = Instant::now();
-        let before = gate.stats().decided;
-        loop {
-            let r = gate
-                .facility_round(
-                    &mut store,
-                    facility.as_mut(),
-                    "",
-                    &crate::capture::CaptureTime::now(),
-                )
-                .map_err(|e| e.to_string())?;
-            if let Some(e) = r.facility_error {
-                return Err(e);
-            }
-            if r.open == 0 {
-                break;
-            }
-        }
-        let n = gate.stats().decided - before;
-        println!(
-            "backlog: {n} undecided scans drained in {:.2} s = {:.0} scans/s",
-            t.elapsed().as_secs_f64(),
-            n as f64 / t.elapsed().as_secs_f64()
-        );
+    if let Some(url) = &args.redis {
+        return facility::run(args, store, gate, &cfg, &profile, &mut work, url);
     }
 
     // Phase 1: throughput.
@@ -286,7 +201,7 @@ pub fn run(args: &BenchArgs) -> Result<u8, String> {
         for _ in 0..take {
             batch.push(work.scan(&profile));
         }
-        decide(&mut store, &mut gate, &mut facility, &cfg.facility, &batch)?;
+        decide(&mut store, &mut gate, &batch)?;
         done += take;
     }
     let elapsed = started.elapsed();
@@ -325,13 +240,7 @@ pub fn run(args: &BenchArgs) -> Result<u8, String> {
         }
         let t = Instant::now();
         let scan = work.scan(&profile);
-        decide(
-            &mut store,
-            &mut gate,
-            &mut facility,
-            &cfg.facility,
-            std::slice::from_ref(&scan),
-        )?;
+        decide(&mut store, &mut gate, std::slice::from_ref(&scan))?;
         latencies.push(t.elapsed());
     }
     latencies.sort();

@@ -13,7 +13,7 @@
 //! `watch` flag: sources stop reading and drop their senders, the writer
 //! drains what is in flight, decides it, and returns.
 
-mod claimer;
+pub mod claimer;
 
 use crate::capture::Scan;
 use crate::config::{Config, ScannerKind};
@@ -26,7 +26,7 @@ use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 
 /// Scans per outbox transaction at most (group commit).
-const ADMIT_BATCH: usize = 128;
+pub(crate) const ADMIT_BATCH: usize = 128;
 /// Scans buffered between the sources and the outbox writer.
 const QUEUE: usize = 1024;
 
@@ -99,7 +99,13 @@ pub async fn run(
             let companion = store.companion()?;
             let thread = std::thread::Builder::new()
                 .name("facility-claimer".into())
-                .spawn(move || claimer::run(companion, gate, link, first.ok(), kicked))
+                .spawn(move || {
+                    claimer::run(companion, gate, link, first.ok(), kicked, |decisions| {
+                        for d in decisions {
+                            tracing::debug!(scan = %d.scan_uuid, decision = d.verdict.state(), "decided");
+                        }
+                    })
+                })
                 .expect("spawning a thread");
             let decider = Decider::Claimer {
                 facility: cfg.gateway.facility.clone(),

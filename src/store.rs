@@ -321,7 +321,12 @@ impl Store {
             .map_err(err)?;
         conn.pragma_update(None, "synchronous", "FULL")
             .map_err(err)?;
-        conn.pragma_update(None, "cache_size", -8192).map_err(err)?;
+        // The claimer does most of the writing in facility mode: the same
+        // cache as the writer, and checkpoints left to the checkpointer.
+        conn.pragma_update(None, "cache_size", -16384)
+            .map_err(err)?;
+        conn.pragma_update(None, "wal_autocheckpoint", WRITER_AUTOCHECKPOINT)
+            .map_err(err)?;
         conn.pragma_update(None, "temp_store", "MEMORY")
             .map_err(err)?;
         conn.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)

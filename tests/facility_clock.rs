@@ -8,10 +8,7 @@ mod common;
 use common::*;
 use scangate::capture::{CaptureTime, Profile, RawScan, Scan};
 use scangate::config::ScanType;
-use scangate::facility::Facility;
-use scangate::gate::{Gate, GateConfig, Verdict};
-use scangate::store::Store;
-use std::time::Duration;
+use scangate::gate::Verdict;
 
 const T0: i64 = 1_800_000_000_000; // the true time of the read (UTC ms)
 
@@ -28,24 +25,9 @@ fn time(utc_ms: i64, boot: &str, boot_ms: i64, synced: bool) -> CaptureTime {
 fn an_unsynced_read_waits_for_ntp_then_is_claimed_on_boot_clock_time() {
     let root = tempdir("scangate-clock-");
     let redis = RedisServer::start(&root.path().join("redis"), &[]);
-    let mut store = Store::open(&root.path().join("state")).unwrap();
-    let cfg = GateConfig {
-        facility: "f1".into(),
-        gateway: "gw".into(),
-        window_ms: 3000,
-        retention: Duration::from_secs(72 * 3600),
-    };
-    let mut gate = Gate::new(cfg, &store).unwrap();
+    let (mut store, mut gate, mut facility) =
+        facility_gate(&root.path().join("state"), "f1", &redis.url());
     gate.set_require_synced_clock(true);
-    let mut facility = Facility::connect(
-        &redis.url(),
-        "f1",
-        3000,
-        Duration::from_secs(72 * 3600),
-        Duration::from_secs(2),
-        Duration::from_secs(2),
-    )
-    .unwrap();
     let profile = Profile {
         scanner: "c1".into(),
         scan_type: ScanType::Dispense,

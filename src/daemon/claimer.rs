@@ -10,9 +10,11 @@
 
 use crate::config::Config;
 use crate::facility::config::RedisConfig;
-use crate::facility::{Facility, FacilityError};
-use crate::gate::{Gate, GateStats};
+use crate::facility::{Facility, FacilityError, Sent};
+use crate::gate::facility::Picked;
+use crate::gate::{Decision, Gate, GateStats};
 use crate::store::Store;
+use std::collections::HashSet;
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
@@ -76,78 +78,155 @@ impl Link {
 }
 
 /// The claimer loop; returns the gate's counters when the writer is gone.
+/// `observe` sees every round's recorded decisions (the daemon logs them;
+/// the benchmark times them).
+///
+/// Rounds are pipelined: while Redis runs round k's claims, this thread
+/// picks round k+1 and then writes round k-1's verdicts, so the gateway's
+/// SQLite work and Redis's script work overlap. Round k+1 is sent only after
+/// round k is answered, so a failure never lets a later claim overtake an
+/// earlier one.
 pub fn run(
     mut store: Store,
     mut gate: Gate,
     link: Link,
     mut facility: Option<Facility>,
     kicked: Receiver<()>,
+    mut observe: impl FnMut(&[Decision]),
 ) -> GateStats {
     gate.set_require_synced_clock(link.redis.require_synced_clock);
     let mut backoff = BACKOFF_MIN;
+    let mut retry_at = Instant::now();
     let mut offline_reason = String::from("facility Redis not connected yet");
     let mut outage_since: Option<Instant> = None;
-    let mut writer_gone = false;
+    let mut stopping = false;
+    let mut last_round_sent = false;
+    let mut in_flight: Option<(Picked, Sent)> = None;
     loop {
-        if facility.is_none() {
+        if facility.is_none() && in_flight.is_none() && Instant::now() >= retry_at {
             match link.connect_checked() {
                 Ok(f) => facility = Some(f),
                 Err(e) => offline_reason = e.to_string(),
             }
         }
+        let skip: HashSet<i64> = in_flight
+            .as_ref()
+            .map(|(p, _)| p.seqs().collect())
+            .unwrap_or_default();
         let now = crate::capture::CaptureTime::now();
-        let round = gate.facility_round(&mut store, facility.as_mut(), &offline_reason, &now);
-        let wait = match round {
-            Err(e) => {
+        let online = facility.is_some();
+        let next = gate
+            .pick(&mut store, &skip, &now, online)
+            .inspect_err(|e| {
                 tracing::error!("facility round failed on the local database: {e}; retrying");
-                backoff
+            })
+            .ok();
+        let more = next.as_ref().is_some_and(|p| p.more());
+        let waiting_for_clock = next.as_ref().map_or(0, Picked::waiting_for_clock);
+
+        // 1. The round in flight: its answers.
+        let answered = in_flight.take().map(|(picked, sent)| {
+            let claimed = match facility.as_mut() {
+                Some(f) => f.recv_claims(sent).map_err(|e| e.to_string()),
+                None => Err(offline_reason.clone()),
+            };
+            (picked, claimed)
+        });
+        let mut failure = answered
+            .as_ref()
+            .and_then(|(_, c)| c.as_ref().err().cloned());
+        // 2. The next round goes out now, so Redis runs it while step 3
+        //    writes the answered one. After a failure it waits: picked again
+        //    after the back-off, in capture order.
+        let mut unclaimed = None;
+        let may_send = failure.is_none() && !(stopping && last_round_sent);
+        if let Some(next) = next.filter(|p| !p.is_empty() && may_send) {
+            last_round_sent = stopping;
+            let claims = next.claims(gate.gateway());
+            match facility.as_mut() {
+                _ if claims.is_empty() => unclaimed = Some((next, Ok(Vec::new()))),
+                Some(f) => match f.send_claims(&claims) {
+                    Ok(sent) => in_flight = Some((next, sent)),
+                    Err(e) => {
+                        failure = Some(e.to_string());
+                        unclaimed = Some((next, Err(e.to_string())));
+                    }
+                },
+                None => unclaimed = Some((next, Err(offline_reason.clone()))),
             }
-            Ok(r) => match r.facility_error {
-                Some(reason) => {
-                    if outage_since.is_none() {
-                        tracing::warn!(
-                            redis = %link.shown,
-                            "facility Redis unavailable: {reason}. Scans are kept in the outbox as unresolved and replayed in capture order when it answers"
-                        );
-                        outage_since = Some(Instant::now());
-                    }
-                    facility = None; // reconnect next time
-                    offline_reason = reason;
-                    let w = backoff;
-                    backoff = (backoff * 2).min(BACKOFF_MAX);
-                    w
+        }
+        // 3. Write the verdicts.
+        let mut db_failed = false;
+        for (picked, claimed) in answered.into_iter().chain(unclaimed) {
+            match gate.record(&mut store, picked, claimed) {
+                Ok(round) => observe(&round.decisions),
+                Err(e) => {
+                    // The rows stay open; their claims are idempotent.
+                    tracing::error!("writing verdicts failed on the local database: {e}; retrying");
+                    db_failed = true;
                 }
-                None => {
-                    if let Some(since) = outage_since.take() {
-                        tracing::info!(
-                            redis = %link.shown,
-                            outage_s = since.elapsed().as_secs(),
-                            "facility Redis answers again; unresolved scans are being replayed"
-                        );
-                    }
-                    backoff = BACKOFF_MIN;
-                    if r.open == crate::gate::DECIDE_BATCH {
-                        continue; // more backlog: next round at once
-                    }
-                    if writer_gone {
-                        break;
-                    }
-                    if r.waiting_for_clock > 0 {
-                        CLOCK_POLL // look again soon: NTP may have synced
-                    } else {
-                        Duration::from_secs(3600) // until the writer kicks
-                    }
-                }
-            },
-        };
-        if writer_gone {
+            }
+        }
+
+        if let Some(reason) = failure {
+            if outage_since.is_none() {
+                tracing::warn!(
+                    redis = %link.shown,
+                    "facility Redis unavailable: {reason}. Scans are kept in the outbox as unresolved and replayed in capture order when it answers"
+                );
+                outage_since = Some(Instant::now());
+            }
+            facility = None; // reconnect after the back-off
+            offline_reason = reason;
+            retry_at = Instant::now() + backoff;
+            backoff = (backoff * 2).min(BACKOFF_MAX);
+        } else if facility.is_some() {
+            if let Some(since) = outage_since.take() {
+                tracing::info!(
+                    redis = %link.shown,
+                    outage_s = since.elapsed().as_secs(),
+                    "facility Redis answers again; unresolved scans are being replayed"
+                );
+            }
+            backoff = BACKOFF_MIN;
+        } else if outage_since.is_none() {
+            // Not connected (yet): the connect attempt failed.
+            tracing::warn!(
+                redis = %link.shown,
+                "facility Redis unavailable: {offline_reason}. Scans are kept in the outbox as unresolved and replayed in capture order when it answers"
+            );
+            outage_since = Some(Instant::now());
+            retry_at = Instant::now() + backoff;
+            backoff = (backoff * 2).min(BACKOFF_MAX);
+        } else if Instant::now() >= retry_at {
+            retry_at = Instant::now() + backoff;
+            backoff = (backoff * 2).min(BACKOFF_MAX);
+        }
+
+        if in_flight.is_some() || (more && !db_failed && !stopping) {
+            continue; // answers to read, or more backlog: at once
+        }
+        if stopping {
             // Shutdown: one last attempt was made; what is left stays durable.
             break;
+        }
+        let mut wait = if db_failed {
+            BACKOFF_MIN
+        } else if facility.is_none() {
+            retry_at.saturating_duration_since(Instant::now())
+        } else {
+            Duration::from_secs(3600) // until the writer kicks
+        };
+        if waiting_for_clock > 0 {
+            wait = wait.min(CLOCK_POLL); // look again soon: NTP may have synced
         }
         match kicked.recv_timeout(wait) {
             Ok(()) => while kicked.try_recv().is_ok() {},
             Err(RecvTimeoutError::Timeout) => {}
-            Err(RecvTimeoutError::Disconnected) => writer_gone = true,
+            Err(RecvTimeoutError::Disconnected) => {
+                stopping = true;
+                retry_at = Instant::now(); // one last attempt
+            }
         }
     }
     gate.stats()

@@ -106,6 +106,16 @@ pub struct ServerInfo {
     pub save: String,
 }
 
+/// Claims written to the connection whose answers are still to be read
+/// ([`Facility::send_claims`], [`Facility::recv_claims`]).
+#[must_use = "the answers must be read before the connection is used again"]
+pub struct Sent {
+    packed: Vec<u8>,
+    calls: usize,
+    claims: usize,
+    resent: bool,
+}
+
 /// A connection to the facility store.
 pub struct Facility {
     conn: redis::Connection,
@@ -256,10 +266,18 @@ impl Facility {
     /// caller passes them in capture order. Retrying a batch after a lost
     /// reply is safe: each scan's first decision is returned again.
     pub fn claim_batch(&mut self, claims: &[Claim]) -> Result<Vec<Outcome>, FacilityError> {
-        if claims.is_empty() {
-            return Ok(Vec::new());
-        }
-        let mut pipe = redis::pipe();
+        let sent = self.send_claims(claims)?;
+        self.recv_claims(sent)
+    }
+
+    /// The first half of [`Facility::claim_batch`]: write the claims to the
+    /// connection without waiting for the answer, so the caller can do other
+    /// work (write the previous round's verdicts) while Redis runs them.
+    /// Redis runs a connection's commands in the order sent, so a later
+    /// batch is claimed after this one.
+    pub fn send_claims(&mut self, claims: &[Claim]) -> Result<Sent, FacilityError> {
+        let mut packed = Vec::with_capacity(claims.len() * 640);
+        let mut calls = 0;
         for chunk in claims.chunks(CLAIMS_PER_CALL) {
             let mut cmd = redis::cmd("EVALSHA");
             cmd.arg(self.script.get_hash()).arg(2 * chunk.len() + 1);
@@ -276,34 +294,81 @@ impl Facility {
                     cmd.arg(*name).arg(value);
                 }
             }
-            pipe.add_command(cmd);
+            cmd.write_packed_command(&mut packed);
+            calls += 1;
         }
-        let replies: Vec<Value> = match pipe.query(&mut self.conn) {
-            Ok(r) => r,
-            Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) => {
-                // A restarted (or flushed) server lost the script cache.
-                redis::cmd("SCRIPT")
-                    .arg("LOAD")
-                    .arg(CLAIM_LUA)
-                    .query::<String>(&mut self.conn)
-                    .map_err(|source| FacilityError::Unavailable {
-                        url: self.url.clone(),
-                        source,
-                    })?;
-                pipe.query(&mut self.conn)
-                    .map_err(|source| FacilityError::Unavailable {
-                        url: self.url.clone(),
-                        source,
-                    })?
+        if calls > 0 && self.min_replicas > 0 {
+            redis::cmd("WAIT")
+                .arg(self.min_replicas)
+                .arg(self.replica_timeout.as_millis() as u64)
+                .write_packed_command(&mut packed);
+        }
+        if calls > 0 {
+            self.conn
+                .send_packed_command(&packed)
+                .map_err(|source| self.unavailable(source))?;
+        }
+        Ok(Sent {
+            packed,
+            calls,
+            claims: claims.len(),
+            resent: false,
+        })
+    }
+
+    /// The second half of [`Facility::claim_batch`]: read the answers to
+    /// `sent`, one decision per claim in the order sent. A server that lost
+    /// its script cache (restart, `SCRIPT FLUSH`) gets the script again and
+    /// the same claims once more (idempotent by scan UUID).
+    pub fn recv_claims(&mut self, sent: Sent) -> Result<Vec<Outcome>, FacilityError> {
+        let mut replies = Vec::with_capacity(sent.calls);
+        let mut noscript = false;
+        for _ in 0..sent.calls {
+            let reply = self
+                .conn
+                .recv_response()
+                .map_err(|source| self.unavailable(source))?;
+            match reply.extract_error() {
+                Ok(v) => replies.push(v),
+                Err(e)
+                    if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) =>
+                {
+                    noscript = true;
+                }
+                Err(source) => return Err(self.unavailable(source)),
             }
-            Err(source) => {
-                return Err(FacilityError::Unavailable {
-                    url: self.url.clone(),
-                    source,
-                });
-            }
+        }
+        let acked = if sent.calls > 0 && self.min_replicas > 0 {
+            let reply = self
+                .conn
+                .recv_response()
+                .and_then(|v| v.extract_error())
+                .map_err(|source| self.unavailable(source))?;
+            Some(redis::from_redis_value::<i64>(reply).map_err(|e| self.unavailable(e.into()))?)
+        } else {
+            None
         };
-        let mut outcomes = Vec::with_capacity(claims.len());
+        if noscript && sent.resent {
+            return Err(FacilityError::Protocol {
+                url: self.url.clone(),
+                reply: "NOSCRIPT again right after SCRIPT LOAD".into(),
+            });
+        }
+        if noscript {
+            redis::cmd("SCRIPT")
+                .arg("LOAD")
+                .arg(CLAIM_LUA)
+                .query::<String>(&mut self.conn)
+                .map_err(|source| self.unavailable(source))?;
+            self.conn
+                .send_packed_command(&sent.packed)
+                .map_err(|source| self.unavailable(source))?;
+            return self.recv_claims(Sent {
+                resent: true,
+                ..sent
+            });
+        }
+        let mut outcomes = Vec::with_capacity(sent.claims);
         for reply in replies {
             match reply {
                 Value::Array(items) => {
@@ -314,30 +379,29 @@ impl Facility {
                 other => outcomes.push(self.outcome(other)?),
             }
         }
-        if outcomes.len() != claims.len() {
+        if outcomes.len() != sent.claims {
             return Err(FacilityError::Protocol {
                 url: self.url.clone(),
-                reply: format!("{} decisions for {} claims", outcomes.len(), claims.len()),
+                reply: format!("{} decisions for {} claims", outcomes.len(), sent.claims),
             });
         }
-        if self.min_replicas > 0 {
-            let acked: i64 = redis::cmd("WAIT")
-                .arg(self.min_replicas)
-                .arg(self.replica_timeout.as_millis() as u64)
-                .query(&mut self.conn)
-                .map_err(|source| FacilityError::Unavailable {
-                    url: self.url.clone(),
-                    source,
-                })?;
-            if acked < i64::from(self.min_replicas) {
-                return Err(FacilityError::Unconfirmed {
-                    url: self.url.clone(),
-                    acked,
-                    wanted: self.min_replicas,
-                });
-            }
+        if let Some(acked) = acked
+            && acked < i64::from(self.min_replicas)
+        {
+            return Err(FacilityError::Unconfirmed {
+                url: self.url.clone(),
+                acked,
+                wanted: self.min_replicas,
+            });
         }
         Ok(outcomes)
+    }
+
+    fn unavailable(&self, source: redis::RedisError) -> FacilityError {
+        FacilityError::Unavailable {
+            url: self.url.clone(),
+            source,
+        }
     }
 
     fn outcome(&self, v: Value) -> Result<Outcome, FacilityError> {

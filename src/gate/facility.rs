@@ -1,23 +1,39 @@
 //! The gate with the facility store (`[redis]`): local knowledge first, then
 //! one pipelined claim for the rest, decisions written in capture order.
 //!
-//! A round reads the open scans (`pending` and `unresolved`, capture order),
-//! decides what this gateway can decide exactly by itself (rejections, echoes
-//! of its own commits — also while Redis is down, or after a Redis that lost
-//! its data comes back), claims the others in one round trip, and writes every
-//! verdict in one transaction. If the store cannot be reached or does not
-//! confirm, the claimed scans become `unresolved` (audited once) and stay in
-//! the outbox with their UUIDs; the next round re-submits them through the
+//! A round has three steps, so the claimer can overlap them (see
+//! `daemon/claimer.rs`): [`Gate::pick`] reads open scans (`pending` and
+//! `unresolved`, capture order) and decides what this gateway can decide
+//! exactly by itself (rejections, echoes of its own commits — also while
+//! Redis is down, or after a Redis that lost its data comes back); the
+//! caller claims the others ([`Picked::claims`]); [`Gate::record`] writes
+//! every verdict in one transaction. If the store cannot be reached or does
+//! not confirm, the claimed scans become `unresolved` (audited once) and stay
+//! in the outbox with their UUIDs; a later round re-submits them through the
 //! same claim, which returns a scan's first decision if it was in fact made
 //! (a lost reply). No network I/O happens inside a SQLite transaction.
+//!
+//! **Order.** A round takes the oldest open scans (the backlog, if any) and
+//! then the new (`pending`) scans behind them whose content key no older
+//! waiting scan has. Claims with different content keys cannot affect each
+//! other, so the decisions are exactly those of strict capture order, while a
+//! new scan at the counter is decided in milliseconds even as an hour's
+//! backlog replays (docs/design.md, "Replay order").
 
-use super::{DECIDE_BATCH, Decision, Gate, OpenRow, Verdict, load_open};
+use super::{Decision, Gate, OpenRow, Verdict, load_open, load_pending_after, unresolved_with_key};
 use crate::audit::Chain;
 use crate::capture::CaptureTime;
 use crate::capture::clock::rfc3339_ms;
 use crate::facility::{Claim, Facility, Outcome};
 use crate::store::{Store, StoreError, classify};
 use rusqlite::{TransactionBehavior, params};
+use std::collections::{HashMap, HashSet};
+
+/// Scans per facility round at most (backlog part; as many new scans again
+/// may join). Small enough that a new scan waits at most a few milliseconds
+/// behind a round of backlog, large enough that a round's fixed costs (one
+/// transaction, one round trip) are shared by many scans.
+pub const ROUND: usize = 64;
 
 /// What one round did.
 #[derive(Debug, Default)]
@@ -26,16 +42,66 @@ pub struct Round {
     pub decisions: Vec<Decision>,
     /// Open scans seen this round (0: nothing to do).
     pub open: usize,
+    /// More backlog is waiting behind this round: go again at once.
+    pub more: bool,
     /// The facility store failed this round; back off before the next.
     pub facility_error: Option<String>,
     /// Scans held back until the wall clock is NTP-synchronised.
     pub waiting_for_clock: usize,
 }
 
+/// Open scans picked for one round, with what this gateway decided alone.
+#[derive(Default)]
+pub struct Picked {
+    rows: Vec<OpenRow>,
+    verdicts: Vec<Option<Verdict>>,
+    retimed: Vec<(i64, i64)>,
+    waiting_for_clock: usize,
+    more: bool,
+}
+
+impl Picked {
+    /// Nothing was open.
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty()
+    }
+
+    /// More backlog waits behind this round.
+    pub fn more(&self) -> bool {
+        self.more
+    }
+
+    /// Scans held back until the wall clock is NTP-synchronised.
+    pub fn waiting_for_clock(&self) -> usize {
+        self.waiting_for_clock
+    }
+
+    /// The outbox rows (`seq`) in this round: not to be picked again until
+    /// it is recorded.
+    pub fn seqs(&self) -> impl Iterator<Item = i64> + '_ {
+        self.rows.iter().map(|r| r.seq)
+    }
+
+    /// The claims for the scans this gateway could not decide alone, in
+    /// capture order, carrying their ledger entries' fields.
+    pub fn claims(&self, gateway: &str) -> Vec<Claim> {
+        self.rows
+            .iter()
+            .zip(&self.verdicts)
+            .filter(|(_, v)| v.is_none())
+            .map(|(row, _)| claim_for(row, gateway))
+            .collect()
+    }
+}
+
 impl Gate {
-    /// One round over up to [`DECIDE_BATCH`] open scans. `facility` is `None`
-    /// while no connection is up: then only local verdicts are made and the
-    /// rest become unresolved with `offline_reason`.
+    /// Pick the next round. `online` (a claim can be sent): up to
+    /// [`ROUND`] of the oldest open scans not in `skip` (a round still in
+    /// flight), then — if more backlog waits behind them — up to [`ROUND`]
+    /// `pending` scans whose content key no older `unresolved` or held-back
+    /// scan has. Offline: up to [`ROUND`] of the oldest `pending` scans, to
+    /// be audited as unresolved (nothing is claimed, so order is moot).
+    /// Local verdicts are made.
     ///
     /// `now` is the clock as the claimer reads it. With
     /// [`Gate::set_require_synced_clock`], a scan captured while the wall
@@ -43,24 +109,33 @@ impl Gate {
     /// waits (unresolved) until the clock is synchronised, then its capture
     /// time is re-derived from the boot clock (same boot) and claimed. A scan
     /// from an earlier boot cannot be re-derived and is claimed as captured.
-    pub fn facility_round(
+    pub fn pick(
         &mut self,
         store: &mut Store,
-        facility: Option<&mut Facility>,
-        offline_reason: &str,
+        skip: &HashSet<i64>,
         now: &CaptureTime,
-    ) -> Result<Round, StoreError> {
+        online: bool,
+    ) -> Result<Picked, StoreError> {
         let Store { conn, path, .. } = store;
         let err = |e| classify(path, e);
-        let mut rows = load_open(conn, true, DECIDE_BATCH).map_err(err)?;
-        if rows.is_empty() {
-            return Ok(Round::default());
+        let mut rows: Vec<OpenRow> = load_open(conn, online, ROUND + skip.len())
+            .map_err(err)?
+            .into_iter()
+            .filter(|r| !skip.contains(&r.seq))
+            .take(ROUND)
+            .collect();
+        let more = rows.len() == ROUND;
+        if let Some(frontier) = rows.last().filter(|_| more && online) {
+            let candidates = load_pending_after(conn, frontier, ROUND + skip.len()).map_err(err)?;
+            let ahead = self.may_go_ahead(conn, candidates, skip).map_err(err)?;
+            rows.extend(ahead);
         }
         let mut stats = self.stats;
         let mut verdicts: Vec<Option<Verdict>> = Vec::with_capacity(rows.len());
         for row in &rows {
             verdicts.push(self.local_verdict(conn, row, &mut stats).map_err(err)?);
         }
+        self.stats = stats;
         let mut retimed = Vec::new();
         let mut waiting_for_clock = 0;
         if self.require_synced_clock {
@@ -81,38 +156,100 @@ impl Gate {
                 }
             }
         }
-        let to_claim: Vec<usize> = (0..rows.len()).filter(|&i| verdicts[i].is_none()).collect();
-        let mut facility_error = None;
-        if !to_claim.is_empty() {
-            let outcome = match facility {
-                Some(f) => {
-                    let claims: Vec<Claim> = to_claim
-                        .iter()
-                        .map(|&i| claim_for(&rows[i], &self.cfg.gateway))
-                        .collect();
-                    f.claim_batch(&claims).map_err(|e| e.to_string())
-                }
-                None => Err(offline_reason.to_string()),
-            };
-            match outcome {
-                Ok(outcomes) => {
-                    for (&i, o) in to_claim.iter().zip(outcomes) {
-                        verdicts[i] = Some(match o {
-                            Outcome::Committed => Verdict::Committed,
-                            Outcome::Suppressed { twin } => Verdict::Suppressed { twin },
-                        });
-                    }
-                }
-                Err(reason) => {
-                    for &i in &to_claim {
-                        verdicts[i] = Some(Verdict::Unresolved {
-                            reason: reason.clone(),
-                        });
-                    }
-                    facility_error = Some(reason);
+        Ok(Picked {
+            rows,
+            verdicts,
+            retimed,
+            waiting_for_clock,
+            more,
+        })
+    }
+
+    /// Of `candidates` (new scans behind the backlog, capture order), those
+    /// that may be claimed ahead of it (at most [`ROUND`]): a claim can only
+    /// be changed by an earlier one with the same content key captured
+    /// within the window before it, so a candidate goes ahead unless an
+    /// `unresolved` scan or a held-back candidate is such an earlier one
+    /// (the window widened by the boot's recorded clock steps, as the exact
+    /// lookup does). Decisions stay exactly those of capture order.
+    fn may_go_ahead(
+        &self,
+        conn: &rusqlite::Connection,
+        candidates: Vec<OpenRow>,
+        skip: &HashSet<i64>,
+    ) -> rusqlite::Result<Vec<OpenRow>> {
+        let mut held: HashMap<String, i64> = HashMap::new();
+        let mut ahead = Vec::new();
+        for row in candidates.into_iter().filter(|r| !skip.contains(&r.seq)) {
+            if let Some(key) = row
+                .content_key
+                .as_deref()
+                .filter(|_| row.reject_reason.is_none())
+            {
+                let allowance = self.offsets.allowance(
+                    &row.boot_id,
+                    super::steps::offset(row.captured_ms, row.boot_ns),
+                );
+                let from = row.captured_ms - self.cfg.window_ms - allowance;
+                let conflict = held.get(key).is_some_and(|&t| t >= from)
+                    || unresolved_with_key(conn, key, from, row.captured_ms)?;
+                if conflict {
+                    let t = held.entry(key.to_string()).or_insert(row.captured_ms);
+                    *t = (*t).max(row.captured_ms);
+                    continue;
                 }
             }
+            ahead.push(row);
+            if ahead.len() == ROUND {
+                break;
+            }
         }
+        Ok(ahead)
+    }
+
+    /// Write a picked round's verdicts in one transaction: local ones as
+    /// made, claimed ones from `claimed` (one outcome per
+    /// [`Picked::claims`] entry, in order), or — if the claim failed — the
+    /// claimed scans become unresolved with that reason.
+    pub fn record(
+        &mut self,
+        store: &mut Store,
+        picked: Picked,
+        claimed: Result<Vec<Outcome>, String>,
+    ) -> Result<Round, StoreError> {
+        let Picked {
+            rows,
+            mut verdicts,
+            retimed,
+            waiting_for_clock,
+            more,
+        } = picked;
+        if rows.is_empty() {
+            return Ok(Round::default());
+        }
+        let facility_error = match claimed {
+            Ok(outcomes) => {
+                let open = verdicts.iter_mut().filter(|v| v.is_none());
+                for (verdict, o) in open.zip(outcomes) {
+                    *verdict = Some(match o {
+                        Outcome::Committed => Verdict::Committed,
+                        Outcome::Suppressed { twin } => Verdict::Suppressed { twin },
+                    });
+                }
+                None
+            }
+            Err(reason) => {
+                let any = verdicts.iter().any(Option::is_none);
+                for v in verdicts.iter_mut().filter(|v| v.is_none()) {
+                    *v = Some(Verdict::Unresolved {
+                        reason: reason.clone(),
+                    });
+                }
+                any.then_some(reason)
+            }
+        };
+        let Store { conn, path, .. } = store;
+        let err = |e| classify(path, e);
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(err)?;
@@ -121,12 +258,15 @@ impl Gate {
                 .and_then(|mut q| q.execute(params![seq, captured_ms]))
                 .map_err(err)?;
         }
+        let mut stats = self.stats;
         let mut chain = Chain::begin(&tx).map_err(err)?;
         let now_ms = chrono::Utc::now().timestamp_millis();
         let open = rows.len();
         let mut decisions = Vec::with_capacity(open);
         for (row, verdict) in rows.into_iter().zip(verdicts) {
-            let verdict = verdict.expect("every row has a verdict by now");
+            // A claim reply shorter than the claims is caught by
+            // `recv_claims`; an unanswered row stays open, never guessed.
+            let Some(verdict) = verdict else { continue };
             decisions.extend(
                 self.record_one(&tx, &mut chain, row, verdict, now_ms, &mut stats)
                     .map_err(err)?,
@@ -142,9 +282,36 @@ impl Gate {
         Ok(Round {
             decisions,
             open,
+            more,
             facility_error,
             waiting_for_clock,
         })
+    }
+
+    /// One round, start to end, without overlap: [`Gate::pick`], the claim
+    /// through `facility` (`None` while no connection is up: then only local
+    /// verdicts are made and the rest become unresolved with
+    /// `offline_reason`), [`Gate::record`].
+    pub fn facility_round(
+        &mut self,
+        store: &mut Store,
+        facility: Option<&mut Facility>,
+        offline_reason: &str,
+        now: &CaptureTime,
+    ) -> Result<Round, StoreError> {
+        let picked = self.pick(store, &HashSet::new(), now, facility.is_some())?;
+        let claims = picked.claims(&self.cfg.gateway);
+        let claimed = match facility {
+            _ if claims.is_empty() => Ok(Vec::new()),
+            Some(f) => f.claim_batch(&claims).map_err(|e| e.to_string()),
+            None => Err(offline_reason.to_string()),
+        };
+        self.record(store, picked, claimed)
+    }
+
+    /// This gateway's id (the ledger's `gateway` field).
+    pub fn gateway(&self) -> &str {
+        &self.cfg.gateway
     }
 }
 

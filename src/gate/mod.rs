@@ -571,55 +571,100 @@ pub fn decision_of(store: &Store, scan_uuid: &str) -> Result<Option<Decision>, S
         .map_err(|e| store.err_at(e))
 }
 
+/// The columns an [`OpenRow`] is read from, in [`open_row`]'s order.
+macro_rules! open_columns {
+    () => {
+        "seq, state, scan_uuid, scanner, captured_ms, boot_id, boot_ns, clock_synced,
+         content_key, reject_reason, length(raw), scan_type, quantity, gtin, ndc10,
+         lot, serial, expiry, symbology"
+    };
+}
+
+fn open_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<OpenRow> {
+    Ok(OpenRow {
+        seq: r.get(0)?,
+        state: r.get(1)?,
+        uuid: r.get(2)?,
+        scanner: r.get(3)?,
+        captured_ms: r.get(4)?,
+        boot_id: r.get(5)?,
+        boot_ns: r.get(6)?,
+        synced: r.get(7)?,
+        content_key: r.get(8)?,
+        reject_reason: r.get(9)?,
+        raw_len: r.get(10)?,
+        scan_type: r.get(11)?,
+        quantity: r.get(12)?,
+        gtin: r.get(13)?,
+        ndc10: r.get(14)?,
+        lot: r.get(15)?,
+        serial: r.get(16)?,
+        expiry: r.get(17)?,
+        symbology: r.get(18)?,
+    })
+}
+
 /// Up to `limit` undecided rows in capture order: `pending` ones, and with
 /// `unresolved` also those waiting for the facility store.
 fn load_open(tx: &Connection, unresolved: bool, limit: usize) -> rusqlite::Result<Vec<OpenRow>> {
     // Two literal queries: SQLite uses the partial indexes only for the
     // exact `state = '…'` forms.
     let sql = if unresolved {
-        "SELECT * FROM (
-             SELECT seq, state, scan_uuid, scanner, captured_ms, boot_id, boot_ns, clock_synced,
-                    content_key, reject_reason, length(raw), scan_type, quantity, gtin, ndc10,
-                    lot, serial, expiry, symbology
-             FROM scans WHERE state = 'pending'
-             UNION ALL
-             SELECT seq, state, scan_uuid, scanner, captured_ms, boot_id, boot_ns, clock_synced,
-                    content_key, reject_reason, length(raw), scan_type, quantity, gtin, ndc10,
-                    lot, serial, expiry, symbology
-             FROM scans WHERE state = 'unresolved')
-         ORDER BY captured_ms, boot_ns, scan_uuid LIMIT ?1"
+        concat!(
+            "SELECT * FROM (SELECT ",
+            open_columns!(),
+            " FROM scans WHERE state = 'pending' UNION ALL SELECT ",
+            open_columns!(),
+            " FROM scans WHERE state = 'unresolved')
+             ORDER BY captured_ms, boot_ns, scan_uuid LIMIT ?1"
+        )
     } else {
-        "SELECT seq, state, scan_uuid, scanner, captured_ms, boot_id, boot_ns, clock_synced,
-                content_key, reject_reason, length(raw), scan_type, quantity, gtin, ndc10,
-                lot, serial, expiry, symbology
-         FROM scans WHERE state = 'pending'
-         ORDER BY captured_ms, boot_ns, scan_uuid LIMIT ?1"
+        concat!(
+            "SELECT ",
+            open_columns!(),
+            " FROM scans WHERE state = 'pending' ORDER BY captured_ms, boot_ns, scan_uuid LIMIT ?1"
+        )
     };
     let mut q = tx.prepare_cached(sql)?;
-    q.query_map([limit as i64], |r| {
-        Ok(OpenRow {
-            seq: r.get(0)?,
-            state: r.get(1)?,
-            uuid: r.get(2)?,
-            scanner: r.get(3)?,
-            captured_ms: r.get(4)?,
-            boot_id: r.get(5)?,
-            boot_ns: r.get(6)?,
-            synced: r.get(7)?,
-            content_key: r.get(8)?,
-            reject_reason: r.get(9)?,
-            raw_len: r.get(10)?,
-            scan_type: r.get(11)?,
-            quantity: r.get(12)?,
-            gtin: r.get(13)?,
-            ndc10: r.get(14)?,
-            lot: r.get(15)?,
-            serial: r.get(16)?,
-            expiry: r.get(17)?,
-            symbology: r.get(18)?,
-        })
-    })?
+    q.query_map([limit as i64], open_row)?.collect()
+}
+
+/// Up to `limit` `pending` rows captured after `after` (capture order).
+fn load_pending_after(
+    tx: &Connection,
+    after: &OpenRow,
+    limit: usize,
+) -> rusqlite::Result<Vec<OpenRow>> {
+    let mut q = tx.prepare_cached(concat!(
+        "SELECT ",
+        open_columns!(),
+        " FROM scans WHERE state = 'pending'
+           AND (captured_ms, boot_ns, scan_uuid) > (?1, ?2, ?3)
+         ORDER BY captured_ms, boot_ns, scan_uuid LIMIT ?4"
+    ))?;
+    q.query_map(
+        params![after.captured_ms, after.boot_ns, after.uuid, limit as i64],
+        open_row,
+    )?
     .collect()
+}
+
+/// Whether an `unresolved` scan with content key `key` was captured (wall
+/// clock) in `from_ms..=to_ms`. The backlog index is searched by time: the
+/// range is one window wide, and after an outage nearly always empty; an
+/// index by content key would cost a random page write per scan instead.
+fn unresolved_with_key(
+    tx: &Connection,
+    key: &str,
+    from_ms: i64,
+    to_ms: i64,
+) -> rusqlite::Result<bool> {
+    tx.prepare_cached(
+        "SELECT 1 FROM scans INDEXED BY scans_unresolved
+         WHERE state = 'unresolved' AND captured_ms BETWEEN ?2 AND ?3 AND content_key = ?1
+         LIMIT 1",
+    )?
+    .exists(params![key, from_ms, to_ms])
 }
 
 /// The ledger's index column for a content key: its first 8 bytes.

@@ -665,3 +665,30 @@ pub fn make_test_ca(dir: &Path, name: &str) -> (PathBuf, PathBuf, PathBuf) {
     ]);
     (PathBuf::from(ca), PathBuf::from(crt), PathBuf::from(key))
 }
+
+/// A gate of gateway "gw" in `facility` (window 3 s, retention 72 h) over a
+/// new SQLite store in `state_dir`, and its facility Redis connection at
+/// `url` — for tests that drive facility rounds themselves.
+pub fn facility_gate(
+    state_dir: &Path,
+    facility: &str,
+    url: &str,
+) -> (
+    scangate::store::Store,
+    scangate::gate::Gate,
+    scangate::facility::Facility,
+) {
+    let store = scangate::store::Store::open(state_dir).expect("open the store");
+    let retention = Duration::from_secs(72 * 3600);
+    let cfg = scangate::gate::GateConfig {
+        facility: facility.into(),
+        gateway: "gw".into(),
+        window_ms: 3000,
+        retention,
+    };
+    let gate = scangate::gate::Gate::new(cfg, &store).expect("a gate");
+    let connect = Duration::from_secs(2);
+    let f = scangate::facility::Facility::connect(url, facility, 3000, retention, connect, connect)
+        .expect("connect to the test's redis-server");
+    (store, gate, f)
+}

@@ -1,0 +1,321 @@
+//! `scangate bench --redis URL`: the facility store, measured through the
+//! daemon's own claimer thread (`daemon/claimer.rs`) while this thread
+//! admits as the outbox writer does (one transaction per batch of at most
+//! the writer's batch size, then a kick).
+//!
+//! Phases:
+//! 1. with `--backlog N`: N scans are admitted and audited `unresolved` by
+//!    offline rounds (an outage), then Redis "comes back": the time until the
+//!    last of them is decided, while a live stream of `--rate` scans/s runs
+//!    and each live scan's capture → decision time is taken;
+//! 2. throughput: `--scans` scans admitted as fast as the writer can, timed
+//!    until the last is decided;
+//! 3. latency: `--rate` scans/s for `--seconds`, capture → decision.
+//!
+//! A scan's "decision" is the moment the claimer's transaction holding its
+//! verdict (and ledger row and audit record) has committed.
+
+use super::{BenchArgs, Workload, peak_rss_kib, percentile};
+use crate::capture::{CaptureTime, Profile, Scan};
+use crate::config::Config;
+use crate::daemon::ADMIT_BATCH;
+use crate::daemon::claimer::{self, Link};
+use crate::gate::{Gate, GateConfig};
+use crate::store::Store;
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::time::{Duration, Instant};
+
+/// Scans whose final verdict a claimer round committed, and when.
+type Observed = (Instant, Vec<String>);
+
+/// How long to wait for a decision before declaring the benchmark stuck.
+const STUCK: Duration = Duration::from_secs(60);
+
+/// The writer's side: admits, kicks the claimer, collects its decisions.
+struct Writer<'a> {
+    store: Store,
+    facility: &'a str,
+    kick: Sender<()>,
+    seen: Receiver<Observed>,
+}
+
+impl Writer<'_> {
+    fn admit(&mut self, scans: &[Scan]) -> Result<(), String> {
+        self.store
+            .admit(self.facility, scans)
+            .map_err(|e| e.to_string())?;
+        self.kick
+            .send(())
+            .map_err(|_| "the claimer thread stopped".to_string())
+    }
+
+    /// The next observation, waiting at most until `until`.
+    fn next_until(&self, until: Instant) -> Result<Option<Observed>, String> {
+        match self
+            .seen
+            .recv_timeout(until.saturating_duration_since(Instant::now()))
+        {
+            Ok(o) => Ok(Some(o)),
+            Err(RecvTimeoutError::Timeout) => Ok(None),
+            Err(RecvTimeoutError::Disconnected) => Err("the claimer thread stopped".into()),
+        }
+    }
+
+    /// The next observation; an error if none comes for [`STUCK`].
+    fn next(&self) -> Result<Observed, String> {
+        self.next_until(Instant::now() + STUCK)?
+            .ok_or_else(|| format!("no decision for {STUCK:?}: the claimer is stuck"))
+    }
+}
+
+/// Run the facility phases and print the figures.
+pub(super) fn run(
+    args: &BenchArgs,
+    mut store: Store,
+    mut gate: Gate,
+    cfg: &GateConfig,
+    profile: &Profile,
+    work: &mut Workload,
+    url: &str,
+) -> Result<u8, String> {
+    let dir = store.path().parent().unwrap_or(Path::new(".")).to_owned();
+    let toml = format!(
+        "[gateway]\nfacility = {:?}\nid = {:?}\nstate_dir = {:?}\n\
+         [dedup]\nwindow_ms = {}\n\
+         [redis]\nurl = {:?}\nrequire_synced_clock = false\n",
+        cfg.facility,
+        cfg.gateway,
+        dir.display().to_string(),
+        cfg.window_ms,
+        url
+    );
+    let config = Config::parse(&toml, None).map_err(|e| e.to_string())?;
+    let redis = config.redis.as_ref().ok_or("[redis] missing")?;
+    let link = Link::new(&config, redis)?;
+    let first = link.connect_checked().map_err(|e| e.to_string())?;
+    println!(
+        "deciding through the facility Redis {} (daemon claimer thread; writer batches of at most {ADMIT_BATCH})",
+        crate::facility::redact(url)
+    );
+
+    if args.backlog > 0 {
+        let t = Instant::now();
+        work.t0_ms = chrono::Utc::now().timestamp_millis() - args.backlog as i64 * 7 - 60_000;
+        let mut left = args.backlog;
+        while left > 0 {
+            let n = left.min(args.batch as u64);
+            let batch: Vec<Scan> = (0..n).map(|_| work.scan(profile)).collect();
+            store
+                .admit(&cfg.facility, &batch)
+                .map_err(|e| e.to_string())?;
+            left -= n;
+        }
+        loop {
+            let r = gate
+                .facility_round(
+                    &mut store,
+                    None,
+                    "bench: Redis withheld to build a backlog",
+                    &CaptureTime::now(),
+                )
+                .map_err(|e| e.to_string())?;
+            if !r.more {
+                break;
+            }
+        }
+        store.checkpoint().map_err(|e| e.to_string())?;
+        println!(
+            "backlog: {} scans admitted and audited unresolved (an outage) in {:.1} s",
+            args.backlog,
+            t.elapsed().as_secs_f64()
+        );
+    }
+
+    let (kick, kicked) = mpsc::channel();
+    let (seen_tx, seen) = mpsc::channel::<Observed>();
+    let companion = store.companion().map_err(|e| e.to_string())?;
+    let claimer = std::thread::Builder::new()
+        .name("facility-claimer".into())
+        .spawn(move || {
+            claimer::run(companion, gate, link, Some(first), kicked, move |decided| {
+                let uuids: Vec<String> = decided
+                    .iter()
+                    .filter(|d| d.verdict.is_final())
+                    .map(|d| d.scan_uuid.clone())
+                    .collect();
+                if !uuids.is_empty() {
+                    let _ = seen_tx.send((Instant::now(), uuids));
+                }
+            })
+        })
+        .map_err(|e| e.to_string())?;
+    let mut w = Writer {
+        store,
+        facility: &cfg.facility,
+        kick,
+        seen,
+    };
+    let interval = Duration::from_secs_f64(1.0 / args.rate.max(1) as f64);
+
+    if args.backlog > 0 {
+        drain_with_live_stream(args, &mut w, work, profile, interval)?;
+    }
+
+    // Throughput: admit as fast as the writer can; timed to the last decision.
+    work.t0_ms = chrono::Utc::now().timestamp_millis() - work.n as i64 * 7;
+    let started = Instant::now();
+    let (mut admitted, mut decided) = (0u64, 0u64);
+    while admitted < args.scans {
+        let n = (args.scans - admitted).min(ADMIT_BATCH as u64);
+        let batch: Vec<Scan> = (0..n).map(|_| work.scan(profile)).collect();
+        w.admit(&batch)?;
+        admitted += n;
+        while let Ok((_, uuids)) = w.seen.try_recv() {
+            decided += uuids.len() as u64;
+        }
+    }
+    while decided < admitted {
+        decided += w.next()?.1.len() as u64;
+    }
+    let elapsed = started.elapsed();
+    println!(
+        "throughput: {decided} decisions in {:.2} s = {:.0} decisions/s (writer admitting, claimer deciding, concurrently)",
+        elapsed.as_secs_f64(),
+        decided as f64 / elapsed.as_secs_f64()
+    );
+
+    // Latency at an offered rate, nothing else running.
+    let total = args.rate * args.seconds;
+    let mut latencies = Vec::with_capacity(total as usize);
+    work.t0_ms = chrono::Utc::now().timestamp_millis() - work.n as i64 * 7;
+    let phase = Instant::now();
+    for i in 0..total {
+        let due = phase + interval * i as u32;
+        if let Some(wait) = due.checked_duration_since(Instant::now()) {
+            std::thread::sleep(wait);
+        }
+        let t = Instant::now();
+        let scan = work.scan(profile);
+        let uuid = scan.uuid.to_string();
+        w.admit(std::slice::from_ref(&scan))?;
+        loop {
+            let (at, uuids) = w.next()?;
+            if uuids.contains(&uuid) {
+                latencies.push(at - t);
+                break;
+            }
+        }
+    }
+    print_latency(
+        &format!(
+            "latency at {} reads/s offered for {} s",
+            args.rate, args.seconds
+        ),
+        &mut latencies,
+    );
+
+    drop(w);
+    let stats = claimer
+        .join()
+        .map_err(|_| "the claimer thread panicked".to_string())?;
+    println!(
+        "claimer totals: committed {}, suppressed {}, rejected {}; Bloom skipped {} of {} local lookups",
+        stats.committed,
+        stats.suppressed,
+        stats.rejected,
+        stats.lookups_saved,
+        stats.lookups_saved + stats.exact_lookups
+    );
+    match peak_rss_kib() {
+        Some(kib) => println!("peak RSS: {:.1} MB", kib as f64 / 1024.0),
+        None => println!("peak RSS: unavailable (/proc/self/status unreadable)"),
+    }
+    Ok(0)
+}
+
+/// Redis is back: drain the backlog while live scans arrive at `interval`;
+/// live scans go ahead of the backlog (gate/facility.rs, "Order").
+fn drain_with_live_stream(
+    args: &BenchArgs,
+    w: &mut Writer<'_>,
+    work: &mut Workload,
+    profile: &Profile,
+    interval: Duration,
+) -> Result<(), String> {
+    work.t0_ms = chrono::Utc::now().timestamp_millis() - work.n as i64 * 7;
+    let started = Instant::now();
+    w.kick.send(()).map_err(|_| "the claimer thread stopped")?;
+    let mut tally = Tally {
+        live: HashMap::new(),
+        latencies: Vec::new(),
+        backlog_left: args.backlog,
+        drained_at: None,
+    };
+    let mut i = 0u32;
+    while tally.drained_at.is_none() {
+        let due = started + interval * i;
+        while let Some(o) = w.next_until(due)? {
+            tally.note(o);
+        }
+        let t = Instant::now();
+        let scan = work.scan(profile);
+        tally.live.insert(scan.uuid.to_string(), t);
+        w.admit(std::slice::from_ref(&scan))?;
+        i += 1;
+    }
+    while !tally.live.is_empty() {
+        tally.note(w.next()?);
+    }
+    let took = tally.drained_at.map_or(Duration::ZERO, |at| at - started);
+    println!(
+        "backlog drain: {} unresolved scans decided in {:.2} s = {:.0} scans/s",
+        args.backlog,
+        took.as_secs_f64(),
+        args.backlog as f64 / took.as_secs_f64()
+    );
+    print_latency(
+        &format!(
+            "  meanwhile {} live reads at {}/s",
+            tally.latencies.len(),
+            args.rate
+        ),
+        &mut tally.latencies,
+    );
+    Ok(())
+}
+
+/// Decisions seen during the drain: live scans' latencies, the backlog's end.
+struct Tally {
+    live: HashMap<String, Instant>,
+    latencies: Vec<Duration>,
+    backlog_left: u64,
+    drained_at: Option<Instant>,
+}
+
+impl Tally {
+    fn note(&mut self, (at, uuids): Observed) {
+        for u in uuids {
+            match self.live.remove(&u) {
+                Some(t) => self.latencies.push(at - t),
+                None => {
+                    self.backlog_left = self.backlog_left.saturating_sub(1);
+                    if self.backlog_left == 0 && self.drained_at.is_none() {
+                        self.drained_at = Some(at);
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn print_latency(what: &str, latencies: &mut [Duration]) {
+    latencies.sort();
+    println!(
+        "{what}: capture->decision p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms",
+        percentile(latencies, 0.50).as_secs_f64() * 1e3,
+        percentile(latencies, 0.99).as_secs_f64() * 1e3,
+        latencies.last().copied().unwrap_or_default().as_secs_f64() * 1e3
+    );
+}

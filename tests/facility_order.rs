@@ -1,0 +1,111 @@
+//! Replay order after an outage: new scans are claimed ahead of the backlog
+//! unless an older waiting scan has their content key within the window —
+//! and the decisions are exactly those of strict capture order.
+//! Real SQLite file, real redis-server; rounds driven through the gate.
+
+mod common;
+
+use common::*;
+use scangate::capture::{CaptureTime, Profile, RawScan, Scan};
+use scangate::config::ScanType;
+use scangate::gate::facility::ROUND;
+use scangate::gate::{Verdict, decision_of};
+use scangate::store::Store;
+
+const T0: i64 = 1_800_000_000_000;
+
+fn read(profile: &Profile, serial: &str, at_ms: i64) -> Scan {
+    Scan::at(
+        profile,
+        RawScan {
+            bytes: dscsa(serial).into_bytes(),
+            framing_error: None,
+        },
+        CaptureTime {
+            utc_ms: T0 + at_ms,
+            boot_ns: at_ms * 1_000_000,
+            boot_id: "boot-a".into(),
+            synced: true,
+        },
+    )
+}
+
+#[test]
+fn new_scans_overtake_the_backlog_only_where_order_cannot_matter() {
+    let root = tempdir("scangate-order-");
+    let redis = RedisServer::start(&root.path().join("redis"), &[]);
+    let (mut store, mut gate, mut facility) =
+        facility_gate(&root.path().join("state"), "f1", &redis.url());
+    let profile = Profile {
+        scanner: "c1".into(),
+        scan_type: ScanType::Dispense,
+        quantity: 1,
+    };
+    let now = CaptureTime::now();
+
+    // An outage: B first, then filler, then A last — more than two rounds.
+    let b = read(&profile, "SN-B", 0);
+    let mut backlog = vec![b.clone()];
+    for i in 1..(2 * ROUND as i64 + 10) {
+        backlog.push(read(&profile, &format!("SN-{i}"), i * 10));
+    }
+    let a = read(&profile, "SN-A", 60_000);
+    backlog.push(a.clone());
+    store.admit("f1", &backlog).unwrap();
+    loop {
+        let r = gate
+            .facility_round(&mut store, None, "Redis is down", &now)
+            .unwrap();
+        if !r.more {
+            break;
+        }
+    }
+    let state = |store: &Store, s: &Scan| {
+        decision_of(store, &s.uuid.to_string())
+            .unwrap()
+            .unwrap()
+            .verdict
+    };
+    assert!(matches!(state(&store, &a), Verdict::Unresolved { .. }));
+    assert!(matches!(state(&store, &b), Verdict::Unresolved { .. }));
+
+    // Redis is back; new scans arrive behind the backlog:
+    let l1 = read(&profile, "SN-A", 61_000); // echo of A, within the window
+    let l2 = read(&profile, "SN-NEW", 61_500); // a new pick
+    let l3 = read(&profile, "SN-B", 62_000); // same label as B, 62 s later
+    let l4 = read(&profile, "SN-A", 62_500); // echo of the held-back l1
+    store
+        .admit("f1", &[l1.clone(), l2.clone(), l3.clone(), l4.clone()])
+        .unwrap();
+
+    let r = gate
+        .facility_round(&mut store, Some(&mut facility), "", &now)
+        .unwrap();
+    assert!(r.more, "the backlog is longer than one round");
+    assert_eq!(r.facility_error, None);
+    // The oldest of the backlog, and the new scans that cannot interact with
+    // anything still waiting, are decided in the first round.
+    assert_eq!(state(&store, &b), Verdict::Committed);
+    assert_eq!(state(&store, &l2), Verdict::Committed);
+    assert_eq!(state(&store, &l3), Verdict::Committed);
+    // The echo of A waits for A, and l4 waits for l1.
+    assert_eq!(state(&store, &l1), Verdict::Pending);
+    assert_eq!(state(&store, &l4), Verdict::Pending);
+    assert!(matches!(state(&store, &a), Verdict::Unresolved { .. }));
+
+    while gate
+        .facility_round(&mut store, Some(&mut facility), "", &now)
+        .unwrap()
+        .open
+        > 0
+    {}
+    // Exactly the decisions of strict capture order.
+    assert_eq!(state(&store, &a), Verdict::Committed);
+    let twin_a = Verdict::Suppressed {
+        twin: a.uuid.to_string(),
+    };
+    assert_eq!(state(&store, &l1), twin_a);
+    assert_eq!(state(&store, &l4), twin_a);
+    let ledger = redis.ledger("f1");
+    assert_eq!(ledger.len(), backlog.len() + 2, "backlog + l2 + l3");
+}
