@@ -7,8 +7,8 @@
 
 use crate::capture::Scan;
 use crate::gate::content_key;
-use crate::store::{Store, StoreError, classify};
-use rusqlite::{Transaction, TransactionBehavior, params};
+use crate::store::{Store, StoreError, begin_write, classify};
+use rusqlite::{Transaction, params};
 
 /// Counts by state and the age of the oldest undecided scan.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -39,11 +39,14 @@ impl Store {
     /// whether it was new (`false`: this UUID was already in the outbox, the
     /// first copy stands).
     pub fn admit(&mut self, facility: &str, scans: &[Scan]) -> Result<Vec<bool>, StoreError> {
-        let Store { conn, path, .. } = self;
+        let Store {
+            conn,
+            path,
+            writers,
+            ..
+        } = self;
         let err = |e| classify(path, e);
-        let tx = conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(err)?;
+        let (_turn, tx) = begin_write(conn, writers).map_err(err)?;
         let fresh = insert(&tx, facility, scans).map_err(err)?;
         tx.commit().map_err(err)?;
         Ok(fresh)

@@ -9,6 +9,7 @@ use nix::fcntl::{Flock, FlockArg};
 use rusqlite::config::DbConfig;
 use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 /// File name of the database inside the state directory.
 pub const DB_FILE: &str = "scangate.db";
@@ -178,6 +179,23 @@ pub struct Store {
     _lock: Option<Flock<std::fs::File>>,
     /// Copies the WAL into the database off the writer's path (writers only).
     _checkpointer: Option<Checkpointer>,
+    /// Shared with the [`Store::companion`]: see [`begin_write`].
+    pub(crate) writers: Arc<Mutex<()>>,
+}
+
+/// Begin a write transaction (`BEGIN IMMEDIATE`) on `conn`, taking the
+/// in-process turn `writers` first. The daemon's two writing connections
+/// (outbox writer, facility claimer) share one turn, so a waiting thread is
+/// woken the moment the other commits — SQLite's own busy handler would poll
+/// the file lock with sleeps of up to 100 ms. Hold the guard until the
+/// transaction has ended.
+pub(crate) fn begin_write<'c>(
+    conn: &'c mut Connection,
+    writers: &'c Mutex<()>,
+) -> rusqlite::Result<(MutexGuard<'c, ()>, rusqlite::Transaction<'c>)> {
+    let turn = writers.lock().unwrap_or_else(PoisonError::into_inner);
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    Ok((turn, tx))
 }
 
 /// How often the checkpointer copies committed WAL frames into the database.
@@ -336,6 +354,7 @@ impl Store {
             path: path.clone(),
             _lock: None,
             _checkpointer: None,
+            writers: Arc::clone(&self.writers),
         })
     }
 
@@ -428,6 +447,7 @@ impl Store {
             path: path.to_owned(),
             _lock: None,
             _checkpointer: None,
+            writers: Arc::default(),
         };
         if !read_only {
             store.migrate(version)?;

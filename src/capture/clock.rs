@@ -46,8 +46,7 @@ impl CaptureTime {
 pub fn rfc3339_ms(ms: i64) -> String {
     chrono::DateTime::from_timestamp_millis(ms)
         .unwrap_or_default()
-        .format("%Y-%m-%dT%H:%M:%S%.3fZ")
-        .to_string()
+        .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
 }
 
 /// `CLOCK_BOOTTIME` in nanoseconds.

@@ -25,8 +25,8 @@ use crate::audit::Chain;
 use crate::capture::CaptureTime;
 use crate::capture::clock::rfc3339_ms;
 use crate::facility::{Claim, Facility, Outcome};
-use crate::store::{Store, StoreError, classify};
-use rusqlite::{TransactionBehavior, params};
+use crate::store::{Store, StoreError, begin_write, classify};
+use rusqlite::params;
 use std::collections::{HashMap, HashSet};
 
 /// Scans per facility round at most (backlog part; as many new scans again
@@ -248,11 +248,14 @@ impl Gate {
                 any.then_some(reason)
             }
         };
-        let Store { conn, path, .. } = store;
+        let Store {
+            conn,
+            path,
+            writers,
+            ..
+        } = store;
         let err = |e| classify(path, e);
-        let tx = conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(err)?;
+        let (_turn, tx) = begin_write(conn, writers).map_err(err)?;
         for (seq, captured_ms) in retimed {
             tx.prepare_cached("UPDATE scans SET captured_ms = ?2, clock_synced = 1 WHERE seq = ?1")
                 .and_then(|mut q| q.execute(params![seq, captured_ms]))

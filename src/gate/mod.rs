@@ -22,9 +22,9 @@ use crate::capture::Profile;
 use crate::capture::barcode::ProductId;
 use crate::capture::clock::rfc3339_ms;
 use crate::config::Config;
-use crate::store::{Store, StoreError, classify};
+use crate::store::{Store, StoreError, begin_write, classify};
 use bloom::Bloom;
-use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+use rusqlite::{Connection, OptionalExtension, params};
 use sha2::{Digest, Sha256};
 use std::time::Duration;
 use steps::BootOffsets;
@@ -278,11 +278,14 @@ impl Gate {
     }
 
     fn decide_batch(&mut self, store: &mut Store) -> Result<Vec<Decision>, StoreError> {
-        let Store { conn, path, .. } = store;
+        let Store {
+            conn,
+            path,
+            writers,
+            ..
+        } = store;
         let err = |e| classify(path, e);
-        let tx = conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(err)?;
+        let (_turn, tx) = begin_write(conn, writers).map_err(err)?;
         let decided = self.decide_in(&tx).map_err(err)?;
         tx.commit().map_err(err)?;
         Ok(self.settle(decided))
@@ -482,22 +485,32 @@ impl Gate {
         store: &mut Store,
         scans: &[crate::capture::Scan],
     ) -> Result<(Vec<bool>, Vec<Decision>), StoreError> {
-        let Store { conn, path, .. } = store;
-        let err = |e| classify(path, e);
-        let tx = conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(err)?;
-        let fresh = crate::outbox::insert(&tx, &self.cfg.facility, scans).map_err(err)?;
-        let decided = match self.decide_in(&tx) {
-            Ok(d) => d,
+        let decided = {
+            let Store {
+                conn,
+                path,
+                writers,
+                ..
+            } = &mut *store;
+            let err = |e| classify(path, e);
+            let (_turn, tx) = begin_write(conn, writers).map_err(err)?;
+            let fresh = crate::outbox::insert(&tx, &self.cfg.facility, scans).map_err(err)?;
+            match self.decide_in(&tx) {
+                Ok(d) => {
+                    tx.commit().map_err(err)?;
+                    Ok((fresh, d))
+                }
+                Err(e) => Err(e), // the transaction rolls back here
+            }
+        };
+        let (fresh, decided) = match decided {
+            Ok(done) => done,
             Err(e) => {
-                drop(tx); // rolls back
                 tracing::error!("deciding failed; storing the scans as pending to retry: {e}");
                 let fresh = store.admit(&self.cfg.facility, scans)?;
                 return Ok((fresh, Vec::new()));
             }
         };
-        tx.commit().map_err(err)?;
         let mut decisions = self.settle(decided);
         if decisions.len() == DECIDE_BATCH {
             decisions.extend(self.decide_pending(store)?);
