@@ -245,3 +245,44 @@ fn an_unreachable_server_is_a_clear_retryable_error() {
         "the password leaked into the message: {msg}"
     );
 }
+
+#[test]
+fn one_batch_may_mix_ledger_field_sets_and_each_entry_keeps_its_own() {
+    let server = RedisServer::start(&[]);
+    let mut gw = gateway(&server);
+    let mut with_lot = claim("u2", "k2", 10);
+    with_lot.fields.push(("lot", "L1".into()));
+    let out = gw
+        .claim_batch(&[claim("u1", "k1", 0), with_lot, claim("u3", "k3", 20)])
+        .unwrap();
+    assert_eq!(out, vec![Outcome::Committed; 3]);
+    let entries: Vec<(String, Vec<(String, String)>)> = redis::cmd("XRANGE")
+        .arg("scangate:{f1}:ledger")
+        .arg("-")
+        .arg("+")
+        .query(&mut server.raw())
+        .unwrap();
+    let fields: Vec<Vec<(String, String)>> = entries.into_iter().map(|(_, f)| f).collect();
+    let pair = |k: &str, v: &str| (k.to_string(), v.to_string());
+    assert_eq!(
+        fields,
+        vec![
+            vec![
+                pair("scan_uuid", "u1"),
+                pair("gateway", "gw"),
+                pair("content_key", "k1")
+            ],
+            vec![
+                pair("scan_uuid", "u2"),
+                pair("gateway", "gw"),
+                pair("content_key", "k2"),
+                pair("lot", "L1")
+            ],
+            vec![
+                pair("scan_uuid", "u3"),
+                pair("gateway", "gw"),
+                pair("content_key", "k3")
+            ],
+        ]
+    );
+}

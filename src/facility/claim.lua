@@ -9,11 +9,13 @@
 -- KEYS[2i-1] scangate:{facility}:scan:<scan_uuid>     decision (string, expires)
 -- KEYS[2i]   scangate:{facility}:seen:<content_key>   committed capture times (zset, expires)
 -- KEYS[#KEYS] scangate:{facility}:ledger              ledger (stream, never expires)
--- ARGV[1] window_ms   ARGV[2] retention_ms
--- then per scan: scan_uuid, captured_ms, n, followed by n field/value pairs
+-- ARGV[1] window_ms   ARGV[2] retention_ms   ARGV[3] n (ledger fields per entry)
+-- ARGV[4 .. 3+n] the ledger field names (the same for every scan of the call)
+-- then per scan: scan_uuid, captured_ms, followed by its n field values
 -- Returns one "committed" or "suppressed <twin_uuid>" per scan.
 local w = tonumber(ARGV[1])
 local retention = tonumber(ARGV[2])
+local n = tonumber(ARGV[3])
 local ledger = KEYS[#KEYS]
 -- Capture times older than the horizon can no longer be twins of anything
 -- the gateways will still submit. The horizon is measured from the earlier of
@@ -21,15 +23,20 @@ local ledger = KEYS[#KEYS]
 -- future cannot prune other gateways' recent commits.
 local now = redis.call('TIME')
 local now_ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+-- The XADD arguments: names once, each entry's values written over them.
+local entry = {ledger, '*'}
+for j = 1, n do
+  entry[1 + 2 * j] = ARGV[3 + j]
+end
 local out = {}
-local a = 3
+local last = #ARGV
+local a = 4 + n
 local i = 1
-while a <= #ARGV do
+while a <= last do
   local uuid = ARGV[a]
   local t = tonumber(ARGV[a + 1])
-  local n = tonumber(ARGV[a + 2])
-  local first = a + 3
-  a = first + 2 * n
+  local first = a + 2
+  a = first + n
   local scan_key = KEYS[2 * i - 1]
   local seen_key = KEYS[2 * i]
   i = i + 1
@@ -40,7 +47,10 @@ while a <= #ARGV do
       decision = 'suppressed ' .. twins[1]
     else
       redis.call('ZADD', seen_key, t, uuid)
-      redis.call('XADD', ledger, '*', unpack(ARGV, first, a - 1))
+      for j = 1, n do
+        entry[2 + 2 * j] = ARGV[first + j - 1]
+      end
+      redis.call('XADD', unpack(entry))
       redis.call('ZREMRANGEBYSCORE', seen_key, '-inf', '(' .. (math.min(t, now_ms) - retention))
       redis.call('PEXPIRE', seen_key, retention)
       decision = 'committed'

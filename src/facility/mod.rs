@@ -276,9 +276,24 @@ impl Facility {
     /// Redis runs a connection's commands in the order sent, so a later
     /// batch is claimed after this one.
     pub fn send_claims(&mut self, claims: &[Claim]) -> Result<Sent, FacilityError> {
-        let mut packed = Vec::with_capacity(claims.len() * 640);
+        let mut packed = Vec::with_capacity(claims.len() * 512);
         let mut calls = 0;
-        for chunk in claims.chunks(CLAIMS_PER_CALL) {
+        let mut rest = claims;
+        while let Some(head) = rest.first() {
+            // One call: up to CLAIMS_PER_CALL claims with the same field names
+            // (the script takes the names once).
+            let same = rest
+                .iter()
+                .take(CLAIMS_PER_CALL)
+                .take_while(|c| {
+                    c.fields
+                        .iter()
+                        .map(|f| f.0)
+                        .eq(head.fields.iter().map(|f| f.0))
+                })
+                .count();
+            let (chunk, after) = rest.split_at(same);
+            rest = after;
             let mut cmd = redis::cmd("EVALSHA");
             cmd.arg(self.script.get_hash()).arg(2 * chunk.len() + 1);
             for c in chunk {
@@ -287,11 +302,15 @@ impl Facility {
             }
             cmd.arg(self.ledger_key())
                 .arg(self.window_ms)
-                .arg(self.retention_ms);
+                .arg(self.retention_ms)
+                .arg(head.fields.len());
+            for (name, _) in &head.fields {
+                cmd.arg(*name);
+            }
             for c in chunk {
-                cmd.arg(&c.scan_uuid).arg(c.captured_ms).arg(c.fields.len());
-                for (name, value) in &c.fields {
-                    cmd.arg(*name).arg(value);
+                cmd.arg(&c.scan_uuid).arg(c.captured_ms);
+                for (_, value) in &c.fields {
+                    cmd.arg(value);
                 }
             }
             cmd.write_packed_command(&mut packed);

@@ -35,6 +35,11 @@ use std::collections::{HashMap, HashSet};
 /// transaction, one round trip) are shared by many scans.
 pub const ROUND: usize = 64;
 
+/// New scans per round at most, claimed ahead of the backlog. More than
+/// [`ROUND`]: a burst of new scans is the case where large rounds help
+/// (fewer commits), and a trickle during a replay never fills it.
+pub const AHEAD: usize = 960;
+
 /// What one round did.
 #[derive(Debug, Default)]
 pub struct Round {
@@ -97,7 +102,7 @@ impl Picked {
 impl Gate {
     /// Pick the next round. `online` (a claim can be sent): up to
     /// [`ROUND`] of the oldest open scans not in `skip` (a round still in
-    /// flight), then — if more backlog waits behind them — up to [`ROUND`]
+    /// flight), then — if more backlog waits behind them — up to [`AHEAD`]
     /// `pending` scans whose content key no older `unresolved` or held-back
     /// scan has. Offline: up to [`ROUND`] of the oldest `pending` scans, to
     /// be audited as unresolved (nothing is claimed, so order is moot).
@@ -126,7 +131,7 @@ impl Gate {
             .collect();
         let more = rows.len() == ROUND;
         if let Some(frontier) = rows.last().filter(|_| more && online) {
-            let candidates = load_pending_after(conn, frontier, ROUND + skip.len()).map_err(err)?;
+            let candidates = load_pending_after(conn, frontier, AHEAD + skip.len()).map_err(err)?;
             let ahead = self.may_go_ahead(conn, candidates, skip).map_err(err)?;
             rows.extend(ahead);
         }
@@ -166,7 +171,7 @@ impl Gate {
     }
 
     /// Of `candidates` (new scans behind the backlog, capture order), those
-    /// that may be claimed ahead of it (at most [`ROUND`]): a claim can only
+    /// that may be claimed ahead of it (at most [`AHEAD`]): a claim can only
     /// be changed by an earlier one with the same content key captured
     /// within the window before it, so a candidate goes ahead unless an
     /// `unresolved` scan or a held-back candidate is such an earlier one
@@ -200,7 +205,7 @@ impl Gate {
                 }
             }
             ahead.push(row);
-            if ahead.len() == ROUND {
+            if ahead.len() == AHEAD {
                 break;
             }
         }
