@@ -259,7 +259,9 @@ pub fn verify(store: &Store) -> Result<Verification, StoreError> {
 }
 
 /// Every audit record about one content key, in chain order: the committed
-/// scans (from the ledger's exact index) and the echoes that name them.
+/// scans and the echoes that name them. The ledger is indexed by time first
+/// (migration 3), so this reads the whole ledger: seconds for a million
+/// entries, for an investigation, never on the scan path.
 pub fn records_for_key(store: &Store, content_key: &str) -> Result<Vec<AuditRecord>, StoreError> {
     records_where(
         store,

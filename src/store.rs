@@ -101,6 +101,19 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX scans_unresolved ON scans (captured_ms, boot_ns, scan_uuid)
         WHERE state = 'unresolved';
     "#,
+    // 3: the exact index, time bucket first. `ledger_key` led with the random
+    // content-key prefix, so every commit wrote one random index page (~8 KB
+    // of WAL and checkpoint writes per scan, most of the I/O of a replay).
+    // Led by a ~8 s bucket of the time it is searched by, inserts land on
+    // the few pages of the current bucket; a lookup seeks one or two buckets.
+    // Same-boot twins are found on the boot clock (`ledger_boot`, 2^33 ns
+    // buckets), others on the wall clock (`ledger_wall`, 2^13 ms buckets).
+    // Queries must repeat the bucket expressions exactly.
+    r#"
+    CREATE INDEX ledger_wall ON ledger (captured_ms >> 13, key_prefix, captured_ms);
+    CREATE INDEX ledger_boot ON ledger (boot_id, boot_ns >> 33, key_prefix, boot_ns);
+    DROP INDEX ledger_key;
+    "#,
 ];
 
 /// Why the database could not be used. Each says which file and what to do.

@@ -431,12 +431,12 @@ impl Gate {
     }
 
     /// The exact lookup: the earliest-captured committed scan with this
-    /// content key whose capture time is within ±window of `row`'s — on the boot clock
-    /// when both belong to one boot, else on the wall clock. The index is
-    /// searched by wall time, widened by the boot's recorded clock steps so
-    /// that no same-boot twin can fall outside the range. (`ORDER BY
-    /// captured_ms` is the index order; `ORDER BY seq` cost a temporary
-    /// B-tree per lookup.)
+    /// content key within ±window of `row` — on the boot clock for scans of
+    /// the same boot (`ledger_boot`), on the wall clock for scans of other
+    /// boots (`ledger_wall`). Each index is led by a time bucket (migration
+    /// 3), so the lookup seeks every bucket the window touches: one or two
+    /// for a window of seconds. A wall clock stepped within the boot does not
+    /// widen anything: same-boot twins never use it.
     fn find_twin(
         &self,
         tx: &Connection,
@@ -445,32 +445,41 @@ impl Gate {
         row: &OpenRow,
     ) -> rusqlite::Result<Option<String>> {
         let w = self.cfg.window_ms;
-        let allowance = self
-            .offsets
-            .allowance(&row.boot_id, steps::offset(row.captured_ms, row.boot_ns));
+        let prefix = key_prefix(kb);
+        // (captured_ms, seq, scan_uuid) of the earliest twin found.
+        let mut best: Option<(i64, i64, String)> = None;
+        let mut keep = |r: &rusqlite::Row<'_>| -> rusqlite::Result<()> {
+            let found = (r.get(0)?, r.get(1)?, r.get(2)?);
+            if best.as_ref().is_none_or(|b| (found.0, found.1) < (b.0, b.1)) {
+                best = Some(found);
+            }
+            Ok(())
+        };
+        let (lo, hi) = (row.boot_ns - w * 1_000_000, row.boot_ns + w * 1_000_000);
         let mut q = tx.prepare_cached(
-            "SELECT scan_uuid, boot_id, boot_ns, captured_ms FROM ledger
-             WHERE key_prefix = ?1 AND captured_ms BETWEEN ?2 AND ?3 AND content_key = ?4
-             ORDER BY captured_ms",
+            "SELECT captured_ms, seq, scan_uuid FROM ledger
+             WHERE boot_id = ?1 AND boot_ns >> 33 = ?2 AND key_prefix = ?3
+               AND boot_ns BETWEEN ?4 AND ?5 AND content_key = ?6",
         )?;
-        let mut rows = q.query(params![
-            key_prefix(kb),
-            row.captured_ms - w - allowance,
-            row.captured_ms + w + allowance,
-            key
-        ])?;
-        while let Some(r) = rows.next()? {
-            let boot_id: String = r.get(1)?;
-            let within = if boot_id == row.boot_id {
-                (r.get::<_, i64>(2)? - row.boot_ns).abs() <= w * 1_000_000
-            } else {
-                (r.get::<_, i64>(3)? - row.captured_ms).abs() <= w
-            };
-            if within {
-                return Ok(Some(r.get(0)?));
+        for bucket in (lo >> 33)..=(hi >> 33) {
+            let mut rows = q.query(params![row.boot_id, bucket, prefix, lo, hi, key])?;
+            while let Some(r) = rows.next()? {
+                keep(r)?;
             }
         }
-        Ok(None)
+        let (lo, hi) = (row.captured_ms - w, row.captured_ms + w);
+        let mut q = tx.prepare_cached(
+            "SELECT captured_ms, seq, scan_uuid FROM ledger
+             WHERE captured_ms >> 13 = ?1 AND key_prefix = ?2
+               AND captured_ms BETWEEN ?3 AND ?4 AND content_key = ?5 AND boot_id <> ?6",
+        )?;
+        for bucket in (lo >> 13)..=(hi >> 13) {
+            let mut rows = q.query(params![bucket, prefix, lo, hi, key, row.boot_id])?;
+            while let Some(r) = rows.next()? {
+                keep(r)?;
+            }
+        }
+        Ok(best.map(|(_, _, uuid)| uuid))
     }
 
     /// Make scans durable and decide them in **one** transaction (one fsync).
@@ -695,4 +704,47 @@ fn key_bytes(key: &str) -> [u8; 32] {
     let mut out = [0u8; 32];
     let _ = hex::decode_to_slice(key, &mut out);
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::store::Store;
+
+    /// The exact lookups must seek the bucketed indexes (a query that does
+    /// not repeat the index expression exactly would scan the ledger).
+    #[test]
+    fn exact_lookups_seek_the_bucketed_indexes() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let plan = |sql: &str| -> String {
+            let mut q = store
+                .conn
+                .prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
+                .unwrap();
+            let details: Vec<String> = q
+                .query_map([], |r| r.get::<_, String>(3))
+                .unwrap()
+                .map(Result::unwrap)
+                .collect();
+            details.join("; ")
+        };
+        let boot = plan(
+            "SELECT captured_ms, seq, scan_uuid FROM ledger
+             WHERE boot_id = 'b' AND boot_ns >> 33 = 1 AND key_prefix = 2
+               AND boot_ns BETWEEN 3 AND 4 AND content_key = 'k'",
+        );
+        assert!(
+            boot.contains("USING INDEX ledger_boot (boot_id=? AND <expr>=? AND key_prefix=?"),
+            "{boot}"
+        );
+        let wall = plan(
+            "SELECT captured_ms, seq, scan_uuid FROM ledger
+             WHERE captured_ms >> 13 = 1 AND key_prefix = 2
+               AND captured_ms BETWEEN 3 AND 4 AND content_key = 'k' AND boot_id <> 'b'",
+        );
+        assert!(
+            wall.contains("USING INDEX ledger_wall (<expr>=? AND key_prefix=?"),
+            "{wall}"
+        );
+    }
 }
