@@ -450,7 +450,10 @@ impl Gate {
         let mut best: Option<(i64, i64, String)> = None;
         let mut keep = |r: &rusqlite::Row<'_>| -> rusqlite::Result<()> {
             let found = (r.get(0)?, r.get(1)?, r.get(2)?);
-            if best.as_ref().is_none_or(|b| (found.0, found.1) < (b.0, b.1)) {
+            if best
+                .as_ref()
+                .is_none_or(|b| (found.0, found.1) < (b.0, b.1))
+            {
                 best = Some(found);
             }
             Ok(())
