@@ -296,19 +296,28 @@ impl Proxy {
     }
 }
 
-#[test]
-fn a_claim_whose_reply_was_lost_is_recognised_as_its_own_commit() {
-    use std::sync::atomic::Ordering;
-    let root = tempdir("scangate-fac-");
-    let redis = RedisServer::start(&root.path().join("redis"), &[]);
+/// A started gateway that reaches `redis` through a [`Proxy`] that already
+/// swallows every reply.
+fn started_behind_a_reply_eating_proxy(root: &Path, redis: &RedisServer) -> (Proxy, Gateway) {
     let proxy = Proxy::start(redis.port);
-    let mut g = Gateway::new(root.path(), "gw-a", &redis);
+    let mut g = Gateway::new(root, "gw-a", redis);
     let text = std::fs::read_to_string(&g.cfg)
         .unwrap()
         .replace(&redis.url(), &format!("redis://127.0.0.1:{}/", proxy.port));
     std::fs::write(&g.cfg, text).unwrap();
     g.start();
-    proxy.drop_replies.store(true, Ordering::SeqCst);
+    proxy
+        .drop_replies
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    (proxy, g)
+}
+
+#[test]
+fn a_claim_whose_reply_was_lost_is_recognised_as_its_own_commit() {
+    use std::sync::atomic::Ordering;
+    let root = tempdir("scangate-fac-");
+    let redis = RedisServer::start(&root.path().join("redis"), &[]);
+    let (proxy, mut g) = started_behind_a_reply_eating_proxy(root.path(), &redis);
     g.send(&dscsa("SN001"));
     // The script ran on Redis (the ledger has the entry) but the gateway
     // never heard back: the scan is unresolved.
@@ -326,6 +335,42 @@ fn a_claim_whose_reply_was_lost_is_recognised_as_its_own_commit() {
         "its own claim, not an echo: {st}"
     );
     assert_eq!(redis.ledger("test-pharmacy").len(), 1);
+    g.stop();
+}
+
+#[test]
+fn a_gateway_killed_between_its_claims_and_its_verdicts_recognises_them_after_restart() {
+    use std::sync::atomic::Ordering;
+    let root = tempdir("scangate-fac-");
+    let redis = RedisServer::start(&root.path().join("redis"), &[]);
+    let (proxy, mut g) = started_behind_a_reply_eating_proxy(root.path(), &redis);
+    g.send(&dscsa("SN001"));
+    g.send(&dscsa("SN002"));
+    g.send(&dscsa("SN001")); // double-fire
+    wait_until("a claim to run on Redis", || {
+        !redis.ledger("test-pharmacy").is_empty()
+    });
+    // Killed while waiting for the answer: Redis has decided, this gateway
+    // has not written a verdict.
+    g.daemon.take().expect("running").kill9();
+    let st = outbox_status(&g.cfg);
+    assert_eq!(
+        count(&st, "committed") + count(&st, "suppressed"),
+        0,
+        "{st}"
+    );
+    proxy.drop_replies.store(false, Ordering::SeqCst);
+    g.start();
+    let st = wait_all_decided(&g.cfg, 3);
+    assert_eq!(
+        count(&st, "committed"),
+        2,
+        "its own claims, not echoes: {st}"
+    );
+    assert_eq!(count(&st, "suppressed"), 1, "{st}");
+    assert_eq!(redis.ledger("test-pharmacy").len(), 2);
+    let out: Outcome = cli_cfg(&g.cfg, &["audit", "verify"]).into();
+    assert_eq!(out.code, Some(0), "{out}");
     g.stop();
 }
 
