@@ -20,7 +20,10 @@
 //! new scan at the counter is decided in milliseconds even as an hour's
 //! backlog replays (docs/design.md, "Replay order").
 
-use super::{Decision, Gate, OpenRow, Verdict, load_open, load_pending_after, unresolved_with_key};
+use super::{
+    Decision, Gate, OpenRow, Verdict, load_open, load_pending_after, newest_unresolved_ms,
+    unresolved_with_key,
+};
 use crate::audit::Chain;
 use crate::capture::CaptureTime;
 use crate::capture::clock::rfc3339_ms;
@@ -185,6 +188,8 @@ impl Gate {
     ) -> rusqlite::Result<Vec<OpenRow>> {
         let mut held: HashMap<String, i64> = HashMap::new();
         let mut ahead = Vec::new();
+        // Only the claimer makes scans unresolved: below this, none exist.
+        let newest_unresolved = newest_unresolved_ms(conn)?;
         for row in candidates.into_iter().filter(|r| !skip.contains(&r.seq)) {
             if let Some(key) = row
                 .content_key
@@ -197,7 +202,8 @@ impl Gate {
                 );
                 let from = row.captured_ms - self.cfg.window_ms - allowance;
                 let conflict = held.get(key).is_some_and(|&t| t >= from)
-                    || unresolved_with_key(conn, key, from, row.captured_ms)?;
+                    || (newest_unresolved.is_some_and(|n| n >= from)
+                        && unresolved_with_key(conn, key, from, row.captured_ms)?);
                 if conflict {
                     let t = held.entry(key.to_string()).or_insert(row.captured_ms);
                     *t = (*t).max(row.captured_ms);

@@ -674,6 +674,16 @@ fn load_pending_after(
     .collect()
 }
 
+/// The latest wall-clock capture time of any `unresolved` scan.
+fn newest_unresolved_ms(tx: &Connection) -> rusqlite::Result<Option<i64>> {
+    tx.prepare_cached(
+        "SELECT captured_ms FROM scans WHERE state = 'unresolved'
+         ORDER BY captured_ms DESC, boot_ns DESC, scan_uuid DESC LIMIT 1",
+    )?
+    .query_row([], |r| r.get(0))
+    .optional()
+}
+
 /// Whether an `unresolved` scan with content key `key` was captured (wall
 /// clock) in `from_ms..=to_ms`. The backlog index is searched by time: the
 /// range is one window wide, and after an outage nearly always empty; an
