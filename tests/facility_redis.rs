@@ -286,3 +286,51 @@ fn one_batch_may_mix_ledger_field_sets_and_each_entry_keeps_its_own() {
         ]
     );
 }
+
+#[test]
+fn capture_times_beyond_the_horizon_are_pruned_and_the_earliest_twin_is_named() {
+    let server = RedisServer::start(&[]);
+    let mut gw = gateway(&server);
+    let now = chrono::Utc::now().timestamp_millis();
+    let hour = 3_600_000;
+    let at = |uuid: &str, ms: i64| Claim {
+        captured_ms: ms,
+        ..claim(uuid, "kp", 0)
+    };
+    // A label re-dispensed over four days (retention 72 h).
+    let out = gw
+        .claim_batch(&[
+            at("d1", now - 100 * hour),
+            at("d2", now - 50 * hour),
+            at("d3", now - 50 * hour + 1000), // echo of d2
+            at("d4", now - 10 * hour),
+            at("d5", now - 10 * hour - 500), // echo of d4, captured earlier
+        ])
+        .unwrap();
+    let suppressed = |twin: &str| Outcome::Suppressed { twin: twin.into() };
+    assert_eq!(
+        out,
+        vec![
+            Outcome::Committed,
+            Outcome::Committed,
+            suppressed("d2"),
+            Outcome::Committed,
+            suppressed("d4"),
+        ]
+    );
+    // d1 fell out of the horizon when d2 was committed; d2 and d4 remain.
+    let members: Vec<String> = redis::cmd("ZRANGE")
+        .arg("scangate:{f1}:seen:kp")
+        .arg(0)
+        .arg(-1)
+        .query(&mut server.raw())
+        .unwrap();
+    assert_eq!(members, vec!["d2".to_string(), "d4".to_string()]);
+    // A scan between d2 and d4, within the window of neither, commits; one
+    // within both windows names the earliest.
+    let out = gw
+        .claim_batch(&[at("m1", now - 30 * hour), at("m2", now - 10 * hour + 2000)])
+        .unwrap();
+    assert_eq!(out, vec![Outcome::Committed, suppressed("d4")]);
+    assert_eq!(xlen(&server), 4);
+}

@@ -118,9 +118,10 @@ pub fn run(
         let next = gate
             .pick(&mut store, &skip, &now, online)
             .inspect_err(|e| {
-                tracing::error!("facility round failed on the local database: {e}; retrying");
+                tracing::error!("reading open scans failed on the local database: {e}; retrying");
             })
             .ok();
+        let mut db_failed = next.is_none();
         let more = next.as_ref().is_some_and(|p| p.more());
         let waiting_for_clock = next.as_ref().map_or(0, Picked::waiting_for_clock);
 
@@ -156,7 +157,6 @@ pub fn run(
             }
         }
         // 3. Write the verdicts.
-        let mut db_failed = false;
         for (picked, claimed) in answered.into_iter().chain(unclaimed) {
             match gate.record(&mut store, picked, claimed) {
                 Ok(round) => observe(&round.decisions),

@@ -42,16 +42,30 @@ while a <= last do
   i = i + 1
   local decision = redis.call('GET', scan_key)
   if not decision then
-    local twins = redis.call('ZRANGEBYSCORE', seen_key, t - w, t + w, 'LIMIT', 0, 1)
-    if #twins > 0 then
-      decision = 'suppressed ' .. twins[1]
+    -- The earliest committed capture time first: for a new label (most
+    -- scans) it answers alone, and it says whether pruning is due.
+    local oldest = redis.call('ZRANGE', seen_key, 0, 0, 'WITHSCORES')
+    local twin = nil
+    if #oldest > 0 then
+      local o = tonumber(oldest[2])
+      if o >= t - w and o <= t + w then
+        twin = oldest[1]
+      elseif o < t + w then
+        twin = redis.call('ZRANGEBYSCORE', seen_key, t - w, t + w, 'LIMIT', 0, 1)[1]
+      end
+    end
+    if twin then
+      decision = 'suppressed ' .. twin
     else
       redis.call('ZADD', seen_key, t, uuid)
       for j = 1, n do
         entry[2 + 2 * j] = ARGV[first + j - 1]
       end
       redis.call('XADD', unpack(entry))
-      redis.call('ZREMRANGEBYSCORE', seen_key, '-inf', '(' .. (math.min(t, now_ms) - retention))
+      local horizon = math.min(t, now_ms) - retention
+      if #oldest > 0 and tonumber(oldest[2]) < horizon then
+        redis.call('ZREMRANGEBYSCORE', seen_key, '-inf', '(' .. horizon)
+      end
       redis.call('PEXPIRE', seen_key, retention)
       decision = 'committed'
     end

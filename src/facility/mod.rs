@@ -277,6 +277,15 @@ impl Facility {
     /// batch is claimed after this one.
     pub fn send_claims(&mut self, claims: &[Claim]) -> Result<Sent, FacilityError> {
         let mut packed = Vec::with_capacity(claims.len() * 512);
+        if !claims.is_empty() {
+            // The script first, in the same write: a server whose script
+            // cache was flushed cannot run a later call of this round before
+            // an earlier one (no NOSCRIPT in the middle of a round).
+            redis::cmd("SCRIPT")
+                .arg("LOAD")
+                .arg(CLAIM_LUA)
+                .write_packed_command(&mut packed);
+        }
         let mut calls = 0;
         let mut rest = claims;
         while let Some(head) = rest.first() {
@@ -340,6 +349,12 @@ impl Facility {
     /// its script cache (restart, `SCRIPT FLUSH`) gets the script again and
     /// the same claims once more (idempotent by scan UUID).
     pub fn recv_claims(&mut self, sent: Sent) -> Result<Vec<Outcome>, FacilityError> {
+        if sent.calls > 0 {
+            self.conn
+                .recv_response()
+                .and_then(|v| v.extract_error())
+                .map_err(|source| self.unavailable(source))?;
+        }
         let mut replies = Vec::with_capacity(sent.calls);
         let mut noscript = false;
         for _ in 0..sent.calls {

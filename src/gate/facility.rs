@@ -164,6 +164,9 @@ impl Gate {
                 }
             }
         }
+        // Rows held for the clock come first again next round: when they
+        // are all there is, "more" would only repeat this round.
+        let more = more && waiting_for_clock < rows.len();
         Ok(Picked {
             rows,
             verdicts,
