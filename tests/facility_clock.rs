@@ -21,26 +21,45 @@ fn time(utc_ms: i64, boot: &str, boot_ms: i64, synced: bool) -> CaptureTime {
     }
 }
 
-#[test]
-fn an_unsynced_read_waits_for_ntp_then_is_claimed_on_boot_clock_time() {
+/// A gate that holds unsynchronised reads, with its store, its own
+/// redis-server and the connection to it.
+fn setup() -> (
+    tempfile::TempDir,
+    RedisServer,
+    scangate::store::Store,
+    scangate::gate::Gate,
+    scangate::facility::Facility,
+) {
     let root = tempdir("scangate-clock-");
     let redis = RedisServer::start(&root.path().join("redis"), &[]);
-    let (mut store, mut gate, mut facility) =
-        facility_gate(&root.path().join("state"), "f1", &redis.url());
+    let (store, mut gate, facility) = facility_gate(&root.path().join("state"), "f1", &redis.url());
     gate.set_require_synced_clock(true);
-    let profile = Profile {
+    (root, redis, store, gate, facility)
+}
+
+fn profile() -> Profile {
+    Profile {
         scanner: "c1".into(),
         scan_type: ScanType::Dispense,
         quantity: 1,
-    };
+    }
+}
+
+#[test]
+fn an_unsynced_read_waits_for_ntp_then_is_claimed_on_boot_clock_time() {
+    let (_root, redis, mut store, mut gate, mut facility) = setup();
     let raw = |s: &str| RawScan {
         bytes: dscsa(s).into_bytes(),
         framing_error: None,
     };
     // Read at boot-clock 10 s; the RTC-less wall clock says 1970.
-    let unsynced = Scan::at(&profile, raw("SN1"), time(10_000, "boot-b", 10_000, false));
+    let unsynced = Scan::at(
+        &profile(),
+        raw("SN1"),
+        time(10_000, "boot-b", 10_000, false),
+    );
     // Read in an earlier boot, also unsynced: nothing can re-derive it.
-    let old_boot = Scan::at(&profile, raw("SN2"), time(20_000, "boot-a", 500, false));
+    let old_boot = Scan::at(&profile(), raw("SN2"), time(20_000, "boot-a", 500, false));
     store
         .admit("f1", &[unsynced.clone(), old_boot.clone()])
         .unwrap();
@@ -116,4 +135,29 @@ fn an_unsynced_read_waits_for_ntp_then_is_claimed_on_boot_clock_time() {
         .expect("in the local ledger");
     assert_eq!(local.captured_at, "2027-01-15T08:00:00.000Z");
     assert!(local.clock_synced);
+}
+
+#[test]
+fn a_round_of_scans_all_waiting_for_ntp_does_not_ask_for_another_at_once() {
+    let (_root, redis, mut store, mut gate, mut facility) = setup();
+    let n = scangate::gate::facility::ROUND as i64 + 5;
+    let scans: Vec<Scan> = (0..n)
+        .map(|i| {
+            let raw = RawScan {
+                bytes: dscsa(&format!("SN{i}")).into_bytes(),
+                framing_error: None,
+            };
+            Scan::at(&profile(), raw, time(i, "boot-b", 1000 + i, false))
+        })
+        .collect();
+    store.admit("f1", &scans).unwrap();
+    let unsynced_now = time(5_000, "boot-b", 5_000, false);
+    let r = gate
+        .facility_round(&mut store, Some(&mut facility), "", &unsynced_now)
+        .unwrap();
+    assert_eq!(r.waiting_for_clock, r.open);
+    // Every scan of the round waits for the clock: going again at once would
+    // only pick the same scans (a busy loop); the claimer polls the clock.
+    assert!(!r.more);
+    assert!(redis.ledger("f1").is_empty());
 }
