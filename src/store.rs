@@ -362,6 +362,7 @@ impl Store {
             .map_err(err)?;
         conn.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)
             .map_err(err)?;
+        rusqlite::vtab::array::load_module(&conn).map_err(err)?;
         Ok(Store {
             conn,
             path: path.clone(),
@@ -455,6 +456,8 @@ impl Store {
         // The query-planner stability guarantee keeps the prepared plans.
         conn.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)
             .map_err(sql)?;
+        // `rarray(?)`: a claim round in flight is skipped inside the query.
+        rusqlite::vtab::array::load_module(&conn).map_err(sql)?;
         let mut store = Store {
             conn,
             path: path.to_owned(),

@@ -14,7 +14,6 @@ use crate::facility::{Facility, FacilityError, Sent};
 use crate::gate::facility::Picked;
 use crate::gate::{Decision, Gate, GateStats};
 use crate::store::Store;
-use std::collections::HashSet;
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
@@ -109,7 +108,7 @@ pub fn run(
                 Err(e) => offline_reason = e.to_string(),
             }
         }
-        let skip: HashSet<i64> = in_flight
+        let skip: Vec<i64> = in_flight
             .as_ref()
             .map(|(p, _)| p.seqs().collect())
             .unwrap_or_default();

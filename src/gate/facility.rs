@@ -21,8 +21,8 @@
 //! backlog replays (docs/design.md, "Replay order").
 
 use super::{
-    Decision, Gate, OpenRow, Verdict, load_open, load_pending_after, newest_unresolved_ms,
-    unresolved_with_key,
+    Decision, Gate, OpenRow, Skip, Verdict, load_open, load_pending, load_pending_after,
+    newest_unresolved_ms, unresolved_with_key,
 };
 use crate::audit::Chain;
 use crate::capture::CaptureTime;
@@ -30,7 +30,7 @@ use crate::capture::clock::rfc3339_ms;
 use crate::facility::{Claim, Facility, Outcome};
 use crate::store::{Store, StoreError, begin_write, classify};
 use rusqlite::params;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 /// Scans per facility round at most (backlog part; as many new scans again
 /// may join). Small enough that a new scan waits at most a few milliseconds
@@ -120,22 +120,23 @@ impl Gate {
     pub fn pick(
         &mut self,
         store: &mut Store,
-        skip: &HashSet<i64>,
+        skip: &[i64],
         now: &CaptureTime,
         online: bool,
     ) -> Result<Picked, StoreError> {
         let Store { conn, path, .. } = store;
         let err = |e| classify(path, e);
-        let mut rows: Vec<OpenRow> = load_open(conn, online, ROUND + skip.len())
-            .map_err(err)?
-            .into_iter()
-            .filter(|r| !skip.contains(&r.seq))
-            .take(ROUND)
-            .collect();
+        let in_flight: Skip = std::rc::Rc::new(skip.iter().map(|&seq| seq.into()).collect());
+        let mut rows = if online {
+            load_open(conn, &in_flight, ROUND)
+        } else {
+            load_pending(conn, ROUND)
+        }
+        .map_err(err)?;
         let more = rows.len() == ROUND;
         if let Some(frontier) = rows.last().filter(|_| more && online) {
-            let candidates = load_pending_after(conn, frontier, AHEAD + skip.len()).map_err(err)?;
-            let ahead = self.may_go_ahead(conn, candidates, skip).map_err(err)?;
+            let candidates = load_pending_after(conn, frontier, &in_flight, AHEAD).map_err(err)?;
+            let ahead = self.may_go_ahead(conn, candidates).map_err(err)?;
             rows.extend(ahead);
         }
         let mut stats = self.stats;
@@ -187,13 +188,12 @@ impl Gate {
         &self,
         conn: &rusqlite::Connection,
         candidates: Vec<OpenRow>,
-        skip: &HashSet<i64>,
     ) -> rusqlite::Result<Vec<OpenRow>> {
         let mut held: HashMap<String, i64> = HashMap::new();
         let mut ahead = Vec::new();
         // Only the claimer makes scans unresolved: below this, none exist.
         let newest_unresolved = newest_unresolved_ms(conn)?;
-        for row in candidates.into_iter().filter(|r| !skip.contains(&r.seq)) {
+        for row in candidates {
             if let Some(key) = row
                 .content_key
                 .as_deref()
@@ -316,7 +316,7 @@ impl Gate {
         offline_reason: &str,
         now: &CaptureTime,
     ) -> Result<Round, StoreError> {
-        let picked = self.pick(store, &HashSet::new(), now, facility.is_some())?;
+        let picked = self.pick(store, &[], now, facility.is_some())?;
         let claims = picked.claims(&self.cfg.gateway);
         let claimed = match facility {
             _ if claims.is_empty() => Ok(Vec::new()),
