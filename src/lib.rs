@@ -17,11 +17,13 @@
 //! - [`capture`]: UUIDv7, UTC + boot-time stamps, barcode decoding.
 //! - [`store`]: the SQLite database (one file, WAL, `synchronous=FULL`).
 //! - [`outbox`]: the write-ahead record of every scan.
-//! - [`gate`]: content key, Bloom pre-filter, exact event-time window check.
+//! - [`gate`]: content key, Bloom pre-filter, exact event-time window check;
+//!   with a facility Redis ([`gate::facility`]) the rounds that claim there.
 //! - [`ledger`]: one entry per committed scan; JSON-lines export.
 //! - [`audit`]: hash-chained decision records; verify and trace.
-//! - [`facility`]: the facility Redis claim (built and tested; not wired in yet).
-//! - [`daemon`]: the one place that wires the stages together.
+//! - [`facility`]: the facility Redis: the claim script, claim rounds, checks.
+//! - [`daemon`]: the one place that wires the stages together (with
+//!   `[redis]`, a claimer thread in [`daemon::claimer`]).
 //! - [`cli`]: the `scangate` commands and their exit codes.
 //! - [`decode_cmd`]: `scangate decode`, the decoder for technicians and tests.
 //! - [`devices_cmd`]: `scangate devices` / `scangate pair`: find and pair scanners.

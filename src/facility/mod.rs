@@ -1,11 +1,13 @@
-//! The facility Redis: the exact store several gateways share (issue #4).
+//! The facility Redis: the exact store several gateways share (`[redis]`).
 //!
-//! **Status:** the claim itself — one server-side script that is idempotent
-//! by scan UUID, checks the event-time window and appends the ledger entry
-//! atomically — and the start-up checks are built and tested against a real
-//! `redis-server`. The daemon does not use them yet: without a `[redis]`
-//! section (the only configuration there is today) scangate runs embedded.
-//! Outage buffering (`unresolved`), replay and batching wire this in next.
+//! One server-side script (`claim.lua`) decides a batch of scans in order:
+//! idempotent by scan UUID, judged on event time against the content key's
+//! committed capture times, each commit atomic with its ledger append. This
+//! module connects and checks the server, sends and receives claim rounds
+//! (`send_claims` / `recv_claims`, so the claimer can overlap them with its
+//! SQLite work) and reads the ledger stream. The claimer thread
+//! (`daemon/claimer.rs`) drives it; the gate (`gate/facility.rs`) decides
+//! what needs claiming.
 //!
 //! Keys (all of one facility share the hash tag, so one Redis Cluster slot):
 //! - `scangate:{<facility>}:scan:<scan_uuid>` → the decision, expires after the retention horizon;
@@ -22,7 +24,8 @@ use std::time::Duration;
 /// (~2 ms at ~15 µs a scan); larger batches are pipelined calls.
 const CLAIMS_PER_CALL: usize = 128;
 
-/// The claim script (`claim.lua`, loaded once, called with EVALSHA).
+/// The claim script (`claim.lua`; loaded at the start of every round, called
+/// with EVALSHA).
 pub const CLAIM_LUA: &str = include_str!("claim.lua");
 
 /// One scan to claim.
