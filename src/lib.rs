@@ -27,7 +27,7 @@
 //! - [`cli`]: the `scangate` commands and their exit codes.
 //! - [`decode_cmd`]: `scangate decode`, the decoder for technicians and tests.
 //! - [`devices_cmd`]: `scangate devices` / `scangate pair`: find and pair scanners.
-//! - [`demo`], [`bench`]: a noisy shift on virtual scanners; throughput.
+//! - [`demo`], [`bench`](mod@bench): a noisy shift on virtual scanners; throughput.
 //! - [`pty`]: pseudo-terminals that stand in for serial scanners.
 
 #![warn(missing_docs)]

@@ -265,7 +265,7 @@ impl Facility {
     }
 
     /// Claim scans in one round trip (script calls of up to
-    /// [`CLAIMS_PER_CALL`] scans each, pipelined), in the given order — the
+    /// 128 scans each, pipelined), in the given order — the
     /// caller passes them in capture order. Retrying a batch after a lost
     /// reply is safe: each scan's first decision is returned again.
     pub fn claim_batch(&mut self, claims: &[Claim]) -> Result<Vec<Outcome>, FacilityError> {
