@@ -114,6 +114,14 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX ledger_boot ON ledger (boot_id, boot_ns >> 33, key_prefix, boot_ns);
     DROP INDEX ledger_key;
     "#,
+    // 4: backlog scans whose wall time is not trusted yet (read before NTP
+    // sync, not yet re-timed), by content key: a new scan with the same key
+    // must not be claimed ahead of them (gate/facility.rs, `may_go_ahead`).
+    // Tiny: only such scans are in it.
+    r#"
+    CREATE INDEX scans_unsynced ON scans (content_key)
+        WHERE state = 'unresolved' AND clock_synced = 0;
+    "#,
 ];
 
 /// Why the database could not be used. Each says which file and what to do.

@@ -161,3 +161,83 @@ fn a_round_of_scans_all_waiting_for_ntp_does_not_ask_for_another_at_once() {
     assert!(!r.more);
     assert!(redis.ledger("f1").is_empty());
 }
+
+#[test]
+fn a_new_scan_waits_behind_a_backlog_scan_of_its_label_read_before_ntp_sync() {
+    let (_root, redis, mut store, mut gate, mut facility) = setup();
+    let round = scangate::gate::facility::ROUND as i64;
+    // An outage on an RTC-less boot: more than a round of reads before NTP
+    // sync (wall clock near 1970); the last one is label K.
+    let scans: Vec<Scan> = (0..=round)
+        .map(|i| {
+            let serial = if i == round {
+                "SN-K".into()
+            } else {
+                format!("SN{i}")
+            };
+            let raw = RawScan {
+                bytes: dscsa(&serial).into_bytes(),
+                framing_error: None,
+            };
+            Scan::at(&profile(), raw, time(i, "boot-b", 1000 + i, false))
+        })
+        .collect();
+    let last = scans.last().unwrap().clone();
+    store.admit("f1", &scans).unwrap();
+    let mut audited = 0;
+    loop {
+        let r = gate
+            .facility_round(
+                &mut store,
+                None,
+                "Redis is down",
+                &time(5_000, "boot-b", 5_000, false),
+            )
+            .unwrap();
+        audited += r.decisions.len() as i64;
+        if !r.more {
+            break;
+        }
+    }
+    assert_eq!(audited, round + 1, "all audited unresolved");
+
+    // NTP syncs: boot-clock 100 s is T0 + 100 s, so K was read at T0 + 1000 + round
+    // ms. A re-scan of K one second later arrives, already on synced time.
+    let synced = time(T0 + 100_000, "boot-b", 100_000, true);
+    let raw = RawScan {
+        bytes: dscsa("SN-K").into_bytes(),
+        framing_error: None,
+    };
+    let echo = Scan::at(
+        &profile(),
+        raw,
+        time(T0 + 2000 + round, "boot-b", 2000 + round, true),
+    );
+    store.admit("f1", std::slice::from_ref(&echo)).unwrap();
+    let state = |store: &scangate::store::Store, s: &Scan| {
+        scangate::gate::decision_of(store, &s.uuid.to_string())
+            .unwrap()
+            .unwrap()
+            .verdict
+    };
+    let r = gate
+        .facility_round(&mut store, Some(&mut facility), "", &synced)
+        .unwrap();
+    assert!(r.more);
+    // K's wall time is still the untrusted one: the echo must not go ahead.
+    assert_eq!(state(&store, &echo), Verdict::Pending);
+    while gate
+        .facility_round(&mut store, Some(&mut facility), "", &synced)
+        .unwrap()
+        .open
+        > 0
+    {}
+    assert_eq!(state(&store, &last), Verdict::Committed);
+    assert_eq!(
+        state(&store, &echo),
+        Verdict::Suppressed {
+            twin: last.uuid.to_string()
+        }
+    );
+    assert_eq!(redis.ledger("f1").len() as i64, round + 1);
+}

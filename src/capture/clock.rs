@@ -33,14 +33,27 @@ impl CaptureTime {
         }
     }
 
-    /// The UTC calendar year of the capture.
+    /// The UTC calendar year of the capture, for the century of two-digit
+    /// dates (GS1 expiry `YYMMDD`). A clock that is not NTP-synchronised may
+    /// say 1970 (an RTC-less board before sync): its year is taken as at
+    /// least [`EARLIEST_YEAR`], so a label decodes — and keys — the same
+    /// before and after the sync (with 1970, expiry `28…` would be 1928).
     pub fn year(&self) -> i32 {
         use chrono::Datelike;
-        chrono::DateTime::from_timestamp_millis(self.utc_ms)
+        let year = chrono::DateTime::from_timestamp_millis(self.utc_ms)
             .unwrap_or_default()
-            .year()
+            .year();
+        if self.synced {
+            year
+        } else {
+            year.max(EARLIEST_YEAR)
+        }
     }
 }
+
+/// No scan is read before this year (this software did not exist): the
+/// floor for an unsynchronised clock's year.
+pub const EARLIEST_YEAR: i32 = 2026;
 
 /// Format Unix milliseconds as RFC 3339 UTC with milliseconds.
 pub fn rfc3339_ms(ms: i64) -> String {
@@ -75,5 +88,35 @@ pub fn clock_synced() -> bool {
         let mut tx: libc::timex = std::mem::zeroed();
         let state = libc::adjtimex(&mut tx);
         state != libc::TIME_ERROR && state >= 0 && (tx.status & libc::STA_UNSYNC) == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(utc_ms: i64, synced: bool) -> CaptureTime {
+        CaptureTime {
+            utc_ms,
+            boot_ns: 0,
+            boot_id: "b".into(),
+            synced,
+        }
+    }
+
+    #[test]
+    fn an_unsynchronised_1970_clock_decodes_dates_in_this_century() {
+        assert_eq!(at(0, false).year(), EARLIEST_YEAR);
+        assert_eq!(at(1_800_000_000_000, false).year(), 2027);
+        // A synchronised clock is trusted as it is.
+        assert_eq!(at(0, true).year(), 1970);
+        // The same label keys alike before and after NTP sync.
+        let raw = crate::capture::RawScan {
+            bytes: b"]d201003077731050251728123121SN1".to_vec(),
+            framing_error: None,
+        };
+        let before = raw.decode(at(0, false).year()).unwrap();
+        let after = raw.decode(at(1_800_000_000_000, true).year()).unwrap();
+        assert_eq!(before.product, after.product);
     }
 }

@@ -22,7 +22,7 @@
 
 use super::{
     Decision, Gate, OpenRow, Skip, Verdict, load_open, load_pending, load_pending_after,
-    newest_unresolved_ms, unresolved_with_key,
+    newest_unresolved_ms, unresolved_with_key, unsynced_unresolved,
 };
 use crate::audit::Chain;
 use crate::capture::CaptureTime;
@@ -165,9 +165,10 @@ impl Gate {
                 }
             }
         }
-        // Rows held for the clock come first again next round: when they
-        // are all there is, "more" would only repeat this round.
-        let more = more && waiting_for_clock < rows.len();
+        // Online, rows held for the clock come first again next round: when
+        // they are all there is, "more" would only repeat this round.
+        // (Offline rounds take `pending` rows only, so they always progress.)
+        let more = more && (!online || waiting_for_clock < rows.len());
         Ok(Picked {
             rows,
             verdicts,
@@ -182,8 +183,10 @@ impl Gate {
     /// be changed by an earlier one with the same content key captured
     /// within the window before it, so a candidate goes ahead unless an
     /// `unresolved` scan or a held-back candidate is such an earlier one
-    /// (the window widened by the boot's recorded clock steps, as the exact
-    /// lookup does). Decisions stay exactly those of capture order.
+    /// (the window widened by the boot's recorded clock steps), or an
+    /// `unresolved` scan with its key has no trusted wall time yet (read
+    /// before NTP sync, not yet re-timed). Decisions stay exactly those of
+    /// capture order.
     fn may_go_ahead(
         &self,
         conn: &rusqlite::Connection,
@@ -193,6 +196,9 @@ impl Gate {
         let mut ahead = Vec::new();
         // Only the claimer makes scans unresolved: below this, none exist.
         let newest_unresolved = newest_unresolved_ms(conn)?;
+        // Waiting scans read before NTP sync have no trusted wall time yet:
+        // a new scan with the same content key waits for them, whenever.
+        let any_unsynced = unsynced_unresolved(conn, None)?;
         for row in candidates {
             if let Some(key) = row
                 .content_key
@@ -206,7 +212,8 @@ impl Gate {
                 let from = row.captured_ms - self.cfg.window_ms - allowance;
                 let conflict = held.get(key).is_some_and(|&t| t >= from)
                     || (newest_unresolved.is_some_and(|n| n >= from)
-                        && unresolved_with_key(conn, key, from, row.captured_ms)?);
+                        && unresolved_with_key(conn, key, from, row.captured_ms)?)
+                    || (any_unsynced && unsynced_unresolved(conn, Some(key))?);
                 if conflict {
                     let t = held.entry(key.to_string()).or_insert(row.captured_ms);
                     *t = (*t).max(row.captured_ms);

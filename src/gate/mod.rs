@@ -690,6 +690,25 @@ fn load_pending_after(
     .collect()
 }
 
+/// Whether an `unresolved` scan whose wall time is not trusted yet has
+/// content key `key` — with `None`, whether there is any (migration 4).
+fn unsynced_unresolved(tx: &Connection, key: Option<&str>) -> rusqlite::Result<bool> {
+    match key {
+        Some(key) => tx
+            .prepare_cached(
+                "SELECT 1 FROM scans WHERE state = 'unresolved' AND clock_synced = 0
+                   AND content_key = ?1 LIMIT 1",
+            )?
+            .exists([key]),
+        None => tx
+            .prepare_cached(
+                "SELECT 1 FROM scans INDEXED BY scans_unsynced
+                 WHERE state = 'unresolved' AND clock_synced = 0 LIMIT 1",
+            )?
+            .exists([]),
+    }
+}
+
 /// The latest wall-clock capture time of any `unresolved` scan.
 fn newest_unresolved_ms(tx: &Connection) -> rusqlite::Result<Option<i64>> {
     tx.prepare_cached(
@@ -801,5 +820,28 @@ mod tests {
         assert!(plan.contains("USING INDEX scans_pending"), "{plan}");
         assert!(plan.contains("USING INDEX scans_unresolved"), "{plan}");
         assert!(!plan.contains("TEMP B-TREE FOR ORDER BY"), "{plan}");
+    }
+
+    /// The backlog's untrusted-time scans are found by key in their own
+    /// small index, never by walking the backlog.
+    #[test]
+    fn untrusted_time_backlog_scans_are_found_by_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        assert!(!super::unsynced_unresolved(&store.conn, None).unwrap());
+        assert!(!super::unsynced_unresolved(&store.conn, Some("k")).unwrap());
+        let plan: String = store
+            .conn
+            .query_row(
+                "EXPLAIN QUERY PLAN SELECT 1 FROM scans WHERE state = 'unresolved'
+                   AND clock_synced = 0 AND content_key = 'k' LIMIT 1",
+                [],
+                |r| r.get(3),
+            )
+            .unwrap();
+        assert!(
+            plan.contains("INDEX scans_unsynced (content_key=?)"),
+            "{plan}"
+        );
     }
 }
