@@ -63,6 +63,37 @@ impl Store {
             .map_err(|e| self.err_at(e))
     }
 
+    /// The scans still waiting for a decision (`pending` and `unresolved`)
+    /// and the oldest one's capture time: two partial-index reads, cheap
+    /// enough to log on every retry of an outage.
+    pub fn backlog(&self) -> Result<(i64, Option<i64>), StoreError> {
+        let count = |state: &str| -> rusqlite::Result<i64> {
+            // Literal states: SQLite uses a partial index only for the exact form.
+            let sql = match state {
+                "pending" => "SELECT count(*) FROM scans WHERE state = 'pending'",
+                _ => "SELECT count(*) FROM scans WHERE state = 'unresolved'",
+            };
+            self.conn.query_row(sql, [], |r| r.get(0))
+        };
+        let n = count("pending")
+            .and_then(|p| Ok(p + count("unresolved")?))
+            .map_err(|e| self.err_at(e))?;
+        Ok((n, self.oldest_open_ms()?))
+    }
+
+    fn oldest_open_ms(&self) -> Result<Option<i64>, StoreError> {
+        self.conn
+            .query_row(
+                "SELECT min(m) FROM (
+                     SELECT min(captured_ms) AS m FROM scans WHERE state = 'pending'
+                     UNION ALL
+                     SELECT min(captured_ms) FROM scans WHERE state = 'unresolved')",
+                [],
+                |r| r.get(0),
+            )
+            .map_err(|e| self.err_at(e))
+    }
+
     /// Counts by state and the oldest open scan.
     pub fn outbox_status(&self) -> Result<OutboxStatus, StoreError> {
         let mut st = OutboxStatus {
@@ -91,17 +122,7 @@ impl Store {
                 _ => {}
             }
         }
-        st.oldest_open_ms = self
-            .conn
-            .query_row(
-                "SELECT min(m) FROM (
-                     SELECT min(captured_ms) AS m FROM scans WHERE state = 'pending'
-                     UNION ALL
-                     SELECT min(captured_ms) FROM scans WHERE state = 'unresolved')",
-                [],
-                |r| r.get(0),
-            )
-            .map_err(|e| self.err_at(e))?;
+        st.oldest_open_ms = self.oldest_open_ms()?;
         Ok(st)
     }
 }

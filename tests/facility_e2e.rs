@@ -164,6 +164,13 @@ fn redis_killed_mid_stream_and_restarted_with_aof_loses_and_doubles_nothing() {
     wait_until("the outage scans to be stored as unresolved", || {
         count(&outbox_status(&g.cfg), "unresolved") == 15
     });
+    // Each retry says how many scans wait and how old the oldest is.
+    wait_until("the backlog in the log", || {
+        g.daemon.as_ref().is_some_and(|d| {
+            d.log()
+                .contains("15 scans wait in the outbox, the oldest captured")
+        })
+    });
     // Every outage scan was ACKed while Redis was still down.
     assert_eq!(read_acks(&mut g.scanner, 15), vec![ACK; 15]);
     redis.restart();

@@ -76,6 +76,24 @@ impl Link {
     }
 }
 
+/// Log how many scans wait and how old the oldest is (each failed retry).
+fn log_backlog(store: &Store, shown: &str, reason: &str) {
+    match store.backlog() {
+        Ok((waiting, oldest)) => {
+            let oldest_s = oldest.map_or(0, |ms| {
+                (chrono::Utc::now().timestamp_millis() - ms).max(0) / 1000
+            });
+            tracing::warn!(
+                redis = %shown, waiting, oldest_s,
+                "facility Redis still unavailable: {reason}. {waiting} scans wait in the outbox, the oldest captured {oldest_s} s ago"
+            );
+        }
+        Err(e) => {
+            tracing::warn!(redis = %shown, "facility Redis still unavailable: {reason} (backlog unknown: {e})")
+        }
+    }
+}
+
 /// The claimer loop; returns the gate's counters when the writer is gone.
 /// `observe` sees every round's recorded decisions (the daemon logs them;
 /// the benchmark times them).
@@ -167,16 +185,25 @@ pub fn run(
             }
         }
 
-        if let Some(reason) = failure {
+        // Outage bookkeeping: a failed claim, or a failed connect attempt.
+        let attempt_failed = match failure {
+            Some(reason) => {
+                facility = None; // reconnect after the back-off
+                offline_reason = reason;
+                true
+            }
+            None => facility.is_none() && Instant::now() >= retry_at,
+        };
+        if attempt_failed {
             if outage_since.is_none() {
                 tracing::warn!(
                     redis = %link.shown,
-                    "facility Redis unavailable: {reason}. Scans are kept in the outbox as unresolved and replayed in capture order when it answers"
+                    "facility Redis unavailable: {offline_reason}. Scans are kept in the outbox as unresolved and replayed in capture order when it answers"
                 );
                 outage_since = Some(Instant::now());
+            } else {
+                log_backlog(&store, &link.shown, &offline_reason);
             }
-            facility = None; // reconnect after the back-off
-            offline_reason = reason;
             retry_at = Instant::now() + backoff;
             backoff = (backoff * 2).min(BACKOFF_MAX);
         } else if facility.is_some() {
@@ -188,18 +215,6 @@ pub fn run(
                 );
             }
             backoff = BACKOFF_MIN;
-        } else if outage_since.is_none() {
-            // Not connected (yet): the connect attempt failed.
-            tracing::warn!(
-                redis = %link.shown,
-                "facility Redis unavailable: {offline_reason}. Scans are kept in the outbox as unresolved and replayed in capture order when it answers"
-            );
-            outage_since = Some(Instant::now());
-            retry_at = Instant::now() + backoff;
-            backoff = (backoff * 2).min(BACKOFF_MAX);
-        } else if Instant::now() >= retry_at {
-            retry_at = Instant::now() + backoff;
-            backoff = (backoff * 2).min(BACKOFF_MAX);
         }
 
         if in_flight.is_some() || (more && !db_failed && !stopping) {
