@@ -382,6 +382,68 @@ fn a_gateway_killed_between_its_claims_and_its_verdicts_recognises_them_after_re
 }
 
 #[test]
+fn an_unreachable_redis_at_start_up_buffers_scans_until_it_comes_up() {
+    let root = tempdir("scangate-fac-");
+    let mut redis = RedisServer::start(&root.path().join("redis"), &[]);
+    redis.kill9(); // nothing listens on its port now
+    let mut g = Gateway::new(root.path(), "gw-a", &redis);
+    g.start(); // not fatal: the gateway runs and buffers
+    g.send(&dscsa("SN001"));
+    g.send(&dscsa("SN002"));
+    assert_eq!(read_acks(&mut g.scanner, 2), [ACK, ACK]);
+    wait_until("the scans to wait as unresolved", || {
+        count(&outbox_status(&g.cfg), "unresolved") == 2
+    });
+    wait_until("the retries to report the backlog", || {
+        g.daemon
+            .as_ref()
+            .is_some_and(|d| d.log().contains("2 scans wait in the outbox"))
+    });
+    let log = g.daemon.as_ref().unwrap().log();
+    assert!(log.contains("facility Redis unavailable"), "{log}");
+    assert!(
+        log.contains(&redis.port.to_string()),
+        "names the server: {log}"
+    );
+    redis.restart();
+    let st = wait_all_decided(&g.cfg, 2);
+    assert_eq!(count(&st, "committed"), 2, "{st}");
+    assert_eq!(redis.ledger("test-pharmacy").len(), 2);
+    g.stop();
+}
+
+#[test]
+fn min_replicas_ack_holds_claims_until_a_replica_confirms_them() {
+    let root = tempdir("scangate-fac-");
+    let redis = RedisServer::start(&root.path().join("redis"), &[]);
+    let mut g = Gateway::new(root.path(), "gw-a", &redis);
+    let text = std::fs::read_to_string(&g.cfg).unwrap();
+    std::fs::write(&g.cfg, format!("{text}min_replicas_ack = 1\n")).unwrap();
+    g.start();
+    g.send(&dscsa("SN001"));
+    assert_eq!(read_acks(&mut g.scanner, 1), [ACK]);
+    // No replica: the claim ran, but is not confirmed, so it is not final.
+    wait_until("the scan to wait as unresolved", || {
+        count(&outbox_status(&g.cfg), "unresolved") == 1
+    });
+    wait_until("the reason in the log", || {
+        g.daemon
+            .as_ref()
+            .is_some_and(|d| d.log().contains("0 of 1 replicas confirmed"))
+    });
+    // A replica comes up: the retried claim (same UUID) is confirmed.
+    let port = redis.port.to_string();
+    let _replica = RedisServer::start(
+        &root.path().join("replica"),
+        &["--replicaof", "127.0.0.1", &port],
+    );
+    let st = wait_all_decided(&g.cfg, 1);
+    assert_eq!(count(&st, "committed"), 1, "its own claim: {st}");
+    assert_eq!(redis.ledger("test-pharmacy").len(), 1);
+    g.stop();
+}
+
+#[test]
 fn a_wrong_password_is_a_clear_error_and_scans_are_still_buffered() {
     let root = tempdir("scangate-fac-");
     let redis = RedisServer::start(&root.path().join("redis"), &["--requirepass", "right-one"]);

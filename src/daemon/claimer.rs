@@ -59,7 +59,12 @@ impl Link {
             self.redis.connect_timeout(),
             self.redis.command_timeout(),
         )?;
-        f.set_min_replicas(self.redis.min_replicas_ack, self.redis.command_timeout());
+        // WAIT answers within half the command timeout, so a missing replica
+        // is reported as such, not as a read timeout.
+        f.set_min_replicas(
+            self.redis.min_replicas_ack,
+            self.redis.command_timeout() / 2,
+        );
         let info = f.check_server()?;
         tracing::info!(
             redis = %self.shown, version = %info.version, maxmemory_policy = %info.maxmemory_policy,
