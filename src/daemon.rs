@@ -12,6 +12,11 @@
 //! rusqlite blocks; the async runtime only runs the sources. Shutdown is one
 //! `watch` flag: sources stop reading and drop their senders, the writer
 //! drains what is in flight, decides it, and returns.
+//!
+//! With `[redis]` the writer only admits (commit, ACK) and kicks the
+//! [`claimer`] thread, which owns a second connection and the blocking redis
+//! client and decides in pipelined claim rounds; the two connections take
+//! turns at writing (`store::begin_write`).
 
 pub mod claimer;
 

@@ -29,7 +29,8 @@ use sha2::{Digest, Sha256};
 use std::time::Duration;
 use steps::BootOffsets;
 
-/// Rows decided per transaction (one fsync each).
+/// Rows decided per transaction by the embedded gate (one fsync each); the
+/// facility gate uses smaller rounds (`facility::ROUND`).
 pub(crate) const DECIDE_BATCH: usize = 4096;
 
 /// Content key: SHA-256 (hex) over facility, scanner, scan type, quantity and
