@@ -67,18 +67,17 @@ impl Store {
     /// and the oldest one's capture time: two partial-index reads, cheap
     /// enough to log on every retry of an outage.
     pub fn backlog(&self) -> Result<(i64, Option<i64>), StoreError> {
-        let count = |state: &str| -> rusqlite::Result<i64> {
-            // Literal states: SQLite uses a partial index only for the exact form.
-            let sql = match state {
-                "pending" => "SELECT count(*) FROM scans WHERE state = 'pending'",
-                _ => "SELECT count(*) FROM scans WHERE state = 'unresolved'",
-            };
-            self.conn.query_row(sql, [], |r| r.get(0))
-        };
-        let n = count("pending")
-            .and_then(|p| Ok(p + count("unresolved")?))
+        // Literal states: SQLite uses a partial index only for the exact form.
+        let waiting = self
+            .conn
+            .query_row(
+                "SELECT (SELECT count(*) FROM scans WHERE state = 'pending')
+                      + (SELECT count(*) FROM scans WHERE state = 'unresolved')",
+                [],
+                |r| r.get(0),
+            )
             .map_err(|e| self.err_at(e))?;
-        Ok((n, self.oldest_open_ms()?))
+        Ok((waiting, self.oldest_open_ms()?))
     }
 
     fn oldest_open_ms(&self) -> Result<Option<i64>, StoreError> {
