@@ -350,7 +350,9 @@ impl Facility {
     /// The second half of [`Facility::claim_batch`]: read the answers to
     /// `sent`, one decision per claim in the order sent. A server that lost
     /// its script cache (restart, `SCRIPT FLUSH`) gets the script again and
-    /// the same claims once more (idempotent by scan UUID).
+    /// the same claims once more (idempotent by scan UUID). After an error
+    /// the connection may still owe replies: drop it and connect again (the
+    /// claimer does; the claims are retried by UUID).
     pub fn recv_claims(&mut self, sent: Sent) -> Result<Vec<Outcome>, FacilityError> {
         if sent.calls > 0 {
             self.conn
