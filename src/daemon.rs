@@ -16,7 +16,7 @@
 //! With `[redis]` the writer only admits (commit, ACK) and kicks the
 //! [`claimer`] thread, which owns a second connection and the blocking redis
 //! client and decides in pipelined claim rounds; the two connections take
-//! turns at writing (`store::begin_write`).
+//! turns at writing (`Store::write`).
 
 pub mod claimer;
 

@@ -7,7 +7,7 @@
 
 use crate::capture::Scan;
 use crate::gate::content_key;
-use crate::store::{Store, StoreError, begin_write, classify};
+use crate::store::{Store, StoreError};
 use rusqlite::{Transaction, params};
 
 /// Counts by state and the age of the oldest undecided scan.
@@ -39,16 +39,9 @@ impl Store {
     /// whether it was new (`false`: this UUID was already in the outbox, the
     /// first copy stands).
     pub fn admit(&mut self, facility: &str, scans: &[Scan]) -> Result<Vec<bool>, StoreError> {
-        let Store {
-            conn,
-            path,
-            writers,
-            ..
-        } = self;
-        let err = |e| classify(path, e);
-        let (_turn, tx) = begin_write(conn, writers).map_err(err)?;
-        let fresh = insert(&tx, facility, scans).map_err(err)?;
-        tx.commit().map_err(err)?;
+        let w = self.write()?;
+        let fresh = insert(&w.tx, facility, scans).map_err(|e| w.err(e))?;
+        w.commit()?;
         Ok(fresh)
     }
 

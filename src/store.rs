@@ -200,23 +200,31 @@ pub struct Store {
     _lock: Option<Flock<std::fs::File>>,
     /// Copies the WAL into the database off the writer's path (writers only).
     _checkpointer: Option<Checkpointer>,
-    /// Shared with the [`Store::companion`]: see [`begin_write`].
+    /// Shared with the [`Store::companion`]: see [`Store::write`].
     pub(crate) writers: Arc<Mutex<()>>,
 }
 
-/// Begin a write transaction (`BEGIN IMMEDIATE`) on `conn`, taking the
-/// in-process turn `writers` first. The daemon's two writing connections
-/// (outbox writer, facility claimer) share one turn, so a waiting thread is
-/// woken the moment the other commits — SQLite's own busy handler would poll
-/// the file lock with sleeps of up to 100 ms. Hold the guard until the
-/// transaction has ended.
-pub(crate) fn begin_write<'c>(
-    conn: &'c mut Connection,
-    writers: &'c Mutex<()>,
-) -> rusqlite::Result<(MutexGuard<'c, ()>, rusqlite::Transaction<'c>)> {
-    let turn = writers.lock().unwrap_or_else(PoisonError::into_inner);
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-    Ok((turn, tx))
+/// A write transaction (`BEGIN IMMEDIATE`) holding the writers' turn
+/// ([`Store::write`]). Dropped without [`Write::commit`], it rolls back; the
+/// turn is released after the transaction has ended (field order).
+pub(crate) struct Write<'s> {
+    /// The transaction.
+    pub(crate) tx: rusqlite::Transaction<'s>,
+    path: &'s Path,
+    _turn: MutexGuard<'s, ()>,
+}
+
+impl Write<'_> {
+    /// A SQLite error, named with the database's path.
+    pub(crate) fn err(&self, e: rusqlite::Error) -> StoreError {
+        classify(self.path, e)
+    }
+
+    /// Commit (one fsync), then release the turn.
+    pub(crate) fn commit(self) -> Result<(), StoreError> {
+        let path = self.path;
+        self.tx.commit().map_err(|e| classify(path, e))
+    }
 }
 
 /// How often the checkpointer copies committed WAL frames into the database.
@@ -503,6 +511,29 @@ impl Store {
     /// The database file.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Begin a write transaction, taking the in-process writers' turn
+    /// first. The daemon's two writing connections (outbox writer, facility
+    /// claimer) share one turn, so a waiting thread is woken the moment the
+    /// other commits — SQLite's own busy handler would poll the file lock
+    /// with sleeps of up to 100 ms.
+    pub(crate) fn write(&mut self) -> Result<Write<'_>, StoreError> {
+        let Store {
+            conn,
+            path,
+            writers,
+            ..
+        } = self;
+        let turn = writers.lock().unwrap_or_else(PoisonError::into_inner);
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(|e| classify(path, e))?;
+        Ok(Write {
+            tx,
+            path,
+            _turn: turn,
+        })
     }
 
     /// Wrap a SQLite error with this database's path.

@@ -28,7 +28,7 @@ use crate::audit::Chain;
 use crate::capture::CaptureTime;
 use crate::capture::clock::rfc3339_ms;
 use crate::facility::{Claim, Facility, Outcome};
-use crate::store::{Store, StoreError, begin_write, classify};
+use crate::store::{Store, StoreError, classify};
 use rusqlite::params;
 use std::collections::HashMap;
 
@@ -269,21 +269,17 @@ impl Gate {
                 any.then_some(reason)
             }
         };
-        let Store {
-            conn,
-            path,
-            writers,
-            ..
-        } = store;
-        let err = |e| classify(path, e);
-        let (_turn, tx) = begin_write(conn, writers).map_err(err)?;
+        let w = store.write()?;
+        let err = |e| w.err(e);
         for (seq, captured_ms) in retimed {
-            tx.prepare_cached("UPDATE scans SET captured_ms = ?2, clock_synced = 1 WHERE seq = ?1")
-                .and_then(|mut q| q.execute(params![seq, captured_ms]))
-                .map_err(err)?;
+            w.tx.prepare_cached(
+                "UPDATE scans SET captured_ms = ?2, clock_synced = 1 WHERE seq = ?1",
+            )
+            .and_then(|mut q| q.execute(params![seq, captured_ms]))
+            .map_err(err)?;
         }
         let mut stats = self.stats;
-        let mut chain = Chain::begin(&tx).map_err(err)?;
+        let mut chain = Chain::begin(&w.tx).map_err(err)?;
         let now_ms = chrono::Utc::now().timestamp_millis();
         let open = rows.len();
         let mut decisions = Vec::with_capacity(open);
@@ -292,12 +288,12 @@ impl Gate {
             // `recv_claims`; an unanswered row stays open, never guessed.
             let Some(verdict) = verdict else { continue };
             decisions.extend(
-                self.record_one(&tx, &mut chain, row, verdict, now_ms, &mut stats)
+                self.record_one(&w.tx, &mut chain, row, verdict, now_ms, &mut stats)
                     .map_err(err)?,
             );
         }
         let emitted = chain.finish().map_err(err)?;
-        tx.commit().map_err(err)?;
+        w.commit()?;
         let decisions = self.settle(super::Decided {
             decisions,
             emitted,

@@ -22,7 +22,7 @@ use crate::capture::Profile;
 use crate::capture::barcode::ProductId;
 use crate::capture::clock::rfc3339_ms;
 use crate::config::Config;
-use crate::store::{Store, StoreError, begin_write, classify};
+use crate::store::{Store, StoreError};
 use bloom::Bloom;
 use rusqlite::{Connection, OptionalExtension, params};
 use sha2::{Digest, Sha256};
@@ -279,16 +279,9 @@ impl Gate {
     }
 
     fn decide_batch(&mut self, store: &mut Store) -> Result<Vec<Decision>, StoreError> {
-        let Store {
-            conn,
-            path,
-            writers,
-            ..
-        } = store;
-        let err = |e| classify(path, e);
-        let (_turn, tx) = begin_write(conn, writers).map_err(err)?;
-        let decided = self.decide_in(&tx).map_err(err)?;
-        tx.commit().map_err(err)?;
+        let w = store.write()?;
+        let decided = self.decide_in(&w.tx).map_err(|e| w.err(e))?;
+        w.commit()?;
         Ok(self.settle(decided))
     }
 
@@ -499,18 +492,12 @@ impl Gate {
         scans: &[crate::capture::Scan],
     ) -> Result<(Vec<bool>, Vec<Decision>), StoreError> {
         let decided = {
-            let Store {
-                conn,
-                path,
-                writers,
-                ..
-            } = &mut *store;
-            let err = |e| classify(path, e);
-            let (_turn, tx) = begin_write(conn, writers).map_err(err)?;
-            let fresh = crate::outbox::insert(&tx, &self.cfg.facility, scans).map_err(err)?;
-            match self.decide_in(&tx) {
+            let w = store.write()?;
+            let fresh =
+                crate::outbox::insert(&w.tx, &self.cfg.facility, scans).map_err(|e| w.err(e))?;
+            match self.decide_in(&w.tx) {
                 Ok(d) => {
-                    tx.commit().map_err(err)?;
+                    w.commit()?;
                     Ok((fresh, d))
                 }
                 Err(e) => Err(e), // the transaction rolls back here
