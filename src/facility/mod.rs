@@ -113,10 +113,8 @@ pub struct ServerInfo {
 /// ([`Facility::send_claims`], [`Facility::recv_claims`]).
 #[must_use = "the answers must be read before the connection is used again"]
 pub struct Sent {
-    packed: Vec<u8>,
     calls: usize,
     claims: usize,
-    resent: bool,
 }
 
 /// A connection to the facility store.
@@ -340,76 +338,26 @@ impl Facility {
                 .map_err(|source| self.unavailable(source))?;
         }
         Ok(Sent {
-            packed,
             calls,
             claims: claims.len(),
-            resent: false,
         })
     }
 
     /// The second half of [`Facility::claim_batch`]: read the answers to
-    /// `sent`, one decision per claim in the order sent. A server that lost
-    /// its script cache (restart, `SCRIPT FLUSH`) gets the script again and
-    /// the same claims once more (idempotent by scan UUID). After an error
-    /// the connection may still owe replies: drop it and connect again (the
-    /// claimer does; the claims are retried by UUID).
+    /// `sent`, one decision per claim in the order sent. Any error (a broken
+    /// connection, a timeout, a server error — even `NOSCRIPT`, should
+    /// another client flush the script cache between this round's
+    /// `SCRIPT LOAD` and its calls) fails the whole round; the connection may
+    /// still owe replies, so drop it and connect again (the claimer does),
+    /// and the claims are retried by UUID.
     pub fn recv_claims(&mut self, sent: Sent) -> Result<Vec<Outcome>, FacilityError> {
-        if sent.calls > 0 {
-            self.conn
-                .recv_response()
-                .and_then(|v| v.extract_error())
-                .map_err(|source| self.unavailable(source))?;
+        if sent.calls == 0 {
+            return Ok(Vec::new());
         }
-        let mut replies = Vec::with_capacity(sent.calls);
-        let mut noscript = false;
-        for _ in 0..sent.calls {
-            let reply = self
-                .conn
-                .recv_response()
-                .map_err(|source| self.unavailable(source))?;
-            match reply.extract_error() {
-                Ok(v) => replies.push(v),
-                Err(e)
-                    if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) =>
-                {
-                    noscript = true;
-                }
-                Err(source) => return Err(self.unavailable(source)),
-            }
-        }
-        let acked = if sent.calls > 0 && self.min_replicas > 0 {
-            let reply = self
-                .conn
-                .recv_response()
-                .and_then(|v| v.extract_error())
-                .map_err(|source| self.unavailable(source))?;
-            Some(redis::from_redis_value::<i64>(reply).map_err(|e| self.unavailable(e.into()))?)
-        } else {
-            None
-        };
-        if noscript && sent.resent {
-            return Err(FacilityError::Protocol {
-                url: self.url.clone(),
-                reply: "NOSCRIPT again right after SCRIPT LOAD".into(),
-            });
-        }
-        if noscript {
-            redis::cmd("SCRIPT")
-                .arg("LOAD")
-                .arg(CLAIM_LUA)
-                .query::<String>(&mut self.conn)
-                .map_err(|source| self.unavailable(source))?;
-            self.conn
-                .send_packed_command(&sent.packed)
-                .map_err(|source| self.unavailable(source))?;
-            return self.recv_claims(Sent {
-                resent: true,
-                ..sent
-            });
-        }
+        self.reply()?; // SCRIPT LOAD
         let mut outcomes = Vec::with_capacity(sent.claims);
-        for reply in replies {
-            match reply {
+        for _ in 0..sent.calls {
+            match self.reply()? {
                 Value::Array(items) => {
                     for v in items {
                         outcomes.push(self.outcome(v)?);
@@ -418,6 +366,12 @@ impl Facility {
                 other => outcomes.push(self.outcome(other)?),
             }
         }
+        let acked = if self.min_replicas > 0 {
+            let reply = self.reply()?;
+            Some(redis::from_redis_value::<i64>(reply).map_err(|e| self.unavailable(e.into()))?)
+        } else {
+            None
+        };
         if outcomes.len() != sent.claims {
             return Err(FacilityError::Protocol {
                 url: self.url.clone(),
@@ -434,6 +388,14 @@ impl Facility {
             });
         }
         Ok(outcomes)
+    }
+
+    /// The next reply on the connection, a server error as an error.
+    fn reply(&mut self) -> Result<Value, FacilityError> {
+        self.conn
+            .recv_response()
+            .and_then(|v| v.extract_error())
+            .map_err(|source| self.unavailable(source))
     }
 
     fn unavailable(&self, source: redis::RedisError) -> FacilityError {
