@@ -132,6 +132,27 @@ fn peak_rss_kib() -> Option<u64> {
         .ok()
 }
 
+/// Bytes this process has caused to be written to storage so far (Linux
+/// `/proc/self/io`: WAL appends and checkpoint copies alike).
+fn written_bytes() -> Option<u64> {
+    let io = std::fs::read_to_string("/proc/self/io").ok()?;
+    io.lines()
+        .find_map(|l| l.strip_prefix("write_bytes:"))?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// CPU time this process has used so far (all threads, user + system).
+fn cpu_time() -> Option<Duration> {
+    use nix::sys::resource::{UsageWho, getrusage};
+    let u = getrusage(UsageWho::RUSAGE_SELF).ok()?;
+    let tv = |t: nix::sys::time::TimeVal| {
+        Duration::new(t.tv_sec().max(0) as u64, (t.tv_usec().max(0) as u32) * 1000)
+    };
+    Some(tv(u.user_time()) + tv(u.system_time()))
+}
+
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
     if sorted.is_empty() {
         return Duration::ZERO;

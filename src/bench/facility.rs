@@ -15,11 +15,12 @@
 //! A scan's "decision" is the moment the claimer's transaction holding its
 //! verdict (and ledger row and audit record) has committed.
 
-use super::{BenchArgs, Workload, peak_rss_kib, percentile};
+use super::{BenchArgs, Workload, cpu_time, peak_rss_kib, percentile, written_bytes};
 use crate::capture::{CaptureTime, Profile, Scan};
 use crate::config::Config;
 use crate::daemon::ADMIT_BATCH;
 use crate::daemon::claimer::{self, Link};
+use crate::facility::Facility;
 use crate::gate::{Gate, GateConfig};
 use crate::store::Store;
 use std::collections::HashMap;
@@ -70,6 +71,51 @@ impl Writer<'_> {
     }
 }
 
+/// CPU and storage used during a phase, per scan decided: this process
+/// (writer, claimer, checkpointer) and the Redis server, which share the
+/// machine's cores in this benchmark.
+struct Usage {
+    gateway_cpu: Option<Duration>,
+    redis_cpu: Option<(f64, f64)>,
+    written: Option<u64>,
+}
+
+impl Usage {
+    fn now(redis: &mut Facility) -> Usage {
+        Usage {
+            gateway_cpu: cpu_time(),
+            redis_cpu: redis.server_cpu().ok(),
+            written: written_bytes(),
+        }
+    }
+
+    /// Print what was used since `self` for `n` scans.
+    fn print_since(&self, redis: &mut Facility, n: u64) {
+        let now = Usage::now(redis);
+        let n = n.max(1) as f64;
+        let mut parts = Vec::new();
+        if let (Some(a), Some(b)) = (self.gateway_cpu, now.gateway_cpu) {
+            parts.push(format!("gateway {:.1} µs", (b - a).as_secs_f64() * 1e6 / n));
+        }
+        if let (Some(a), Some(b)) = (self.redis_cpu, now.redis_cpu) {
+            parts.push(format!(
+                "Redis {:.1} µs (+{:.1} µs in its AOF-rewrite children)",
+                (b.0 - a.0) * 1e6 / n,
+                (b.1 - a.1) * 1e6 / n
+            ));
+        }
+        if !parts.is_empty() {
+            println!("  CPU per scan: {}", parts.join(", "));
+        }
+        if let (Some(a), Some(b)) = (self.written, now.written) {
+            println!(
+                "  storage writes: {:.1} KB per scan (WAL appends and checkpoint copies)",
+                (b - a) as f64 / n / 1e3
+            );
+        }
+    }
+}
+
 /// Run the facility phases and print the figures.
 pub(super) fn run(
     args: &BenchArgs,
@@ -95,6 +141,8 @@ pub(super) fn run(
     let redis = config.redis.as_ref().ok_or("[redis] missing")?;
     let link = Link::new(&config, redis)?;
     let first = link.connect_checked().map_err(|e| e.to_string())?;
+    // A second connection, for the server's CPU counters.
+    let mut probe = link.connect_checked().map_err(|e| e.to_string())?;
     println!(
         "deciding through the facility Redis {} (daemon claimer thread; writer batches of at most {ADMIT_BATCH})",
         crate::facility::redact(url)
@@ -160,7 +208,7 @@ pub(super) fn run(
     let interval = Duration::from_secs_f64(1.0 / args.rate.max(1) as f64);
 
     if args.backlog > 0 {
-        drain_with_live_stream(args, &mut w, work, profile, interval)?;
+        drain_with_live_stream(args, &mut w, work, profile, interval, &mut probe)?;
         // As the embedded benchmark does between its phases: fold the
         // drain's WAL into the database so the phases do not overlap.
         let t = Instant::now();
@@ -174,6 +222,7 @@ pub(super) fn run(
     // Throughput: admit as fast as the writer can; timed to the last decision.
     work.t0_ms = chrono::Utc::now().timestamp_millis() - work.n as i64 * 7;
     let started = Instant::now();
+    let usage = Usage::now(&mut probe);
     let (mut admitted, mut decided) = (0u64, 0u64);
     while admitted < args.scans {
         let n = (args.scans - admitted).min(ADMIT_BATCH as u64);
@@ -193,6 +242,7 @@ pub(super) fn run(
         elapsed.as_secs_f64(),
         decided as f64 / elapsed.as_secs_f64()
     );
+    usage.print_since(&mut probe, decided);
 
     // Latency at an offered rate, nothing else running.
     let total = args.rate * args.seconds;
@@ -251,9 +301,11 @@ fn drain_with_live_stream(
     work: &mut Workload,
     profile: &Profile,
     interval: Duration,
+    probe: &mut Facility,
 ) -> Result<(), String> {
     work.t0_ms = chrono::Utc::now().timestamp_millis() - work.n as i64 * 7;
     let started = Instant::now();
+    let usage = Usage::now(probe);
     w.kick.send(()).map_err(|_| "the claimer thread stopped")?;
     let mut tally = Tally {
         live: HashMap::new(),
@@ -283,6 +335,7 @@ fn drain_with_live_stream(
         took.as_secs_f64(),
         args.backlog as f64 / took.as_secs_f64()
     );
+    usage.print_since(probe, args.backlog + tally.latencies.len() as u64);
     print_latency(
         &format!(
             "  meanwhile {} live reads at {}/s",

@@ -253,6 +253,26 @@ impl Facility {
         })
     }
 
+    /// CPU seconds the server has used so far (`INFO cpu`): its own process
+    /// (all threads), and its children (AOF rewrites, RDB saves). For the
+    /// benchmark, which shares the machine's cores with the server.
+    pub fn server_cpu(&mut self) -> Result<(f64, f64), FacilityError> {
+        let info: String = redis::cmd("INFO")
+            .arg("cpu")
+            .query(&mut self.conn)
+            .map_err(|source| self.unavailable(source))?;
+        let field = |name: &str| -> f64 {
+            info.lines()
+                .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(0.0)
+        };
+        Ok((
+            field("used_cpu_sys") + field("used_cpu_user"),
+            field("used_cpu_sys_children") + field("used_cpu_user_children"),
+        ))
+    }
+
     fn key(&self, kind: &str, id: &str) -> String {
         format!("scangate:{{{}}}:{kind}:{id}", self.facility)
     }
