@@ -319,6 +319,61 @@ fn started_behind_a_reply_eating_proxy(root: &Path, redis: &RedisServer) -> (Pro
     (proxy, g)
 }
 
+/// `CONFIG SET maxmemory` on the test's own server.
+fn set_maxmemory(redis: &RedisServer, bytes: &str) {
+    let mut c = redis.connection().expect("redis answers");
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("maxmemory")
+        .arg(bytes)
+        .query(&mut c)
+        .expect("CONFIG SET maxmemory");
+}
+
+#[test]
+fn a_full_redis_refuses_claims_scans_wait_and_commit_once_when_it_has_room() {
+    let root = tempdir("scangate-fac-");
+    let redis = RedisServer::start(&root.path().join("redis"), &[]);
+    let mut g = Gateway::new(root.path(), "gw-a", &redis);
+    g.start();
+    // Full, with the eviction policy scangate requires (noeviction): Redis
+    // refuses every write, so every claim script fails at its first write,
+    // before it changed anything.
+    set_maxmemory(&redis, "1");
+    g.send(&dscsa("SN001"));
+    g.send(&dscsa("SN002"));
+    g.send(&dscsa("SN001")); // double-fire
+    wait_until("the scans to be unresolved", || {
+        count(&outbox_status(&g.cfg), "unresolved") == 3
+    });
+    assert!(redis.ledger("test-pharmacy").is_empty());
+    // One outage, retried with growing back-off: each failed retry logs the
+    // backlog. A connection that opens is not the end of it (before, every
+    // reconnect said "answers again", reset the back-off, and the gateway
+    // retried every 100 ms for as long as Redis was full).
+    let d = g.daemon.as_ref().expect("running");
+    wait_until("two failed retries in the log", || {
+        d.log().matches("3 scans wait in the outbox").count() >= 2
+    });
+    let log = d.log();
+    assert!(
+        log.contains("is full") && log.contains("raise `maxmemory`"),
+        "the log should say Redis is full and what to do: {}",
+        d.log_digest()
+    );
+    assert!(!log.contains("answers again"), "{}", d.log_digest());
+    set_maxmemory(&redis, "0");
+    let st = wait_all_decided(&g.cfg, 3);
+    assert_eq!(count(&st, "committed"), 2, "{st}");
+    assert_eq!(count(&st, "suppressed"), 1, "{st}");
+    assert_eq!(redis.ledger("test-pharmacy").len(), 2);
+    let out: Outcome = cli_cfg(&g.cfg, &["audit", "verify"]).into();
+    assert_eq!(out.code, Some(0), "{out}");
+    let d = g.daemon.as_ref().expect("running");
+    assert!(d.log().contains("answers again"), "{}", d.log_digest());
+    g.stop();
+}
+
 #[test]
 fn a_claim_whose_reply_was_lost_is_recognised_as_its_own_commit() {
     use std::sync::atomic::Ordering;

@@ -158,6 +158,7 @@ pub fn run(
         let mut failure = answered
             .as_ref()
             .and_then(|(_, c)| c.as_ref().err().cloned());
+        let answered_ok = answered.as_ref().is_some_and(|(_, c)| c.is_ok());
         // 2. The next round goes out now, so Redis runs it while step 3
         //    writes the answered one. After a failure it waits: picked again
         //    after the back-off, in capture order.
@@ -191,6 +192,9 @@ pub fn run(
         }
 
         // Outage bookkeeping: a failed claim, or a failed connect attempt.
+        // The outage ends when claims are answered (or none wait), not when
+        // a connection opens: a server that accepts connections but refuses
+        // claims (full, read-only replica) must not be retried at once.
         let attempt_failed = match failure {
             Some(reason) => {
                 facility = None; // reconnect after the back-off
@@ -199,6 +203,7 @@ pub fn run(
             }
             None => facility.is_none() && Instant::now() >= retry_at,
         };
+        let recovered = facility.is_some() && (answered_ok || in_flight.is_none());
         if attempt_failed {
             if outage_since.is_none() {
                 tracing::warn!(
@@ -211,7 +216,7 @@ pub fn run(
             }
             retry_at = Instant::now() + backoff;
             backoff = (backoff * 2).min(BACKOFF_MAX);
-        } else if facility.is_some() {
+        } else if recovered {
             if let Some(since) = outage_since.take() {
                 tracing::info!(
                     redis = %link.shown,

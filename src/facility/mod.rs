@@ -64,6 +64,17 @@ pub enum FacilityError {
         /// What redis-rs said.
         source: redis::RedisError,
     },
+    /// The server is out of memory (`maxmemory` reached; with `noeviction`
+    /// it refuses every write), so no claim can be recorded. Retry later.
+    #[error(
+        "facility Redis {url} is full: it refuses new claims ({detail}). The scans stay in the outbox and are retried. Fix: raise `maxmemory` on the server, or shorten `[dedup] retention_hours` (claims expire after it)"
+    )]
+    Full {
+        /// The server, without credentials.
+        url: String,
+        /// What the server said.
+        detail: String,
+    },
     /// The server is configured so that a claim could be lost.
     #[error("facility Redis {url}: {problem}. Fix: {fix}")]
     Misconfigured {
@@ -415,7 +426,15 @@ impl Facility {
         self.conn
             .recv_response()
             .and_then(|v| v.extract_error())
-            .map_err(|source| self.unavailable(source))
+            .map_err(|source| match source.code() {
+                // The script fails at its first write, before it changed
+                // anything (Redis checks memory there, not later).
+                Some("OOM") => FacilityError::Full {
+                    url: self.url.clone(),
+                    detail: source.detail().unwrap_or("OOM").trim().to_string(),
+                },
+                _ => self.unavailable(source),
+            })
     }
 
     fn unavailable(&self, source: redis::RedisError) -> FacilityError {
