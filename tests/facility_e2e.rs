@@ -499,6 +499,51 @@ fn min_replicas_ack_holds_claims_until_a_replica_confirms_them() {
 }
 
 #[test]
+fn a_read_only_replica_refuses_claims_until_promoted_and_the_log_says_so() {
+    let root = tempdir("scangate-fac-");
+    let primary = RedisServer::start(&root.path().join("redis"), &[]);
+    let port = primary.port.to_string();
+    let replica = RedisServer::start(
+        &root.path().join("replica"),
+        &["--replicaof", "127.0.0.1", &port],
+    );
+    // Configured with the replica's address (say, the old primary after a
+    // failover demoted it).
+    let mut g = Gateway::new(root.path(), "gw-a", &replica);
+    g.start();
+    g.send(&dscsa("SN001"));
+    g.send(&dscsa("SN001")); // double-fire
+    assert_eq!(read_acks(&mut g.scanner, 2), [ACK, ACK]);
+    wait_until("the scans to wait as unresolved", || {
+        count(&outbox_status(&g.cfg), "unresolved") == 2
+    });
+    let d = g.daemon.as_ref().expect("running");
+    wait_until("the refusal in the log", || {
+        d.log()
+            .contains("is a read-only replica: it refuses claims")
+    });
+    let log = d.log();
+    assert!(
+        log.contains("read-only replica of another server") && log.contains("at the primary"),
+        "start-up should warn about the replica and say what to do: {}",
+        d.log_digest()
+    );
+    // Promoted: the same claims go through, once.
+    let mut c = replica.connection().expect("replica answers");
+    let _: () = redis::cmd("REPLICAOF")
+        .arg("NO")
+        .arg("ONE")
+        .query(&mut c)
+        .expect("REPLICAOF NO ONE");
+    let st = wait_all_decided(&g.cfg, 2);
+    assert_eq!(count(&st, "committed"), 1, "{st}");
+    assert_eq!(count(&st, "suppressed"), 1, "{st}");
+    assert_eq!(replica.ledger("test-pharmacy").len(), 1);
+    assert!(primary.ledger("test-pharmacy").is_empty());
+    g.stop();
+}
+
+#[test]
 fn a_wrong_password_is_a_clear_error_and_scans_are_still_buffered() {
     let root = tempdir("scangate-fac-");
     let redis = RedisServer::start(&root.path().join("redis"), &["--requirepass", "right-one"]);

@@ -68,9 +68,15 @@ impl Link {
         let info = f.check_server()?;
         tracing::info!(
             redis = %self.shown, version = %info.version, maxmemory_policy = %info.maxmemory_policy,
-            appendonly = %info.appendonly, save = %info.save,
+            appendonly = %info.appendonly, save = %info.save, role = %info.role,
             "facility Redis connected"
         );
+        if info.role == "slave" {
+            tracing::warn!(
+                redis = %self.shown,
+                "facility Redis is a read-only replica of another server: it refuses claims, so scans wait in the outbox until it is promoted. Point [redis] url at the primary"
+            );
+        }
         if info.appendonly != "yes" {
             tracing::warn!(
                 redis = %self.shown,

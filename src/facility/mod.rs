@@ -75,6 +75,16 @@ pub enum FacilityError {
         /// What the server said.
         detail: String,
     },
+    /// The server is a read-only replica: it refuses every claim. Retry
+    /// later (it may be promoted), but the configuration likely needs the
+    /// primary's address.
+    #[error(
+        "facility Redis {url} is a read-only replica: it refuses claims. The scans stay in the outbox and are retried. Fix: point `[redis] url` at the primary (after a failover: the new primary)"
+    )]
+    ReadOnly {
+        /// The server, without credentials.
+        url: String,
+    },
     /// The server is configured so that a claim could be lost.
     #[error("facility Redis {url}: {problem}. Fix: {fix}")]
     Misconfigured {
@@ -118,6 +128,9 @@ pub struct ServerInfo {
     pub appendonly: String,
     /// `save` (RDB snapshots).
     pub save: String,
+    /// `role` from `INFO replication`: `master`, or `slave` for a
+    /// read-only replica (which refuses every claim).
+    pub role: String,
 }
 
 /// Claims written to the connection whose answers are still to be read
@@ -239,14 +252,17 @@ impl Facility {
         let save = get(&mut self.conn, "save").map_err(unavailable)?;
         let info: String = redis::cmd("INFO")
             .arg("server")
+            .arg("replication")
             .query(&mut self.conn)
             .map_err(unavailable)?;
-        let version = info
-            .lines()
-            .find_map(|l| l.strip_prefix("redis_version:"))
-            .unwrap_or("unknown")
-            .trim()
-            .to_string();
+        let field = |name: &str| {
+            info.lines()
+                .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+                .unwrap_or("unknown")
+                .trim()
+                .to_string()
+        };
+        let (version, role) = (field("redis_version"), field("role"));
         if policy != "noeviction" {
             return Err(FacilityError::Misconfigured {
                 url: self.url.clone(),
@@ -261,6 +277,7 @@ impl Facility {
             maxmemory_policy: policy,
             appendonly,
             save,
+            role,
         })
     }
 
@@ -432,6 +449,9 @@ impl Facility {
                 Some("OOM") => FacilityError::Full {
                     url: self.url.clone(),
                     detail: source.detail().unwrap_or("OOM").trim().to_string(),
+                },
+                Some("READONLY") => FacilityError::ReadOnly {
+                    url: self.url.clone(),
                 },
                 _ => self.unavailable(source),
             })
