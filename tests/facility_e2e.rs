@@ -374,6 +374,60 @@ fn a_full_redis_refuses_claims_scans_wait_and_commit_once_when_it_has_room() {
     g.stop();
 }
 
+/// Run SQL on a gateway's database file (beside the running daemon).
+fn on_db(root: &Path, gateway: &str, sql: &str) {
+    let c =
+        rusqlite::Connection::open(root.join(gateway).join("state").join("scangate.db")).unwrap();
+    c.busy_timeout(std::time::Duration::from_secs(5)).unwrap();
+    c.execute_batch(sql).unwrap();
+}
+
+#[test]
+fn verdicts_the_disk_refuses_are_retried_with_growing_back_off_then_written_once() {
+    let root = tempdir("scangate-fac-");
+    let redis = RedisServer::start(&root.path().join("redis"), &[]);
+    let mut g = Gateway::new(root.path(), "gw-a", &redis);
+    g.start();
+    // The claimer's writes fail, as on a full disk: a real trigger on the
+    // real file refuses audit records, which only verdicts write. Admits
+    // still work, so scans are stored and ACKed.
+    on_db(
+        root.path(),
+        "gw-a",
+        "CREATE TRIGGER verdicts_refused BEFORE INSERT ON audit
+         BEGIN SELECT RAISE(ABORT, 'injected: disk full'); END;",
+    );
+    g.send(&dscsa("SN001"));
+    g.send(&dscsa("SN001")); // double-fire
+    assert_eq!(read_acks(&mut g.scanner, 2), [ACK, ACK]);
+    // Claimed in Redis, but the verdicts cannot be written: retried with
+    // growing back-off, not at full speed (which re-sent the claims and
+    // logged an error as fast as the loop could go).
+    let d = g.daemon.as_ref().expect("running");
+    wait_until("the third retry, 400 ms after the second", || {
+        d.log().contains("retrying in 400ms")
+    });
+    let failures = d.log().matches("writing verdicts failed").count();
+    assert!(
+        (3..10).contains(&failures),
+        "{failures} failed writes logged by the time the back-off reached 400 ms: {}",
+        d.log_digest()
+    );
+    let st = outbox_status(&g.cfg);
+    assert_eq!(count(&st, "pending"), 2, "{st}");
+    assert_eq!(redis.ledger("test-pharmacy").len(), 1);
+    // The disk has room again: the retried claims are recognised as this
+    // gateway's own (same UUIDs), and each verdict is written once.
+    on_db(root.path(), "gw-a", "DROP TRIGGER verdicts_refused");
+    let st = wait_all_decided(&g.cfg, 2);
+    assert_eq!(count(&st, "committed"), 1, "{st}");
+    assert_eq!(count(&st, "suppressed"), 1, "{st}");
+    assert_eq!(redis.ledger("test-pharmacy").len(), 1);
+    let out: Outcome = cli_cfg(&g.cfg, &["audit", "verify"]).into();
+    assert_eq!(out.code, Some(0), "{out}");
+    g.stop();
+}
+
 #[test]
 fn a_claim_whose_reply_was_lost_is_recognised_as_its_own_commit() {
     use std::sync::atomic::Ordering;

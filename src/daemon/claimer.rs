@@ -124,6 +124,11 @@ pub fn run(
 ) -> GateStats {
     gate.set_require_synced_clock(link.redis.require_synced_clock);
     let mut backoff = BACKOFF_MIN;
+    // The local database's own back-off (a full or failing disk): no round
+    // is sent while it runs, so a failing write is not retried — nor its
+    // claims re-sent to Redis — at full speed.
+    let mut db_backoff = BACKOFF_MIN;
+    let mut db_retry_at = Instant::now();
     let mut retry_at = Instant::now();
     let mut offline_reason = String::from("facility Redis not connected yet");
     let mut outage_since: Option<Instant> = None;
@@ -146,7 +151,9 @@ pub fn run(
         let next = gate
             .pick(&mut store, &skip, &now, online)
             .inspect_err(|e| {
-                tracing::error!("reading open scans failed on the local database: {e}; retrying");
+                tracing::error!(
+                    "reading open scans failed on the local database: {e}; retrying in {db_backoff:?}"
+                );
             })
             .ok();
         let mut db_failed = next.is_none();
@@ -169,7 +176,8 @@ pub fn run(
         //    writes the answered one. After a failure it waits: picked again
         //    after the back-off, in capture order.
         let mut unclaimed = None;
-        let may_send = failure.is_none() && !(stopping && last_round_sent);
+        let may_send =
+            failure.is_none() && !(stopping && last_round_sent) && Instant::now() >= db_retry_at;
         if let Some(next) = next.filter(|p| !p.is_empty() && may_send) {
             last_round_sent = stopping;
             let claims = next.claims(gate.gateway());
@@ -186,12 +194,18 @@ pub fn run(
             }
         }
         // 3. Write the verdicts.
+        let mut recorded = false;
         for (picked, claimed) in answered.into_iter().chain(unclaimed) {
             match gate.record(&mut store, picked, claimed) {
-                Ok(round) => observe(&round.decisions),
+                Ok(round) => {
+                    recorded = true;
+                    observe(&round.decisions);
+                }
                 Err(e) => {
                     // The rows stay open; their claims are idempotent.
-                    tracing::error!("writing verdicts failed on the local database: {e}; retrying");
+                    tracing::error!(
+                        "writing verdicts failed on the local database: {e}; retrying in {db_backoff:?}"
+                    );
                     db_failed = true;
                 }
             }
@@ -233,6 +247,13 @@ pub fn run(
             backoff = BACKOFF_MIN;
         }
 
+        if db_failed {
+            db_retry_at = Instant::now() + db_backoff;
+            db_backoff = (db_backoff * 2).min(BACKOFF_MAX);
+        } else if recorded {
+            db_backoff = BACKOFF_MIN;
+        }
+
         if in_flight.is_some() || (more && !db_failed && !stopping) {
             continue; // answers to read, or more backlog: at once
         }
@@ -241,7 +262,7 @@ pub fn run(
             break;
         }
         let mut wait = if db_failed {
-            BACKOFF_MIN
+            db_retry_at.saturating_duration_since(Instant::now())
         } else if facility.is_none() {
             retry_at.saturating_duration_since(Instant::now())
         } else {
