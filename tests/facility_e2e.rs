@@ -416,13 +416,17 @@ fn verdicts_the_disk_refuses_are_retried_with_growing_back_off_then_written_once
     let st = outbox_status(&g.cfg);
     assert_eq!(count(&st, "pending"), 2, "{st}");
     assert_eq!(redis.ledger("test-pharmacy").len(), 1);
+    // A new scan during the back-off wakes the claimer early; the retry
+    // must still come when the back-off ends, with no further kick.
+    g.send(&dscsa("SN002"));
+    assert_eq!(read_acks(&mut g.scanner, 1), [ACK]);
     // The disk has room again: the retried claims are recognised as this
     // gateway's own (same UUIDs), and each verdict is written once.
     on_db(root.path(), "gw-a", "DROP TRIGGER verdicts_refused");
-    let st = wait_all_decided(&g.cfg, 2);
-    assert_eq!(count(&st, "committed"), 1, "{st}");
+    let st = wait_all_decided(&g.cfg, 3);
+    assert_eq!(count(&st, "committed"), 2, "{st}");
     assert_eq!(count(&st, "suppressed"), 1, "{st}");
-    assert_eq!(redis.ledger("test-pharmacy").len(), 1);
+    assert_eq!(redis.ledger("test-pharmacy").len(), 2);
     let out: Outcome = cli_cfg(&g.cfg, &["audit", "verify"]).into();
     assert_eq!(out.code, Some(0), "{out}");
     g.stop();

@@ -261,13 +261,16 @@ pub fn run(
             // Shutdown: one last attempt was made; what is left stays durable.
             break;
         }
-        let mut wait = if db_failed {
-            db_retry_at.saturating_duration_since(Instant::now())
-        } else if facility.is_none() {
+        let mut wait = if facility.is_none() {
             retry_at.saturating_duration_since(Instant::now())
         } else {
             Duration::from_secs(3600) // until the writer kicks
         };
+        // Refused local writes are retried when their back-off ends, also
+        // when a kick woke this loop in the meantime.
+        if let Some(db_wait) = db_retry_at.checked_duration_since(Instant::now()) {
+            wait = wait.min(db_wait);
+        }
         if waiting_for_clock > 0 {
             wait = wait.min(CLOCK_POLL); // look again soon: NTP may have synced
         }
