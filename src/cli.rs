@@ -299,16 +299,10 @@ fn dispatch(cmd: Command) -> Result<u8, Failure> {
                         redis.connect_timeout(),
                         redis.command_timeout(),
                     )
-                    .map_err(|e| Failure {
-                        code: EXIT_RUNTIME,
-                        message: e.to_string(),
-                    })?;
+                    .map_err(ledger_unreadable)?;
                     facility
                         .for_each_ledger_entry(since_ms, |v| write_line(&mut out, &v))
-                        .map_err(|e| Failure {
-                            code: EXIT_RUNTIME,
-                            message: e.to_string(),
-                        })?;
+                        .map_err(ledger_unreadable)?;
                 }
                 None => {
                     let store = Store::open_read_only(&cfg.state_dir())?;
@@ -394,6 +388,16 @@ fn dispatch(cmd: Command) -> Result<u8, Failure> {
 }
 
 /// Write `value` as one JSON line.
+/// `ledger export` could not read the facility stream.
+fn ledger_unreadable(e: crate::facility::FacilityError) -> Failure {
+    Failure {
+        code: EXIT_RUNTIME,
+        message: format!(
+            "{e}. With [redis] set, the ledger is the facility's stream: reach that server (is it running, is [redis] url right?) and export again"
+        ),
+    }
+}
+
 fn write_line(out: &mut impl std::io::Write, value: &impl serde::Serialize) -> std::io::Result<()> {
     serde_json::to_writer(&mut *out, value).map_err(std::io::Error::other)?;
     out.write_all(b"\n")

@@ -602,6 +602,24 @@ fn a_read_only_replica_refuses_claims_until_promoted_and_the_log_says_so() {
 }
 
 #[test]
+fn ledger_export_from_an_unreachable_facility_redis_says_where_and_what_to_do() {
+    let root = tempdir("scangate-fac-");
+    let redis = RedisServer::start(&root.path().join("redis"), &[]);
+    let g = Gateway::new(root.path(), "gw-a", &redis);
+    let url = redis.url();
+    drop(redis); // stopped: nothing listens on its port now
+    let out: Outcome = cli_cfg(&g.cfg, &["ledger", "export"]).into();
+    assert_eq!(out.code, Some(4), "runtime failure exit code: {out}");
+    assert!(out.stdout.is_empty(), "{out}");
+    assert!(
+        out.stderr.contains(&url) && out.stderr.contains("reach that server"),
+        "the error should name the server and what to do: {out}"
+    );
+    // Not the claimer's wording: an export retries nothing.
+    assert!(!out.stderr.contains("retried"), "{out}");
+}
+
+#[test]
 fn a_wrong_password_is_a_clear_error_and_scans_are_still_buffered() {
     let root = tempdir("scangate-fac-");
     let redis = RedisServer::start(&root.path().join("redis"), &["--requirepass", "right-one"]);

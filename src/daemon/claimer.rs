@@ -87,8 +87,9 @@ impl Link {
     }
 }
 
-/// Log how many scans wait and how old the oldest is (each failed retry).
-fn log_backlog(store: &Store, shown: &str, reason: &str) {
+/// Log how many scans wait, how old the oldest is, and when the next attempt
+/// is (each failed retry).
+fn log_backlog(store: &Store, shown: &str, reason: &str, next: Duration) {
     match store.backlog() {
         Ok((waiting, oldest)) => {
             let oldest_s = oldest.map_or(0, |ms| {
@@ -96,11 +97,11 @@ fn log_backlog(store: &Store, shown: &str, reason: &str) {
             });
             tracing::warn!(
                 redis = %shown, waiting, oldest_s,
-                "facility Redis still unavailable: {reason}. {waiting} scans wait in the outbox, the oldest captured {oldest_s} s ago"
+                "facility Redis still unavailable: {reason}. {waiting} scans wait in the outbox, the oldest captured {oldest_s} s ago; next attempt in {next:?}"
             );
         }
         Err(e) => {
-            tracing::warn!(redis = %shown, "facility Redis still unavailable: {reason} (backlog unknown: {e})")
+            tracing::warn!(redis = %shown, "facility Redis still unavailable: {reason} (backlog unknown: {e}); next attempt in {next:?}")
         }
     }
 }
@@ -232,7 +233,7 @@ pub fn run(
                 );
                 outage_since = Some(Instant::now());
             } else {
-                log_backlog(&store, &link.shown, &offline_reason);
+                log_backlog(&store, &link.shown, &offline_reason, backoff);
             }
             retry_at = Instant::now() + backoff;
             backoff = (backoff * 2).min(BACKOFF_MAX);

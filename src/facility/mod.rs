@@ -57,7 +57,7 @@ pub enum Outcome {
 #[derive(Debug, thiserror::Error)]
 pub enum FacilityError {
     /// Could not connect or the command failed or timed out. Retry later.
-    #[error("facility Redis {url}: {source}. The scans stay in the outbox and are retried")]
+    #[error("facility Redis {url}: {source}")]
     Unavailable {
         /// The server, without credentials.
         url: String,
@@ -67,7 +67,7 @@ pub enum FacilityError {
     /// The server is out of memory (`maxmemory` reached; with `noeviction`
     /// it refuses every write), so no claim can be recorded. Retry later.
     #[error(
-        "facility Redis {url} is full: it refuses new claims ({detail}). The scans stay in the outbox and are retried. Fix: raise `maxmemory` on the server, or shorten `[dedup] retention_hours` (claims expire after it)"
+        "facility Redis {url} is full: it refuses new claims ({detail}). Fix: raise `maxmemory` on the server, or shorten `[dedup] retention_hours` (claims expire after it)"
     )]
     Full {
         /// The server, without credentials.
@@ -79,7 +79,7 @@ pub enum FacilityError {
     /// later (it may be promoted), but the configuration likely needs the
     /// primary's address.
     #[error(
-        "facility Redis {url} is a read-only replica: it refuses claims. The scans stay in the outbox and are retried. Fix: point `[redis] url` at the primary (after a failover: the new primary)"
+        "facility Redis {url} is a read-only replica: it refuses claims. Fix: point `[redis] url` at the primary (after a failover: the new primary)"
     )]
     ReadOnly {
         /// The server, without credentials.
@@ -97,7 +97,7 @@ pub enum FacilityError {
     },
     /// Fewer replicas than `min_replicas_ack` confirmed a claim batch.
     #[error(
-        "facility Redis {url}: {acked} of {wanted} replicas confirmed the claims in time; they are retried"
+        "facility Redis {url}: {acked} of {wanted} replicas confirmed the claims in time (min_replicas_ack)"
     )]
     Unconfirmed {
         /// The server.
