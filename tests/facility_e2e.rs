@@ -186,6 +186,61 @@ fn redis_killed_mid_stream_and_restarted_with_aof_loses_and_doubles_nothing() {
 }
 
 #[test]
+fn two_gateways_buffer_a_roaming_scanners_picks_through_an_outage_and_the_replay_commits_each_once()
+{
+    let root = tempdir("scangate-fac-");
+    let mut redis = RedisServer::start(
+        &root.path().join("redis"),
+        &["--appendonly", "yes", "--appendfsync", "always"],
+    );
+    let mut a = Gateway::new(root.path(), "gw-a", &redis);
+    let mut b = Gateway::new(root.path(), "gw-b", &redis);
+    a.start();
+    b.start();
+    redis.kill9();
+    // While Redis is down, every transmission reaches both gateways, and
+    // gateway b's trigger double-fires on every other pick. Neither gateway
+    // can know what the other did: all of it waits.
+    for i in 0..8 {
+        let label = dscsa(&format!("SN{i:03}"));
+        a.send(&label);
+        b.send(&label);
+        if i % 2 == 0 {
+            b.send(&label);
+        }
+    }
+    wait_until("both backlogs stored as unresolved", || {
+        count(&outbox_status(&a.cfg), "unresolved") == 8
+            && count(&outbox_status(&b.cfg), "unresolved") == 12
+    });
+    redis.restart();
+    let st_a = wait_all_decided(&a.cfg, 8);
+    let st_b = wait_all_decided(&b.cfg, 12);
+    let per_pick = keys_per_pick(&redis.ledger("test-pharmacy"));
+    assert_eq!(per_pick.len(), 8, "{per_pick:?}");
+    assert!(
+        per_pick.values().all(|&n| n == 1),
+        "a pick was committed twice: {per_pick:?}"
+    );
+    assert_eq!(
+        count(&st_a, "committed") + count(&st_b, "committed"),
+        8,
+        "{st_a}\n{st_b}"
+    );
+    assert_eq!(
+        count(&st_a, "suppressed") + count(&st_b, "suppressed"),
+        12,
+        "{st_a}\n{st_b}"
+    );
+    for g in [&a, &b] {
+        let out: Outcome = cli_cfg(&g.cfg, &["audit", "verify"]).into();
+        assert_eq!(out.code, Some(0), "{out}");
+    }
+    a.stop();
+    b.stop();
+}
+
+#[test]
 fn redis_restarted_empty_still_never_recommits_this_gateways_picks() {
     let root = tempdir("scangate-fac-");
     let mut redis = RedisServer::start(&root.path().join("redis"), &[]);
