@@ -65,6 +65,16 @@ impl Gateway {
     }
 }
 
+/// A redis-server of the test's own and one started gateway, `gw-a`, using
+/// it (the temporary directory holds both).
+fn one_gateway() -> (tempfile::TempDir, RedisServer, Gateway) {
+    let root = tempdir("scangate-fac-");
+    let redis = RedisServer::start(&root.path().join("redis"), &[]);
+    let mut g = Gateway::new(root.path(), "gw-a", &redis);
+    g.start();
+    (root, redis, g)
+}
+
 /// Read ACK/NAK bytes from the scanner side until `n` have arrived.
 fn read_acks(scanner: &mut VirtualScanner, n: usize) -> Vec<u8> {
     let mut got = Vec::new();
@@ -279,10 +289,7 @@ fn an_evicting_redis_is_refused_at_start_up() {
 #[test]
 fn redis_paused_longer_than_the_command_timeout_then_resumed() {
     use nix::sys::signal::Signal;
-    let root = tempdir("scangate-fac-");
-    let redis = RedisServer::start(&root.path().join("redis"), &[]);
-    let mut g = Gateway::new(root.path(), "gw-a", &redis);
-    g.start();
+    let (_root, redis, mut g) = one_gateway();
     g.send(&dscsa("SN000"));
     wait_all_decided(&g.cfg, 1);
     redis.signal(Signal::SIGSTOP);
@@ -387,10 +394,7 @@ fn set_maxmemory(redis: &RedisServer, bytes: &str) {
 
 #[test]
 fn a_full_redis_refuses_claims_scans_wait_and_commit_once_when_it_has_room() {
-    let root = tempdir("scangate-fac-");
-    let redis = RedisServer::start(&root.path().join("redis"), &[]);
-    let mut g = Gateway::new(root.path(), "gw-a", &redis);
-    g.start();
+    let (_root, redis, mut g) = one_gateway();
     // Full, with the eviction policy scangate requires (noeviction): Redis
     // refuses every write, so every claim script fails at its first write,
     // before it changed anything.
@@ -429,29 +433,28 @@ fn a_full_redis_refuses_claims_scans_wait_and_commit_once_when_it_has_room() {
     g.stop();
 }
 
-/// Run SQL on a gateway's database file (beside the running daemon).
-fn on_db(root: &Path, gateway: &str, sql: &str) {
+/// Make gateway gw-a's verdict writes fail, as on a full disk (or let them
+/// work again): a real trigger on the real file refuses audit records,
+/// which only verdicts write. Admits still work.
+fn refuse_verdicts(root: &Path, refuse: bool) {
     let c =
-        rusqlite::Connection::open(root.join(gateway).join("state").join("scangate.db")).unwrap();
+        rusqlite::Connection::open(root.join("gw-a").join("state").join("scangate.db")).unwrap();
     c.busy_timeout(std::time::Duration::from_secs(5)).unwrap();
-    c.execute_batch(sql).unwrap();
+    c.execute_batch(if refuse {
+        "CREATE TRIGGER verdicts_refused BEFORE INSERT ON audit
+         BEGIN SELECT RAISE(ABORT, 'injected: disk full'); END;"
+    } else {
+        "DROP TRIGGER verdicts_refused"
+    })
+    .unwrap();
 }
 
 #[test]
 fn verdicts_the_disk_refuses_are_retried_with_growing_back_off_then_written_once() {
-    let root = tempdir("scangate-fac-");
-    let redis = RedisServer::start(&root.path().join("redis"), &[]);
-    let mut g = Gateway::new(root.path(), "gw-a", &redis);
-    g.start();
-    // The claimer's writes fail, as on a full disk: a real trigger on the
-    // real file refuses audit records, which only verdicts write. Admits
-    // still work, so scans are stored and ACKed.
-    on_db(
-        root.path(),
-        "gw-a",
-        "CREATE TRIGGER verdicts_refused BEFORE INSERT ON audit
-         BEGIN SELECT RAISE(ABORT, 'injected: disk full'); END;",
-    );
+    let (root, redis, mut g) = one_gateway();
+    // The claimer's writes fail, as on a full disk; admits still work, so
+    // scans are stored and ACKed.
+    refuse_verdicts(root.path(), true);
     g.send(&dscsa("SN001"));
     g.send(&dscsa("SN001")); // double-fire
     assert_eq!(read_acks(&mut g.scanner, 2), [ACK, ACK]);
@@ -477,13 +480,92 @@ fn verdicts_the_disk_refuses_are_retried_with_growing_back_off_then_written_once
     assert_eq!(read_acks(&mut g.scanner, 1), [ACK]);
     // The disk has room again: the retried claims are recognised as this
     // gateway's own (same UUIDs), and each verdict is written once.
-    on_db(root.path(), "gw-a", "DROP TRIGGER verdicts_refused");
+    refuse_verdicts(root.path(), false);
     let st = wait_all_decided(&g.cfg, 3);
     assert_eq!(count(&st, "committed"), 2, "{st}");
     assert_eq!(count(&st, "suppressed"), 1, "{st}");
     assert_eq!(redis.ledger("test-pharmacy").len(), 2);
     let out: Outcome = cli_cfg(&g.cfg, &["audit", "verify"]).into();
     assert_eq!(out.code, Some(0), "{out}");
+    g.stop();
+}
+
+/// CPU time (user + system) a process has used so far.
+fn cpu_time(pid: u32) -> std::time::Duration {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // Fields after the command name (which is in parentheses).
+    let fields: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..]
+        .split_whitespace()
+        .collect();
+    let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+    // SAFETY: sysconf only reads a constant.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as u64;
+    std::time::Duration::from_millis(ticks * 1000 / hz)
+}
+
+#[test]
+fn a_backlog_longer_than_a_round_waits_out_the_local_back_off_without_spinning() {
+    let (root, redis, mut g) = one_gateway();
+    refuse_verdicts(root.path(), true);
+    // More open scans than one round takes, so each pick says "more".
+    for i in 0..70 {
+        g.send(&dscsa(&format!("SN{i:03}")));
+    }
+    assert_eq!(read_acks(&mut g.scanner, 70), vec![ACK; 70]);
+    let d = g.daemon.as_ref().expect("running");
+    wait_until("the back-off to reach 1.6 s", || {
+        d.log().contains("retrying in 1.6s")
+    });
+    // A kick during the back-off wakes the claimer; it must go back to
+    // waiting, not pick and hold back round after round until it ends.
+    let before = cpu_time(d.pid());
+    g.send(&dscsa("SN070"));
+    assert_eq!(read_acks(&mut g.scanner, 1), [ACK]);
+    std::thread::sleep(std::time::Duration::from_millis(1000));
+    let used = cpu_time(g.daemon.as_ref().expect("running").pid()) - before;
+    assert!(
+        used < std::time::Duration::from_millis(400),
+        "the daemon used {used:?} of CPU in 1 s of back-off (a spin uses a whole core)"
+    );
+    refuse_verdicts(root.path(), false);
+    let st = wait_all_decided(&g.cfg, 71);
+    assert_eq!(count(&st, "committed"), 71, "{st}");
+    assert_eq!(redis.ledger("test-pharmacy").len(), 71);
+    g.stop();
+}
+
+#[test]
+fn a_full_redis_and_a_failing_disk_together_are_one_outage_until_claims_are_answered() {
+    let (root, redis, mut g) = one_gateway();
+    // The disk fails first, so its back-off runs ahead of Redis's.
+    refuse_verdicts(root.path(), true);
+    g.send(&dscsa("SN001"));
+    assert_eq!(read_acks(&mut g.scanner, 1), [ACK]);
+    let d = g.daemon.as_ref().expect("running");
+    wait_until("the local back-off to reach 400 ms", || {
+        d.log().contains("retrying in 400ms")
+    });
+    // Then Redis fills up and a new scan's claim is refused (SN001's is
+    // already decided there and needs no write). The claimer reconnects
+    // while the local back-off still holds every round back. An open
+    // connection is not an answer: the outage goes on.
+    set_maxmemory(&redis, "1");
+    g.send(&dscsa("SN002"));
+    assert_eq!(read_acks(&mut g.scanner, 1), [ACK]);
+    let d = g.daemon.as_ref().expect("running");
+    wait_until("a reconnect after the refusal", || {
+        let log = d.log();
+        log.find("is full")
+            .is_some_and(|at| log[at..].contains("facility Redis connected"))
+    });
+    assert!(!d.log().contains("answers again"), "{}", d.log_digest());
+    set_maxmemory(&redis, "0");
+    refuse_verdicts(root.path(), false);
+    let st = wait_all_decided(&g.cfg, 2);
+    assert_eq!(count(&st, "committed"), 2, "{st}");
+    assert_eq!(redis.ledger("test-pharmacy").len(), 2);
+    let d = g.daemon.as_ref().expect("running");
+    assert!(d.log().contains("answers again"), "{}", d.log_digest());
     g.stop();
 }
 

@@ -159,6 +159,10 @@ pub fn run(
             .ok();
         let mut db_failed = next.is_none();
         let more = next.as_ref().is_some_and(|p| p.more());
+        let nothing_open = next.as_ref().is_some_and(Picked::is_empty);
+        // Read once per pass: the send below and the wait at the end must
+        // agree on whether the local back-off still runs.
+        let db_held = Instant::now() < db_retry_at;
         let waiting_for_clock = next.as_ref().map_or(0, Picked::waiting_for_clock);
 
         // 1. The round in flight: its answers.
@@ -177,8 +181,7 @@ pub fn run(
         //    writes the answered one. After a failure it waits: picked again
         //    after the back-off, in capture order.
         let mut unclaimed = None;
-        let may_send =
-            failure.is_none() && !(stopping && last_round_sent) && Instant::now() >= db_retry_at;
+        let may_send = failure.is_none() && !(stopping && last_round_sent) && !db_held;
         if let Some(next) = next.filter(|p| !p.is_empty() && may_send) {
             last_round_sent = stopping;
             let claims = next.claims(gate.gateway());
@@ -224,7 +227,7 @@ pub fn run(
             }
             None => facility.is_none() && Instant::now() >= retry_at,
         };
-        let recovered = facility.is_some() && (answered_ok || in_flight.is_none());
+        let recovered = facility.is_some() && (answered_ok || nothing_open);
         if attempt_failed {
             if outage_since.is_none() {
                 tracing::warn!(
@@ -255,7 +258,10 @@ pub fn run(
             db_backoff = BACKOFF_MIN;
         }
 
-        if in_flight.is_some() || (more && !db_failed && !stopping) {
+        // While the local back-off runs, more backlog is no reason to go
+        // again: the round would only be picked and held back once more.
+        let db_wait = db_failed || db_held;
+        if in_flight.is_some() || (more && !db_wait && !stopping) {
             continue; // answers to read, or more backlog: at once
         }
         if stopping {
@@ -268,9 +274,9 @@ pub fn run(
             Duration::from_secs(3600) // until the writer kicks
         };
         // Refused local writes are retried when their back-off ends, also
-        // when a kick woke this loop in the meantime.
-        if let Some(db_wait) = db_retry_at.checked_duration_since(Instant::now()) {
-            wait = wait.min(db_wait);
+        // when a kick woke this loop in the meantime (0 if it just ended).
+        if db_wait {
+            wait = wait.min(db_retry_at.saturating_duration_since(Instant::now()));
         }
         if waiting_for_clock > 0 {
             wait = wait.min(CLOCK_POLL); // look again soon: NTP may have synced
