@@ -387,7 +387,6 @@ fn dispatch(cmd: Command) -> Result<u8, Failure> {
     }
 }
 
-/// Write `value` as one JSON line.
 /// `ledger export` could not read the facility stream.
 fn ledger_unreadable(e: crate::facility::FacilityError) -> Failure {
     Failure {
@@ -398,6 +397,7 @@ fn ledger_unreadable(e: crate::facility::FacilityError) -> Failure {
     }
 }
 
+/// Write `value` as one JSON line.
 fn write_line(out: &mut impl std::io::Write, value: &impl serde::Serialize) -> std::io::Result<()> {
     serde_json::to_writer(&mut *out, value).map_err(std::io::Error::other)?;
     out.write_all(b"\n")

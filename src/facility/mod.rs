@@ -117,6 +117,13 @@ pub enum FacilityError {
     },
 }
 
+/// The value of `name` in an `INFO` reply (`name:value` lines).
+fn info_field<'a>(info: &'a str, name: &str) -> Option<&'a str> {
+    info.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+        .map(str::trim)
+}
+
 /// Facts logged at start-up.
 #[derive(Debug, Clone)]
 pub struct ServerInfo {
@@ -255,13 +262,7 @@ impl Facility {
             .arg("replication")
             .query(&mut self.conn)
             .map_err(unavailable)?;
-        let field = |name: &str| {
-            info.lines()
-                .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
-                .unwrap_or("unknown")
-                .trim()
-                .to_string()
-        };
+        let field = |name| info_field(&info, name).unwrap_or("unknown").to_string();
         let (version, role) = (field("redis_version"), field("role"));
         if policy != "noeviction" {
             return Err(FacilityError::Misconfigured {
@@ -289,10 +290,9 @@ impl Facility {
             .arg("cpu")
             .query(&mut self.conn)
             .map_err(|source| self.unavailable(source))?;
-        let field = |name: &str| -> f64 {
-            info.lines()
-                .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
-                .and_then(|v| v.trim().parse().ok())
+        let field = |name| -> f64 {
+            info_field(&info, name)
+                .and_then(|v| v.parse().ok())
                 .unwrap_or(0.0)
         };
         Ok((
@@ -549,5 +549,23 @@ pub fn redact(url: &str) -> String {
             None => url.to_string(),
         },
         None => url.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::info_field;
+
+    #[test]
+    fn info_fields_are_read_by_exact_name() {
+        let info = "# Server\r\nredis_version:7.0.15\r\nredis_version_extra:x\r\n\
+                    # Replication\r\nrole:slave\r\n# CPU\r\nused_cpu_sys:1.5\r\n\
+                    used_cpu_sys_children:0.25\r\n";
+        assert_eq!(info_field(info, "redis_version"), Some("7.0.15"));
+        assert_eq!(info_field(info, "role"), Some("slave"));
+        // A name that is a prefix of another is not confused with it.
+        assert_eq!(info_field(info, "used_cpu_sys"), Some("1.5"));
+        assert_eq!(info_field(info, "used_cpu_sys_children"), Some("0.25"));
+        assert_eq!(info_field(info, "maxmemory"), None);
     }
 }
