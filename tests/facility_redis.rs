@@ -74,11 +74,16 @@ impl Drop for RedisServer {
 }
 
 fn gateway(server: &RedisServer) -> Facility {
+    gateway_with(server, WINDOW_MS, Duration::from_secs(72 * 3600))
+}
+
+/// A checked gateway of facility `f1` with its own window and retention.
+fn gateway_with(server: &RedisServer, window_ms: i64, retention: Duration) -> Facility {
     let mut f = Facility::connect(
         &server.url(),
         "f1",
-        WINDOW_MS,
-        Duration::from_secs(72 * 3600),
+        window_ms,
+        retention,
         Duration::from_secs(2),
         Duration::from_secs(2),
     )
@@ -98,6 +103,16 @@ fn claim(uuid: &str, key: &str, at_ms: i64) -> Claim {
             ("content_key", key.into()),
         ],
     }
+}
+
+/// The members of a seen set, by capture time.
+fn seen(server: &RedisServer, key: &str) -> Vec<String> {
+    redis::cmd("ZRANGE")
+        .arg(key)
+        .arg(0)
+        .arg(-1)
+        .query(&mut server.raw())
+        .unwrap()
 }
 
 fn xlen(server: &RedisServer) -> i64 {
@@ -161,11 +176,15 @@ fn two_gateways_share_one_ledger() {
 fn every_key_but_the_ledger_expires_and_the_stream_holds_the_fields() {
     let server = RedisServer::start(&[]);
     let mut gw = gateway(&server);
-    gw.claim_batch(&[claim("u1", "k1", 0)]).unwrap();
+    gw.claim_batch(&[claim("u1", "k1", 0), claim("u2", "k1", 10)])
+        .unwrap();
     let mut c = server.raw();
     let ttl =
         |c: &mut redis::Connection, k: &str| -> i64 { redis::cmd("PTTL").arg(k).query(c).unwrap() };
-    assert!(ttl(&mut c, "scangate:{f1}:scan:u1") > 0);
+    // A live commit is remembered by its member of the seen set (no key of
+    // its own: -2); the echo keeps its decision in an expiring key.
+    assert_eq!(ttl(&mut c, "scangate:{f1}:scan:u1"), -2);
+    assert!(ttl(&mut c, "scangate:{f1}:scan:u2") > 0);
     assert!(ttl(&mut c, "scangate:{f1}:seen:k1") > 0);
     assert_eq!(ttl(&mut c, "scangate:{f1}:ledger"), -1);
     let entries: redis::Value = redis::cmd("XRANGE")
@@ -319,12 +338,7 @@ fn capture_times_beyond_the_horizon_are_pruned_and_the_earliest_twin_is_named() 
         ]
     );
     // d1 fell out of the horizon when d2 was committed; d2 and d4 remain.
-    let members: Vec<String> = redis::cmd("ZRANGE")
-        .arg("scangate:{f1}:seen:kp")
-        .arg(0)
-        .arg(-1)
-        .query(&mut server.raw())
-        .unwrap();
+    let members = seen(&server, "scangate:{f1}:seen:kp");
     assert_eq!(members, vec!["d2".to_string(), "d4".to_string()]);
     // A scan between d2 and d4, within the window of neither, commits; one
     // within both windows names the earliest.
@@ -333,4 +347,56 @@ fn capture_times_beyond_the_horizon_are_pruned_and_the_earliest_twin_is_named() 
         .unwrap();
     assert_eq!(out, vec![Outcome::Committed, suppressed("d4")]);
     assert_eq!(xlen(&server), 4);
+}
+
+#[test]
+fn a_retried_commit_is_its_own_even_beside_a_twin_from_a_narrower_window() {
+    let server = RedisServer::start(&[]);
+    let mut wide = gateway(&server); // window 3 s
+    let mut narrow = gateway_with(&server, 500, Duration::from_secs(72 * 3600));
+    assert_eq!(
+        wide.claim_batch(&[claim("w1", "k", 2000)]).unwrap(),
+        [Outcome::Committed]
+    );
+    // 1.5 s earlier: outside the narrow gateway's window, so it commits too.
+    assert_eq!(
+        narrow.claim_batch(&[claim("n1", "k", 500)]).unwrap(),
+        [Outcome::Committed]
+    );
+    // The wide gateway lost w1's reply and asks again. Its window now holds
+    // n1, captured earlier; w1 must still be answered as committed.
+    assert_eq!(
+        wide.claim_batch(&[claim("w1", "k", 2000)]).unwrap(),
+        [Outcome::Committed]
+    );
+    assert_eq!(xlen(&server), 2);
+}
+
+#[test]
+fn a_replayed_commit_is_recognised_even_after_its_label_was_pruned() {
+    let server = RedisServer::start(&[]);
+    let mut gw = gateway_with(&server, WINDOW_MS, Duration::from_secs(3600));
+    let now = chrono::Utc::now().timestamp_millis();
+    let at = |uuid: &str, ms: i64| Claim {
+        captured_ms: ms,
+        ..claim(uuid, "kr", 0)
+    };
+    // Captured two hours ago (retention 1 h), replayed after an outage.
+    assert_eq!(
+        gw.claim_batch(&[at("old", now - 7_200_000)]).unwrap(),
+        [Outcome::Committed]
+    );
+    // The next pick of the label prunes "old" from the seen set.
+    assert_eq!(
+        gw.claim_batch(&[at("new", now)]).unwrap(),
+        [Outcome::Committed]
+    );
+    let members = seen(&server, "scangate:{f1}:seen:kr");
+    assert_eq!(members, ["new"]);
+    // "old"'s reply was lost: the retry is still answered as its commit.
+    assert_eq!(
+        gw.claim_batch(&[at("old", now - 7_200_000)]).unwrap(),
+        [Outcome::Committed]
+    );
+    assert_eq!(xlen(&server), 2);
 }

@@ -6,6 +6,13 @@
 -- within +-window of its capture time, else a commit that records the
 -- capture time and appends the ledger entry.
 --
+-- Where an earlier decision is kept: a commit is its own member of the seen
+-- set, so a live commit writes no decision key (one write less per pick and
+-- ~20 % less memory). A suppression, and a commit of a scan captured more
+-- than a window before the server's clock (a replay after an outage, which
+-- the next commit of its label may prune from the seen set at once), keep
+-- their decision in the scan key for the retention horizon.
+--
 -- KEYS[2i-1] scangate:{facility}:scan:<scan_uuid>     decision (string, expires)
 -- KEYS[2i]   scangate:{facility}:seen:<content_key>   committed capture times (zset, expires)
 -- KEYS[#KEYS] scangate:{facility}:ledger              ledger (stream, never expires)
@@ -41,6 +48,11 @@ while a <= last do
   local seen_key = KEYS[2 * i]
   i = i + 1
   local decision = redis.call('GET', scan_key)
+  if not decision and redis.call('ZSCORE', seen_key, uuid) then
+    -- Its own earlier commit, found by identity: with gateways configured
+    -- with different windows, the window check alone could name another.
+    decision = 'committed'
+  end
   if not decision then
     -- The earliest committed capture time first: for a new label (most
     -- scans) it answers alone, and it says whether pruning is due.
@@ -56,6 +68,7 @@ while a <= last do
     end
     if twin then
       decision = 'suppressed ' .. twin
+      redis.call('SET', scan_key, decision, 'PX', retention)
     else
       redis.call('ZADD', seen_key, t, uuid)
       for j = 1, n do
@@ -68,8 +81,10 @@ while a <= last do
       end
       redis.call('PEXPIRE', seen_key, retention)
       decision = 'committed'
+      if t < now_ms - w then
+        redis.call('SET', scan_key, decision, 'PX', retention)
+      end
     end
-    redis.call('SET', scan_key, decision, 'PX', retention)
   end
   out[#out + 1] = decision
 end
