@@ -61,6 +61,9 @@ pub struct Config {
     /// `[dedup]`: the echo window and how long exact knowledge is kept.
     #[serde(default)]
     pub dedup: DedupConfig,
+    /// `[outbox]`: how long scans' raw bytes are kept.
+    #[serde(default)]
+    pub outbox: OutboxConfig,
     /// `[[scanner]]`: the scanners this gateway reads.
     #[serde(default, rename = "scanner")]
     pub scanners: Vec<ScannerConfig>,
@@ -113,6 +116,26 @@ impl Default for DedupConfig {
         DedupConfig {
             window_ms: default_window_ms(),
             retention_hours: default_retention_hours(),
+        }
+    }
+}
+
+/// `[outbox]` section.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OutboxConfig {
+    /// Hours a decided scan's raw bytes (exactly what the scanner sent) are
+    /// kept for diagnosis; then they are overwritten. A mistaken scan of a
+    /// prescription label or wristband may carry patient data, and nothing
+    /// needs the bytes once the scan is decided.
+    #[serde(default = "default_retention_hours")]
+    pub keep_raw_hours: u64,
+}
+
+impl Default for OutboxConfig {
+    fn default() -> Self {
+        OutboxConfig {
+            keep_raw_hours: default_retention_hours(),
         }
     }
 }
@@ -539,6 +562,13 @@ impl Config {
                 "use 1..=8784 hours (default 72)",
             ));
         }
+        if self.outbox.keep_raw_hours == 0 || self.outbox.keep_raw_hours > 24 * 366 {
+            return Err(err(
+                "outbox.keep_raw_hours".into(),
+                format!("{} is out of range", self.outbox.keep_raw_hours),
+                "use 1..=8784 hours (default 72)",
+            ));
+        }
         if self.dedup.window_ms > self.dedup.retention_hours * 3_600_000 {
             return Err(err(
                 "dedup.window_ms".into(),
@@ -888,6 +918,7 @@ mod tests {
         assert_eq!(c.gateway.facility, "pharmacy-0042");
         assert_eq!(c.dedup.window_ms, default_window_ms());
         assert_eq!(c.dedup.retention_hours, default_retention_hours());
+        assert_eq!(c.outbox.keep_raw_hours, default_retention_hours());
         assert_eq!(c.scanners.len(), 3);
         let hid = &c.scanners[2];
         assert_eq!((hid.kind, hid.mode), (ScannerKind::Hid, Some(HidMode::Pos)));
@@ -1130,6 +1161,15 @@ mod tests {
         let c = Config::load(None).unwrap();
         assert_eq!(c.dedup.window_ms, 3000);
         assert!(c.scanners.is_empty());
+    }
+
+    #[test]
+    fn keep_raw_hours_defaults_to_the_retention_and_zero_is_named() {
+        let c = Config::parse("[outbox]\n", None).unwrap();
+        assert_eq!(c.outbox.keep_raw_hours, 72);
+        let e = Config::parse("[outbox]\nkeep_raw_hours = 0\n", None).unwrap_err();
+        assert_eq!(e.key, "outbox.keep_raw_hours");
+        assert!(e.fix.contains("1..=8784"), "{e}");
     }
 
     #[test]

@@ -17,8 +17,12 @@
 //! [`claimer`] thread, which owns a second connection and the blocking redis
 //! client and decides in pipelined claim rounds; the two connections take
 //! turns at writing (`Store::write`).
+//!
+//! The [`sweeper`] thread overwrites decided scans' raw bytes after
+//! `[outbox] keep_raw_hours`, one short write turn at a time.
 
 pub mod claimer;
+pub mod sweeper;
 
 use crate::capture::Scan;
 use crate::config::{Config, ScannerKind};
@@ -122,6 +126,15 @@ pub async fn run(
     if cfg.scanners.is_empty() {
         tracing::warn!("no [[scanner]] is configured: nothing will be read");
     }
+    let (stop_sweeping, sweep_stop) = std::sync::mpsc::channel::<()>();
+    let sweeper = {
+        let companion = store.companion()?;
+        let keep = Duration::from_secs(cfg.outbox.keep_raw_hours * 3600);
+        std::thread::Builder::new()
+            .name("raw-sweeper".into())
+            .spawn(move || sweeper::run(companion, keep, sweep_stop))
+            .expect("spawning a thread")
+    };
 
     let db_path = store.path().to_owned();
     let (tx, rx) = mpsc::channel::<Captured>(QUEUE);
@@ -177,6 +190,8 @@ pub async fn run(
             .and_then(Result::ok)
             .ok_or_else(|| DaemonError::WriterPanicked(state_dir.clone()))?;
     }
+    drop(stop_sweeping);
+    let _ = tokio::task::spawn_blocking(move || sweeper.join()).await;
     if undurable > 0 {
         return Err(DaemonError::Undurable {
             count: undurable,

@@ -179,6 +179,7 @@ pub async fn run(redis: Option<String>) -> Result<u8, String> {
             state_dir: Some(dir.path().to_owned()),
         },
         dedup: DedupConfig::default(),
+        outbox: Default::default(),
         redis: facility,
         scanners: names
             .iter()

@@ -119,6 +119,78 @@ impl Store {
     }
 }
 
+/// Rows looked at per transaction when raw bytes are cleared, so the
+/// writers' turn is held for a few milliseconds at a time.
+const CLEAR_CHUNK: i64 = 500;
+
+/// `meta` key: every outbox row up to this `seq` has had its raw bytes
+/// cleared (the sweep resumes after it).
+const RAW_CLEARED_THROUGH: &str = "raw_cleared_through";
+
+impl Store {
+    /// Clear the raw bytes of scans decided before `before_ms` (Unix ms):
+    /// what the scanner sent may be a patient's label scanned by mistake,
+    /// and nothing reads it once the scan is decided (the decoded fields,
+    /// the audit record's `raw_len` and the ledger stay). Rows are swept in
+    /// outbox order and the sweep stops at the first row that is still open
+    /// or was decided later, so no row is cleared early; it resumes there
+    /// next time. `secure_delete` overwrites the old bytes in the database
+    /// file, not only unlinks them. Returns how many rows were cleared.
+    pub fn clear_raw(&mut self, before_ms: i64) -> Result<u64, StoreError> {
+        self.conn
+            .pragma_update(None, "secure_delete", "FAST")
+            .map_err(|e| self.err_at(e))?;
+        let mut cleared = 0;
+        loop {
+            let w = self.write()?;
+            let (n, done) = clear_chunk(&w.tx, before_ms).map_err(|e| w.err(e))?;
+            w.commit()?;
+            cleared += n;
+            if done {
+                return Ok(cleared);
+            }
+        }
+    }
+}
+
+/// One chunk of [`Store::clear_raw`]: (rows cleared, the sweep has stopped).
+fn clear_chunk(tx: &Transaction<'_>, before_ms: i64) -> rusqlite::Result<(u64, bool)> {
+    use rusqlite::OptionalExtension;
+    let mut through: i64 = tx
+        .query_row(
+            "SELECT CAST(value AS INTEGER) FROM meta WHERE key = ?1",
+            [RAW_CLEARED_THROUGH],
+            |r| r.get(0),
+        )
+        .optional()?
+        .unwrap_or(0);
+    let rows: Vec<(i64, Option<i64>)> = tx
+        .prepare_cached("SELECT seq, decided_ms FROM scans WHERE seq > ?1 ORDER BY seq LIMIT ?2")?
+        .query_map(params![through, CLEAR_CHUNK], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })?
+        .collect::<rusqlite::Result<_>>()?;
+    let mut clear = tx.prepare_cached("UPDATE scans SET raw = x'' WHERE seq = ?1")?;
+    let mut cleared = 0;
+    let mut done = (rows.len() as i64) < CLEAR_CHUNK;
+    for (seq, decided_ms) in rows {
+        // Still open, or decided too recently: stop here.
+        if decided_ms.is_none_or(|d| d >= before_ms) {
+            done = true;
+            break;
+        }
+        clear.execute([seq])?;
+        through = seq;
+        cleared += 1;
+    }
+    tx.execute(
+        "INSERT INTO meta (key, value) VALUES (?1, ?2)
+         ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+        params![RAW_CLEARED_THROUGH, through.to_string()],
+    )?;
+    Ok((cleared, done))
+}
+
 /// Insert scans as `pending` inside `tx` (idempotent by UUID). Returns, per
 /// scan, whether its row is new.
 pub(crate) fn insert(
