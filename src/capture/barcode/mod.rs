@@ -7,8 +7,8 @@
 //! Input is one scanned frame without its framing suffix.
 //!
 //! 1. **Bytes.** At most [`MAX_FRAME_LEN`] bytes; valid UTF-8; no control
-//!    characters except GS (0x1D). Anything else is rejected with the byte
-//!    position.
+//!    characters (C0, DEL, C1) except GS (0x1D). Anything else is rejected
+//!    with the byte position.
 //! 2. **Symbology identifier** ([`aim`]): `]` + code + modifier. GS1 data
 //!    follows `]C1` `]d2` `]Q3` `]e0` `]e1` `]e2` `]J1`; `]E0` is 13 digits
 //!    (UPC-A arrives with a leading 0), `]E4` is EAN-8, `]E3` is EAN-13 plus a
@@ -218,12 +218,24 @@ fn check_bytes(data: &[u8]) -> Result<&str, DecodeError> {
             "{what} at byte {k} (no control characters other than GS 0x1D are allowed)"
         )));
     }
-    std::str::from_utf8(data).map_err(|e| {
+    let text = std::str::from_utf8(data).map_err(|e| {
         DecodeError(format!(
             "not UTF-8: invalid byte sequence at byte {}",
             e.valid_up_to()
         ))
-    })
+    })?;
+    // C1 controls (U+0080..U+009F, UTF-8 C2 80..C2 9F): as unprintable as
+    // C0, and no symbology carries them as text.
+    if let Some(k) = data
+        .windows(2)
+        .position(|w| w[0] == 0xc2 && (0x80..=0x9f).contains(&w[1]))
+    {
+        return Err(DecodeError(format!(
+            "control character U+{:04X} at byte {k} (no control characters other than GS 0x1D are allowed)",
+            data[k + 1]
+        )));
+    }
+    Ok(text)
 }
 
 fn decode_payload(
@@ -753,6 +765,11 @@ mod tests {
         assert!(bad(b"]d2010034928158905\x0017").contains("NUL byte at byte 18"));
         assert!(bad(b"]d20100349281589058\r").contains("control character at byte 19"));
         assert!(bad(b"]d2\xff\xfe").contains("not UTF-8"));
+        // C1 controls (NEL, CSI) in a plain symbology, at their byte offsets.
+        assert!(bad("]C0AB\u{85}C".as_bytes()).contains("control character U+0085 at byte 5"));
+        assert!(bad("]Q0\u{9b}31m".as_bytes()).contains("U+009B at byte 3"));
+        // Printable Latin-1 (U+00A0 and above) is not a control.
+        assert!(decode_with_year("]C0CAF\u{c9} \u{a0}".as_bytes(), Y).is_ok());
         assert!(bad(b"\xc3").contains("not UTF-8"));
         assert!(bad(&vec![b'1'; MAX_FRAME_LEN + 1]).contains("too long"));
         assert!(bad(b"]XX").contains("unsupported"));
