@@ -155,6 +155,10 @@ impl From<crate::daemon::DaemonError> for Failure {
     fn from(e: crate::daemon::DaemonError) -> Self {
         match e {
             crate::daemon::DaemonError::Store(s) => s.into(),
+            e @ crate::daemon::DaemonError::CorruptWhileRunning { .. } => Failure {
+                code: EXIT_STATE,
+                message: e.to_string(),
+            },
             // The facility Redis is set up so claims could be lost, or its
             // secret is unreadable: a technician's fix, like a config error.
             e @ (crate::daemon::DaemonError::Facility(_)

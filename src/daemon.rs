@@ -62,6 +62,17 @@ pub enum DaemonError {
     /// The outbox writer thread died.
     #[error("the outbox writer thread panicked; state is safe in {0}, restart the service")]
     WriterPanicked(PathBuf),
+    /// The integrity check that runs after start found the database
+    /// corrupt; the daemon stopped.
+    #[error(
+        "database {path} failed its integrity check after start ({detail}); scangate stopped. Scans read since start were written to it. Fix: move the file aside for investigation (sqlite3's `.recover` can salvage rows), restore a backup, then start scangate again"
+    )]
+    CorruptWhileRunning {
+        /// The database file.
+        path: PathBuf,
+        /// What SQLite said.
+        detail: String,
+    },
     /// Shutdown came while the database refused writes: these scans were
     /// read, never acknowledged, and could not be stored.
     #[error(
@@ -137,6 +148,22 @@ pub async fn run(
     };
 
     let db_path = store.path().to_owned();
+    // Every page is read on a thread of its own: on a gateway's SD card a
+    // year of scans takes minutes, and the counter must not wait for it.
+    let (corrupt_tx, mut corrupt) = tokio::sync::oneshot::channel::<(PathBuf, String)>();
+    {
+        let db = db_path.clone();
+        std::thread::Builder::new()
+            .name("integrity-check".into())
+            .spawn(move || match Store::check_pages(&db) {
+                Ok(()) => tracing::info!(db = %db.display(), "database integrity check passed"),
+                Err(StoreError::Corrupt { path, detail }) => {
+                    let _ = corrupt_tx.send((path, detail));
+                }
+                Err(e) => tracing::warn!("database integrity check could not run: {e}"),
+            })
+            .expect("spawning a thread");
+    }
     let (tx, rx) = mpsc::channel::<Captured>(QUEUE);
     let (stop_tx, stop_rx) = watch::channel(false);
     let writer_stop = stop_rx.clone();
@@ -171,9 +198,15 @@ pub async fn run(
     }
     drop(tx);
 
+    let mut found_corrupt = None;
     tokio::select! {
         _ = shutdown => tracing::info!("stopping: closing scanners, draining the outbox"),
         _ = writer_gone => tracing::error!("the outbox writer stopped unexpectedly; closing scanners"),
+        // A passed check drops the sender: that branch is then disabled.
+        Ok((path, detail)) = &mut corrupt => {
+            tracing::error!(db = %path.display(), "the database failed its integrity check: {detail}; stopping");
+            found_corrupt = Some(DaemonError::CorruptWhileRunning { path, detail });
+        }
     }
     let _ = stop_tx.send(true);
     while sources.join_next().await.is_some() {}
@@ -192,6 +225,9 @@ pub async fn run(
     }
     drop(stop_sweeping);
     let _ = tokio::task::spawn_blocking(move || sweeper.join()).await;
+    if let Some(e) = found_corrupt {
+        return Err(e);
+    }
     if undurable > 0 {
         return Err(DaemonError::Undurable {
             count: undurable,

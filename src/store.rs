@@ -432,22 +432,22 @@ impl Store {
                 known,
             });
         }
+        // The schema table (page 1 and its tree): cheap, and a file damaged
+        // after its header fails here.
+        let tables: i64 = conn
+            .query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))
+            .map_err(|e| classify(path, e))?;
         if version > 0 {
-            let check: String = conn
-                .query_row("PRAGMA quick_check(1)", [], |r| r.get(0))
-                .map_err(|e| classify(path, e))?;
-            if check != "ok" {
-                return Err(StoreError::Corrupt {
-                    path: path.to_owned(),
-                    detail: check,
-                });
+            // Every page (`quick_check`) costs seconds per GB read cold, so
+            // the daemon does not wait for it: `run` checks on its own
+            // thread after start (`Store::check_pages`). Read-only commands
+            // and a migration (which writes) check first.
+            if read_only || version < known {
+                check_pages(&conn, path)?;
             }
         } else if !read_only {
             // A brand-new file must really be empty: never adopt a database
             // that holds someone else's tables.
-            let tables: i64 = conn
-                .query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))
-                .map_err(|e| classify(path, e))?;
             if tables > 0 {
                 return Err(StoreError::Corrupt {
                     path: path.to_owned(),
@@ -508,6 +508,18 @@ impl Store {
         Ok(())
     }
 
+    /// Read every page of the database file `db` on a connection of its own
+    /// (`PRAGMA quick_check`), as read-only commands do when they open it:
+    /// O(file size), so the daemon runs it on a thread after start.
+    pub fn check_pages(db: &Path) -> Result<(), StoreError> {
+        let conn = Connection::open_with_flags(
+            db,
+            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(|e| classify(db, e))?;
+        check_pages(&conn, db)
+    }
+
     /// The database file.
     pub fn path(&self) -> &Path {
         &self.path
@@ -557,6 +569,20 @@ impl Store {
             .optional()
             .map_err(|e| self.err_at(e))
     }
+}
+
+/// `PRAGMA quick_check`: read every page; `Corrupt` if anything is wrong.
+fn check_pages(conn: &Connection, path: &Path) -> Result<(), StoreError> {
+    let check: String = conn
+        .query_row("PRAGMA quick_check(1)", [], |r| r.get(0))
+        .map_err(|e| classify(path, e))?;
+    if check != "ok" {
+        return Err(StoreError::Corrupt {
+            path: path.to_owned(),
+            detail: check,
+        });
+    }
+    Ok(())
 }
 
 pub(crate) fn classify(path: &Path, e: rusqlite::Error) -> StoreError {

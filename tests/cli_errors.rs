@@ -408,3 +408,58 @@ fn read_only_commands_without_a_database_exit_3() {
         "a read-only command must not create the state dir"
     );
 }
+
+#[test]
+fn damage_deep_in_the_file_stops_the_running_daemon_with_exit_3() {
+    // A database of 3000 decided scans (the benchmark writes it), with one
+    // page in the middle of the audit table overwritten: nothing read at
+    // start touches it, only the integrity check that runs after start.
+    let d = tempdir("scangate-cli-");
+    let state = state_of(&d);
+    fs::create_dir(&state).unwrap();
+    let out: Outcome = cli(&[
+        "bench",
+        "--scans",
+        "3000",
+        "--seconds",
+        "0",
+        "--dir",
+        state.to_str().unwrap(),
+    ])
+    .into();
+    assert_eq!(out.code, Some(0), "{out}");
+    let db = state.join("scangate.db");
+    let hash: String = open_db(&state)
+        .query_row("SELECT hash FROM audit WHERE seq = 1500", [], |r| r.get(0))
+        .unwrap();
+    let mut bytes = fs::read(&db).unwrap();
+    let at = bytes
+        .windows(hash.len())
+        .position(|w| w == hash.as_bytes())
+        .expect("the audit record is in the file");
+    let page = at / 4096 * 4096;
+    assert!(page > 0, "not the header page");
+    for (i, b) in bytes[page..page + 4096].iter_mut().enumerate() {
+        *b = (i as u8).wrapping_mul(31) ^ 0xA5;
+    }
+    fs::write(&db, &bytes).unwrap();
+    let cfg = d.path().join("scangate.toml");
+    fs::write(&cfg, config_text(&state, "window_ms = 3000", "")).unwrap();
+
+    let mut daemon = Daemon::start(&cfg, &d.path().join("daemon.log"));
+    let status = daemon.wait_exit();
+    assert_eq!(status.code(), Some(EXIT_STATE), "{}", daemon.log());
+    let log = daemon.log();
+    let started = log.find("scangate starting").expect("it started");
+    let failed = log
+        .find("failed its integrity check after start")
+        .expect("the reason is printed");
+    assert!(started < failed, "{log}");
+    assert!(
+        log.contains(db.to_str().unwrap()) && log.contains("Fix:"),
+        "{log}"
+    );
+    // Read-only commands check every page before they answer.
+    let out: Outcome = cli_cfg(&cfg, &["outbox", "status"]).into();
+    assert_eq!(out.code, Some(EXIT_STATE), "{out}");
+}
