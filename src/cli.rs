@@ -7,7 +7,7 @@
 //! | 0 | success |
 //! | 1 | a check failed: `audit verify` found a broken record, `decode` got an invalid barcode, the demo lost a scan |
 //! | 2 | configuration or usage error (the message names the key and the fix), or a facility Redis that could lose claims (`maxmemory-policy` not `noeviction`) or whose password file is unreadable |
-//! | 3 | state error: state directory not writable, database corrupt, unreadable or of another schema version |
+//! | 3 | state error: state directory not writable, database corrupt, unreadable or of another schema version; also `run` stopping because the page check it runs after start found damage |
 //! | 4 | runtime failure (I/O, an internal thread died) |
 
 use crate::audit::{self, Verification};
@@ -100,7 +100,8 @@ enum LedgerCommand {
 
 #[derive(Subcommand)]
 enum AuditCommand {
-    /// Check the whole hash chain; exit 1 naming the first broken record.
+    /// Check every page of the database file (exit 3 if damaged), then the
+    /// whole hash chain (exit 1 naming the first broken record).
     Verify(ConfigArg),
     /// Show the committed scan and every echo suppressed against it.
     Trace {
@@ -321,6 +322,7 @@ fn dispatch(cmd: Command) -> Result<u8, Failure> {
             command: AuditCommand::Verify(arg),
         } => {
             let store = open_ro(&arg)?;
+            Store::check_pages(store.path())?;
             match audit::verify(&store)? {
                 Verification::Intact { records, head } => {
                     println!("audit chain intact: {records} records, head {head}");

@@ -439,10 +439,11 @@ impl Store {
             .map_err(|e| classify(path, e))?;
         if version > 0 {
             // Every page (`quick_check`) costs seconds per GB read cold, so
-            // the daemon does not wait for it: `run` checks on its own
-            // thread after start (`Store::check_pages`). Read-only commands
-            // and a migration (which writes) check first.
-            if read_only || version < known {
+            // nobody waits for it: `run` checks on its own thread after
+            // start, `audit verify` checks before the chain
+            // (`Store::check_pages`); other read-only commands meet damage in
+            // the pages they read. A migration (it writes) checks first.
+            if !read_only && version < known {
                 check_pages(&conn, path)?;
             }
         } else if !read_only {

@@ -412,7 +412,7 @@ fn read_only_commands_without_a_database_exit_3() {
 #[test]
 fn damage_deep_in_the_file_stops_the_running_daemon_with_exit_3() {
     // A database of 3000 decided scans (the benchmark writes it), with one
-    // page in the middle of the audit table overwritten: nothing read at
+    // page in the middle of the outbox table overwritten: nothing read at
     // start touches it, only the integrity check that runs after start.
     let d = tempdir("scangate-cli-");
     let state = state_of(&d);
@@ -429,14 +429,15 @@ fn damage_deep_in_the_file_stops_the_running_daemon_with_exit_3() {
     .into();
     assert_eq!(out.code, Some(0), "{out}");
     let db = state.join("scangate.db");
-    let hash: String = open_db(&state)
-        .query_row("SELECT hash FROM audit WHERE seq = 1500", [], |r| r.get(0))
+    // The raw bytes of scan 1500 are stored in its outbox row only.
+    let raw: Vec<u8> = open_db(&state)
+        .query_row("SELECT raw FROM scans WHERE seq = 1500", [], |r| r.get(0))
         .unwrap();
     let mut bytes = fs::read(&db).unwrap();
     let at = bytes
-        .windows(hash.len())
-        .position(|w| w == hash.as_bytes())
-        .expect("the audit record is in the file");
+        .windows(raw.len())
+        .position(|w| w == raw)
+        .expect("the outbox row is in the file");
     let page = at / 4096 * 4096;
     assert!(page > 0, "not the header page");
     for (i, b) in bytes[page..page + 4096].iter_mut().enumerate() {
@@ -459,7 +460,11 @@ fn damage_deep_in_the_file_stops_the_running_daemon_with_exit_3() {
         log.contains(db.to_str().unwrap()) && log.contains("Fix:"),
         "{log}"
     );
-    // Read-only commands check every page before they answer.
-    let out: Outcome = cli_cfg(&cfg, &["outbox", "status"]).into();
+    // `audit verify` checks every page, not only the audit table's;
+    // `ledger export` reads no outbox page and answers at once.
+    let out: Outcome = cli_cfg(&cfg, &["audit", "verify"]).into();
     assert_eq!(out.code, Some(EXIT_STATE), "{out}");
+    assert!(out.stderr.contains(db.to_str().unwrap()), "{out}");
+    let out: Outcome = cli_cfg(&cfg, &["ledger", "export"]).into();
+    assert_eq!(out.code, Some(0), "{out}");
 }
