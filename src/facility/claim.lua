@@ -6,12 +6,10 @@
 -- within +-window of its capture time, else a commit that records the
 -- capture time and appends the ledger entry.
 --
--- Where an earlier decision is kept: a commit is its own member of the seen
--- set, so a live commit writes no decision key (one write less per pick and
--- ~20 % less memory). A suppression, and a commit of a scan captured more
--- than a window before the server's clock (a replay after an outage, which
--- the next commit of its label may prune from the seen set at once), keep
--- their decision in the scan key for the retention horizon.
+-- A retried commit is recognised by its decision key, and failing that by
+-- its own member of the seen set (ZSCORE): never by the window check, which
+-- could name another gateway's commit (gateways with different windows) or
+-- the scan itself (a decision key that expired before its member).
 --
 -- KEYS[2i-1] scangate:{facility}:scan:<scan_uuid>     decision (string, expires)
 -- KEYS[2i]   scangate:{facility}:seen:<content_key>   committed capture times (zset, expires)
@@ -49,9 +47,7 @@ while a <= last do
   i = i + 1
   local decision = redis.call('GET', scan_key)
   if not decision and redis.call('ZSCORE', seen_key, uuid) then
-    -- Its own earlier commit, found by identity: with gateways configured
-    -- with different windows, the window check alone could name another.
-    decision = 'committed'
+    decision = 'committed' -- its own earlier commit, found by identity
   end
   if not decision then
     -- The earliest committed capture time first: for a new label (most
@@ -68,7 +64,6 @@ while a <= last do
     end
     if twin then
       decision = 'suppressed ' .. twin
-      redis.call('SET', scan_key, decision, 'PX', retention)
     else
       redis.call('ZADD', seen_key, t, uuid)
       for j = 1, n do
@@ -81,10 +76,11 @@ while a <= last do
       end
       redis.call('PEXPIRE', seen_key, retention)
       decision = 'committed'
-      if t < now_ms - w then
-        redis.call('SET', scan_key, decision, 'PX', retention)
-      end
     end
+    -- Every decision keeps its key for this gateway's retention: the seen
+    -- set alone would not do, since another gateway's shorter retention
+    -- could prune or expire it first.
+    redis.call('SET', scan_key, decision, 'PX', retention)
   end
   out[#out + 1] = decision
 end

@@ -10,8 +10,7 @@
 //! what needs claiming.
 //!
 //! Keys (all of one facility share the hash tag, so one Redis Cluster slot):
-//! - `scangate:{<facility>}:scan:<scan_uuid>` → the decision of a suppressed (or late-replayed)
-//!   scan, expires after the retention horizon; a live commit is known by its seen-set member;
+//! - `scangate:{<facility>}:scan:<scan_uuid>` → the decision, expires after the retention horizon;
 //! - `scangate:{<facility>}:seen:<content_key>` → sorted set of committed capture times (ms), member = scan UUID;
 //! - `scangate:{<facility>}:ledger` → stream, one entry per committed scan; the only key without expiry.
 
