@@ -92,7 +92,16 @@ pub async fn run(
     shutdown: impl Future<Output = ()>,
 ) -> Result<RunReport, DaemonError> {
     let state_dir = cfg.state_dir();
-    let store = Store::open(&state_dir)?;
+    let mut store = Store::open(&state_dir)?;
+    if cfg.redis.is_none() {
+        let reopened = store.reopen_unresolved()?;
+        if reopened > 0 {
+            tracing::warn!(
+                scans = reopened,
+                "{reopened} scans were left unresolved by a facility store that is no longer configured ([redis]); this gateway's own store decides them now, in capture order"
+            );
+        }
+    }
     let gate = Gate::new(GateConfig::from_config(&cfg), &store)?;
     tracing::info!(
         db = %store.path().display(), facility = %cfg.gateway.facility, gateway = %cfg.gateway.id,

@@ -119,6 +119,25 @@ impl Store {
     }
 }
 
+impl Store {
+    /// Make `unresolved` scans `pending` again, so that the embedded store
+    /// decides them: a gateway whose `[redis]` section was removed would
+    /// otherwise keep the scans its facility store never answered for ever.
+    /// They are decided in capture order, before anything new, and audited
+    /// then. Returns how many there were.
+    pub fn reopen_unresolved(&mut self) -> Result<u64, StoreError> {
+        let w = self.write()?;
+        let n =
+            w.tx.execute(
+                "UPDATE scans SET state = 'pending' WHERE state = 'unresolved'",
+                [],
+            )
+            .map_err(|e| w.err(e))?;
+        w.commit()?;
+        Ok(n as u64)
+    }
+}
+
 /// Rows looked at per transaction when raw bytes are cleared, so the
 /// writers' turn is held for a few milliseconds at a time.
 const CLEAR_CHUNK: i64 = 500;

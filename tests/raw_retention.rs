@@ -4,46 +4,14 @@
 
 mod common;
 
-use common::{Daemon, open_db, wait_until, write_config};
-use scangate::capture::{CaptureTime, Profile, RawScan, Scan};
-use scangate::config::ScanType;
-use scangate::gate::{Gate, GateConfig, Verdict};
+use common::{Daemon, open_db, read_at, test_gate, wait_until, write_config};
+use scangate::gate::Verdict;
 use scangate::store::Store;
 use std::path::Path;
-use std::time::Duration;
 
 /// A label scanned by mistake: not a product, and the kind of bytes that
 /// must not stay on the gateway.
 const WRISTBAND: &str = "PATIENT DOE JANE MRN 0048213";
-
-fn gate(store: &Store) -> Gate {
-    let cfg = GateConfig {
-        facility: "test-pharmacy".into(),
-        gateway: "test-gw".into(),
-        window_ms: 3000,
-        retention: Duration::from_secs(72 * 3600),
-    };
-    Gate::new(cfg, store).unwrap()
-}
-
-fn scan(text: &str, at_ms: i64) -> Scan {
-    let time = CaptureTime {
-        utc_ms: chrono::Utc::now().timestamp_millis() + at_ms,
-        boot_ns: 1_000_000_000_000 + at_ms * 1_000_000,
-        boot_id: "boot-a".into(),
-        synced: true,
-    };
-    let profile = Profile {
-        scanner: "counter-1".into(),
-        scan_type: ScanType::Dispense,
-        quantity: 1,
-    };
-    let raw = RawScan {
-        bytes: text.as_bytes().to_vec(),
-        framing_error: None,
-    };
-    Scan::at(&profile, raw, time)
-}
 
 /// Whether `needle` occurs in the database file or its WAL.
 fn on_disk(state_dir: &Path, needle: &str) -> bool {
@@ -75,16 +43,16 @@ fn numbers(state_dir: &Path, sql: &str) -> Vec<i64> {
 fn decided_raw_bytes_are_overwritten_in_the_file_and_open_ones_kept() {
     let dir = tempfile::tempdir().unwrap();
     let mut store = Store::open(dir.path()).unwrap();
-    let mut gate = gate(&store);
+    let mut gate = test_gate(&store);
     let label = common::dscsa("RAWKEEP1");
     let decided = gate
-        .submit(&mut store, &[scan(&label, 0), scan(WRISTBAND, 10)])
+        .submit(&mut store, &[read_at(&label, 0), read_at(WRISTBAND, 10)])
         .unwrap();
     assert_eq!(decided[0].verdict, Verdict::Committed);
     assert!(matches!(decided[1].verdict, Verdict::Rejected { .. }));
     // Admitted, not decided yet (as when a decision failed): it is open.
     let open = common::dscsa("RAWOPEN1");
-    store.admit("test-pharmacy", &[scan(&open, 20)]).unwrap();
+    store.admit("test-pharmacy", &[read_at(&open, 20)]).unwrap();
     store.checkpoint().unwrap();
     assert!(on_disk(dir.path(), WRISTBAND) && on_disk(dir.path(), &label));
 
@@ -136,10 +104,13 @@ fn the_daemon_sweeps_scans_decided_longer_ago_than_keep_raw_hours() {
     let state = dir.path().join("state");
     {
         let mut store = Store::open(&state).unwrap();
-        let mut gate = gate(&store);
-        gate.submit(&mut store, &[scan(WRISTBAND, 0), scan(WRISTBAND, 5000)])
-            .unwrap();
-        gate.submit(&mut store, &[scan(&common::dscsa("RAWNEW1"), 10_000)])
+        let mut gate = test_gate(&store);
+        gate.submit(
+            &mut store,
+            &[read_at(WRISTBAND, 0), read_at(WRISTBAND, 5000)],
+        )
+        .unwrap();
+        gate.submit(&mut store, &[read_at(&common::dscsa("RAWNEW1"), 10_000)])
             .unwrap();
     }
     // The first two were decided two hours ago; the third just now.

@@ -692,3 +692,38 @@ pub fn facility_gate(
         .expect("connect to the test's redis-server");
     (store, gate, f)
 }
+
+/// A read of `text` by scanner `counter-1` (dispense, quantity 1), captured
+/// `at_ms` from now on a synchronised clock of boot `boot-a`.
+pub fn read_at(text: &str, at_ms: i64) -> scangate::capture::Scan {
+    use scangate::capture::{CaptureTime, Profile, RawScan, Scan};
+    let time = CaptureTime {
+        utc_ms: chrono::Utc::now().timestamp_millis() + at_ms,
+        boot_ns: 1_000_000_000_000 + at_ms * 1_000_000,
+        boot_id: "boot-a".into(),
+        synced: true,
+    };
+    let profile = Profile {
+        scanner: "counter-1".into(),
+        scan_type: scangate::config::ScanType::Dispense,
+        quantity: 1,
+    };
+    let raw = RawScan {
+        bytes: text.as_bytes().to_vec(),
+        framing_error: None,
+    };
+    Scan::at(&profile, raw, time)
+}
+
+/// The gate of the gateway [`write_config`] describes (facility
+/// `test-pharmacy`, gateway `test-gw`, window 3 s, retention 72 h), for
+/// preparing a state directory before the daemon starts on it.
+pub fn test_gate(store: &scangate::store::Store) -> scangate::gate::Gate {
+    let cfg = scangate::gate::GateConfig {
+        facility: "test-pharmacy".into(),
+        gateway: "test-gw".into(),
+        window_ms: 3000,
+        retention: Duration::from_secs(72 * 3600),
+    };
+    scangate::gate::Gate::new(cfg, store).expect("a gate on the test store")
+}
