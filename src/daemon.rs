@@ -218,6 +218,10 @@ pub async fn run(
         }
     }
     let _ = stop_tx.send(true);
+    // The sweeper stops between two chunks, before the writer's store (and
+    // with it the state directory's lock) goes away.
+    drop(stop_sweeping);
+    let _ = tokio::task::spawn_blocking(move || sweeper.join()).await;
     while sources.join_next().await.is_some() {}
     let (mut stats, undurable) = tokio::task::spawn_blocking(move || writer.join())
         .await
@@ -232,8 +236,6 @@ pub async fn run(
             .and_then(Result::ok)
             .ok_or_else(|| DaemonError::WriterPanicked(state_dir.clone()))?;
     }
-    drop(stop_sweeping);
-    let _ = tokio::task::spawn_blocking(move || sweeper.join()).await;
     if let Some(e) = found_corrupt {
         return Err(e);
     }

@@ -227,6 +227,12 @@ impl Write<'_> {
     }
 }
 
+/// `PRAGMA secure_delete` on every writing connection: whatever a write
+/// frees (the old copy of a row rewritten by its decision, overflow pages of
+/// a long frame) is overwritten with zeros, so raw scan bytes cleared after
+/// `[outbox] keep_raw_hours` leave the file (`Store::clear_raw`).
+const SECURE_DELETE: &str = "ON";
+
 /// How often the checkpointer copies committed WAL frames into the database.
 const CHECKPOINT_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
 /// WAL pages after which the writer checkpoints by itself (only if the
@@ -368,6 +374,8 @@ impl Store {
             .map_err(err)?;
         conn.pragma_update(None, "synchronous", "FULL")
             .map_err(err)?;
+        conn.pragma_update(None, "secure_delete", SECURE_DELETE)
+            .map_err(err)?;
         // The claimer does most of the writing in facility mode: the same
         // cache as the writer, and checkpoints left to the checkpointer.
         conn.pragma_update(None, "cache_size", -16384)
@@ -461,6 +469,8 @@ impl Store {
                 .map_err(sql)?;
             conn.pragma_update(None, "synchronous", "FULL")
                 .map_err(sql)?;
+            conn.pragma_update(None, "secure_delete", SECURE_DELETE)
+                .map_err(sql)?;
         }
         // 16 MiB page cache (default 2 MiB): the exact index's pages are hit
         // at random, one per committed scan.
@@ -547,6 +557,28 @@ impl Store {
             path,
             _turn: turn,
         })
+    }
+
+    /// Copy the whole WAL into the database and truncate it to zero bytes,
+    /// if no reader is on an older snapshot right now (else `false`: it is
+    /// not waited for). Taken in the writers' turn, so neither writer waits
+    /// on SQLite's busy handler meanwhile. Old page images in the WAL hold
+    /// bytes that were since overwritten in the database.
+    pub(crate) fn truncate_wal(&self) -> Result<bool, StoreError> {
+        let _turn = self.writers.lock().unwrap_or_else(PoisonError::into_inner);
+        let conn = &self.conn;
+        let err = |e| self.err_at(e);
+        conn.busy_timeout(std::time::Duration::ZERO).map_err(err)?;
+        let busy = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| {
+            r.get::<_, i64>(0)
+        });
+        conn.busy_timeout(std::time::Duration::from_secs(5))
+            .map_err(err)?;
+        match busy {
+            Ok(busy) => Ok(busy == 0),
+            Err(e) if e.sqlite_error_code() == Some(rusqlite::ErrorCode::DatabaseBusy) => Ok(false),
+            Err(e) => Err(err(e)),
+        }
     }
 
     /// Wrap a SQLite error with this database's path.

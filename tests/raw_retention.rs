@@ -12,6 +12,8 @@ use std::path::Path;
 /// A label scanned by mistake: not a product, and the kind of bytes that
 /// must not stay on the gateway.
 const WRISTBAND: &str = "PATIENT DOE JANE MRN 0048213";
+/// Repeated to make a frame longer than a database page.
+const OVERFLOW_MARK: &str = "PATIENT ROE RICHARD MRN 0077120";
 
 /// Whether `needle` occurs in the database file or its WAL.
 fn on_disk(state_dir: &Path, needle: &str) -> bool {
@@ -44,58 +46,99 @@ fn decided_raw_bytes_are_overwritten_in_the_file_and_open_ones_kept() {
     let dir = tempfile::tempdir().unwrap();
     let mut store = Store::open(dir.path()).unwrap();
     let mut gate = test_gate(&store);
-    let label = common::dscsa("RAWKEEP1");
-    let decided = gate
-        .submit(&mut store, &[read_at(&label, 0), read_at(WRISTBAND, 10)])
-        .unwrap();
+    // More rows than one sweep chunk, a wristband, and a frame longer than
+    // a database page (stored in overflow pages).
+    let mut reads: Vec<_> = (0..1200)
+        .map(|i| read_at(&common::dscsa(&format!("BULK{i:04}")), i))
+        .collect();
+    let long = format!("{OVERFLOW_MARK} ").repeat(250);
+    reads.push(read_at(WRISTBAND, 1300));
+    reads.push(read_at(&long, 1310));
+    let decided = gate.submit(&mut store, &reads).unwrap();
     assert_eq!(decided[0].verdict, Verdict::Committed);
-    assert!(matches!(decided[1].verdict, Verdict::Rejected { .. }));
+    assert!(matches!(decided[1200].verdict, Verdict::Rejected { .. }));
+    assert!(matches!(decided[1201].verdict, Verdict::Rejected { .. }));
     // Admitted, not decided yet (as when a decision failed): it is open.
     let open = common::dscsa("RAWOPEN1");
-    store.admit("test-pharmacy", &[read_at(&open, 20)]).unwrap();
-    store.checkpoint().unwrap();
-    assert!(on_disk(dir.path(), WRISTBAND) && on_disk(dir.path(), &label));
+    store
+        .admit("test-pharmacy", &[read_at(&open, 1400)])
+        .unwrap();
+    let bulk = common::dscsa("BULK0600");
+    for needle in [WRISTBAND, OVERFLOW_MARK, &bulk, &open] {
+        assert!(on_disk(dir.path(), needle), "{needle} is stored");
+    }
 
     // Nothing was decided before an hour ago: nothing is cleared.
     let hour_ago = chrono::Utc::now().timestamp_millis() - 3_600_000;
-    assert_eq!(store.clear_raw(hour_ago).unwrap(), 0);
+    let sweep = store.clear_raw(hour_ago, &mut || true).unwrap();
+    assert_eq!((sweep.cleared, sweep.held_by), (0, None));
 
-    // The two decided scans are cleared; the sweep stops at the open one.
+    // Every decided scan is cleared; the sweep stops at the open one. The
+    // sweep truncates the WAL itself (its old page images hold the bytes).
     let later = chrono::Utc::now().timestamp_millis() + 1000;
-    assert_eq!(store.clear_raw(later).unwrap(), 2);
-    store.checkpoint().unwrap();
-    assert_eq!(
-        raw_lengths(dir.path()),
-        [0, 0, open.len() as i64],
-        "decided rows cleared, the open row kept"
-    );
+    let sweep = store.clear_raw(later, &mut || true).unwrap();
+    assert_eq!(sweep.cleared, 1202);
+    assert!(sweep.wal_truncated);
+    let held = sweep.held_by.expect("held by the open row");
+    assert_eq!((held.seq, held.state.as_str()), (1203, "pending"));
+    let lengths = raw_lengths(dir.path());
     assert!(
-        !on_disk(dir.path(), WRISTBAND),
-        "wristband bytes left in the file"
+        lengths[..1202].iter().all(|&n| n == 0),
+        "decided rows cleared"
     );
-    assert!(!on_disk(dir.path(), &label), "label bytes left in the file");
+    assert_eq!(lengths[1202], open.len() as i64, "the open row kept");
+    for needle in [WRISTBAND, OVERFLOW_MARK, &bulk] {
+        assert!(!on_disk(dir.path(), needle), "{needle} left in the files");
+    }
     assert!(on_disk(dir.path(), &open));
 
-    // Once decided, the open scan goes too; the sweep resumes where it
-    // stopped. The ledger and the audit trail are untouched.
+    // Once decided (its row rewritten by the decision), the open scan goes
+    // too; the sweep resumes where it stopped. Ledger and audit stay.
     gate.decide_pending(&mut store).unwrap();
     let later = chrono::Utc::now().timestamp_millis() + 1000;
-    assert_eq!(store.clear_raw(later).unwrap(), 1);
-    store.checkpoint().unwrap();
-    assert_eq!(raw_lengths(dir.path()), [0, 0, 0]);
-    assert!(!on_disk(dir.path(), &open));
-    assert_eq!(numbers(dir.path(), "SELECT count(*) FROM ledger"), [2]);
+    let sweep = store.clear_raw(later, &mut || true).unwrap();
+    assert_eq!((sweep.cleared, sweep.held_by), (1, None));
+    assert!(raw_lengths(dir.path()).iter().all(|&n| n == 0));
+    assert!(
+        !on_disk(dir.path(), &open),
+        "the decided row's old copy stayed"
+    );
+    assert_eq!(numbers(dir.path(), "SELECT count(*) FROM ledger"), [1201]);
     assert_eq!(
         numbers(
             dir.path(),
-            "SELECT record ->> '$.raw_len' FROM audit ORDER BY seq"
+            "SELECT record ->> '$.raw_len' FROM audit WHERE seq > 1200 ORDER BY seq"
         ),
-        [label.len(), WRISTBAND.len(), open.len()].map(|n| n as i64)
+        [WRISTBAND.len(), long.len(), open.len()].map(|n| n as i64)
     );
     assert!(matches!(
         scangate::audit::verify(&store).unwrap(),
-        scangate::audit::Verification::Intact { records: 3, .. }
+        scangate::audit::Verification::Intact { records: 1203, .. }
     ));
+}
+
+#[test]
+fn a_sweep_stops_between_chunks_when_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = Store::open(dir.path()).unwrap();
+    let mut gate = test_gate(&store);
+    let reads: Vec<_> = (0..1200)
+        .map(|i| read_at(&common::dscsa(&format!("STOP{i:04}")), i))
+        .collect();
+    gate.submit(&mut store, &reads).unwrap();
+    let later = chrono::Utc::now().timestamp_millis() + 1000;
+    let mut chunks = 0;
+    let sweep = store
+        .clear_raw(later, &mut || {
+            chunks += 1;
+            chunks <= 1
+        })
+        .unwrap();
+    assert!(sweep.interrupted);
+    assert_eq!(sweep.cleared, 500, "one chunk, then it stopped");
+    // The next sweep resumes after it.
+    let sweep = store.clear_raw(later, &mut || true).unwrap();
+    assert_eq!((sweep.cleared, sweep.interrupted), (700, false));
 }
 
 #[test]
@@ -113,33 +156,41 @@ fn the_daemon_sweeps_scans_decided_longer_ago_than_keep_raw_hours() {
         gate.submit(&mut store, &[read_at(&common::dscsa("RAWNEW1"), 10_000)])
             .unwrap();
     }
-    // The first two were decided two hours ago; the third just now.
-    rusqlite::Connection::open(state.join("scangate.db"))
-        .unwrap()
-        .execute(
-            "UPDATE scans SET decided_ms = decided_ms - 7200000 WHERE seq <= 2",
-            [],
-        )
-        .unwrap();
+    // The first two were decided two hours ago; the third just now. (This
+    // rewrite of the rows zeroes what it frees, as the daemon's writes do.)
+    let db = rusqlite::Connection::open(state.join("scangate.db")).unwrap();
+    db.pragma_update(None, "secure_delete", "ON").unwrap();
+    db.execute(
+        "UPDATE scans SET decided_ms = decided_ms - 7200000 WHERE seq <= 2",
+        [],
+    )
+    .unwrap();
+    drop(db);
     let config = write_config(dir.path(), &state, 3000, &[]);
     let mut text = std::fs::read_to_string(&config).unwrap();
     text += "\n[outbox]\nkeep_raw_hours = 1\n";
     std::fs::write(&config, text).unwrap();
 
     let mut daemon = Daemon::start(&config, &dir.path().join("daemon.log"));
+    // Logged once the sweep (and its WAL truncation) is done.
     wait_until("the sweeper to clear the two old scans", || {
-        raw_lengths(&state)[..2] == [0, 0]
+        daemon
+            .log()
+            .contains("overwrote the raw bytes of 2 scans decided more than 1 h ago")
     });
+    assert!(
+        daemon.log().contains("wal_truncated=true"),
+        "{}",
+        daemon.log()
+    );
+    assert_eq!(raw_lengths(&state)[..2], [0, 0]);
     assert!(
         raw_lengths(&state)[2] > 0,
         "a scan decided just now was cleared"
     );
     assert!(
-        daemon
-            .log()
-            .contains("overwrote the raw bytes of 2 scans decided more than 1 h ago"),
-        "{}",
-        daemon.log_digest()
+        !on_disk(&state, WRISTBAND),
+        "wristband bytes left in the files"
     );
     assert!(daemon.terminate().success(), "{}", daemon.log_digest());
 }

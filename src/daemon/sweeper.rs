@@ -4,31 +4,59 @@
 //! It owns a third connection (rusqlite blocks, so it has its own thread)
 //! and takes the writers' turn one short chunk at a time, so the counter's
 //! scans never wait behind a long sweep. It sweeps at start and then every
-//! [`SWEEP_EVERY`]; it stops when its stop sender is dropped.
+//! [`SWEEP_EVERY`]; it stops, between two chunks, as soon as its stop sender
+//! sends or is dropped.
 
 use crate::store::Store;
-use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
 use std::time::Duration;
 
 /// Time between sweeps.
 pub const SWEEP_EVERY: Duration = Duration::from_secs(600);
 
-/// Sweep until `stop` is dropped (or sends).
+/// Sweep until `stop` sends or is dropped.
 pub fn run(mut store: Store, keep: Duration, stop: Receiver<()>) {
     // A sweep reads each row once: a small page cache is enough.
     if let Err(e) = store.conn.pragma_update(None, "cache_size", -2048) {
         tracing::warn!(db = %store.path().display(), "raw-bytes sweeper: cannot shrink its page cache: {e}");
     }
     let hours = keep.as_secs() / 3600;
+    let keep_ms = keep.as_millis() as i64;
+    // Cleared bytes may live on in old page images in the WAL until it is
+    // truncated; a truncation that a reader was in the way of is owed.
+    let mut wal_owed = false;
     loop {
-        let before_ms = chrono::Utc::now().timestamp_millis() - keep.as_millis() as i64;
-        match store.clear_raw(before_ms) {
-            Ok(0) => {}
-            Ok(n) => tracing::info!(
-                cleared = n,
-                keep_raw_hours = hours,
-                "overwrote the raw bytes of {n} scans decided more than {hours} h ago"
-            ),
+        let now_ms = chrono::Utc::now().timestamp_millis();
+        let mut keep_going = || matches!(stop.try_recv(), Err(TryRecvError::Empty));
+        match store.clear_raw(now_ms - keep_ms, &mut keep_going) {
+            Ok(sweep) => {
+                wal_owed = (wal_owed || sweep.cleared > 0) && !sweep.wal_truncated;
+                if wal_owed {
+                    wal_owed = !truncate_soon(&mut store, &mut keep_going);
+                }
+                if sweep.cleared > 0 {
+                    tracing::info!(
+                        cleared = sweep.cleared,
+                        keep_raw_hours = hours,
+                        wal_truncated = !wal_owed,
+                        "overwrote the raw bytes of {} scans decided more than {hours} h ago",
+                        sweep.cleared
+                    );
+                }
+                if let Some(held) = sweep.held_by.filter(|h| h.captured_ms < now_ms - keep_ms) {
+                    let age_h = (now_ms - held.captured_ms) / 3_600_000;
+                    tracing::warn!(
+                        seq = held.seq,
+                        state = %held.state,
+                        "outbox row {} has waited {age_h} h for a decision ({}); the raw bytes of it and of every later scan are kept until it is decided (see `scangate outbox status`)",
+                        held.seq,
+                        held.state
+                    );
+                }
+                if sweep.interrupted {
+                    return;
+                }
+            }
             Err(e) => tracing::warn!(
                 "clearing old raw scan bytes failed: {e}; they stay until the next sweep in {SWEEP_EVERY:?}"
             ),
@@ -38,4 +66,24 @@ pub fn run(mut store: Store, keep: Duration, stop: Receiver<()>) {
             Ok(()) | Err(RecvTimeoutError::Disconnected) => return,
         }
     }
+}
+
+/// Try to truncate the WAL for up to ~2 s (a reader such as the start-up
+/// integrity check may be in the way for a moment). True once done.
+fn truncate_soon(store: &mut Store, keep_going: &mut dyn FnMut() -> bool) -> bool {
+    for _ in 0..20 {
+        match store.truncate_wal() {
+            Ok(true) => return true,
+            Ok(false) => {}
+            Err(e) => {
+                tracing::warn!("truncating the WAL after clearing raw scan bytes failed: {e}");
+                return false;
+            }
+        }
+        if !keep_going() {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    false
 }
