@@ -7,7 +7,7 @@
 //! | 0 | success |
 //! | 1 | a check failed: `audit verify` found a broken record, `decode` got an invalid barcode, the demo lost a scan |
 //! | 2 | configuration or usage error (the message names the key and the fix), or a facility Redis that could lose claims (`maxmemory-policy` not `noeviction`) or whose password file is unreadable |
-//! | 3 | state error: state directory not writable, database corrupt, unreadable or of another schema version; also `run` stopping because the page check it runs after start found damage |
+//! | 3 | state error: state directory not writable or in use by another scangate, database corrupt, unreadable or of another schema version; also `run` stopping because the page check it runs after start found damage |
 //! | 4 | runtime failure (I/O, an internal thread died) |
 
 use crate::audit::{self, Verification};
@@ -122,6 +122,12 @@ enum OutboxCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Decide the scans a facility Redis left unresolved with this
+    /// gateway's own store, for a gateway whose `[redis]` is gone for good.
+    /// Stop the daemon first. A scan whose claim Redis did record (its
+    /// reply was lost) is then decided again here, so use it only when the
+    /// facility ledger is abandoned.
+    DecideLocally(ConfigArg),
 }
 
 /// A failure with its exit code; the message says what to do.
@@ -388,6 +394,36 @@ fn dispatch(cmd: Command) -> Result<u8, Failure> {
                     None => println!("no undecided scans"),
                 }
             }
+            Ok(EXIT_OK)
+        }
+        Command::Outbox {
+            command: OutboxCommand::DecideLocally(arg),
+        } => {
+            let cfg = load(&arg)?;
+            if cfg.redis.is_some() {
+                return Err(Failure {
+                    code: EXIT_CONFIG,
+                    message: "this gateway has a [redis] section: its unresolved scans are replayed through the facility store when it answers. Fix: remove [redis] first if that store is gone for good".into(),
+                });
+            }
+            let mut store = Store::open(&cfg.state_dir())?;
+            let handed = store.reopen_unresolved()?;
+            let mut gate =
+                crate::gate::Gate::new(crate::gate::GateConfig::from_config(&cfg), &store)?;
+            let decided = gate.decide_pending(&mut store)?;
+            let count = |state: &str| {
+                decided
+                    .iter()
+                    .filter(|d| d.verdict.state() == state)
+                    .count()
+            };
+            println!(
+                "{handed} unresolved scans handed to this gateway's own store; decided {}: committed {}, suppressed {}, rejected {}",
+                decided.len(),
+                count("committed"),
+                count("suppressed"),
+                count("rejected")
+            );
             Ok(EXIT_OK)
         }
     }

@@ -18,8 +18,9 @@
 //! client and decides in pipelined claim rounds; the two connections take
 //! turns at writing (`Store::write`).
 //!
-//! The [`sweeper`] thread overwrites decided scans' raw bytes after
-//! `[outbox] keep_raw_hours`, one short write turn at a time.
+//! The [`sweeper`] thread first reads every page of the database (damage
+//! stops the daemon with exit 3), then overwrites decided scans' raw bytes
+//! after `[outbox] keep_raw_hours`, one short write turn at a time.
 
 pub mod claimer;
 pub mod sweeper;
@@ -92,13 +93,13 @@ pub async fn run(
     shutdown: impl Future<Output = ()>,
 ) -> Result<RunReport, DaemonError> {
     let state_dir = cfg.state_dir();
-    let mut store = Store::open(&state_dir)?;
+    let store = Store::open(&state_dir)?;
     if cfg.redis.is_none() {
-        let reopened = store.reopen_unresolved()?;
-        if reopened > 0 {
+        let waiting = store.unresolved()?;
+        if waiting > 0 {
             tracing::warn!(
-                scans = reopened,
-                "{reopened} scans were left unresolved by a facility store that is no longer configured ([redis]); this gateway's own store decides them now, in capture order"
+                scans = waiting,
+                "{waiting} scans wait for a facility store that is not configured ([redis]): they stay undecided. Fix: restore the [redis] section, or, if the facility store is gone for good, stop scangate and run `scangate outbox decide-locally`"
             );
         }
     }
@@ -146,33 +147,21 @@ pub async fn run(
     if cfg.scanners.is_empty() {
         tracing::warn!("no [[scanner]] is configured: nothing will be read");
     }
+    // Every page is read after start, on the sweeper's thread, before its
+    // first sweep: on a gateway's SD card a year of scans takes minutes, and
+    // the counter must not wait for it.
     let (stop_sweeping, sweep_stop) = std::sync::mpsc::channel::<()>();
+    let (corrupt_tx, mut corrupt) = tokio::sync::oneshot::channel::<(PathBuf, String)>();
     let sweeper = {
         let companion = store.companion()?;
         let keep = Duration::from_secs(cfg.outbox.keep_raw_hours * 3600);
         std::thread::Builder::new()
             .name("raw-sweeper".into())
-            .spawn(move || sweeper::run(companion, keep, sweep_stop))
+            .spawn(move || sweeper::run(companion, keep, sweep_stop, corrupt_tx))
             .expect("spawning a thread")
     };
 
     let db_path = store.path().to_owned();
-    // Every page is read on a thread of its own: on a gateway's SD card a
-    // year of scans takes minutes, and the counter must not wait for it.
-    let (corrupt_tx, mut corrupt) = tokio::sync::oneshot::channel::<(PathBuf, String)>();
-    {
-        let db = db_path.clone();
-        std::thread::Builder::new()
-            .name("integrity-check".into())
-            .spawn(move || match Store::check_pages(&db) {
-                Ok(()) => tracing::info!(db = %db.display(), "database integrity check passed"),
-                Err(StoreError::Corrupt { path, detail }) => {
-                    let _ = corrupt_tx.send((path, detail));
-                }
-                Err(e) => tracing::warn!("database integrity check could not run: {e}"),
-            })
-            .expect("spawning a thread");
-    }
     let (tx, rx) = mpsc::channel::<Captured>(QUEUE);
     let (stop_tx, stop_rx) = watch::channel(false);
     let writer_stop = stop_rx.clone();

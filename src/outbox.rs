@@ -120,11 +120,22 @@ impl Store {
 }
 
 impl Store {
+    /// Scans waiting for the facility store (cheap: partial index).
+    pub fn unresolved(&self) -> Result<i64, StoreError> {
+        self.conn
+            .query_row(
+                "SELECT count(*) FROM scans WHERE state = 'unresolved'",
+                [],
+                |r| r.get(0),
+            )
+            .map_err(|e| self.err_at(e))
+    }
+
     /// Make `unresolved` scans `pending` again, so that the embedded store
-    /// decides them: a gateway whose `[redis]` section was removed would
-    /// otherwise keep the scans its facility store never answered for ever.
-    /// They are decided in capture order, before anything new, and audited
-    /// then. Returns how many there were.
+    /// decides them (`scangate outbox decide-locally`, for a gateway whose
+    /// facility store is gone for good). The embedded gate then decides
+    /// them in capture order and audits each decision. Returns how many
+    /// there were.
     pub fn reopen_unresolved(&mut self) -> Result<u64, StoreError> {
         let w = self.write()?;
         let n =
@@ -151,9 +162,6 @@ const RAW_CLEARED_THROUGH: &str = "raw_cleared_through";
 pub struct Sweep {
     /// Rows whose raw bytes were overwritten.
     pub cleared: u64,
-    /// The WAL was truncated afterwards (it holds old page images); `false`
-    /// if nothing was cleared or a reader was on an older snapshot.
-    pub wal_truncated: bool,
     /// The row the sweep stopped at because it is still open: its bytes
     /// and those of every later row wait until it is decided.
     pub held_by: Option<Held>,
@@ -192,8 +200,8 @@ impl Store {
     /// still open or was decided later, so no row is cleared early, and
     /// resumes there next time. Every writing connection has
     /// `secure_delete` on, so the old bytes are overwritten in the database
-    /// file; afterwards the WAL, which still holds old page images, is
-    /// truncated if no reader is in the way.
+    /// file; the WAL still holds old page images of the cleared rows until
+    /// [`Store::truncate_wal`] (the sweeper calls it after a sweep).
     pub fn clear_raw(
         &mut self,
         before_ms: i64,
@@ -217,9 +225,6 @@ impl Store {
                     break;
                 }
             }
-        }
-        if sweep.cleared > 0 {
-            sweep.wal_truncated = self.truncate_wal()?;
         }
         Ok(sweep)
     }

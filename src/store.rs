@@ -197,7 +197,10 @@ pub struct Store {
     pub(crate) path: PathBuf,
     /// Held while a writer has the state directory: two daemons on one
     /// database would each trust their own Bloom filter and double-commit.
-    _lock: Option<Flock<std::fs::File>>,
+    /// Shared with every [`Store::companion`], so it is held until the
+    /// last writing connection is gone (the claimer's and the sweeper's may
+    /// outlive the outbox writer's at shutdown).
+    _lock: Option<Arc<Flock<std::fs::File>>>,
     /// Copies the WAL into the database off the writer's path (writers only).
     _checkpointer: Option<Checkpointer>,
     /// Shared with the [`Store::companion`]: see [`Store::write`].
@@ -350,7 +353,7 @@ impl Store {
         let lock = lock_state_dir(state_dir)?;
         let path = state_dir.join(DB_FILE);
         let mut store = Store::open_file(&path, false)?;
-        store._lock = Some(lock);
+        store._lock = Some(Arc::new(lock));
         store
             .conn
             .pragma_update(None, "wal_autocheckpoint", WRITER_AUTOCHECKPOINT)
@@ -390,7 +393,7 @@ impl Store {
         Ok(Store {
             conn,
             path: path.clone(),
-            _lock: None,
+            _lock: self._lock.clone(),
             _checkpointer: None,
             writers: Arc::clone(&self.writers),
         })
@@ -528,6 +531,8 @@ impl Store {
             OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
         )
         .map_err(|e| classify(db, e))?;
+        conn.busy_timeout(std::time::Duration::from_secs(5))
+            .map_err(|e| classify(db, e))?;
         check_pages(&conn, db)
     }
 
@@ -564,7 +569,7 @@ impl Store {
     /// not waited for). Taken in the writers' turn, so neither writer waits
     /// on SQLite's busy handler meanwhile. Old page images in the WAL hold
     /// bytes that were since overwritten in the database.
-    pub(crate) fn truncate_wal(&self) -> Result<bool, StoreError> {
+    pub fn truncate_wal(&self) -> Result<bool, StoreError> {
         let _turn = self.writers.lock().unwrap_or_else(PoisonError::into_inner);
         let conn = &self.conn;
         let err = |e| self.err_at(e);

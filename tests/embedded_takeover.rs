@@ -1,15 +1,16 @@
-//! A gateway whose `[redis]` section is removed decides the scans its
-//! facility store left `unresolved` with its own store, instead of keeping
-//! them open for ever.
+//! A gateway whose `[redis]` section is removed keeps the scans its facility
+//! store left `unresolved` open and says so at start; `scangate outbox
+//! decide-locally` hands them to its own store.
 
 mod common;
 
 use common::*;
 use scangate::capture::CaptureTime;
+use scangate::pty::VirtualScanner;
 use scangate::store::Store;
 
 #[test]
-fn scans_left_unresolved_by_a_removed_facility_store_are_decided_locally() {
+fn scans_left_unresolved_by_a_removed_facility_store_wait_until_decided_locally() {
     let dir = tempdir("takeover");
     let state = dir.path().join("state");
     {
@@ -27,25 +28,63 @@ fn scans_left_unresolved_by_a_removed_facility_store_are_decided_locally() {
             .unwrap();
         assert_eq!(round.decisions.len(), 3);
     }
-    let config = write_config(dir.path(), &state, 3000, &[]);
-    assert_eq!(count(&outbox_status(&config), "unresolved"), 3);
-
-    let mut daemon = Daemon::start(&config, &dir.path().join("daemon.log"));
-    let status = wait_all_decided(&config, 3);
-    assert_eq!(
-        (count(&status, "committed"), count(&status, "suppressed")),
-        (2, 1),
-        "{status}"
+    let scanner = VirtualScanner::new().unwrap();
+    let config = write_config(
+        dir.path(),
+        &state,
+        3000,
+        &[ScannerSpec::new("counter-1", scanner.path())],
     );
-    assert_eq!(ledger(&config).len(), 2);
+
+    // Without [redis], the daemon runs, warns, and decides nothing of them.
+    let mut daemon = Daemon::start(&config, &dir.path().join("daemon.log"));
+    daemon.wait_open(&[scanner.path()]);
     assert!(
         daemon.log().contains(
-            "3 scans were left unresolved by a facility store that is no longer configured"
+            "3 scans wait for a facility store that is not configured ([redis]): they stay undecided"
         ),
         "{}",
         daemon.log_digest()
     );
+    assert_eq!(count(&outbox_status(&config), "unresolved"), 3);
+    // The command refuses while the daemon holds the state directory.
+    let busy: Outcome = cli_cfg(&config, &["outbox", "decide-locally"]).into();
+    assert_eq!(busy.code, Some(3), "{busy}");
     assert!(daemon.terminate().success(), "{}", daemon.log_digest());
+    assert_eq!(count(&outbox_status(&config), "unresolved"), 3);
+
+    let out: Outcome = cli_cfg(&config, &["outbox", "decide-locally"]).into();
+    assert_eq!(out.code, Some(0), "{out}");
+    assert!(
+        out.stdout
+            .contains("3 unresolved scans handed to this gateway's own store; decided 3: committed 2, suppressed 1"),
+        "{out}"
+    );
+    let status = outbox_status(&config);
+    assert_eq!(
+        (count(&status, "unresolved"), count(&status, "committed")),
+        (0, 2),
+        "{status}"
+    );
+    assert_eq!(ledger(&config).len(), 2);
     let verify: Outcome = cli_cfg(&config, &["audit", "verify"]).into();
     assert_eq!(verify.code, Some(0), "{verify}");
+}
+
+#[test]
+fn decide_locally_is_refused_while_redis_is_configured() {
+    let dir = tempdir("takeover-redis");
+    let config = dir.path().join("scangate.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[gateway]\nstate_dir = {:?}\n[redis]\nurl = \"redis://127.0.0.1:1/\"\n",
+            dir.path().join("state")
+        ),
+    )
+    .unwrap();
+    let out: Outcome = cli_cfg(&config, &["outbox", "decide-locally"]).into();
+    assert_eq!(out.code, Some(2), "{out}");
+    assert!(out.stderr.contains("remove [redis] first"), "{out}");
+    assert!(!dir.path().join("state").exists(), "nothing was created");
 }

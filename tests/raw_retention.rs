@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{Daemon, open_db, read_at, test_gate, wait_until, write_config};
+use common::{Daemon, ScannerSpec, open_db, read_at, test_gate, wait_until, write_config};
 use scangate::gate::Verdict;
 use scangate::store::Store;
 use std::path::Path;
@@ -73,12 +73,13 @@ fn decided_raw_bytes_are_overwritten_in_the_file_and_open_ones_kept() {
     let sweep = store.clear_raw(hour_ago, &mut || true).unwrap();
     assert_eq!((sweep.cleared, sweep.held_by), (0, None));
 
-    // Every decided scan is cleared; the sweep stops at the open one. The
-    // sweep truncates the WAL itself (its old page images hold the bytes).
+    // Every decided scan is cleared; the sweep stops at the open one. Then
+    // the WAL is truncated (its old page images hold the bytes), as the
+    // daemon's sweeper does after a sweep.
     let later = chrono::Utc::now().timestamp_millis() + 1000;
     let sweep = store.clear_raw(later, &mut || true).unwrap();
     assert_eq!(sweep.cleared, 1202);
-    assert!(sweep.wal_truncated);
+    assert!(store.truncate_wal().unwrap());
     let held = sweep.held_by.expect("held by the open row");
     assert_eq!((held.seq, held.state.as_str()), (1203, "pending"));
     let lengths = raw_lengths(dir.path());
@@ -98,6 +99,7 @@ fn decided_raw_bytes_are_overwritten_in_the_file_and_open_ones_kept() {
     let later = chrono::Utc::now().timestamp_millis() + 1000;
     let sweep = store.clear_raw(later, &mut || true).unwrap();
     assert_eq!((sweep.cleared, sweep.held_by), (1, None));
+    assert!(store.truncate_wal().unwrap());
     assert!(raw_lengths(dir.path()).iter().all(|&n| n == 0));
     assert!(
         !on_disk(dir.path(), &open),
@@ -166,12 +168,16 @@ fn the_daemon_sweeps_scans_decided_longer_ago_than_keep_raw_hours() {
     )
     .unwrap();
     drop(db);
-    let config = write_config(dir.path(), &state, 3000, &[]);
+    // A scanner keeps the daemon running (without one it stops at once).
+    let scanner = scangate::pty::VirtualScanner::new().unwrap();
+    let spec = ScannerSpec::new("counter-1", scanner.path());
+    let config = write_config(dir.path(), &state, 3000, &[spec]);
     let mut text = std::fs::read_to_string(&config).unwrap();
     text += "\n[outbox]\nkeep_raw_hours = 1\n";
     std::fs::write(&config, text).unwrap();
 
     let mut daemon = Daemon::start(&config, &dir.path().join("daemon.log"));
+    daemon.wait_open(&[scanner.path()]);
     // Logged once the sweep (and its WAL truncation) is done.
     wait_until("the sweeper to clear the two old scans", || {
         daemon

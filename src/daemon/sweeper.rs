@@ -1,24 +1,57 @@
 //! The raw-bytes sweeper thread: overwrites what scanners sent once the
 //! scans are decided and `[outbox] keep_raw_hours` old (`Store::clear_raw`).
 //!
+//! Before its first sweep it reads every page of the database
+//! (`Store::check_pages`): the daemon starts without waiting for that, and
+//! nothing is swept in a file not known to be sound. Damage is reported to
+//! the daemon, which stops (exit 3); a check that cannot run (I/O error) is
+//! retried every [`SWEEP_EVERY`], and nothing is swept meanwhile.
+//!
 //! It owns a third connection (rusqlite blocks, so it has its own thread)
 //! and takes the writers' turn one short chunk at a time, so the counter's
 //! scans never wait behind a long sweep. It sweeps at start and then every
 //! [`SWEEP_EVERY`]; it stops, between two chunks, as soon as its stop sender
 //! sends or is dropped.
 
-use crate::store::Store;
+use crate::store::{Store, StoreError};
+use std::path::PathBuf;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
 use std::time::Duration;
 
 /// Time between sweeps.
 pub const SWEEP_EVERY: Duration = Duration::from_secs(600);
 
-/// Sweep until `stop` sends or is dropped.
-pub fn run(mut store: Store, keep: Duration, stop: Receiver<()>) {
+/// Check the database's pages, then sweep until `stop` sends or is
+/// dropped. Damage found is sent on `corrupt` (database path, SQLite's
+/// words) and ends the thread.
+pub fn run(
+    mut store: Store,
+    keep: Duration,
+    stop: Receiver<()>,
+    corrupt: tokio::sync::oneshot::Sender<(PathBuf, String)>,
+) {
+    let db = store.path().to_owned();
+    loop {
+        match Store::check_pages(&db) {
+            Ok(()) => {
+                tracing::info!(db = %db.display(), "database integrity check passed");
+                break;
+            }
+            Err(StoreError::Corrupt { path, detail }) => {
+                let _ = corrupt.send((path, detail));
+                return;
+            }
+            Err(e) => tracing::error!(
+                "database integrity check could not run: {e}; raw scan bytes are not swept until it can, next attempt in {SWEEP_EVERY:?}"
+            ),
+        }
+        if !wait_for_next_sweep(&stop) {
+            return;
+        }
+    }
     // A sweep reads each row once: a small page cache is enough.
     if let Err(e) = store.conn.pragma_update(None, "cache_size", -2048) {
-        tracing::warn!(db = %store.path().display(), "raw-bytes sweeper: cannot shrink its page cache: {e}");
+        tracing::warn!(db = %db.display(), "raw-bytes sweeper: cannot shrink its page cache: {e}");
     }
     let hours = keep.as_secs() / 3600;
     let keep_ms = keep.as_millis() as i64;
@@ -30,8 +63,8 @@ pub fn run(mut store: Store, keep: Duration, stop: Receiver<()>) {
         let mut keep_going = || matches!(stop.try_recv(), Err(TryRecvError::Empty));
         match store.clear_raw(now_ms - keep_ms, &mut keep_going) {
             Ok(sweep) => {
-                wal_owed = (wal_owed || sweep.cleared > 0) && !sweep.wal_truncated;
-                if wal_owed {
+                wal_owed = wal_owed || sweep.cleared > 0;
+                if wal_owed && !sweep.interrupted {
                     wal_owed = !truncate_soon(&mut store, &mut keep_going);
                 }
                 if sweep.cleared > 0 {
@@ -61,9 +94,8 @@ pub fn run(mut store: Store, keep: Duration, stop: Receiver<()>) {
                 "clearing old raw scan bytes failed: {e}; they stay until the next sweep in {SWEEP_EVERY:?}"
             ),
         }
-        match stop.recv_timeout(SWEEP_EVERY) {
-            Err(RecvTimeoutError::Timeout) => {}
-            Ok(()) | Err(RecvTimeoutError::Disconnected) => return,
+        if !wait_for_next_sweep(&stop) {
+            return;
         }
     }
 }
@@ -86,4 +118,12 @@ fn truncate_soon(store: &mut Store, keep_going: &mut dyn FnMut() -> bool) -> boo
         std::thread::sleep(Duration::from_millis(100));
     }
     false
+}
+
+/// Wait [`SWEEP_EVERY`]; false if `stop` sent or was dropped meanwhile.
+fn wait_for_next_sweep(stop: &Receiver<()>) -> bool {
+    matches!(
+        stop.recv_timeout(SWEEP_EVERY),
+        Err(RecvTimeoutError::Timeout)
+    )
 }
