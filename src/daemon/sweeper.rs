@@ -65,7 +65,7 @@ pub fn run(
             Ok(sweep) => {
                 wal_owed = wal_owed || sweep.cleared > 0;
                 if wal_owed && !sweep.interrupted {
-                    wal_owed = !truncate_soon(&mut store, &mut keep_going);
+                    wal_owed = !truncate_soon(&store, &mut keep_going);
                 }
                 if sweep.cleared > 0 {
                     tracing::info!(
@@ -100,9 +100,10 @@ pub fn run(
     }
 }
 
-/// Try to truncate the WAL for up to ~2 s (a reader such as the start-up
-/// integrity check may be in the way for a moment). True once done.
-fn truncate_soon(store: &mut Store, keep_going: &mut dyn FnMut() -> bool) -> bool {
+/// Try to truncate the WAL for up to ~2 s (a reader, such as the claimer's
+/// next pick or an `outbox status`, may be in the way for a moment). True
+/// once done.
+fn truncate_soon(store: &Store, keep_going: &mut dyn FnMut() -> bool) -> bool {
     for _ in 0..20 {
         match store.truncate_wal() {
             Ok(true) => return true,
