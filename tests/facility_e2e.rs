@@ -91,6 +91,18 @@ fn read_acks(scanner: &mut VirtualScanner, n: usize) -> Vec<u8> {
 
 /// The facility ledger in `redis` holds exactly one entry for each of
 /// `picks` physical picks (entries grouped by content key).
+/// Wait until `committed + suppressed` scans are decided, with exactly
+/// those counts, and one entry per commit in `redis`'s ledger.
+fn assert_settled(g: &Gateway, redis: &RedisServer, committed: i64, suppressed: i64) {
+    let st = wait_all_decided(&g.cfg, committed + suppressed);
+    assert_eq!(
+        (count(&st, "committed"), count(&st, "suppressed")),
+        (committed, suppressed),
+        "{st}"
+    );
+    assert_eq!(redis.ledger("test-pharmacy").len(), committed as usize);
+}
+
 fn assert_each_pick_once(redis: &RedisServer, picks: usize) {
     let ledger = redis.ledger("test-pharmacy");
     let mut per_pick: HashMap<&str, usize> = HashMap::new();
@@ -424,10 +436,7 @@ fn a_full_redis_refuses_claims_scans_wait_and_commit_once_when_it_has_room() {
     );
     assert!(!log.contains("answers again"), "{}", d.log_digest());
     set_maxmemory(&redis, "0");
-    let st = wait_all_decided(&g.cfg, 3);
-    assert_eq!(count(&st, "committed"), 2, "{st}");
-    assert_eq!(count(&st, "suppressed"), 1, "{st}");
-    assert_eq!(redis.ledger("test-pharmacy").len(), 2);
+    assert_settled(&g, &redis, 2, 1);
     let out: Outcome = cli_cfg(&g.cfg, &["audit", "verify"]).into();
     assert_eq!(out.code, Some(0), "{out}");
     let d = g.daemon.as_ref().expect("running");
@@ -483,10 +492,7 @@ fn verdicts_the_disk_refuses_are_retried_with_growing_back_off_then_written_once
     // The disk has room again: the retried claims are recognised as this
     // gateway's own (same UUIDs), and each verdict is written once.
     refuse_verdicts(root.path(), false);
-    let st = wait_all_decided(&g.cfg, 3);
-    assert_eq!(count(&st, "committed"), 2, "{st}");
-    assert_eq!(count(&st, "suppressed"), 1, "{st}");
-    assert_eq!(redis.ledger("test-pharmacy").len(), 2);
+    assert_settled(&g, &redis, 2, 1);
     let out: Outcome = cli_cfg(&g.cfg, &["audit", "verify"]).into();
     assert_eq!(out.code, Some(0), "{out}");
     g.stop();
@@ -532,9 +538,7 @@ fn a_backlog_longer_than_a_round_waits_out_the_local_back_off_without_spinning()
         "the daemon used {used:?} of CPU in 1 s of back-off (a spin uses a whole core)"
     );
     refuse_verdicts(root.path(), false);
-    let st = wait_all_decided(&g.cfg, 71);
-    assert_eq!(count(&st, "committed"), 71, "{st}");
-    assert_eq!(redis.ledger("test-pharmacy").len(), 71);
+    assert_settled(&g, &redis, 71, 0);
     g.stop();
 }
 
@@ -565,9 +569,7 @@ fn a_full_redis_and_a_failing_disk_together_are_one_outage_until_claims_are_answ
     assert!(!d.log().contains("answers again"), "{}", d.log_digest());
     set_maxmemory(&redis, "0");
     refuse_verdicts(root.path(), false);
-    let st = wait_all_decided(&g.cfg, 2);
-    assert_eq!(count(&st, "committed"), 2, "{st}");
-    assert_eq!(redis.ledger("test-pharmacy").len(), 2);
+    assert_settled(&g, &redis, 2, 0);
     let d = g.daemon.as_ref().expect("running");
     assert!(d.log().contains("answers again"), "{}", d.log_digest());
     g.stop();
@@ -660,9 +662,7 @@ fn an_unreachable_redis_at_start_up_buffers_scans_until_it_comes_up() {
         "names the server: {log}"
     );
     redis.restart();
-    let st = wait_all_decided(&g.cfg, 2);
-    assert_eq!(count(&st, "committed"), 2, "{st}");
-    assert_eq!(redis.ledger("test-pharmacy").len(), 2);
+    assert_settled(&g, &redis, 2, 0);
     g.stop();
 }
 
@@ -691,9 +691,8 @@ fn min_replicas_ack_holds_claims_until_a_replica_confirms_them() {
         &root.path().join("replica"),
         &["--replicaof", "127.0.0.1", &port],
     );
-    let st = wait_all_decided(&g.cfg, 1);
-    assert_eq!(count(&st, "committed"), 1, "its own claim: {st}");
-    assert_eq!(redis.ledger("test-pharmacy").len(), 1);
+    // Committed, not suppressed: its own claim.
+    assert_settled(&g, &redis, 1, 0);
     g.stop();
 }
 
@@ -734,10 +733,7 @@ fn a_read_only_replica_refuses_claims_until_promoted_and_the_log_says_so() {
         .arg("ONE")
         .query(&mut c)
         .expect("REPLICAOF NO ONE");
-    let st = wait_all_decided(&g.cfg, 2);
-    assert_eq!(count(&st, "committed"), 1, "{st}");
-    assert_eq!(count(&st, "suppressed"), 1, "{st}");
-    assert_eq!(replica.ledger("test-pharmacy").len(), 1);
+    assert_settled(&g, &replica, 1, 1);
     assert!(primary.ledger("test-pharmacy").is_empty());
     g.stop();
 }
