@@ -56,8 +56,10 @@ pub fn run(
     let hours = keep.as_secs() / 3600;
     let keep_ms = keep.as_millis() as i64;
     // Cleared bytes may live on in old page images in the WAL until it is
-    // truncated; a truncation that a reader was in the way of is owed.
-    let mut wal_owed = false;
+    // truncated; a truncation that a reader was in the way of is owed. One
+    // is owed at start too: a crash may have come between a sweep and its
+    // truncation.
+    let mut wal_owed = true;
     loop {
         let now_ms = chrono::Utc::now().timestamp_millis();
         let mut keep_going = || matches!(stop.try_recv(), Err(TryRecvError::Empty));
