@@ -303,6 +303,59 @@ fn an_evicting_redis_is_refused_at_start_up() {
 }
 
 #[test]
+fn gateways_of_one_facility_must_agree_on_window_and_retention() {
+    let (root, redis, mut a) = one_gateway();
+    a.send(&dscsa("SN001"));
+    assert_settled(&a, &redis, 1, 0);
+    let settings = "scangate:{test-pharmacy}:settings";
+    let mut c = redis.connection().expect("redis answers");
+    let agreed: HashMap<String, String> =
+        redis::cmd("HGETALL").arg(settings).query(&mut c).unwrap();
+    assert_eq!(agreed["window_ms"], WINDOW_MS.to_string(), "{agreed:?}");
+
+    // A second gateway configured with another window is refused at start.
+    let b = Gateway::new(root.path(), "gw-b", &redis);
+    let text = std::fs::read_to_string(&b.cfg)
+        .unwrap()
+        .replace(&format!("window_ms = {WINDOW_MS}"), "window_ms = 1000");
+    std::fs::write(&b.cfg, text).unwrap();
+    let out: Outcome = cli_cfg(&b.cfg, &["run"]).into();
+    assert_eq!(out.code, Some(2), "{out}");
+    assert!(
+        out.stderr.contains("window_ms = 1000") && out.stderr.contains(settings),
+        "{out}"
+    );
+
+    // The facility's settings change under a running gateway (another one
+    // reset them): its claims are refused, its scans wait, acknowledged and
+    // unresolved, and commit once when the settings agree again.
+    let _: () = redis::cmd("HSET")
+        .arg(settings)
+        .arg("window_ms")
+        .arg(1000)
+        .query(&mut c)
+        .unwrap();
+    a.send(&dscsa("SN002"));
+    a.send(&dscsa("SN002")); // double-fire
+    wait_until("the scans to be unresolved", || {
+        count(&outbox_status(&a.cfg), "unresolved") == 2
+    });
+    let d = a.daemon.as_ref().expect("running");
+    wait_until("the refusal in the log", || {
+        d.log().contains("window_ms = 1000")
+    });
+    assert_eq!(redis.ledger("test-pharmacy").len(), 1);
+    let _: () = redis::cmd("HSET")
+        .arg(settings)
+        .arg("window_ms")
+        .arg(WINDOW_MS)
+        .query(&mut c)
+        .unwrap();
+    assert_settled(&a, &redis, 2, 1);
+    a.stop();
+}
+
+#[test]
 fn redis_paused_longer_than_the_command_timeout_then_resumed() {
     use nix::sys::signal::Signal;
     let (_root, redis, mut g) = one_gateway();

@@ -2,6 +2,7 @@
 //! starts on a free port and stops.
 
 use scangate::facility::{Claim, Facility, FacilityError, Outcome};
+use std::collections::HashMap;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -348,26 +349,98 @@ fn capture_times_beyond_the_horizon_are_pruned_and_the_earliest_twin_is_named() 
 }
 
 #[test]
-fn a_retried_commit_is_its_own_even_beside_a_twin_from_a_narrower_window() {
+fn a_gateway_with_another_window_or_retention_is_refused_and_claims_nothing() {
     let server = RedisServer::start(&[]);
-    let mut wide = gateway(&server); // window 3 s
-    let mut narrow = gateway_with(&server, 500, Duration::from_secs(72 * 3600));
+    let mut first = gateway(&server); // window 3 s, retention 72 h
     assert_eq!(
-        wide.claim_batch(&[claim("w1", "k", 2000)]).unwrap(),
+        first.claim_batch(&[claim("w1", "k", 2000)]).unwrap(),
         [Outcome::Committed]
     );
-    // 1.5 s earlier: outside the narrow gateway's window, so it commits too.
+    let settings: HashMap<String, String> = redis::cmd("HGETALL")
+        .arg("scangate:{f1}:settings")
+        .query(&mut server.raw())
+        .unwrap();
+    assert_eq!(settings["window_ms"], "3000");
+    assert_eq!(settings["retention_ms"], (72 * 3_600_000).to_string());
+    let ttl: i64 = redis::cmd("PTTL")
+        .arg("scangate:{f1}:settings")
+        .query(&mut server.raw())
+        .unwrap();
+    assert!(ttl > 0, "the settings expire like every key but the ledger");
+
+    let refused = |e: FacilityError, theirs: &str| {
+        let msg = e.to_string();
+        assert!(
+            matches!(e, FacilityError::Misconfigured { .. })
+                && msg.contains("window_ms = 3000")
+                && msg.contains(theirs)
+                && msg.contains("DEL 'scangate:{f1}:settings'"),
+            "{msg}"
+        );
+    };
+    // At start-up: the server check refuses a narrower window, and a
+    // shorter retention.
+    for (window_ms, retention_h, theirs) in
+        [(500, 72, "window_ms = 500"), (3000, 24, "retention 24 h")]
+    {
+        let mut other = Facility::connect(
+            &server.url(),
+            "f1",
+            window_ms,
+            Duration::from_secs(retention_h * 3600),
+            Duration::from_secs(2),
+            Duration::from_secs(2),
+        )
+        .unwrap();
+        refused(other.check_server().unwrap_err(), theirs);
+        // A gateway that skipped the check (or started before the settings
+        // were set) is refused by the claim itself, and nothing is recorded.
+        refused(
+            other.claim_batch(&[claim("n1", "k", 500)]).unwrap_err(),
+            theirs,
+        );
+        assert!(seen(&server, "scangate:{f1}:seen:k") == ["w1"]);
+        assert_eq!(xlen(&server), 1);
+    }
+    // Another facility on the same server has its own settings.
+    let mut elsewhere = Facility::connect(
+        &server.url(),
+        "f2",
+        500,
+        Duration::from_secs(3600),
+        Duration::from_secs(2),
+        Duration::from_secs(2),
+    )
+    .unwrap();
+    elsewhere.check_server().unwrap();
     assert_eq!(
-        narrow.claim_batch(&[claim("n1", "k", 500)]).unwrap(),
+        elsewhere.claim_batch(&[claim("e1", "k", 0)]).unwrap(),
         [Outcome::Committed]
     );
-    // The wide gateway lost w1's reply and asks again. Its window now holds
-    // n1, captured earlier; w1 must still be answered as committed.
+    // The facility-wide change the message describes: the settings key is
+    // deleted, and the first gateway to claim sets the new ones.
+    let _: i64 = redis::cmd("DEL")
+        .arg("scangate:{f1}:settings")
+        .query(&mut server.raw())
+        .unwrap();
+    let mut changed = gateway_with(&server, 500, Duration::from_secs(72 * 3600));
     assert_eq!(
-        wide.claim_batch(&[claim("w1", "k", 2000)]).unwrap(),
+        changed.claim_batch(&[claim("n2", "k", 60_000)]).unwrap(),
         [Outcome::Committed]
     );
+    refused_by_new(first.claim_batch(&[claim("w2", "k", 90_000)]).unwrap_err());
     assert_eq!(xlen(&server), 2);
+}
+
+/// The old settings' gateway, refused after a facility-wide change.
+fn refused_by_new(e: FacilityError) {
+    let msg = e.to_string();
+    assert!(
+        matches!(e, FacilityError::Misconfigured { .. })
+            && msg.contains("window_ms = 500")
+            && msg.contains("this gateway with window_ms = 3000"),
+        "{msg}"
+    );
 }
 
 #[test]

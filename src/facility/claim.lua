@@ -8,20 +8,37 @@
 --
 -- A retried commit is recognised by its decision key, and failing that by
 -- its own member of the seen set (ZSCORE): never by the window check, which
--- could name another gateway's commit (gateways with different windows) or
--- the scan itself (a decision key that expired before its member).
+-- could name another scan (one the facility's window, since changed, let
+-- commit beside it) or the scan itself (a decision key that expired before
+-- its member).
 --
 -- KEYS[2i-1] scangate:{facility}:scan:<scan_uuid>     decision (string, expires)
 -- KEYS[2i]   scangate:{facility}:seen:<content_key>   committed capture times (zset, expires)
+-- KEYS[#KEYS-1] scangate:{facility}:settings          window_ms, retention_ms (hash, expires)
 -- KEYS[#KEYS] scangate:{facility}:ledger              ledger (stream, never expires)
 -- ARGV[1] window_ms   ARGV[2] retention_ms   ARGV[3] n (ledger fields per entry)
 -- ARGV[4 .. 3+n] the ledger field names (the same for every scan of the call)
 -- then per scan: scan_uuid, captured_ms, followed by its n field values
--- Returns one "committed" or "suppressed <twin_uuid>" per scan.
+-- Returns one "committed" or "suppressed <twin_uuid>" per scan, or, with
+-- nothing changed, the error "SCANGATE_SETTINGS <window_ms> <retention_ms>"
+-- when the facility already runs with other settings than the caller's.
 local w = tonumber(ARGV[1])
 local retention = tonumber(ARGV[2])
 local n = tonumber(ARGV[3])
+local settings = KEYS[#KEYS - 1]
 local ledger = KEYS[#KEYS]
+-- One window and one retention for the whole facility: a scan must be judged
+-- the same whichever gateway reads it, and a gateway with a shorter retention
+-- would prune capture times another gateway still judges against. The first
+-- gateway to claim sets them; they live as long as claims keep coming.
+local agreed = redis.call('HMGET', settings, 'window_ms', 'retention_ms')
+if agreed[1] or agreed[2] then
+  if agreed[1] ~= ARGV[1] or agreed[2] ~= ARGV[2] then
+    return redis.error_reply('SCANGATE_SETTINGS ' .. tostring(agreed[1]) .. ' ' .. tostring(agreed[2]))
+  end
+else
+  redis.call('HSET', settings, 'window_ms', ARGV[1], 'retention_ms', ARGV[2])
+end
 -- Capture times older than the horizon can no longer be twins of anything
 -- the gateways will still submit. The horizon is measured from the earlier of
 -- a capture and the server's clock, so one gateway with a clock far in the
@@ -84,4 +101,8 @@ while a <= last do
   end
   out[#out + 1] = decision
 end
+-- Last: Redis refuses a script's first write when it is out of memory, and
+-- only that one, so a write that is always allowed (PEXPIRE) must not come
+-- before a claim's, or a full server would take claims past its maxmemory.
+redis.call('PEXPIRE', settings, retention)
 return out

@@ -12,6 +12,8 @@
 //! Keys (all of one facility share the hash tag, so one Redis Cluster slot):
 //! - `scangate:{<facility>}:scan:<scan_uuid>` → the decision, expires after the retention horizon;
 //! - `scangate:{<facility>}:seen:<content_key>` → sorted set of committed capture times (ms), member = scan UUID;
+//! - `scangate:{<facility>}:settings` → hash of the facility's `window_ms` and `retention_ms`, set by the first
+//!   gateway to claim and checked by every claim (one rule for every gateway), expires after the retention horizon;
 //! - `scangate:{<facility>}:ledger` → stream, one entry per committed scan; the only key without expiry.
 
 pub mod config;
@@ -244,7 +246,8 @@ impl Facility {
     }
 
     /// Check the server: `maxmemory-policy` must be `noeviction` (an evicted
-    /// claim is a double count). Returns what to log.
+    /// claim is a double count), and the facility's window and retention,
+    /// if a gateway has set them, must be this gateway's. Returns what to log.
     pub fn check_server(&mut self) -> Result<ServerInfo, FacilityError> {
         let get = |conn: &mut redis::Connection, name: &str| -> Result<String, redis::RedisError> {
             let pair: Vec<String> = redis::cmd("CONFIG").arg("GET").arg(name).query(conn)?;
@@ -273,6 +276,7 @@ impl Facility {
                 fix: "set `maxmemory-policy noeviction` in redis.conf (or CONFIG SET maxmemory-policy noeviction) and size maxmemory for the retention horizon".into(),
             });
         }
+        self.check_settings()?;
         Ok(ServerInfo {
             version,
             maxmemory_policy: policy,
@@ -308,6 +312,61 @@ impl Facility {
     /// The ledger stream's key.
     pub fn ledger_key(&self) -> String {
         format!("scangate:{{{}}}:ledger", self.facility)
+    }
+
+    /// The key of the facility's settings (window and retention).
+    pub fn settings_key(&self) -> String {
+        format!("scangate:{{{}}}:settings", self.facility)
+    }
+
+    /// The refusal when the facility runs with `window_ms` / `retention_ms`
+    /// (as the settings hash holds them) and this gateway with others.
+    fn settings_differ(&self, window_ms: &str, retention_ms: &str) -> FacilityError {
+        let hours = |ms: &str| {
+            ms.parse::<i64>().map_or_else(
+                |_| format!("{ms:?} ms"),
+                |ms| format!("{} h", ms as f64 / 3.6e6),
+            )
+        };
+        FacilityError::Misconfigured {
+            url: self.url.clone(),
+            problem: format!(
+                "facility {:?} runs with [dedup] window_ms = {window_ms} and retention {} (set by the first gateway that claimed), this gateway with window_ms = {} and retention {}: a scan would be judged by a different rule on each gateway, and one pick could be committed twice. No claim was made; scans wait in the outbox",
+                self.facility,
+                hours(retention_ms),
+                self.window_ms,
+                hours(&self.retention_ms.to_string()),
+            ),
+            fix: format!(
+                "give every gateway of the facility the same [dedup] window_ms and [dedup] retention_hours. To change them for the whole facility: stop every gateway, run `redis-cli -u URL DEL '{}'`, then start them with the new values",
+                self.settings_key()
+            ),
+        }
+    }
+
+    /// Refuse a server whose facility settings differ from this gateway's
+    /// (read only: the first claim sets them if none are set).
+    fn check_settings(&mut self) -> Result<(), FacilityError> {
+        let key = self.settings_key();
+        let agreed: (Option<String>, Option<String>) = redis::cmd("HMGET")
+            .arg(&key)
+            .arg("window_ms")
+            .arg("retention_ms")
+            .query(&mut self.conn)
+            .map_err(|source| self.unavailable(source))?;
+        match agreed {
+            (None, None) => Ok(()),
+            (w, r)
+                if w.as_deref() == Some(self.window_ms.to_string().as_str())
+                    && r.as_deref() == Some(self.retention_ms.to_string().as_str()) =>
+            {
+                Ok(())
+            }
+            (w, r) => Err(self.settings_differ(
+                w.as_deref().unwrap_or("(unset)"),
+                r.as_deref().unwrap_or("(unset)"),
+            )),
+        }
     }
 
     /// Claim scans in one round trip (script calls of up to
@@ -353,12 +412,13 @@ impl Facility {
             let (chunk, after) = rest.split_at(same);
             rest = after;
             let mut cmd = redis::cmd("EVALSHA");
-            cmd.arg(self.script.get_hash()).arg(2 * chunk.len() + 1);
+            cmd.arg(self.script.get_hash()).arg(2 * chunk.len() + 2);
             for c in chunk {
                 cmd.arg(self.key("scan", &c.scan_uuid))
                     .arg(self.key("seen", &c.content_key));
             }
-            cmd.arg(self.ledger_key())
+            cmd.arg(self.settings_key())
+                .arg(self.ledger_key())
                 .arg(self.window_ms)
                 .arg(self.retention_ms)
                 .arg(head.fields.len());
@@ -453,6 +513,11 @@ impl Facility {
                 Some("READONLY") => FacilityError::ReadOnly {
                     url: self.url.clone(),
                 },
+                Some("SCANGATE_SETTINGS") => {
+                    let detail = source.detail().unwrap_or_default();
+                    let mut agreed = detail.split_whitespace();
+                    self.settings_differ(agreed.next().unwrap_or("?"), agreed.next().unwrap_or("?"))
+                }
                 _ => self.unavailable(source),
             })
     }
