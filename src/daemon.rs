@@ -145,7 +145,9 @@ pub async fn run(
         }
     };
     if cfg.scanners.is_empty() {
-        tracing::warn!("no [[scanner]] is configured: nothing will be read");
+        tracing::warn!(
+            "no [[scanner]] is configured: nothing will be read. Fix: add a [[scanner]] section for each scanner (`scangate devices` lists what is attached) and restart"
+        );
     }
     // Every page is read after start, on the sweeper's thread, before its
     // first sweep: on a gateway's SD card a year of scans takes minutes, and
@@ -194,7 +196,10 @@ pub async fn run(
             }
         }
     }
-    drop(tx);
+    // Held until shutdown: with no scanner configured (or every source
+    // ended) the writer still waits, the claimer still replays a backlog,
+    // and the daemon stops only when asked.
+    let idle_sender = tx;
 
     let mut found_corrupt = None;
     tokio::select! {
@@ -207,6 +212,7 @@ pub async fn run(
         }
     }
     let _ = stop_tx.send(true);
+    drop(idle_sender);
     // The sweeper stops between two chunks, before the writer's store (and
     // with it the state directory's lock) goes away.
     drop(stop_sweeping);

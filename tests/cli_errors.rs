@@ -468,3 +468,33 @@ fn damage_deep_in_the_file_stops_the_running_daemon_with_exit_3() {
     let out: Outcome = cli_cfg(&cfg, &["ledger", "export"]).into();
     assert_eq!(out.code, Some(0), "{out}");
 }
+
+#[test]
+fn a_gateway_without_scanners_runs_idle_until_stopped_and_says_why() {
+    let d = tempdir("scangate-cli-");
+    let cfg = d.path().join("scangate.toml");
+    fs::write(
+        &cfg,
+        format!(
+            "[gateway]\nfacility = \"f\"\nid = \"g\"\nstate_dir = {:?}\n",
+            state_of(&d)
+        ),
+    )
+    .unwrap();
+    let mut daemon = Daemon::start(&cfg, &d.path().join("daemon.log"));
+    // The page check runs on its own thread after start: by then the
+    // writer has long been waiting for scans (it used to stop at once, and
+    // the daemon exited 0 with "the outbox writer stopped unexpectedly").
+    wait_until("the page check after start", || {
+        daemon.log().contains("integrity check passed")
+    });
+    let status = daemon.terminate();
+    let log = daemon.log();
+    assert!(status.success(), "{log}");
+    assert!(!log.contains("stopped unexpectedly"), "{log}");
+    assert!(log.contains("stopping: closing scanners"), "{log}");
+    assert!(
+        log.contains("no [[scanner]] is configured") && log.contains("scangate devices"),
+        "{log}"
+    );
+}
