@@ -29,7 +29,7 @@ use crate::capture::Scan;
 use crate::config::{Config, ScannerKind};
 use crate::gate::{Decision, Gate, GateConfig, GateStats};
 use crate::source::{self, Captured};
-use crate::store::{Store, StoreError};
+use crate::store::{Commits, Store, StoreError};
 use std::future::Future;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -126,7 +126,8 @@ pub async fn run(
                 return Err(DaemonError::Facility(e));
             }
             let (kick, kicked) = std::sync::mpsc::channel::<()>();
-            let companion = store.companion()?;
+            // Verdicts need no fsync of their own (store::Commits).
+            let companion = store.companion(Commits::Deferred)?;
             let thread = std::thread::Builder::new()
                 .name("facility-claimer".into())
                 .spawn(move || {
@@ -155,7 +156,7 @@ pub async fn run(
     let (stop_sweeping, sweep_stop) = std::sync::mpsc::channel::<()>();
     let (corrupt_tx, mut corrupt) = tokio::sync::oneshot::channel::<(PathBuf, String)>();
     let sweeper = {
-        let companion = store.companion()?;
+        let companion = store.companion(Commits::Durable)?;
         let keep = Duration::from_secs(cfg.outbox.keep_raw_hours * 3600);
         std::thread::Builder::new()
             .name("raw-sweeper".into())
