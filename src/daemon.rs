@@ -27,6 +27,7 @@ pub mod sweeper;
 
 use crate::capture::Scan;
 use crate::config::{Config, ScannerKind};
+use crate::facility::FacilityError;
 use crate::gate::{Decision, Gate, GateConfig, GateStats};
 use crate::source::{self, Captured};
 use crate::store::{Commits, Store, StoreError};
@@ -122,7 +123,10 @@ pub async fn run(
             })
             .await
             .expect("the connect task does not panic");
-            if let Err(e @ crate::facility::FacilityError::Misconfigured { .. }) = first {
+            if let Err(
+                e @ (FacilityError::Misconfigured { .. } | FacilityError::SettingsDiffer { .. }),
+            ) = first
+            {
                 return Err(DaemonError::Facility(e));
             }
             let (kick, kicked) = std::sync::mpsc::channel::<()>();

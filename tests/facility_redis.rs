@@ -371,7 +371,7 @@ fn a_gateway_with_another_window_or_retention_is_refused_and_claims_nothing() {
     let refused = |e: FacilityError, theirs: &str| {
         let msg = e.to_string();
         assert!(
-            matches!(e, FacilityError::Misconfigured { .. })
+            matches!(e, FacilityError::SettingsDiffer { .. })
                 && msg.contains("window_ms = 3000")
                 && msg.contains(theirs)
                 && msg.contains("DEL 'scangate:{f1}:settings'"),
@@ -436,7 +436,7 @@ fn a_gateway_with_another_window_or_retention_is_refused_and_claims_nothing() {
 fn refused_by_new(e: FacilityError) {
     let msg = e.to_string();
     assert!(
-        matches!(e, FacilityError::Misconfigured { .. })
+        matches!(e, FacilityError::SettingsDiffer { .. })
             && msg.contains("window_ms = 500")
             && msg.contains("this gateway with window_ms = 3000"),
         "{msg}"
@@ -498,4 +498,35 @@ fn a_retried_commit_is_known_by_its_key_or_else_by_its_seen_member() {
         [Outcome::Committed, Outcome::Committed]
     );
     assert_eq!(xlen(&server), 2);
+}
+
+#[test]
+fn a_full_server_refuses_a_new_claim_before_writing_anything_but_answers_a_decided_one() {
+    let server = RedisServer::start(&[]);
+    let mut gw = gateway(&server);
+    assert_eq!(
+        gw.claim_batch(&[claim("u1", "k1", 0)]).unwrap(),
+        [Outcome::Committed]
+    );
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("maxmemory")
+        .arg("1")
+        .query(&mut server.raw())
+        .unwrap();
+    // Every claim call also refreshes the settings' expiry, a write Redis
+    // allows when full; it comes last, so the claim's own first write is the
+    // one refused, and nothing of the call is recorded.
+    match gw.claim_batch(&[claim("u2", "k2", 0)]) {
+        Err(FacilityError::Full { .. }) => {}
+        other => panic!("expected the full server's refusal, got {other:?}"),
+    }
+    assert!(seen(&server, "scangate:{f1}:seen:k2").is_empty());
+    assert_eq!(xlen(&server), 1);
+    // A retried claim that was decided needs no new write.
+    let mut again = gateway(&server);
+    assert_eq!(
+        again.claim_batch(&[claim("u1", "k1", 0)]).unwrap(),
+        [Outcome::Committed]
+    );
 }

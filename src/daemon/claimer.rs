@@ -106,6 +106,15 @@ fn log_backlog(store: &Store, shown: &str, reason: &str, next: Duration) {
     }
 }
 
+/// The failure as the reason logged and audited; a refusal of this
+/// gateway's settings also sets `refused`.
+fn noted(e: FacilityError, refused: &mut bool) -> String {
+    if matches!(e, FacilityError::SettingsDiffer { .. }) {
+        *refused = true;
+    }
+    e.to_string()
+}
+
 /// The claimer loop; returns the gate's counters when the writer is gone.
 /// `observe` sees every round's recorded decisions (the daemon logs them;
 /// the benchmark times them).
@@ -136,13 +145,21 @@ pub fn run(
     let mut stopping = false;
     let mut last_round_sent = false;
     let mut in_flight: Option<(Picked, Sent)> = None;
+    // The facility refused this gateway's window and retention: its own
+    // window is not the facility's rule, so it decides no echo by itself
+    // until a connection's check finds the settings agree again.
+    let mut settings_refused = false;
     loop {
         if facility.is_none() && in_flight.is_none() && Instant::now() >= retry_at {
             match link.connect_checked() {
-                Ok(f) => facility = Some(f),
-                Err(e) => offline_reason = e.to_string(),
+                Ok(f) => {
+                    facility = Some(f);
+                    settings_refused = false;
+                }
+                Err(e) => offline_reason = noted(e, &mut settings_refused),
             }
         }
+        gate.set_local_echoes(!settings_refused);
         let skip: Vec<i64> = in_flight
             .as_ref()
             .map(|(p, _)| p.seqs().collect())
@@ -166,11 +183,19 @@ pub fn run(
         let waiting_for_clock = next.as_ref().map_or(0, Picked::waiting_for_clock);
 
         // 1. The round in flight: its answers.
-        let answered = in_flight.take().map(|(picked, sent)| {
+        let answered = in_flight.take().map(|(mut picked, sent)| {
             let claimed = match facility.as_mut() {
-                Some(f) => f.recv_claims(sent).map_err(|e| e.to_string()),
+                Some(f) => f
+                    .recv_claims(sent)
+                    .map_err(|e| noted(e, &mut settings_refused)),
                 None => Err(offline_reason.clone()),
             };
+            if claimed.is_err() && settings_refused {
+                // Picked before the refusal was known: its echoes were
+                // judged by a window that is not the facility's. (Only on
+                // a failed claim: answers match the scans claimed.)
+                picked.withdraw_local_echoes();
+            }
             (picked, claimed)
         });
         let mut failure = answered

@@ -21,7 +21,8 @@
 -- then per scan: scan_uuid, captured_ms, followed by its n field values
 -- Returns one "committed" or "suppressed <twin_uuid>" per scan, or, with
 -- nothing changed, the error "SCANGATE_SETTINGS <window_ms> <retention_ms>"
--- when the facility already runs with other settings than the caller's.
+-- (- for a field not set) when the facility already runs with other
+-- settings than the caller's.
 local w = tonumber(ARGV[1])
 local retention = tonumber(ARGV[2])
 local n = tonumber(ARGV[3])
@@ -34,7 +35,7 @@ local ledger = KEYS[#KEYS]
 local agreed = redis.call('HMGET', settings, 'window_ms', 'retention_ms')
 if agreed[1] or agreed[2] then
   if agreed[1] ~= ARGV[1] or agreed[2] ~= ARGV[2] then
-    return redis.error_reply('SCANGATE_SETTINGS ' .. tostring(agreed[1]) .. ' ' .. tostring(agreed[2]))
+    return redis.error_reply('SCANGATE_SETTINGS ' .. (agreed[1] or '-') .. ' ' .. (agreed[2] or '-'))
   end
 else
   redis.call('HSET', settings, 'window_ms', ARGV[1], 'retention_ms', ARGV[2])

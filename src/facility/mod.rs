@@ -97,6 +97,17 @@ pub enum FacilityError {
         /// What to do.
         fix: String,
     },
+    /// The facility runs with another window or retention than this
+    /// gateway (the first gateway to claim set them): nothing was claimed.
+    #[error("facility Redis {url}: {problem}. Fix: {fix}")]
+    SettingsDiffer {
+        /// The server, without credentials.
+        url: String,
+        /// Both settings.
+        problem: String,
+        /// What to do.
+        fix: String,
+    },
     /// Fewer replicas than `min_replicas_ack` confirmed a claim batch.
     #[error(
         "facility Redis {url}: {acked} of {wanted} replicas confirmed the claims in time (min_replicas_ack)"
@@ -320,7 +331,8 @@ impl Facility {
     }
 
     /// The refusal when the facility runs with `window_ms` / `retention_ms`
-    /// (as the settings hash holds them) and this gateway with others.
+    /// (as the settings hash holds them; `-` unset) and this gateway with
+    /// others.
     fn settings_differ(&self, window_ms: &str, retention_ms: &str) -> FacilityError {
         let hours = |ms: &str| {
             ms.parse::<i64>().map_or_else(
@@ -328,11 +340,16 @@ impl Facility {
                 |ms| format!("{} h", ms as f64 / 3.6e6),
             )
         };
-        FacilityError::Misconfigured {
+        FacilityError::SettingsDiffer {
             url: self.url.clone(),
             problem: format!(
-                "facility {:?} runs with [dedup] window_ms = {window_ms} and retention {} (set by the first gateway that claimed), this gateway with window_ms = {} and retention {}: a scan would be judged by a different rule on each gateway, and one pick could be committed twice. No claim was made; scans wait in the outbox",
+                "facility {:?} runs with [dedup] window_ms = {} and retention {} (set by the first gateway that claimed), this gateway with window_ms = {} and retention {}: a scan would be judged by a different rule on each gateway, and one pick could be committed twice. No claim was made; scans wait in the outbox",
                 self.facility,
+                if window_ms.parse::<i64>().is_ok() {
+                    window_ms
+                } else {
+                    "(unset)"
+                },
                 hours(retention_ms),
                 self.window_ms,
                 hours(&self.retention_ms.to_string()),
@@ -362,10 +379,9 @@ impl Facility {
             {
                 Ok(())
             }
-            (w, r) => Err(self.settings_differ(
-                w.as_deref().unwrap_or("(unset)"),
-                r.as_deref().unwrap_or("(unset)"),
-            )),
+            (w, r) => {
+                Err(self.settings_differ(w.as_deref().unwrap_or("-"), r.as_deref().unwrap_or("-")))
+            }
         }
     }
 

@@ -84,6 +84,20 @@ impl Picked {
         self.waiting_for_clock
     }
 
+    /// Undo the echoes this gateway suppressed by its own window (see
+    /// [`Gate::set_local_echoes`]): they are claimed, or become unresolved
+    /// with the round's failure, like the scans it could not decide alone.
+    /// Call before [`Picked::claims`], or on a round whose claim failed —
+    /// never on a round whose answers are to be recorded, which match the
+    /// scans that were claimed.
+    pub fn withdraw_local_echoes(&mut self) {
+        for v in &mut self.verdicts {
+            if matches!(v, Some(Verdict::Suppressed { .. })) {
+                *v = None;
+            }
+        }
+    }
+
     /// The outbox rows (`seq`) in this round: not to be picked again until
     /// it is recorded.
     pub fn seqs(&self) -> impl Iterator<Item = i64> + '_ {

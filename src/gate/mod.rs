@@ -173,6 +173,9 @@ pub struct Gate {
     offsets: BootOffsets,
     stats: GateStats,
     require_synced_clock: bool,
+    /// Whether this gateway's own echo window may decide (see
+    /// [`Gate::set_local_echoes`]).
+    local_echoes: bool,
 }
 
 /// Bloom size per generation: 2^23 bits = 1 MiB, ~1.8 % false positives at a
@@ -248,6 +251,7 @@ impl Gate {
             offsets,
             stats: GateStats::default(),
             require_synced_clock: false,
+            local_echoes: true,
         })
     }
 
@@ -257,6 +261,16 @@ impl Gate {
     /// clock and needs no wall time to decide.
     pub fn set_require_synced_clock(&mut self, on: bool) {
         self.require_synced_clock = on;
+    }
+
+    /// Facility mode: whether echoes of this gateway's own commits are
+    /// suppressed locally (on by default). Off while the facility refuses
+    /// this gateway's window and retention (they are no longer the
+    /// facility's rule): such scans are then claimed like any other, so
+    /// they wait `unresolved` until the settings agree. Rejections are
+    /// still made locally: they do not depend on the window.
+    pub fn set_local_echoes(&mut self, on: bool) {
+        self.local_echoes = on;
     }
 
     /// Counters since start.
@@ -340,6 +354,9 @@ impl Gate {
             }
             (None, Some(key)) => key,
         };
+        if !self.local_echoes {
+            return Ok(None);
+        }
         // A scan captured (by the wall clock) longer ago than the horizon may
         // have twins the Bloom filter has aged out: always ask the exact index.
         let bloom_floor = chrono::Utc::now().timestamp_millis()
