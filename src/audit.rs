@@ -46,7 +46,9 @@ pub struct AuditRecord {
     pub content_key: Option<String>,
     /// For suppressed scans: the committed twin.
     pub twin_uuid: Option<String>,
-    /// For rejected scans: why.
+    /// Why: for a rejected scan the rejection, for an unresolved one the
+    /// facility store's failure; for a commit or an echo only when it was
+    /// decided in an unusual way (`outbox decide-locally` says so).
     pub reason: Option<String>,
     /// Length of the raw frame in bytes.
     pub raw_len: i64,
@@ -330,6 +332,11 @@ pub fn key_of(store: &Store, id: &str) -> Result<Option<String>, StoreError> {
 /// Human-readable trace of one content key: each committed scan and the
 /// echoes suppressed against it, then anything else recorded.
 pub fn render_trace(content_key: &str, records: &[AuditRecord]) -> String {
+    let note = |r: &AuditRecord| {
+        r.reason
+            .as_deref()
+            .map_or_else(String::new, |why| format!("  ({why})"))
+    };
     use std::fmt::Write;
     let mut out = String::new();
     let _ = writeln!(out, "content key {content_key}");
@@ -337,18 +344,30 @@ pub fn render_trace(content_key: &str, records: &[AuditRecord]) -> String {
         .iter()
         .filter(|r| r.decision == "committed")
         .collect();
+    // A scan replayed after an outage has two records (unresolved, then
+    // its decision) but was one transmission.
+    let transmissions = records
+        .iter()
+        .map(|r| r.scan_uuid.as_str())
+        .collect::<std::collections::HashSet<_>>()
+        .len();
     let _ = writeln!(
         out,
-        "{} transmission(s), {} ledger entr{}",
-        records.len(),
+        "{transmissions} transmission(s), {} ledger entr{} ({} audit record{})",
         committed.len(),
-        if committed.len() == 1 { "y" } else { "ies" }
+        if committed.len() == 1 { "y" } else { "ies" },
+        records.len(),
+        if records.len() == 1 { "" } else { "s" }
     );
     for c in &committed {
         let _ = writeln!(
             out,
-            "  committed  {}  captured {}  scanner {}  audit #{}",
-            c.scan_uuid, c.captured_at, c.scanner, c.seq
+            "  committed  {}  captured {}  scanner {}  audit #{}{}",
+            c.scan_uuid,
+            c.captured_at,
+            c.scanner,
+            c.seq,
+            note(c)
         );
         for e in records
             .iter()
@@ -356,8 +375,11 @@ pub fn render_trace(content_key: &str, records: &[AuditRecord]) -> String {
         {
             let _ = writeln!(
                 out,
-                "    echo suppressed  {}  captured {}  audit #{}",
-                e.scan_uuid, e.captured_at, e.seq
+                "    echo suppressed  {}  captured {}  audit #{}{}",
+                e.scan_uuid,
+                e.captured_at,
+                e.seq,
+                note(e)
             );
         }
     }

@@ -410,6 +410,9 @@ fn dispatch(cmd: Command) -> Result<u8, Failure> {
             let handed = store.reopen_unresolved()?;
             let mut gate =
                 crate::gate::Gate::new(crate::gate::GateConfig::from_config(&cfg), &store)?;
+            gate.set_audit_note(Some(
+                "decided by this gateway's own store (scangate outbox decide-locally): its facility store was removed from the configuration".into(),
+            ));
             let decided = gate.decide_pending(&mut store)?;
             let count = |state: &str| {
                 decided

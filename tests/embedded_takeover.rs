@@ -69,6 +69,28 @@ fn scans_left_unresolved_by_a_removed_facility_store_wait_until_decided_locally(
     assert_eq!(ledger(&config).len(), 2);
     let verify: Outcome = cli_cfg(&config, &["audit", "verify"]).into();
     assert_eq!(verify.code, Some(0), "{verify}");
+    // The trail says how these were decided: the pick and its echo each
+    // name the takeover, after the record of their first, unresolved round.
+    let take1 = &ledger(&config)[0];
+    let uuid = take1["scan_uuid"].as_str().unwrap();
+    let trace: Outcome = cli_cfg(&config, &["audit", "trace", uuid]).into();
+    assert_eq!(trace.code, Some(0), "{trace}");
+    assert_eq!(
+        trace
+            .stdout
+            .matches("(decided by this gateway's own store (scangate outbox decide-locally)")
+            .count(),
+        2,
+        "{trace}"
+    );
+    assert!(trace.stdout.contains("echo suppressed"), "{trace}");
+    // Two transmissions, each audited twice (unresolved, then decided).
+    assert!(
+        trace
+            .stdout
+            .contains("2 transmission(s), 1 ledger entry (4 audit records)"),
+        "{trace}"
+    );
 }
 
 #[test]

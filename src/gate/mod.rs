@@ -176,6 +176,8 @@ pub struct Gate {
     /// Whether this gateway's own echo window may decide (see
     /// [`Gate::set_local_echoes`]).
     local_echoes: bool,
+    /// See [`Gate::set_audit_note`].
+    audit_note: Option<String>,
 }
 
 /// Bloom size per generation: 2^23 bits = 1 MiB, ~1.8 % false positives at a
@@ -252,6 +254,7 @@ impl Gate {
             stats: GateStats::default(),
             require_synced_clock: false,
             local_echoes: true,
+            audit_note: None,
         })
     }
 
@@ -271,6 +274,14 @@ impl Gate {
     /// still made locally: they do not depend on the window.
     pub fn set_local_echoes(&mut self, on: bool) {
         self.local_echoes = on;
+    }
+
+    /// A note recorded as the audit `reason` of every decision made from
+    /// now on that has no reason of its own (commits and echoes): how they
+    /// came to be decided, for a reader of the trail. `scangate outbox
+    /// decide-locally` names the takeover from a removed facility store.
+    pub fn set_audit_note(&mut self, note: Option<String>) {
+        self.audit_note = note;
     }
 
     /// Counters since start.
@@ -405,6 +416,7 @@ impl Gate {
             }
             _ => (None, None),
         };
+        let reason = reason.or_else(|| self.audit_note.clone());
         let decided_ms = verdict.is_final().then_some(now_ms);
         tx.prepare_cached(
             "UPDATE scans SET state = ?2, twin_uuid = ?3, decided_ms = ?4 WHERE seq = ?1",
