@@ -162,6 +162,61 @@ fn two_gateways_one_roaming_scanner_one_ledger_entry_per_pick() {
         let out: Outcome = cli_cfg(&g.cfg, &["audit", "verify"]).into();
         assert_eq!(out.code, Some(0), "{out}");
     }
+    // Each gateway's trace of an echo it suppressed explains it, also when
+    // the commit it names is the other gateway's: every transmission of
+    // the pick this gateway read, and one ledger entry.
+    let mut foreign_twins = 0;
+    for (g, other) in [(&a, &b), (&b, &a)] {
+        let db = open_db(&g.cfg.parent().unwrap().join("state"));
+        let other_db = open_db(&other.cfg.parent().unwrap().join("state"));
+        let echoes: Vec<(String, String, String)> = db
+            .prepare(
+                "SELECT scan_uuid, twin_uuid, content_key FROM scans WHERE state = 'suppressed'",
+            )
+            .unwrap()
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        assert!(!echoes.is_empty());
+        for (uuid, twin, key) in echoes {
+            let here: i64 = db
+                .query_row(
+                    "SELECT count(*) FROM scans WHERE content_key = ?1",
+                    [&key],
+                    |r| r.get(0),
+                )
+                .unwrap();
+            let twin_elsewhere: bool = other_db
+                .query_row(
+                    "SELECT count(*) = 1 FROM scans WHERE scan_uuid = ?1 AND state = 'committed'",
+                    [&twin],
+                    |r| r.get(0),
+                )
+                .unwrap();
+            foreign_twins += usize::from(twin_elsewhere);
+            let out: Outcome = cli_cfg(&g.cfg, &["audit", "trace", &uuid]).into();
+            assert_eq!(out.code, Some(0), "{out}");
+            assert!(
+                out.stdout
+                    .contains(&format!("{here} transmission(s), 1 ledger entry"))
+                    && out.stdout.contains(&format!("echo suppressed  {uuid}")),
+                "{out}"
+            );
+            if twin_elsewhere {
+                assert!(
+                    out.stdout.contains(&format!(
+                        "committed by another gateway of the facility  {twin}"
+                    )),
+                    "{out}"
+                );
+            }
+        }
+    }
+    assert!(
+        foreign_twins > 0,
+        "no echo named the other gateway's commit"
+    );
     // With [redis], `ledger export` reads the facility stream: the same 12
     // entries from either gateway, with DESIGN.md's fields.
     for g in [&a, &b] {

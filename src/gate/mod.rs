@@ -759,11 +759,6 @@ pub(crate) fn key_prefix(key: &[u8; 32]) -> i64 {
     i64::from_be_bytes(key[..8].try_into().expect("8 bytes"))
 }
 
-/// [`key_prefix`] of a content key in hex.
-pub(crate) fn key_prefix_hex(key: &str) -> i64 {
-    key_prefix(&key_bytes(key))
-}
-
 /// The 32 bytes of a hex content key as [`content_key`] writes it.
 fn key_bytes(key: &str) -> [u8; 32] {
     let mut out = [0u8; 32];
