@@ -30,7 +30,7 @@ use crate::config::{Config, ScannerKind};
 use crate::facility::FacilityError;
 use crate::gate::{Decision, Gate, GateConfig, GateStats};
 use crate::source::{self, Captured};
-use crate::store::{Commits, Store, StoreError};
+use crate::store::{Store, StoreError};
 use std::future::Future;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -130,8 +130,7 @@ pub async fn run(
                 return Err(DaemonError::Facility(e));
             }
             let (kick, kicked) = std::sync::mpsc::channel::<()>();
-            // Verdicts need no fsync of their own (store::Commits).
-            let companion = store.companion(Commits::Deferred)?;
+            let companion = store.companion()?;
             let thread = std::thread::Builder::new()
                 .name("facility-claimer".into())
                 .spawn(move || {
@@ -160,7 +159,7 @@ pub async fn run(
     let (stop_sweeping, sweep_stop) = std::sync::mpsc::channel::<()>();
     let (corrupt_tx, mut corrupt) = tokio::sync::oneshot::channel::<(PathBuf, String)>();
     let sweeper = {
-        let companion = store.companion(Commits::Durable)?;
+        let companion = store.companion()?;
         let keep = Duration::from_secs(cfg.outbox.keep_raw_hours * 3600);
         std::thread::Builder::new()
             .name("raw-sweeper".into())

@@ -207,23 +207,6 @@ pub struct Store {
     pub(crate) writers: Arc<Mutex<()>>,
 }
 
-/// How a [`Store::companion`] connection's commits reach the disk.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Commits {
-    /// Each commit is fsynced before it returns (`synchronous = FULL`), as
-    /// the outbox writer's admits are: what the scanner's ACK depends on.
-    Durable,
-    /// A commit is not fsynced by itself (`synchronous = NORMAL`, WAL): it
-    /// becomes durable with the next fsync of the WAL — the outbox writer's
-    /// next commit, or the checkpointer's next pass (every 100 ms), which
-    /// syncs the WAL before copying it. A power cut can undo only the newest
-    /// such commits, each whole, never one that a durable commit followed.
-    /// For work that is simply done again if undone: the facility claimer's
-    /// verdicts (Redis holds every decision it made, and the scan, back in
-    /// its open state, is claimed again by UUID and gets the same answer).
-    Deferred,
-}
-
 /// A write transaction (`BEGIN IMMEDIATE`) holding the writers' turn
 /// ([`Store::write`]). Dropped without [`Write::commit`], it rolls back; the
 /// turn is released after the transaction has ended (field order).
@@ -379,11 +362,10 @@ impl Store {
         Ok(store)
     }
 
-    /// Another read-write connection to this (already checked, migrated
-    /// and locked) database, for a thread of the daemon's own (the facility
-    /// claimer, the raw-bytes sweeper), committing as `commits` says. The
-    /// writers take turns ([`Store::write`]); each transaction is short.
-    pub fn companion(&self, commits: Commits) -> Result<Store, StoreError> {
+    /// A second read-write connection to this (already checked, migrated
+    /// and locked) database, for the facility claimer thread. SQLite
+    /// serialises the two writers; each transaction is short.
+    pub fn companion(&self) -> Result<Store, StoreError> {
         let path = &self.path;
         let err = |e| classify(path, e);
         let conn = Connection::open_with_flags(
@@ -393,11 +375,7 @@ impl Store {
         .map_err(err)?;
         conn.busy_timeout(std::time::Duration::from_secs(5))
             .map_err(err)?;
-        let synchronous = match commits {
-            Commits::Durable => "FULL",
-            Commits::Deferred => "NORMAL",
-        };
-        conn.pragma_update(None, "synchronous", synchronous)
+        conn.pragma_update(None, "synchronous", "FULL")
             .map_err(err)?;
         conn.pragma_update(None, "secure_delete", SECURE_DELETE)
             .map_err(err)?;

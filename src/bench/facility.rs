@@ -22,7 +22,7 @@ use crate::daemon::ADMIT_BATCH;
 use crate::daemon::claimer::{self, Link};
 use crate::facility::Facility;
 use crate::gate::{Gate, GateConfig};
-use crate::store::{Commits, Store};
+use crate::store::Store;
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
@@ -183,9 +183,7 @@ pub(super) fn run(
 
     let (kick, kicked) = mpsc::channel();
     let (seen_tx, seen) = mpsc::channel::<Observed>();
-    let companion = store
-        .companion(Commits::Deferred)
-        .map_err(|e| e.to_string())?;
+    let companion = store.companion().map_err(|e| e.to_string())?;
     let claimer = std::thread::Builder::new()
         .name("facility-claimer".into())
         .spawn(move || {
