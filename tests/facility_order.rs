@@ -109,3 +109,54 @@ fn new_scans_overtake_the_backlog_only_where_order_cannot_matter() {
     let ledger = redis.ledger("f1");
     assert_eq!(ledger.len(), backlog.len() + 2, "backlog + l2 + l3");
 }
+
+#[test]
+fn a_round_refused_for_its_settings_keeps_its_local_echoes_open_too() {
+    let root = tempdir("scangate-order-");
+    let redis = RedisServer::start(&root.path().join("redis"), &[]);
+    let (mut store, mut gate, mut facility) =
+        facility_gate(&root.path().join("state"), "f1", &redis.url());
+    let profile = Profile {
+        scanner: "c1".into(),
+        scan_type: ScanType::Dispense,
+        quantity: 1,
+    };
+    let now = CaptureTime::now();
+    let first = read(&profile, "SN-1", 0);
+    store.admit("f1", std::slice::from_ref(&first)).unwrap();
+    let r = gate
+        .facility_round(&mut store, Some(&mut facility), "", &now)
+        .unwrap();
+    assert_eq!(r.decisions[0].verdict, Verdict::Committed);
+
+    // A re-read of this gateway's commit and a new pick, in one round: the
+    // echo is decided locally at pick time, the new pick is claimed.
+    let echo = read(&profile, "SN-1", 1000);
+    let new = read(&profile, "SN-2", 1100);
+    store.admit("f1", &[echo.clone(), new.clone()]).unwrap();
+    let mut picked = gate.pick(&mut store, &[], &now, true).unwrap();
+    assert_eq!(picked.claims("gw").len(), 1, "the echo is decided locally");
+    // The facility refused the claim for its window (another gateway reset
+    // the settings): the echo, judged by that window, is withdrawn too.
+    picked.withdraw_local_echoes();
+    let round = gate
+        .record(&mut store, picked, Err("settings differ".into()))
+        .unwrap();
+    assert_eq!(round.decisions.len(), 2);
+    for scan in [&echo, &new] {
+        let d = decision_of(&store, &scan.uuid.to_string())
+            .unwrap()
+            .unwrap();
+        assert!(
+            matches!(d.verdict, Verdict::Unresolved { .. }),
+            "{:?}",
+            d.verdict
+        );
+    }
+    // While the refusal lasts, the next pick decides no echo locally.
+    let again = read(&profile, "SN-1", 1500);
+    store.admit("f1", std::slice::from_ref(&again)).unwrap();
+    gate.set_local_echoes(false);
+    let picked = gate.pick(&mut store, &[], &now, true).unwrap();
+    assert_eq!(picked.claims("gw").len(), 3, "all three are claimed");
+}

@@ -173,8 +173,9 @@ pub struct Gate {
     offsets: BootOffsets,
     stats: GateStats,
     require_synced_clock: bool,
-    /// Whether this gateway's own echo window may decide (see
-    /// [`Gate::set_local_echoes`]).
+    /// Whether this gateway's own echo window may decide a facility round
+    /// (see [`Gate::set_local_echoes`]; never consulted by the embedded
+    /// store, where no local twin means a commit).
     local_echoes: bool,
     /// See [`Gate::set_audit_note`].
     audit_note: Option<String>,
@@ -365,9 +366,6 @@ impl Gate {
             }
             (None, Some(key)) => key,
         };
-        if !self.local_echoes {
-            return Ok(None);
-        }
         // A scan captured (by the wall clock) longer ago than the horizon may
         // have twins the Bloom filter has aged out: always ask the exact index.
         let bloom_floor = chrono::Utc::now().timestamp_millis()
