@@ -430,6 +430,26 @@ fn a_gateway_with_another_window_or_retention_is_refused_and_claims_nothing() {
     );
     refused_by_new(first.claim_batch(&[claim("w2", "k", 90_000)]).unwrap_err());
     assert_eq!(xlen(&server), 2);
+    // A hash edited by hand (a field missing) is named as such, by the
+    // start-up check and by the claim.
+    let _: i64 = redis::cmd("HDEL")
+        .arg("scangate:{f1}:settings")
+        .arg("retention_ms")
+        .query(&mut server.raw())
+        .unwrap();
+    for e in [
+        changed.check_server().unwrap_err(),
+        changed
+            .claim_batch(&[claim("n3", "k", 120_000)])
+            .unwrap_err(),
+    ] {
+        let msg = e.to_string();
+        assert!(
+            msg.contains("window_ms = 500 and retention (unset)"),
+            "{msg}"
+        );
+    }
+    assert_eq!(xlen(&server), 2);
 }
 
 /// The old settings' gateway, refused after a facility-wide change.

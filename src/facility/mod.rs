@@ -334,9 +334,10 @@ impl Facility {
     /// (as the settings hash holds them; `-` unset) and this gateway with
     /// others.
     fn settings_differ(&self, window_ms: &str, retention_ms: &str) -> FacilityError {
+        // `-`: a field the hash lacks (someone edited it by hand).
         let hours = |ms: &str| {
             ms.parse::<i64>().map_or_else(
-                |_| format!("{ms:?} ms"),
+                |_| "(unset)".to_string(),
                 |ms| format!("{} h", ms as f64 / 3.6e6),
             )
         };
@@ -532,7 +533,7 @@ impl Facility {
                 Some("SCANGATE_SETTINGS") => {
                     let detail = source.detail().unwrap_or_default();
                     let mut agreed = detail.split_whitespace();
-                    self.settings_differ(agreed.next().unwrap_or("?"), agreed.next().unwrap_or("?"))
+                    self.settings_differ(agreed.next().unwrap_or("-"), agreed.next().unwrap_or("-"))
                 }
                 _ => self.unavailable(source),
             })
