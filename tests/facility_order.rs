@@ -30,17 +30,22 @@ fn read(profile: &Profile, serial: &str, at_ms: i64) -> Scan {
     )
 }
 
+/// Counter scanner `c1`: dispense, quantity 1.
+fn counter() -> Profile {
+    Profile {
+        scanner: "c1".into(),
+        scan_type: ScanType::Dispense,
+        quantity: 1,
+    }
+}
+
 #[test]
 fn new_scans_overtake_the_backlog_only_where_order_cannot_matter() {
     let root = tempdir("scangate-order-");
     let redis = RedisServer::start(&root.path().join("redis"), &[]);
     let (mut store, mut gate, mut facility) =
         facility_gate(&root.path().join("state"), "f1", &redis.url());
-    let profile = Profile {
-        scanner: "c1".into(),
-        scan_type: ScanType::Dispense,
-        quantity: 1,
-    };
+    let profile = counter();
     let now = CaptureTime::now();
 
     // An outage: B first, then filler, then A last — more than two rounds.
@@ -116,11 +121,7 @@ fn a_round_refused_for_its_settings_keeps_its_local_echoes_open_too() {
     let redis = RedisServer::start(&root.path().join("redis"), &[]);
     let (mut store, mut gate, mut facility) =
         facility_gate(&root.path().join("state"), "f1", &redis.url());
-    let profile = Profile {
-        scanner: "c1".into(),
-        scan_type: ScanType::Dispense,
-        quantity: 1,
-    };
+    let profile = counter();
     let now = CaptureTime::now();
     let first = read(&profile, "SN-1", 0);
     store.admit("f1", std::slice::from_ref(&first)).unwrap();
