@@ -405,11 +405,16 @@ fn gateways_of_one_facility_must_agree_on_window_and_retention() {
             .unwrap();
     };
     set_window(&mut c, 1000);
+    // A re-read of a's own commit alone needs no claim: a asks first.
+    a.send(&dscsa("SN001"));
+    wait_until("the re-read to be unresolved", || {
+        count(&outbox_status(&a.cfg), "unresolved") == 1
+    });
     a.send(&dscsa("SN002"));
     a.send(&dscsa("SN002")); // double-fire
-    a.send(&dscsa("SN001")); // re-read of a's own commit, inside its window
+    a.send(&dscsa("SN001")); // another re-read of a's own commit
     wait_until("the scans to be unresolved", || {
-        count(&outbox_status(&a.cfg), "unresolved") == 3
+        count(&outbox_status(&a.cfg), "unresolved") == 4
     });
     let d = a.daemon.as_ref().expect("running");
     wait_until("the refusal in the log", || {
@@ -417,7 +422,7 @@ fn gateways_of_one_facility_must_agree_on_window_and_retention() {
     });
     assert_eq!(redis.ledger("test-pharmacy").len(), 1);
     set_window(&mut c, wide);
-    assert_settled(&a, &redis, 2, 2);
+    assert_settled(&a, &redis, 2, 3);
     a.stop();
 }
 

@@ -207,19 +207,36 @@ pub fn run(
         //    after the back-off, in capture order.
         let mut unclaimed = None;
         let may_send = failure.is_none() && !(stopping && last_round_sent) && !db_held;
-        if let Some(next) = next.filter(|p| !p.is_empty() && may_send) {
+        if let Some(mut next) = next.filter(|p| !p.is_empty() && may_send) {
             last_round_sent = stopping;
             let claims = next.claims(gate.gateway());
-            match facility.as_mut() {
-                _ if claims.is_empty() => unclaimed = Some((next, Ok(Vec::new()))),
-                Some(f) => match f.send_claims(&claims) {
-                    Ok(sent) => in_flight = Some((next, sent)),
-                    Err(e) => {
-                        failure = Some(e.to_string());
-                        unclaimed = Some((next, Err(e.to_string())));
-                    }
-                },
-                None => unclaimed = Some((next, Err(offline_reason.clone()))),
+            // A round of local verdicts alone sends no claim that would
+            // tell of a facility-wide change of window: before this
+            // gateway's window decides echoes, ask (one HMGET).
+            let checked = match facility.as_mut() {
+                Some(f) if claims.is_empty() && next.has_local_echoes() => f.check_settings(),
+                _ => Ok(()),
+            };
+            if let Err(e) = checked {
+                let reason = noted(e, &mut settings_refused);
+                if settings_refused {
+                    next.withdraw_local_echoes();
+                }
+                failure = Some(reason.clone());
+                unclaimed = Some((next, Err(reason)));
+            } else if claims.is_empty() {
+                unclaimed = Some((next, Ok(Vec::new())));
+            } else {
+                match facility.as_mut() {
+                    Some(f) => match f.send_claims(&claims) {
+                        Ok(sent) => in_flight = Some((next, sent)),
+                        Err(e) => {
+                            failure = Some(e.to_string());
+                            unclaimed = Some((next, Err(e.to_string())));
+                        }
+                    },
+                    None => unclaimed = Some((next, Err(offline_reason.clone()))),
+                }
             }
         }
         // 3. Write the verdicts.

@@ -364,7 +364,7 @@ impl Facility {
 
     /// Refuse a server whose facility settings differ from this gateway's
     /// (read only: the first claim sets them if none are set).
-    fn check_settings(&mut self) -> Result<(), FacilityError> {
+    pub fn check_settings(&mut self) -> Result<(), FacilityError> {
         let key = self.settings_key();
         let agreed: (Option<String>, Option<String>) = redis::cmd("HMGET")
             .arg(&key)

@@ -84,6 +84,13 @@ impl Picked {
         self.waiting_for_clock
     }
 
+    /// Whether this gateway suppressed an echo by its own window this round.
+    pub fn has_local_echoes(&self) -> bool {
+        self.verdicts
+            .iter()
+            .any(|v| matches!(v, Some(Verdict::Suppressed { .. })))
+    }
+
     /// Undo the echoes this gateway suppressed by its own window (see
     /// [`Gate::set_local_echoes`]): they are claimed, or become unresolved
     /// with the round's failure, like the scans it could not decide alone.
