@@ -260,21 +260,57 @@ pub fn verify(store: &Store) -> Result<Verification, StoreError> {
     })
 }
 
-/// Every audit record about one content key, in chain order: every scan
-/// this gateway read with that key — committed, suppressed (whether its
-/// twin is this gateway's commit or, with a facility store, another
-/// gateway's), or waiting. The outbox has no index on the content key (it
-/// would cost every admit a random page write), so this reads the whole
-/// `scans` table: 0.3 s for a million scans here with a warm cache, more
-/// from a cold SD card; for an investigation, never on the scan path.
-pub fn records_for_key(store: &Store, content_key: &str) -> Result<Vec<AuditRecord>, StoreError> {
-    records_where(
+/// What this gateway recorded about one content key ([`trail_for_key`]).
+pub struct KeyTrail {
+    /// Every audit record of every scan with that key, in chain order.
+    pub records: Vec<AuditRecord>,
+    /// Scans with that key in the outbox (transmissions this gateway read),
+    /// counted from the outbox rows, not from the records.
+    pub transmissions: usize,
+    /// Twins named by its echoes that are scans of this gateway (so their
+    /// commit should be among `records`).
+    pub local_twins: std::collections::HashSet<String>,
+}
+
+/// Every audit record about one content key: every scan this gateway read
+/// with that key — committed, suppressed (whether its twin is this
+/// gateway's commit or, with a facility store, another gateway's), or
+/// waiting. The outbox has no index on the content key (it would cost
+/// every admit a random page write), so this reads the whole `scans`
+/// table: 0.3 s for a million scans here with a warm cache, more from a
+/// cold SD card; for an investigation, never on the scan path.
+pub fn trail_for_key(store: &Store, content_key: &str) -> Result<KeyTrail, StoreError> {
+    let err = |e| store.err_at(e);
+    let records = records_where(
         store,
         "SELECT seq, record FROM audit WHERE scan_uuid IN (
              SELECT scan_uuid FROM scans WHERE content_key = ?1)
          ORDER BY seq",
         params![content_key],
-    )
+    )?;
+    let transmissions: i64 = store
+        .conn
+        .query_row(
+            "SELECT count(*) FROM scans WHERE content_key = ?1",
+            [content_key],
+            |r| r.get(0),
+        )
+        .map_err(err)?;
+    let mut local_twins = std::collections::HashSet::new();
+    let mut q = store
+        .conn
+        .prepare("SELECT EXISTS (SELECT 1 FROM scans WHERE scan_uuid = ?1)")
+        .map_err(err)?;
+    for twin in records.iter().filter_map(|r| r.twin_uuid.as_deref()) {
+        if !local_twins.contains(twin) && q.query_row([twin], |r| r.get(0)).map_err(err)? {
+            local_twins.insert(twin.to_string());
+        }
+    }
+    Ok(KeyTrail {
+        records,
+        transmissions: transmissions as usize,
+        local_twins,
+    })
 }
 
 /// The audit records of one scan (normally exactly one).
@@ -329,9 +365,12 @@ pub fn key_of(store: &Store, id: &str) -> Result<Option<String>, StoreError> {
 }
 
 /// Human-readable trace of one content key: each committed scan and the
-/// echoes suppressed against it, then anything else recorded.
-pub fn render_trace(content_key: &str, records: &[AuditRecord]) -> String {
+/// echoes suppressed against it, then the scans still waiting. The second
+/// value is false if the trail is incomplete: an echo names one of this
+/// gateway's scans whose commit has no readable record.
+pub fn render_trace(content_key: &str, trail: &KeyTrail) -> (String, bool) {
     use std::fmt::Write;
+    let records = &trail.records;
     let note = |r: &AuditRecord| {
         r.reason
             .as_deref()
@@ -345,27 +384,23 @@ pub fn render_trace(content_key: &str, records: &[AuditRecord]) -> String {
         .collect();
     let here: std::collections::HashSet<&str> =
         committed.iter().map(|c| c.scan_uuid.as_str()).collect();
-    // With a facility store, an echo may name another gateway's commit.
-    let mut elsewhere: Vec<&str> = Vec::new();
+    // Twins named by echoes but not committed in this trail: another
+    // gateway's commit (facility store), or this gateway's whose record
+    // is missing.
+    let mut named: Vec<&str> = Vec::new();
     for r in records.iter().filter(|r| r.decision == "suppressed") {
         if let Some(twin) = r.twin_uuid.as_deref()
             && !here.contains(twin)
-            && !elsewhere.contains(&twin)
+            && !named.contains(&twin)
         {
-            elsewhere.push(twin);
+            named.push(twin);
         }
     }
-    // A scan replayed after an outage has two records (unresolved, then
-    // its decision) but was one transmission.
-    let transmissions = records
-        .iter()
-        .map(|r| r.scan_uuid.as_str())
-        .collect::<std::collections::HashSet<_>>()
-        .len();
-    let entries = committed.len() + elsewhere.len();
+    let entries = committed.len() + named.len();
     let _ = writeln!(
         out,
-        "{transmissions} transmission(s), {entries} ledger entr{} ({} audit record{})",
+        "{} transmission(s), {entries} ledger entr{} ({} audit record{})",
+        trail.transmissions,
         if entries == 1 { "y" } else { "ies" },
         records.len(),
         if records.len() == 1 { "" } else { "s" }
@@ -397,18 +432,47 @@ pub fn render_trace(content_key: &str, records: &[AuditRecord]) -> String {
         );
         echoes_of(&mut out, &c.scan_uuid);
     }
-    for twin in elsewhere {
-        let _ = writeln!(
-            out,
-            "  committed by another gateway of the facility  {twin}  (its ledger entry is in the facility stream)"
-        );
+    let mut complete = true;
+    for twin in named {
+        if trail.local_twins.contains(twin) {
+            complete = false;
+            let _ = writeln!(
+                out,
+                "  committed  {twin}  — a scan of this gateway whose commit has NO readable audit record: run `scangate audit verify`"
+            );
+        } else {
+            let _ = writeln!(
+                out,
+                "  committed by another gateway of the facility  {twin}  (its ledger entry is in the facility stream)"
+            );
+        }
         echoes_of(&mut out, twin);
     }
-    for r in records
+    // Scans still waiting: their records are all `unresolved` (a scan
+    // decided after an outage also has one, shown by the count above).
+    let decided: std::collections::HashSet<&str> = records
         .iter()
-        .filter(|r| r.decision != "committed" && r.decision != "suppressed")
-    {
-        let _ = writeln!(out, "  {}  {}  audit #{}", r.decision, r.scan_uuid, r.seq);
+        .filter(|r| r.decision != "unresolved")
+        .map(|r| r.scan_uuid.as_str())
+        .collect();
+    let mut waiting: Vec<&AuditRecord> = Vec::new();
+    for r in records {
+        if !decided.contains(r.scan_uuid.as_str())
+            && !waiting.iter().any(|w| w.scan_uuid == r.scan_uuid)
+        {
+            waiting.push(r);
+        }
     }
-    out
+    for r in waiting {
+        let _ = writeln!(
+            out,
+            "  {}  {}  captured {}  audit #{}{}",
+            r.decision,
+            r.scan_uuid,
+            r.captured_at,
+            r.seq,
+            note(r)
+        );
+    }
+    (out, complete)
 }

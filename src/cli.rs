@@ -366,9 +366,14 @@ fn dispatch(cmd: Command) -> Result<u8, Failure> {
                 }
                 return Ok(EXIT_OK);
             };
-            let records = audit::records_for_key(&store, &key)?;
-            print!("{}", audit::render_trace(&key, &records));
-            Ok(EXIT_OK)
+            let trail = audit::trail_for_key(&store, &key)?;
+            if trail.records.is_empty() {
+                println!("no decision about {id} in the audit trail");
+                return Ok(EXIT_CHECK_FAILED);
+            }
+            let (text, complete) = audit::render_trace(&key, &trail);
+            print!("{text}");
+            Ok(if complete { EXIT_OK } else { EXIT_CHECK_FAILED })
         }
         Command::Outbox {
             command: OutboxCommand::Status { config, json },
@@ -410,9 +415,12 @@ fn dispatch(cmd: Command) -> Result<u8, Failure> {
             let handed = store.reopen_unresolved()?;
             let mut gate =
                 crate::gate::Gate::new(crate::gate::GateConfig::from_config(&cfg), &store)?;
-            gate.set_audit_note(Some(
-                "decided by this gateway's own store (scangate outbox decide-locally): its facility store was removed from the configuration".into(),
-            ));
+            // Only a gateway that had a facility store has scans it left.
+            if handed > 0 {
+                gate.set_audit_note(Some(
+                    "decided by this gateway's own store (scangate outbox decide-locally): its facility store was removed from the configuration".into(),
+                ));
+            }
             let decided = gate.decide_pending(&mut store)?;
             let count = |state: &str| {
                 decided

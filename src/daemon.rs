@@ -64,6 +64,12 @@ pub enum DaemonError {
     /// The outbox writer thread died.
     #[error("the outbox writer thread panicked; state is safe in {0}, restart the service")]
     WriterPanicked(PathBuf),
+    /// A scanner's task ended while the daemon ran (a bug: it should
+    /// reconnect by itself until shutdown).
+    #[error(
+        "a scanner task ended unexpectedly ({0}); scangate stopped so that it is restarted with every scanner. Scans already read are safe in the outbox"
+    )]
+    SourceEnded(String),
     /// The integrity check that runs after start found the database
     /// corrupt; the daemon stopped.
     #[error(
@@ -200,19 +206,30 @@ pub async fn run(
             }
         }
     }
-    // Held until shutdown: with no scanner configured (or every source
-    // ended) the writer still waits, the claimer still replays a backlog,
-    // and the daemon stops only when asked.
+    // Held until shutdown: with no scanner configured the writer still
+    // waits, the claimer still replays a backlog, and the daemon stops only
+    // when asked.
     let idle_sender = tx;
 
-    let mut found_corrupt = None;
+    let mut failed = None;
     tokio::select! {
         _ = shutdown => tracing::info!("stopping: closing scanners, draining the outbox"),
         _ = writer_gone => tracing::error!("the outbox writer stopped unexpectedly; closing scanners"),
         // A passed check drops the sender: that branch is then disabled.
         Ok((path, detail)) = &mut corrupt => {
             tracing::error!(db = %path.display(), "the database failed its integrity check: {detail}; stopping");
-            found_corrupt = Some(DaemonError::CorruptWhileRunning { path, detail });
+            failed = Some(DaemonError::CorruptWhileRunning { path, detail });
+        }
+        // A scanner's task runs until shutdown (it reconnects by itself);
+        // one that ends is a bug: stop, so the service manager restarts
+        // the gateway with every scanner, rather than run without it.
+        Some(ended) = sources.join_next(), if !sources.is_empty() => {
+            let detail = match ended {
+                Ok(()) => "it returned".to_string(),
+                Err(e) => e.to_string(),
+            };
+            tracing::error!("a scanner task ended unexpectedly ({detail}); stopping");
+            failed = Some(DaemonError::SourceEnded(detail));
         }
     }
     let _ = stop_tx.send(true);
@@ -235,7 +252,7 @@ pub async fn run(
             .and_then(Result::ok)
             .ok_or_else(|| DaemonError::WriterPanicked(state_dir.clone()))?;
     }
-    if let Some(e) = found_corrupt {
+    if let Some(e) = failed {
         return Err(e);
     }
     if undurable > 0 {

@@ -380,10 +380,9 @@ pub async fn run(redis: Option<String>) -> Result<u8, String> {
         .iter()
         .find(|e| e.serial.as_deref() == Some("SN1004"))
     {
-        let records =
-            audit::records_for_key(&store, &storm.content_key).map_err(|e| e.to_string())?;
+        let trail = audit::trail_for_key(&store, &storm.content_key).map_err(|e| e.to_string())?;
         println!("\n`scangate audit trace` of the echo storm:");
-        print!("{}", audit::render_trace(&storm.content_key, &records));
+        print!("{}", audit::render_trace(&storm.content_key, &trail).0);
     }
     let ok = lost == 0 && exactly_once && audit_ok && entries.len() == picks.len();
     println!(

@@ -360,3 +360,49 @@ fn a_missing_chain_head_is_noticed() {
     let out = verify(&copy);
     assert_eq!(out.code, Some(1), "{out}");
 }
+
+#[test]
+fn a_trace_whose_commit_record_was_deleted_says_so_and_fails() {
+    let f = fixture();
+    let copy = copy_of(&f);
+    // SN0000 was committed, then echoed twice (a double-fire, a re-scan).
+    let (commit, echo): (String, String) = Connection::open(&copy.db)
+        .unwrap()
+        .query_row(
+            "SELECT twin_uuid, scan_uuid FROM scans WHERE state = 'suppressed' ORDER BY seq LIMIT 1",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    let trace =
+        |copy: &Copy| -> Outcome { cli_cfg(&copy.config, &["audit", "trace", &echo]).into() };
+    let intact = trace(&copy);
+    assert_eq!(intact.code, Some(0), "{intact}");
+    assert!(
+        intact
+            .stdout
+            .contains("3 transmission(s), 1 ledger entry (3 audit records)")
+            && intact.stdout.contains(&format!("  committed  {commit}")),
+        "{intact}"
+    );
+    tamper(&copy, "DELETE FROM audit WHERE scan_uuid = ?1", [&commit]);
+    let out = trace(&copy);
+    assert_eq!(out.code, Some(1), "{out}");
+    assert!(
+        out.stdout.contains("3 transmission(s), 1 ledger entry (2 audit records)")
+            && out.stdout.contains(&format!(
+                "  committed  {commit}  — a scan of this gateway whose commit has NO readable audit record"
+            ))
+            && !out.stdout.contains("another gateway"),
+        "{out}"
+    );
+}
+
+#[test]
+fn a_trace_of_a_label_never_read_finds_nothing() {
+    let f = fixture();
+    let copy = copy_of(&f);
+    let out: Outcome = cli_cfg(&copy.config, &["audit", "trace", &"ab".repeat(32)]).into();
+    assert_eq!(out.code, Some(1), "{out}");
+    assert!(out.stdout.contains("no decision about"), "{out}");
+}

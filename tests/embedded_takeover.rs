@@ -110,3 +110,33 @@ fn decide_locally_is_refused_while_redis_is_configured() {
     assert!(out.stderr.contains("remove [redis] first"), "{out}");
     assert!(!dir.path().join("state").exists(), "nothing was created");
 }
+
+#[test]
+fn decide_locally_on_a_gateway_that_never_had_a_facility_store_adds_no_note() {
+    let dir = tempdir("takeover-none");
+    let state = dir.path().join("state");
+    {
+        // Admitted, never decided (the daemon stopped in between).
+        let mut store = Store::open(&state).unwrap();
+        store
+            .admit("test-pharmacy", &[read_at(&dscsa("ONLY1"), 0)])
+            .unwrap();
+    }
+    let config = write_config(dir.path(), &state, 3000, &[]);
+    let out: Outcome = cli_cfg(&config, &["outbox", "decide-locally"]).into();
+    assert_eq!(out.code, Some(0), "{out}");
+    assert!(
+        out.stdout.contains(
+            "0 unresolved scans handed to this gateway's own store; decided 1: committed 1"
+        ),
+        "{out}"
+    );
+    let reason: Option<String> = open_db(&state)
+        .query_row(
+            "SELECT json_extract(record, '$.reason') FROM audit",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(reason, None, "nothing was taken over from a facility store");
+}

@@ -190,8 +190,8 @@ fn scans_submitted_out_of_capture_order_are_decided_in_capture_order() {
     let key = scangate::audit::key_of(&r.store, &early.uuid.to_string())
         .unwrap()
         .unwrap();
-    let recs = scangate::audit::records_for_key(&r.store, &key).unwrap();
-    let order: Vec<&str> = recs.iter().map(|a| a.scan_uuid.as_str()).collect();
+    let trail = scangate::audit::trail_for_key(&r.store, &key).unwrap();
+    let order: Vec<&str> = trail.records.iter().map(|a| a.scan_uuid.as_str()).collect();
     assert_eq!(order, [early.uuid.to_string(), late.uuid.to_string()]);
 }
 
