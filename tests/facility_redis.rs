@@ -543,10 +543,59 @@ fn a_full_server_refuses_a_new_claim_before_writing_anything_but_answers_a_decid
     }
     assert!(seen(&server, "scangate:{f1}:seen:k2").is_empty());
     assert_eq!(xlen(&server), 1);
-    // A retried claim that was decided needs no new write.
+    // A retried claim that was decided needs no new write — also with the
+    // settings gone (nothing decided, so nothing to record them for).
     let mut again = gateway(&server);
     assert_eq!(
         again.claim_batch(&[claim("u1", "k1", 0)]).unwrap(),
         [Outcome::Committed]
     );
+    let _: i64 = redis::cmd("DEL")
+        .arg("scangate:{f1}:settings")
+        .query(&mut server.raw())
+        .unwrap();
+    assert_eq!(
+        again.claim_batch(&[claim("u1", "k1", 0)]).unwrap(),
+        [Outcome::Committed]
+    );
+}
+
+#[test]
+fn a_read_only_replica_still_answers_claims_that_were_decided() {
+    let primary = RedisServer::start(&[]);
+    let mut gw = gateway(&primary);
+    assert_eq!(
+        gw.claim_batch(&[claim("u1", "k1", 0)]).unwrap(),
+        [Outcome::Committed]
+    );
+    let replica = RedisServer::start(&["--replicaof", "127.0.0.1", &primary.port.to_string()]);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while redis::cmd("EXISTS")
+        .arg("scangate:{f1}:scan:u1")
+        .query::<i64>(&mut replica.raw())
+        .unwrap()
+        == 0
+    {
+        assert!(Instant::now() < deadline, "the replica did not sync");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut on_replica = Facility::connect(
+        &replica.url(),
+        "f1",
+        WINDOW_MS,
+        Duration::from_secs(72 * 3600),
+        Duration::from_secs(2),
+        Duration::from_secs(2),
+    )
+    .unwrap();
+    // A retry after a lost reply: answered, nothing written.
+    assert_eq!(
+        on_replica.claim_batch(&[claim("u1", "k1", 0)]).unwrap(),
+        [Outcome::Committed]
+    );
+    // A new claim needs a write: refused as read-only.
+    match on_replica.claim_batch(&[claim("u2", "k2", 0)]) {
+        Err(FacilityError::ReadOnly { .. }) => {}
+        other => panic!("expected the replica's refusal, got {other:?}"),
+    }
 }

@@ -31,15 +31,15 @@ local ledger = KEYS[#KEYS]
 -- One window and one retention for the whole facility: a scan must be judged
 -- the same whichever gateway reads it, and a gateway with a shorter retention
 -- would prune capture times another gateway still judges against. The first
--- gateway to claim sets them; they live as long as claims keep coming.
+-- gateway to claim sets them; they live as long as decisions keep being made.
 local agreed = redis.call('HMGET', settings, 'window_ms', 'retention_ms')
-if agreed[1] or agreed[2] then
-  if agreed[1] ~= ARGV[1] or agreed[2] ~= ARGV[2] then
-    return redis.error_reply('SCANGATE_SETTINGS ' .. (agreed[1] or '-') .. ' ' .. (agreed[2] or '-'))
-  end
-else
-  redis.call('HSET', settings, 'window_ms', ARGV[1], 'retention_ms', ARGV[2])
+if (agreed[1] or agreed[2]) and (agreed[1] ~= ARGV[1] or agreed[2] ~= ARGV[2]) then
+  return redis.error_reply('SCANGATE_SETTINGS ' .. (agreed[1] or '-') .. ' ' .. (agreed[2] or '-'))
 end
+-- Whether this call decided anything (wrote): a call that only returns
+-- earlier decisions writes nothing, so it is still answered by a full server
+-- or a read-only replica, as it was before the settings existed.
+local wrote = false
 -- Capture times older than the horizon can no longer be twins of anything
 -- the gateways will still submit. The horizon is measured from the earlier of
 -- a capture and the server's clock, so one gateway with a clock far in the
@@ -99,11 +99,17 @@ while a <= last do
     -- set alone would not do, since another gateway's shorter retention
     -- could prune or expire it first.
     redis.call('SET', scan_key, decision, 'PX', retention)
+    wrote = true
   end
   out[#out + 1] = decision
 end
 -- Last: Redis refuses a script's first write when it is out of memory, and
 -- only that one, so a write that is always allowed (PEXPIRE) must not come
 -- before a claim's, or a full server would take claims past its maxmemory.
-redis.call('PEXPIRE', settings, retention)
+if wrote then
+  if not agreed[1] then
+    redis.call('HSET', settings, 'window_ms', ARGV[1], 'retention_ms', ARGV[2])
+  end
+  redis.call('PEXPIRE', settings, retention)
+end
 return out
