@@ -131,10 +131,10 @@ impl<'t> Chain<'t> {
     /// Record the new head; returns the records to emit once committed.
     pub fn finish(self) -> rusqlite::Result<Vec<Emitted>> {
         if !self.emitted.is_empty() {
-            self.tx.execute(
-                "INSERT INTO meta (key, value) VALUES (?1, ?2)
-                 ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                params![HEAD_KEY, format!("{} {}", self.next_seq - 1, self.prev)],
+            crate::store::put_meta(
+                self.tx,
+                HEAD_KEY,
+                &format!("{} {}", self.next_seq - 1, self.prev),
             )?;
         }
         Ok(self.emitted)

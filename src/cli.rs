@@ -378,8 +378,12 @@ fn dispatch(cmd: Command) -> Result<u8, Failure> {
         Command::Outbox {
             command: OutboxCommand::Status { config, json },
         } => {
-            let store = open_ro(&config)?;
-            let st = store.outbox_status()?;
+            let cfg = load(&config)?;
+            let store = Store::open_read_only(&cfg.state_dir())?;
+            let mut st = store.outbox_status()?;
+            if cfg.redis.is_none() {
+                st.facility = None; // left by an earlier run with [redis]
+            }
             if json {
                 println!("{}", serde_json::to_string(&st).expect("status serialises"));
             } else {
@@ -397,6 +401,16 @@ fn dispatch(cmd: Command) -> Result<u8, Failure> {
                         );
                     }
                     None => println!("no undecided scans"),
+                }
+                if let Some(f) = &st.facility {
+                    let since = crate::capture::clock::rfc3339_ms(f.since_ms);
+                    match &f.reason {
+                        None => println!("facility store: answering since {since}"),
+                        Some(why) => {
+                            let s = (chrono::Utc::now().timestamp_millis() - f.since_ms) / 1000;
+                            println!("facility store: NOT answering since {since} ({s} s): {why}")
+                        }
+                    }
                 }
             }
             Ok(EXIT_OK)

@@ -25,6 +25,25 @@ pub struct OutboxStatus {
     pub rejected: i64,
     /// Capture time (Unix ms) of the oldest pending or unresolved scan.
     pub oldest_open_ms: Option<i64>,
+    /// What the facility claimer last knew of the facility store (`None`
+    /// before its first answer or failure, and without `[redis]`).
+    pub facility: Option<FacilityState>,
+}
+
+/// `meta` key of [`FacilityState`].
+const FACILITY_STATE: &str = "facility_state";
+
+/// Whether the facility store answered the claimer's last claims, since
+/// when, and if not why: for `scangate outbox status`, so a technician sees
+/// the reason without reading the logs.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct FacilityState {
+    /// Claims are answered.
+    pub answering: bool,
+    /// Since when (Unix ms, wall clock).
+    pub since_ms: i64,
+    /// Why not, while not answering.
+    pub reason: Option<String>,
 }
 
 impl OutboxStatus {
@@ -95,6 +114,7 @@ impl Store {
             suppressed: 0,
             rejected: 0,
             oldest_open_ms: None,
+            facility: None,
         };
         let mut q = self
             .conn
@@ -115,7 +135,19 @@ impl Store {
             }
         }
         st.oldest_open_ms = self.oldest_open_ms()?;
+        st.facility = self
+            .meta(FACILITY_STATE)?
+            .and_then(|v| serde_json::from_str(&v).ok());
         Ok(st)
+    }
+
+    /// Record what the facility claimer now knows of the facility store
+    /// (its own small transaction; only on a change).
+    pub fn set_facility_state(&mut self, state: &FacilityState) -> Result<(), StoreError> {
+        let value = serde_json::to_string(state).expect("the state serialises");
+        let w = self.write()?;
+        crate::store::put_meta(&w.tx, FACILITY_STATE, &value).map_err(|e| w.err(e))?;
+        w.commit()
     }
 }
 
@@ -273,11 +305,7 @@ fn clear_chunk(tx: &Transaction<'_>, before_ms: i64) -> rusqlite::Result<(u64, C
         through = seq;
         cleared += 1;
     }
-    tx.execute(
-        "INSERT INTO meta (key, value) VALUES (?1, ?2)
-         ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-        params![RAW_CLEARED_THROUGH, through.to_string()],
-    )?;
+    crate::store::put_meta(tx, RAW_CLEARED_THROUGH, &through.to_string())?;
     Ok((cleared, end))
 }
 

@@ -609,6 +609,16 @@ impl Store {
     }
 }
 
+/// Set a metadata value inside `tx`.
+pub(crate) fn put_meta(tx: &Connection, key: &str, value: &str) -> rusqlite::Result<()> {
+    tx.prepare_cached(
+        "INSERT INTO meta (key, value) VALUES (?1, ?2)
+         ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+    )?
+    .execute([key, value])?;
+    Ok(())
+}
+
 /// `PRAGMA quick_check`: read every page; `Corrupt` if anything is wrong.
 fn check_pages(conn: &Connection, path: &Path) -> Result<(), StoreError> {
     let check: String = conn

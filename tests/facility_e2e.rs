@@ -559,8 +559,22 @@ fn a_full_redis_refuses_claims_scans_wait_and_commit_once_when_it_has_room() {
         d.log_digest()
     );
     assert!(!log.contains("answers again"), "{}", d.log_digest());
+    // `outbox status` says so too, without the logs.
+    let status = |g: &Gateway| -> String {
+        let out: Outcome = cli_cfg(&g.cfg, &["outbox", "status"]).into();
+        assert_eq!(out.code, Some(0), "{out}");
+        out.stdout
+    };
+    let st = status(&g);
+    assert!(
+        st.contains("facility store: NOT answering since") && st.contains("is full"),
+        "{st}"
+    );
     set_maxmemory(&redis, "0");
     assert_settled(&g, &redis, 2, 1);
+    wait_until("status to show the store answering", || {
+        status(&g).contains("facility store: answering since")
+    });
     let out: Outcome = cli_cfg(&g.cfg, &["audit", "verify"]).into();
     assert_eq!(out.code, Some(0), "{out}");
     let d = g.daemon.as_ref().expect("running");

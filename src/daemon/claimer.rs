@@ -13,6 +13,7 @@ use crate::facility::config::RedisConfig;
 use crate::facility::{Facility, FacilityError, Sent};
 use crate::gate::facility::Picked;
 use crate::gate::{Decision, Gate, GateStats};
+use crate::outbox::FacilityState;
 use crate::store::Store;
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
@@ -115,6 +116,34 @@ fn noted(e: FacilityError, refused: &mut bool) -> String {
     e.to_string()
 }
 
+/// Record for `outbox status` whether the facility store answers, if that
+/// (or the reason it does not) changed since `shown`.
+fn publish(
+    store: &mut Store,
+    shown: &mut Option<FacilityState>,
+    answering: bool,
+    reason: Option<&str>,
+    since_ms: i64,
+) {
+    if shown
+        .as_ref()
+        .is_some_and(|s| s.answering == answering && s.reason.as_deref() == reason)
+    {
+        return;
+    }
+    let state = FacilityState {
+        answering,
+        since_ms,
+        reason: reason.map(str::to_string),
+    };
+    match store.set_facility_state(&state) {
+        Ok(()) => *shown = Some(state),
+        Err(e) => {
+            tracing::warn!("recording the facility store's state for `outbox status` failed: {e}")
+        }
+    }
+}
+
 /// The claimer loop; returns the gate's counters when the writer is gone.
 /// `observe` sees every round's recorded decisions (the daemon logs them;
 /// the benchmark times them).
@@ -149,6 +178,9 @@ pub fn run(
     // window is not the facility's rule, so it decides no echo by itself
     // until a connection's check finds the settings agree again.
     let mut settings_refused = false;
+    // What `outbox status` shows of the facility store, as last written.
+    let mut shown: Option<FacilityState> = None;
+    let mut outage_since_ms = 0;
     loop {
         if facility.is_none() && in_flight.is_none() && Instant::now() >= retry_at {
             match link.connect_checked() {
@@ -277,9 +309,17 @@ pub fn run(
                     "facility Redis unavailable: {offline_reason}. Scans are kept in the outbox as unresolved and replayed in capture order when it answers"
                 );
                 outage_since = Some(Instant::now());
+                outage_since_ms = chrono::Utc::now().timestamp_millis();
             } else {
                 log_backlog(&store, &link.shown, &offline_reason, backoff);
             }
+            publish(
+                &mut store,
+                &mut shown,
+                false,
+                Some(&offline_reason),
+                outage_since_ms,
+            );
             retry_at = Instant::now() + backoff;
             backoff = (backoff * 2).min(BACKOFF_MAX);
         } else if recovered {
@@ -291,6 +331,8 @@ pub fn run(
                 );
             }
             backoff = BACKOFF_MIN;
+            let now_ms = chrono::Utc::now().timestamp_millis();
+            publish(&mut store, &mut shown, true, None, now_ms);
         }
 
         if db_failed {
