@@ -270,6 +270,9 @@ pub struct KeyTrail {
     /// Twins named by its echoes that are scans of this gateway (so their
     /// commit should be among `records`).
     pub local_twins: std::collections::HashSet<String>,
+    /// Decided scans (UUID, state) whose decision has no readable record:
+    /// the trail was altered (`audit verify` says where).
+    pub unrecorded: Vec<(String, String)>,
 }
 
 /// Every audit record about one content key: every scan this gateway read
@@ -306,10 +309,35 @@ pub fn trail_for_key(store: &Store, content_key: &str) -> Result<KeyTrail, Store
             local_twins.insert(twin.to_string());
         }
     }
+    let recorded: std::collections::HashSet<(&str, &str)> = records
+        .iter()
+        .map(|r| (r.scan_uuid.as_str(), r.decision.as_str()))
+        .collect();
+    let mut unrecorded = Vec::new();
+    let mut q = store
+        .conn
+        .prepare(
+            "SELECT scan_uuid, state FROM scans
+             WHERE content_key = ?1 AND state IN ('committed', 'suppressed')
+             ORDER BY seq",
+        )
+        .map_err(err)?;
+    let rows = q
+        .query_map([content_key], |r| {
+            Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+        })
+        .map_err(err)?;
+    for row in rows {
+        let (uuid, state) = row.map_err(err)?;
+        if !recorded.contains(&(uuid.as_str(), state.as_str())) {
+            unrecorded.push((uuid, state));
+        }
+    }
     Ok(KeyTrail {
         records,
         transmissions: transmissions as usize,
         local_twins,
+        unrecorded,
     })
 }
 
@@ -396,7 +424,13 @@ pub fn render_trace(content_key: &str, trail: &KeyTrail) -> (String, bool) {
             named.push(twin);
         }
     }
-    let entries = committed.len() + named.len();
+    let entries = committed.len()
+        + named.len()
+        + trail
+            .unrecorded
+            .iter()
+            .filter(|(uuid, state)| state == "committed" && !named.contains(&uuid.as_str()))
+            .count();
     let _ = writeln!(
         out,
         "{} transmission(s), {entries} ledger entr{} ({} audit record{})",
@@ -432,7 +466,16 @@ pub fn render_trace(content_key: &str, trail: &KeyTrail) -> (String, bool) {
         );
         echoes_of(&mut out, &c.scan_uuid);
     }
-    let mut complete = true;
+    let mut complete = trail.unrecorded.is_empty();
+    for (uuid, state) in &trail.unrecorded {
+        if state == "committed" && named.contains(&uuid.as_str()) {
+            continue; // said below, with the echoes that name it
+        }
+        let _ = writeln!(
+            out,
+            "  {state}  {uuid}  — this decision has NO readable audit record: run `scangate audit verify`"
+        );
+    }
     for twin in named {
         if trail.local_twins.contains(twin) {
             complete = false;

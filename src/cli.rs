@@ -367,7 +367,7 @@ fn dispatch(cmd: Command) -> Result<u8, Failure> {
                 return Ok(EXIT_OK);
             };
             let trail = audit::trail_for_key(&store, &key)?;
-            if trail.records.is_empty() {
+            if trail.records.is_empty() && trail.unrecorded.is_empty() {
                 println!("no decision about {id} in the audit trail");
                 return Ok(EXIT_CHECK_FAILED);
             }
@@ -405,11 +405,12 @@ fn dispatch(cmd: Command) -> Result<u8, Failure> {
                 if let Some(f) = &st.facility {
                     let since = crate::capture::clock::rfc3339_ms(f.since_ms);
                     match &f.reason {
-                        None => println!("facility store: answering since {since}"),
-                        Some(why) => {
-                            let s = (chrono::Utc::now().timestamp_millis() - f.since_ms) / 1000;
-                            println!("facility store: NOT answering since {since} ({s} s): {why}")
-                        }
+                        None => println!(
+                            "facility store, as the claimer last saw it: answering since {since}"
+                        ),
+                        Some(why) => println!(
+                            "facility store, as the claimer last saw it: NOT answering since {since}: {why}"
+                        ),
                     }
                 }
             }

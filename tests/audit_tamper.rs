@@ -406,3 +406,59 @@ fn a_trace_of_a_label_never_read_finds_nothing() {
     assert_eq!(out.code, Some(1), "{out}");
     assert!(out.stdout.contains("no decision about"), "{out}");
 }
+
+#[test]
+fn a_trace_missing_any_decisions_record_names_it_and_fails() {
+    let f = fixture();
+    // The UPC label was dispensed twice, 5 s apart: two commits, no echo.
+    let commits: Vec<String> = {
+        let c = Connection::open(&f.db).unwrap();
+        let mut q = c
+            .prepare(
+                "SELECT scan_uuid FROM scans WHERE state = 'committed' AND content_key =
+                   (SELECT content_key FROM scans WHERE raw = ?1 LIMIT 1) ORDER BY seq",
+            )
+            .unwrap();
+        q.query_map([UPC_NDC.as_bytes()], |r| r.get(0))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect()
+    };
+    assert_eq!(commits.len(), 2);
+    let copy = copy_of(&f);
+    tamper(
+        &copy,
+        "DELETE FROM audit WHERE scan_uuid = ?1",
+        [&commits[1]],
+    );
+    let out: Outcome = cli_cfg(&copy.config, &["audit", "trace", &commits[0]]).into();
+    assert_eq!(out.code, Some(1), "{out}");
+    assert!(
+        out.stdout
+            .contains("2 transmission(s), 2 ledger entries (1 audit record)")
+            && out.stdout.contains(&format!(
+                "  committed  {}  — this decision has NO readable audit record",
+                commits[1]
+            )),
+        "{out}"
+    );
+    // An echo's record, likewise.
+    let copy = copy_of(&f);
+    let echo: String = Connection::open(&copy.db)
+        .unwrap()
+        .query_row(
+            "SELECT scan_uuid FROM scans WHERE state = 'suppressed' ORDER BY seq LIMIT 1",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    tamper(&copy, "DELETE FROM audit WHERE scan_uuid = ?1", [&echo]);
+    let out: Outcome = cli_cfg(&copy.config, &["audit", "trace", &echo]).into();
+    assert_eq!(out.code, Some(1), "{out}");
+    assert!(
+        out.stdout.contains(&format!(
+            "  suppressed  {echo}  — this decision has NO readable audit record"
+        )),
+        "{out}"
+    );
+}

@@ -567,13 +567,14 @@ fn a_full_redis_refuses_claims_scans_wait_and_commit_once_when_it_has_room() {
     };
     let st = status(&g);
     assert!(
-        st.contains("facility store: NOT answering since") && st.contains("is full"),
+        st.contains("facility store, as the claimer last saw it: NOT answering since")
+            && st.contains("is full"),
         "{st}"
     );
     set_maxmemory(&redis, "0");
     assert_settled(&g, &redis, 2, 1);
     wait_until("status to show the store answering", || {
-        status(&g).contains("facility store: answering since")
+        status(&g).contains("facility store, as the claimer last saw it: answering since")
     });
     let out: Outcome = cli_cfg(&g.cfg, &["audit", "verify"]).into();
     assert_eq!(out.code, Some(0), "{out}");
