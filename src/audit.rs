@@ -347,7 +347,8 @@ fn records_where(
     args: &[&dyn rusqlite::ToSql],
 ) -> Result<Vec<AuditRecord>, StoreError> {
     let err = |e| store.err_at(e);
-    let mut q = store.conn.prepare(sql).map_err(err)?;
+    // Cached: a trace runs it once per scan of the label.
+    let mut q = store.conn.prepare_cached(sql).map_err(err)?;
     let rows = q
         .query_map(args, |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)))
         .map_err(err)?;

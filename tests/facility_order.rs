@@ -30,6 +30,21 @@ fn read(profile: &Profile, serial: &str, at_ms: i64) -> Scan {
     )
 }
 
+/// A redis-server of the test's own and a gate of facility `f1` on a fresh
+/// database (the temporary directory holds both).
+fn rig() -> (
+    tempfile::TempDir,
+    RedisServer,
+    Store,
+    scangate::gate::Gate,
+    scangate::facility::Facility,
+) {
+    let root = tempdir("scangate-order-");
+    let redis = RedisServer::start(&root.path().join("redis"), &[]);
+    let (store, gate, facility) = facility_gate(&root.path().join("state"), "f1", &redis.url());
+    (root, redis, store, gate, facility)
+}
+
 /// Counter scanner `c1`: dispense, quantity 1.
 fn counter() -> Profile {
     Profile {
@@ -41,10 +56,7 @@ fn counter() -> Profile {
 
 #[test]
 fn new_scans_overtake_the_backlog_only_where_order_cannot_matter() {
-    let root = tempdir("scangate-order-");
-    let redis = RedisServer::start(&root.path().join("redis"), &[]);
-    let (mut store, mut gate, mut facility) =
-        facility_gate(&root.path().join("state"), "f1", &redis.url());
+    let (_root, redis, mut store, mut gate, mut facility) = rig();
     let profile = counter();
     let now = CaptureTime::now();
 
@@ -117,10 +129,7 @@ fn new_scans_overtake_the_backlog_only_where_order_cannot_matter() {
 
 #[test]
 fn a_round_refused_for_its_settings_keeps_its_local_echoes_open_too() {
-    let root = tempdir("scangate-order-");
-    let redis = RedisServer::start(&root.path().join("redis"), &[]);
-    let (mut store, mut gate, mut facility) =
-        facility_gate(&root.path().join("state"), "f1", &redis.url());
+    let (_root, _redis, mut store, mut gate, mut facility) = rig();
     let profile = counter();
     let now = CaptureTime::now();
     let first = read(&profile, "SN-1", 0);

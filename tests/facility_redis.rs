@@ -80,17 +80,27 @@ fn gateway(server: &RedisServer) -> Facility {
 
 /// A checked gateway of facility `f1` with its own window and retention.
 fn gateway_with(server: &RedisServer, window_ms: i64, retention: Duration) -> Facility {
-    let mut f = Facility::connect(
+    let mut f = connect(server, "f1", window_ms, retention);
+    f.check_server().unwrap();
+    f
+}
+
+/// A connection to `server` as a gateway of `facility`, not yet checked.
+fn connect(server: &RedisServer, facility: &str, window_ms: i64, retention: Duration) -> Facility {
+    Facility::connect(
         &server.url(),
-        "f1",
+        facility,
         window_ms,
         retention,
         Duration::from_secs(2),
         Duration::from_secs(2),
     )
-    .unwrap();
-    f.check_server().unwrap();
-    f
+    .unwrap()
+}
+
+/// Delete `key` on `server`; how many keys went.
+fn del(server: &RedisServer, key: &str) -> i64 {
+    redis::cmd("DEL").arg(key).query(&mut server.raw()).unwrap()
 }
 
 fn claim(uuid: &str, key: &str, at_ms: i64) -> Claim {
@@ -217,15 +227,7 @@ fn a_server_that_lost_its_script_cache_is_reloaded() {
 #[test]
 fn an_evicting_server_is_refused_with_the_reason_and_the_fix() {
     let server = RedisServer::start(&["--maxmemory-policy", "allkeys-lru"]);
-    let mut f = Facility::connect(
-        &server.url(),
-        "f1",
-        WINDOW_MS,
-        Duration::from_secs(3600),
-        Duration::from_secs(2),
-        Duration::from_secs(2),
-    )
-    .unwrap();
+    let mut f = connect(&server, "f1", WINDOW_MS, Duration::from_secs(3600));
     match f.check_server() {
         Err(e @ FacilityError::Misconfigured { .. }) => {
             let msg = e.to_string();
@@ -383,15 +385,12 @@ fn a_gateway_with_another_window_or_retention_is_refused_and_claims_nothing() {
     for (window_ms, retention_h, theirs) in
         [(500, 72, "window_ms = 500"), (3000, 24, "retention 24 h")]
     {
-        let mut other = Facility::connect(
-            &server.url(),
+        let mut other = connect(
+            &server,
             "f1",
             window_ms,
             Duration::from_secs(retention_h * 3600),
-            Duration::from_secs(2),
-            Duration::from_secs(2),
-        )
-        .unwrap();
+        );
         refused(other.check_server().unwrap_err(), theirs);
         // A gateway that skipped the check (or started before the settings
         // were set) is refused by the claim itself, and nothing is recorded.
@@ -403,15 +402,7 @@ fn a_gateway_with_another_window_or_retention_is_refused_and_claims_nothing() {
         assert_eq!(xlen(&server), 1);
     }
     // Another facility on the same server has its own settings.
-    let mut elsewhere = Facility::connect(
-        &server.url(),
-        "f2",
-        500,
-        Duration::from_secs(3600),
-        Duration::from_secs(2),
-        Duration::from_secs(2),
-    )
-    .unwrap();
+    let mut elsewhere = connect(&server, "f2", 500, Duration::from_secs(3600));
     elsewhere.check_server().unwrap();
     assert_eq!(
         elsewhere.claim_batch(&[claim("e1", "k", 0)]).unwrap(),
@@ -419,10 +410,7 @@ fn a_gateway_with_another_window_or_retention_is_refused_and_claims_nothing() {
     );
     // The facility-wide change the message describes: the settings key is
     // deleted, and the first gateway to claim sets the new ones.
-    let _: i64 = redis::cmd("DEL")
-        .arg("scangate:{f1}:settings")
-        .query(&mut server.raw())
-        .unwrap();
+    del(&server, "scangate:{f1}:settings");
     let mut changed = gateway_with(&server, 500, Duration::from_secs(72 * 3600));
     assert_eq!(
         changed.claim_batch(&[claim("n2", "k", 60_000)]).unwrap(),
@@ -496,22 +484,16 @@ fn a_replayed_commit_is_recognised_even_after_its_label_was_pruned() {
 fn a_retried_commit_is_known_by_its_key_or_else_by_its_seen_member() {
     let server = RedisServer::start(&[]);
     let mut gw = gateway(&server);
-    let del = |key: &str| {
-        redis::cmd("DEL")
-            .arg(key)
-            .query::<i64>(&mut server.raw())
-            .unwrap()
-    };
     let first = gw
         .claim_batch(&[claim("u1", "k", 0), claim("u2", "k2", 0)])
         .unwrap();
     assert_eq!(first, [Outcome::Committed, Outcome::Committed]);
     // u1's seen set expired first (a gateway with a shorter retention
     // committed the label last): its decision key answers.
-    assert_eq!(del("scangate:{f1}:seen:k"), 1);
+    assert_eq!(del(&server, "scangate:{f1}:seen:k"), 1);
     // u2's decision key expired first: its member of the seen set answers,
     // not the window check (which would name u2 itself as its twin).
-    assert_eq!(del("scangate:{f1}:scan:u2"), 1);
+    assert_eq!(del(&server, "scangate:{f1}:scan:u2"), 1);
     assert_eq!(
         gw.claim_batch(&[claim("u1", "k", 0), claim("u2", "k2", 0)])
             .unwrap(),
@@ -550,10 +532,7 @@ fn a_full_server_refuses_a_new_claim_before_writing_anything_but_answers_a_decid
         again.claim_batch(&[claim("u1", "k1", 0)]).unwrap(),
         [Outcome::Committed]
     );
-    let _: i64 = redis::cmd("DEL")
-        .arg("scangate:{f1}:settings")
-        .query(&mut server.raw())
-        .unwrap();
+    del(&server, "scangate:{f1}:settings");
     assert_eq!(
         again.claim_batch(&[claim("u1", "k1", 0)]).unwrap(),
         [Outcome::Committed]
@@ -579,15 +558,7 @@ fn a_read_only_replica_still_answers_claims_that_were_decided() {
         assert!(Instant::now() < deadline, "the replica did not sync");
         std::thread::sleep(Duration::from_millis(20));
     }
-    let mut on_replica = Facility::connect(
-        &replica.url(),
-        "f1",
-        WINDOW_MS,
-        Duration::from_secs(72 * 3600),
-        Duration::from_secs(2),
-        Duration::from_secs(2),
-    )
-    .unwrap();
+    let mut on_replica = connect(&replica, "f1", WINDOW_MS, Duration::from_secs(72 * 3600));
     // A retry after a lost reply: answered, nothing written.
     assert_eq!(
         on_replica.claim_batch(&[claim("u1", "k1", 0)]).unwrap(),
