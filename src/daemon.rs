@@ -14,8 +14,9 @@
 //! drains what is in flight, decides it, and returns.
 //!
 //! With `[redis]` the writer only admits (commit, ACK) and kicks the
-//! [`claimer`] thread, which owns a second connection and the blocking redis
-//! client and decides in pipelined claim rounds; the two connections take
+//! [`claimer`]: two threads (its live lane for new scans, its replay lane
+//! for an outage's backlog), each with its own connection and blocking
+//! redis client, deciding in pipelined claim rounds; the connections take
 //! turns at writing (`Store::write`).
 //!
 //! The [`sweeper`] thread first reads every page of the database (damage
@@ -118,7 +119,7 @@ pub async fn run(
         "scangate starting"
     );
     // With [redis], a claimer thread decides; the writer only admits.
-    let (decider, claimer) = match &cfg.redis {
+    let (decider, claimers) = match &cfg.redis {
         None => (Decider::Here(Box::new(gate)), None),
         Some(redis) => {
             let link = claimer::Link::new(&cfg, redis).map_err(DaemonError::Credentials)?;
@@ -135,23 +136,16 @@ pub async fn run(
             {
                 return Err(DaemonError::Facility(e));
             }
-            let (kick, kicked) = std::sync::mpsc::channel::<()>();
-            let companion = store.companion()?;
-            let thread = std::thread::Builder::new()
-                .name("facility-claimer".into())
-                .spawn(move || {
-                    claimer::run(companion, gate, link, first.ok(), kicked, |decisions| {
-                        for d in decisions {
-                            tracing::debug!(scan = %d.scan_uuid, decision = d.verdict.state(), "decided");
-                        }
-                    })
-                })
-                .expect("spawning a thread");
+            let (kick, claimers) = claimer::spawn(&store, gate, link, first.ok(), |decisions| {
+                for d in decisions {
+                    tracing::debug!(scan = %d.scan_uuid, decision = d.verdict.state(), "decided");
+                }
+            })?;
             let decider = Decider::Claimer {
                 facility: cfg.gateway.facility.clone(),
                 kick,
             };
-            (decider, Some(thread))
+            (decider, Some(claimers))
         }
     };
     if cfg.scanners.is_empty() {
@@ -165,7 +159,7 @@ pub async fn run(
     let (stop_sweeping, sweep_stop) = std::sync::mpsc::channel::<()>();
     let (corrupt_tx, mut corrupt) = tokio::sync::oneshot::channel::<(PathBuf, String)>();
     let sweeper = {
-        let companion = store.companion()?;
+        let companion = store.companion()?.yielding();
         let keep = Duration::from_secs(cfg.outbox.keep_raw_hours * 3600);
         std::thread::Builder::new()
             .name("raw-sweeper".into())
@@ -244,12 +238,12 @@ pub async fn run(
         .ok()
         .and_then(Result::ok)
         .ok_or_else(|| DaemonError::WriterPanicked(state_dir.clone()))?;
-    // The writer dropped its kick sender: the claimer makes a last round.
-    if let Some(claimer) = claimer {
-        stats = tokio::task::spawn_blocking(move || claimer.join())
+    // The writer dropped its kicker: each claimer lane makes a last round.
+    if let Some(claimers) = claimers {
+        stats = tokio::task::spawn_blocking(move || claimers.join())
             .await
             .ok()
-            .and_then(Result::ok)
+            .flatten()
             .ok_or_else(|| DaemonError::WriterPanicked(state_dir.clone()))?;
     }
     if let Some(e) = failed {
@@ -280,13 +274,13 @@ const RETRY_PENDING: Duration = Duration::from_secs(1);
 enum Decider {
     /// Embedded store: decided in the admitting transaction.
     Here(Box<Gate>),
-    /// Facility store: the claimer thread decides; the writer admits, ACKs
-    /// and kicks it.
+    /// Facility store: the claimer's threads decide; the writer admits,
+    /// ACKs and kicks them.
     Claimer {
         /// Facility id (for content keys).
         facility: String,
-        /// Wakes the claimer.
-        kick: std::sync::mpsc::Sender<()>,
+        /// Wakes the claimer's live lane; dropped, stops both lanes.
+        kick: claimer::Kicker,
     },
 }
 
@@ -306,7 +300,7 @@ fn outbox_writer(
     let mut undecided = match &mut decider {
         Decider::Here(gate) => decide_leftovers(&mut store, gate),
         Decider::Claimer { kick, .. } => {
-            let _ = kick.send(());
+            kick.kick();
             false
         }
     };
@@ -361,7 +355,7 @@ fn outbox_writer(
         match &mut decider {
             Decider::Here(_) => undecided = store.has_pending().unwrap_or(true),
             Decider::Claimer { kick, .. } => {
-                if kick.send(()).is_err() {
+                if !kick.kick() {
                     // Nobody would ever decide these scans: stop, so the
                     // service restarts (they stay durable in the outbox).
                     tracing::error!("the facility claimer thread is gone; stopping");

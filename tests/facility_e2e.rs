@@ -459,24 +459,42 @@ struct Proxy {
 }
 
 impl Proxy {
+    /// Swallows every reply while `drop_replies` is set.
     fn start(upstream: u16) -> Proxy {
+        Proxy::swallowing(upstream, false)
+    }
+
+    /// With `claims_only`: swallows, while `drop_replies` is set, only the
+    /// replies on connections that have sent a claim (`EVALSHA`), except
+    /// the first connection — the daemon's start-up check, which its live
+    /// lane keeps. A later connection (the replay lane's) still connects
+    /// and checks the server, then never hears back about its claims.
+    fn swallowing(upstream: u16, claims_only: bool) -> Proxy {
         use std::io::{Read, Write};
-        use std::sync::atomic::Ordering;
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicBool, Ordering};
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
-        let drop_replies = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let drop_replies = Arc::new(AtomicBool::new(false));
         let flag = drop_replies.clone();
         std::thread::spawn(move || {
-            for client in listener.incoming() {
+            for (index, client) in listener.incoming().enumerate() {
                 let Ok(client) = client else { return };
                 let Ok(server) = std::net::TcpStream::connect(("127.0.0.1", upstream)) else {
                     continue;
                 };
+                let spared = claims_only && index == 0;
+                // Whether this connection's replies may be swallowed.
+                let exposed = Arc::new(AtomicBool::new(!claims_only));
                 let (mut c_in, mut s_out) =
                     (client.try_clone().unwrap(), server.try_clone().unwrap());
+                let claimed = exposed.clone();
                 std::thread::spawn(move || {
                     let mut buf = [0u8; 8192];
                     while let Ok(n) = c_in.read(&mut buf) {
+                        if !spared && buf[..n].windows(7).any(|w| w == b"EVALSHA") {
+                            claimed.store(true, Ordering::SeqCst);
+                        }
                         if n == 0 || s_out.write_all(&buf[..n]).is_err() {
                             break;
                         }
@@ -491,7 +509,8 @@ impl Proxy {
                         if n == 0 {
                             break;
                         }
-                        if !flag.load(Ordering::SeqCst) && c_out.write_all(&buf[..n]).is_err() {
+                        let swallow = flag.load(Ordering::SeqCst) && exposed.load(Ordering::SeqCst);
+                        if !swallow && c_out.write_all(&buf[..n]).is_err() {
                             break;
                         }
                     }
@@ -501,6 +520,14 @@ impl Proxy {
         });
         Proxy { port, drop_replies }
     }
+
+    /// `g`'s config with its Redis URL pointing at this proxy.
+    fn route(&self, g: &Gateway, redis: &RedisServer) {
+        let text = std::fs::read_to_string(&g.cfg)
+            .unwrap()
+            .replace(&redis.url(), &format!("redis://127.0.0.1:{}/", self.port));
+        std::fs::write(&g.cfg, text).unwrap();
+    }
 }
 
 /// A started gateway that reaches `redis` through a [`Proxy`] that already
@@ -508,10 +535,7 @@ impl Proxy {
 fn started_behind_a_reply_eating_proxy(root: &Path, redis: &RedisServer) -> (Proxy, Gateway) {
     let proxy = Proxy::start(redis.port);
     let mut g = Gateway::new(root, "gw-a", redis);
-    let text = std::fs::read_to_string(&g.cfg)
-        .unwrap()
-        .replace(&redis.url(), &format!("redis://127.0.0.1:{}/", proxy.port));
-    std::fs::write(&g.cfg, text).unwrap();
+    proxy.route(&g, redis);
     g.start();
     proxy
         .drop_replies
@@ -737,6 +761,85 @@ fn a_claim_whose_reply_was_lost_is_recognised_as_its_own_commit() {
         "its own claim, not an echo: {st}"
     );
     assert_eq!(redis.ledger("test-pharmacy").len(), 1);
+    g.stop();
+}
+
+/// `picks` picks (labels OLD0…) that an outage before the gateway's start
+/// left waiting as unresolved in its outbox, 10 ms apart.
+fn outage_backlog(g: &Gateway, picks: i64) {
+    let state = g.cfg.parent().unwrap().join("state");
+    let mut store = scangate::store::Store::open(&state).unwrap();
+    let old: Vec<_> = (0..picks)
+        .map(|i| read_at(&dscsa(&format!("OLD{i}")), (i - picks) * 10))
+        .collect();
+    store.admit("test-pharmacy", &old).unwrap();
+    let mut gate = test_gate(&store);
+    let now = scangate::capture::CaptureTime::now();
+    while gate
+        .facility_round(&mut store, None, "Redis is down", &now)
+        .unwrap()
+        .more
+    {}
+    assert_eq!(store.unresolved().unwrap(), picks);
+}
+
+/// A stop during the replay of a long backlog is heard between two rounds:
+/// the gateway exits 0 promptly, leaving the rest waiting in the outbox,
+/// and the next start replays it (before, the claimer ran on until the
+/// whole backlog was decided — past any stop timeout).
+#[test]
+fn a_stop_during_a_long_replay_leaves_the_rest_waiting_for_the_next_start() {
+    const BACKLOG: i64 = 20_000;
+    let root = tempdir("scangate-fac-");
+    let redis = RedisServer::start(&root.path().join("redis"), &[]);
+    let mut g = Gateway::new(root.path(), "gw-a", &redis);
+    outage_backlog(&g, BACKLOG);
+    g.start();
+    wait_until("the replay to begin", || {
+        count(&outbox_status(&g.cfg), "committed") > 0
+    });
+    g.stop();
+    let st = outbox_status(&g.cfg);
+    let left = count(&st, "unresolved");
+    assert!(left > 0, "the replay ran on past the stop: {st}");
+    assert_eq!(count(&st, "committed") + left, BACKLOG, "{st}");
+    let out: Outcome = cli_cfg(&g.cfg, &["audit", "verify"]).into();
+    assert_eq!(out.code, Some(0), "{out}");
+    g.start();
+    assert_settled(&g, &redis, BACKLOG, 0);
+    g.stop();
+}
+
+/// The claimer's replay lane stuck on Redis (its claims run there, but it
+/// never hears back) does not hold up the counter: new scans are claimed on
+/// the live lane's own connection and decided while the backlog still
+/// waits; once replies get through, each backlog scan is recognised as its
+/// own commit. Only the replay lane's connection is stuck (the proxy lets
+/// the first one, the live lane's, through).
+#[test]
+fn a_stuck_replay_does_not_hold_up_new_scans() {
+    use std::sync::atomic::Ordering;
+    let root = tempdir("scangate-fac-");
+    let redis = RedisServer::start(&root.path().join("redis"), &[]);
+    let proxy = Proxy::swallowing(redis.port, true);
+    let mut g = Gateway::new(root.path(), "gw-a", &redis);
+    proxy.route(&g, &redis);
+    outage_backlog(&g, 3);
+    proxy.drop_replies.store(true, Ordering::SeqCst);
+    g.start();
+    wait_until("the replay's claims to run on Redis", || {
+        redis.ledger("test-pharmacy").len() == 3
+    });
+    g.send(&dscsa("NEW1"));
+    g.send(&dscsa("NEW2"));
+    assert_eq!(read_acks(&mut g.scanner, 2), [ACK, ACK]);
+    wait_until("the new scans to be committed", || {
+        count(&outbox_status(&g.cfg), "committed") == 2
+    });
+    let st = outbox_status(&g.cfg);
+    assert_eq!(count(&st, "unresolved"), 3, "the backlog still waits: {st}");
+    proxy.drop_replies.store(false, Ordering::SeqCst);
+    assert_settled(&g, &redis, 5, 0);
     g.stop();
 }
 

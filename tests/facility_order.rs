@@ -8,7 +8,7 @@ mod common;
 use common::*;
 use scangate::capture::{CaptureTime, Profile, RawScan, Scan};
 use scangate::config::ScanType;
-use scangate::gate::facility::ROUND;
+use scangate::gate::facility::{Lane, ROUND};
 use scangate::gate::{Verdict, decision_of};
 use scangate::store::Store;
 
@@ -144,7 +144,7 @@ fn a_round_refused_for_its_settings_keeps_its_local_echoes_open_too() {
     let echo = read(&profile, "SN-1", 1000);
     let new = read(&profile, "SN-2", 1100);
     store.admit("f1", &[echo.clone(), new.clone()]).unwrap();
-    let mut picked = gate.pick(&mut store, &[], &now, true).unwrap();
+    let mut picked = gate.pick(&mut store, Lane::Live, &[], &now, true).unwrap();
     assert_eq!(picked.claims("gw").len(), 1, "the echo is decided locally");
     // The facility refused the claim for its window (another gateway reset
     // the settings): the echo, judged by that window, is withdrawn too.
@@ -163,10 +163,98 @@ fn a_round_refused_for_its_settings_keeps_its_local_echoes_open_too() {
             d.verdict
         );
     }
-    // While the refusal lasts, the next pick decides no echo locally.
+    // While the refusal lasts, no pick decides an echo locally: the replay
+    // lane claims the waiting echo, and a new re-read waits behind it.
     let again = read(&profile, "SN-1", 1500);
     store.admit("f1", std::slice::from_ref(&again)).unwrap();
     gate.set_local_echoes(false);
-    let picked = gate.pick(&mut store, &[], &now, true).unwrap();
-    assert_eq!(picked.claims("gw").len(), 3, "all three are claimed");
+    let replay = gate
+        .pick(&mut store, Lane::Replay, &[], &now, true)
+        .unwrap();
+    assert_eq!(replay.claims("gw").len(), 2, "the echo is claimed too");
+    let live = gate.pick(&mut store, Lane::Live, &[], &now, true).unwrap();
+    assert_eq!((live.claims("gw").len(), live.held()), (0, 1));
+    // Offline, the re-read is not suppressed by this gateway's window either.
+    let offline = gate.pick(&mut store, Lane::Live, &[], &now, false).unwrap();
+    assert_eq!(offline.claims("gw").len(), 1, "left to the facility");
+}
+
+/// The claimer's two lanes, driven step by step: a new scan is held back
+/// while the replay lane has an older scan of its label in flight (still
+/// `unresolved` in the outbox), goes ahead otherwise, and once the replay
+/// recorded its commit the live lane knows it as exactly as its own — the
+/// lanes share one Bloom filter (without that, the live lane's filter would
+/// say "never committed" and the echo would wait for Redis as unresolved).
+#[test]
+fn the_live_lane_waits_for_a_replay_in_flight_and_knows_what_it_committed() {
+    let (_root, _redis, mut store, mut replay, mut facility) = rig();
+    let mut live = replay.lane();
+    let mut live_store = store.companion().unwrap();
+    let profile = counter();
+    let now = CaptureTime::now();
+
+    // An outage left A and B waiting.
+    let a = read(&profile, "SN-A", 0);
+    let b = read(&profile, "SN-B", 10);
+    store.admit("f1", &[a.clone(), b.clone()]).unwrap();
+    let r = replay
+        .facility_round(&mut store, None, "Redis is down", &now)
+        .unwrap();
+    assert_eq!(r.decisions.len(), 2);
+
+    // Redis answers; the replay lane picks the backlog and claims it.
+    let backlog = replay
+        .pick(&mut store, Lane::Replay, &[], &now, true)
+        .unwrap();
+    assert_eq!(backlog.claims("gw").len(), 2);
+    // Meanwhile at the counter: an echo of A and a new pick.
+    let echo = read(&profile, "SN-A", 1000);
+    let new = read(&profile, "SN-C", 1100);
+    live_store
+        .admit("f1", &[echo.clone(), new.clone()])
+        .unwrap();
+    let ahead = live
+        .pick(&mut live_store, Lane::Live, &[], &now, true)
+        .unwrap();
+    let claims = ahead.claims("gw");
+    assert_eq!(ahead.held(), 1, "the echo of A waits for A");
+    assert_eq!(claims.len(), 1);
+    assert_eq!(claims[0].scan_uuid, new.uuid.to_string());
+    let outcomes = facility.claim_batch(&claims).unwrap();
+    live.record(&mut live_store, ahead, Ok(outcomes)).unwrap();
+    assert_eq!(
+        decision_of(&store, &new.uuid.to_string())
+            .unwrap()
+            .unwrap()
+            .verdict,
+        Verdict::Committed
+    );
+
+    // The replay's claims are answered and written.
+    let outcomes = facility.claim_batch(&backlog.claims("gw")).unwrap();
+    replay.record(&mut store, backlog, Ok(outcomes)).unwrap();
+    // Offline now, the live lane still suppresses the echo by itself: it
+    // knows A, which the other lane committed.
+    let offline = live
+        .pick(&mut live_store, Lane::Live, &[], &now, false)
+        .unwrap();
+    assert!(offline.claims("gw").is_empty(), "decided locally");
+    live.record(&mut live_store, offline, Err("Redis is down".into()))
+        .unwrap();
+    assert_eq!(
+        decision_of(&store, &echo.uuid.to_string())
+            .unwrap()
+            .unwrap()
+            .verdict,
+        Verdict::Suppressed {
+            twin: a.uuid.to_string()
+        }
+    );
+    assert_eq!(
+        decision_of(&store, &b.uuid.to_string())
+            .unwrap()
+            .unwrap()
+            .verdict,
+        Verdict::Committed
+    );
 }

@@ -25,7 +25,7 @@ use crate::gate::{Gate, GateConfig};
 use crate::store::Store;
 use std::collections::HashMap;
 use std::path::Path;
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
 /// Scans whose final verdict a claimer round committed, and when.
@@ -38,7 +38,7 @@ const STUCK: Duration = Duration::from_secs(60);
 struct Writer<'a> {
     store: Store,
     facility: &'a str,
-    kick: Sender<()>,
+    kick: claimer::Kicker,
     seen: Receiver<Observed>,
 }
 
@@ -47,9 +47,11 @@ impl Writer<'_> {
         self.store
             .admit(self.facility, scans)
             .map_err(|e| e.to_string())?;
-        self.kick
-            .send(())
-            .map_err(|_| "the claimer thread stopped".to_string())
+        if self.kick.kick() {
+            Ok(())
+        } else {
+            Err("the claimer thread stopped".to_string())
+        }
     }
 
     /// The next observation, waiting at most until `until`.
@@ -181,24 +183,18 @@ pub(super) fn run(
         );
     }
 
-    let (kick, kicked) = mpsc::channel();
     let (seen_tx, seen) = mpsc::channel::<Observed>();
-    let companion = store.companion().map_err(|e| e.to_string())?;
-    let claimer = std::thread::Builder::new()
-        .name("facility-claimer".into())
-        .spawn(move || {
-            claimer::run(companion, gate, link, Some(first), kicked, move |decided| {
-                let uuids: Vec<String> = decided
-                    .iter()
-                    .filter(|d| d.verdict.is_final())
-                    .map(|d| d.scan_uuid.clone())
-                    .collect();
-                if !uuids.is_empty() {
-                    let _ = seen_tx.send((Instant::now(), uuids));
-                }
-            })
-        })
-        .map_err(|e| e.to_string())?;
+    let (kick, claimers) = claimer::spawn(&store, gate, link, Some(first), move |decided| {
+        let uuids: Vec<String> = decided
+            .iter()
+            .filter(|d| d.verdict.is_final())
+            .map(|d| d.scan_uuid.clone())
+            .collect();
+        if !uuids.is_empty() {
+            let _ = seen_tx.send((Instant::now(), uuids));
+        }
+    })
+    .map_err(|e| e.to_string())?;
     let mut w = Writer {
         store,
         facility: &cfg.facility,
@@ -275,9 +271,9 @@ pub(super) fn run(
     );
 
     drop(w);
-    let stats = claimer
+    let stats = claimers
         .join()
-        .map_err(|_| "the claimer thread panicked".to_string())?;
+        .ok_or_else(|| "a claimer thread panicked".to_string())?;
     println!(
         "claimer totals: committed {}, suppressed {}, rejected {}; Bloom skipped {} of {} local lookups",
         stats.committed,
@@ -306,7 +302,9 @@ fn drain_with_live_stream(
     work.t0_ms = chrono::Utc::now().timestamp_millis() - work.n as i64 * 7;
     let started = Instant::now();
     let usage = Usage::now(probe);
-    w.kick.send(()).map_err(|_| "the claimer thread stopped")?;
+    if !w.kick.kick() {
+        return Err("the claimer thread stopped".into());
+    }
     let mut tally = Tally {
         live: HashMap::new(),
         latencies: Vec::new(),

@@ -1,21 +1,30 @@
-//! The facility claimer thread (`[redis]` configured): decides the scans the
+//! The facility claimer (`[redis]` configured): decides the scans the
 //! outbox writer made durable, through the facility store, in capture order.
 //!
-//! It owns a second SQLite connection and the gate; the redis client is
-//! blocking, so it lives on this thread, never on the async runtime. While
-//! Redis is unreachable, rounds only make local verdicts and mark the rest
-//! `unresolved`, and the thread waits with capped back-off (no busy loop);
-//! new scans are still admitted and ACKed by the writer meanwhile. When the
-//! writer stops (its kick sender is dropped), one last round runs.
+//! Two lanes, one thread each ([`spawn`]), each with its own SQLite
+//! connection, Redis connection and gate ([`Gate::lane`]: one Bloom filter):
+//! the **live** lane claims new scans the moment the writer kicks it, and
+//! the **replay** lane works through the `unresolved` backlog an outage
+//! left, oldest first — so a pick at the counter is never queued behind a
+//! round of an hour's backlog (docs/design.md, "Two lanes"). The redis
+//! client is blocking, so it lives on these threads, never on the async
+//! runtime. While Redis is unreachable, the live lane only makes local
+//! verdicts and marks new scans `unresolved`, and both wait with capped
+//! back-off (no busy loop); new scans are still admitted and ACKed by the
+//! writer meanwhile. When the writer stops (its [`Kicker`] is dropped), each
+//! lane runs one last round.
 
 use crate::config::Config;
 use crate::facility::config::RedisConfig;
 use crate::facility::{Facility, FacilityError, Sent};
-use crate::gate::facility::Picked;
-use crate::gate::{Decision, Gate, GateStats};
+use crate::gate::facility::{Lane, Picked};
+use crate::gate::{Decision, Gate, GateStats, Verdict};
 use crate::outbox::FacilityState;
-use crate::store::Store;
-use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use crate::store::{Store, StoreError};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, TryRecvError};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 const BACKOFF_MIN: Duration = Duration::from_millis(100);
@@ -24,6 +33,7 @@ const BACKOFF_MAX: Duration = Duration::from_secs(30);
 const CLOCK_POLL: Duration = Duration::from_secs(1);
 
 /// How to reach the facility store.
+#[derive(Clone)]
 pub struct Link {
     url: String,
     ca_pem: Option<Vec<u8>>,
@@ -51,6 +61,11 @@ impl Link {
 
     /// Connect and check the server; logs what it found.
     pub fn connect_checked(&self) -> Result<Facility, FacilityError> {
+        self.connect_for("start")
+    }
+
+    /// [`Link::connect_checked`], the log naming who connects.
+    fn connect_for(&self, lane: &str) -> Result<Facility, FacilityError> {
         let mut f = Facility::connect_with_ca(
             &self.url,
             self.ca_pem.clone(),
@@ -68,7 +83,7 @@ impl Link {
         );
         let info = f.check_server()?;
         tracing::info!(
-            redis = %self.shown, version = %info.version, maxmemory_policy = %info.maxmemory_policy,
+            redis = %self.shown, lane, version = %info.version, maxmemory_policy = %info.maxmemory_policy,
             appendonly = %info.appendonly, save = %info.save, role = %info.role,
             "facility Redis connected"
         );
@@ -144,23 +159,157 @@ fn publish(
     }
 }
 
-/// The claimer loop; returns the gate's counters when the writer is gone.
-/// `observe` sees every round's recorded decisions (the daemon logs them;
-/// the benchmark times them).
+/// Why a lane wakes.
+enum Wake {
+    /// New scans were admitted, or the other lane changed what is open.
+    Scans,
+    /// The other lane's claims are answered again after an outage: retry
+    /// now, not when this lane's own back-off ends.
+    Answering,
+    /// The outbox writer is gone: one last round, then stop.
+    Stop,
+}
+
+/// The writer's side of the live lane: kicks it for each admitted batch;
+/// dropped (the writer returned or unwound), it tells the lanes to stop.
+pub struct Kicker(Sender<Wake>);
+
+impl Kicker {
+    /// Wake the live lane; `false` if it is gone (nobody would decide the
+    /// scans: the caller stops, so the service restarts).
+    pub fn kick(&self) -> bool {
+        self.0.send(Wake::Scans).is_ok()
+    }
+}
+
+impl Drop for Kicker {
+    fn drop(&mut self) {
+        let _ = self.0.send(Wake::Stop);
+    }
+}
+
+/// The two lanes' threads.
+pub struct Claimers {
+    live: JoinHandle<GateStats>,
+    replay: JoinHandle<GateStats>,
+}
+
+impl Claimers {
+    /// Wait for both lanes to end (after the [`Kicker`] is dropped); their
+    /// counters added, or `None` if a lane panicked.
+    pub fn join(self) -> Option<GateStats> {
+        let live = self.live.join().ok();
+        let replay = self.replay.join().ok();
+        Some(live?.plus(&replay?))
+    }
+}
+
+/// Start both lanes over companions of `store`. `first` is the start-up
+/// connection (the live lane takes it; the replay lane connects when a
+/// backlog waits). `observe` sees every round's recorded decisions, from
+/// either thread (the daemon logs them; the benchmark times them).
+pub fn spawn(
+    store: &Store,
+    gate: Gate,
+    link: Link,
+    first: Option<Facility>,
+    observe: impl Fn(&[Decision]) + Send + Clone + 'static,
+) -> Result<(Kicker, Claimers), StoreError> {
+    let (kick, kicked) = std::sync::mpsc::channel();
+    let (release, released) = std::sync::mpsc::channel();
+    // Set while the live lane holds new scans back behind the backlog: the
+    // replay lane then wakes it after each round it records.
+    let held = Arc::new(AtomicBool::new(false));
+    let replay = {
+        // The backlog gives way to the counter at the writers' turn.
+        let (store, gate, link) = (store.companion()?.yielding(), gate.lane(), link.clone());
+        let lanes = Lanes {
+            lane: Lane::Replay,
+            wake: released,
+            other: kick.clone(),
+            held: Arc::clone(&held),
+        };
+        let observe = observe.clone();
+        std::thread::Builder::new()
+            .name("claimer-replay".into())
+            .spawn(move || run(store, gate, link, None, lanes, observe))
+            .expect("spawning a thread")
+    };
+    let live = {
+        let store = store.companion()?;
+        let lanes = Lanes {
+            lane: Lane::Live,
+            wake: kicked,
+            other: release,
+            held,
+        };
+        std::thread::Builder::new()
+            .name("claimer-live".into())
+            .spawn(move || run(store, gate, link, first, lanes, observe))
+            .expect("spawning a thread")
+    };
+    Ok((Kicker(kick), Claimers { live, replay }))
+}
+
+/// A lane's place among the two.
+struct Lanes {
+    lane: Lane,
+    /// What wakes this lane: the writer's kicks and the replay's releases
+    /// (live), the live lane's new unresolved scans (replay).
+    wake: Receiver<Wake>,
+    /// Wakes the other lane.
+    other: Sender<Wake>,
+    /// See [`spawn`].
+    held: Arc<AtomicBool>,
+}
+
+impl Lanes {
+    /// What woke this lane: only what is queued if `go_on`, else waiting
+    /// up to `wait()` for the first. A lane nobody can wake any more
+    /// (the writer or the live lane is gone) stops.
+    fn woken(&self, go_on: bool, wait: impl FnOnce() -> Duration) -> Vec<Wake> {
+        let first = if go_on {
+            self.wake
+                .try_recv()
+                .map_err(|e| matches!(e, TryRecvError::Disconnected))
+        } else {
+            self.wake
+                .recv_timeout(wait())
+                .map_err(|e| matches!(e, RecvTimeoutError::Disconnected))
+        };
+        match first {
+            Ok(w) => std::iter::once(w).chain(self.wake.try_iter()).collect(),
+            Err(true) => vec![Wake::Stop],
+            Err(false) => Vec::new(),
+        }
+    }
+
+    fn name(&self) -> &'static str {
+        match self.lane {
+            Lane::Live => "live",
+            Lane::Replay => "replay",
+        }
+    }
+}
+
+/// A lane's loop; returns its gate's counters when the writer is gone.
+/// `observe` sees every round's recorded decisions.
 ///
 /// Rounds are pipelined: while Redis runs round k's claims, this thread
 /// picks round k+1 and then writes round k-1's verdicts, so the gateway's
 /// SQLite work and Redis's script work overlap. Round k+1 is sent only after
 /// round k is answered, so a failure never lets a later claim overtake an
 /// earlier one.
-pub fn run(
+fn run(
     mut store: Store,
     mut gate: Gate,
     link: Link,
     mut facility: Option<Facility>,
-    kicked: Receiver<()>,
-    mut observe: impl FnMut(&[Decision]),
+    lanes: Lanes,
+    observe: impl Fn(&[Decision]),
 ) -> GateStats {
+    let lane = lanes.lane;
+    let name = lanes.name();
     gate.set_require_synced_clock(link.redis.require_synced_clock);
     let mut backoff = BACKOFF_MIN;
     // The local database's own back-off (a full or failing disk): no round
@@ -182,13 +331,23 @@ pub fn run(
     let mut shown: Option<FacilityState> = None;
     let mut outage_since_ms = 0;
     loop {
-        if facility.is_none() && in_flight.is_none() && Instant::now() >= retry_at {
-            match link.connect_checked() {
+        // The replay lane connects only for a backlog: an idle gateway
+        // does not poll a Redis that is down twice.
+        let mut connect_failed = false;
+        if facility.is_none()
+            && in_flight.is_none()
+            && Instant::now() >= retry_at
+            && (lane == Lane::Live || gate.has_backlog(&store).unwrap_or(true))
+        {
+            match link.connect_for(name) {
                 Ok(f) => {
                     facility = Some(f);
                     settings_refused = false;
                 }
-                Err(e) => offline_reason = noted(e, &mut settings_refused),
+                Err(e) => {
+                    offline_reason = noted(e, &mut settings_refused);
+                    connect_failed = true;
+                }
             }
         }
         gate.set_local_echoes(!settings_refused);
@@ -199,9 +358,10 @@ pub fn run(
         let now = crate::capture::CaptureTime::now();
         let online = facility.is_some();
         let next = gate
-            .pick(&mut store, &skip, &now, online)
+            .pick(&mut store, lane, &skip, &now, online)
             .inspect_err(|e| {
                 tracing::error!(
+                    lane = name,
                     "reading open scans failed on the local database: {e}; retrying in {db_backoff:?}"
                 );
             })
@@ -213,6 +373,9 @@ pub fn run(
         // agree on whether the local back-off still runs.
         let db_held = Instant::now() < db_retry_at;
         let waiting_for_clock = next.as_ref().map_or(0, Picked::waiting_for_clock);
+        if let Some(p) = next.as_ref().filter(|_| lane == Lane::Live) {
+            lanes.held.store(p.held() > 0, Ordering::SeqCst);
+        }
 
         // 1. The round in flight: its answers.
         let answered = in_flight.take().map(|(mut picked, sent)| {
@@ -273,20 +436,40 @@ pub fn run(
         }
         // 3. Write the verdicts.
         let mut recorded = false;
+        let mut wake_other = false;
         for (picked, claimed) in answered.into_iter().chain(unclaimed) {
             match gate.record(&mut store, picked, claimed) {
                 Ok(round) => {
                     recorded = true;
                     observe(&round.decisions);
+                    // New unresolved scans are the replay's; a decided
+                    // backlog scan may free new ones the live lane holds.
+                    wake_other |= match lane {
+                        Lane::Live => round
+                            .decisions
+                            .iter()
+                            .any(|d| matches!(d.verdict, Verdict::Unresolved { .. })),
+                        Lane::Replay => {
+                            !round.decisions.is_empty() && lanes.held.load(Ordering::SeqCst)
+                        }
+                    };
                 }
                 Err(e) => {
                     // The rows stay open; their claims are idempotent.
                     tracing::error!(
+                        lane = name,
                         "writing verdicts failed on the local database: {e}; retrying in {db_backoff:?}"
                     );
                     db_failed = true;
                 }
             }
+        }
+        if wake_other && lanes.other.send(Wake::Scans).is_err() && lane == Lane::Live {
+            // The replay lane is gone (it panicked): nobody would replay
+            // these scans. Stop, so the writer stops and the service
+            // restarts; they stay durable in the outbox.
+            tracing::error!("the claimer's replay lane is gone; stopping");
+            break;
         }
 
         // Outage bookkeeping: a failed claim, or a failed connect attempt.
@@ -299,13 +482,13 @@ pub fn run(
                 offline_reason = reason;
                 true
             }
-            None => facility.is_none() && Instant::now() >= retry_at,
+            None => connect_failed,
         };
         let recovered = facility.is_some() && (answered_ok || nothing_open);
         if attempt_failed {
             if outage_since.is_none() {
                 tracing::warn!(
-                    redis = %link.shown,
+                    redis = %link.shown, lane = name,
                     "facility Redis unavailable: {offline_reason}. Scans are kept in the outbox as unresolved and replayed in capture order when it answers"
                 );
                 outage_since = Some(Instant::now());
@@ -324,10 +507,15 @@ pub fn run(
             backoff = (backoff * 2).min(BACKOFF_MAX);
         } else if recovered {
             if let Some(since) = outage_since.take() {
+                let _ = lanes.other.send(Wake::Answering);
+                let doing = match lane {
+                    Lane::Live => "new scans are claimed as they come",
+                    Lane::Replay => "unresolved scans are being replayed",
+                };
                 tracing::info!(
-                    redis = %link.shown,
+                    redis = %link.shown, lane = name,
                     outage_s = since.elapsed().as_secs(),
-                    "facility Redis answers again; unresolved scans are being replayed"
+                    "facility Redis answers again; {doing}"
                 );
             }
             backoff = BACKOFF_MIN;
@@ -345,32 +533,47 @@ pub fn run(
         // While the local back-off runs, more backlog is no reason to go
         // again: the round would only be picked and held back once more.
         let db_wait = db_failed || db_held;
-        if in_flight.is_some() || (more && !db_wait && !stopping) {
-            continue; // answers to read, or more backlog: at once
-        }
-        if stopping {
+        // Answers to read, or more backlog: at once (a stop is still heard:
+        // a replay of an hour's backlog must not outlast the stop timeout).
+        let go_on = in_flight.is_some() || (more && !db_wait && !stopping);
+        if !go_on && stopping {
             // Shutdown: one last attempt was made; what is left stays durable.
             break;
         }
-        let mut wait = if facility.is_none() {
-            retry_at.saturating_duration_since(Instant::now())
-        } else {
-            Duration::from_secs(3600) // until the writer kicks
-        };
-        // Refused local writes are retried when their back-off ends, also
-        // when a kick woke this loop in the meantime (0 if it just ended).
-        if db_wait {
-            wait = wait.min(db_retry_at.saturating_duration_since(Instant::now()));
-        }
-        if waiting_for_clock > 0 {
-            wait = wait.min(CLOCK_POLL); // look again soon: NTP may have synced
-        }
-        match kicked.recv_timeout(wait) {
-            Ok(()) => while kicked.try_recv().is_ok() {},
-            Err(RecvTimeoutError::Timeout) => {}
-            Err(RecvTimeoutError::Disconnected) => {
-                stopping = true;
-                retry_at = Instant::now(); // one last attempt
+        let woken = lanes.woken(go_on, || {
+            // Offline, the live lane waits for new scans (each kick after
+            // the back-off tries a connection); the replay lane retries
+            // while a backlog waits. Otherwise: until kicked.
+            let retrying = facility.is_none()
+                && lane == Lane::Replay
+                && gate.has_backlog(&store).unwrap_or(true);
+            let mut wait = if retrying {
+                retry_at.saturating_duration_since(Instant::now())
+            } else {
+                Duration::from_secs(3600)
+            };
+            // Refused local writes are retried when their back-off ends,
+            // also when a kick woke this loop in the meantime (0 if it
+            // just ended).
+            if db_wait {
+                wait = wait.min(db_retry_at.saturating_duration_since(Instant::now()));
+            }
+            if waiting_for_clock > 0 {
+                wait = wait.min(CLOCK_POLL); // look again soon: NTP may have synced
+            }
+            wait
+        });
+        for w in woken {
+            match w {
+                Wake::Scans => {}
+                Wake::Answering => {
+                    retry_at = Instant::now();
+                    backoff = BACKOFF_MIN;
+                }
+                Wake::Stop => {
+                    stopping = true;
+                    retry_at = Instant::now(); // one last attempt
+                }
             }
         }
     }

@@ -21,8 +21,8 @@
 //! backlog replays (docs/design.md, "Replay order").
 
 use super::{
-    Decision, Gate, OpenRow, Skip, Verdict, load_open, load_pending, load_pending_after,
-    newest_unresolved_ms, unresolved_with_key, unsynced_unresolved,
+    Decision, Gate, OpenRow, Skip, Verdict, load_pending, load_unresolved, newest_unresolved_ms,
+    unresolved_with_key, unsynced_unresolved,
 };
 use crate::audit::Chain;
 use crate::capture::CaptureTime;
@@ -43,6 +43,22 @@ pub const ROUND: usize = 64;
 /// (fewer commits), and a trickle during a replay never fills it.
 pub const AHEAD: usize = 960;
 
+/// Which open scans a claimer lane takes. The claimer runs one thread per
+/// lane (`daemon/claimer.rs`), each with its own SQLite and Redis
+/// connections, so a pick at the counter is never queued behind a round of
+/// an hour's backlog (docs/design.md, "Two lanes").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lane {
+    /// New (`pending`) scans as they arrive, in capture order: claimed at
+    /// once unless an older waiting scan has their content key within the
+    /// window (they are held back until it is decided); offline, audited
+    /// as unresolved.
+    Live,
+    /// The backlog (`unresolved` scans), oldest first, in rounds of
+    /// [`ROUND`]; offline, nothing (they are audited already).
+    Replay,
+}
+
 /// What one round did.
 #[derive(Debug, Default)]
 pub struct Round {
@@ -58,6 +74,18 @@ pub struct Round {
     pub waiting_for_clock: usize,
 }
 
+impl Round {
+    /// Both lanes' rounds as one (see [`Gate::facility_round`]).
+    fn and(mut self, then: Round) -> Round {
+        self.decisions.extend(then.decisions);
+        self.open += then.open;
+        self.more |= then.more;
+        self.facility_error = self.facility_error.or(then.facility_error);
+        self.waiting_for_clock += then.waiting_for_clock;
+        self
+    }
+}
+
 /// Open scans picked for one round, with what this gateway decided alone.
 #[derive(Default)]
 pub struct Picked {
@@ -66,6 +94,7 @@ pub struct Picked {
     retimed: Vec<(i64, i64)>,
     waiting_for_clock: usize,
     more: bool,
+    held: usize,
 }
 
 impl Picked {
@@ -82,6 +111,12 @@ impl Picked {
     /// Scans held back until the wall clock is NTP-synchronised.
     pub fn waiting_for_clock(&self) -> usize {
         self.waiting_for_clock
+    }
+
+    /// [`Lane::Live`]: new scans held back behind an older waiting scan
+    /// with their content key (picked again once the replay decided it).
+    pub fn held(&self) -> usize {
+        self.held
     }
 
     /// Whether this gateway suppressed an echo by its own window this round.
@@ -124,23 +159,28 @@ impl Picked {
 }
 
 impl Gate {
-    /// Pick the next round. `online` (a claim can be sent): up to
-    /// [`ROUND`] of the oldest open scans not in `skip` (a round still in
-    /// flight), then — if more backlog waits behind them — up to [`AHEAD`]
-    /// `pending` scans whose content key no older `unresolved` or held-back
-    /// scan has. Offline: up to [`ROUND`] of the oldest `pending` scans, to
-    /// be audited as unresolved (nothing is claimed, so order is moot).
-    /// Local verdicts are made.
+    /// Pick `lane`'s next round, passing over `skip` (its round still in
+    /// flight); `online`: a claim can be sent.
+    /// - [`Lane::Live`] online: up to [`AHEAD`] `pending` scans in capture
+    ///   order, less those held back behind an older waiting scan with
+    ///   their content key ([`Gate::may_go_ahead`]).
+    /// - [`Lane::Live`] offline: up to [`ROUND`] of the oldest `pending`
+    ///   scans, to be audited as unresolved (nothing is claimed, so order
+    ///   is moot).
+    /// - [`Lane::Replay`] online: up to [`ROUND`] of the oldest
+    ///   `unresolved` scans; offline: nothing.
     ///
-    /// `now` is the clock as the claimer reads it. With
-    /// [`Gate::set_require_synced_clock`], a scan captured while the wall
-    /// clock was not NTP-synchronised is not claimed on that wall time: it
-    /// waits (unresolved) until the clock is synchronised, then its capture
-    /// time is re-derived from the boot clock (same boot) and claimed. A scan
-    /// from an earlier boot cannot be re-derived and is claimed as captured.
+    /// Local verdicts are made. `now` is the clock as the claimer reads it.
+    /// With [`Gate::set_require_synced_clock`], a scan captured while the
+    /// wall clock was not NTP-synchronised is not claimed on that wall time:
+    /// it waits (unresolved) until the clock is synchronised, then its
+    /// capture time is re-derived from the boot clock (same boot) and
+    /// claimed. A scan from an earlier boot cannot be re-derived and is
+    /// claimed as captured.
     pub fn pick(
         &mut self,
         store: &mut Store,
+        lane: Lane,
         skip: &[i64],
         now: &CaptureTime,
         online: bool,
@@ -148,18 +188,28 @@ impl Gate {
         let Store { conn, path, .. } = store;
         let err = |e| classify(path, e);
         let in_flight: Skip = std::rc::Rc::new(skip.iter().map(|&seq| seq.into()).collect());
-        let mut rows = if online {
-            load_open(conn, &in_flight, ROUND)
-        } else {
-            load_pending(conn, ROUND)
-        }
-        .map_err(err)?;
-        let more = rows.len() == ROUND;
-        if let Some(frontier) = rows.last().filter(|_| more && online) {
-            let candidates = load_pending_after(conn, frontier, &in_flight, AHEAD).map_err(err)?;
-            let ahead = self.may_go_ahead(conn, candidates).map_err(err)?;
-            rows.extend(ahead);
-        }
+        let (mut rows, more, held) = match (lane, online) {
+            (Lane::Live, true) => {
+                let candidates = load_pending(conn, &in_flight, AHEAD).map_err(err)?;
+                let loaded = candidates.len();
+                let ahead = self.may_go_ahead(conn, candidates).map_err(err)?;
+                let held = loaded - ahead.len();
+                // Go again at once only if the next pick can find more than
+                // the held-back scans this one found.
+                (ahead, loaded == AHEAD && held < loaded, held)
+            }
+            (Lane::Live, false) => {
+                let rows = load_pending(conn, &in_flight, ROUND).map_err(err)?;
+                let more = rows.len() == ROUND;
+                (rows, more, 0)
+            }
+            (Lane::Replay, true) => {
+                let rows = load_unresolved(conn, &in_flight, ROUND).map_err(err)?;
+                let more = rows.len() == ROUND;
+                (rows, more, 0)
+            }
+            (Lane::Replay, false) => (Vec::new(), false, 0),
+        };
         let mut stats = self.stats;
         let mut verdicts: Vec<Option<Verdict>> = Vec::with_capacity(rows.len());
         for row in &rows {
@@ -190,21 +240,22 @@ impl Gate {
                 }
             }
         }
-        // Online, rows held for the clock come first again next round: when
-        // they are all there is, "more" would only repeat this round.
-        // (Offline rounds take `pending` rows only, so they always progress.)
-        let more = more && (!online || waiting_for_clock < rows.len());
+        // Replay rows held for the clock come first again next round: when
+        // they are all there is, "more" would only repeat this round. (Live
+        // rows held for it become unresolved, so the next pick moves on.)
+        let more = more && (lane == Lane::Live || waiting_for_clock < rows.len());
         Ok(Picked {
             rows,
             verdicts,
             retimed,
             waiting_for_clock,
             more,
+            held,
         })
     }
 
-    /// Of `candidates` (new scans behind the backlog, capture order), those
-    /// that may be claimed ahead of it (at most [`AHEAD`]): a claim can only
+    /// Of `candidates` (new scans, capture order), those that may be
+    /// claimed ahead of the backlog (at most [`AHEAD`]): a claim can only
     /// be changed by an earlier one with the same content key captured
     /// within the window before it, so a candidate goes ahead unless an
     /// `unresolved` scan or a held-back candidate is such an earlier one
@@ -230,7 +281,7 @@ impl Gate {
                 .as_deref()
                 .filter(|_| row.reject_reason.is_none())
             {
-                let allowance = self.offsets.allowance(
+                let allowance = self.known().offsets.allowance(
                     &row.boot_id,
                     super::steps::offset(row.captured_ms, row.boot_ns),
                 );
@@ -269,6 +320,7 @@ impl Gate {
             retimed,
             waiting_for_clock,
             more,
+            ..
         } = picked;
         if rows.is_empty() {
             return Ok(Round::default());
@@ -333,25 +385,38 @@ impl Gate {
         })
     }
 
-    /// One round, start to end, without overlap: [`Gate::pick`], the claim
-    /// through `facility` (`None` while no connection is up: then only local
-    /// verdicts are made and the rest become unresolved with
-    /// `offline_reason`), [`Gate::record`].
+    /// One round of each lane, start to end, without overlap — the replay's,
+    /// then the live lane's: [`Gate::pick`], the claim through `facility`
+    /// (`None` while no connection is up: then only local verdicts are made
+    /// and new scans become unresolved with `offline_reason`),
+    /// [`Gate::record`]. The claimer runs the lanes concurrently; this is
+    /// the same work in one deterministic order (tests, tools).
     pub fn facility_round(
         &mut self,
         store: &mut Store,
-        facility: Option<&mut Facility>,
+        mut facility: Option<&mut Facility>,
         offline_reason: &str,
         now: &CaptureTime,
     ) -> Result<Round, StoreError> {
-        let picked = self.pick(store, &[], now, facility.is_some())?;
-        let claims = picked.claims(&self.cfg.gateway);
-        let claimed = match facility {
-            _ if claims.is_empty() => Ok(Vec::new()),
-            Some(f) => f.claim_batch(&claims).map_err(|e| e.to_string()),
-            None => Err(offline_reason.to_string()),
-        };
-        self.record(store, picked, claimed)
+        let mut round = Round::default();
+        for lane in [Lane::Replay, Lane::Live] {
+            let picked = self.pick(store, lane, &[], now, facility.is_some())?;
+            let claims = picked.claims(&self.cfg.gateway);
+            let claimed = match facility.as_deref_mut() {
+                _ if claims.is_empty() => Ok(Vec::new()),
+                Some(f) => f.claim_batch(&claims).map_err(|e| e.to_string()),
+                None => Err(offline_reason.to_string()),
+            };
+            round = round.and(self.record(store, picked, claimed)?);
+        }
+        Ok(round)
+    }
+
+    /// Whether `unresolved` scans wait in the outbox (an index probe).
+    pub fn has_backlog(&self, store: &Store) -> Result<bool, StoreError> {
+        newest_unresolved_ms(&store.conn)
+            .map(|t| t.is_some())
+            .map_err(|e| store.err_at(e))
     }
 
     /// This gateway's id (the ledger's `gateway` field).

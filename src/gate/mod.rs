@@ -26,6 +26,7 @@ use crate::store::{Store, StoreError};
 use bloom::Bloom;
 use rusqlite::{Connection, OptionalExtension, params};
 use sha2::{Digest, Sha256};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 use steps::BootOffsets;
 
@@ -127,6 +128,19 @@ pub struct GateStats {
 }
 
 impl GateStats {
+    /// The sum of two gates' counts (the facility claimer's two lanes).
+    pub fn plus(&self, other: &GateStats) -> GateStats {
+        GateStats {
+            decided: self.decided + other.decided,
+            committed: self.committed + other.committed,
+            suppressed: self.suppressed + other.suppressed,
+            rejected: self.rejected + other.rejected,
+            unresolved: self.unresolved + other.unresolved,
+            exact_lookups: self.exact_lookups + other.exact_lookups,
+            lookups_saved: self.lookups_saved + other.lookups_saved,
+        }
+    }
+
     /// The counts accumulated since `earlier`.
     pub fn since(&self, earlier: &GateStats) -> GateStats {
         GateStats {
@@ -169,8 +183,9 @@ impl GateConfig {
 /// The decision maker (embedded exact store).
 pub struct Gate {
     cfg: GateConfig,
-    bloom: Bloom,
-    offsets: BootOffsets,
+    /// Shared by the facility claimer's two lanes ([`Gate::lane`]): a commit
+    /// either lane records must be in the Bloom filter the other consults.
+    known: Arc<Mutex<Known>>,
     stats: GateStats,
     require_synced_clock: bool,
     /// Whether this gateway's own echo window may decide a facility round
@@ -179,6 +194,20 @@ pub struct Gate {
     local_echoes: bool,
     /// See [`Gate::set_audit_note`].
     audit_note: Option<String>,
+}
+
+/// What the gate knows in memory of this gateway's own commits.
+struct Known {
+    bloom: Bloom,
+    offsets: BootOffsets,
+}
+
+impl Gate {
+    /// The in-memory knowledge, locked (never held across a SQL statement
+    /// or the writers' turn: each use is a few memory operations).
+    fn known(&self) -> MutexGuard<'_, Known> {
+        self.known.lock().unwrap_or_else(PoisonError::into_inner)
+    }
 }
 
 /// Bloom size per generation: 2^23 bits = 1 MiB, ~1.8 % false positives at a
@@ -250,13 +279,27 @@ impl Gate {
         let offsets = BootOffsets::load(&store.conn).map_err(|e| store.err_at(e))?;
         Ok(Gate {
             cfg,
-            bloom,
-            offsets,
+            known: Arc::new(Mutex::new(Known { bloom, offsets })),
             stats: GateStats::default(),
             require_synced_clock: false,
             local_echoes: true,
             audit_note: None,
         })
+    }
+
+    /// A second gate over the same in-memory knowledge (Bloom filter,
+    /// recorded clock steps), with settings as this one's and counters of
+    /// its own: the facility claimer's second lane (`daemon/claimer.rs`).
+    /// What either records, the other sees at once.
+    pub fn lane(&self) -> Gate {
+        Gate {
+            cfg: self.cfg.clone(),
+            known: Arc::clone(&self.known),
+            stats: GateStats::default(),
+            require_synced_clock: self.require_synced_clock,
+            local_echoes: self.local_echoes,
+            audit_note: self.audit_note.clone(),
+        }
     }
 
     /// Facility mode: hold scans captured on an unsynchronised wall clock
@@ -325,7 +368,7 @@ impl Gate {
     /// filter may learn keys of a batch that is then rolled back, which only
     /// costs an extra exact lookup.
     fn decide_in(&mut self, tx: &Connection) -> rusqlite::Result<Decided> {
-        let rows = load_pending(tx, DECIDE_BATCH)?;
+        let rows = load_pending(tx, &Skip::default(), DECIDE_BATCH)?;
         let mut stats = self.stats;
         let mut chain = Chain::begin(tx)?;
         let now_ms = chrono::Utc::now().timestamp_millis();
@@ -372,7 +415,7 @@ impl Gate {
             - self.cfg.retention.as_millis() as i64
             + self.cfg.window_ms;
         let kb = key_bytes(key);
-        if !self.bloom.may_contain(&kb) && row.captured_ms >= bloom_floor {
+        if !self.known().bloom.may_contain(&kb) && row.captured_ms >= bloom_floor {
             stats.lookups_saved += 1;
             return Ok(None);
         }
@@ -400,12 +443,16 @@ impl Gate {
         if verdict == Verdict::Committed {
             let kb = key_bytes(row.content_key.as_deref().unwrap_or_default());
             crate::ledger::append(tx, &row.entry(&self.cfg.gateway), key_prefix(&kb))?;
-            self.bloom.insert(&kb);
-            self.offsets.record(
-                tx,
-                &row.boot_id,
-                steps::offset(row.captured_ms, row.boot_ns),
-            )?;
+            let widened = {
+                let mut known = self.known();
+                known.bloom.insert(&kb);
+                known
+                    .offsets
+                    .widen(&row.boot_id, steps::offset(row.captured_ms, row.boot_ns))
+            };
+            if let Some((lo, hi)) = widened {
+                steps::BootOffsets::store(tx, &row.boot_id, lo, hi)?;
+            }
         }
         let (twin, reason) = match &verdict {
             Verdict::Suppressed { twin } => (Some(twin.clone()), None),
@@ -644,66 +691,41 @@ fn open_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<OpenRow> {
     })
 }
 
-/// Up to `limit` `pending` rows in capture order (the embedded gate, and
-/// offline facility rounds).
-fn load_pending(tx: &Connection, limit: usize) -> rusqlite::Result<Vec<OpenRow>> {
-    let mut q = tx.prepare_cached(concat!(
-        "SELECT ",
-        open_columns!(),
-        " FROM scans WHERE state = 'pending' ORDER BY captured_ms, boot_ns, scan_uuid LIMIT ?1"
-    ))?;
-    q.query_map([limit as i64], open_row)?.collect()
-}
-
 /// Outbox rows (`seq`) a query must pass over: a claim round in flight.
 /// Filtering in SQL spares decoding rows only to drop them.
 pub(crate) type Skip = std::rc::Rc<Vec<rusqlite::types::Value>>;
 
-/// Up to `limit` open rows (`pending` and `unresolved`) not in `skip`, in
-/// capture order. The two literal `state = '…'` forms let SQLite merge the
-/// two partial indexes in order.
-fn load_open(tx: &Connection, skip: &Skip, limit: usize) -> rusqlite::Result<Vec<OpenRow>> {
-    let mut q = tx.prepare_cached(LOAD_OPEN)?;
+/// Up to `limit` `pending` rows not in `skip`, in capture order (the
+/// embedded gate, and the facility claimer's live lane).
+fn load_pending(tx: &Connection, skip: &Skip, limit: usize) -> rusqlite::Result<Vec<OpenRow>> {
+    let mut q = tx.prepare_cached(LOAD_PENDING)?;
     q.query_map(params![limit as i64, skip], open_row)?
         .collect()
 }
 
-const LOAD_OPEN: &str = concat!(
-    "SELECT * FROM (SELECT ",
-    open_columns!(),
-    " FROM scans WHERE state = 'pending' AND seq NOT IN rarray(?2) UNION ALL SELECT ",
-    open_columns!(),
-    " FROM scans WHERE state = 'unresolved' AND seq NOT IN rarray(?2))
-     ORDER BY captured_ms, boot_ns, scan_uuid LIMIT ?1"
-);
-
-/// Up to `limit` `pending` rows not in `skip` captured after `after`
-/// (capture order).
-fn load_pending_after(
-    tx: &Connection,
-    after: &OpenRow,
-    skip: &Skip,
-    limit: usize,
-) -> rusqlite::Result<Vec<OpenRow>> {
-    let mut q = tx.prepare_cached(concat!(
-        "SELECT ",
-        open_columns!(),
-        " FROM scans WHERE state = 'pending'
-           AND (captured_ms, boot_ns, scan_uuid) > (?1, ?2, ?3) AND seq NOT IN rarray(?5)
-         ORDER BY captured_ms, boot_ns, scan_uuid LIMIT ?4"
-    ))?;
-    q.query_map(
-        params![
-            after.captured_ms,
-            after.boot_ns,
-            after.uuid,
-            limit as i64,
-            skip
-        ],
-        open_row,
-    )?
-    .collect()
+/// Up to `limit` `unresolved` rows not in `skip`, in capture order (the
+/// facility claimer's replay lane).
+fn load_unresolved(tx: &Connection, skip: &Skip, limit: usize) -> rusqlite::Result<Vec<OpenRow>> {
+    let mut q = tx.prepare_cached(LOAD_UNRESOLVED)?;
+    q.query_map(params![limit as i64, skip], open_row)?
+        .collect()
 }
+
+/// Open rows of one state in capture order, walked in its partial index.
+macro_rules! load_state {
+    ($state:literal) => {
+        concat!(
+            "SELECT ",
+            open_columns!(),
+            " FROM scans WHERE state = '",
+            $state,
+            "' AND seq NOT IN rarray(?2) ORDER BY captured_ms, boot_ns, scan_uuid LIMIT ?1"
+        )
+    };
+}
+
+const LOAD_PENDING: &str = load_state!("pending");
+const LOAD_UNRESOLVED: &str = load_state!("unresolved");
 
 /// Whether an `unresolved` scan whose wall time is not trusted yet has
 /// content key `key` — with `None`, whether there is any (migration 4).
@@ -806,30 +828,41 @@ mod tests {
         );
     }
 
-    /// The facility round's read of open scans walks both partial indexes in
-    /// capture order (a merge, no sort of the whole backlog), skipping the
-    /// round in flight inside the query.
+    /// Each claimer lane reads its open scans in its partial index, in
+    /// capture order (no sort of the whole backlog), skipping its round in
+    /// flight inside the query.
     #[test]
     fn open_scans_are_read_in_index_order_past_the_round_in_flight() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
         let skip: super::Skip = std::rc::Rc::new(vec![1i64.into()]);
-        let rows = super::load_open(&store.conn, &skip, 10).unwrap();
-        assert!(rows.is_empty());
-        let mut q = store
-            .conn
-            .prepare(&format!("EXPLAIN QUERY PLAN {}", super::LOAD_OPEN))
-            .unwrap();
-        let plan: Vec<String> = q
-            .query_map(rusqlite::params![10, skip], |r| r.get::<_, String>(3))
-            .unwrap()
-            .map(Result::unwrap)
-            .collect();
-        let plan = plan.join("; ");
-        assert!(plan.contains("MERGE"), "{plan}");
-        assert!(plan.contains("USING INDEX scans_pending"), "{plan}");
-        assert!(plan.contains("USING INDEX scans_unresolved"), "{plan}");
-        assert!(!plan.contains("TEMP B-TREE FOR ORDER BY"), "{plan}");
+        assert!(
+            super::load_pending(&store.conn, &skip, 10)
+                .unwrap()
+                .is_empty()
+        );
+        assert!(
+            super::load_unresolved(&store.conn, &skip, 10)
+                .unwrap()
+                .is_empty()
+        );
+        for (sql, index) in [
+            (super::LOAD_PENDING, "scans_pending"),
+            (super::LOAD_UNRESOLVED, "scans_unresolved"),
+        ] {
+            let mut q = store
+                .conn
+                .prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
+                .unwrap();
+            let plan: Vec<String> = q
+                .query_map(rusqlite::params![10, skip], |r| r.get::<_, String>(3))
+                .unwrap()
+                .map(Result::unwrap)
+                .collect();
+            let plan = plan.join("; ");
+            assert!(plan.contains(&format!("USING INDEX {index}")), "{plan}");
+            assert!(!plan.contains("TEMP B-TREE FOR ORDER BY"), "{plan}");
+        }
     }
 
     /// The backlog's untrusted-time scans are found by key in their own

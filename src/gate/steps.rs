@@ -45,22 +45,41 @@ impl BootOffsets {
         }
     }
 
-    /// Record a committed row (inside its transaction).
-    pub fn record(&mut self, tx: &Connection, boot_id: &str, off: i64) -> rusqlite::Result<()> {
+    /// Record a committed row's offset in memory; returns the boot's new
+    /// range if it widened, for [`BootOffsets::store`] inside the commit's
+    /// transaction. (Two steps, so the caller can share this map between
+    /// threads without holding its lock across SQL.)
+    pub fn widen(&mut self, boot_id: &str, off: i64) -> Option<(i64, i64)> {
         let widened = match self.ranges.get(boot_id) {
-            Some(&(lo, hi)) if (lo..=hi).contains(&off) => return Ok(()),
+            Some(&(lo, hi)) if (lo..=hi).contains(&off) => return None,
             Some(&(lo, hi)) => (lo.min(off), hi.max(off)),
             None => (off, off),
         };
         self.ranges.insert(boot_id.to_string(), widened);
+        Some(widened)
+    }
+
+    /// Persist a boot's widened range (inside the commit's transaction);
+    /// ranges only ever widen, so two writers merge by min and max.
+    pub fn store(tx: &Connection, boot_id: &str, lo: i64, hi: i64) -> rusqlite::Result<()> {
         tx.prepare_cached(
             "INSERT INTO boot_offsets (boot_id, min_offset, max_offset) VALUES (?1, ?2, ?3)
              ON CONFLICT (boot_id) DO UPDATE SET
                  min_offset = min(min_offset, excluded.min_offset),
                  max_offset = max(max_offset, excluded.max_offset)",
         )?
-        .execute(params![boot_id, widened.0, widened.1])?;
+        .execute(params![boot_id, lo, hi])?;
         Ok(())
+    }
+
+    /// Record a committed row (inside its transaction): [`BootOffsets::widen`]
+    /// and [`BootOffsets::store`].
+    #[cfg(test)]
+    fn record(&mut self, tx: &Connection, boot_id: &str, off: i64) -> rusqlite::Result<()> {
+        match self.widen(boot_id, off) {
+            Some((lo, hi)) => Self::store(tx, boot_id, lo, hi),
+            None => Ok(()),
+        }
     }
 }
 
