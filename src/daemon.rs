@@ -65,6 +65,11 @@ pub enum DaemonError {
     /// The outbox writer thread died.
     #[error("the outbox writer thread panicked; state is safe in {0}, restart the service")]
     WriterPanicked(PathBuf),
+    /// A thread of the facility claimer died.
+    #[error(
+        "a thread of the facility claimer panicked; scans are safe in {0} and are claimed after a restart of the service"
+    )]
+    ClaimerPanicked(PathBuf),
     /// A scanner's task ended while the daemon ran (a bug: it should
     /// reconnect by itself until shutdown).
     #[error(
@@ -244,7 +249,7 @@ pub async fn run(
             .await
             .ok()
             .flatten()
-            .ok_or_else(|| DaemonError::WriterPanicked(state_dir.clone()))?;
+            .ok_or_else(|| DaemonError::ClaimerPanicked(state_dir.clone()))?;
     }
     if let Some(e) = failed {
         return Err(e);

@@ -213,12 +213,18 @@ pub struct Store {
 /// connection that yields (the claimer's replay lane, the raw sweeper)
 /// takes it only while no other writer waits — so the counter's path (the
 /// outbox writer's admits, the live lane's verdicts) waits at most for the
-/// one transaction in progress, never behind a queue of the backlog's.
+/// one transaction in progress, never behind a queue of the backlog's. A
+/// yielding writer passed over [`YIELD_AT_MOST`] times goes next, so a
+/// steady stream at the counter cannot hold the backlog (and the scans
+/// held back behind it) off for ever.
 #[derive(Default)]
 pub(crate) struct Turn {
     state: Mutex<TurnState>,
     changed: Condvar,
 }
+
+/// How many turns in a row a waiting yielding writer lets others have.
+const YIELD_AT_MOST: usize = 4;
 
 #[derive(Default)]
 struct TurnState {
@@ -227,13 +233,17 @@ struct TurnState {
     waiting: usize,
     /// Yielding writers waiting for the turn.
     yielding: usize,
+    /// Turns given to others since a yielding writer last had it, while
+    /// one waited.
+    passed: usize,
 }
 
 /// The writers' turn, held until dropped.
 pub(crate) struct TurnGuard<'t>(&'t Turn);
 
 impl Turn {
-    /// Wait for the turn; `yields`: also while another writer waits.
+    /// Wait for the turn; `yields`: also while another writer waits,
+    /// unless passed over too often.
     pub(crate) fn take(&self, yields: bool) -> TurnGuard<'_> {
         let mut st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         fn count(st: &mut TurnState, yields: bool) -> &mut usize {
@@ -244,7 +254,15 @@ impl Turn {
             }
         }
         *count(&mut st, yields) += 1;
-        while st.held || (yields && st.waiting > 0) {
+        loop {
+            let due = st.yielding > 0 && st.passed >= YIELD_AT_MOST;
+            let blocked = match yields {
+                true => st.waiting > 0 && !due,
+                false => due,
+            };
+            if !st.held && !blocked {
+                break;
+            }
             st = self
                 .changed
                 .wait(st)
@@ -252,6 +270,10 @@ impl Turn {
         }
         *count(&mut st, yields) -= 1;
         st.held = true;
+        st.passed = match (yields, st.yielding) {
+            (true, _) | (false, 0) => 0,
+            (false, _) => st.passed + 1,
+        };
         TurnGuard(self)
     }
 }
@@ -758,6 +780,61 @@ mod tests {
         }
         // With nobody else waiting, a yielding writer gets the turn at once.
         drop(turn.take(true));
+    }
+
+    /// A yielding writer that the counter's writers keep passing over gets
+    /// the turn after [`YIELD_AT_MOST`] of theirs, although one of them is
+    /// waiting again each time the turn comes free.
+    #[test]
+    fn a_yielding_writer_is_passed_over_only_so_often() {
+        let turn = Arc::new(Turn::default());
+        let order = Arc::new(Mutex::new(Vec::<&str>::new()));
+        let until = |f: &dyn Fn(&TurnState) -> bool| {
+            while !f(&turn.state.lock().unwrap()) {
+                std::thread::yield_now();
+            }
+        };
+        let first = turn.take(false);
+        let backlog = {
+            let (turn, order) = (turn.clone(), order.clone());
+            std::thread::spawn(move || {
+                let _t = turn.take(true);
+                order.lock().unwrap().push("backlog");
+            })
+        };
+        until(&|st| st.yielding == 1);
+        // Each counter-side writer holds the turn until told to let go;
+        // the next one is seen waiting before that.
+        let mut holder: Option<std::sync::mpsc::Sender<()>> = None;
+        let mut first = Some(first);
+        let mut writers = Vec::new();
+        for i in 0..=YIELD_AT_MOST {
+            let (let_go, told) = std::sync::mpsc::channel::<()>();
+            let (turn2, order2) = (turn.clone(), order.clone());
+            writers.push(std::thread::spawn(move || {
+                let _t = turn2.take(false);
+                order2.lock().unwrap().push("counter");
+                let _ = told.recv();
+            }));
+            until(&|st| st.waiting == 1);
+            match holder.replace(let_go) {
+                Some(previous) => previous.send(()).unwrap(),
+                None => drop(first.take()),
+            }
+            let n = i + 1;
+            while order.lock().unwrap().len() < n {
+                std::thread::yield_now();
+            }
+        }
+        drop(holder);
+        backlog.join().unwrap();
+        for w in writers {
+            w.join().unwrap();
+        }
+        let order = order.lock().unwrap();
+        let at = order.iter().position(|&w| w == "backlog");
+        assert_eq!(at, Some(YIELD_AT_MOST), "{order:?}");
+        assert_eq!(order.len(), YIELD_AT_MOST + 2, "{order:?}");
     }
 
     #[test]

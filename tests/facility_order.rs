@@ -258,3 +258,50 @@ fn the_live_lane_waits_for_a_replay_in_flight_and_knows_what_it_committed() {
         Verdict::Committed
     );
 }
+
+/// A backlog scan read after a new one of the same label (the wall clock
+/// was stepped back between them, so the new one was admitted later but
+/// captured earlier) waits in the replay lane until the live lane has
+/// claimed the new one: strict capture order commits the earlier read.
+#[test]
+fn the_replay_waits_for_an_earlier_new_scan_of_its_label() {
+    let (_root, redis, mut store, mut replay, mut facility) = rig();
+    let mut live = replay.lane();
+    let profile = counter();
+    let now = CaptureTime::now();
+    let later = read(&profile, "SN-A", 105);
+    store.admit("f1", std::slice::from_ref(&later)).unwrap();
+    replay
+        .facility_round(&mut store, None, "Redis is down", &now)
+        .unwrap();
+    let earlier = read(&profile, "SN-A", 100);
+    store.admit("f1", std::slice::from_ref(&earlier)).unwrap();
+
+    let waiting = replay
+        .pick(&mut store, Lane::Replay, &[], &now, true)
+        .unwrap();
+    assert_eq!((waiting.claims("gw").len(), waiting.held()), (0, 1));
+    let new = live.pick(&mut store, Lane::Live, &[], &now, true).unwrap();
+    assert_eq!((new.claims("gw").len(), new.held()), (1, 0));
+    let outcomes = facility.claim_batch(&new.claims("gw")).unwrap();
+    live.record(&mut store, new, Ok(outcomes)).unwrap();
+    let r = replay
+        .facility_round(&mut store, Some(&mut facility), "", &now)
+        .unwrap();
+    assert_eq!(r.decisions.len(), 1);
+
+    let state = |s: &Scan| {
+        decision_of(&store, &s.uuid.to_string())
+            .unwrap()
+            .unwrap()
+            .verdict
+    };
+    assert_eq!(state(&earlier), Verdict::Committed);
+    assert_eq!(
+        state(&later),
+        Verdict::Suppressed {
+            twin: earlier.uuid.to_string()
+        }
+    );
+    assert_eq!(redis.ledger("f1").len(), 1);
+}

@@ -21,9 +21,9 @@ use crate::gate::facility::{Lane, Picked};
 use crate::gate::{Decision, Gate, GateStats, Verdict};
 use crate::outbox::FacilityState;
 use crate::store::{Store, StoreError};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, TryRecvError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -132,14 +132,15 @@ fn noted(e: FacilityError, refused: &mut bool) -> String {
 }
 
 /// Record for `outbox status` whether the facility store answers, if that
-/// (or the reason it does not) changed since `shown`.
+/// (or the reason it does not) changed since either lane last wrote it.
 fn publish(
     store: &mut Store,
-    shown: &mut Option<FacilityState>,
+    shown: &Mutex<Option<FacilityState>>,
     answering: bool,
     reason: Option<&str>,
     since_ms: i64,
 ) {
+    let mut shown = shown.lock().unwrap_or_else(PoisonError::into_inner);
     if shown
         .as_ref()
         .is_some_and(|s| s.answering == answering && s.reason.as_deref() == reason)
@@ -168,6 +169,32 @@ enum Wake {
     Answering,
     /// The outbox writer is gone: one last round, then stop.
     Stop,
+    /// The replay lane's thread ended while the live lane ran (it
+    /// panicked): nobody would replay the backlog, nor free the new scans
+    /// held back behind it.
+    ReplayGone,
+}
+
+/// Sends [`Wake::ReplayGone`] when the replay lane's thread ends, however.
+struct ReplayGone(Sender<Wake>);
+
+impl Drop for ReplayGone {
+    fn drop(&mut self) {
+        let _ = self.0.send(Wake::ReplayGone);
+    }
+}
+
+/// What the two lanes tell each other without a wake-up.
+#[derive(Default)]
+struct Between {
+    /// Per lane ([`Lanes::me`]): it may hold scans back behind the other
+    /// lane's, which wakes it after each round it records. Set before
+    /// every pick and cleared after one that held nothing, so a round
+    /// recorded while a pick reads is never missed.
+    held: [AtomicBool; 2],
+    /// What `outbox status` shows of the facility store, as last written by
+    /// either lane (the latest observation wins).
+    shown: Mutex<Option<FacilityState>>,
 }
 
 /// The writer's side of the live lane: kicks it for each admitted batch;
@@ -217,9 +244,7 @@ pub fn spawn(
 ) -> Result<(Kicker, Claimers), StoreError> {
     let (kick, kicked) = std::sync::mpsc::channel();
     let (release, released) = std::sync::mpsc::channel();
-    // Set while the live lane holds new scans back behind the backlog: the
-    // replay lane then wakes it after each round it records.
-    let held = Arc::new(AtomicBool::new(false));
+    let between = Arc::new(Between::default());
     let replay = {
         // The backlog gives way to the counter at the writers' turn.
         let (store, gate, link) = (store.companion()?.yielding(), gate.lane(), link.clone());
@@ -227,12 +252,16 @@ pub fn spawn(
             lane: Lane::Replay,
             wake: released,
             other: kick.clone(),
-            held: Arc::clone(&held),
+            between: Arc::clone(&between),
         };
+        let gone = ReplayGone(kick.clone());
         let observe = observe.clone();
         std::thread::Builder::new()
             .name("claimer-replay".into())
-            .spawn(move || run(store, gate, link, None, lanes, observe))
+            .spawn(move || {
+                let _gone = gone;
+                run(store, gate, link, None, lanes, observe)
+            })
             .expect("spawning a thread")
     };
     let live = {
@@ -241,7 +270,7 @@ pub fn spawn(
             lane: Lane::Live,
             wake: kicked,
             other: release,
-            held,
+            between,
         };
         std::thread::Builder::new()
             .name("claimer-live".into())
@@ -259,8 +288,7 @@ struct Lanes {
     wake: Receiver<Wake>,
     /// Wakes the other lane.
     other: Sender<Wake>,
-    /// See [`spawn`].
-    held: Arc<AtomicBool>,
+    between: Arc<Between>,
 }
 
 impl Lanes {
@@ -281,6 +309,14 @@ impl Lanes {
             Ok(w) => std::iter::once(w).chain(self.wake.try_iter()).collect(),
             Err(true) => vec![Wake::Stop],
             Err(false) => Vec::new(),
+        }
+    }
+
+    /// This lane's index in [`Between`]'s arrays, and the other's.
+    fn me(&self) -> (usize, usize) {
+        match self.lane {
+            Lane::Live => (0, 1),
+            Lane::Replay => (1, 0),
         }
     }
 
@@ -310,6 +346,8 @@ fn run(
 ) -> GateStats {
     let lane = lanes.lane;
     let name = lanes.name();
+    let (me, other) = lanes.me();
+    let between = Arc::clone(&lanes.between);
     gate.set_require_synced_clock(link.redis.require_synced_clock);
     let mut backoff = BACKOFF_MIN;
     // The local database's own back-off (a full or failing disk): no round
@@ -327,8 +365,6 @@ fn run(
     // window is not the facility's rule, so it decides no echo by itself
     // until a connection's check finds the settings agree again.
     let mut settings_refused = false;
-    // What `outbox status` shows of the facility store, as last written.
-    let mut shown: Option<FacilityState> = None;
     let mut outage_since_ms = 0;
     loop {
         // The replay lane connects only for a backlog: an idle gateway
@@ -357,6 +393,7 @@ fn run(
             .unwrap_or_default();
         let now = crate::capture::CaptureTime::now();
         let online = facility.is_some();
+        between.held[me].store(true, Ordering::SeqCst);
         let next = gate
             .pick(&mut store, lane, &skip, &now, online)
             .inspect_err(|e| {
@@ -373,9 +410,8 @@ fn run(
         // agree on whether the local back-off still runs.
         let db_held = Instant::now() < db_retry_at;
         let waiting_for_clock = next.as_ref().map_or(0, Picked::waiting_for_clock);
-        if let Some(p) = next.as_ref().filter(|_| lane == Lane::Live) {
-            lanes.held.store(p.held() > 0, Ordering::SeqCst);
-        }
+        let held = next.as_ref().map_or(0, Picked::held);
+        between.held[me].store(held > 0, Ordering::SeqCst);
 
         // 1. The round in flight: its answers.
         let answered = in_flight.take().map(|(mut picked, sent)| {
@@ -442,17 +478,17 @@ fn run(
                 Ok(round) => {
                     recorded = true;
                     observe(&round.decisions);
-                    // New unresolved scans are the replay's; a decided
-                    // backlog scan may free new ones the live lane holds.
-                    wake_other |= match lane {
-                        Lane::Live => round
-                            .decisions
-                            .iter()
-                            .any(|d| matches!(d.verdict, Verdict::Unresolved { .. })),
-                        Lane::Replay => {
-                            !round.decisions.is_empty() && lanes.held.load(Ordering::SeqCst)
-                        }
-                    };
+                    if round.decisions.is_empty() {
+                        continue;
+                    }
+                    // A decided scan may free scans the other lane holds
+                    // back; new unresolved scans are the replay's.
+                    wake_other |= between.held[other].load(Ordering::SeqCst)
+                        || (lane == Lane::Live
+                            && round
+                                .decisions
+                                .iter()
+                                .any(|d| matches!(d.verdict, Verdict::Unresolved { .. })));
                 }
                 Err(e) => {
                     // The rows stay open; their claims are idempotent.
@@ -464,12 +500,10 @@ fn run(
                 }
             }
         }
-        if wake_other && lanes.other.send(Wake::Scans).is_err() && lane == Lane::Live {
-            // The replay lane is gone (it panicked): nobody would replay
-            // these scans. Stop, so the writer stops and the service
-            // restarts; they stay durable in the outbox.
-            tracing::error!("the claimer's replay lane is gone; stopping");
-            break;
+        if wake_other {
+            // (Gone only at shutdown, or after a panic that
+            // [`Wake::ReplayGone`] reports.)
+            let _ = lanes.other.send(Wake::Scans);
         }
 
         // Outage bookkeeping: a failed claim, or a failed connect attempt.
@@ -493,12 +527,16 @@ fn run(
                 );
                 outage_since = Some(Instant::now());
                 outage_since_ms = chrono::Utc::now().timestamp_millis();
-            } else {
+            } else if lane == Lane::Replay {
+                // (The replay lane retries on a timer and says so; the
+                // live lane only on new scans, which wait with the rest.)
                 log_backlog(&store, &link.shown, &offline_reason, backoff);
+            } else {
+                tracing::debug!(redis = %link.shown, lane = name, "facility Redis still unavailable: {offline_reason}");
             }
             publish(
                 &mut store,
-                &mut shown,
+                &between.shown,
                 false,
                 Some(&offline_reason),
                 outage_since_ms,
@@ -520,7 +558,7 @@ fn run(
             }
             backoff = BACKOFF_MIN;
             let now_ms = chrono::Utc::now().timestamp_millis();
-            publish(&mut store, &mut shown, true, None, now_ms);
+            publish(&mut store, &between.shown, true, None, now_ms);
         }
 
         if db_failed {
@@ -573,6 +611,12 @@ fn run(
                 Wake::Stop => {
                     stopping = true;
                     retry_at = Instant::now(); // one last attempt
+                }
+                Wake::ReplayGone => {
+                    // Stop, so the writer stops and the service restarts;
+                    // the scans stay durable in the outbox.
+                    tracing::error!("the claimer's replay lane stopped unexpectedly; stopping");
+                    return gate.stats();
                 }
             }
         }

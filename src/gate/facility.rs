@@ -21,8 +21,8 @@
 //! backlog replays (docs/design.md, "Replay order").
 
 use super::{
-    Decision, Gate, OpenRow, Skip, Verdict, load_pending, load_unresolved, newest_unresolved_ms,
-    unresolved_with_key, unsynced_unresolved,
+    Decision, Gate, Open, OpenRow, Skip, Verdict, earlier_with_key, load_pending, load_unresolved,
+    newest_unresolved_ms, open_span, unsynced_unresolved,
 };
 use crate::audit::Chain;
 use crate::capture::CaptureTime;
@@ -30,7 +30,7 @@ use crate::capture::clock::rfc3339_ms;
 use crate::facility::{Claim, Facility, Outcome};
 use crate::store::{Store, StoreError, classify};
 use rusqlite::params;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 /// Scans per facility round at most (backlog part; as many new scans again
 /// may join). Small enough that a new scan waits at most a few milliseconds
@@ -188,27 +188,24 @@ impl Gate {
         let Store { conn, path, .. } = store;
         let err = |e| classify(path, e);
         let in_flight: Skip = std::rc::Rc::new(skip.iter().map(|&seq| seq.into()).collect());
-        let (mut rows, more, held) = match (lane, online) {
-            (Lane::Live, true) => {
-                let candidates = load_pending(conn, &in_flight, AHEAD).map_err(err)?;
-                let loaded = candidates.len();
-                let ahead = self.may_go_ahead(conn, candidates).map_err(err)?;
-                let held = loaded - ahead.len();
-                // Go again at once only if the next pick can find more than
-                // the held-back scans this one found.
-                (ahead, loaded == AHEAD && held < loaded, held)
-            }
-            (Lane::Live, false) => {
-                let rows = load_pending(conn, &in_flight, ROUND).map_err(err)?;
-                let more = rows.len() == ROUND;
-                (rows, more, 0)
-            }
-            (Lane::Replay, true) => {
-                let rows = load_unresolved(conn, &in_flight, ROUND).map_err(err)?;
-                let more = rows.len() == ROUND;
-                (rows, more, 0)
-            }
-            (Lane::Replay, false) => (Vec::new(), false, 0),
+        let limit = match (lane, online) {
+            (Lane::Live, true) => AHEAD,
+            _ => ROUND,
+        };
+        let loaded = match (lane, online) {
+            (Lane::Live, _) => load_pending(conn, &in_flight, limit),
+            (Lane::Replay, true) => load_unresolved(conn, &in_flight, limit),
+            (Lane::Replay, false) => Ok(Vec::new()),
+        }
+        .map_err(err)?;
+        let full = loaded.len() == limit;
+        // Offline nothing is claimed (new scans become unresolved), so
+        // order is moot; online a scan waits for the other lane's earlier
+        // scans of its label.
+        let (mut rows, mut held) = if online {
+            self.not_held_back(conn, lane, loaded).map_err(err)?
+        } else {
+            (loaded, 0)
         };
         let mut stats = self.stats;
         let mut verdicts: Vec<Option<Verdict>> = Vec::with_capacity(rows.len());
@@ -222,6 +219,7 @@ impl Gate {
         self.stats = stats;
         let mut retimed = Vec::new();
         let mut waiting_for_clock = 0;
+        let mut clock_keys = HashSet::new();
         if self.require_synced_clock {
             for (row, verdict) in rows.iter_mut().zip(verdicts.iter_mut()) {
                 if verdict.is_some() || row.synced || row.boot_id != now.boot_id {
@@ -234,16 +232,39 @@ impl Gate {
                     retimed.push((row.seq, row.captured_ms));
                 } else {
                     waiting_for_clock += 1;
+                    clock_keys.extend(row.content_key.clone());
                     *verdict = Some(Verdict::Unresolved {
                         reason: "the wall clock is not NTP-synchronised yet; the scan is claimed once it is, with its capture time taken from the boot clock".into(),
                     });
                 }
             }
         }
-        // Replay rows held for the clock come first again next round: when
-        // they are all there is, "more" would only repeat this round. (Live
-        // rows held for it become unresolved, so the next pick moves on.)
-        let more = more && (lane == Lane::Live || waiting_for_clock < rows.len());
+        // A scan of a label that has a scan waiting for the clock in this
+        // round waits too: which of them came first is not known yet.
+        if online && !clock_keys.is_empty() {
+            let before = rows.len();
+            let (kept_rows, kept): (Vec<_>, Vec<_>) = rows
+                .into_iter()
+                .zip(verdicts)
+                .filter(|(row, verdict)| {
+                    verdict.is_some()
+                        || row
+                            .content_key
+                            .as_ref()
+                            .is_none_or(|k| !clock_keys.contains(k))
+                })
+                .unzip();
+            (rows, verdicts) = (kept_rows, kept);
+            held += before - rows.len();
+        }
+        // Go again at once only if this round moves something on: held
+        // rows come first again next time, and so do replay rows waiting
+        // for the clock (live ones become unresolved, which moves them).
+        let stuck = match lane {
+            Lane::Live => 0,
+            Lane::Replay => waiting_for_clock,
+        };
+        let more = full && rows.len() > stuck;
         Ok(Picked {
             rows,
             verdicts,
@@ -254,27 +275,35 @@ impl Gate {
         })
     }
 
-    /// Of `candidates` (new scans, capture order), those that may be
-    /// claimed ahead of the backlog (at most [`AHEAD`]): a claim can only
-    /// be changed by an earlier one with the same content key captured
-    /// within the window before it, so a candidate goes ahead unless an
-    /// `unresolved` scan or a held-back candidate is such an earlier one
-    /// (the window widened by the boot's recorded clock steps), or an
-    /// `unresolved` scan with its key has no trusted wall time yet (read
-    /// before NTP sync, not yet re-timed). Decisions stay exactly those of
-    /// capture order.
-    fn may_go_ahead(
+    /// Of `candidates` (capture order; `pending` for the live lane,
+    /// `unresolved` for the replay lane), those that may be claimed now,
+    /// and how many are held back. A claim can only be changed by an
+    /// earlier one with the same content key captured within the window
+    /// before it, so a candidate goes ahead unless the other lane has such
+    /// an earlier scan still undecided, or a held-back candidate is one
+    /// (the window widened by the boot's recorded clock steps; "earlier"
+    /// in capture order, so two scans never wait for each other). A new
+    /// scan also waits for an `unresolved` scan of its key that has no
+    /// trusted wall time yet (read before NTP sync, not yet re-timed).
+    /// Decisions stay exactly those of strict capture order.
+    fn not_held_back(
         &self,
         conn: &rusqlite::Connection,
+        lane: Lane,
         candidates: Vec<OpenRow>,
-    ) -> rusqlite::Result<Vec<OpenRow>> {
+    ) -> rusqlite::Result<(Vec<OpenRow>, usize)> {
+        let other = match lane {
+            Lane::Live => Open::Unresolved,
+            Lane::Replay => Open::Pending,
+        };
         let mut held: HashMap<String, i64> = HashMap::new();
-        let mut ahead = Vec::new();
-        // Only the claimer makes scans unresolved: below this, none exist.
-        let newest_unresolved = newest_unresolved_ms(conn)?;
+        let mut ahead = Vec::with_capacity(candidates.len());
+        let loaded = candidates.len();
+        // The other lane's capture times: outside them, nothing to wait for.
+        let span = open_span(conn, other)?;
         // Waiting scans read before NTP sync have no trusted wall time yet:
         // a new scan with the same content key waits for them, whenever.
-        let any_unsynced = unsynced_unresolved(conn, None)?;
+        let any_unsynced = lane == Lane::Live && unsynced_unresolved(conn, None)?;
         for row in candidates {
             if let Some(key) = row
                 .content_key
@@ -287,8 +316,8 @@ impl Gate {
                 );
                 let from = row.captured_ms - self.cfg.window_ms - allowance;
                 let conflict = held.get(key).is_some_and(|&t| t >= from)
-                    || (newest_unresolved.is_some_and(|n| n >= from)
-                        && unresolved_with_key(conn, key, from, row.captured_ms)?)
+                    || (span.is_some_and(|(lo, hi)| hi >= from && lo <= row.captured_ms)
+                        && earlier_with_key(conn, other, key, from, &row)?)
                     || (any_unsynced && unsynced_unresolved(conn, Some(key))?);
                 if conflict {
                     let t = held.entry(key.to_string()).or_insert(row.captured_ms);
@@ -297,11 +326,9 @@ impl Gate {
                 }
             }
             ahead.push(row);
-            if ahead.len() == AHEAD {
-                break;
-            }
         }
-        Ok(ahead)
+        let held = loaded - ahead.len();
+        Ok((ahead, held))
     }
 
     /// Write a picked round's verdicts in one transaction: local ones as

@@ -756,22 +756,91 @@ fn newest_unresolved_ms(tx: &Connection) -> rusqlite::Result<Option<i64>> {
     .optional()
 }
 
-/// Whether an `unresolved` scan with content key `key` was captured (wall
-/// clock) in `from_ms..=to_ms`. The backlog index is searched by time: the
-/// range is one window wide, and after an outage nearly always empty; an
-/// index by content key would cost a random page write per scan instead.
-fn unresolved_with_key(
+/// The two open states, one per claimer lane.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Open {
+    Pending,
+    Unresolved,
+}
+
+/// Statements per open state, each walking its own partial index (a
+/// partial index is only used for the literal state it was made for).
+macro_rules! per_state {
+    ($state:expr, $pending:expr, $unresolved:expr) => {
+        match $state {
+            Open::Pending => $pending,
+            Open::Unresolved => $unresolved,
+        }
+    };
+}
+
+/// The earliest and latest wall-clock capture times of the scans in
+/// `state` (two index probes), if there are any.
+fn open_span(tx: &Connection, state: Open) -> rusqlite::Result<Option<(i64, i64)>> {
+    tx.prepare_cached(open_span_sql(state))?.query_row([], |r| {
+        Ok(r.get::<_, Option<i64>>(0)?.zip(r.get::<_, Option<i64>>(1)?))
+    })
+}
+
+/// [`open_span`]'s statement: two subqueries, each reading one end of the
+/// state's index (a `min` and a `max` in one select would walk all of it).
+fn open_span_sql(state: Open) -> &'static str {
+    macro_rules! span {
+        ($state:literal) => {
+            concat!(
+                "SELECT (SELECT captured_ms FROM scans WHERE state = '",
+                $state,
+                "' ORDER BY captured_ms, boot_ns, scan_uuid LIMIT 1),
+                        (SELECT captured_ms FROM scans WHERE state = '",
+                $state,
+                "' ORDER BY captured_ms DESC, boot_ns DESC, scan_uuid DESC LIMIT 1)"
+            )
+        };
+    }
+    per_state!(state, span!("pending"), span!("unresolved"))
+}
+
+/// Whether a scan in `state` with content key `key` was captured (wall
+/// clock) from `from_ms` on and before `row` in capture order. The state's
+/// index is searched by time: the range is one window wide, and nearly
+/// always empty; an index by content key would cost a random page write
+/// per scan instead.
+fn earlier_with_key(
     tx: &Connection,
+    state: Open,
     key: &str,
     from_ms: i64,
-    to_ms: i64,
+    row: &OpenRow,
 ) -> rusqlite::Result<bool> {
-    tx.prepare_cached(
-        "SELECT 1 FROM scans INDEXED BY scans_unresolved
-         WHERE state = 'unresolved' AND captured_ms BETWEEN ?2 AND ?3 AND content_key = ?1
-         LIMIT 1",
-    )?
-    .exists(params![key, from_ms, to_ms])
+    tx.prepare_cached(earlier_with_key_sql(state))?
+        .exists(params![
+            key,
+            from_ms,
+            row.captured_ms,
+            row.boot_ns,
+            row.uuid
+        ])
+}
+
+/// [`earlier_with_key`]'s statement.
+fn earlier_with_key_sql(state: Open) -> &'static str {
+    macro_rules! earlier {
+        ($state:literal, $index:literal) => {
+            concat!(
+                "SELECT 1 FROM scans INDEXED BY ",
+                $index,
+                " WHERE state = '",
+                $state,
+                "' AND captured_ms BETWEEN ?2 AND ?3 AND content_key = ?1
+                   AND (captured_ms, boot_ns, scan_uuid) < (?3, ?4, ?5) LIMIT 1"
+            )
+        };
+    }
+    per_state!(
+        state,
+        earlier!("pending", "scans_pending"),
+        earlier!("unresolved", "scans_unresolved")
+    )
 }
 
 /// The ledger's index column for a content key: its first 8 bytes.
@@ -862,6 +931,40 @@ mod tests {
             let plan = plan.join("; ");
             assert!(plan.contains(&format!("USING INDEX {index}")), "{plan}");
             assert!(!plan.contains("TEMP B-TREE FOR ORDER BY"), "{plan}");
+        }
+    }
+
+    /// The other lane's time span and its earlier scans of a label are read
+    /// at the ends of, or in a window of, its partial index — never by
+    /// walking the whole backlog (a million rows after an outage).
+    #[test]
+    fn the_other_lanes_scans_are_probed_not_walked() {
+        use super::{Open, earlier_with_key_sql, open_span_sql};
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        store
+            .conn
+            .execute_batch(
+                "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 4000)
+                 INSERT INTO scans (scan_uuid, scanner, scan_type, quantity, captured_ms,
+                     boot_id, boot_ns, clock_synced, raw, content_key, state)
+                 SELECT 'u' || i, 's', 'dispense', 1, i * 10, 'b', i, 1, x'00', 'k' || (i % 7),
+                     CASE WHEN i % 2 = 0 THEN 'pending' ELSE 'unresolved' END FROM n",
+            )
+            .unwrap();
+        for state in [Open::Pending, Open::Unresolved] {
+            let mut q = store.conn.prepare(open_span_sql(state)).unwrap();
+            let span: (i64, i64) = q.query_row([], |r| Ok((r.get(0)?, r.get(1)?))).unwrap();
+            assert!(span.0 <= 20 && span.1 >= 39_990, "{span:?}");
+            let steps = q.get_status(rusqlite::StatementStatus::VmStep);
+            assert!(steps < 200, "the span took {steps} steps");
+            let mut q = store.conn.prepare(earlier_with_key_sql(state)).unwrap();
+            let found = q
+                .exists(rusqlite::params!["k1", 39_900, 40_000, 4000, "u4000"])
+                .unwrap();
+            assert!(found);
+            let steps = q.get_status(rusqlite::StatementStatus::VmStep);
+            assert!(steps < 400, "the lookup took {steps} steps");
         }
     }
 
