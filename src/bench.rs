@@ -13,7 +13,7 @@
 //! Peak RSS is the process's high-water mark (`VmHWM`).
 //!
 //! With `--redis URL` the same figures are taken through the facility
-//! store, with the daemon's own claimer thread deciding while this thread
+//! store, with the daemon's own claimer lanes deciding while this thread
 //! admits as the outbox writer does (`bench/facility.rs`).
 
 mod facility;
@@ -45,7 +45,7 @@ pub struct BenchArgs {
     pub dir: Option<PathBuf>,
     /// Decide through this facility Redis (`redis://…`) instead of the
     /// embedded store: this thread admits (durable) as the daemon's outbox
-    /// writer does, the daemon's claimer thread decides.
+    /// writer does, the daemon's claimer lanes decide.
     #[arg(long)]
     pub redis: Option<String>,
     /// With `--redis`: first build a backlog of this many `unresolved`

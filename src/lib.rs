@@ -23,7 +23,7 @@
 //! - [`audit`]: hash-chained decision records; verify and trace.
 //! - [`facility`]: the facility Redis: the claim script, claim rounds, checks.
 //! - [`daemon`]: the one place that wires the stages together (with
-//!   `[redis]`, a claimer thread in [`daemon::claimer`]; the raw-bytes
+//!   `[redis]`, the claimer's live and replay lanes in [`daemon::claimer`]; the raw-bytes
 //!   sweeper in [`daemon::sweeper`]).
 //! - [`cli`]: the `scangate` commands and their exit codes.
 //! - [`decode_cmd`]: `scangate decode`, the decoder for technicians and tests.

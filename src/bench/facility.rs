@@ -1,5 +1,5 @@
 //! `scangate bench --redis URL`: the facility store, measured through the
-//! daemon's own claimer thread (`daemon/claimer.rs`) while this thread
+//! daemon's own claimer lanes (`daemon/claimer.rs`) while this thread
 //! admits as the outbox writer does (one transaction per batch of at most
 //! the writer's batch size, then a kick).
 //!
@@ -12,7 +12,7 @@
 //!    until the last is decided;
 //! 3. latency: `--rate` scans/s for `--seconds`, capture → decision.
 //!
-//! A scan's "decision" is the moment the claimer's transaction holding its
+//! A scan's "decision" is the moment the claimer lane's transaction holding its
 //! verdict (and ledger row and audit record) has committed.
 
 use super::{BenchArgs, Workload, cpu_time, peak_rss_kib, percentile, written_bytes};
@@ -146,7 +146,7 @@ pub(super) fn run(
     // A second connection, for the server's CPU counters.
     let mut probe = link.connect_checked().map_err(|e| e.to_string())?;
     println!(
-        "deciding through the facility Redis {} (daemon claimer thread; writer batches of at most {ADMIT_BATCH})",
+        "deciding through the facility Redis {} (the daemon's claimer lanes; writer batches of at most {ADMIT_BATCH})",
         crate::facility::redact(url)
     );
 
