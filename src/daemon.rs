@@ -136,7 +136,9 @@ pub async fn run(
             .await
             .expect("the connect task does not panic");
             if let Err(
-                e @ (FacilityError::Misconfigured { .. } | FacilityError::SettingsDiffer { .. }),
+                e @ (FacilityError::Misconfigured { .. }
+                | FacilityError::SettingsDiffer { .. }
+                | FacilityError::NoPermission { .. }),
             ) = first
             {
                 return Err(DaemonError::Facility(e));

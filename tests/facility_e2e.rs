@@ -356,6 +356,66 @@ fn an_evicting_redis_is_refused_at_start_up() {
     assert!(out.stderr.contains(&redis.port.to_string()), "{out}");
 }
 
+/// A Redis ACL user with exactly the documented grants runs a gateway:
+/// claims (and the commands the claim script runs), the start-up checks,
+/// `ledger export`. A user lacking one of them is refused at start with
+/// exit 2, naming what was refused and the grants to give.
+#[test]
+fn an_acl_user_with_the_documented_grants_runs_a_gateway_and_one_without_is_refused() {
+    let root = tempdir("scangate-fac-");
+    let redis = RedisServer::start(&root.path().join("redis"), &[]);
+    let grants = scangate::facility::ACL_GRANTS;
+    let mut c = redis.connection().expect("redis answers");
+    for (user, grants) in [
+        ("scangate", grants.to_string()),
+        ("partial", grants.replace(" +config|get", "")),
+    ] {
+        let mut acl = redis::cmd("ACL");
+        acl.arg("SETUSER").arg(user).arg("on").arg(">pw-gw");
+        for g in grants.split_whitespace() {
+            acl.arg(g);
+        }
+        let _: () = acl.query(&mut c).expect("ACL SETUSER");
+    }
+    let password = root.path().join("redis-password");
+    std::fs::write(&password, "pw-gw\n").unwrap();
+    let mut g = Gateway::new(root.path(), "gw-a", &redis);
+    let as_user = |g: &Gateway, user: &str| {
+        let text = std::fs::read_to_string(&g.cfg).unwrap();
+        let text = match text.find("\nusername = ") {
+            Some(at) => text[..at].to_string(),
+            None => text,
+        };
+        std::fs::write(
+            &g.cfg,
+            format!("{text}\nusername = {user:?}\npassword_file = {password:?}\n"),
+        )
+        .unwrap();
+    };
+    as_user(&g, "scangate");
+    g.start();
+    g.send(&dscsa("SN001"));
+    g.send(&dscsa("SN001")); // double-fire
+    g.send(&dscsa("SN002"));
+    assert_eq!(read_acks(&mut g.scanner, 3), [ACK; 3]);
+    assert_settled(&g, &redis, 2, 1);
+    let export: Outcome = cli_cfg(&g.cfg, &["ledger", "export"]).into();
+    assert_eq!(export.code, Some(0), "{export}");
+    assert_eq!(export.stdout.lines().count(), 2, "{export}");
+    g.stop();
+
+    as_user(&g, "partial");
+    let out: Outcome = cli_cfg(&g.cfg, &["run"]).into();
+    assert_eq!(out.code, Some(2), "{out}");
+    assert!(
+        out.stderr
+            .contains("the ACL user may not run what scangate needs")
+            && out.stderr.contains("config|get")
+            && out.stderr.contains(grants),
+        "{out}"
+    );
+}
+
 #[test]
 fn gateways_of_one_facility_must_agree_on_window_and_retention() {
     let root = tempdir("scangate-fac-");

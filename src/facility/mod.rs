@@ -87,6 +87,17 @@ pub enum FacilityError {
         /// The server, without credentials.
         url: String,
     },
+    /// The ACL user may not run a command scangate needs (`NOPERM`, or a
+    /// command inside the claim script refused): nothing was claimed.
+    #[error(
+        "facility Redis {url}: the ACL user may not run what scangate needs ({detail}). Fix: on the server, `ACL SETUSER <user> {ACL_GRANTS}` (see [redis] username in config/scangate.toml), or configure a user that has these"
+    )]
+    NoPermission {
+        /// The server, without credentials.
+        url: String,
+        /// What the server said.
+        detail: String,
+    },
     /// The server is configured so that a claim could be lost.
     #[error("facility Redis {url}: {problem}. Fix: {fix}")]
     Misconfigured {
@@ -128,6 +139,36 @@ pub enum FacilityError {
         /// The reply.
         reply: String,
     },
+}
+
+/// What an ACL user needs (`ACL SETUSER <user> on ><password>` and these):
+/// its keys, the commands scangate sends, and those the claim script runs.
+/// `tests/facility_e2e.rs` runs a gateway as a user with exactly these.
+pub const ACL_GRANTS: &str = "resetkeys ~scangate:* resetchannels -@all +evalsha +script|load +config|get +info +wait +xrange +hmget +hset +get +set +zscore +zrange +zrangebyscore +zadd +zremrangebyscore +xadd +pexpire +time";
+
+/// A failed command as the error it is: the ACL user lacking a permission
+/// is a technician's fix, anything else a store that is not available.
+fn failed(url: &str, source: redis::RedisError) -> FacilityError {
+    // Redis 7 refuses a command inside a script with a plain ERR.
+    let in_script = source
+        .detail()
+        .is_some_and(|d| d.contains("user executing the script can't"));
+    if source.code() == Some("NOPERM") || in_script {
+        return FacilityError::NoPermission {
+            url: url.to_string(),
+            detail: format!(
+                "{} {}",
+                source.code().unwrap_or_default(),
+                source.detail().unwrap_or_default().trim()
+            )
+            .trim()
+            .to_string(),
+        };
+    }
+    FacilityError::Unavailable {
+        url: url.to_string(),
+        source,
+    }
 }
 
 /// The value of `name` in an `INFO` reply (`name:value` lines).
@@ -207,10 +248,7 @@ impl Facility {
         command_timeout: Duration,
     ) -> Result<Facility, FacilityError> {
         let shown = redact(url);
-        let unavailable = |source| FacilityError::Unavailable {
-            url: shown.clone(),
-            source,
-        };
+        let unavailable = |source| failed(&shown, source);
         let client = match ca_pem {
             Some(root_cert) => redis::Client::build_with_tls(
                 url,
@@ -264,10 +302,7 @@ impl Facility {
             let pair: Vec<String> = redis::cmd("CONFIG").arg("GET").arg(name).query(conn)?;
             Ok(pair.get(1).cloned().unwrap_or_default())
         };
-        let unavailable = |source| FacilityError::Unavailable {
-            url: self.url.clone(),
-            source,
-        };
+        let unavailable = |source| failed(&self.url, source);
         let policy = get(&mut self.conn, "maxmemory-policy").map_err(unavailable)?;
         let appendonly = get(&mut self.conn, "appendonly").map_err(unavailable)?;
         let save = get(&mut self.conn, "save").map_err(unavailable)?;
@@ -540,10 +575,7 @@ impl Facility {
     }
 
     fn unavailable(&self, source: redis::RedisError) -> FacilityError {
-        FacilityError::Unavailable {
-            url: self.url.clone(),
-            source,
-        }
+        failed(&self.url, source)
     }
 
     fn outcome(&self, v: Value) -> Result<Outcome, FacilityError> {
@@ -586,10 +618,7 @@ impl Facility {
                 .arg("COUNT")
                 .arg(1000)
                 .query(&mut self.conn)
-                .map_err(|source| FacilityError::Unavailable {
-                    url: self.url.clone(),
-                    source,
-                })?;
+                .map_err(|source| self.unavailable(source))?;
             let Some(last) = page.last().map(|(id, _)| id.clone()) else {
                 return Ok(());
             };
