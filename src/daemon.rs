@@ -123,7 +123,10 @@ pub async fn run(
         store = if cfg.redis.is_some() { "facility redis" } else { "embedded" },
         "scangate starting"
     );
-    // With [redis], a claimer thread decides; the writer only admits.
+    // With [redis], the claimer's threads decide; the writer only admits.
+    // Fires when the claimer's live lane ends (at shutdown, after the
+    // writer; before it, only if it failed).
+    let (claimer_gone_tx, mut claimer_gone) = tokio::sync::oneshot::channel::<()>();
     let (decider, claimers) = match &cfg.redis {
         None => (Decider::Here(Box::new(gate)), None),
         Some(redis) => {
@@ -143,11 +146,18 @@ pub async fn run(
             {
                 return Err(DaemonError::Facility(e));
             }
-            let (kick, claimers) = claimer::spawn(&store, gate, link, first.ok(), |decisions| {
-                for d in decisions {
-                    tracing::debug!(scan = %d.scan_uuid, decision = d.verdict.state(), "decided");
-                }
-            })?;
+            let (kick, claimers) = claimer::spawn(
+                &store,
+                gate,
+                link,
+                first.ok(),
+                |decisions| {
+                    for d in decisions {
+                        tracing::debug!(scan = %d.scan_uuid, decision = d.verdict.state(), "decided");
+                    }
+                },
+                claimer_gone_tx,
+            )?;
             let decider = Decider::Claimer {
                 facility: cfg.gateway.facility.clone(),
                 kick,
@@ -224,6 +234,12 @@ pub async fn run(
         // A scanner's task runs until shutdown (it reconnects by itself);
         // one that ends is a bug: stop, so the service manager restarts
         // the gateway with every scanner, rather than run without it.
+        // The claimer's live lane ends after the writer, at shutdown;
+        // before that only if a thread of the claimer panicked.
+        _ = &mut claimer_gone => {
+            tracing::error!("the facility claimer stopped unexpectedly; stopping");
+            failed = Some(DaemonError::ClaimerPanicked(state_dir.clone()));
+        }
         Some(ended) = sources.join_next(), if !sources.is_empty() => {
             let detail = match ended {
                 Ok(()) => "it returned".to_string(),

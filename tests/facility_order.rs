@@ -305,3 +305,67 @@ fn the_replay_waits_for_an_earlier_new_scan_of_its_label() {
     );
     assert_eq!(redis.ledger("f1").len(), 1);
 }
+
+/// A backlog scan read before NTP sync has no trusted wall time, so the
+/// replay lane does not compare it with new scans by it (it would wait for
+/// a new scan that, by the clock stepped back since, looks earlier — while
+/// the live lane holds that scan until this one is decided, whatever the
+/// times: neither would ever go). It is re-timed from the boot clock and
+/// claimed; the new scan goes after it, an echo of it.
+#[test]
+fn a_backlog_scan_without_a_trusted_time_never_waits_for_a_new_one() {
+    let (_root, redis, mut store, mut replay, mut facility) = rig();
+    replay.set_require_synced_clock(true);
+    let mut live = replay.lane();
+    let profile = counter();
+    let at = |utc_ms: i64, boot_ms: i64, synced: bool| CaptureTime {
+        utc_ms: T0 + utc_ms,
+        boot_ns: boot_ms * 1_000_000,
+        boot_id: "boot-a".into(),
+        synced,
+    };
+    let raw = || RawScan {
+        bytes: dscsa("SN-A").into_bytes(),
+        framing_error: None,
+    };
+    // Read with the clock running ahead, before NTP synced; then NTP
+    // stepped it back, and the label was read again.
+    let first = Scan::at(&profile, raw(), at(105, 105, false));
+    store.admit("f1", std::slice::from_ref(&first)).unwrap();
+    let unsynced_now = at(150, 150, false);
+    replay
+        .facility_round(&mut store, None, "Redis is down", &unsynced_now)
+        .unwrap();
+    let again = Scan::at(&profile, raw(), at(100, 200, true));
+    store.admit("f1", std::slice::from_ref(&again)).unwrap();
+
+    let now = at(10_000, 10_000, true);
+    let backlog = replay
+        .pick(&mut store, Lane::Replay, &[], &now, true)
+        .unwrap();
+    assert_eq!((backlog.claims("gw").len(), backlog.held()), (1, 0));
+    let new = live.pick(&mut store, Lane::Live, &[], &now, true).unwrap();
+    assert_eq!((new.claims("gw").len(), new.held()), (0, 1));
+    let outcomes = facility.claim_batch(&backlog.claims("gw")).unwrap();
+    replay.record(&mut store, backlog, Ok(outcomes)).unwrap();
+    // Now the re-read goes: an echo of this gateway's own commit (on the
+    // boot clock), decided locally.
+    let new = live.pick(&mut store, Lane::Live, &[], &now, true).unwrap();
+    assert_eq!((new.claims("gw").len(), new.held()), (0, 0));
+    live.record(&mut store, new, Ok(Vec::new())).unwrap();
+
+    let state = |s: &Scan| {
+        decision_of(&store, &s.uuid.to_string())
+            .unwrap()
+            .unwrap()
+            .verdict
+    };
+    assert_eq!(state(&first), Verdict::Committed);
+    assert_eq!(
+        state(&again),
+        Verdict::Suppressed {
+            twin: first.uuid.to_string()
+        }
+    );
+    assert_eq!(redis.ledger("f1").len(), 1);
+}

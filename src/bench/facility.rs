@@ -184,16 +184,23 @@ pub(super) fn run(
     }
 
     let (seen_tx, seen) = mpsc::channel::<Observed>();
-    let (kick, claimers) = claimer::spawn(&store, gate, link, Some(first), move |decided| {
-        let uuids: Vec<String> = decided
-            .iter()
-            .filter(|d| d.verdict.is_final())
-            .map(|d| d.scan_uuid.clone())
-            .collect();
-        if !uuids.is_empty() {
-            let _ = seen_tx.send((Instant::now(), uuids));
-        }
-    })
+    let (kick, claimers) = claimer::spawn(
+        &store,
+        gate,
+        link,
+        Some(first),
+        move |decided| {
+            let uuids: Vec<String> = decided
+                .iter()
+                .filter(|d| d.verdict.is_final())
+                .map(|d| d.scan_uuid.clone())
+                .collect();
+            if !uuids.is_empty() {
+                let _ = seen_tx.send((Instant::now(), uuids));
+            }
+        },
+        (),
+    )
     .map_err(|e| e.to_string())?;
     let mut w = Writer {
         store,

@@ -140,23 +140,26 @@ fn publish(
     reason: Option<&str>,
     since_ms: i64,
 ) {
-    let mut shown = shown.lock().unwrap_or_else(PoisonError::into_inner);
-    if shown
-        .as_ref()
-        .is_some_and(|s| s.answering == answering && s.reason.as_deref() == reason)
-    {
-        return;
-    }
     let state = FacilityState {
         answering,
         since_ms,
         reason: reason.map(str::to_string),
     };
-    match store.set_facility_state(&state) {
-        Ok(()) => *shown = Some(state),
-        Err(e) => {
-            tracing::warn!("recording the facility store's state for `outbox status` failed: {e}")
+    {
+        // Not held across the write, which waits for the writers' turn.
+        let mut shown = shown.lock().unwrap_or_else(PoisonError::into_inner);
+        if shown
+            .as_ref()
+            .is_some_and(|s| s.answering == answering && s.reason.as_deref() == reason)
+        {
+            return;
         }
+        *shown = Some(state.clone());
+    }
+    if let Err(e) = store.set_facility_state(&state) {
+        tracing::warn!("recording the facility store's state for `outbox status` failed: {e}");
+        // Written again at the next observation.
+        *shown.lock().unwrap_or_else(PoisonError::into_inner) = None;
     }
 }
 
@@ -235,12 +238,15 @@ impl Claimers {
 /// connection (the live lane takes it; the replay lane connects when a
 /// backlog waits). `observe` sees every round's recorded decisions, from
 /// either thread (the daemon logs them; the benchmark times them).
+/// `while_live` is dropped when the live lane ends, however (the daemon
+/// passes a sender that tells it so).
 pub fn spawn(
     store: &Store,
     gate: Gate,
     link: Link,
     first: Option<Facility>,
     observe: impl Fn(&[Decision]) + Send + Clone + 'static,
+    while_live: impl Send + 'static,
 ) -> Result<(Kicker, Claimers), StoreError> {
     let (kick, kicked) = std::sync::mpsc::channel();
     let (release, released) = std::sync::mpsc::channel();
@@ -274,7 +280,10 @@ pub fn spawn(
         };
         std::thread::Builder::new()
             .name("claimer-live".into())
-            .spawn(move || run(store, gate, link, first, lanes, observe))
+            .spawn(move || {
+                let _while_live = while_live;
+                run(store, gate, link, first, lanes, observe)
+            })
             .expect("spawning a thread")
     };
     Ok((Kicker(kick), Claimers { live, replay }))
@@ -405,7 +414,9 @@ fn run(
             .ok();
         let mut db_failed = next.is_none();
         let more = next.as_ref().is_some_and(|p| p.more());
-        let nothing_open = next.as_ref().is_some_and(Picked::is_empty);
+        // (Scans held back are open: a pick that held them all is no sign
+        // that the facility store answers.)
+        let nothing_open = next.as_ref().is_some_and(|p| p.is_empty() && p.held() == 0);
         // Read once per pass: the send below and the wait at the end must
         // agree on whether the local back-off still runs.
         let db_held = Instant::now() < db_retry_at;

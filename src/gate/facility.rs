@@ -113,8 +113,9 @@ impl Picked {
         self.waiting_for_clock
     }
 
-    /// [`Lane::Live`]: new scans held back behind an older waiting scan
-    /// with their content key (picked again once the replay decided it).
+    /// Scans held back behind an earlier undecided scan of their content
+    /// key in the other lane (picked again once that is decided), or behind
+    /// a scan of their label waiting for the clock in this round.
     pub fn held(&self) -> usize {
         self.held
     }
@@ -187,6 +188,12 @@ impl Gate {
     ) -> Result<Picked, StoreError> {
         let Store { conn, path, .. } = store;
         let err = |e| classify(path, e);
+        // One read transaction: the rows and the checks against the other
+        // lane's see one snapshot (between two statements the other lane
+        // could turn an earlier scan from pending into unresolved, and
+        // neither read would see it). Ended (rolled back) when dropped.
+        let snapshot = conn.unchecked_transaction().map_err(err)?;
+        let conn: &rusqlite::Connection = &snapshot;
         let in_flight: Skip = std::rc::Rc::new(skip.iter().map(|&seq| seq.into()).collect());
         let limit = match (lane, online) {
             (Lane::Live, true) => AHEAD,
@@ -315,8 +322,13 @@ impl Gate {
                     super::steps::offset(row.captured_ms, row.boot_ns),
                 );
                 let from = row.captured_ms - self.cfg.window_ms - allowance;
+                // A backlog scan without a trusted wall time is not
+                // compared by it: the live lane holds every new scan of its
+                // label until it is decided, whatever the times.
+                let comparable = lane == Lane::Live || row.synced;
                 let conflict = held.get(key).is_some_and(|&t| t >= from)
-                    || (span.is_some_and(|(lo, hi)| hi >= from && lo <= row.captured_ms)
+                    || (comparable
+                        && span.is_some_and(|(lo, hi)| hi >= from && lo <= row.captured_ms)
                         && earlier_with_key(conn, other, key, from, &row)?)
                     || (any_unsynced && unsynced_unresolved(conn, Some(key))?);
                 if conflict {
