@@ -381,7 +381,7 @@ fn outbox_writer(
                 if !kick.kick() {
                     // Nobody would ever decide these scans: stop, so the
                     // service restarts (they stay durable in the outbox).
-                    tracing::error!("the facility claimer thread is gone; stopping");
+                    tracing::error!("the facility claimer is gone; stopping");
                     break;
                 }
             }

@@ -7,7 +7,7 @@
 //! re-dispenses after the window, one product on two scanners and garbage.
 //! The report is computed from the ledger, the outbox and the audit trail;
 //! the script only knows what it sent. With `--redis URL` the same shift is
-//! decided through a facility Redis (the gateway's claimer thread).
+//! decided through a facility Redis (the gateway's claimer lanes).
 
 use crate::audit::{self, Verification};
 use crate::config::{Config, DedupConfig, GatewayConfig, ScanType, ScannerConfig};

@@ -443,8 +443,8 @@ impl Store {
     }
 
     /// A second read-write connection to this (already checked, migrated
-    /// and locked) database, for the facility claimer thread. SQLite
-    /// serialises the two writers; each transaction is short.
+    /// and locked) database, for a facility claimer lane or the sweeper.
+    /// The writers take turns ([`Store::write`]); each transaction is short.
     pub fn companion(&self) -> Result<Store, StoreError> {
         let path = &self.path;
         let err = |e| classify(path, e);

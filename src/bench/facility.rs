@@ -50,7 +50,7 @@ impl Writer<'_> {
         if self.kick.kick() {
             Ok(())
         } else {
-            Err("the claimer thread stopped".to_string())
+            Err("the claimer stopped".to_string())
         }
     }
 
@@ -62,7 +62,7 @@ impl Writer<'_> {
         {
             Ok(o) => Ok(Some(o)),
             Err(RecvTimeoutError::Timeout) => Ok(None),
-            Err(RecvTimeoutError::Disconnected) => Err("the claimer thread stopped".into()),
+            Err(RecvTimeoutError::Disconnected) => Err("the claimer stopped".into()),
         }
     }
 
@@ -310,7 +310,7 @@ fn drain_with_live_stream(
     let started = Instant::now();
     let usage = Usage::now(probe);
     if !w.kick.kick() {
-        return Err("the claimer thread stopped".into());
+        return Err("the claimer stopped".into());
     }
     let mut tally = Tally {
         live: HashMap::new(),

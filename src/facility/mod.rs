@@ -5,8 +5,8 @@
 //! committed capture times, each commit atomic with its ledger append. This
 //! module connects and checks the server, sends and receives claim rounds
 //! (`send_claims` / `recv_claims`, so the claimer can overlap them with its
-//! SQLite work) and reads the ledger stream. The claimer thread
-//! (`daemon/claimer.rs`) drives it; the gate (`gate/facility.rs`) decides
+//! SQLite work) and reads the ledger stream. The claimer's two lanes
+//! (`daemon/claimer.rs`, a connection each) drive it; the gate (`gate/facility.rs`) decides
 //! what needs claiming.
 //!
 //! Keys (all of one facility share the hash tag, so one Redis Cluster slot):
