@@ -444,7 +444,7 @@ impl Store {
 
     /// A second read-write connection to this (already checked, migrated
     /// and locked) database, for a facility claimer lane or the sweeper.
-    /// The writers take turns ([`Store::write`]); each transaction is short.
+    /// The writers take turns (`Store::write`); each transaction is short.
     pub fn companion(&self) -> Result<Store, StoreError> {
         let path = &self.path;
         let err = |e| classify(path, e);
@@ -482,7 +482,7 @@ impl Store {
 
     /// Let this connection's writes give way: it takes the writers' turn
     /// only while no other writer waits for it (background work: the
-    /// replay of a backlog, the raw sweeper). See [`Turn`].
+    /// replay of a backlog, the raw sweeper). See `Turn`.
     pub fn yielding(mut self) -> Store {
         self.yields = true;
         self

@@ -1,9 +1,10 @@
 //! The gate with the facility store (`[redis]`): local knowledge first, then
 //! one pipelined claim for the rest, decisions written in capture order.
 //!
-//! A round has three steps, so the claimer can overlap them (see
-//! `daemon/claimer.rs`): [`Gate::pick`] reads open scans (`pending` and
-//! `unresolved`, capture order) and decides what this gateway can decide
+//! A round has three steps, so a claimer lane can overlap them (see
+//! `daemon/claimer.rs`): [`Gate::pick`] reads its lane's open scans
+//! (`pending` for the live lane, `unresolved` for the replay lane, capture
+//! order) and decides what this gateway can decide
 //! exactly by itself (rejections, echoes of its own commits — also while
 //! Redis is down, or after a Redis that lost its data comes back); the
 //! caller claims the others ([`Picked::claims`]); [`Gate::record`] writes
@@ -13,12 +14,12 @@
 //! same claim, which returns a scan's first decision if it was in fact made
 //! (a lost reply). No network I/O happens inside a SQLite transaction.
 //!
-//! **Order.** A round takes the oldest open scans (the backlog, if any) and
-//! then the new (`pending`) scans behind them whose content key no older
-//! waiting scan has. Claims with different content keys cannot affect each
+//! **Order.** Each lane claims a scan only if the other lane has no
+//! undecided scan of its content key captured earlier within the window.
+//! Claims with different content keys, or further apart, cannot affect each
 //! other, so the decisions are exactly those of strict capture order, while a
 //! new scan at the counter is decided in milliseconds even as an hour's
-//! backlog replays (docs/design.md, "Replay order").
+//! backlog replays (docs/design.md, "Two lanes" and "Replay order").
 
 use super::{
     Decision, Gate, Open, OpenRow, Skip, Verdict, earlier_with_key, load_pending, load_unresolved,
@@ -32,15 +33,17 @@ use crate::store::{Store, StoreError, classify};
 use rusqlite::params;
 use std::collections::{HashMap, HashSet};
 
-/// Scans per facility round at most (backlog part; as many new scans again
-/// may join). Small enough that a new scan waits at most a few milliseconds
-/// behind a round of backlog, large enough that a round's fixed costs (one
-/// transaction, one round trip) are shared by many scans.
+/// Scans per replay round at most (and per offline round of the live
+/// lane). Small enough that the replay holds the writers' turn and Redis
+/// for a millisecond or two at a time (rounds of 128 and 256 doubled the
+/// live lane's median here, docs/benchmarks.md), large enough that a
+/// round's fixed costs (one transaction, one round trip) are shared by
+/// many scans.
 pub const ROUND: usize = 64;
 
-/// New scans per round at most, claimed ahead of the backlog. More than
-/// [`ROUND`]: a burst of new scans is the case where large rounds help
-/// (fewer commits), and a trickle during a replay never fills it.
+/// New scans per live round at most. More than [`ROUND`]: a burst of new
+/// scans is the case where large rounds help (fewer commits), and a trickle
+/// at the counter never fills it.
 pub const AHEAD: usize = 960;
 
 /// Which open scans a claimer lane takes. The claimer runs one thread per
@@ -164,12 +167,13 @@ impl Gate {
     /// flight); `online`: a claim can be sent.
     /// - [`Lane::Live`] online: up to [`AHEAD`] `pending` scans in capture
     ///   order, less those held back behind an older waiting scan with
-    ///   their content key ([`Gate::may_go_ahead`]).
+    ///   their content key (`Gate::not_held_back`).
     /// - [`Lane::Live`] offline: up to [`ROUND`] of the oldest `pending`
     ///   scans, to be audited as unresolved (nothing is claimed, so order
     ///   is moot).
     /// - [`Lane::Replay`] online: up to [`ROUND`] of the oldest
-    ///   `unresolved` scans; offline: nothing.
+    ///   `unresolved` scans, less those held back behind an earlier new
+    ///   scan of their content key; offline: nothing.
     ///
     /// Local verdicts are made. `now` is the clock as the claimer reads it.
     /// With [`Gate::set_require_synced_clock`], a scan captured while the
