@@ -30,6 +30,14 @@ fn read(profile: &Profile, serial: &str, at_ms: i64) -> Scan {
     )
 }
 
+/// The recorded verdict of `scan` (it must be in the outbox).
+fn verdict(store: &Store, scan: &Scan) -> Verdict {
+    decision_of(store, &scan.uuid.to_string())
+        .unwrap()
+        .expect("the scan is in the outbox")
+        .verdict
+}
+
 /// A redis-server of the test's own and a gate of facility `f1` on a fresh
 /// database (the temporary directory holds both).
 fn rig() -> (
@@ -77,14 +85,8 @@ fn new_scans_overtake_the_backlog_only_where_order_cannot_matter() {
             break;
         }
     }
-    let state = |store: &Store, s: &Scan| {
-        decision_of(store, &s.uuid.to_string())
-            .unwrap()
-            .unwrap()
-            .verdict
-    };
-    assert!(matches!(state(&store, &a), Verdict::Unresolved { .. }));
-    assert!(matches!(state(&store, &b), Verdict::Unresolved { .. }));
+    assert!(matches!(verdict(&store, &a), Verdict::Unresolved { .. }));
+    assert!(matches!(verdict(&store, &b), Verdict::Unresolved { .. }));
 
     // Redis is back; new scans arrive behind the backlog:
     let l1 = read(&profile, "SN-A", 61_000); // echo of A, within the window
@@ -102,13 +104,13 @@ fn new_scans_overtake_the_backlog_only_where_order_cannot_matter() {
     assert_eq!(r.facility_error, None);
     // The oldest of the backlog, and the new scans that cannot interact with
     // anything still waiting, are decided in the first round.
-    assert_eq!(state(&store, &b), Verdict::Committed);
-    assert_eq!(state(&store, &l2), Verdict::Committed);
-    assert_eq!(state(&store, &l3), Verdict::Committed);
+    assert_eq!(verdict(&store, &b), Verdict::Committed);
+    assert_eq!(verdict(&store, &l2), Verdict::Committed);
+    assert_eq!(verdict(&store, &l3), Verdict::Committed);
     // The echo of A waits for A, and l4 waits for l1.
-    assert_eq!(state(&store, &l1), Verdict::Pending);
-    assert_eq!(state(&store, &l4), Verdict::Pending);
-    assert!(matches!(state(&store, &a), Verdict::Unresolved { .. }));
+    assert_eq!(verdict(&store, &l1), Verdict::Pending);
+    assert_eq!(verdict(&store, &l4), Verdict::Pending);
+    assert!(matches!(verdict(&store, &a), Verdict::Unresolved { .. }));
 
     while gate
         .facility_round(&mut store, Some(&mut facility), "", &now)
@@ -117,12 +119,12 @@ fn new_scans_overtake_the_backlog_only_where_order_cannot_matter() {
         > 0
     {}
     // Exactly the decisions of strict capture order.
-    assert_eq!(state(&store, &a), Verdict::Committed);
+    assert_eq!(verdict(&store, &a), Verdict::Committed);
     let twin_a = Verdict::Suppressed {
         twin: a.uuid.to_string(),
     };
-    assert_eq!(state(&store, &l1), twin_a);
-    assert_eq!(state(&store, &l4), twin_a);
+    assert_eq!(verdict(&store, &l1), twin_a);
+    assert_eq!(verdict(&store, &l4), twin_a);
     let ledger = redis.ledger("f1");
     assert_eq!(ledger.len(), backlog.len() + 2, "backlog + l2 + l3");
 }
@@ -154,14 +156,8 @@ fn a_round_refused_for_its_settings_keeps_its_local_echoes_open_too() {
         .unwrap();
     assert_eq!(round.decisions.len(), 2);
     for scan in [&echo, &new] {
-        let d = decision_of(&store, &scan.uuid.to_string())
-            .unwrap()
-            .unwrap();
-        assert!(
-            matches!(d.verdict, Verdict::Unresolved { .. }),
-            "{:?}",
-            d.verdict
-        );
+        let v = verdict(&store, scan);
+        assert!(matches!(v, Verdict::Unresolved { .. }), "{v:?}");
     }
     // While the refusal lasts, no pick decides an echo locally: the replay
     // lane claims the waiting echo, and a new re-read waits behind it.
@@ -222,13 +218,7 @@ fn the_live_lane_waits_for_a_replay_in_flight_and_knows_what_it_committed() {
     assert_eq!(claims[0].scan_uuid, new.uuid.to_string());
     let outcomes = facility.claim_batch(&claims).unwrap();
     live.record(&mut live_store, ahead, Ok(outcomes)).unwrap();
-    assert_eq!(
-        decision_of(&store, &new.uuid.to_string())
-            .unwrap()
-            .unwrap()
-            .verdict,
-        Verdict::Committed
-    );
+    assert_eq!(verdict(&store, &new), Verdict::Committed);
 
     // The replay's claims are answered and written.
     let outcomes = facility.claim_batch(&backlog.claims("gw")).unwrap();
@@ -242,21 +232,12 @@ fn the_live_lane_waits_for_a_replay_in_flight_and_knows_what_it_committed() {
     live.record(&mut live_store, offline, Err("Redis is down".into()))
         .unwrap();
     assert_eq!(
-        decision_of(&store, &echo.uuid.to_string())
-            .unwrap()
-            .unwrap()
-            .verdict,
+        verdict(&store, &echo),
         Verdict::Suppressed {
             twin: a.uuid.to_string()
         }
     );
-    assert_eq!(
-        decision_of(&store, &b.uuid.to_string())
-            .unwrap()
-            .unwrap()
-            .verdict,
-        Verdict::Committed
-    );
+    assert_eq!(verdict(&store, &b), Verdict::Committed);
 }
 
 /// A backlog scan read after a new one of the same label (the wall clock
@@ -290,15 +271,9 @@ fn the_replay_waits_for_an_earlier_new_scan_of_its_label() {
         .unwrap();
     assert_eq!(r.decisions.len(), 1);
 
-    let state = |s: &Scan| {
-        decision_of(&store, &s.uuid.to_string())
-            .unwrap()
-            .unwrap()
-            .verdict
-    };
-    assert_eq!(state(&earlier), Verdict::Committed);
+    assert_eq!(verdict(&store, &earlier), Verdict::Committed);
     assert_eq!(
-        state(&later),
+        verdict(&store, &later),
         Verdict::Suppressed {
             twin: earlier.uuid.to_string()
         }
@@ -354,15 +329,9 @@ fn a_backlog_scan_without_a_trusted_time_never_waits_for_a_new_one() {
     assert_eq!((new.claims("gw").len(), new.held()), (0, 0));
     live.record(&mut store, new, Ok(Vec::new())).unwrap();
 
-    let state = |s: &Scan| {
-        decision_of(&store, &s.uuid.to_string())
-            .unwrap()
-            .unwrap()
-            .verdict
-    };
-    assert_eq!(state(&first), Verdict::Committed);
+    assert_eq!(verdict(&store, &first), Verdict::Committed);
     assert_eq!(
-        state(&again),
+        verdict(&store, &again),
         Verdict::Suppressed {
             twin: first.uuid.to_string()
         }

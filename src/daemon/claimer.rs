@@ -261,14 +261,7 @@ pub fn spawn(
             between: Arc::clone(&between),
         };
         let gone = ReplayGone(kick.clone());
-        let observe = observe.clone();
-        std::thread::Builder::new()
-            .name("claimer-replay".into())
-            .spawn(move || {
-                let _gone = gone;
-                run(store, gate, link, None, lanes, observe)
-            })
-            .expect("spawning a thread")
+        lane_thread(gone, store, gate, link, None, lanes, observe.clone())
     };
     let live = {
         let store = store.companion()?;
@@ -278,15 +271,28 @@ pub fn spawn(
             other: release,
             between,
         };
-        std::thread::Builder::new()
-            .name("claimer-live".into())
-            .spawn(move || {
-                let _while_live = while_live;
-                run(store, gate, link, first, lanes, observe)
-            })
-            .expect("spawning a thread")
+        lane_thread(while_live, store, gate, link, first, lanes, observe)
     };
     Ok((Kicker(kick), Claimers { live, replay }))
+}
+
+/// A lane's thread (named after it), holding `guard` until it ends.
+fn lane_thread(
+    guard: impl Send + 'static,
+    store: Store,
+    gate: Gate,
+    link: Link,
+    first: Option<Facility>,
+    lanes: Lanes,
+    observe: impl Fn(&[Decision]) + Send + 'static,
+) -> JoinHandle<GateStats> {
+    std::thread::Builder::new()
+        .name(format!("claimer-{}", lanes.name()))
+        .spawn(move || {
+            let _guard = guard;
+            run(store, gate, link, first, lanes, observe)
+        })
+        .expect("spawning a thread")
 }
 
 /// A lane's place among the two.
