@@ -14,6 +14,7 @@
 //! must not leak into the trail, and rejection reasons are written without
 //! the data.
 
+use crate::outbox::{self, ScanState};
 use crate::store::{Store, StoreError};
 use rusqlite::{Connection, OptionalExtension, params};
 use serde::{Deserialize, Serialize};
@@ -41,7 +42,7 @@ pub struct AuditRecord {
     /// Whether the wall clock was synchronised at capture.
     pub clock_synced: bool,
     /// committed | suppressed | rejected | unresolved.
-    pub decision: String,
+    pub decision: ScanState,
     /// Content key (absent for rejected scans).
     pub content_key: Option<String>,
     /// For suppressed scans: the committed twin.
@@ -272,53 +273,38 @@ pub struct KeyTrail {
     pub local_twins: std::collections::HashSet<String>,
     /// Decided scans (UUID, state) whose decision has no readable record:
     /// the trail was altered (`audit verify` says where).
-    pub unrecorded: Vec<(String, String)>,
+    pub unrecorded: Vec<(String, ScanState)>,
 }
 
 /// Every audit record about one content key: every scan this gateway read
 /// with that key — committed, suppressed (whether its twin is this
 /// gateway's commit or, with a facility store, another gateway's), or
-/// waiting. The outbox has no index on the content key (it would cost
-/// every admit a random page write), so this reads the whole `scans`
-/// table: once (0.2–0.3 s for a million scans here, warm cache), more from a
-/// cold SD card; for an investigation, never on the scan path.
+/// waiting. The outbox is read whole once ([`outbox::scans_with_key`]:
+/// 0.2–0.3 s for a million scans here, warm cache; more from a cold SD
+/// card); everything else goes by index.
 pub fn trail_for_key(store: &Store, content_key: &str) -> Result<KeyTrail, StoreError> {
     let err = |e| store.err_at(e);
-    // The one full read of the outbox; everything else goes by index.
-    let scans: Vec<(String, String)> = {
-        let mut q = store
-            .conn
-            .prepare("SELECT scan_uuid, state FROM scans WHERE content_key = ?1 ORDER BY seq")
-            .map_err(err)?;
-        q.query_map([content_key], |r| Ok((r.get(0)?, r.get(1)?)))
-            .map_err(err)?
-            .collect::<Result<_, _>>()
-            .map_err(err)?
-    };
+    let scans = outbox::scans_with_key(&store.conn, content_key).map_err(err)?;
     let mut records = Vec::new();
     for (uuid, _) in &scans {
         records.extend(records_for_scan(store, uuid)?);
     }
     records.sort_by_key(|r| r.seq);
     let mut local_twins = std::collections::HashSet::new();
-    let mut q = store
-        .conn
-        .prepare("SELECT EXISTS (SELECT 1 FROM scans WHERE scan_uuid = ?1)")
-        .map_err(err)?;
     for twin in records.iter().filter_map(|r| r.twin_uuid.as_deref()) {
-        if !local_twins.contains(twin) && q.query_row([twin], |r| r.get(0)).map_err(err)? {
+        if !local_twins.contains(twin) && outbox::has_scan(&store.conn, twin).map_err(err)? {
             local_twins.insert(twin.to_string());
         }
     }
-    let recorded: std::collections::HashSet<(&str, &str)> = records
+    let recorded: std::collections::HashSet<(&str, ScanState)> = records
         .iter()
-        .map(|r| (r.scan_uuid.as_str(), r.decision.as_str()))
+        .map(|r| (r.scan_uuid.as_str(), r.decision))
         .collect();
     let unrecorded = scans
         .iter()
         .filter(|(uuid, state)| {
-            (state == "committed" || state == "suppressed")
-                && !recorded.contains(&(uuid.as_str(), state.as_str()))
+            matches!(state, ScanState::Committed | ScanState::Suppressed)
+                && !recorded.contains(&(uuid.as_str(), *state))
         })
         .cloned()
         .collect();
@@ -370,16 +356,7 @@ pub fn key_of(store: &Store, id: &str) -> Result<Option<String>, StoreError> {
     if id.len() == 64 && id.bytes().all(|b| b.is_ascii_hexdigit()) {
         return Ok(Some(id.to_ascii_lowercase()));
     }
-    store
-        .conn
-        .query_row(
-            "SELECT content_key FROM scans WHERE scan_uuid = ?1",
-            [id],
-            |r| r.get::<_, Option<String>>(0),
-        )
-        .optional()
-        .map(Option::flatten)
-        .map_err(|e| store.err_at(e))
+    outbox::content_key_of(&store.conn, id).map_err(|e| store.err_at(e))
 }
 
 /// Human-readable trace of one content key: each committed scan and the
@@ -398,7 +375,7 @@ pub fn render_trace(content_key: &str, trail: &KeyTrail) -> (String, bool) {
     let _ = writeln!(out, "content key {content_key}");
     let committed: Vec<&AuditRecord> = records
         .iter()
-        .filter(|r| r.decision == "committed")
+        .filter(|r| r.decision == ScanState::Committed)
         .collect();
     let here: std::collections::HashSet<&str> =
         committed.iter().map(|c| c.scan_uuid.as_str()).collect();
@@ -406,7 +383,10 @@ pub fn render_trace(content_key: &str, trail: &KeyTrail) -> (String, bool) {
     // gateway's commit (facility store), or this gateway's whose record
     // is missing.
     let mut named: Vec<&str> = Vec::new();
-    for r in records.iter().filter(|r| r.decision == "suppressed") {
+    for r in records
+        .iter()
+        .filter(|r| r.decision == ScanState::Suppressed)
+    {
         if let Some(twin) = r.twin_uuid.as_deref()
             && !here.contains(twin)
             && !named.contains(&twin)
@@ -419,7 +399,9 @@ pub fn render_trace(content_key: &str, trail: &KeyTrail) -> (String, bool) {
         + trail
             .unrecorded
             .iter()
-            .filter(|(uuid, state)| state == "committed" && !named.contains(&uuid.as_str()))
+            .filter(|(uuid, state)| {
+                *state == ScanState::Committed && !named.contains(&uuid.as_str())
+            })
             .count();
     let _ = writeln!(
         out,
@@ -432,7 +414,7 @@ pub fn render_trace(content_key: &str, trail: &KeyTrail) -> (String, bool) {
     let echoes_of = |out: &mut String, twin: &str| {
         for e in records
             .iter()
-            .filter(|r| r.decision == "suppressed" && r.twin_uuid.as_deref() == Some(twin))
+            .filter(|r| r.decision == ScanState::Suppressed && r.twin_uuid.as_deref() == Some(twin))
         {
             let _ = writeln!(
                 out,
@@ -458,7 +440,7 @@ pub fn render_trace(content_key: &str, trail: &KeyTrail) -> (String, bool) {
     }
     let mut complete = trail.unrecorded.is_empty();
     for (uuid, state) in &trail.unrecorded {
-        if state == "committed" && named.contains(&uuid.as_str()) {
+        if *state == ScanState::Committed && named.contains(&uuid.as_str()) {
             continue; // said below, with the echoes that name it
         }
         let _ = writeln!(
@@ -485,7 +467,7 @@ pub fn render_trace(content_key: &str, trail: &KeyTrail) -> (String, bool) {
     // decided after an outage also has one, shown by the count above).
     let decided: std::collections::HashSet<&str> = records
         .iter()
-        .filter(|r| r.decision != "unresolved")
+        .filter(|r| r.decision != ScanState::Unresolved)
         .map(|r| r.scan_uuid.as_str())
         .collect();
     let mut waiting: Vec<&AuditRecord> = Vec::new();

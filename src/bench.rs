@@ -163,7 +163,7 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
 
 /// Make a batch durable and decided in one transaction (embedded store).
 fn decide(store: &mut Store, gate: &mut Gate, batch: &[Scan]) -> Result<(), String> {
-    gate.admit_and_decide(store, batch)
+    crate::daemon::embedded::admit_and_decide(store, gate, batch)
         .map(|_| ())
         .map_err(|e| e.to_string())
 }

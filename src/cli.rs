@@ -436,19 +436,20 @@ fn dispatch(cmd: Command) -> Result<u8, Failure> {
                     "decided by this gateway's own store (scangate outbox decide-locally): its facility store was removed from the configuration".into(),
                 ));
             }
-            let decided = gate.decide_pending(&mut store)?;
-            let count = |state: &str| {
+            let decided = crate::daemon::embedded::decide_pending(&mut store, &mut gate)?;
+            let count = |state| {
                 decided
                     .iter()
                     .filter(|d| d.verdict.state() == state)
                     .count()
             };
+            use crate::outbox::ScanState;
             println!(
                 "{handed} unresolved scans handed to this gateway's own store; decided {}: committed {}, suppressed {}, rejected {}",
                 decided.len(),
-                count("committed"),
-                count("suppressed"),
-                count("rejected")
+                count(ScanState::Committed),
+                count(ScanState::Suppressed),
+                count(ScanState::Rejected)
             );
             Ok(EXIT_OK)
         }

@@ -24,6 +24,7 @@
 //! after `[outbox] keep_raw_hours`, one short write turn at a time.
 
 pub mod claimer;
+pub mod embedded;
 pub mod sweeper;
 
 use crate::capture::Scan;
@@ -153,7 +154,7 @@ pub async fn run(
                 first.ok(),
                 |decisions| {
                     for d in decisions {
-                        tracing::debug!(scan = %d.scan_uuid, decision = d.verdict.state(), "decided");
+                        tracing::debug!(scan = %d.scan_uuid, decision = %d.verdict.state(), "decided");
                     }
                 },
                 claimer_gone_tx,
@@ -362,7 +363,7 @@ fn outbox_writer(
         match write_until_durable(&mut store, &mut decider, &scans, &stopping) {
             Ok(decisions) => {
                 for d in decisions {
-                    tracing::debug!(scan = %d.scan_uuid, decision = d.verdict.state(), "decided");
+                    tracing::debug!(scan = %d.scan_uuid, decision = %d.verdict.state(), "decided");
                 }
                 for durable in acks.iter().filter_map(|(d, _)| d.as_ref()) {
                     durable.confirm(); // the scanner may have gone; it will resend
@@ -400,7 +401,7 @@ fn outbox_writer(
 
 /// Decide whatever is pending; true if something is still left undecided.
 fn decide_leftovers(store: &mut Store, gate: &mut Gate) -> bool {
-    if let Err(e) = gate.decide_pending(store) {
+    if let Err(e) = embedded::decide_pending(store, gate) {
         tracing::error!(
             "deciding pending scans failed: {e}; they stay durable in the outbox and are retried every {RETRY_PENDING:?}"
         );
@@ -423,7 +424,7 @@ fn write_until_durable(
     let mut failures_while_stopping = 0;
     loop {
         let written = match decider {
-            Decider::Here(gate) => gate.admit_and_decide(store, scans).map(|(_, d)| d),
+            Decider::Here(gate) => embedded::admit_and_decide(store, gate, scans).map(|(_, d)| d),
             Decider::Claimer { facility, .. } => store.admit(facility, scans).map(|_| Vec::new()),
         };
         match written {

@@ -1,8 +1,11 @@
 //! Ledger (embedded): one entry per committed scan, appended in the same
 //! transaction as the decision, and exported as JSON lines for the facility's
-//! inventory system.
+//! inventory system. The owner of the `ledger` table, and so of the exact
+//! lookup the gate asks for a committed twin ([`find_twin`]).
 
 use crate::capture::clock::rfc3339_ms;
+use crate::capture::key_bytes;
+use crate::outbox::ScanRow;
 use crate::store::{Store, StoreError};
 use rusqlite::{Connection, params};
 use serde::Serialize;
@@ -42,30 +45,12 @@ pub struct LedgerEntry {
     pub content_key: String,
 }
 
-/// A ledger entry about to be appended (borrowed from the decided row).
-pub(crate) struct NewEntry<'a> {
-    pub scan_uuid: &'a str,
-    pub gateway: &'a str,
-    pub scanner: &'a str,
-    pub captured_ms: i64,
-    pub boot_id: &'a str,
-    pub boot_ns: i64,
-    pub clock_synced: bool,
-    pub scan_type: &'a str,
-    pub quantity: i64,
-    pub gtin: Option<&'a str>,
-    pub ndc10: Option<&'a str>,
-    pub lot: Option<&'a str>,
-    pub serial: Option<&'a str>,
-    pub expiry: Option<&'a str>,
-    pub symbology: &'a str,
-    pub content_key: &'a str,
-}
-
-/// Append an entry; call it inside the decision's transaction. (The gate
-/// already holds the row's fields, so this is one single-row `INSERT …
-/// VALUES` — no read, and no statement journal as `INSERT … SELECT` had.)
-pub(crate) fn append(tx: &Connection, e: &NewEntry<'_>, key_prefix: i64) -> rusqlite::Result<()> {
+/// Append the ledger entry of committed scan `row` of `gateway`; call it
+/// inside the decision's transaction. (The caller already holds the row's
+/// fields, so this is one single-row `INSERT … VALUES` — no read, and no
+/// statement journal as `INSERT … SELECT` had.)
+pub fn append(tx: &Connection, row: &ScanRow, gateway: &str) -> rusqlite::Result<()> {
+    let key = row.content_key.as_deref().unwrap_or_default();
     tx.prepare_cached(
         "INSERT INTO ledger (scan_uuid, gateway, scanner, captured_ms, boot_id, boot_ns,
              clock_synced, scan_type, quantity, gtin, ndc10, lot, serial, expiry, symbology,
@@ -73,25 +58,100 @@ pub(crate) fn append(tx: &Connection, e: &NewEntry<'_>, key_prefix: i64) -> rusq
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
     )?
     .execute(params![
-        e.scan_uuid,
-        e.gateway,
-        e.scanner,
-        e.captured_ms,
-        e.boot_id,
-        e.boot_ns,
-        e.clock_synced,
-        e.scan_type,
-        e.quantity,
-        e.gtin,
-        e.ndc10,
-        e.lot,
-        e.serial,
-        e.expiry,
-        e.symbology,
-        e.content_key,
-        key_prefix
+        row.uuid,
+        gateway,
+        row.scanner,
+        row.time.utc_ms,
+        row.time.boot_id,
+        row.time.boot_ns,
+        row.time.synced,
+        row.scan_type,
+        row.quantity,
+        row.gtin,
+        row.ndc10,
+        row.lot,
+        row.serial,
+        row.expiry,
+        row.symbology.as_deref().unwrap_or_default(),
+        key,
+        key_prefix(&key_bytes(key))
     ])?;
     Ok(())
+}
+
+/// The exact lookup: the earliest-captured committed scan with content key
+/// `key` within ±`window_ms` of `row` — on the boot clock for scans of the
+/// same boot (`ledger_boot`), on the wall clock for scans of other boots
+/// (`ledger_wall`). Each index is led by a time bucket (migration 3), so
+/// the lookup seeks every bucket the window touches: one or two for a
+/// window of seconds. A wall clock stepped within the boot does not widen
+/// anything: same-boot twins never use it.
+pub fn find_twin(
+    tx: &Connection,
+    key: &str,
+    row: &ScanRow,
+    window_ms: i64,
+) -> rusqlite::Result<Option<String>> {
+    let w = window_ms;
+    let prefix = key_prefix(&key_bytes(key));
+    let time = &row.time;
+    // (captured_ms, seq, scan_uuid) of the earliest twin found.
+    let mut best: Option<(i64, i64, String)> = None;
+    let mut keep = |r: &rusqlite::Row<'_>| -> rusqlite::Result<()> {
+        let found = (r.get(0)?, r.get(1)?, r.get(2)?);
+        if best
+            .as_ref()
+            .is_none_or(|b| (found.0, found.1) < (b.0, b.1))
+        {
+            best = Some(found);
+        }
+        Ok(())
+    };
+    let (lo, hi) = (time.boot_ns - w * 1_000_000, time.boot_ns + w * 1_000_000);
+    let mut q = tx.prepare_cached(
+        "SELECT captured_ms, seq, scan_uuid FROM ledger
+         WHERE boot_id = ?1 AND boot_ns >> 33 = ?2 AND key_prefix = ?3
+           AND boot_ns BETWEEN ?4 AND ?5 AND content_key = ?6",
+    )?;
+    for bucket in (lo >> 33)..=(hi >> 33) {
+        let mut rows = q.query(params![time.boot_id, bucket, prefix, lo, hi, key])?;
+        while let Some(r) = rows.next()? {
+            keep(r)?;
+        }
+    }
+    let (lo, hi) = (time.utc_ms - w, time.utc_ms + w);
+    let mut q = tx.prepare_cached(
+        "SELECT captured_ms, seq, scan_uuid FROM ledger
+         WHERE captured_ms >> 13 = ?1 AND key_prefix = ?2
+           AND captured_ms BETWEEN ?3 AND ?4 AND content_key = ?5 AND boot_id <> ?6",
+    )?;
+    for bucket in (lo >> 13)..=(hi >> 13) {
+        let mut rows = q.query(params![bucket, prefix, lo, hi, key, time.boot_id])?;
+        while let Some(r) = rows.next()? {
+            keep(r)?;
+        }
+    }
+    Ok(best.map(|(_, _, uuid)| uuid))
+}
+
+/// Call `f` with the content key of every entry captured at or after
+/// `since_ms` (the gate rebuilds its Bloom filter from them at start).
+pub fn keys_since(
+    conn: &Connection,
+    since_ms: i64,
+    mut f: impl FnMut(&str),
+) -> rusqlite::Result<()> {
+    let mut q = conn.prepare("SELECT content_key FROM ledger WHERE captured_ms >= ?1")?;
+    let mut rows = q.query([since_ms])?;
+    while let Some(row) = rows.next()? {
+        f(row.get_ref(0)?.as_str()?);
+    }
+    Ok(())
+}
+
+/// The ledger's index column for a content key: its first 8 bytes.
+fn key_prefix(key: &[u8; 32]) -> i64 {
+    i64::from_be_bytes(key[..8].try_into().expect("8 bytes"))
 }
 
 /// Entries captured at or after `since_ms` (all when `None`), in ledger order;
@@ -139,4 +199,47 @@ pub fn for_each(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::store::Store;
+
+    /// The exact lookups must seek the bucketed indexes (a query that does
+    /// not repeat the index expression exactly would scan the ledger).
+    #[test]
+    fn exact_lookups_seek_the_bucketed_indexes() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let plan = |sql: &str| -> String {
+            let mut q = store
+                .conn
+                .prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
+                .unwrap();
+            let details: Vec<String> = q
+                .query_map([], |r| r.get::<_, String>(3))
+                .unwrap()
+                .map(Result::unwrap)
+                .collect();
+            details.join("; ")
+        };
+        let boot = plan(
+            "SELECT captured_ms, seq, scan_uuid FROM ledger
+             WHERE boot_id = 'b' AND boot_ns >> 33 = 1 AND key_prefix = 2
+               AND boot_ns BETWEEN 3 AND 4 AND content_key = 'k'",
+        );
+        assert!(
+            boot.contains("USING INDEX ledger_boot (boot_id=? AND <expr>=? AND key_prefix=?"),
+            "{boot}"
+        );
+        let wall = plan(
+            "SELECT captured_ms, seq, scan_uuid FROM ledger
+             WHERE captured_ms >> 13 = 1 AND key_prefix = 2
+               AND captured_ms BETWEEN 3 AND 4 AND content_key = 'k' AND boot_id <> 'b'",
+        );
+        assert!(
+            wall.contains("USING INDEX ledger_wall (<expr>=? AND key_prefix=?"),
+            "{wall}"
+        );
+    }
 }

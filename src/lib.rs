@@ -14,17 +14,25 @@
 //! - [`config`]: the TOML file, defaults and validation (no hardware needed).
 //! - [`source`]: one task per scanner: open, read, frame, reconnect
 //!   (serial; USB HID in [`source::hid`]: HID POS and keyboard wedge).
-//! - [`capture`]: UUIDv7, UTC + boot-time stamps, barcode decoding.
-//! - [`store`]: the SQLite database (one file, WAL, `synchronous=FULL`).
-//! - [`outbox`]: the write-ahead record of every scan.
-//! - [`gate`]: content key, Bloom pre-filter, exact event-time window check;
-//!   with a facility Redis ([`gate::facility`]) the rounds that claim there.
-//! - [`ledger`]: one entry per committed scan; JSON-lines export.
+//! - [`capture`]: UUIDv7, UTC + boot-time stamps, barcode decoding, the
+//!   content key.
+//! - [`store`]: the SQLite database (one file, WAL, `synchronous=FULL`):
+//!   schema, the writers' turn, read and write transactions.
+//! - [`outbox`]: the write-ahead record of every scan; owns the `scans`
+//!   table (every statement on it), its record type and [`outbox::ScanState`].
+//! - [`gate`]: the decision policy — Bloom pre-filter, exact event-time
+//!   window check; with a facility Redis ([`gate::facility`]) which scans
+//!   to claim and in what order. Handed a transaction; owns no table but
+//!   its record of clock steps.
+//! - [`ledger`]: one entry per committed scan and the exact twin lookup;
+//!   JSON-lines export.
 //! - [`audit`]: hash-chained decision records; verify and trace.
 //! - [`facility`]: the facility Redis: the claim script, claim rounds, checks.
-//! - [`daemon`]: the one place that wires the stages together (with
-//!   `[redis]`, the claimer's live and replay lanes in [`daemon::claimer`]; the raw-bytes
-//!   sweeper in [`daemon::sweeper`]).
+//! - [`daemon`]: the one place that wires the stages together and opens
+//!   their transactions: the embedded store's admit-and-decide in
+//!   [`daemon::embedded`], with `[redis]` the claimer's live and replay
+//!   lanes in [`daemon::claimer`], the raw-bytes sweeper in
+//!   [`daemon::sweeper`].
 //! - [`cli`]: the `scangate` commands and their exit codes.
 //! - [`decode_cmd`]: `scangate decode`, the decoder for technicians and tests.
 //! - [`devices_cmd`]: `scangate devices` / `scangate pair`: find and pair scanners.

@@ -288,9 +288,10 @@ impl Drop for TurnGuard<'_> {
 }
 
 /// A write transaction (`BEGIN IMMEDIATE`) holding the writers' turn
-/// ([`Store::write`]). Dropped without [`Write::commit`], it rolls back; the
-/// turn is released after the transaction has ended (field order).
-pub(crate) struct Write<'s> {
+/// ([`Store::write`]); the stages' statements run on it (it derefs to the
+/// connection). Dropped without [`Write::commit`], it rolls back; the turn
+/// is released after the transaction has ended (field order).
+pub struct Write<'s> {
     /// The transaction.
     pub(crate) tx: rusqlite::Transaction<'s>,
     path: &'s Path,
@@ -299,14 +300,34 @@ pub(crate) struct Write<'s> {
 
 impl Write<'_> {
     /// A SQLite error, named with the database's path.
-    pub(crate) fn err(&self, e: rusqlite::Error) -> StoreError {
+    pub fn err(&self, e: rusqlite::Error) -> StoreError {
         classify(self.path, e)
     }
 
     /// Commit (one fsync), then release the turn.
-    pub(crate) fn commit(self) -> Result<(), StoreError> {
+    pub fn commit(self) -> Result<(), StoreError> {
         let path = self.path;
         self.tx.commit().map_err(|e| classify(path, e))
+    }
+}
+
+impl std::ops::Deref for Write<'_> {
+    type Target = Connection;
+    fn deref(&self) -> &Connection {
+        &self.tx
+    }
+}
+
+/// A read transaction ([`Store::read`]): every statement on it sees one
+/// snapshot of the database. Ended when dropped.
+pub struct Read<'s> {
+    tx: rusqlite::Transaction<'s>,
+}
+
+impl std::ops::Deref for Read<'_> {
+    type Target = Connection;
+    fn deref(&self) -> &Connection {
+        &self.tx
     }
 }
 
@@ -631,12 +652,23 @@ impl Store {
         &self.path
     }
 
+    /// Begin a read transaction: the statements run on it see one snapshot
+    /// (from its first read on), whatever the other connections commit
+    /// meanwhile.
+    pub fn read(&self) -> Result<Read<'_>, StoreError> {
+        let tx = self
+            .conn
+            .unchecked_transaction()
+            .map_err(|e| self.err_at(e))?;
+        Ok(Read { tx })
+    }
+
     /// Begin a write transaction, taking the in-process writers' turn
-    /// first. The daemon's two writing connections (outbox writer, facility
-    /// claimer) share one turn, so a waiting thread is woken the moment the
-    /// other commits — SQLite's own busy handler would poll the file lock
-    /// with sleeps of up to 100 ms.
-    pub(crate) fn write(&mut self) -> Result<Write<'_>, StoreError> {
+    /// first. The daemon's writing connections (outbox writer, facility
+    /// claimer lanes, raw sweeper) share one turn, so a waiting thread is
+    /// woken the moment another commits — SQLite's own busy handler would
+    /// poll the file lock with sleeps of up to 100 ms.
+    pub fn write(&mut self) -> Result<Write<'_>, StoreError> {
         let Store {
             conn,
             path,

@@ -78,8 +78,12 @@ fn build_database(state: &Path) -> i64 {
     at(&counter, UPC_NDC.as_bytes().to_vec(), 500 + 5000); // re-dispense: committed
     at(&counter, b"]C1NOT-A-GS1-STRING".to_vec(), 700); // rejected
     at(&receiving, b"\xff\xfe\x00\x01noise".to_vec(), 900); // rejected
-    let decisions = gate.submit(&mut store, &scans).expect("submit");
-    let states: Vec<&str> = decisions.iter().map(|d| d.verdict.state()).collect();
+    let decisions =
+        scangate::daemon::embedded::submit(&mut store, &mut gate, &scans).expect("submit");
+    let states: Vec<&str> = decisions
+        .iter()
+        .map(|d| d.verdict.state().as_str())
+        .collect();
     for s in ["committed", "suppressed", "rejected"] {
         assert!(
             states.contains(&s),

@@ -23,9 +23,14 @@ fn scans_left_unresolved_by_a_removed_facility_store_wait_until_decided_locally(
             read_at(&dscsa("TAKE1"), 900),
         ];
         store.admit("test-pharmacy", &reads).unwrap();
-        let round = gate
-            .facility_round(&mut store, None, "Redis is down", &CaptureTime::now())
-            .unwrap();
+        let round = scangate::daemon::claimer::round(
+            &mut store,
+            &mut gate,
+            None,
+            "Redis is down",
+            &CaptureTime::now(),
+        )
+        .unwrap();
         assert_eq!(round.decisions.len(), 3);
     }
     let scanner = VirtualScanner::new().unwrap();

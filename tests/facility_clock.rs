@@ -1,7 +1,7 @@
 //! Facility claims and the wall clock: a scan read before NTP sync waits,
 //! then is claimed with its capture time re-derived from the boot clock.
 //! Real SQLite file, real redis-server; the claimer's view of the clock is
-//! the `now` argument of `Gate::facility_round`.
+//! the `now` argument of `claimer::round`.
 
 mod common;
 
@@ -65,14 +65,14 @@ fn an_unsynced_read_waits_for_ntp_then_is_claimed_on_boot_clock_time() {
         .unwrap();
 
     // The claimer's clock, still unsynchronised, 5 s of boot time later.
-    let r = gate
-        .facility_round(
-            &mut store,
-            Some(&mut facility),
-            "",
-            &time(15_000, "boot-b", 15_000, false),
-        )
-        .unwrap();
+    let r = scangate::daemon::claimer::round(
+        &mut store,
+        &mut gate,
+        Some(&mut facility),
+        "",
+        &time(15_000, "boot-b", 15_000, false),
+    )
+    .unwrap();
     let verdict_of = |uuid: &uuid::Uuid| {
         r.decisions
             .iter()
@@ -89,14 +89,14 @@ fn an_unsynced_read_waits_for_ntp_then_is_claimed_on_boot_clock_time() {
     assert_eq!(redis.ledger("f1").len(), 1);
 
     // NTP syncs: boot-clock 60 s is true time T0 + 50 s.
-    let r = gate
-        .facility_round(
-            &mut store,
-            Some(&mut facility),
-            "",
-            &time(T0 + 50_000, "boot-b", 60_000, true),
-        )
-        .unwrap();
+    let r = scangate::daemon::claimer::round(
+        &mut store,
+        &mut gate,
+        Some(&mut facility),
+        "",
+        &time(T0 + 50_000, "boot-b", 60_000, true),
+    )
+    .unwrap();
     assert_eq!(r.decisions.len(), 1);
     assert_eq!(r.waiting_for_clock, 0);
     assert_eq!(r.decisions[0].verdict, Verdict::Committed);
@@ -152,9 +152,14 @@ fn a_round_of_scans_all_waiting_for_ntp_does_not_ask_for_another_at_once() {
         .collect();
     store.admit("f1", &scans).unwrap();
     let unsynced_now = time(5_000, "boot-b", 5_000, false);
-    let r = gate
-        .facility_round(&mut store, Some(&mut facility), "", &unsynced_now)
-        .unwrap();
+    let r = scangate::daemon::claimer::round(
+        &mut store,
+        &mut gate,
+        Some(&mut facility),
+        "",
+        &unsynced_now,
+    )
+    .unwrap();
     assert_eq!(r.waiting_for_clock, r.open);
     // Every scan of the round waits for the clock: going again at once would
     // only pick the same scans (a busy loop); the claimer polls the clock.
@@ -186,14 +191,14 @@ fn a_new_scan_waits_behind_a_backlog_scan_of_its_label_read_before_ntp_sync() {
     store.admit("f1", &scans).unwrap();
     let mut audited = 0;
     loop {
-        let r = gate
-            .facility_round(
-                &mut store,
-                None,
-                "Redis is down",
-                &time(5_000, "boot-b", 5_000, false),
-            )
-            .unwrap();
+        let r = scangate::daemon::claimer::round(
+            &mut store,
+            &mut gate,
+            None,
+            "Redis is down",
+            &time(5_000, "boot-b", 5_000, false),
+        )
+        .unwrap();
         audited += r.decisions.len() as i64;
         if !r.more {
             break;
@@ -220,14 +225,13 @@ fn a_new_scan_waits_behind_a_backlog_scan_of_its_label_read_before_ntp_sync() {
             .unwrap()
             .verdict
     };
-    let r = gate
-        .facility_round(&mut store, Some(&mut facility), "", &synced)
-        .unwrap();
+    let r =
+        scangate::daemon::claimer::round(&mut store, &mut gate, Some(&mut facility), "", &synced)
+            .unwrap();
     assert!(r.more);
     // K's wall time is still the untrusted one: the echo must not go ahead.
     assert_eq!(state(&store, &echo), Verdict::Pending);
-    while gate
-        .facility_round(&mut store, Some(&mut facility), "", &synced)
+    while scangate::daemon::claimer::round(&mut store, &mut gate, Some(&mut facility), "", &synced)
         .unwrap()
         .open
         > 0

@@ -835,8 +835,7 @@ fn outage_backlog(g: &Gateway, picks: i64) {
     store.admit("test-pharmacy", &old).unwrap();
     let mut gate = test_gate(&store);
     let now = scangate::capture::CaptureTime::now();
-    while gate
-        .facility_round(&mut store, None, "Redis is down", &now)
+    while scangate::daemon::claimer::round(&mut store, &mut gate, None, "Redis is down", &now)
         .unwrap()
         .more
     {}

@@ -78,9 +78,9 @@ fn new_scans_overtake_the_backlog_only_where_order_cannot_matter() {
     backlog.push(a.clone());
     store.admit("f1", &backlog).unwrap();
     loop {
-        let r = gate
-            .facility_round(&mut store, None, "Redis is down", &now)
-            .unwrap();
+        let r =
+            scangate::daemon::claimer::round(&mut store, &mut gate, None, "Redis is down", &now)
+                .unwrap();
         if !r.more {
             break;
         }
@@ -97,8 +97,7 @@ fn new_scans_overtake_the_backlog_only_where_order_cannot_matter() {
         .admit("f1", &[l1.clone(), l2.clone(), l3.clone(), l4.clone()])
         .unwrap();
 
-    let r = gate
-        .facility_round(&mut store, Some(&mut facility), "", &now)
+    let r = scangate::daemon::claimer::round(&mut store, &mut gate, Some(&mut facility), "", &now)
         .unwrap();
     assert!(r.more, "the backlog is longer than one round");
     assert_eq!(r.facility_error, None);
@@ -112,8 +111,7 @@ fn new_scans_overtake_the_backlog_only_where_order_cannot_matter() {
     assert_eq!(verdict(&store, &l4), Verdict::Pending);
     assert!(matches!(verdict(&store, &a), Verdict::Unresolved { .. }));
 
-    while gate
-        .facility_round(&mut store, Some(&mut facility), "", &now)
+    while scangate::daemon::claimer::round(&mut store, &mut gate, Some(&mut facility), "", &now)
         .unwrap()
         .open
         > 0
@@ -136,8 +134,7 @@ fn a_round_refused_for_its_settings_keeps_its_local_echoes_open_too() {
     let now = CaptureTime::now();
     let first = read(&profile, "SN-1", 0);
     store.admit("f1", std::slice::from_ref(&first)).unwrap();
-    let r = gate
-        .facility_round(&mut store, Some(&mut facility), "", &now)
+    let r = scangate::daemon::claimer::round(&mut store, &mut gate, Some(&mut facility), "", &now)
         .unwrap();
     assert_eq!(r.decisions[0].verdict, Verdict::Committed);
 
@@ -146,14 +143,19 @@ fn a_round_refused_for_its_settings_keeps_its_local_echoes_open_too() {
     let echo = read(&profile, "SN-1", 1000);
     let new = read(&profile, "SN-2", 1100);
     store.admit("f1", &[echo.clone(), new.clone()]).unwrap();
-    let mut picked = gate.pick(&mut store, Lane::Live, &[], &now, true).unwrap();
+    let mut picked =
+        scangate::daemon::claimer::pick(&store, &mut gate, Lane::Live, &[], &now, true).unwrap();
     assert_eq!(picked.claims("gw").len(), 1, "the echo is decided locally");
     // The facility refused the claim for its window (another gateway reset
     // the settings): the echo, judged by that window, is withdrawn too.
     picked.withdraw_local_echoes();
-    let round = gate
-        .record(&mut store, picked, Err("settings differ".into()))
-        .unwrap();
+    let round = scangate::daemon::claimer::record(
+        &mut store,
+        &mut gate,
+        picked,
+        Err("settings differ".into()),
+    )
+    .unwrap();
     assert_eq!(round.decisions.len(), 2);
     for scan in [&echo, &new] {
         let v = verdict(&store, scan);
@@ -164,14 +166,15 @@ fn a_round_refused_for_its_settings_keeps_its_local_echoes_open_too() {
     let again = read(&profile, "SN-1", 1500);
     store.admit("f1", std::slice::from_ref(&again)).unwrap();
     gate.set_local_echoes(false);
-    let replay = gate
-        .pick(&mut store, Lane::Replay, &[], &now, true)
-        .unwrap();
+    let replay =
+        scangate::daemon::claimer::pick(&store, &mut gate, Lane::Replay, &[], &now, true).unwrap();
     assert_eq!(replay.claims("gw").len(), 2, "the echo is claimed too");
-    let live = gate.pick(&mut store, Lane::Live, &[], &now, true).unwrap();
+    let live =
+        scangate::daemon::claimer::pick(&store, &mut gate, Lane::Live, &[], &now, true).unwrap();
     assert_eq!((live.claims("gw").len(), live.held()), (0, 1));
     // Offline, the re-read is not suppressed by this gateway's window either.
-    let offline = gate.pick(&mut store, Lane::Live, &[], &now, false).unwrap();
+    let offline =
+        scangate::daemon::claimer::pick(&store, &mut gate, Lane::Live, &[], &now, false).unwrap();
     assert_eq!(offline.claims("gw").len(), 1, "left to the facility");
 }
 
@@ -193,15 +196,14 @@ fn the_live_lane_waits_for_a_replay_in_flight_and_knows_what_it_committed() {
     let a = read(&profile, "SN-A", 0);
     let b = read(&profile, "SN-B", 10);
     store.admit("f1", &[a.clone(), b.clone()]).unwrap();
-    let r = replay
-        .facility_round(&mut store, None, "Redis is down", &now)
+    let r = scangate::daemon::claimer::round(&mut store, &mut replay, None, "Redis is down", &now)
         .unwrap();
     assert_eq!(r.decisions.len(), 2);
 
     // Redis answers; the replay lane picks the backlog and claims it.
-    let backlog = replay
-        .pick(&mut store, Lane::Replay, &[], &now, true)
-        .unwrap();
+    let backlog =
+        scangate::daemon::claimer::pick(&store, &mut replay, Lane::Replay, &[], &now, true)
+            .unwrap();
     assert_eq!(backlog.claims("gw").len(), 2);
     // Meanwhile at the counter: an echo of A and a new pick.
     let echo = read(&profile, "SN-A", 1000);
@@ -209,28 +211,33 @@ fn the_live_lane_waits_for_a_replay_in_flight_and_knows_what_it_committed() {
     live_store
         .admit("f1", &[echo.clone(), new.clone()])
         .unwrap();
-    let ahead = live
-        .pick(&mut live_store, Lane::Live, &[], &now, true)
-        .unwrap();
+    let ahead =
+        scangate::daemon::claimer::pick(&live_store, &mut live, Lane::Live, &[], &now, true)
+            .unwrap();
     let claims = ahead.claims("gw");
     assert_eq!(ahead.held(), 1, "the echo of A waits for A");
     assert_eq!(claims.len(), 1);
     assert_eq!(claims[0].scan_uuid, new.uuid.to_string());
     let outcomes = facility.claim_batch(&claims).unwrap();
-    live.record(&mut live_store, ahead, Ok(outcomes)).unwrap();
+    scangate::daemon::claimer::record(&mut live_store, &mut live, ahead, Ok(outcomes)).unwrap();
     assert_eq!(verdict(&store, &new), Verdict::Committed);
 
     // The replay's claims are answered and written.
     let outcomes = facility.claim_batch(&backlog.claims("gw")).unwrap();
-    replay.record(&mut store, backlog, Ok(outcomes)).unwrap();
+    scangate::daemon::claimer::record(&mut store, &mut replay, backlog, Ok(outcomes)).unwrap();
     // Offline now, the live lane still suppresses the echo by itself: it
     // knows A, which the other lane committed.
-    let offline = live
-        .pick(&mut live_store, Lane::Live, &[], &now, false)
-        .unwrap();
+    let offline =
+        scangate::daemon::claimer::pick(&live_store, &mut live, Lane::Live, &[], &now, false)
+            .unwrap();
     assert!(offline.claims("gw").is_empty(), "decided locally");
-    live.record(&mut live_store, offline, Err("Redis is down".into()))
-        .unwrap();
+    scangate::daemon::claimer::record(
+        &mut live_store,
+        &mut live,
+        offline,
+        Err("Redis is down".into()),
+    )
+    .unwrap();
     assert_eq!(
         verdict(&store, &echo),
         Verdict::Suppressed {
@@ -252,23 +259,22 @@ fn the_replay_waits_for_an_earlier_new_scan_of_its_label() {
     let now = CaptureTime::now();
     let later = read(&profile, "SN-A", 105);
     store.admit("f1", std::slice::from_ref(&later)).unwrap();
-    replay
-        .facility_round(&mut store, None, "Redis is down", &now)
-        .unwrap();
+    scangate::daemon::claimer::round(&mut store, &mut replay, None, "Redis is down", &now).unwrap();
     let earlier = read(&profile, "SN-A", 100);
     store.admit("f1", std::slice::from_ref(&earlier)).unwrap();
 
-    let waiting = replay
-        .pick(&mut store, Lane::Replay, &[], &now, true)
-        .unwrap();
+    let waiting =
+        scangate::daemon::claimer::pick(&store, &mut replay, Lane::Replay, &[], &now, true)
+            .unwrap();
     assert_eq!((waiting.claims("gw").len(), waiting.held()), (0, 1));
-    let new = live.pick(&mut store, Lane::Live, &[], &now, true).unwrap();
+    let new =
+        scangate::daemon::claimer::pick(&store, &mut live, Lane::Live, &[], &now, true).unwrap();
     assert_eq!((new.claims("gw").len(), new.held()), (1, 0));
     let outcomes = facility.claim_batch(&new.claims("gw")).unwrap();
-    live.record(&mut store, new, Ok(outcomes)).unwrap();
-    let r = replay
-        .facility_round(&mut store, Some(&mut facility), "", &now)
-        .unwrap();
+    scangate::daemon::claimer::record(&mut store, &mut live, new, Ok(outcomes)).unwrap();
+    let r =
+        scangate::daemon::claimer::round(&mut store, &mut replay, Some(&mut facility), "", &now)
+            .unwrap();
     assert_eq!(r.decisions.len(), 1);
 
     assert_eq!(verdict(&store, &earlier), Verdict::Committed);
@@ -308,26 +314,33 @@ fn a_backlog_scan_without_a_trusted_time_never_waits_for_a_new_one() {
     let first = Scan::at(&profile, raw(), at(105, 105, false));
     store.admit("f1", std::slice::from_ref(&first)).unwrap();
     let unsynced_now = at(150, 150, false);
-    replay
-        .facility_round(&mut store, None, "Redis is down", &unsynced_now)
-        .unwrap();
+    scangate::daemon::claimer::round(
+        &mut store,
+        &mut replay,
+        None,
+        "Redis is down",
+        &unsynced_now,
+    )
+    .unwrap();
     let again = Scan::at(&profile, raw(), at(100, 200, true));
     store.admit("f1", std::slice::from_ref(&again)).unwrap();
 
     let now = at(10_000, 10_000, true);
-    let backlog = replay
-        .pick(&mut store, Lane::Replay, &[], &now, true)
-        .unwrap();
+    let backlog =
+        scangate::daemon::claimer::pick(&store, &mut replay, Lane::Replay, &[], &now, true)
+            .unwrap();
     assert_eq!((backlog.claims("gw").len(), backlog.held()), (1, 0));
-    let new = live.pick(&mut store, Lane::Live, &[], &now, true).unwrap();
+    let new =
+        scangate::daemon::claimer::pick(&store, &mut live, Lane::Live, &[], &now, true).unwrap();
     assert_eq!((new.claims("gw").len(), new.held()), (0, 1));
     let outcomes = facility.claim_batch(&backlog.claims("gw")).unwrap();
-    replay.record(&mut store, backlog, Ok(outcomes)).unwrap();
+    scangate::daemon::claimer::record(&mut store, &mut replay, backlog, Ok(outcomes)).unwrap();
     // Now the re-read goes: an echo of this gateway's own commit (on the
     // boot clock), decided locally.
-    let new = live.pick(&mut store, Lane::Live, &[], &now, true).unwrap();
+    let new =
+        scangate::daemon::claimer::pick(&store, &mut live, Lane::Live, &[], &now, true).unwrap();
     assert_eq!((new.claims("gw").len(), new.held()), (0, 0));
-    live.record(&mut store, new, Ok(Vec::new())).unwrap();
+    scangate::daemon::claimer::record(&mut store, &mut live, new, Ok(Vec::new())).unwrap();
 
     assert_eq!(verdict(&store, &first), Verdict::Committed);
     assert_eq!(

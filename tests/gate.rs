@@ -66,8 +66,7 @@ impl Rig {
     }
 
     fn submit(&mut self, scans: &[Scan]) -> Vec<Verdict> {
-        self.gate
-            .submit(&mut self.store, scans)
+        scangate::daemon::embedded::submit(&mut self.store, &mut self.gate, scans)
             .unwrap()
             .into_iter()
             .map(|d| d.verdict)
@@ -285,12 +284,12 @@ fn a_restarted_gate_rebuilds_its_knowledge_from_the_database() {
     {
         let mut store = Store::open(dir.path()).unwrap();
         let mut gate = Gate::new(config(), &store).unwrap();
-        gate.submit(&mut store, std::slice::from_ref(&first))
+        scangate::daemon::embedded::submit(&mut store, &mut gate, std::slice::from_ref(&first))
             .unwrap();
     }
     let mut store = Store::open(dir.path()).unwrap();
     let mut gate = Gate::new(config(), &store).unwrap();
-    let d = gate.submit(&mut store, &[echo]).unwrap();
+    let d = scangate::daemon::embedded::submit(&mut store, &mut gate, &[echo]).unwrap();
     assert!(suppressed_by(&d[0].verdict, &first));
     assert_eq!(
         gate.stats().lookups_saved,
@@ -341,7 +340,7 @@ fn a_failing_decision_never_costs_a_scan_its_durability() {
     assert_eq!(r.ledger_len(), 0);
     // The fault goes away: the same path decides them, in capture order.
     other.execute_batch("DROP TRIGGER injected").unwrap();
-    let d = r.gate.decide_pending(&mut r.store).unwrap();
+    let d = scangate::daemon::embedded::decide_pending(&mut r.store, &mut r.gate).unwrap();
     assert_eq!(d.len(), 2);
     assert_eq!(d[0].scan_uuid, a.uuid.to_string());
     assert_eq!(d[0].verdict, Verdict::Committed);
@@ -367,13 +366,16 @@ fn a_clock_step_is_remembered_across_a_restart() {
     {
         let mut store = Store::open(dir.path()).unwrap();
         let mut gate = Gate::new(config(), &store).unwrap();
-        let d = gate
-            .submit(&mut store, &[first.clone(), later.clone()])
-            .unwrap();
+        let d = scangate::daemon::embedded::submit(
+            &mut store,
+            &mut gate,
+            &[first.clone(), later.clone()],
+        )
+        .unwrap();
         assert_eq!(d[1].verdict, Verdict::Committed);
     }
     let mut store = Store::open(dir.path()).unwrap();
     let mut gate = Gate::new(config(), &store).unwrap();
-    let d = gate.submit(&mut store, &[echo]).unwrap();
+    let d = scangate::daemon::embedded::submit(&mut store, &mut gate, &[echo]).unwrap();
     assert!(suppressed_by(&d[0].verdict, &first), "{:?}", d[0]);
 }

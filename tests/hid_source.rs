@@ -72,7 +72,7 @@ fn store_and_decide(dir: &std::path::Path, scans: &[Scan]) -> std::path::PathBuf
     let cfg = Config::load(Some(&config)).unwrap();
     let mut store = Store::open(&state).unwrap();
     let mut gate = Gate::new(GateConfig::from_config(&cfg), &store).unwrap();
-    gate.admit_and_decide(&mut store, scans).unwrap();
+    scangate::daemon::embedded::admit_and_decide(&mut store, &mut gate, scans).unwrap();
     config
 }
 

@@ -54,7 +54,7 @@ fn decided_raw_bytes_are_overwritten_in_the_file_and_open_ones_kept() {
     let long = format!("{OVERFLOW_MARK} ").repeat(250);
     reads.push(read_at(WRISTBAND, 1300));
     reads.push(read_at(&long, 1310));
-    let decided = gate.submit(&mut store, &reads).unwrap();
+    let decided = scangate::daemon::embedded::submit(&mut store, &mut gate, &reads).unwrap();
     assert_eq!(decided[0].verdict, Verdict::Committed);
     assert!(matches!(decided[1200].verdict, Verdict::Rejected { .. }));
     assert!(matches!(decided[1201].verdict, Verdict::Rejected { .. }));
@@ -95,7 +95,7 @@ fn decided_raw_bytes_are_overwritten_in_the_file_and_open_ones_kept() {
 
     // Once decided (its row rewritten by the decision), the open scan goes
     // too; the sweep resumes where it stopped. Ledger and audit stay.
-    gate.decide_pending(&mut store).unwrap();
+    scangate::daemon::embedded::decide_pending(&mut store, &mut gate).unwrap();
     let later = chrono::Utc::now().timestamp_millis() + 1000;
     let sweep = store.clear_raw(later, &mut || true).unwrap();
     assert_eq!((sweep.cleared, sweep.held_by), (1, None));
@@ -127,7 +127,7 @@ fn a_sweep_stops_between_chunks_when_asked() {
     let reads: Vec<_> = (0..1200)
         .map(|i| read_at(&common::dscsa(&format!("STOP{i:04}")), i))
         .collect();
-    gate.submit(&mut store, &reads).unwrap();
+    scangate::daemon::embedded::submit(&mut store, &mut gate, &reads).unwrap();
     let later = chrono::Utc::now().timestamp_millis() + 1000;
     let mut chunks = 0;
     let sweep = store
@@ -150,13 +150,18 @@ fn the_daemon_sweeps_scans_decided_longer_ago_than_keep_raw_hours() {
     {
         let mut store = Store::open(&state).unwrap();
         let mut gate = test_gate(&store);
-        gate.submit(
+        scangate::daemon::embedded::submit(
             &mut store,
+            &mut gate,
             &[read_at(WRISTBAND, 0), read_at(WRISTBAND, 5000)],
         )
         .unwrap();
-        gate.submit(&mut store, &[read_at(&common::dscsa("RAWNEW1"), 10_000)])
-            .unwrap();
+        scangate::daemon::embedded::submit(
+            &mut store,
+            &mut gate,
+            &[read_at(&common::dscsa("RAWNEW1"), 10_000)],
+        )
+        .unwrap();
     }
     // The first two were decided two hours ago; the third just now. (This
     // rewrite of the rows zeroes what it frees, as the daemon's writes do.)

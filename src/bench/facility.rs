@@ -163,14 +163,14 @@ pub(super) fn run(
             left -= n;
         }
         loop {
-            let r = gate
-                .facility_round(
-                    &mut store,
-                    None,
-                    "bench: Redis withheld to build a backlog",
-                    &CaptureTime::now(),
-                )
-                .map_err(|e| e.to_string())?;
+            let r = crate::daemon::claimer::round(
+                &mut store,
+                &mut gate,
+                None,
+                "bench: Redis withheld to build a backlog",
+                &CaptureTime::now(),
+            )
+            .map_err(|e| e.to_string())?;
             if !r.more {
                 break;
             }

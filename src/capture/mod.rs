@@ -9,8 +9,9 @@ pub mod barcode;
 pub mod clock;
 
 use crate::config::ScanType;
-use barcode::{DecodeError, Decoded};
+use barcode::{DecodeError, Decoded, ProductId};
 pub use clock::CaptureTime;
+use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
 /// What a scanner profile contributes to every scan it reads.
@@ -78,6 +79,47 @@ impl Scan {
             time,
             raw: raw.bytes,
             decoded,
+        }
+    }
+}
+
+/// Content key: SHA-256 (hex) over facility, scanner, scan type, quantity and
+/// the canonical product identity. No time component (time is invariant 4's
+/// job): two reads of one label by one scanner profile share it.
+pub fn content_key(facility: &str, profile: &Profile, product: &ProductId) -> String {
+    let mut h = Sha256::new();
+    h.update(b"scangate-content-key-v1\x1f");
+    for part in [
+        facility.as_bytes(),
+        profile.scanner.as_bytes(),
+        profile.scan_type.as_str().as_bytes(),
+        profile.quantity.to_string().as_bytes(),
+    ] {
+        h.update(part);
+        h.update([0x1f]);
+    }
+    h.update(product.canonical_bytes());
+    hex::encode(h.finalize())
+}
+
+/// The 32 bytes of a hex content key as [`content_key`] writes it (zeros
+/// for a string that is not one).
+pub fn key_bytes(key: &str) -> [u8; 32] {
+    let mut out = [0u8; 32];
+    let _ = hex::decode_to_slice(key, &mut out);
+    out
+}
+
+impl Scan {
+    /// This scan's content key in `facility`, if it names a dispensable
+    /// product; else why it is rejected (never the scanned data).
+    pub fn content_key(&self, facility: &str) -> Result<String, String> {
+        match &self.decoded {
+            Ok(d) if d.product.is_dispensable() => {
+                Ok(content_key(facility, &self.profile, &d.product))
+            }
+            Ok(_) => Err("not a dispensable product: the barcode carries no GTIN".to_string()),
+            Err(e) => Err(e.to_string()),
         }
     }
 }

@@ -14,10 +14,12 @@
 //! writer meanwhile. When the writer stops (its [`Kicker`] is dropped), each
 //! lane runs one last round.
 
+use crate::capture::CaptureTime;
 use crate::config::Config;
+use crate::facility::Outcome;
 use crate::facility::config::RedisConfig;
 use crate::facility::{Facility, FacilityError, Sent};
-use crate::gate::facility::{Lane, Picked};
+use crate::gate::facility::{Lane, Picked, Round};
 use crate::gate::{Decision, Gate, GateStats, Verdict};
 use crate::outbox::FacilityState;
 use crate::store::{Store, StoreError};
@@ -388,7 +390,7 @@ fn run(
         if facility.is_none()
             && in_flight.is_none()
             && Instant::now() >= retry_at
-            && (lane == Lane::Live || gate.has_backlog(&store).unwrap_or(true))
+            && (lane == Lane::Live || has_backlog(&store))
         {
             match link.connect_for(name) {
                 Ok(f) => {
@@ -406,11 +408,10 @@ fn run(
             .as_ref()
             .map(|(p, _)| p.seqs().collect())
             .unwrap_or_default();
-        let now = crate::capture::CaptureTime::now();
+        let now = CaptureTime::now();
         let online = facility.is_some();
         between.held[me].store(true, Ordering::SeqCst);
-        let next = gate
-            .pick(&mut store, lane, &skip, &now, online)
+        let next = pick(&store, &mut gate, lane, &skip, &now, online)
             .inspect_err(|e| {
                 tracing::error!(
                     lane = name,
@@ -491,7 +492,7 @@ fn run(
         let mut recorded = false;
         let mut wake_other = false;
         for (picked, claimed) in answered.into_iter().chain(unclaimed) {
-            match gate.record(&mut store, picked, claimed) {
+            match record(&mut store, &mut gate, picked, claimed) {
                 Ok(round) => {
                     recorded = true;
                     observe(&round.decisions);
@@ -599,9 +600,7 @@ fn run(
             // Offline, the live lane waits for new scans (each kick after
             // the back-off tries a connection); the replay lane retries
             // while a backlog waits. Otherwise: until kicked.
-            let retrying = facility.is_none()
-                && lane == Lane::Replay
-                && gate.has_backlog(&store).unwrap_or(true);
+            let retrying = facility.is_none() && lane == Lane::Replay && has_backlog(&store);
             let mut wait = if retrying {
                 retry_at.saturating_duration_since(Instant::now())
             } else {
@@ -639,4 +638,69 @@ fn run(
         }
     }
     gate.stats()
+}
+
+/// Whether `unresolved` scans wait in the outbox (an index probe; `true` if
+/// the database cannot say, so the lane keeps trying).
+fn has_backlog(store: &Store) -> bool {
+    crate::outbox::open::has_unresolved(&store.conn).unwrap_or(true)
+}
+
+/// Pick `lane`'s next round ([`Gate::pick`]) in one read snapshot of
+/// `store`, passing over `skip` (its round still in flight).
+pub fn pick(
+    store: &Store,
+    gate: &mut Gate,
+    lane: Lane,
+    skip: &[i64],
+    now: &CaptureTime,
+    online: bool,
+) -> Result<Picked, StoreError> {
+    let snapshot = store.read()?;
+    gate.pick(&snapshot, lane, skip, now, online)
+        .map_err(|e| store.err_at(e))
+}
+
+/// Write a picked round's verdicts ([`Gate::record`]) in one transaction,
+/// then settle them.
+pub fn record(
+    store: &mut Store,
+    gate: &mut Gate,
+    picked: Picked,
+    claimed: Result<Vec<Outcome>, String>,
+) -> Result<Round, StoreError> {
+    if picked.is_empty() {
+        return Ok(Round::default());
+    }
+    let w = store.write()?;
+    let recorded = gate.record(&w, picked, claimed).map_err(|e| w.err(e))?;
+    w.commit()?;
+    Ok(gate.settle_round(recorded))
+}
+
+/// One round of each lane, start to end, without overlap — the replay's,
+/// then the live lane's: [`pick`], the claim through `facility` (`None`
+/// while no connection is up: then only local verdicts are made and new
+/// scans become unresolved with `offline_reason`), [`record`]. The lanes'
+/// threads run the same steps concurrently; this runs them in one
+/// deterministic order (tests, tools).
+pub fn round(
+    store: &mut Store,
+    gate: &mut Gate,
+    mut facility: Option<&mut Facility>,
+    offline_reason: &str,
+    now: &CaptureTime,
+) -> Result<Round, StoreError> {
+    let mut round = Round::default();
+    for lane in [Lane::Replay, Lane::Live] {
+        let picked = pick(store, gate, lane, &[], now, facility.is_some())?;
+        let claims = picked.claims(gate.gateway());
+        let claimed = match facility.as_deref_mut() {
+            _ if claims.is_empty() => Ok(Vec::new()),
+            Some(f) => f.claim_batch(&claims).map_err(|e| e.to_string()),
+            None => Err(offline_reason.to_string()),
+        };
+        round = round.and(record(store, gate, picked, claimed)?);
+    }
+    Ok(round)
 }

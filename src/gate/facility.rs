@@ -2,7 +2,8 @@
 //! one pipelined claim for the rest, decisions written in capture order.
 //!
 //! A round has three steps, so a claimer lane can overlap them (see
-//! `daemon/claimer.rs`): [`Gate::pick`] reads its lane's open scans
+//! `daemon/claimer.rs`, which opens the transactions): [`Gate::pick`] reads
+//! its lane's open scans
 //! (`pending` for the live lane, `unresolved` for the replay lane, capture
 //! order) and decides what this gateway can decide
 //! exactly by itself (rejections, echoes of its own commits — also while
@@ -21,16 +22,14 @@
 //! new scan at the counter is decided in milliseconds even as an hour's
 //! backlog replays (docs/design.md, "Two lanes" and "Replay order").
 
-use super::{
-    Decision, Gate, Open, OpenRow, Skip, Verdict, earlier_with_key, load_pending, load_unresolved,
-    newest_unresolved_ms, open_span, unsynced_unresolved,
-};
+use super::{Decided, Decision, Gate, Verdict};
 use crate::audit::Chain;
 use crate::capture::CaptureTime;
 use crate::capture::clock::rfc3339_ms;
-use crate::facility::{Claim, Facility, Outcome};
-use crate::store::{Store, StoreError, classify};
-use rusqlite::params;
+use crate::facility::{Claim, Outcome};
+use crate::outbox::open::{self, Open};
+use crate::outbox::{self, ScanRow};
+use rusqlite::Connection;
 use std::collections::{HashMap, HashSet};
 
 /// Scans per replay round at most (and per offline round of the live
@@ -78,8 +77,8 @@ pub struct Round {
 }
 
 impl Round {
-    /// Both lanes' rounds as one (see [`Gate::facility_round`]).
-    fn and(mut self, then: Round) -> Round {
+    /// Two rounds as one (both lanes' rounds, run one after the other).
+    pub fn and(mut self, then: Round) -> Round {
         self.decisions.extend(then.decisions);
         self.open += then.open;
         self.more |= then.more;
@@ -92,7 +91,7 @@ impl Round {
 /// Open scans picked for one round, with what this gateway decided alone.
 #[derive(Default)]
 pub struct Picked {
-    rows: Vec<OpenRow>,
+    rows: Vec<ScanRow>,
     verdicts: Vec<Option<Verdict>>,
     retimed: Vec<(i64, i64)>,
     waiting_for_clock: usize,
@@ -182,46 +181,43 @@ impl Gate {
     /// capture time is re-derived from the boot clock (same boot) and
     /// claimed. A scan from an earlier boot cannot be re-derived and is
     /// claimed as captured.
+    ///
+    /// `snapshot` is one read transaction: the rows and the checks against
+    /// the other lane's must see one snapshot (between two statements the
+    /// other lane could turn an earlier scan from pending into unresolved,
+    /// and neither read would see it).
     pub fn pick(
         &mut self,
-        store: &mut Store,
+        snapshot: &Connection,
         lane: Lane,
         skip: &[i64],
         now: &CaptureTime,
         online: bool,
-    ) -> Result<Picked, StoreError> {
-        let Store { conn, path, .. } = store;
-        let err = |e| classify(path, e);
-        // One read transaction: the rows and the checks against the other
-        // lane's see one snapshot (between two statements the other lane
-        // could turn an earlier scan from pending into unresolved, and
-        // neither read would see it). Ended (rolled back) when dropped.
-        let snapshot = conn.unchecked_transaction().map_err(err)?;
-        let conn: &rusqlite::Connection = &snapshot;
-        let in_flight: Skip = std::rc::Rc::new(skip.iter().map(|&seq| seq.into()).collect());
+    ) -> rusqlite::Result<Picked> {
+        let conn = snapshot;
+        let in_flight = open::skip(skip);
         let limit = match (lane, online) {
             (Lane::Live, true) => AHEAD,
             _ => ROUND,
         };
         let loaded = match (lane, online) {
-            (Lane::Live, _) => load_pending(conn, &in_flight, limit),
-            (Lane::Replay, true) => load_unresolved(conn, &in_flight, limit),
-            (Lane::Replay, false) => Ok(Vec::new()),
-        }
-        .map_err(err)?;
+            (Lane::Live, _) => open::load(conn, Open::Pending, &in_flight, limit)?,
+            (Lane::Replay, true) => open::load(conn, Open::Unresolved, &in_flight, limit)?,
+            (Lane::Replay, false) => Vec::new(),
+        };
         let full = loaded.len() == limit;
         // Offline nothing is claimed (new scans become unresolved), so
         // order is moot; online a scan waits for the other lane's earlier
         // scans of its label.
         let (mut rows, mut held) = if online {
-            self.not_held_back(conn, lane, loaded).map_err(err)?
+            self.not_held_back(conn, lane, loaded)?
         } else {
             (loaded, 0)
         };
         let mut stats = self.stats;
         let mut verdicts: Vec<Option<Verdict>> = Vec::with_capacity(rows.len());
         for row in &rows {
-            let verdict = self.local_verdict(conn, row, &mut stats).map_err(err)?;
+            let verdict = self.local_verdict(conn, row, &mut stats)?;
             // While the facility refuses this gateway's window, an echo of
             // its own commit is left to the facility like any other scan.
             let trusted = self.local_echoes || !matches!(verdict, Some(Verdict::Suppressed { .. }));
@@ -233,14 +229,14 @@ impl Gate {
         let mut clock_keys = HashSet::new();
         if self.require_synced_clock {
             for (row, verdict) in rows.iter_mut().zip(verdicts.iter_mut()) {
-                if verdict.is_some() || row.synced || row.boot_id != now.boot_id {
+                let time = &mut row.time;
+                if verdict.is_some() || time.synced || time.boot_id != now.boot_id {
                     continue;
                 }
                 if now.synced {
-                    row.captured_ms =
-                        now.utc_ms - (now.boot_ns - row.boot_ns).div_euclid(1_000_000);
-                    row.synced = true;
-                    retimed.push((row.seq, row.captured_ms));
+                    time.utc_ms = now.utc_ms - (now.boot_ns - time.boot_ns).div_euclid(1_000_000);
+                    time.synced = true;
+                    retimed.push((row.seq, time.utc_ms));
                 } else {
                     waiting_for_clock += 1;
                     clock_keys.extend(row.content_key.clone());
@@ -299,10 +295,10 @@ impl Gate {
     /// Decisions stay exactly those of strict capture order.
     fn not_held_back(
         &self,
-        conn: &rusqlite::Connection,
+        conn: &Connection,
         lane: Lane,
-        candidates: Vec<OpenRow>,
-    ) -> rusqlite::Result<(Vec<OpenRow>, usize)> {
+        candidates: Vec<ScanRow>,
+    ) -> rusqlite::Result<(Vec<ScanRow>, usize)> {
         let other = match lane {
             Lane::Live => Open::Unresolved,
             Lane::Replay => Open::Pending,
@@ -311,33 +307,34 @@ impl Gate {
         let mut ahead = Vec::with_capacity(candidates.len());
         let loaded = candidates.len();
         // The other lane's capture times: outside them, nothing to wait for.
-        let span = open_span(conn, other)?;
+        let span = open::span(conn, other)?;
         // Waiting scans read before NTP sync have no trusted wall time yet:
         // a new scan with the same content key waits for them, whenever.
-        let any_unsynced = lane == Lane::Live && unsynced_unresolved(conn, None)?;
+        let any_unsynced = lane == Lane::Live && open::unsynced_unresolved(conn, None)?;
         for row in candidates {
             if let Some(key) = row
                 .content_key
                 .as_deref()
                 .filter(|_| row.reject_reason.is_none())
             {
-                let allowance = self.known().offsets.allowance(
-                    &row.boot_id,
-                    super::steps::offset(row.captured_ms, row.boot_ns),
-                );
-                let from = row.captured_ms - self.cfg.window_ms - allowance;
+                let t = &row.time;
+                let allowance = self
+                    .known()
+                    .offsets
+                    .allowance(&t.boot_id, super::steps::offset(t.utc_ms, t.boot_ns));
+                let from = t.utc_ms - self.cfg.window_ms - allowance;
                 // A backlog scan without a trusted wall time is not
                 // compared by it: the live lane holds every new scan of its
                 // label until it is decided, whatever the times.
-                let comparable = lane == Lane::Live || row.synced;
-                let conflict = held.get(key).is_some_and(|&t| t >= from)
+                let comparable = lane == Lane::Live || t.synced;
+                let conflict = held.get(key).is_some_and(|&h| h >= from)
                     || (comparable
-                        && span.is_some_and(|(lo, hi)| hi >= from && lo <= row.captured_ms)
-                        && earlier_with_key(conn, other, key, from, &row)?)
-                    || (any_unsynced && unsynced_unresolved(conn, Some(key))?);
+                        && span.is_some_and(|(lo, hi)| hi >= from && lo <= t.utc_ms)
+                        && open::earlier_with_key(conn, other, key, from, &row)?)
+                    || (any_unsynced && open::unsynced_unresolved(conn, Some(key))?);
                 if conflict {
-                    let t = held.entry(key.to_string()).or_insert(row.captured_ms);
-                    *t = (*t).max(row.captured_ms);
+                    let h = held.entry(key.to_string()).or_insert(t.utc_ms);
+                    *h = (*h).max(t.utc_ms);
                     continue;
                 }
             }
@@ -347,16 +344,17 @@ impl Gate {
         Ok((ahead, held))
     }
 
-    /// Write a picked round's verdicts in one transaction: local ones as
-    /// made, claimed ones from `claimed` (one outcome per
-    /// [`Picked::claims`] entry, in order), or — if the claim failed — the
-    /// claimed scans become unresolved with that reason.
+    /// Write a picked round's verdicts inside `tx`: local ones as made,
+    /// claimed ones from `claimed` (one outcome per [`Picked::claims`]
+    /// entry, in order), or — if the claim failed — the claimed scans
+    /// become unresolved with that reason. Hand the result to
+    /// [`Gate::settle_round`] once `tx` commits.
     pub fn record(
         &mut self,
-        store: &mut Store,
+        tx: &Connection,
         picked: Picked,
         claimed: Result<Vec<Outcome>, String>,
-    ) -> Result<Round, StoreError> {
+    ) -> rusqlite::Result<Recorded> {
         let Picked {
             rows,
             mut verdicts,
@@ -366,7 +364,7 @@ impl Gate {
             ..
         } = picked;
         if rows.is_empty() {
-            return Ok(Round::default());
+            return Ok(Recorded::default());
         }
         let facility_error = match claimed {
             Ok(outcomes) => {
@@ -389,17 +387,11 @@ impl Gate {
                 any.then_some(reason)
             }
         };
-        let w = store.write()?;
-        let err = |e| w.err(e);
         for (seq, captured_ms) in retimed {
-            w.tx.prepare_cached(
-                "UPDATE scans SET captured_ms = ?2, clock_synced = 1 WHERE seq = ?1",
-            )
-            .and_then(|mut q| q.execute(params![seq, captured_ms]))
-            .map_err(err)?;
+            outbox::retime(tx, seq, captured_ms)?;
         }
         let mut stats = self.stats;
-        let mut chain = Chain::begin(&w.tx).map_err(err)?;
+        let mut chain = Chain::begin(tx)?;
         let now_ms = chrono::Utc::now().timestamp_millis();
         let open = rows.len();
         let mut decisions = Vec::with_capacity(open);
@@ -407,90 +399,67 @@ impl Gate {
             // A claim reply shorter than the claims is caught by
             // `recv_claims`; an unanswered row stays open, never guessed.
             let Some(verdict) = verdict else { continue };
-            decisions.extend(
-                self.record_one(&w.tx, &mut chain, row, verdict, now_ms, &mut stats)
-                    .map_err(err)?,
-            );
+            decisions.extend(self.record_one(tx, &mut chain, row, verdict, now_ms, &mut stats)?);
         }
-        let emitted = chain.finish().map_err(err)?;
-        w.commit()?;
-        let decisions = self.settle(super::Decided {
-            decisions,
-            emitted,
-            stats,
-        });
-        Ok(Round {
-            decisions,
-            open,
-            more,
-            facility_error,
-            waiting_for_clock,
+        Ok(Recorded {
+            decided: Some(Decided {
+                decisions,
+                emitted: chain.finish()?,
+                stats,
+            }),
+            round: Round {
+                decisions: Vec::new(),
+                open,
+                more,
+                facility_error,
+                waiting_for_clock,
+            },
         })
     }
 
-    /// One round of each lane, start to end, without overlap — the replay's,
-    /// then the live lane's: [`Gate::pick`], the claim through `facility`
-    /// (`None` while no connection is up: then only local verdicts are made
-    /// and new scans become unresolved with `offline_reason`),
-    /// [`Gate::record`]. The claimer runs the lanes concurrently; this is
-    /// the same work in one deterministic order (tests, tools).
-    pub fn facility_round(
-        &mut self,
-        store: &mut Store,
-        mut facility: Option<&mut Facility>,
-        offline_reason: &str,
-        now: &CaptureTime,
-    ) -> Result<Round, StoreError> {
-        let mut round = Round::default();
-        for lane in [Lane::Replay, Lane::Live] {
-            let picked = self.pick(store, lane, &[], now, facility.is_some())?;
-            let claims = picked.claims(&self.cfg.gateway);
-            let claimed = match facility.as_deref_mut() {
-                _ if claims.is_empty() => Ok(Vec::new()),
-                Some(f) => f.claim_batch(&claims).map_err(|e| e.to_string()),
-                None => Err(offline_reason.to_string()),
-            };
-            round = round.and(self.record(store, picked, claimed)?);
+    /// A recorded round, once its transaction committed: its counters
+    /// applied, its audit records emitted, its decisions in the round.
+    pub fn settle_round(&mut self, recorded: Recorded) -> Round {
+        let Recorded { decided, mut round } = recorded;
+        if let Some(decided) = decided {
+            round.decisions = self.settle(decided);
         }
-        Ok(round)
-    }
-
-    /// Whether `unresolved` scans wait in the outbox (an index probe).
-    pub fn has_backlog(&self, store: &Store) -> Result<bool, StoreError> {
-        newest_unresolved_ms(&store.conn)
-            .map(|t| t.is_some())
-            .map_err(|e| store.err_at(e))
-    }
-
-    /// This gateway's id (the ledger's `gateway` field).
-    pub fn gateway(&self) -> &str {
-        &self.cfg.gateway
+        round
     }
 }
 
+/// A round written in a transaction not committed yet: hand it to
+/// [`Gate::settle_round`] once it is.
+#[derive(Default)]
+#[must_use = "settle the round once its transaction commits"]
+pub struct Recorded {
+    decided: Option<Decided>,
+    round: Round,
+}
+
 /// The claim for one open scan, with the ledger entry's fields.
-fn claim_for(row: &OpenRow, gateway: &str) -> Claim {
-    let e = row.entry(gateway);
-    let text = |v: Option<&str>| v.unwrap_or_default().to_string();
+fn claim_for(row: &ScanRow, gateway: &str) -> Claim {
+    let text = |v: &Option<String>| v.clone().unwrap_or_default();
+    let key = text(&row.content_key);
     Claim {
         scan_uuid: row.uuid.clone(),
-        content_key: e.content_key.to_string(),
-        captured_ms: row.captured_ms,
+        content_key: key.clone(),
+        captured_ms: row.time.utc_ms,
         fields: vec![
             ("scan_uuid", row.uuid.clone()),
             ("gateway", gateway.to_string()),
-            ("scanner", e.scanner.to_string()),
-            ("captured_at", rfc3339_ms(row.captured_ms)),
-            ("clock_synced", e.clock_synced.to_string()),
-            ("scan_type", e.scan_type.to_string()),
-            ("quantity", e.quantity.to_string()),
-            ("gtin", text(e.gtin)),
-            ("ndc10", text(e.ndc10)),
-            ("lot", text(e.lot)),
-            ("serial", text(e.serial)),
-            ("expiry", text(e.expiry)),
-            ("symbology", e.symbology.to_string()),
-            ("content_key", e.content_key.to_string()),
+            ("scanner", row.scanner.clone()),
+            ("captured_at", rfc3339_ms(row.time.utc_ms)),
+            ("clock_synced", row.time.synced.to_string()),
+            ("scan_type", row.scan_type.clone()),
+            ("quantity", row.quantity.to_string()),
+            ("gtin", text(&row.gtin)),
+            ("ndc10", text(&row.ndc10)),
+            ("lot", text(&row.lot)),
+            ("serial", text(&row.serial)),
+            ("expiry", text(&row.expiry)),
+            ("symbology", text(&row.symbology)),
+            ("content_key", key),
         ],
     }
 }

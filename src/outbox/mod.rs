@@ -1,0 +1,489 @@
+//! Outbox: the write-ahead record of every scan (invariant 1), and the
+//! owner of the `scans` table — every statement on it is in this module.
+//!
+//! A scan is inserted here, in a committed `BEGIN IMMEDIATE` transaction with
+//! `synchronous=FULL`, before the gate decides it and before the scanner gets
+//! its ACK. Many scans share one transaction (group commit, one fsync).
+//! Inserting is idempotent by scan UUID (invariant 5). A row's life is its
+//! [`ScanState`]: `pending` → `committed` | `suppressed` | `rejected`, or,
+//! with a facility store that does not answer, `unresolved` first. The gate
+//! decides; the verdict is written back here ([`set_verdict`]) in the
+//! decision's own transaction.
+//!
+//! - [`open`]: the open scans in capture order, and the probes the
+//!   claimer's lanes make of each other's;
+//! - [`raw`]: overwriting decided scans' raw bytes after `keep_raw_hours`.
+
+pub mod open;
+pub mod raw;
+
+use crate::capture::{CaptureTime, Scan};
+use crate::store::{Store, StoreError};
+use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ToSql, ToSqlOutput, ValueRef};
+use rusqlite::{Connection, OptionalExtension, Transaction, params};
+use std::fmt;
+
+/// Where a scan is in its life; stored by name in `scans.state`.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum ScanState {
+    /// Durable, not decided yet.
+    Pending,
+    /// Waiting for exact knowledge (the facility store did not answer).
+    Unresolved,
+    /// A new physical movement: it has a ledger entry.
+    Committed,
+    /// An echo of a committed scan (its twin).
+    Suppressed,
+    /// Failed validation.
+    Rejected,
+}
+
+impl ScanState {
+    /// Every state, in the order `outbox status` lists them.
+    pub const ALL: [ScanState; 5] = [
+        ScanState::Pending,
+        ScanState::Unresolved,
+        ScanState::Committed,
+        ScanState::Suppressed,
+        ScanState::Rejected,
+    ];
+
+    /// The stored name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ScanState::Pending => "pending",
+            ScanState::Unresolved => "unresolved",
+            ScanState::Committed => "committed",
+            ScanState::Suppressed => "suppressed",
+            ScanState::Rejected => "rejected",
+        }
+    }
+
+    /// The state stored as `name`.
+    pub fn parse(name: &str) -> Option<ScanState> {
+        ScanState::ALL.into_iter().find(|s| s.as_str() == name)
+    }
+
+    /// Committed, suppressed or rejected: the scan's last state.
+    pub fn is_final(self) -> bool {
+        !matches!(self, ScanState::Pending | ScanState::Unresolved)
+    }
+}
+
+impl fmt::Display for ScanState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl ToSql for ScanState {
+    fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
+        Ok(ToSqlOutput::from(self.as_str()))
+    }
+}
+
+impl FromSql for ScanState {
+    fn column_result(value: ValueRef<'_>) -> FromSqlResult<Self> {
+        let name = value.as_str()?;
+        ScanState::parse(name)
+            .ok_or_else(|| FromSqlError::Other(format!("{name:?} is not a scan state").into()))
+    }
+}
+
+/// A scan as the outbox holds it, the one record of its columns (the raw
+/// bytes only as their length): what the gate decides, the ledger entry's
+/// fields, what a claim carries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScanRow {
+    /// Outbox position.
+    pub seq: i64,
+    /// Where it is in its life.
+    pub state: ScanState,
+    /// Capture UUID.
+    pub uuid: String,
+    /// Scanner that read it.
+    pub scanner: String,
+    /// receive | dispense | waste | return | adjust.
+    pub scan_type: String,
+    /// Units.
+    pub quantity: i64,
+    /// When it was read (wall time re-derived from the boot clock once the
+    /// clock is synchronised, in facility mode).
+    pub time: CaptureTime,
+    /// Length of the raw frame (bytes cleared after `keep_raw_hours` keep it).
+    pub raw_len: i64,
+    /// AIM symbology identifier (absent when the frame did not decode).
+    pub symbology: Option<String>,
+    /// GTIN-14.
+    pub gtin: Option<String>,
+    /// NDC, 10 digits.
+    pub ndc10: Option<String>,
+    /// Batch / lot.
+    pub lot: Option<String>,
+    /// Serial number.
+    pub serial: Option<String>,
+    /// Expiry, YYYY-MM-DD.
+    pub expiry: Option<String>,
+    /// Content key (absent for a rejected scan).
+    pub content_key: Option<String>,
+    /// Why it is rejected (set at admission).
+    pub reject_reason: Option<String>,
+}
+
+/// The columns a [`ScanRow`] is read from, in [`ScanRow::read`]'s order
+/// (a macro, so statements can be `concat!`ed at compile time).
+macro_rules! COLUMNS {
+    () => {
+        "seq, state, scan_uuid, scanner, captured_ms, boot_id, boot_ns, clock_synced,
+         content_key, reject_reason, length(raw), scan_type, quantity, gtin, ndc10,
+         lot, serial, expiry, symbology"
+    };
+}
+pub(crate) use COLUMNS;
+
+impl ScanRow {
+    /// A row selected with the columns of `COLUMNS!()`, in their order.
+    pub fn read(r: &rusqlite::Row<'_>) -> rusqlite::Result<ScanRow> {
+        Ok(ScanRow {
+            seq: r.get(0)?,
+            state: r.get(1)?,
+            uuid: r.get(2)?,
+            scanner: r.get(3)?,
+            time: CaptureTime {
+                utc_ms: r.get(4)?,
+                boot_id: r.get(5)?,
+                boot_ns: r.get(6)?,
+                synced: r.get(7)?,
+            },
+            content_key: r.get(8)?,
+            reject_reason: r.get(9)?,
+            raw_len: r.get(10)?,
+            scan_type: r.get(11)?,
+            quantity: r.get(12)?,
+            gtin: r.get(13)?,
+            ndc10: r.get(14)?,
+            lot: r.get(15)?,
+            serial: r.get(16)?,
+            expiry: r.get(17)?,
+            symbology: r.get(18)?,
+        })
+    }
+}
+
+/// Counts by state and the age of the oldest undecided scan.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct OutboxStatus {
+    /// Scans waiting for their first decision.
+    pub pending: i64,
+    /// Scans waiting for exact knowledge (facility store unreachable).
+    pub unresolved: i64,
+    /// Scans that added a ledger entry.
+    pub committed: i64,
+    /// Echoes of a committed scan.
+    pub suppressed: i64,
+    /// Scans that failed validation.
+    pub rejected: i64,
+    /// Capture time (Unix ms) of the oldest pending or unresolved scan.
+    pub oldest_open_ms: Option<i64>,
+    /// What the facility claimer last knew of the facility store (`None`
+    /// before its first answer or failure, and without `[redis]`).
+    pub facility: Option<FacilityState>,
+}
+
+/// `meta` key of [`FacilityState`].
+const FACILITY_STATE: &str = "facility_state";
+
+/// Whether the facility store answered the claimer's last claims, since
+/// when, and if not why: for `scangate outbox status`, so a technician sees
+/// the reason without reading the logs.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct FacilityState {
+    /// Claims are answered.
+    pub answering: bool,
+    /// Since when (Unix ms, wall clock).
+    pub since_ms: i64,
+    /// Why not, while not answering.
+    pub reason: Option<String>,
+}
+
+impl OutboxStatus {
+    /// Every scan in the outbox, whatever its state.
+    pub fn total(&self) -> i64 {
+        self.pending + self.unresolved + self.committed + self.suppressed + self.rejected
+    }
+}
+
+impl Store {
+    /// Make scans durable in their own transaction. Returns, per scan,
+    /// whether it was new (`false`: this UUID was already in the outbox, the
+    /// first copy stands).
+    pub fn admit(&mut self, facility: &str, scans: &[Scan]) -> Result<Vec<bool>, StoreError> {
+        let w = self.write()?;
+        let fresh = insert(&w.tx, facility, scans).map_err(|e| w.err(e))?;
+        w.commit()?;
+        Ok(fresh)
+    }
+
+    /// Make scans durable and, in the **same** transaction, run `decide`
+    /// on it (one fsync for both): nothing outside the database sees a
+    /// decision before the commit that also makes the scan durable. If
+    /// `decide` fails, the transaction is rolled back and the scans are
+    /// made durable alone, as `pending` — a fault in deciding never costs a
+    /// scan its durability; the second value is then that failure.
+    /// Returns, per scan, whether it was new.
+    #[allow(clippy::type_complexity)]
+    pub fn admit_and<T>(
+        &mut self,
+        facility: &str,
+        scans: &[Scan],
+        decide: impl FnOnce(&Connection) -> rusqlite::Result<T>,
+    ) -> Result<(Vec<bool>, Result<T, StoreError>), StoreError> {
+        let failed = {
+            let w = self.write()?;
+            let fresh = insert(&w.tx, facility, scans).map_err(|e| w.err(e))?;
+            match decide(&w.tx) {
+                Ok(decided) => {
+                    w.commit()?;
+                    return Ok((fresh, Ok(decided)));
+                }
+                Err(e) => w.err(e), // the transaction rolls back here
+            }
+        };
+        let fresh = self.admit(facility, scans)?;
+        Ok((fresh, Err(failed)))
+    }
+
+    /// Whether any scan waits for its first decision (cheap: partial index).
+    pub fn has_pending(&self) -> Result<bool, StoreError> {
+        self.conn
+            .query_row(
+                "SELECT EXISTS (SELECT 1 FROM scans WHERE state = 'pending')",
+                [],
+                |r| r.get(0),
+            )
+            .map_err(|e| self.err_at(e))
+    }
+
+    /// The scans still waiting for a decision (`pending` and `unresolved`)
+    /// and the oldest one's capture time: two partial-index reads, cheap
+    /// enough to log on every retry of an outage.
+    pub fn backlog(&self) -> Result<(i64, Option<i64>), StoreError> {
+        // Literal states: SQLite uses a partial index only for the exact form.
+        let waiting = self
+            .conn
+            .query_row(
+                "SELECT (SELECT count(*) FROM scans WHERE state = 'pending')
+                      + (SELECT count(*) FROM scans WHERE state = 'unresolved')",
+                [],
+                |r| r.get(0),
+            )
+            .map_err(|e| self.err_at(e))?;
+        Ok((waiting, self.oldest_open_ms()?))
+    }
+
+    fn oldest_open_ms(&self) -> Result<Option<i64>, StoreError> {
+        self.conn
+            .query_row(
+                "SELECT min(m) FROM (
+                     SELECT min(captured_ms) AS m FROM scans WHERE state = 'pending'
+                     UNION ALL
+                     SELECT min(captured_ms) FROM scans WHERE state = 'unresolved')",
+                [],
+                |r| r.get(0),
+            )
+            .map_err(|e| self.err_at(e))
+    }
+
+    /// Counts by state and the oldest open scan.
+    pub fn outbox_status(&self) -> Result<OutboxStatus, StoreError> {
+        let mut st = OutboxStatus::default();
+        let mut q = self
+            .conn
+            .prepare("SELECT state, count(*) FROM scans GROUP BY state")
+            .map_err(|e| self.err_at(e))?;
+        let rows = q
+            .query_map([], |r| Ok((r.get::<_, ScanState>(0)?, r.get::<_, i64>(1)?)))
+            .map_err(|e| self.err_at(e))?;
+        for row in rows {
+            let (state, n) = row.map_err(|e| self.err_at(e))?;
+            *match state {
+                ScanState::Pending => &mut st.pending,
+                ScanState::Unresolved => &mut st.unresolved,
+                ScanState::Committed => &mut st.committed,
+                ScanState::Suppressed => &mut st.suppressed,
+                ScanState::Rejected => &mut st.rejected,
+            } = n;
+        }
+        st.oldest_open_ms = self.oldest_open_ms()?;
+        st.facility = self
+            .meta(FACILITY_STATE)?
+            .and_then(|v| serde_json::from_str(&v).ok());
+        Ok(st)
+    }
+
+    /// Record what the facility claimer now knows of the facility store
+    /// (its own small transaction; only on a change).
+    pub fn set_facility_state(&mut self, state: &FacilityState) -> Result<(), StoreError> {
+        let value = serde_json::to_string(state).expect("the state serialises");
+        let w = self.write()?;
+        crate::store::put_meta(&w.tx, FACILITY_STATE, &value).map_err(|e| w.err(e))?;
+        w.commit()
+    }
+}
+
+impl Store {
+    /// Scans waiting for the facility store (cheap: partial index).
+    pub fn unresolved(&self) -> Result<i64, StoreError> {
+        self.conn
+            .query_row(
+                "SELECT count(*) FROM scans WHERE state = 'unresolved'",
+                [],
+                |r| r.get(0),
+            )
+            .map_err(|e| self.err_at(e))
+    }
+
+    /// Make `unresolved` scans `pending` again, so that the embedded store
+    /// decides them (`scangate outbox decide-locally`, for a gateway whose
+    /// facility store is gone for good). The embedded gate then decides
+    /// them in capture order and audits each decision. Returns how many
+    /// there were.
+    pub fn reopen_unresolved(&mut self) -> Result<u64, StoreError> {
+        let w = self.write()?;
+        let n =
+            w.tx.execute(
+                "UPDATE scans SET state = 'pending' WHERE state = 'unresolved'",
+                [],
+            )
+            .map_err(|e| w.err(e))?;
+        w.commit()?;
+        Ok(n as u64)
+    }
+}
+
+/// Insert scans as `pending` inside `tx` (idempotent by UUID). Returns, per
+/// scan, whether its row is new.
+fn insert(tx: &Transaction<'_>, facility: &str, scans: &[Scan]) -> rusqlite::Result<Vec<bool>> {
+    let mut insert = tx.prepare_cached(
+        "INSERT OR IGNORE INTO scans (scan_uuid, scanner, scan_type, quantity,
+            captured_ms, boot_id, boot_ns, clock_synced, raw, symbology, gtin,
+            ndc10, lot, serial, expiry, content_key, reject_reason)
+         VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17)",
+    )?;
+    let mut fresh = Vec::with_capacity(scans.len());
+    for scan in scans {
+        let decoded = scan.decoded.as_ref().ok();
+        let (key, reason) = match scan.content_key(facility) {
+            Ok(key) => (Some(key), None),
+            Err(reason) => (None, Some(reason)),
+        };
+        let product = decoded.filter(|_| key.is_some()).map(|d| &d.product);
+        let n = insert.execute(params![
+            scan.uuid.to_string(),
+            scan.profile.scanner,
+            scan.profile.scan_type.as_str(),
+            scan.profile.quantity,
+            scan.time.utc_ms,
+            scan.time.boot_id,
+            scan.time.boot_ns,
+            scan.time.synced,
+            scan.raw,
+            decoded.map(|d| d.aim.as_str()),
+            product.and_then(|p| p.gtin.as_deref()),
+            product.and_then(|p| p.ndc10.as_deref()),
+            product.and_then(|p| p.lot.as_deref()),
+            product.and_then(|p| p.serial.as_deref()),
+            product.and_then(|p| p.expiry.map(|d| d.format("%Y-%m-%d").to_string())),
+            key,
+            reason,
+        ])?;
+        fresh.push(n == 1);
+    }
+    Ok(fresh)
+}
+
+/// Write a scan's verdict (inside the decision's transaction): its new
+/// state, the committed twin of an echo, and, for a final state, when it
+/// was decided.
+pub fn set_verdict(
+    tx: &Connection,
+    seq: i64,
+    state: ScanState,
+    twin: Option<&str>,
+    decided_ms: Option<i64>,
+) -> rusqlite::Result<()> {
+    tx.prepare_cached(
+        "UPDATE scans SET state = ?2, twin_uuid = ?3, decided_ms = ?4 WHERE seq = ?1",
+    )?
+    .execute(params![seq, state, twin, decided_ms])?;
+    Ok(())
+}
+
+/// Give a scan read before NTP sync the wall time re-derived from its boot
+/// clock, now trusted (inside the transaction that records its claim).
+pub fn retime(tx: &Connection, seq: i64, captured_ms: i64) -> rusqlite::Result<()> {
+    tx.prepare_cached("UPDATE scans SET captured_ms = ?2, clock_synced = 1 WHERE seq = ?1")?
+        .execute(params![seq, captured_ms])?;
+    Ok(())
+}
+
+/// A scan's recorded state, as the outbox has it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Recorded {
+    /// Its state.
+    pub state: ScanState,
+    /// The committed twin of an echo.
+    pub twin_uuid: Option<String>,
+    /// Why it was rejected.
+    pub reject_reason: Option<String>,
+    /// Its content key.
+    pub content_key: Option<String>,
+}
+
+/// The recorded state of scan `scan_uuid`, if the outbox has it.
+pub fn recorded(conn: &Connection, scan_uuid: &str) -> rusqlite::Result<Option<Recorded>> {
+    conn.prepare_cached(
+        "SELECT state, twin_uuid, reject_reason, content_key FROM scans WHERE scan_uuid = ?1",
+    )?
+    .query_row([scan_uuid], |r| {
+        Ok(Recorded {
+            state: r.get(0)?,
+            twin_uuid: r.get(1)?,
+            reject_reason: r.get(2)?,
+            content_key: r.get(3)?,
+        })
+    })
+    .optional()
+}
+
+/// Every scan with content key `key` (UUID and state, outbox order). The
+/// outbox has no index on the content key (it would cost every admit a
+/// random page write), so this reads the whole table: for an
+/// investigation (`audit trace`), never on the scan path.
+pub fn scans_with_key(conn: &Connection, key: &str) -> rusqlite::Result<Vec<(String, ScanState)>> {
+    let mut q =
+        conn.prepare("SELECT scan_uuid, state FROM scans WHERE content_key = ?1 ORDER BY seq")?;
+    q.query_map([key], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .collect()
+}
+
+/// Whether scan `scan_uuid` is in this outbox (was read by this gateway).
+pub fn has_scan(conn: &Connection, scan_uuid: &str) -> rusqlite::Result<bool> {
+    conn.prepare_cached("SELECT EXISTS (SELECT 1 FROM scans WHERE scan_uuid = ?1)")?
+        .query_row([scan_uuid], |r| r.get(0))
+}
+
+/// The content key of scan `scan_uuid` (`None`: no such scan, or it was
+/// rejected and has none).
+pub fn content_key_of(conn: &Connection, scan_uuid: &str) -> rusqlite::Result<Option<String>> {
+    conn.query_row(
+        "SELECT content_key FROM scans WHERE scan_uuid = ?1",
+        [scan_uuid],
+        |r| r.get::<_, Option<String>>(0),
+    )
+    .optional()
+    .map(Option::flatten)
+}

@@ -1,0 +1,135 @@
+//! Raw-bytes retention: what scanners sent is overwritten once the scan is
+//! decided and `[outbox] keep_raw_hours` old (the sweeper thread drives it).
+
+use crate::store::{Store, StoreError, put_meta};
+use rusqlite::{Transaction, params};
+
+use super::ScanState;
+
+/// Rows looked at per transaction when raw bytes are cleared, so the
+/// writers' turn is held for a few milliseconds at a time.
+pub const CLEAR_CHUNK: i64 = 500;
+
+/// `meta` key: every outbox row up to this `seq` has had its raw bytes
+/// cleared (the sweep resumes after it).
+const RAW_CLEARED_THROUGH: &str = "raw_cleared_through";
+
+/// What one [`Store::clear_raw`] sweep did.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Sweep {
+    /// Rows whose raw bytes were overwritten.
+    pub cleared: u64,
+    /// The row the sweep stopped at because it is still open: its bytes
+    /// and those of every later row wait until it is decided.
+    pub held_by: Option<Held>,
+    /// `keep_going` said stop before the sweep was done.
+    pub interrupted: bool,
+}
+
+/// An open outbox row that holds a raw-bytes sweep back.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Held {
+    /// Its outbox position.
+    pub seq: i64,
+    /// `pending` or `unresolved`.
+    pub state: ScanState,
+    /// Its capture time, Unix ms.
+    pub captured_ms: i64,
+}
+
+/// Where one chunk of a sweep ended.
+enum ChunkEnd {
+    /// A full chunk was cleared: go on.
+    More,
+    /// No more rows, or one decided too recently.
+    Done,
+    /// An open row.
+    HeldBy(Held),
+}
+
+impl Store {
+    /// Overwrite the raw bytes of scans decided before `before_ms` (Unix
+    /// ms): what the scanner sent may be a patient's label scanned by
+    /// mistake, and nothing reads it once the scan is decided (the decoded
+    /// fields, the audit record's `raw_len` and the ledger stay). Rows are
+    /// swept in outbox order, [`CLEAR_CHUNK`] per write turn, asking
+    /// `keep_going` between chunks; the sweep stops at the first row that is
+    /// still open or was decided later, so no row is cleared early, and
+    /// resumes there next time. Every writing connection has
+    /// `secure_delete` on, so the old bytes are overwritten in the database
+    /// file; the WAL still holds old page images of the cleared rows until
+    /// [`Store::truncate_wal`] (the sweeper calls it after a sweep).
+    pub fn clear_raw(
+        &mut self,
+        before_ms: i64,
+        keep_going: &mut dyn FnMut() -> bool,
+    ) -> Result<Sweep, StoreError> {
+        let mut sweep = Sweep::default();
+        loop {
+            if !keep_going() {
+                sweep.interrupted = true;
+                break;
+            }
+            let w = self.write()?;
+            let (n, end) = clear_chunk(&w.tx, before_ms).map_err(|e| w.err(e))?;
+            w.commit()?;
+            sweep.cleared += n;
+            match end {
+                ChunkEnd::More => {}
+                ChunkEnd::Done => break,
+                ChunkEnd::HeldBy(held) => {
+                    sweep.held_by = Some(held);
+                    break;
+                }
+            }
+        }
+        Ok(sweep)
+    }
+}
+
+/// One chunk of [`Store::clear_raw`]: rows cleared, and where it ended.
+fn clear_chunk(tx: &Transaction<'_>, before_ms: i64) -> rusqlite::Result<(u64, ChunkEnd)> {
+    use rusqlite::OptionalExtension;
+    let mut through: i64 = tx
+        .query_row(
+            "SELECT CAST(value AS INTEGER) FROM meta WHERE key = ?1",
+            [RAW_CLEARED_THROUGH],
+            |r| r.get(0),
+        )
+        .optional()?
+        .unwrap_or(0);
+    let rows: Vec<(i64, Option<i64>, ScanState, i64)> = tx
+        .prepare_cached(
+            "SELECT seq, decided_ms, state, captured_ms FROM scans WHERE seq > ?1 ORDER BY seq LIMIT ?2",
+        )?
+        .query_map(params![through, CLEAR_CHUNK], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+        })?
+        .collect::<rusqlite::Result<_>>()?;
+    let mut clear = tx.prepare_cached("UPDATE scans SET raw = x'' WHERE seq = ?1")?;
+    let mut cleared = 0;
+    let mut end = if (rows.len() as i64) < CLEAR_CHUNK {
+        ChunkEnd::Done
+    } else {
+        ChunkEnd::More
+    };
+    for (seq, decided_ms, state, captured_ms) in rows {
+        // Still open, or decided too recently: stop here.
+        if decided_ms.is_none_or(|d| d >= before_ms) {
+            end = match decided_ms {
+                None => ChunkEnd::HeldBy(Held {
+                    seq,
+                    state,
+                    captured_ms,
+                }),
+                Some(_) => ChunkEnd::Done,
+            };
+            break;
+        }
+        clear.execute([seq])?;
+        through = seq;
+        cleared += 1;
+    }
+    put_meta(tx, RAW_CLEARED_THROUGH, &through.to_string())?;
+    Ok((cleared, end))
+}
