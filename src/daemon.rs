@@ -27,6 +27,7 @@ pub mod claimer;
 pub mod embedded;
 pub mod sweeper;
 
+use crate::backoff::Backoff;
 use crate::capture::Scan;
 use crate::config::{Config, ScannerKind};
 use crate::facility::FacilityError;
@@ -420,7 +421,7 @@ fn write_until_durable(
     scans: &[Scan],
     stopping: &watch::Receiver<bool>,
 ) -> Result<Vec<Decision>, ()> {
-    let mut pause = Duration::from_millis(50);
+    let mut pause = Backoff::new(Duration::from_millis(50), Duration::from_secs(5));
     let mut failures_while_stopping = 0;
     loop {
         let written = match decider {
@@ -432,7 +433,8 @@ fn write_until_durable(
             Err(e) => {
                 tracing::error!(
                     scans = scans.len(),
-                    "cannot write scans to the outbox: {e}; retrying in {pause:?} (no ACK is sent until this succeeds)"
+                    "cannot write scans to the outbox: {e}; retrying in {:?} (no ACK is sent until this succeeds)",
+                    pause.peek()
                 );
                 if *stopping.borrow() {
                     failures_while_stopping += 1;
@@ -440,8 +442,7 @@ fn write_until_durable(
                         return Err(());
                     }
                 }
-                std::thread::sleep(pause);
-                pause = (pause * 2).min(Duration::from_secs(5));
+                std::thread::sleep(pause.failed());
             }
         }
     }

@@ -42,6 +42,7 @@
 #![warn(missing_docs)]
 
 pub mod audit;
+pub mod backoff;
 pub mod bench;
 pub mod capture;
 pub mod cli;

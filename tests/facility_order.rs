@@ -8,7 +8,7 @@ mod common;
 use common::*;
 use scangate::capture::{CaptureTime, Profile, RawScan, Scan};
 use scangate::config::ScanType;
-use scangate::gate::facility::{Lane, ROUND};
+use scangate::gate::facility::{LaneKind, ROUND};
 use scangate::gate::{Verdict, decision_of};
 use scangate::store::Store;
 
@@ -144,7 +144,8 @@ fn a_round_refused_for_its_settings_keeps_its_local_echoes_open_too() {
     let new = read(&profile, "SN-2", 1100);
     store.admit("f1", &[echo.clone(), new.clone()]).unwrap();
     let mut picked =
-        scangate::daemon::claimer::pick(&store, &mut gate, Lane::Live, &[], &now, true).unwrap();
+        scangate::daemon::claimer::pick(&store, &mut gate, LaneKind::Live, &[], &now, true)
+            .unwrap();
     assert_eq!(picked.claims("gw").len(), 1, "the echo is decided locally");
     // The facility refused the claim for its window (another gateway reset
     // the settings): the echo, judged by that window, is withdrawn too.
@@ -167,14 +168,16 @@ fn a_round_refused_for_its_settings_keeps_its_local_echoes_open_too() {
     store.admit("f1", std::slice::from_ref(&again)).unwrap();
     gate.set_local_echoes(false);
     let replay =
-        scangate::daemon::claimer::pick(&store, &mut gate, Lane::Replay, &[], &now, true).unwrap();
+        scangate::daemon::claimer::pick(&store, &mut gate, LaneKind::Replay, &[], &now, true)
+            .unwrap();
     assert_eq!(replay.claims("gw").len(), 2, "the echo is claimed too");
-    let live =
-        scangate::daemon::claimer::pick(&store, &mut gate, Lane::Live, &[], &now, true).unwrap();
+    let live = scangate::daemon::claimer::pick(&store, &mut gate, LaneKind::Live, &[], &now, true)
+        .unwrap();
     assert_eq!((live.claims("gw").len(), live.held()), (0, 1));
     // Offline, the re-read is not suppressed by this gateway's window either.
     let offline =
-        scangate::daemon::claimer::pick(&store, &mut gate, Lane::Live, &[], &now, false).unwrap();
+        scangate::daemon::claimer::pick(&store, &mut gate, LaneKind::Live, &[], &now, false)
+            .unwrap();
     assert_eq!(offline.claims("gw").len(), 1, "left to the facility");
 }
 
@@ -202,7 +205,7 @@ fn the_live_lane_waits_for_a_replay_in_flight_and_knows_what_it_committed() {
 
     // Redis answers; the replay lane picks the backlog and claims it.
     let backlog =
-        scangate::daemon::claimer::pick(&store, &mut replay, Lane::Replay, &[], &now, true)
+        scangate::daemon::claimer::pick(&store, &mut replay, LaneKind::Replay, &[], &now, true)
             .unwrap();
     assert_eq!(backlog.claims("gw").len(), 2);
     // Meanwhile at the counter: an echo of A and a new pick.
@@ -212,7 +215,7 @@ fn the_live_lane_waits_for_a_replay_in_flight_and_knows_what_it_committed() {
         .admit("f1", &[echo.clone(), new.clone()])
         .unwrap();
     let ahead =
-        scangate::daemon::claimer::pick(&live_store, &mut live, Lane::Live, &[], &now, true)
+        scangate::daemon::claimer::pick(&live_store, &mut live, LaneKind::Live, &[], &now, true)
             .unwrap();
     let claims = ahead.claims("gw");
     assert_eq!(ahead.held(), 1, "the echo of A waits for A");
@@ -228,7 +231,7 @@ fn the_live_lane_waits_for_a_replay_in_flight_and_knows_what_it_committed() {
     // Offline now, the live lane still suppresses the echo by itself: it
     // knows A, which the other lane committed.
     let offline =
-        scangate::daemon::claimer::pick(&live_store, &mut live, Lane::Live, &[], &now, false)
+        scangate::daemon::claimer::pick(&live_store, &mut live, LaneKind::Live, &[], &now, false)
             .unwrap();
     assert!(offline.claims("gw").is_empty(), "decided locally");
     scangate::daemon::claimer::record(
@@ -264,11 +267,11 @@ fn the_replay_waits_for_an_earlier_new_scan_of_its_label() {
     store.admit("f1", std::slice::from_ref(&earlier)).unwrap();
 
     let waiting =
-        scangate::daemon::claimer::pick(&store, &mut replay, Lane::Replay, &[], &now, true)
+        scangate::daemon::claimer::pick(&store, &mut replay, LaneKind::Replay, &[], &now, true)
             .unwrap();
     assert_eq!((waiting.claims("gw").len(), waiting.held()), (0, 1));
-    let new =
-        scangate::daemon::claimer::pick(&store, &mut live, Lane::Live, &[], &now, true).unwrap();
+    let new = scangate::daemon::claimer::pick(&store, &mut live, LaneKind::Live, &[], &now, true)
+        .unwrap();
     assert_eq!((new.claims("gw").len(), new.held()), (1, 0));
     let outcomes = facility.claim_batch(&new.claims("gw")).unwrap();
     scangate::daemon::claimer::record(&mut store, &mut live, new, Ok(outcomes)).unwrap();
@@ -327,18 +330,18 @@ fn a_backlog_scan_without_a_trusted_time_never_waits_for_a_new_one() {
 
     let now = at(10_000, 10_000, true);
     let backlog =
-        scangate::daemon::claimer::pick(&store, &mut replay, Lane::Replay, &[], &now, true)
+        scangate::daemon::claimer::pick(&store, &mut replay, LaneKind::Replay, &[], &now, true)
             .unwrap();
     assert_eq!((backlog.claims("gw").len(), backlog.held()), (1, 0));
-    let new =
-        scangate::daemon::claimer::pick(&store, &mut live, Lane::Live, &[], &now, true).unwrap();
+    let new = scangate::daemon::claimer::pick(&store, &mut live, LaneKind::Live, &[], &now, true)
+        .unwrap();
     assert_eq!((new.claims("gw").len(), new.held()), (0, 1));
     let outcomes = facility.claim_batch(&backlog.claims("gw")).unwrap();
     scangate::daemon::claimer::record(&mut store, &mut replay, backlog, Ok(outcomes)).unwrap();
     // Now the re-read goes: an echo of this gateway's own commit (on the
     // boot clock), decided locally.
-    let new =
-        scangate::daemon::claimer::pick(&store, &mut live, Lane::Live, &[], &now, true).unwrap();
+    let new = scangate::daemon::claimer::pick(&store, &mut live, LaneKind::Live, &[], &now, true)
+        .unwrap();
     assert_eq!((new.claims("gw").len(), new.held()), (0, 0));
     scangate::daemon::claimer::record(&mut store, &mut live, new, Ok(Vec::new())).unwrap();
 

@@ -50,7 +50,7 @@ pub const AHEAD: usize = 960;
 /// connections, so a pick at the counter is never queued behind a round of
 /// an hour's backlog (docs/design.md, "Two lanes").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Lane {
+pub enum LaneKind {
     /// New (`pending`) scans as they arrive, in capture order: claimed at
     /// once unless an older waiting scan has their content key within the
     /// window (they are held back until it is decided); offline, audited
@@ -164,13 +164,13 @@ impl Picked {
 impl Gate {
     /// Pick `lane`'s next round, passing over `skip` (its round still in
     /// flight); `online`: a claim can be sent.
-    /// - [`Lane::Live`] online: up to [`AHEAD`] `pending` scans in capture
+    /// - [`LaneKind::Live`] online: up to [`AHEAD`] `pending` scans in capture
     ///   order, less those held back behind an older waiting scan with
     ///   their content key (`Gate::not_held_back`).
-    /// - [`Lane::Live`] offline: up to [`ROUND`] of the oldest `pending`
+    /// - [`LaneKind::Live`] offline: up to [`ROUND`] of the oldest `pending`
     ///   scans, to be audited as unresolved (nothing is claimed, so order
     ///   is moot).
-    /// - [`Lane::Replay`] online: up to [`ROUND`] of the oldest
+    /// - [`LaneKind::Replay`] online: up to [`ROUND`] of the oldest
     ///   `unresolved` scans, less those held back behind an earlier new
     ///   scan of their content key; offline: nothing.
     ///
@@ -189,7 +189,7 @@ impl Gate {
     pub fn pick(
         &mut self,
         snapshot: &Connection,
-        lane: Lane,
+        lane: LaneKind,
         skip: &[i64],
         now: &CaptureTime,
         online: bool,
@@ -197,13 +197,13 @@ impl Gate {
         let conn = snapshot;
         let in_flight = open::skip(skip);
         let limit = match (lane, online) {
-            (Lane::Live, true) => AHEAD,
+            (LaneKind::Live, true) => AHEAD,
             _ => ROUND,
         };
         let loaded = match (lane, online) {
-            (Lane::Live, _) => open::load(conn, Open::Pending, &in_flight, limit)?,
-            (Lane::Replay, true) => open::load(conn, Open::Unresolved, &in_flight, limit)?,
-            (Lane::Replay, false) => Vec::new(),
+            (LaneKind::Live, _) => open::load(conn, Open::Pending, &in_flight, limit)?,
+            (LaneKind::Replay, true) => open::load(conn, Open::Unresolved, &in_flight, limit)?,
+            (LaneKind::Replay, false) => Vec::new(),
         };
         let full = loaded.len() == limit;
         // Offline nothing is claimed (new scans become unresolved), so
@@ -268,8 +268,8 @@ impl Gate {
         // rows come first again next time, and so do replay rows waiting
         // for the clock (live ones become unresolved, which moves them).
         let stuck = match lane {
-            Lane::Live => 0,
-            Lane::Replay => waiting_for_clock,
+            LaneKind::Live => 0,
+            LaneKind::Replay => waiting_for_clock,
         };
         let more = full && rows.len() > stuck;
         Ok(Picked {
@@ -296,12 +296,12 @@ impl Gate {
     fn not_held_back(
         &self,
         conn: &Connection,
-        lane: Lane,
+        lane: LaneKind,
         candidates: Vec<ScanRow>,
     ) -> rusqlite::Result<(Vec<ScanRow>, usize)> {
         let other = match lane {
-            Lane::Live => Open::Unresolved,
-            Lane::Replay => Open::Pending,
+            LaneKind::Live => Open::Unresolved,
+            LaneKind::Replay => Open::Pending,
         };
         let mut held: HashMap<String, i64> = HashMap::new();
         let mut ahead = Vec::with_capacity(candidates.len());
@@ -310,7 +310,7 @@ impl Gate {
         let span = open::span(conn, other)?;
         // Waiting scans read before NTP sync have no trusted wall time yet:
         // a new scan with the same content key waits for them, whenever.
-        let any_unsynced = lane == Lane::Live && open::unsynced_unresolved(conn, None)?;
+        let any_unsynced = lane == LaneKind::Live && open::unsynced_unresolved(conn, None)?;
         for row in candidates {
             if let Some(key) = row
                 .content_key
@@ -326,7 +326,7 @@ impl Gate {
                 // A backlog scan without a trusted wall time is not
                 // compared by it: the live lane holds every new scan of its
                 // label until it is decided, whatever the times.
-                let comparable = lane == Lane::Live || t.synced;
+                let comparable = lane == LaneKind::Live || t.synced;
                 let conflict = held.get(key).is_some_and(|&h| h >= from)
                     || (comparable
                         && span.is_some_and(|(lo, hi)| hi >= from && lo <= t.utc_ms)

@@ -1,0 +1,576 @@
+//! One claimer lane: its connections, its gate, and the state that lives
+//! between its passes. A pass ([`Lane::pass`]) is six steps, in this order:
+//!
+//! 1. [`Lane::connect_if_due`]: offline and the retry is due, connect;
+//! 2. [`Lane::collect`]: pick the next round ([`pick`]: the lane's open
+//!    scans, what this gateway decides alone, what must be claimed);
+//! 3. [`Lane::receive`]: the answers to the round in flight;
+//! 4. [`Lane::send`]: the next round's claims go out (Redis runs them while
+//!    step 5 writes), or, without claims or a connection, its verdicts are
+//!    made here;
+//! 5. [`Lane::write`]: the answered round's verdicts, in one transaction
+//!    ([`record`]);
+//! 6. [`Lane::account`]: whether the facility store answers (an outage
+//!    begins or ends, the retry backs off), and the local database's own
+//!    back-off.
+//!
+//! Then [`Lane::pass`] says whether to go on at once, end, or how long to
+//! wait for a kick at most (a retry, the clock); the thread waits
+//! (`claimer::run`) and tells the lane what woke it ([`Lane::woken`]).
+//! Round k+1 is sent only after round k is answered, so a failure never
+//! lets a later claim overtake an earlier one. [`pick`], [`record`] and
+//! [`round`] are the steps' transactions, for tests and tools that drive
+//! the rounds themselves.
+
+use super::{Between, Link, Peers, Wake, log_backlog, publish};
+use crate::backoff::Backoff;
+use crate::capture::CaptureTime;
+use crate::facility::{Facility, FacilityError, Outcome, Sent};
+use crate::gate::facility::{LaneKind, Picked, Round};
+use crate::gate::{Decision, Gate, GateStats, Verdict};
+use crate::store::{Store, StoreError};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+/// The facility store's retry schedule, and the local database's.
+const BACKOFF_MIN: Duration = Duration::from_millis(100);
+const BACKOFF_MAX: Duration = Duration::from_secs(30);
+/// How often scans held for an unsynchronised clock are looked at again.
+const CLOCK_POLL: Duration = Duration::from_secs(1);
+
+/// Whether the lane can send claims.
+enum LinkState {
+    /// No connection: why (the reason new scans are audited unresolved
+    /// with) and when to try again.
+    Offline { reason: String, retry_at: Instant },
+    /// Connected. (Claims may still be refused: see [`Outage`].)
+    Online(Box<Facility>),
+}
+
+/// Since when the facility store has not answered this lane's claims. An
+/// outage ends when claims are answered (or none wait), not when a
+/// connection opens: a server that accepts connections but refuses claims
+/// (full, read-only replica) must not be retried at once.
+struct Outage {
+    since: Instant,
+    /// The same moment on the wall clock, for `outbox status`.
+    since_ms: i64,
+}
+
+/// One claimer lane.
+pub(super) struct Lane {
+    kind: LaneKind,
+    store: Store,
+    gate: Gate,
+    link: Link,
+    state: LinkState,
+    outage: Option<Outage>,
+    /// The facility store's retry schedule.
+    retry: Backoff,
+    /// The local database's own back-off (a full or failing disk): no
+    /// round is sent while it runs, so a failing write is not retried —
+    /// nor its claims re-sent to Redis — at full speed.
+    db_retry: Backoff,
+    db_retry_at: Instant,
+    /// The round whose claims Redis is running.
+    in_flight: Option<(Picked, Sent)>,
+    /// The facility refused this gateway's window and retention: its own
+    /// window is not the facility's rule, so it decides no echo by itself
+    /// until a connection's check finds the settings agree again.
+    settings_refused: bool,
+    /// The writer is gone: one last round is sent, then the lane ends.
+    stopping: bool,
+    last_round_sent: bool,
+    between: Arc<Between>,
+}
+
+/// What one pass saw, for the steps after it and the wait.
+#[derive(Default)]
+struct Pass {
+    /// The round picked by [`Lane::collect`] (`None`: the database failed).
+    next: Option<Picked>,
+    /// The round in flight, answered or failed ([`Lane::receive`]).
+    answered: Option<(Picked, Result<Vec<Outcome>, String>)>,
+    /// A round decided without claims ([`Lane::send`]).
+    unclaimed: Option<(Picked, Result<Vec<Outcome>, String>)>,
+    /// Why a claim, a settings check or a send failed this pass.
+    failure: Option<String>,
+    /// A connect attempt failed this pass.
+    connect_failed: bool,
+    /// Claims were answered this pass.
+    answered_ok: bool,
+    /// Nothing was open (and nothing held back): no sign against Redis.
+    nothing_open: bool,
+    /// More backlog waits behind the picked round.
+    more: bool,
+    /// Scans held back until the wall clock is synchronised.
+    waiting_for_clock: usize,
+    /// The local database failed this pass.
+    db_failed: bool,
+    /// The local database's back-off ran when the pass began.
+    db_held: bool,
+    /// A round's verdicts were written.
+    recorded: bool,
+    /// A decision may free scans the other lane holds back.
+    wake_other: bool,
+}
+
+/// Whether the lane goes on after a pass.
+pub(super) enum Next {
+    /// Answers to read or more backlog: at once.
+    Now,
+    /// Wait for a kick, at most this long.
+    Wait(Duration),
+    /// Stopping, and the last round was made.
+    End,
+}
+
+impl Lane {
+    /// A lane of `kind` over its own `store` and `gate`; `first` is a
+    /// connection made already (at start), else it connects when due.
+    pub(super) fn new(
+        kind: LaneKind,
+        store: Store,
+        mut gate: Gate,
+        link: Link,
+        first: Option<Facility>,
+        between: Arc<Between>,
+    ) -> Lane {
+        gate.set_require_synced_clock(link.redis.require_synced_clock);
+        let state = match first {
+            Some(f) => LinkState::Online(Box::new(f)),
+            None => LinkState::Offline {
+                reason: "facility Redis not connected yet".into(),
+                retry_at: Instant::now(),
+            },
+        };
+        Lane {
+            kind,
+            store,
+            gate,
+            link,
+            state,
+            outage: None,
+            retry: Backoff::new(BACKOFF_MIN, BACKOFF_MAX),
+            db_retry: Backoff::new(BACKOFF_MIN, BACKOFF_MAX),
+            db_retry_at: Instant::now(),
+            in_flight: None,
+            settings_refused: false,
+            stopping: false,
+            last_round_sent: false,
+            between,
+        }
+    }
+
+    /// The lane's name in logs and thread names.
+    pub(super) fn name(&self) -> &'static str {
+        match self.kind {
+            LaneKind::Live => "live",
+            LaneKind::Replay => "replay",
+        }
+    }
+
+    /// This lane's index in [`Between`]'s arrays, and the other's.
+    fn me(&self) -> (usize, usize) {
+        match self.kind {
+            LaneKind::Live => (0, 1),
+            LaneKind::Replay => (1, 0),
+        }
+    }
+
+    /// The gate's counters.
+    pub(super) fn stats(&self) -> GateStats {
+        self.gate.stats()
+    }
+
+    /// One pass of the six steps; `observe` sees every round's recorded
+    /// decisions; `peers` wakes the other lane.
+    pub(super) fn pass(&mut self, peers: &Peers, observe: &impl Fn(&[Decision])) -> Next {
+        let mut pass = Pass {
+            connect_failed: !self.connect_if_due(),
+            ..Pass::default()
+        };
+        self.collect(&mut pass);
+        self.receive(&mut pass);
+        self.send(&mut pass);
+        self.write(&mut pass, observe);
+        if pass.wake_other {
+            // (Gone only at shutdown, or after a panic that
+            // [`Wake::ReplayGone`] reports.)
+            let _ = peers.other.send(Wake::Scans);
+        }
+        self.account(&pass, peers);
+        self.next(&pass)
+    }
+
+    /// Step 1: connect if offline, no round is in flight and the retry is
+    /// due — the replay lane only for a backlog (an idle gateway does not
+    /// poll a Redis that is down twice). False if the attempt failed.
+    fn connect_if_due(&mut self) -> bool {
+        let due = match &self.state {
+            LinkState::Offline { retry_at, .. } => Instant::now() >= *retry_at,
+            LinkState::Online(_) => false,
+        };
+        if !due
+            || self.in_flight.is_some()
+            || (self.kind == LaneKind::Replay && !has_backlog(&self.store))
+        {
+            return true;
+        }
+        match self.link.connect_for(self.name()) {
+            Ok(f) => {
+                self.state = LinkState::Online(Box::new(f));
+                self.settings_refused = false;
+                true
+            }
+            Err(e) => {
+                let reason = self.noted(e);
+                if let LinkState::Offline { reason: r, .. } = &mut self.state {
+                    *r = reason;
+                }
+                false
+            }
+        }
+    }
+
+    /// Step 2: pick the next round, passing over the one in flight.
+    fn collect(&mut self, pass: &mut Pass) {
+        self.gate.set_local_echoes(!self.settings_refused);
+        let skip: Vec<i64> = self
+            .in_flight
+            .as_ref()
+            .map(|(p, _)| p.seqs().collect())
+            .unwrap_or_default();
+        let online = matches!(self.state, LinkState::Online(_));
+        let (me, _) = self.me();
+        self.between.held[me].store(true, Ordering::SeqCst);
+        let now = CaptureTime::now();
+        let next = pick(&self.store, &mut self.gate, self.kind, &skip, &now, online)
+            .inspect_err(|e| {
+                tracing::error!(
+                    lane = self.name(),
+                    "reading open scans failed on the local database: {e}; retrying in {:?}",
+                    self.db_retry.peek()
+                );
+            })
+            .ok();
+        pass.db_failed = next.is_none();
+        pass.more = next.as_ref().is_some_and(Picked::more);
+        // (Scans held back are open: a pick that held them all is no sign
+        // that the facility store answers.)
+        pass.nothing_open = next.as_ref().is_some_and(|p| p.is_empty() && p.held() == 0);
+        // Read once per pass: the send and the wait must agree on whether
+        // the local back-off still runs.
+        pass.db_held = Instant::now() < self.db_retry_at;
+        pass.waiting_for_clock = next.as_ref().map_or(0, Picked::waiting_for_clock);
+        let held = next.as_ref().map_or(0, Picked::held);
+        self.between.held[me].store(held > 0, Ordering::SeqCst);
+        pass.next = next;
+    }
+
+    /// Step 3: the answers to the round in flight.
+    fn receive(&mut self, pass: &mut Pass) {
+        let Some((mut picked, sent)) = self.in_flight.take() else {
+            return;
+        };
+        let claimed = match &mut self.state {
+            LinkState::Online(f) => f.recv_claims(sent).map_err(|e| self.noted(e)),
+            LinkState::Offline { reason, .. } => Err(reason.clone()),
+        };
+        if claimed.is_err() && self.settings_refused {
+            // Picked before the refusal was known: its echoes were judged
+            // by a window that is not the facility's. (Only on a failed
+            // claim: answers match the scans claimed.)
+            picked.withdraw_local_echoes();
+        }
+        pass.failure = claimed.as_ref().err().cloned();
+        pass.answered_ok = claimed.is_ok();
+        pass.answered = Some((picked, claimed));
+    }
+
+    /// Step 4: send the next round's claims, so Redis runs them while step
+    /// 5 writes the answered round. After a failure it waits: picked again
+    /// after the back-off, in capture order.
+    fn send(&mut self, pass: &mut Pass) {
+        let may_send =
+            pass.failure.is_none() && !(self.stopping && self.last_round_sent) && !pass.db_held;
+        let Some(mut next) = pass.next.take().filter(|p| !p.is_empty() && may_send) else {
+            return;
+        };
+        self.last_round_sent = self.stopping;
+        let claims = next.claims(self.gate.gateway());
+        // A round of local verdicts alone sends no claim that would tell of
+        // a facility-wide change of window: before this gateway's window
+        // decides echoes, ask (one HMGET).
+        let checked = match &mut self.state {
+            LinkState::Online(f) if claims.is_empty() && next.has_local_echoes() => {
+                f.check_settings()
+            }
+            _ => Ok(()),
+        };
+        if let Err(e) = checked {
+            let reason = self.noted(e);
+            if self.settings_refused {
+                next.withdraw_local_echoes();
+            }
+            pass.failure = Some(reason.clone());
+            pass.unclaimed = Some((next, Err(reason)));
+            return;
+        }
+        if claims.is_empty() {
+            pass.unclaimed = Some((next, Ok(Vec::new())));
+            return;
+        }
+        match &mut self.state {
+            LinkState::Online(f) => match f.send_claims(&claims) {
+                Ok(sent) => self.in_flight = Some((next, sent)),
+                Err(e) => {
+                    pass.failure = Some(e.to_string());
+                    pass.unclaimed = Some((next, Err(e.to_string())));
+                }
+            },
+            LinkState::Offline { reason, .. } => pass.unclaimed = Some((next, Err(reason.clone()))),
+        }
+    }
+
+    /// Step 5: write the verdicts of the answered round and of a round
+    /// decided without claims.
+    fn write(&mut self, pass: &mut Pass, observe: &impl Fn(&[Decision])) {
+        let (_, other) = self.me();
+        for (picked, claimed) in pass
+            .answered
+            .take()
+            .into_iter()
+            .chain(pass.unclaimed.take())
+        {
+            match record(&mut self.store, &mut self.gate, picked, claimed) {
+                Ok(round) => {
+                    pass.recorded = true;
+                    observe(&round.decisions);
+                    if round.decisions.is_empty() {
+                        continue;
+                    }
+                    // A decided scan may free scans the other lane holds
+                    // back; new unresolved scans are the replay's.
+                    pass.wake_other |= self.between.held[other].load(Ordering::SeqCst)
+                        || (self.kind == LaneKind::Live
+                            && round
+                                .decisions
+                                .iter()
+                                .any(|d| matches!(d.verdict, Verdict::Unresolved { .. })));
+                }
+                Err(e) => {
+                    // The rows stay open; their claims are idempotent.
+                    tracing::error!(
+                        lane = self.name(),
+                        "writing verdicts failed on the local database: {e}; retrying in {:?}",
+                        self.db_retry.peek()
+                    );
+                    pass.db_failed = true;
+                }
+            }
+        }
+    }
+
+    /// Step 6: a failed claim or connect attempt begins (or continues) an
+    /// outage and backs the retry off; answered claims end it.
+    fn account(&mut self, pass: &Pass, peers: &Peers) {
+        let failed = match (&pass.failure, &self.state) {
+            (Some(reason), _) => Some(reason.clone()),
+            (None, LinkState::Offline { reason, .. }) if pass.connect_failed => {
+                Some(reason.clone())
+            }
+            (None, _) => None,
+        };
+        let recovered =
+            matches!(self.state, LinkState::Online(_)) && (pass.answered_ok || pass.nothing_open);
+        let shown = &self.link.shown;
+        if let Some(reason) = failed {
+            match &self.outage {
+                None => {
+                    tracing::warn!(
+                        redis = %shown, lane = self.name(),
+                        "facility Redis unavailable: {reason}. Scans are kept in the outbox as unresolved and replayed in capture order when it answers"
+                    );
+                    self.outage = Some(Outage {
+                        since: Instant::now(),
+                        since_ms: chrono::Utc::now().timestamp_millis(),
+                    });
+                }
+                // (The replay lane retries on a timer and says so; the
+                // live lane only on new scans, which wait with the rest.)
+                Some(_) if self.kind == LaneKind::Replay => {
+                    log_backlog(&self.store, shown, &reason, self.retry.peek())
+                }
+                Some(_) => {
+                    tracing::debug!(redis = %shown, lane = self.name(), "facility Redis still unavailable: {reason}")
+                }
+            }
+            let since_ms = self.outage.as_ref().map_or(0, |o| o.since_ms);
+            publish(
+                &mut self.store,
+                &self.between.shown,
+                false,
+                Some(&reason),
+                since_ms,
+            );
+            // Reconnect after the back-off.
+            self.state = LinkState::Offline {
+                reason,
+                retry_at: Instant::now() + self.retry.failed(),
+            };
+        } else if recovered {
+            if let Some(outage) = self.outage.take() {
+                let _ = peers.other.send(Wake::Answering);
+                let doing = match self.kind {
+                    LaneKind::Live => "new scans are claimed as they come",
+                    LaneKind::Replay => "unresolved scans are being replayed",
+                };
+                tracing::info!(
+                    redis = %shown, lane = self.name(),
+                    outage_s = outage.since.elapsed().as_secs(),
+                    "facility Redis answers again; {doing}"
+                );
+            }
+            self.retry.reset();
+            let now_ms = chrono::Utc::now().timestamp_millis();
+            publish(&mut self.store, &self.between.shown, true, None, now_ms);
+        }
+        if pass.db_failed {
+            self.db_retry_at = Instant::now() + self.db_retry.failed();
+        } else if pass.recorded {
+            self.db_retry.reset();
+        }
+    }
+
+    /// After a pass: go on at once (answers to read, more backlog — a stop
+    /// is still heard: a replay of an hour's backlog must not outlast the
+    /// stop timeout), end (stopping, the last round made), or wait.
+    fn next(&self, pass: &Pass) -> Next {
+        // While the local back-off runs, more backlog is no reason to go
+        // again: the round would only be picked and held back once more.
+        let db_wait = pass.db_failed || pass.db_held;
+        if self.in_flight.is_some() || (pass.more && !db_wait && !self.stopping) {
+            return Next::Now;
+        }
+        if self.stopping {
+            // Shutdown: one last attempt was made; what is left stays durable.
+            return Next::End;
+        }
+        // Offline, the live lane waits for new scans (each kick after the
+        // back-off tries a connection); the replay lane retries while a
+        // backlog waits. Otherwise: until kicked.
+        let mut wait = match &self.state {
+            LinkState::Offline { retry_at, .. }
+                if self.kind == LaneKind::Replay && has_backlog(&self.store) =>
+            {
+                retry_at.saturating_duration_since(Instant::now())
+            }
+            _ => Duration::from_secs(3600),
+        };
+        // Refused local writes are retried when their back-off ends, also
+        // when a kick woke this lane in the meantime (0 if it just ended).
+        if db_wait {
+            wait = wait.min(self.db_retry_at.saturating_duration_since(Instant::now()));
+        }
+        if pass.waiting_for_clock > 0 {
+            wait = wait.min(CLOCK_POLL); // look again soon: NTP may have synced
+        }
+        Next::Wait(wait)
+    }
+
+    /// What woke the lane: the other lane's claims are answered again
+    /// (retry now, not when this lane's back-off ends), or the writer is
+    /// gone (one last attempt, then end).
+    pub(super) fn woken(&mut self, wake: &Wake) {
+        let retry_now = match wake {
+            Wake::Scans | Wake::ReplayGone => false,
+            Wake::Answering => {
+                self.retry.reset();
+                true
+            }
+            Wake::Stop => {
+                self.stopping = true;
+                true
+            }
+        };
+        if let (true, LinkState::Offline { retry_at, .. }) = (retry_now, &mut self.state) {
+            *retry_at = Instant::now();
+        }
+    }
+
+    /// The failure as the reason logged and audited; a refusal of this
+    /// gateway's settings also marks them refused.
+    fn noted(&mut self, e: FacilityError) -> String {
+        if matches!(e, FacilityError::SettingsDiffer { .. }) {
+            self.settings_refused = true;
+        }
+        e.to_string()
+    }
+}
+
+/// Whether `unresolved` scans wait in the outbox (an index probe; `true` if
+/// the database cannot say, so the lane keeps trying).
+fn has_backlog(store: &Store) -> bool {
+    crate::outbox::open::has_unresolved(&store.conn).unwrap_or(true)
+}
+
+/// Pick `lane`'s next round ([`Gate::pick`]) in one read snapshot of
+/// `store`, passing over `skip` (its round still in flight).
+pub fn pick(
+    store: &Store,
+    gate: &mut Gate,
+    lane: LaneKind,
+    skip: &[i64],
+    now: &CaptureTime,
+    online: bool,
+) -> Result<Picked, StoreError> {
+    let snapshot = store.read()?;
+    gate.pick(&snapshot, lane, skip, now, online)
+        .map_err(|e| store.err_at(e))
+}
+
+/// Write a picked round's verdicts ([`Gate::record`]) in one transaction,
+/// then settle them.
+pub fn record(
+    store: &mut Store,
+    gate: &mut Gate,
+    picked: Picked,
+    claimed: Result<Vec<Outcome>, String>,
+) -> Result<Round, StoreError> {
+    if picked.is_empty() {
+        return Ok(Round::default());
+    }
+    let w = store.write()?;
+    let recorded = gate.record(&w, picked, claimed).map_err(|e| w.err(e))?;
+    w.commit()?;
+    Ok(gate.settle_round(recorded))
+}
+
+/// One round of each lane, start to end, without overlap — the replay's,
+/// then the live lane's: [`pick`], the claim through `facility` (`None`
+/// while no connection is up: then only local verdicts are made and new
+/// scans become unresolved with `offline_reason`), [`record`]. The lanes'
+/// threads run the same steps concurrently; this runs them in one
+/// deterministic order (tests, tools).
+pub fn round(
+    store: &mut Store,
+    gate: &mut Gate,
+    mut facility: Option<&mut Facility>,
+    offline_reason: &str,
+    now: &CaptureTime,
+) -> Result<Round, StoreError> {
+    let mut round = Round::default();
+    for lane in [LaneKind::Replay, LaneKind::Live] {
+        let picked = pick(store, gate, lane, &[], now, facility.is_some())?;
+        let claims = picked.claims(gate.gateway());
+        let claimed = match facility.as_deref_mut() {
+            _ if claims.is_empty() => Ok(Vec::new()),
+            Some(f) => f.claim_batch(&claims).map_err(|e| e.to_string()),
+            None => Err(offline_reason.to_string()),
+        };
+        round = round.and(record(store, gate, picked, claimed)?);
+    }
+    Ok(round)
+}
