@@ -2,42 +2,49 @@
 //!
 //! ```text
 //!  source tasks (async) ──Captured──► outbox writer thread
-//!  frame + capture           mpsc     one transaction: outbox rows, then (savepoint)
+//!  frame + capture           mpsc     one transaction: outbox rows, then
 //!        ▲                            gate decisions in capture order + ledger + audit
 //!        │                            COMMIT (one fsync)
 //!        └──── ACK after the commit ◄─────┘
 //! ```
 //!
 //! The outbox writer owns the SQLite connection on its own OS thread because
-//! rusqlite blocks; the async runtime only runs the sources. Shutdown is one
-//! `watch` flag: sources stop reading and drop their senders, the writer
-//! drains what is in flight, decides it, and returns.
-//!
-//! With `[redis]` the writer only admits (commit, ACK) and kicks the
-//! [`claimer`]: two threads (its live lane for new scans, its replay lane
-//! for an outage's backlog), each with its own connection and blocking
+//! rusqlite blocks; the async runtime only runs the sources. With the
+//! embedded store it admits and decides in one transaction
+//! ([`embedded`]). With `[redis]` it only admits (commit, ACK) and kicks
+//! the [`claimer`]: two threads (its live lane for new scans, its replay
+//! lane for an outage's backlog), each with its own connection and blocking
 //! redis client, deciding in pipelined claim rounds; the connections take
-//! turns at writing (`Store::write`).
+//! turns at writing (`Store::write`). The [`sweeper`] thread first reads
+//! every page of the database (damage stops the daemon with exit 3), then
+//! overwrites decided scans' raw bytes after `[outbox] keep_raw_hours`, one
+//! short write turn at a time.
 //!
-//! The [`sweeper`] thread first reads every page of the database (damage
-//! stops the daemon with exit 3), then overwrites decided scans' raw bytes
-//! after `[outbox] keep_raw_hours`, one short write turn at a time.
+//! **Stopping.** Every stage is started through the [`supervisor`], which
+//! hears how each ends, and holds a copy of one stop token
+//! ([`crate::shutdown::Stop`]). The daemon runs until the shutdown signal
+//! or until a stage ends early (a failure), then stops the stages in the
+//! order [`stop_in_order`] writes down.
 
 pub mod claimer;
 pub mod embedded;
+pub mod supervisor;
 pub mod sweeper;
 
 use crate::backoff::Backoff;
 use crate::capture::Scan;
 use crate::config::{Config, ScannerKind};
 use crate::facility::FacilityError;
+use crate::gate::facility::LaneKind;
 use crate::gate::{Decision, Gate, GateConfig, GateStats};
+use crate::shutdown::{Stop, Stopper};
 use crate::source::{self, Captured};
 use crate::store::{Store, StoreError};
 use std::future::Future;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
-use tokio::sync::{mpsc, watch};
+use supervisor::{Stage, StageEnded, StageResult, Supervisor};
+use tokio::sync::mpsc;
 
 /// Scans per outbox transaction at most (group commit).
 pub(crate) const ADMIT_BATCH: usize = 128;
@@ -72,6 +79,12 @@ pub enum DaemonError {
         "a thread of the facility claimer panicked; scans are safe in {0} and are claimed after a restart of the service"
     )]
     ClaimerPanicked(PathBuf),
+    /// The raw-bytes sweeper's thread died (a bug): raw bytes would stay,
+    /// and the page check might not have run.
+    #[error(
+        "the raw-bytes sweeper stopped unexpectedly ({0}); scangate stopped so that it is restarted. Scans are safe in the outbox"
+    )]
+    SweeperPanicked(String),
     /// A scanner's task ended while the daemon ran (a bug: it should
     /// reconnect by itself until shutdown).
     #[error(
@@ -125,11 +138,10 @@ pub async fn run(
         store = if cfg.redis.is_some() { "facility redis" } else { "embedded" },
         "scangate starting"
     );
-    // With [redis], the claimer's threads decide; the writer only admits.
-    // Fires when the claimer's live lane ends (at shutdown, after the
-    // writer; before it, only if it failed).
-    let (claimer_gone_tx, mut claimer_gone) = tokio::sync::oneshot::channel::<()>();
-    let (decider, claimers) = match &cfg.redis {
+    let mut stages = Supervisor::default();
+    let (stopper, stop) = crate::shutdown::channel();
+    // With [redis], the claimer's lanes decide; the writer only admits.
+    let (decider, lane_stop) = match &cfg.redis {
         None => (Decider::Here(Box::new(gate)), None),
         Some(redis) => {
             let link = claimer::Link::new(&cfg, redis).map_err(DaemonError::Credentials)?;
@@ -148,7 +160,7 @@ pub async fn run(
             {
                 return Err(DaemonError::Facility(e));
             }
-            let (kick, claimers) = claimer::spawn(
+            let (kick, lane_stop, lanes) = claimer::lanes(
                 &store,
                 gate,
                 link,
@@ -158,13 +170,21 @@ pub async fn run(
                         tracing::debug!(scan = %d.scan_uuid, decision = %d.verdict.state(), "decided");
                     }
                 },
-                claimer_gone_tx,
             )?;
+            for lane in lanes {
+                let stage = match lane.kind() {
+                    LaneKind::Live => Stage::LiveLane,
+                    LaneKind::Replay => Stage::ReplayLane,
+                };
+                stages.thread(stage, &lane.thread_name(), move || {
+                    StageResult::Lane(lane.run())
+                });
+            }
             let decider = Decider::Claimer {
                 facility: cfg.gateway.facility.clone(),
                 kick,
             };
-            (decider, Some(claimers))
+            (decider, Some(lane_stop))
         }
     };
     if cfg.scanners.is_empty() {
@@ -175,101 +195,85 @@ pub async fn run(
     // Every page is read after start, on the sweeper's thread, before its
     // first sweep: on a gateway's SD card a year of scans takes minutes, and
     // the counter must not wait for it.
-    let (stop_sweeping, sweep_stop) = std::sync::mpsc::channel::<()>();
-    let (corrupt_tx, mut corrupt) = tokio::sync::oneshot::channel::<(PathBuf, String)>();
-    let sweeper = {
+    {
         let companion = store.companion()?.yielding();
         let keep = Duration::from_secs(cfg.outbox.keep_raw_hours * 3600);
-        std::thread::Builder::new()
-            .name("raw-sweeper".into())
-            .spawn(move || sweeper::run(companion, keep, sweep_stop, corrupt_tx))
-            .expect("spawning a thread")
-    };
+        let stop = stop.clone();
+        stages.thread(Stage::Sweeper, "raw-sweeper", move || {
+            sweeper::run(companion, keep, stop)
+        });
+    }
 
     let db_path = store.path().to_owned();
     let (tx, rx) = mpsc::channel::<Captured>(QUEUE);
-    let (stop_tx, stop_rx) = watch::channel(false);
-    let writer_stop = stop_rx.clone();
-    // Fires when the writer thread ends for any reason, panics included.
-    let (writer_gone_tx, writer_gone) = tokio::sync::oneshot::channel::<()>();
-    let writer = std::thread::Builder::new()
-        .name("outbox-writer".into())
-        .spawn(move || {
-            let _gone = writer_gone_tx; // dropped on return or unwind
-            outbox_writer(store, decider, rx, writer_stop)
-        })
-        .expect("spawning a thread");
-
-    let mut sources = tokio::task::JoinSet::new();
+    {
+        let stop = stop.clone();
+        stages.thread(Stage::Writer, "outbox-writer", move || {
+            let (stats, undurable) = outbox_writer(store, decider, rx, stop);
+            StageResult::Writer { stats, undurable }
+        });
+    }
     for sc in &cfg.scanners {
+        let (out, stop, stage) = (
+            source::ToOutbox::new(tx.clone()),
+            stop.clone(),
+            Stage::Scanner(sc.name.clone()),
+        );
         match sc.kind {
-            ScannerKind::Serial => {
-                sources.spawn(source::serial::run(
-                    sc.clone(),
-                    source::ToOutbox::new(tx.clone()),
-                    stop_rx.clone(),
-                ));
-            }
-            ScannerKind::Hid => {
-                sources.spawn(source::hid::run(
-                    sc.clone(),
-                    source::ToOutbox::new(tx.clone()),
-                    stop_rx.clone(),
-                ));
-            }
+            ScannerKind::Serial => stages.task(stage, source::serial::run(sc.clone(), out, stop)),
+            ScannerKind::Hid => stages.task(stage, source::hid::run(sc.clone(), out, stop)),
         }
     }
-    // Held until shutdown: with no scanner configured the writer still
-    // waits, the claimer still replays a backlog, and the daemon stops only
-    // when asked.
-    let idle_sender = tx;
 
-    let mut failed = None;
-    tokio::select! {
-        _ = shutdown => tracing::info!("stopping: closing scanners, draining the outbox"),
-        _ = writer_gone => tracing::error!("the outbox writer stopped unexpectedly; closing scanners"),
-        // A passed check drops the sender: that branch is then disabled.
-        Ok((path, detail)) = &mut corrupt => {
-            tracing::error!(db = %path.display(), "the database failed its integrity check: {detail}; stopping");
-            failed = Some(DaemonError::CorruptWhileRunning { path, detail });
+    // Every stage runs until the stop: one that ends before it is a
+    // failure (a scanner's task reconnects by itself; the writer and the
+    // claimer's lanes run until stopped; the sweeper ends early only when
+    // the page check found damage).
+    let early = tokio::select! {
+        _ = shutdown => {
+            tracing::info!("stopping: closing scanners, draining the outbox");
+            None
         }
-        // A scanner's task runs until shutdown (it reconnects by itself);
-        // one that ends is a bug: stop, so the service manager restarts
-        // the gateway with every scanner, rather than run without it.
-        // The claimer's live lane ends after the writer, at shutdown;
-        // before that only if a thread of the claimer panicked.
-        _ = &mut claimer_gone => {
-            tracing::error!("the facility claimer stopped unexpectedly; stopping");
-            failed = Some(DaemonError::ClaimerPanicked(state_dir.clone()));
-        }
-        Some(ended) = sources.join_next(), if !sources.is_empty() => {
-            let detail = match ended {
-                Ok(()) => "it returned".to_string(),
-                Err(e) => e.to_string(),
-            };
-            tracing::error!("a scanner task ended unexpectedly ({detail}); stopping");
-            failed = Some(DaemonError::SourceEnded(detail));
+        Some(ended) = stages.next() => Some(ended),
+    };
+    let early = early.map(|ended| ended_early(ended, &state_dir));
+    // `tx` is held until the stop: with no scanner configured the writer
+    // still waits, the claimer still replays a backlog.
+    let ended = stop_in_order(&mut stages, &stopper, tx, lane_stop).await;
+
+    let (mut stats, mut lanes, mut undurable) = (GateStats::default(), None::<GateStats>, 0);
+    let (mut writer_panicked, mut claimer_panicked, mut failed) = (false, false, early);
+    for StageEnded { stage, result } in ended {
+        match result {
+            StageResult::Writer {
+                stats: s,
+                undurable: u,
+            } => (stats, undurable) = (s, u),
+            StageResult::Lane(s) => lanes = Some(lanes.unwrap_or_default().plus(&s)),
+            StageResult::Panicked(why) => {
+                tracing::error!("the {stage} {why}");
+                match stage {
+                    Stage::Writer => writer_panicked = true,
+                    Stage::LiveLane | Stage::ReplayLane => claimer_panicked = true,
+                    Stage::Scanner(_) => {
+                        failed = failed.or(Some(DaemonError::SourceEnded(why)));
+                    }
+                    Stage::Sweeper => {
+                        failed = failed.or(Some(DaemonError::SweeperPanicked(why)));
+                    }
+                }
+            }
+            StageResult::Corrupt { path, detail } => {
+                failed = failed.or(Some(DaemonError::CorruptWhileRunning { path, detail }));
+            }
+            StageResult::Done => {}
         }
     }
-    let _ = stop_tx.send(true);
-    drop(idle_sender);
-    // The sweeper stops between two chunks, before the writer's store (and
-    // with it the state directory's lock) goes away.
-    drop(stop_sweeping);
-    let _ = tokio::task::spawn_blocking(move || sweeper.join()).await;
-    while sources.join_next().await.is_some() {}
-    let (mut stats, undurable) = tokio::task::spawn_blocking(move || writer.join())
-        .await
-        .ok()
-        .and_then(Result::ok)
-        .ok_or_else(|| DaemonError::WriterPanicked(state_dir.clone()))?;
-    // The writer dropped its kicker: each claimer lane makes a last round.
-    if let Some(claimers) = claimers {
-        stats = tokio::task::spawn_blocking(move || claimers.join())
-            .await
-            .ok()
-            .flatten()
-            .ok_or_else(|| DaemonError::ClaimerPanicked(state_dir.clone()))?;
+    if writer_panicked || matches!(failed, Some(DaemonError::WriterPanicked(_))) {
+        return Err(DaemonError::WriterPanicked(state_dir));
+    }
+    if claimer_panicked || matches!(failed, Some(DaemonError::ClaimerPanicked(_))) {
+        return Err(DaemonError::ClaimerPanicked(state_dir));
     }
     if let Some(e) = failed {
         return Err(e);
@@ -280,6 +284,8 @@ pub async fn run(
             path: db_path,
         });
     }
+    // With [redis], the lanes decided.
+    let stats = lanes.unwrap_or(stats);
     tracing::info!(
         committed = stats.committed,
         suppressed = stats.suppressed,
@@ -289,6 +295,89 @@ pub async fn run(
         "scangate stopped"
     );
     Ok(RunReport { stats })
+}
+
+/// The stop order, written once:
+/// 1. The stop token is set: each scanner's source stops reading (a frame
+///    not finished is never acknowledged, so the scanner sends it again)
+///    and ends, dropping its sender; the sweeper stops between two chunks.
+/// 2. The outbox writer admits — and, with the embedded store, decides —
+///    everything still queued, and ends once every sender is gone (`tx`,
+///    the daemon's own, goes first).
+/// 3. Then, with `[redis]`, the claimer's lanes are stopped: each makes one
+///    last round (claiming what the writer admitted last) and ends.
+///
+/// Whatever is left undecided stays durable in the outbox for the next
+/// start. Returns every stage's end, in the order they came.
+async fn stop_in_order(
+    stages: &mut Supervisor,
+    stopper: &Stopper,
+    tx: mpsc::Sender<Captured>,
+    lanes: Option<claimer::LaneStop>,
+) -> Vec<StageEnded> {
+    let mut ended = Vec::new();
+    stopper.stop();
+    drop(tx);
+    while stages.any_running(|s| !matches!(s, Stage::LiveLane | Stage::ReplayLane)) {
+        ended.extend(stages.next().await);
+    }
+    if let Some(lanes) = lanes {
+        lanes.stop();
+    }
+    while let Some(e) = stages.next().await {
+        ended.push(e);
+    }
+    ended
+}
+
+/// A stage that ended before the stop: logged, and the failure the daemon
+/// exits with.
+fn ended_early(ended: StageEnded, state_dir: &Path) -> DaemonError {
+    let StageEnded { stage, result } = ended;
+    match (stage, result) {
+        (_, StageResult::Corrupt { path, detail }) => {
+            tracing::error!(db = %path.display(), "the database failed its integrity check: {detail}; stopping");
+            DaemonError::CorruptWhileRunning { path, detail }
+        }
+        // A scanner's task runs until shutdown (it reconnects by itself);
+        // one that ends is a bug: stop, so the service manager restarts
+        // the gateway with every scanner, rather than run without it.
+        (Stage::Scanner(_), result) => {
+            let detail = match result {
+                StageResult::Panicked(why) => why,
+                _ => "it returned".to_string(),
+            };
+            tracing::error!("a scanner task ended unexpectedly ({detail}); stopping");
+            DaemonError::SourceEnded(detail)
+        }
+        (Stage::Writer, result) => {
+            tracing::error!("the outbox writer stopped unexpectedly; closing scanners");
+            match result {
+                StageResult::Panicked(why) => {
+                    tracing::error!("the outbox writer {why}");
+                    DaemonError::WriterPanicked(state_dir.to_owned())
+                }
+                // It returns early only when nobody decides its scans: the
+                // claimer's live lane is gone.
+                _ => DaemonError::ClaimerPanicked(state_dir.to_owned()),
+            }
+        }
+        (Stage::LiveLane | Stage::ReplayLane, result) => {
+            tracing::error!("the facility claimer stopped unexpectedly; stopping");
+            if let StageResult::Panicked(why) = result {
+                tracing::error!("the facility claimer {why}");
+            }
+            DaemonError::ClaimerPanicked(state_dir.to_owned())
+        }
+        (Stage::Sweeper, result) => {
+            let why = match result {
+                StageResult::Panicked(why) => why,
+                _ => "it returned".to_string(),
+            };
+            tracing::error!("the raw-bytes sweeper stopped unexpectedly ({why}); stopping");
+            DaemonError::SweeperPanicked(why)
+        }
+    }
 }
 
 /// How often scans left `pending` by a failed decision are retried while no
@@ -317,7 +406,7 @@ fn outbox_writer(
     mut store: Store,
     mut decider: Decider,
     mut rx: mpsc::Receiver<Captured>,
-    stopping: watch::Receiver<bool>,
+    stopping: Stop,
 ) -> (GateStats, usize) {
     let mut undurable = 0;
     // Crash recovery: scans made durable before a crash are decided first,
@@ -419,7 +508,7 @@ fn write_until_durable(
     store: &mut Store,
     decider: &mut Decider,
     scans: &[Scan],
-    stopping: &watch::Receiver<bool>,
+    stopping: &Stop,
 ) -> Result<Vec<Decision>, ()> {
     let mut pause = Backoff::new(Duration::from_millis(50), Duration::from_secs(5));
     let mut failures_while_stopping = 0;
@@ -436,7 +525,7 @@ fn write_until_durable(
                     "cannot write scans to the outbox: {e}; retrying in {:?} (no ACK is sent until this succeeds)",
                     pause.peek()
                 );
-                if *stopping.borrow() {
+                if stopping.is_set() {
                     failures_while_stopping += 1;
                     if failures_while_stopping >= 3 {
                         return Err(());

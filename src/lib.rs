@@ -56,5 +56,6 @@ pub mod gate;
 pub mod ledger;
 pub mod outbox;
 pub mod pty;
+pub mod shutdown;
 pub mod source;
 pub mod store;

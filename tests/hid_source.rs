@@ -13,7 +13,7 @@ use scangate::source::hid::pos::{self, DEFAULT_REPORT_ID};
 use scangate::source::{Captured, ToOutbox};
 use scangate::store::Store;
 use std::time::Duration;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::mpsc;
 
 fn label(serial: &str) -> Vec<u8> {
     // No AIM id in the data: the POS report carries it. An (91) company
@@ -39,7 +39,7 @@ fn run_source(cfg: ScannerConfig, script: Vec<Vec<Step>>, want: usize) -> (Vec<S
         .unwrap();
     rt.block_on(async move {
         let (tx, mut rx) = mpsc::channel::<Captured>(64);
-        let (stop_tx, stop_rx) = watch::channel(false);
+        let (stop_tx, stop_rx) = scangate::shutdown::channel();
         let replay = Replay::new(script);
         let opened = replay.opened();
         let task = tokio::spawn(scangate::source::hid::run_with(
@@ -57,7 +57,7 @@ fn run_source(cfg: ScannerConfig, script: Vec<Vec<Step>>, want: usize) -> (Vec<S
             assert!(c.durable.is_none(), "HID scans are never ACKed");
             scans.push(c.scan);
         }
-        stop_tx.send(true).unwrap();
+        stop_tx.stop();
         tokio::time::timeout(EVENT_TIMEOUT, task)
             .await
             .unwrap()

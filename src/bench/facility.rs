@@ -21,7 +21,7 @@ use crate::config::Config;
 use crate::daemon::ADMIT_BATCH;
 use crate::daemon::claimer::{self, Link};
 use crate::facility::Facility;
-use crate::gate::{Gate, GateConfig};
+use crate::gate::{Gate, GateConfig, GateStats};
 use crate::store::Store;
 use std::collections::HashMap;
 use std::path::Path;
@@ -184,12 +184,8 @@ pub(super) fn run(
     }
 
     let (seen_tx, seen) = mpsc::channel::<Observed>();
-    let (kick, claimers) = claimer::spawn(
-        &store,
-        gate,
-        link,
-        Some(first),
-        move |decided| {
+    let (kick, lane_stop, lanes) =
+        claimer::lanes(&store, gate, link, Some(first), move |decided| {
             let uuids: Vec<String> = decided
                 .iter()
                 .filter(|d| d.verdict.is_final())
@@ -198,10 +194,14 @@ pub(super) fn run(
             if !uuids.is_empty() {
                 let _ = seen_tx.send((Instant::now(), uuids));
             }
-        },
-        (),
-    )
-    .map_err(|e| e.to_string())?;
+        })
+        .map_err(|e| e.to_string())?;
+    let lanes = lanes.map(|lane| {
+        std::thread::Builder::new()
+            .name(lane.thread_name())
+            .spawn(move || lane.run())
+            .expect("spawning a thread")
+    });
     let mut w = Writer {
         store,
         facility: &cfg.facility,
@@ -278,9 +278,14 @@ pub(super) fn run(
     );
 
     drop(w);
-    let stats = claimers
-        .join()
-        .ok_or_else(|| "a claimer thread panicked".to_string())?;
+    lane_stop.stop();
+    let mut stats = GateStats::default();
+    for lane in lanes {
+        let lane = lane
+            .join()
+            .map_err(|_| "a claimer thread panicked".to_string())?;
+        stats = stats.plus(&lane);
+    }
     println!(
         "claimer totals: committed {}, suppressed {}, rejected {}; Bloom skipped {} of {} local lookups",
         stats.committed,

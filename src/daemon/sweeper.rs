@@ -3,33 +3,29 @@
 //!
 //! Before its first sweep it reads every page of the database
 //! (`Store::check_pages`): the daemon starts without waiting for that, and
-//! nothing is swept in a file not known to be sound. Damage is reported to
-//! the daemon, which stops (exit 3); a check that cannot run (I/O error) is
-//! retried every [`SWEEP_EVERY`], and nothing is swept meanwhile.
+//! nothing is swept in a file not known to be sound. Damage ends the
+//! thread with [`StageResult::Corrupt`], and the daemon stops (exit 3); a
+//! check that cannot run (I/O error) is retried every [`SWEEP_EVERY`], and
+//! nothing is swept meanwhile.
 //!
 //! It owns a third connection (rusqlite blocks, so it has its own thread)
 //! and takes the writers' turn one short chunk at a time, so the counter's
 //! scans never wait behind a long sweep. It sweeps at start and then every
-//! [`SWEEP_EVERY`]; it stops, between two chunks, as soon as its stop sender
-//! sends or is dropped.
+//! [`SWEEP_EVERY`]; it stops, between two chunks, as soon as the stop is
+//! signalled.
 
+use super::supervisor::StageResult;
+use crate::shutdown::Stop;
 use crate::store::{Store, StoreError};
-use std::path::PathBuf;
-use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
 use std::time::Duration;
 
 /// Time between sweeps.
 pub const SWEEP_EVERY: Duration = Duration::from_secs(600);
 
-/// Check the database's pages, then sweep until `stop` sends or is
-/// dropped. Damage found is sent on `corrupt` (database path, SQLite's
-/// words) and ends the thread.
-pub fn run(
-    mut store: Store,
-    keep: Duration,
-    stop: Receiver<()>,
-    corrupt: tokio::sync::oneshot::Sender<(PathBuf, String)>,
-) {
+/// Check the database's pages, then sweep until `stop` is signalled.
+/// Damage found ends the thread ([`StageResult::Corrupt`]: the database
+/// path, SQLite's words).
+pub fn run(mut store: Store, keep: Duration, stop: Stop) -> StageResult {
     let db = store.path().to_owned();
     loop {
         match Store::check_pages(&db) {
@@ -38,15 +34,14 @@ pub fn run(
                 break;
             }
             Err(StoreError::Corrupt { path, detail }) => {
-                let _ = corrupt.send((path, detail));
-                return;
+                return StageResult::Corrupt { path, detail };
             }
             Err(e) => tracing::error!(
                 "database integrity check could not run: {e}; raw scan bytes are not swept until it can, next attempt in {SWEEP_EVERY:?}"
             ),
         }
-        if !wait_for_next_sweep(&stop) {
-            return;
+        if stop.sleep(SWEEP_EVERY) {
+            return StageResult::Done;
         }
     }
     // A sweep reads each row once: a small page cache is enough.
@@ -62,7 +57,7 @@ pub fn run(
     let mut wal_owed = true;
     loop {
         let now_ms = chrono::Utc::now().timestamp_millis();
-        let mut keep_going = || matches!(stop.try_recv(), Err(TryRecvError::Empty));
+        let mut keep_going = || !stop.is_set();
         match store.clear_raw(now_ms - keep_ms, &mut keep_going) {
             Ok(sweep) => {
                 wal_owed = wal_owed || sweep.cleared > 0;
@@ -89,15 +84,15 @@ pub fn run(
                     );
                 }
                 if sweep.interrupted {
-                    return;
+                    return StageResult::Done;
                 }
             }
             Err(e) => tracing::warn!(
                 "clearing old raw scan bytes failed: {e}; they stay until the next sweep in {SWEEP_EVERY:?}"
             ),
         }
-        if !wait_for_next_sweep(&stop) {
-            return;
+        if stop.sleep(SWEEP_EVERY) {
+            return StageResult::Done;
         }
     }
 }
@@ -121,12 +116,4 @@ fn truncate_soon(store: &Store, keep_going: &mut dyn FnMut() -> bool) -> bool {
         std::thread::sleep(Duration::from_millis(100));
     }
     false
-}
-
-/// Wait [`SWEEP_EVERY`]; false if `stop` sent or was dropped meanwhile.
-fn wait_for_next_sweep(stop: &Receiver<()>) -> bool {
-    matches!(
-        stop.recv_timeout(SWEEP_EVERY),
-        Err(RecvTimeoutError::Timeout)
-    )
 }

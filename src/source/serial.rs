@@ -29,14 +29,16 @@
 use super::framing::{FrameSpec, Framer};
 use super::latency::Histogram;
 use super::{ACK, DurableAck, NAK, ToOutbox};
+use crate::backoff::Backoff;
 use crate::capture::{Profile, RawScan, Scan};
 use crate::config::{FlowControl, Parity, ScannerConfig};
+use crate::shutdown::Stop;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::mpsc;
 use tokio_serial::{SerialPortBuilderExt, SerialStream};
 
 /// First reconnect delay.
@@ -92,7 +94,7 @@ enum Ended {
 }
 
 /// Read one serial scanner until `shutdown` turns true.
-pub async fn run(cfg: ScannerConfig, out: ToOutbox, mut shutdown: watch::Receiver<bool>) {
+pub async fn run(cfg: ScannerConfig, out: ToOutbox, mut shutdown: Stop) {
     let profile = Profile {
         scanner: cfg.name.clone(),
         scan_type: cfg.scan_type,
@@ -106,9 +108,9 @@ pub async fn run(cfg: ScannerConfig, out: ToOutbox, mut shutdown: watch::Receive
         naks: 0,
         interval_naks: 0,
     };
-    let mut backoff = BACKOFF_MIN;
+    let mut backoff = Backoff::new(BACKOFF_MIN, BACKOFF_MAX);
     let mut last_error: Option<String> = None;
-    while !*shutdown.borrow() {
+    while !shutdown.is_set() {
         let seen = device_id(&cfg.path);
         let mut port = match open(&cfg) {
             Ok(p) => p,
@@ -124,8 +126,7 @@ pub async fn run(cfg: ScannerConfig, out: ToOutbox, mut shutdown: watch::Receive
                     );
                     last_error = Some(msg);
                 }
-                wait_to_retry(&cfg.path, seen, backoff, &mut shutdown).await;
-                backoff = (backoff * 2).min(BACKOFF_MAX);
+                wait_to_retry(&cfg.path, seen, backoff.failed(), &mut shutdown).await;
                 continue;
             }
         };
@@ -138,7 +139,7 @@ pub async fn run(cfg: ScannerConfig, out: ToOutbox, mut shutdown: watch::Receive
             line = %format!("{}{}{}", cfg.data_bits, parity_letter(cfg.parity), cfg.stop_bits),
             framing = %spec.describe(), ack = cfg.ack, "scanner connected"
         );
-        backoff = BACKOFF_MIN;
+        backoff.reset();
         last_error = None;
         let mut framer = Framer::with_spec(spec.clone());
         let ended = connection(
@@ -217,12 +218,7 @@ fn open(cfg: &ScannerConfig) -> tokio_serial::Result<SerialStream> {
 
 /// Wait `backoff`, or less if the path starts leading to another device
 /// than `seen` (a replug) or shutdown is requested.
-async fn wait_to_retry(
-    path: &Path,
-    seen: DeviceId,
-    backoff: Duration,
-    shutdown: &mut watch::Receiver<bool>,
-) {
+async fn wait_to_retry(path: &Path, seen: DeviceId, backoff: Duration, shutdown: &mut Stop) {
     let until = tokio::time::Instant::now() + backoff;
     loop {
         let step = until
@@ -233,7 +229,7 @@ async fn wait_to_retry(
         }
         tokio::select! {
             _ = tokio::time::sleep(step) => {}
-            _ = shutdown.changed() => return,
+            _ = shutdown.wait() => return,
         }
         let now = device_id(path);
         if now.is_some() && now != seen {
@@ -251,7 +247,7 @@ async fn connection(
     open_id: Option<u64>,
     framer: &mut Framer,
     out: &ToOutbox,
-    shutdown: &mut watch::Receiver<bool>,
+    shutdown: &mut Stop,
     stats: &mut AckStats,
 ) -> Ended {
     // Durable notices for this connection only: after a reconnect, ACKs for
@@ -273,7 +269,7 @@ async fn connection(
         let mut frames: Vec<(RawScan, Instant)> = Vec::new();
         tokio::select! {
             biased;
-            _ = shutdown.changed() => return Ended::Stop,
+            _ = shutdown.wait() => return Ended::Stop,
             Some(frame_end) = durable_rx.recv() => {
                 if let Err(e) = port.write_all(&[ACK]).await {
                     return Ended::Lost(format!("writing ACK failed: {e}"));

@@ -163,6 +163,11 @@ impl Lane {
         }
     }
 
+    /// Which lane.
+    pub(super) fn kind(&self) -> LaneKind {
+        self.kind
+    }
+
     /// The lane's name in logs and thread names.
     pub(super) fn name(&self) -> &'static str {
         match self.kind {
@@ -196,8 +201,7 @@ impl Lane {
         self.send(&mut pass);
         self.write(&mut pass, observe);
         if pass.wake_other {
-            // (Gone only at shutdown, or after a panic that
-            // [`Wake::ReplayGone`] reports.)
+            // (Gone only at shutdown, or after a panic the supervisor hears.)
             let _ = peers.other.send(Wake::Scans);
         }
         self.account(&pass, peers);
@@ -485,7 +489,7 @@ impl Lane {
     /// gone (one last attempt, then end).
     pub(super) fn woken(&mut self, wake: &Wake) {
         let retry_now = match wake {
-            Wake::Scans | Wake::ReplayGone => false,
+            Wake::Scans => false,
             Wake::Answering => {
                 self.retry.reset();
                 true

@@ -1,7 +1,7 @@
 //! The facility claimer (`[redis]` configured): decides the scans the
 //! outbox writer made durable, through the facility store, in capture order.
 //!
-//! Two lanes, one thread each ([`spawn`]), each with its own SQLite
+//! Two lanes, one thread each ([`lanes`]), each with its own SQLite
 //! connection, Redis connection and gate ([`Gate::lane`]: one Bloom filter):
 //! the **live** lane claims new scans the moment the writer kicks it, and
 //! the **replay** lane works through the `unresolved` backlog an outage
@@ -11,7 +11,7 @@
 //! runtime. While Redis is unreachable, the live lane only makes local
 //! verdicts and marks new scans `unresolved`, and both wait with capped
 //! back-off (no busy loop); new scans are still admitted and ACKed by the
-//! writer meanwhile. When the writer stops (its [`Kicker`] is dropped), each
+//! writer meanwhile. Stopped ([`LaneStop`], after the writer is done), each
 //! lane runs one last round.
 
 mod lane;
@@ -29,7 +29,6 @@ use lane::{Lane, Next};
 use std::sync::atomic::AtomicBool;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, TryRecvError};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 /// How to reach the facility store.
@@ -161,21 +160,9 @@ enum Wake {
     /// The other lane's claims are answered again after an outage: retry
     /// now, not when this lane's own back-off ends.
     Answering,
-    /// The outbox writer is gone: one last round, then stop.
+    /// The daemon stops the claimer (after the outbox writer is done):
+    /// one last round, then end.
     Stop,
-    /// The replay lane's thread ended while the live lane ran (it
-    /// panicked): nobody would replay the backlog, nor free the new scans
-    /// held back behind it.
-    ReplayGone,
-}
-
-/// Sends [`Wake::ReplayGone`] when the replay lane's thread ends, however.
-struct ReplayGone(Sender<Wake>);
-
-impl Drop for ReplayGone {
-    fn drop(&mut self) {
-        let _ = self.0.send(Wake::ReplayGone);
-    }
 }
 
 /// What the two lanes tell each other without a wake-up.
@@ -191,8 +178,7 @@ struct Between {
     shown: Mutex<Option<FacilityState>>,
 }
 
-/// The writer's side of the live lane: kicks it for each admitted batch;
-/// dropped (the writer returned or unwound), it tells the lanes to stop.
+/// The writer's side of the live lane: kicks it for each admitted batch.
 pub struct Kicker(Sender<Wake>);
 
 impl Kicker {
@@ -203,88 +189,97 @@ impl Kicker {
     }
 }
 
-impl Drop for Kicker {
-    fn drop(&mut self) {
-        let _ = self.0.send(Wake::Stop);
+/// Stops both lanes: each makes one last round and ends (the daemon's
+/// stop order, after the outbox writer is done).
+pub struct LaneStop([Sender<Wake>; 2]);
+
+impl LaneStop {
+    /// Tell both lanes to stop.
+    pub fn stop(&self) {
+        for lane in &self.0 {
+            let _ = lane.send(Wake::Stop); // (a lane already gone needs no stop)
+        }
     }
 }
 
-/// The two lanes' threads.
-pub struct Claimers {
-    live: JoinHandle<GateStats>,
-    replay: JoinHandle<GateStats>,
+/// Sees every round's recorded decisions (the daemon logs them; the
+/// benchmark times them).
+type Observer = Box<dyn Fn(&[Decision]) + Send>;
+
+/// One lane, ready to run on a thread of its own ([`LaneRun::run`]).
+pub struct LaneRun {
+    lane: Lane,
+    peers: Peers,
+    observe: Observer,
 }
 
-impl Claimers {
-    /// Wait for both lanes to end (after the [`Kicker`] is dropped); their
-    /// counters added, or `None` if a lane panicked.
-    pub fn join(self) -> Option<GateStats> {
-        let live = self.live.join().ok();
-        let replay = self.replay.join().ok();
-        Some(live?.plus(&replay?))
+impl LaneRun {
+    /// Which lane.
+    pub fn kind(&self) -> LaneKind {
+        self.lane.kind()
+    }
+
+    /// The name of its thread.
+    pub fn thread_name(&self) -> String {
+        format!("claimer-{}", self.lane.name())
+    }
+
+    /// Run the lane until it is stopped ([`LaneStop`]) or nobody can wake
+    /// it any more; its gate's counters.
+    pub fn run(self) -> GateStats {
+        run(self.lane, self.peers, self.observe)
     }
 }
 
-/// Start both lanes over companions of `store`. `first` is the start-up
-/// connection (the live lane takes it; the replay lane connects when a
-/// backlog waits). `observe` sees every round's recorded decisions, from
-/// either thread (the daemon logs them; the benchmark times them).
-/// `while_live` is dropped when the live lane ends, however (the daemon
-/// passes a sender that tells it so).
-pub fn spawn(
+/// Both lanes over companions of `store`, to be run on their own threads.
+/// `first` is the start-up connection (the live lane takes it; the replay
+/// lane connects when a backlog waits). `observe` sees every round's
+/// recorded decisions, from either thread (the daemon logs them; the
+/// benchmark times them).
+pub fn lanes(
     store: &Store,
     gate: Gate,
     link: Link,
     first: Option<Facility>,
     observe: impl Fn(&[Decision]) + Send + Clone + 'static,
-    while_live: impl Send + 'static,
-) -> Result<(Kicker, Claimers), StoreError> {
+) -> Result<(Kicker, LaneStop, [LaneRun; 2]), StoreError> {
     let (kick, kicked) = std::sync::mpsc::channel();
     let (release, released) = std::sync::mpsc::channel();
+    let stop = LaneStop([kick.clone(), release.clone()]);
     let between = Arc::new(Between::default());
-    let replay = {
-        // The backlog gives way to the counter at the writers' turn.
-        let (store, gate, link) = (store.companion()?.yielding(), gate.lane(), link.clone());
-        let lane = Lane::new(LaneKind::Replay, store, gate, link, None, between.clone());
-        let peers = Peers {
+    // The backlog gives way to the counter at the writers' turn.
+    let (replay_store, replay_gate) = (store.companion()?.yielding(), gate.lane());
+    let replay = LaneRun {
+        lane: Lane::new(
+            LaneKind::Replay,
+            replay_store,
+            replay_gate,
+            link.clone(),
+            None,
+            between.clone(),
+        ),
+        peers: Peers {
             wake: released,
             other: kick.clone(),
-        };
-        let gone = ReplayGone(kick.clone());
-        lane_thread(gone, lane, peers, observe.clone())
+        },
+        observe: Box::new(observe.clone()),
     };
-    let live = {
-        let lane = Lane::new(
+    let live = LaneRun {
+        lane: Lane::new(
             LaneKind::Live,
             store.companion()?,
             gate,
             link,
             first,
             between,
-        );
-        let peers = Peers {
+        ),
+        peers: Peers {
             wake: kicked,
             other: release,
-        };
-        lane_thread(while_live, lane, peers, observe)
+        },
+        observe: Box::new(observe),
     };
-    Ok((Kicker(kick), Claimers { live, replay }))
-}
-
-/// A lane's thread (named after it), holding `guard` until it ends.
-fn lane_thread(
-    guard: impl Send + 'static,
-    lane: Lane,
-    peers: Peers,
-    observe: impl Fn(&[Decision]) + Send + 'static,
-) -> JoinHandle<GateStats> {
-    std::thread::Builder::new()
-        .name(format!("claimer-{}", lane.name()))
-        .spawn(move || {
-            let _guard = guard;
-            run(lane, peers, observe)
-        })
-        .expect("spawning a thread")
+    Ok((Kicker(kick), stop, [live, replay]))
 }
 
 /// How a lane is woken, and how it wakes the other.
@@ -329,12 +324,6 @@ fn run(mut lane: Lane, peers: Peers, observe: impl Fn(&[Decision])) -> GateStats
             Next::Wait(wait) => Some(wait),
         };
         for wake in peers.woken(wait) {
-            if matches!(wake, Wake::ReplayGone) {
-                // Stop, so the writer stops and the service restarts; the
-                // scans stay durable in the outbox.
-                tracing::error!("the claimer's replay lane stopped unexpectedly; stopping");
-                return lane.stats();
-            }
             lane.woken(&wake);
         }
     }

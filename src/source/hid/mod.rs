@@ -29,14 +29,15 @@ pub mod layout;
 pub mod pos;
 
 use super::ToOutbox;
+use crate::backoff::Backoff;
 use crate::capture::{Profile, RawScan, Scan};
 use crate::config::{GsKey, HidMode, ScannerConfig, TerminatorKey};
+use crate::shutdown::Stop;
 use device::{DeviceErrorKind, DeviceOpener};
 use keyboard::{GsConvention, KeyboardScanner, Terminators};
 use layout::Layout;
 use pos::PosAssembler;
 use std::time::{Duration, Instant};
-use tokio::sync::watch;
 
 /// First reopen delay after a failure.
 pub const BACKOFF_MIN: Duration = Duration::from_millis(100);
@@ -187,7 +188,7 @@ impl HidDecoder {
 }
 
 /// Read one HID scanner (found live through hidapi) until `shutdown`.
-pub async fn run(cfg: ScannerConfig, out: ToOutbox, shutdown: watch::Receiver<bool>) {
+pub async fn run(cfg: ScannerConfig, out: ToOutbox, shutdown: Stop) {
     let opener = device::HidapiOpener::from_config(&cfg);
     run_with(cfg, Box::new(opener), out, shutdown).await
 }
@@ -205,7 +206,7 @@ pub async fn run_with(
     cfg: ScannerConfig,
     opener: Box<dyn DeviceOpener>,
     out: ToOutbox,
-    shutdown: watch::Receiver<bool>,
+    shutdown: Stop,
 ) {
     let handle = tokio::runtime::Handle::current();
     let (done_tx, done_rx) = tokio::sync::oneshot::channel::<()>();
@@ -229,7 +230,7 @@ fn reader(
     cfg: ScannerConfig,
     mut opener: Box<dyn DeviceOpener>,
     out: ToOutbox,
-    shutdown: watch::Receiver<bool>,
+    shutdown: Stop,
     handle: tokio::runtime::Handle,
 ) {
     let profile = Profile {
@@ -238,12 +239,12 @@ fn reader(
         quantity: cfg.quantity,
     };
     let mode = cfg.mode.unwrap_or(HidMode::Pos).as_str();
-    let stopping = || *shutdown.borrow();
+    let stopping = || shutdown.is_set();
     let send = |raw: RawScan| -> bool {
         let scan = Scan::capture(&profile, raw);
         handle.block_on(out.send(scan, None)).is_ok()
     };
-    let mut backoff = BACKOFF_MIN;
+    let mut backoff = Backoff::new(BACKOFF_MIN, BACKOFF_MAX);
     let mut last_error: Option<String> = None;
     let mut raws = Vec::new();
     while !stopping() {
@@ -262,13 +263,12 @@ fn reader(
                     );
                     last_error = Some(e.message);
                 }
-                sleep_unless_stopping(backoff, &stopping);
-                backoff = (backoff * 2).min(BACKOFF_MAX);
+                shutdown.sleep(backoff.failed());
                 continue;
             }
         };
         tracing::info!(scanner = %cfg.name, mode, device = %dev.describe(), "HID scanner connected");
-        backoff = BACKOFF_MIN;
+        backoff.reset();
         last_error = None;
         // A fresh decoder per connection: nothing read before a reconnect
         // is ever joined to what is read after it.
@@ -309,16 +309,5 @@ fn reader(
                 }
             }
         }
-    }
-}
-
-fn sleep_unless_stopping(total: Duration, stopping: &dyn Fn() -> bool) {
-    let until = Instant::now() + total;
-    while !stopping() {
-        let left = until.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return;
-        }
-        std::thread::sleep(left.min(Duration::from_millis(50)));
     }
 }

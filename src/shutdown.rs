@@ -1,0 +1,115 @@
+//! The stop signal: one token, cloned into every stage, set once by the
+//! daemon (as mini-redis's `Shutdown`). Async stages await it, blocking
+//! threads sleep on it; a stage that is told to stop finishes what it
+//! holds and ends. In what order the stages are stopped is written once,
+//! in `daemon::stop_in_order`.
+
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+use tokio::sync::watch;
+
+/// Sets the stop signal ([`Stopper::stop`]).
+pub struct Stopper {
+    shared: Arc<Shared>,
+    tx: watch::Sender<bool>,
+}
+
+/// A stage's copy of the stop signal.
+#[derive(Clone)]
+pub struct Stop {
+    shared: Arc<Shared>,
+    rx: watch::Receiver<bool>,
+}
+
+/// The flag, for blocking threads.
+#[derive(Default)]
+struct Shared {
+    stopped: Mutex<bool>,
+    changed: Condvar,
+}
+
+/// A new, unset stop signal and its first token.
+pub fn channel() -> (Stopper, Stop) {
+    let shared = Arc::new(Shared::default());
+    let (tx, rx) = watch::channel(false);
+    let stop = Stop {
+        shared: shared.clone(),
+        rx,
+    };
+    (Stopper { shared, tx }, stop)
+}
+
+impl Stopper {
+    /// Tell every stage to stop (idempotent).
+    pub fn stop(&self) {
+        *self
+            .shared
+            .stopped
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = true;
+        self.shared.changed.notify_all();
+        self.tx.send_replace(true);
+    }
+}
+
+impl Stop {
+    /// Whether the stop was signalled.
+    pub fn is_set(&self) -> bool {
+        *self.rx.borrow()
+    }
+
+    /// Completes when the stop is signalled (at once if it was); also when
+    /// the [`Stopper`] is gone, which can never set it any more.
+    pub async fn wait(&mut self) {
+        let _ = self.rx.wait_for(|stopped| *stopped).await;
+    }
+
+    /// Block up to `timeout`, returning early when the stop is signalled;
+    /// true if it was (for threads that sleep between attempts).
+    pub fn sleep(&self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        let mut stopped = self
+            .shared
+            .stopped
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        while !*stopped {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return false;
+            }
+            stopped = self
+                .shared
+                .changed
+                .wait_timeout(stopped, left)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sleeping_thread_wakes_when_the_stop_is_signalled() {
+        let (stopper, stop) = channel();
+        assert!(!stop.is_set());
+        assert!(!stop.sleep(Duration::from_millis(1)));
+        let sleeper = {
+            let stop = stop.clone();
+            std::thread::spawn(move || stop.sleep(Duration::from_secs(3600)))
+        };
+        stopper.stop();
+        assert!(sleeper.join().unwrap(), "woken by the stop, not the hour");
+        assert!(stop.is_set());
+        // Awaited after the fact, it completes at once.
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let mut stop = stop;
+        rt.block_on(stop.wait());
+    }
+}
