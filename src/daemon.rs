@@ -27,7 +27,7 @@ pub mod claimer;
 pub mod sweeper;
 
 use crate::capture::Scan;
-use crate::config::{Config, ScannerKind};
+use crate::config::{ScannerKind, Settings};
 use crate::facility::FacilityError;
 use crate::gate::{Decision, Gate, GateConfig, GateStats};
 use crate::source::{self, Captured};
@@ -59,9 +59,6 @@ pub enum DaemonError {
     /// lost (e.g. it may evict keys).
     #[error("{0}")]
     Facility(crate::facility::FacilityError),
-    /// A `[redis]` secret could not be read.
-    #[error("{0}")]
-    Credentials(String),
     /// The outbox writer thread died.
     #[error("the outbox writer thread panicked; state is safe in {0}, restart the service")]
     WriterPanicked(PathBuf),
@@ -101,10 +98,12 @@ pub enum DaemonError {
 }
 
 /// Run the pipeline until `shutdown` completes, then drain and return.
+/// `settings` were resolved ([`Settings::resolve`]): the secrets are read.
 pub async fn run(
-    cfg: Config,
+    settings: Settings,
     shutdown: impl Future<Output = ()>,
 ) -> Result<RunReport, DaemonError> {
+    let cfg = &settings.config;
     let state_dir = cfg.state_dir();
     let store = Store::open(&state_dir)?;
     if cfg.redis.is_none() {
@@ -116,7 +115,7 @@ pub async fn run(
             );
         }
     }
-    let gate = Gate::new(GateConfig::from_config(&cfg), &store)?;
+    let gate = Gate::new(GateConfig::from_config(cfg), &store)?;
     tracing::info!(
         db = %store.path().display(), facility = %cfg.gateway.facility, gateway = %cfg.gateway.id,
         scanners = cfg.scanners.len(), window_ms = cfg.dedup.window_ms,
@@ -127,10 +126,10 @@ pub async fn run(
     // Fires when the claimer's live lane ends (at shutdown, after the
     // writer; before it, only if it failed).
     let (claimer_gone_tx, mut claimer_gone) = tokio::sync::oneshot::channel::<()>();
-    let (decider, claimers) = match &cfg.redis {
+    let (decider, claimers) = match &settings.redis {
         None => (Decider::Here(Box::new(gate)), None),
         Some(redis) => {
-            let link = claimer::Link::new(&cfg, redis).map_err(DaemonError::Credentials)?;
+            let link = claimer::Link::new(cfg, redis);
             // The redis client blocks: connect off the async runtime.
             let (link, first) = tokio::task::spawn_blocking(move || {
                 let first = link.connect_checked();
@@ -200,18 +199,19 @@ pub async fn run(
 
     let mut sources = tokio::task::JoinSet::new();
     for sc in &cfg.scanners {
-        match sc.kind {
-            ScannerKind::Serial => {
+        let out = source::ToOutbox::new(tx.clone());
+        match &sc.kind {
+            ScannerKind::Serial(serial) => {
                 sources.spawn(source::serial::run(
-                    sc.clone(),
-                    source::ToOutbox::new(tx.clone()),
+                    sc.with_kind(serial.clone()),
+                    out,
                     stop_rx.clone(),
                 ));
             }
-            ScannerKind::Hid => {
+            ScannerKind::Hid(hid) => {
                 sources.spawn(source::hid::run(
-                    sc.clone(),
-                    source::ToOutbox::new(tx.clone()),
+                    sc.with_kind(hid.clone()),
+                    out,
                     stop_rx.clone(),
                 ));
             }
