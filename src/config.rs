@@ -509,22 +509,13 @@ struct ModeTag {
 /// for HID the mode's) types, each deserialized from its own keys.
 fn scanner(table: Spanned<DeValue<'_>>) -> Result<ScannerConfig, Refused> {
     let span = table.span();
-    let mut t = match table.into_inner() {
-        DeValue::Table(t) => t,
-        other => {
-            // serde's own message ("invalid type: …, expected …").
-            return Err(
-                Scanner::<()>::deserialize(ValueDeserializer::from(Spanned::new(span, other)))
-                    .err()
-                    .map_or_else(
-                        || {
-                            Invalid::new("", "not a table", "write it as a [[scanner]] table")
-                                .into()
-                        },
-                        Refused::Toml,
-                    ),
-            );
-        }
+    let DeValue::Table(mut t) = table.into_inner() else {
+        return Err(Invalid::new(
+            "",
+            "a scanner entry must be a table",
+            "write each scanner as a [[scanner]] table, as in config/scangate.toml",
+        )
+        .into());
     };
     let common: Scanner<()> = take(&mut t, &span, fields_of::<Scanner<()>>())?;
     let KindTag { kind } = take(&mut t, &span, &["kind"])?;

@@ -29,12 +29,14 @@ impl Invalid {
         }
     }
 
-    /// The same refusal, its key named inside `section` (`redis` → `redis.url`).
+    /// The same refusal, its key named inside `section` (`redis` → `redis.url`;
+    /// an empty key, the section itself).
     pub fn within(self, section: &str) -> Invalid {
-        Invalid {
-            key: format!("{section}.{}", self.key),
-            ..self
-        }
+        let key = match self.key.as_str() {
+            "" => section.to_string(),
+            key => format!("{section}.{key}"),
+        };
+        Invalid { key, ..self }
     }
 }
 
