@@ -17,7 +17,7 @@
 //! The daemon's own view (frame end read → ACK written, per scanner) is
 //! printed from its `scangate::ack_latency` log line at shutdown.
 
-use scangate::config::{Config, GatewayConfig, ScanType, ScannerConfig};
+use scangate::config::{Config, GatewayConfig, ScanType, Scanner, Settings};
 use scangate::pty::VirtualScanner;
 use scangate::source::ACK;
 use std::time::{Duration, Instant};
@@ -104,17 +104,17 @@ fn main() {
             .iter()
             .enumerate()
             .map(|(i, vs)| {
-                let mut s =
-                    ScannerConfig::serial(&format!("bench-{i}"), vs.path(), ScanType::Dispense);
-                s.ack = true;
-                s
+                let mut s = Scanner::serial(&format!("bench-{i}"), vs.path(), ScanType::Dispense);
+                s.kind.ack = true;
+                s.into()
             })
             .collect(),
         ..Config::default()
     };
     let rt = tokio::runtime::Runtime::new().expect("tokio runtime");
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let daemon = rt.spawn(scangate::daemon::run(cfg, async {
+    let settings = Settings::resolve(&cfg).expect("nothing to read");
+    let daemon = rt.spawn(scangate::daemon::run(settings, async {
         let _ = stop_rx.await;
     }));
 

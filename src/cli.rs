@@ -6,12 +6,12 @@
 //! |---|---|
 //! | 0 | success |
 //! | 1 | a check failed: `audit verify` found a broken record, `decode` got an invalid barcode, the demo lost a scan |
-//! | 2 | configuration or usage error (the message names the key and the fix), or a facility Redis that could lose claims (`maxmemory-policy` not `noeviction`) or whose password file is unreadable |
+//! | 2 | configuration or usage error (the message names the key and the fix; an unreadable `[redis]` `password_file` or `ca_file` too, also for `check-config`), or a facility Redis that could lose claims (`maxmemory-policy` not `noeviction`) |
 //! | 3 | state error: state directory not writable or in use by another scangate, database corrupt, unreadable or of another schema version; also `run` stopping because the page check it runs after start found damage |
 //! | 4 | runtime failure (I/O, an internal thread died) |
 
 use crate::audit::{self, Verification};
-use crate::config::{Config, ConfigError};
+use crate::config::{Config, ConfigError, Settings};
 use crate::store::{Store, StoreError};
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -166,10 +166,9 @@ impl From<crate::daemon::DaemonError> for Failure {
                 code: EXIT_STATE,
                 message: e.to_string(),
             },
-            // The facility Redis is set up so claims could be lost, or its
-            // secret is unreadable: a technician's fix, like a config error.
-            e @ (crate::daemon::DaemonError::Facility(_)
-            | crate::daemon::DaemonError::Credentials(_)) => Failure {
+            // The facility Redis is set up so claims could be lost: a
+            // technician's fix, like a config error.
+            e @ crate::daemon::DaemonError::Facility(_) => Failure {
                 code: EXIT_CONFIG,
                 message: e.to_string(),
             },
@@ -219,6 +218,12 @@ fn load(arg: &ConfigArg) -> Result<Config, Failure> {
     Ok(Config::load(arg.config.as_deref())?)
 }
 
+/// [`load`], and read the secrets and files it names (`[redis]`
+/// password, CA): what `run` works with.
+fn resolve(arg: &ConfigArg) -> Result<Settings, Failure> {
+    Ok(Settings::load(arg.config.as_deref())?)
+}
+
 fn open_ro(arg: &ConfigArg) -> Result<Store, Failure> {
     let cfg = load(arg)?;
     Ok(Store::open_read_only(&cfg.state_dir())?)
@@ -241,14 +246,16 @@ fn dispatch(cmd: Command) -> Result<u8, Failure> {
         Command::Devices(args) => Ok(crate::devices_cmd::run_devices(&args)),
         Command::Pair(args) => Ok(crate::devices_cmd::run_pair(&args)),
         Command::Run(arg) => {
-            let cfg = load(&arg)?;
+            let settings = resolve(&arg)?;
             runtime()?.block_on(async {
-                crate::daemon::run(cfg, shutdown_signal()).await?;
+                crate::daemon::run(settings, shutdown_signal()).await?;
                 Ok(EXIT_OK)
             })
         }
         Command::CheckConfig(arg) => {
-            let cfg = load(&arg)?;
+            // Resolved as `run` resolves it: an unreadable secret fails here too.
+            let settings = resolve(&arg)?;
+            let cfg = &settings.config;
             println!(
                 "configuration OK: facility {}, gateway {}, {} scanner(s), window {} ms, state in {}",
                 cfg.gateway.facility,
@@ -287,28 +294,21 @@ fn dispatch(cmd: Command) -> Result<u8, Failure> {
                         .timestamp_millis(),
                 ),
             };
-            let cfg = load(&config)?;
+            let settings = resolve(&config)?;
+            let cfg = &settings.config;
             let stdout = std::io::stdout();
             let mut out = std::io::BufWriter::new(stdout.lock());
-            match &cfg.redis {
+            match &settings.redis {
                 // With a facility store, its stream is the ledger.
                 Some(redis) => {
-                    let password = redis.password().map_err(|message| Failure {
-                        code: EXIT_CONFIG,
-                        message,
-                    })?;
-                    let ca = redis.ca_pem().map_err(|message| Failure {
-                        code: EXIT_CONFIG,
-                        message,
-                    })?;
                     let mut facility = crate::facility::Facility::connect_with_ca(
-                        &redis.url_with_credentials(password.as_deref()),
-                        ca,
+                        &redis.url(),
+                        redis.ca_pem.clone(),
                         &cfg.gateway.facility,
                         cfg.window_ms(),
                         std::time::Duration::from_secs(cfg.dedup.retention_hours * 3600),
-                        redis.connect_timeout(),
-                        redis.command_timeout(),
+                        redis.config.connect_timeout(),
+                        redis.config.command_timeout(),
                     )
                     .map_err(ledger_unreadable)?;
                     facility

@@ -1,75 +1,75 @@
-//! Configuration: the TOML file, its defaults and its validation.
+//! Configuration: the TOML file, its defaults, its validation, and the one
+//! step that reads what it points to ([`Settings::resolve`]).
+//!
+//! Each component owns the keys it reads: the serial source
+//! ([`SerialConfig`]), the HID source ([`HidConfig`], per `mode`
+//! [`ModeConfig`]), the facility (`[redis]`, [`RedisConfig`]). This module
+//! assembles them: `kind` (and, for HID, `mode`) picks the types of a
+//! `[[scanner]]` entry ([`ScannerKind`]), and each type takes its own keys.
 //!
 //! Parsing and validation never touch hardware, so `scangate check-config`
-//! can run on a technician's laptop. Unknown keys are rejected by serde
-//! (`deny_unknown_fields`) so a typo never silently falls back to a default.
-//! Every field is documented in `config/scangate.toml`, which a test parses.
+//! can run on a technician's laptop; it also resolves the secrets, exactly as
+//! `run` does. Unknown keys are rejected by serde (`deny_unknown_fields` on
+//! every type) so a typo never silently falls back to a default. Every field
+//! is documented in `config/scangate.toml`, which a test parses.
+//!
+//! Why not serde's `#[serde(tag = "kind")]`: an internally tagged enum
+//! buffers the table before it reads the tag, and what serde then reports
+//! (an unknown key, a value out of a type's range) has lost its place in the
+//! text, so the message could no longer name `scanner[0].usb_port`. The tag
+//! is read first instead ([`Config::parse`]), and each type deserializes
+//! straight from the parsed TOML, spans intact.
 
+use crate::invalid::Invalid;
 use serde::Deserialize;
 use std::collections::HashSet;
 use std::fmt;
+use std::ops::Range;
 use std::path::{Path, PathBuf};
+use toml::Spanned;
+use toml::de::{DeTable, DeValue, ValueDeserializer};
 
-/// What a scanner's reads mean for inventory.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize, Hash)]
-#[serde(rename_all = "lowercase")]
-pub enum ScanType {
-    /// Goods received into stock.
-    Receive,
-    /// Dispensed to a patient.
-    Dispense,
-    /// Destroyed / wasted.
-    Waste,
-    /// Returned to a supplier or reverse distributor.
-    Return,
-    /// Inventory adjustment.
-    Adjust,
-}
+pub use crate::capture::ScanType;
+pub use crate::facility::config::{RedisConfig, RedisSettings};
+pub use crate::source::Scanner;
+pub use crate::source::hid::config::{
+    DEFAULT_HID_TIMEOUT_MS, GsKey, HidConfig, HidMode, KeyboardConfig, ModeConfig, PosConfig,
+    TerminatorKey,
+};
+pub use crate::source::serial::config::{
+    ByteString, FlowControl, MAX_AFFIX_BYTES, Parity, SerialConfig,
+};
 
-impl ScanType {
-    /// The lowercase name used in config, the ledger and the content key.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ScanType::Receive => "receive",
-            ScanType::Dispense => "dispense",
-            ScanType::Waste => "waste",
-            ScanType::Return => "return",
-            ScanType::Adjust => "adjust",
-        }
-    }
-
-    /// Parse the lowercase name.
-    pub fn parse(s: &str) -> Option<ScanType> {
-        Some(match s {
-            "receive" => ScanType::Receive,
-            "dispense" => ScanType::Dispense,
-            "waste" => ScanType::Waste,
-            "return" => ScanType::Return,
-            "adjust" => ScanType::Adjust,
-            _ => return None,
-        })
-    }
-}
-
-/// The whole configuration file.
-#[derive(Debug, Clone, Deserialize, Default)]
-#[serde(deny_unknown_fields)]
+/// The whole configuration file ([`Config::parse`] reads it).
+#[derive(Debug, Clone, Default)]
 pub struct Config {
     /// `[gateway]`: who this gateway is and where it keeps state.
-    #[serde(default)]
     pub gateway: GatewayConfig,
     /// `[dedup]`: the echo window and how long exact knowledge is kept.
-    #[serde(default)]
     pub dedup: DedupConfig,
     /// `[outbox]`: how long scans' raw bytes are kept.
-    #[serde(default)]
     pub outbox: OutboxConfig,
     /// `[[scanner]]`: the scanners this gateway reads.
-    #[serde(default, rename = "scanner")]
     pub scanners: Vec<ScannerConfig>,
     /// `[redis]`: the facility store; absent = embedded (the default).
+    pub redis: Option<RedisConfig>,
+}
+
+/// The sections serde reads as they are; `[[scanner]]` is only checked to
+/// be an array here, its tables are read by [`scanner`].
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Sections {
     #[serde(default)]
-    pub redis: Option<crate::facility::config::RedisConfig>,
+    gateway: GatewayConfig,
+    #[serde(default)]
+    dedup: DedupConfig,
+    #[serde(default)]
+    outbox: OutboxConfig,
+    #[serde(default, rename = "scanner")]
+    _scanner: Vec<serde::de::IgnoredAny>,
+    #[serde(default)]
+    redis: Option<RedisConfig>,
 }
 
 /// `[gateway]` section.
@@ -140,288 +140,47 @@ impl Default for OutboxConfig {
     }
 }
 
-/// How a scanner is attached.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
+/// A `[[scanner]]` entry of any kind.
+pub type ScannerConfig = Scanner<ScannerKind>;
+
+/// How a scanner is attached (`kind`), with that kind's keys.
+#[derive(Debug, Clone)]
 pub enum ScannerKind {
-    /// RS-232 or USB CDC-ACM (`/dev/ttyUSB*`, `/dev/ttyACM*`, `/dev/scangate/<name>`).
-    Serial,
-    /// USB HID: HID POS (usage page 0x8C) or keyboard wedge, read through
-    /// hidraw; see `mode`.
-    Hid,
+    /// `kind = "serial"`: RS-232 or USB CDC-ACM.
+    Serial(SerialConfig),
+    /// `kind = "hid"`: USB HID, HID POS or keyboard wedge (see `mode`).
+    Hid(HidConfig),
 }
 
-/// How a HID scanner sends its data (`mode = "pos" | "keyboard"`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum HidMode {
-    /// HID POS (usage page 0x8C): byte counts, AIM id, GS as a byte. Preferred.
-    Pos,
-    /// Keyboard wedge: boot keyboard reports typed in a layout.
-    Keyboard,
-}
-
-impl HidMode {
-    /// The config name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            HidMode::Pos => "pos",
-            HidMode::Keyboard => "keyboard",
-        }
+impl From<Scanner<SerialConfig>> for ScannerConfig {
+    fn from(s: Scanner<SerialConfig>) -> Self {
+        let kind = ScannerKind::Serial(s.kind.clone());
+        s.with_kind(kind)
     }
 }
 
-/// How a keyboard-wedge scanner types GS (`gs = …`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-pub enum GsKey {
-    /// Ctrl+] or F8 (default).
-    #[serde(rename = "auto")]
-    Auto,
-    /// Ctrl+] only.
-    #[serde(rename = "ctrl-]")]
-    CtrlBracket,
-    /// F8 only.
-    #[serde(rename = "f8")]
-    F8,
-    /// The string in `gs_substitute`.
-    #[serde(rename = "substitute")]
-    Substitute,
-    /// The scanner sends no GS.
-    #[serde(rename = "none")]
-    None,
-}
-
-/// A key that ends a keyboard-wedge scan (`terminator = ["enter"]`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum TerminatorKey {
-    /// Enter (main or keypad).
-    Enter,
-    /// Tab.
-    Tab,
-}
-
-/// Pause that ends or tears a HID scan when `frame_timeout_ms` is unset.
-pub const DEFAULT_HID_TIMEOUT_MS: u64 = 500;
-
-/// One `[[scanner]]` entry.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ScannerConfig {
-    /// Stable scanner name (letters, digits, `-`, `_`); part of the content key.
-    pub name: String,
-    /// How the scanner is attached.
-    pub kind: ScannerKind,
-    /// Device path, ideally the udev symlink `/dev/scangate/<name>`.
-    /// Required for serial; for HID optional (a hidraw node or its udev
-    /// symlink), else the device is found by the match keys below.
-    #[serde(default)]
-    pub path: PathBuf,
-    /// Serial line speed.
-    #[serde(default = "default_baud")]
-    pub baud: u32,
-    /// What a read from this scanner means.
-    pub scan_type: ScanType,
-    /// Units per read.
-    #[serde(default = "default_quantity")]
-    pub quantity: u32,
-    /// Send ACK (0x06) after the scan is durable, NAK (0x15) on a framing error.
-    #[serde(default)]
-    pub ack: bool,
-    /// Longest accepted frame in bytes; longer frames are rejected and audited.
-    #[serde(default = "default_max_frame_bytes")]
-    pub max_frame_bytes: usize,
-    /// Bytes every frame starts with (stripped); a frame without them is
-    /// rejected with a reason. Default: none.
-    #[serde(default)]
-    pub prefix: Option<ByteString>,
-    /// Bytes that end a frame. Unset: CR, LF or CRLF. `""`: no terminator
-    /// (frames end after `frame_timeout_ms` of silence).
-    #[serde(default)]
-    pub suffix: Option<ByteString>,
-    /// Frames are wrapped in STX (0x02) … ETX (0x03). Default false.
-    #[serde(default)]
-    pub stx_etx: bool,
-    /// Inter-byte timeout in milliseconds: ends a frame for a scanner without
-    /// a terminator; with a terminator, an unfinished frame silent this long
-    /// is rejected as torn. Default: off (required when there is no terminator).
-    #[serde(default)]
-    pub frame_timeout_ms: Option<u64>,
-    /// Data bits per character, 5..=8. Default 8.
-    #[serde(default = "default_data_bits")]
-    pub data_bits: u8,
-    /// Parity bit. Default none.
-    #[serde(default)]
-    pub parity: Parity,
-    /// Stop bits, 1 or 2. Default 1.
-    #[serde(default = "default_stop_bits")]
-    pub stop_bits: u8,
-    /// Flow control. Default none.
-    #[serde(default)]
-    pub flow_control: FlowControl,
-    /// HID: `pos` or `keyboard`. Required for `kind = "hid"`.
-    #[serde(default)]
-    pub mode: Option<HidMode>,
-    /// HID match: USB vendor id.
-    #[serde(default)]
-    pub vendor_id: Option<u16>,
-    /// HID match: USB product id.
-    #[serde(default)]
-    pub product_id: Option<u16>,
-    /// HID match: USB serial number string.
-    #[serde(default)]
-    pub serial_number: Option<String>,
-    /// HID match: USB port path (`1-1.3`), for identical scanners without
-    /// serial numbers.
-    #[serde(default)]
-    pub usb_port: Option<String>,
-    /// HID keyboard: layout the scanner types in. Default `us`.
-    #[serde(default)]
-    pub layout: Option<crate::source::hid::layout::Layout>,
-    /// HID keyboard: how the scanner types GS. Default `auto`.
-    #[serde(default)]
-    pub gs: Option<GsKey>,
-    /// HID keyboard: the string typed instead of GS (`gs = "substitute"`).
-    #[serde(default)]
-    pub gs_substitute: Option<String>,
-    /// HID keyboard: keys that end a scan. Default `["enter"]`.
-    #[serde(default)]
-    pub terminator: Option<Vec<TerminatorKey>>,
-    /// HID keyboard: grab the scanner's evdev nodes so it types nowhere
-    /// else. Default true.
-    #[serde(default)]
-    pub grab: Option<bool>,
-    /// HID POS: report id of scanned-data reports. Default 2.
-    #[serde(default)]
-    pub report_id: Option<u8>,
+impl From<Scanner<HidConfig>> for ScannerConfig {
+    fn from(s: Scanner<HidConfig>) -> Self {
+        let kind = ScannerKind::Hid(s.kind.clone());
+        s.with_kind(kind)
+    }
 }
 
 impl ScannerConfig {
-    /// A serial scanner with every optional key at its default (8N1, 9600
-    /// baud, CR/LF/CRLF framing, no ACK, one unit per read).
-    pub fn serial(name: &str, path: impl Into<PathBuf>, scan_type: ScanType) -> ScannerConfig {
-        ScannerConfig {
-            name: name.into(),
-            kind: ScannerKind::Serial,
-            path: path.into(),
-            baud: default_baud(),
-            scan_type,
-            quantity: default_quantity(),
-            ack: false,
-            max_frame_bytes: default_max_frame_bytes(),
-            prefix: None,
-            suffix: None,
-            stx_etx: false,
-            frame_timeout_ms: None,
-            data_bits: default_data_bits(),
-            parity: Parity::None,
-            stop_bits: default_stop_bits(),
-            flow_control: FlowControl::None,
-            mode: None,
-            vendor_id: None,
-            product_id: None,
-            serial_number: None,
-            usb_port: None,
-            layout: None,
-            gs: None,
-            gs_substitute: None,
-            terminator: None,
-            grab: None,
-            report_id: None,
+    /// The serial keys, for `kind = "serial"`.
+    pub fn as_serial(&self) -> Option<&SerialConfig> {
+        match &self.kind {
+            ScannerKind::Serial(s) => Some(s),
+            ScannerKind::Hid(_) => None,
         }
     }
 
-    /// A HID scanner in `mode` with every optional key at its default and
-    /// no match keys (set `vendor_id` etc. or `path`).
-    pub fn hid(name: &str, mode: HidMode, scan_type: ScanType) -> ScannerConfig {
-        ScannerConfig {
-            kind: ScannerKind::Hid,
-            mode: Some(mode),
-            ..ScannerConfig::serial(name, "", scan_type)
+    /// The HID keys, for `kind = "hid"`.
+    pub fn as_hid(&self) -> Option<&HidConfig> {
+        match &self.kind {
+            ScannerKind::Hid(h) => Some(h),
+            ScannerKind::Serial(_) => None,
         }
-    }
-
-    /// HID: the pause (ms) that ends a keyboard scan without a terminator
-    /// key, or after which an unfinished scan is rejected as torn.
-    pub fn hid_timeout_ms(&self) -> u64 {
-        self.frame_timeout_ms.unwrap_or(DEFAULT_HID_TIMEOUT_MS)
-    }
-}
-
-/// Serial parity (`parity = "none" | "odd" | "even"`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Parity {
-    /// No parity bit (default).
-    #[default]
-    None,
-    /// Odd parity.
-    Odd,
-    /// Even parity.
-    Even,
-}
-
-/// Serial flow control (`flow_control = "none" | "software" | "hardware"`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum FlowControl {
-    /// None (default).
-    #[default]
-    None,
-    /// XON/XOFF (DC1 0x11 / DC3 0x13).
-    Software,
-    /// RTS/CTS.
-    Hardware,
-}
-
-/// A byte string in the config file (`prefix`, `suffix`).
-///
-/// Written either as a TOML string of ASCII characters, with TOML escapes
-/// for control bytes (`"\r\n"`, `"\u0002"`), or as an array of byte values
-/// (`[0x0d, 0x0a]`) for anything outside ASCII.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct ByteString(pub Vec<u8>);
-
-impl ByteString {
-    /// The bytes.
-    pub fn as_bytes(&self) -> &[u8] {
-        &self.0
-    }
-}
-
-impl<'de> Deserialize<'de> for ByteString {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> serde::de::Visitor<'de> for V {
-            type Value = ByteString;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str(
-                    "an ASCII string such as \"\\r\\n\" or an array of byte values such as [0x0d, 0x0a]",
-                )
-            }
-            fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<ByteString, E> {
-                if !s.is_ascii() {
-                    return Err(E::custom(
-                        "only ASCII characters are allowed in a byte string; write other bytes as an array of byte values, e.g. [0x0d, 0x0a]",
-                    ));
-                }
-                Ok(ByteString(s.as_bytes().to_vec()))
-            }
-            fn visit_seq<A: serde::de::SeqAccess<'de>>(
-                self,
-                mut seq: A,
-            ) -> Result<ByteString, A::Error> {
-                let mut out = Vec::new();
-                while let Some(b) = seq.next_element::<i64>()? {
-                    let b = u8::try_from(b).map_err(|_| {
-                        serde::de::Error::custom(format!("{b} is not a byte value (0..=255)"))
-                    })?;
-                    out.push(b);
-                }
-                Ok(ByteString(out))
-            }
-        }
-        d.deserialize_any(V)
     }
 }
 
@@ -441,23 +200,6 @@ fn default_window_ms() -> u64 {
 fn default_retention_hours() -> u64 {
     72
 }
-fn default_baud() -> u32 {
-    9600
-}
-fn default_quantity() -> u32 {
-    1
-}
-fn default_max_frame_bytes() -> usize {
-    4096
-}
-fn default_data_bits() -> u8 {
-    8
-}
-fn default_stop_bits() -> u8 {
-    1
-}
-/// Longest accepted `prefix` / `suffix`, in bytes.
-pub const MAX_AFFIX_BYTES: usize = 16;
 
 /// A configuration problem: which file, which key, what is wrong, how to fix it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -470,6 +212,34 @@ pub struct ConfigError {
     pub problem: String,
     /// What to do about it.
     pub fix: String,
+}
+
+impl ConfigError {
+    /// A component's refusal, its key already named from the file's top
+    /// ([`Invalid::within`]).
+    pub fn new(file: Option<&Path>, e: Invalid) -> ConfigError {
+        ConfigError {
+            file: file.map(Path::to_owned),
+            key: e.key,
+            problem: e.problem,
+            fix: e.fix,
+        }
+    }
+
+    /// What the TOML parser or serde refused; the key comes from the
+    /// error's place in `text`.
+    fn from_toml(text: &str, file: Option<&Path>, e: toml::de::Error) -> ConfigError {
+        let key = match e.span() {
+            Some(span) => locate_key(text, span.start),
+            None => "(file)".into(),
+        };
+        ConfigError {
+            file: file.map(Path::to_owned),
+            key,
+            problem: e.message().to_string(),
+            fix: "compare with the documented example config/scangate.toml".into(),
+        }
+    }
 }
 
 impl fmt::Display for ConfigError {
@@ -510,19 +280,33 @@ impl Config {
 
     /// Parse and validate config text (`file` is only used in messages).
     pub fn parse(text: &str, file: Option<&Path>) -> Result<Config, ConfigError> {
-        let cfg: Config = toml::from_str(text).map_err(|e| {
-            let msg = e.message().to_string();
-            let key = match e.span() {
-                Some(span) => locate_key(text, span.start),
-                None => "(file)".into(),
-            };
-            ConfigError {
-                file: file.map(Path::to_owned),
-                key,
-                problem: msg,
-                fix: "compare with the documented example config/scangate.toml".into(),
+        let toml_error = |e| ConfigError::from_toml(text, file, e);
+        let doc = DeTable::parse(text).map_err(toml_error)?;
+        let span = doc.span();
+        let root = doc.into_inner();
+        let tables = root.get("scanner").cloned();
+        let sections =
+            Sections::deserialize(toml::de::Deserializer::from(Spanned::new(span, root)))
+                .map_err(toml_error)?;
+        let mut scanners = Vec::new();
+        // `Sections` checked that `scanner` is an array.
+        if let Some(DeValue::Array(tables)) = tables.map(Spanned::into_inner) {
+            for (i, table) in tables.into_iter().enumerate() {
+                scanners.push(scanner(table).map_err(|refused| match refused {
+                    Refused::Toml(e) => toml_error(e),
+                    Refused::Invalid(e) => {
+                        ConfigError::new(file, e.within(&format!("scanner[{i}]")))
+                    }
+                })?);
             }
-        })?;
+        }
+        let cfg = Config {
+            gateway: sections.gateway,
+            dedup: sections.dedup,
+            outbox: sections.outbox,
+            scanners,
+            redis: sections.redis,
+        };
         cfg.validate(file)?;
         Ok(cfg)
     }
@@ -577,7 +361,9 @@ impl Config {
             ));
         }
         if let Some(redis) = &self.redis {
-            redis.validate(file)?;
+            redis
+                .validate()
+                .map_err(|e| ConfigError::new(file, e.within("redis")))?;
         }
         let mut names = HashSet::new();
         for (i, s) in self.scanners.iter().enumerate() {
@@ -596,31 +382,11 @@ impl Config {
                     "give every [[scanner]] its own name",
                 ));
             }
-            if s.kind == ScannerKind::Hid {
-                s.validate_hid(&|field: &str, problem: String, fix: &str| {
-                    err(key(field), problem, fix)
-                })?;
-            } else if let Some(field) = s.hid_key_set() {
-                return Err(err(
-                    key(field),
-                    format!("`{field}` applies only to HID scanners"),
-                    "remove it, or set kind = \"hid\" if this is a USB HID scanner",
-                ));
+            match &s.kind {
+                ScannerKind::Serial(serial) => serial.validate(),
+                ScannerKind::Hid(hid) => hid.validate(),
             }
-            if s.kind == ScannerKind::Serial && s.path.as_os_str().is_empty() {
-                return Err(err(
-                    key("path"),
-                    "the device path is empty".into(),
-                    "set it to the udev symlink, e.g. /dev/scangate/<name>",
-                ));
-            }
-            if s.baud == 0 || s.baud > 4_000_000 {
-                return Err(err(
-                    key("baud"),
-                    format!("{} is not a usable baud rate", s.baud),
-                    "use the scanner's configured rate, e.g. 9600 or 115200",
-                ));
-            }
+            .map_err(|e| ConfigError::new(file, e.within(&format!("scanner[{i}]"))))?;
             if s.quantity == 0 || s.quantity > 100_000 {
                 return Err(err(
                     key("quantity"),
@@ -634,11 +400,6 @@ impl Config {
                     format!("{} is out of range", s.max_frame_bytes),
                     "use 16..=1048576 bytes (default 4096)",
                 ));
-            }
-            if s.kind == ScannerKind::Serial {
-                s.validate_serial(&|field: &str, problem: String, fix: &str| {
-                    err(key(field), problem, fix)
-                })?;
             }
         }
         Ok(())
@@ -665,213 +426,248 @@ impl Config {
     }
 }
 
-impl ScannerConfig {
-    /// The first HID-only key that is set (for a serial scanner, an error).
-    fn hid_key_set(&self) -> Option<&'static str> {
-        [
-            ("mode", self.mode.is_some()),
-            ("vendor_id", self.vendor_id.is_some()),
-            ("product_id", self.product_id.is_some()),
-            ("serial_number", self.serial_number.is_some()),
-            ("usb_port", self.usb_port.is_some()),
-            ("layout", self.layout.is_some()),
-            ("gs", self.gs.is_some()),
-            ("gs_substitute", self.gs_substitute.is_some()),
-            ("terminator", self.terminator.is_some()),
-            ("grab", self.grab.is_some()),
-            ("report_id", self.report_id.is_some()),
-        ]
-        .into_iter()
-        .find_map(|(k, set)| set.then_some(k))
+/// The configuration with everything it points to read: what `run` works
+/// with. `check-config` resolves the same way, so it refuses what `run`
+/// would (an unreadable `password_file` or `ca_file`).
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// The validated configuration.
+    pub config: Config,
+    /// `[redis]` with its password and CA read; `None`: embedded store.
+    pub redis: Option<RedisSettings>,
+}
+
+impl Settings {
+    /// Read the secrets and files `cfg` names (once; errors name the key).
+    pub fn resolve(cfg: &Config) -> Result<Settings, ConfigError> {
+        Settings::resolve_from(cfg, None)
     }
 
-    /// HID keys: a mode, something to find the device by, keys of the
-    /// other mode or of serial scanners not set.
-    fn validate_hid(
-        &self,
-        err: &dyn Fn(&str, String, &str) -> ConfigError,
-    ) -> Result<(), ConfigError> {
-        let Some(mode) = self.mode else {
-            return Err(err(
-                "mode",
-                "a HID scanner needs a mode".into(),
-                "set mode = \"pos\" (HID POS, preferred) or mode = \"keyboard\" (keyboard wedge); `scangate devices` shows which",
-            ));
+    /// [`Config::load`], then [`Settings::resolve`]; errors name the file.
+    pub fn load(path: Option<&Path>) -> Result<Settings, ConfigError> {
+        Settings::resolve_from(&Config::load(path)?, path)
+    }
+
+    fn resolve_from(cfg: &Config, file: Option<&Path>) -> Result<Settings, ConfigError> {
+        let redis = match &cfg.redis {
+            None => None,
+            Some(r) => Some(
+                r.resolve()
+                    .map_err(|e| ConfigError::new(file, e.within("redis")))?,
+            ),
         };
-        for (field, set) in [
-            ("ack", self.ack),
-            ("prefix", self.prefix.is_some()),
-            ("suffix", self.suffix.is_some()),
-            ("stx_etx", self.stx_etx),
-        ] {
-            if set {
-                return Err(err(
-                    field,
-                    format!("`{field}` applies only to serial scanners"),
-                    "remove it: HID reports carry their own framing",
-                ));
-            }
-        }
-        let matchable = !self.path.as_os_str().is_empty()
-            || self.vendor_id.is_some()
-            || self.product_id.is_some()
-            || self.serial_number.is_some()
-            || self.usb_port.is_some();
-        if !matchable {
-            return Err(err(
-                "vendor_id",
-                "nothing says which HID device this scanner is".into(),
-                "set vendor_id and product_id (and serial_number or usb_port for identical scanners), or path; `scangate devices` prints a ready entry",
-            ));
-        }
-        let other_mode = match mode {
-            HidMode::Pos => [
-                ("layout", self.layout.is_some()),
-                ("gs", self.gs.is_some()),
-                ("gs_substitute", self.gs_substitute.is_some()),
-                ("terminator", self.terminator.is_some()),
-                ("grab", self.grab.is_some()),
+        Ok(Settings {
+            config: cfg.clone(),
+            redis,
+        })
+    }
+}
+
+/// Why a `[[scanner]]` table was refused: by serde (the error's span names
+/// the key) or by a check here (the key relative to the scanner).
+enum Refused {
+    Toml(toml::de::Error),
+    Invalid(Invalid),
+}
+
+impl From<toml::de::Error> for Refused {
+    fn from(e: toml::de::Error) -> Self {
+        Refused::Toml(e)
+    }
+}
+
+impl From<Invalid> for Refused {
+    fn from(e: Invalid) -> Self {
+        Refused::Invalid(e)
+    }
+}
+
+/// `kind`, read before the rest of a `[[scanner]]` table.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct KindTag {
+    kind: Kind,
+}
+
+/// The values of `kind`.
+#[derive(Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum Kind {
+    Serial,
+    Hid,
+}
+
+/// `mode`, read before the rest of a `kind = "hid"` table.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ModeTag {
+    #[serde(default)]
+    mode: Option<HidMode>,
+}
+
+/// One `[[scanner]]` table: the common keys, `kind`, then the kind's (and
+/// for HID the mode's) types, each deserialized from its own keys.
+fn scanner(table: Spanned<DeValue<'_>>) -> Result<ScannerConfig, Refused> {
+    let span = table.span();
+    let DeValue::Table(mut t) = table.into_inner() else {
+        return Err(Invalid::new(
+            "",
+            "a scanner entry must be a table",
+            "write each scanner as a [[scanner]] table, as in config/scangate.toml",
+        )
+        .into());
+    };
+    let common: Scanner<()> = take(&mut t, &span, fields_of::<Scanner<()>>())?;
+    let KindTag { kind } = take(&mut t, &span, &["kind"])?;
+    let kind = match kind {
+        Kind::Serial => {
+            let serial = fields_of::<SerialConfig>();
+            let hid_only = [
+                &["mode"][..],
+                fields_of::<HidConfig>(),
+                fields_of::<PosConfig>(),
+                fields_of::<KeyboardConfig>(),
             ]
-            .into_iter()
-            .find_map(|(k, set)| set.then_some(k)),
-            HidMode::Keyboard => self.report_id.is_some().then_some("report_id"),
-        };
-        if let Some(field) = other_mode {
-            return Err(err(
-                field,
-                format!("`{field}` does not apply to mode = \"{}\"", mode.as_str()),
-                "remove it, or change `mode`",
-            ));
-        }
-        match (self.gs, &self.gs_substitute) {
-            (Some(GsKey::Substitute), None) => {
-                return Err(err(
-                    "gs_substitute",
-                    "gs = \"substitute\" needs the string the scanner types instead of GS".into(),
-                    "set gs_substitute to the scanner's FNC1 substitution, e.g. gs_substitute = \"~\"",
-                ));
+            .concat();
+            if let Some(field) = first_key_of(&t, &hid_only, serial) {
+                return Err(Invalid::new(
+                    field.as_str(),
+                    format!("`{field}` applies only to HID scanners"),
+                    "remove it, or set kind = \"hid\" if this is a USB HID scanner",
+                )
+                .into());
             }
-            (Some(GsKey::Substitute), Some(sub))
-                if sub.is_empty() || sub.len() > MAX_AFFIX_BYTES || !sub.is_ascii() =>
-            {
-                return Err(err(
-                    "gs_substitute",
-                    format!("a substitute of {} bytes is not usable", sub.len()),
-                    "use 1..=16 ASCII characters that never occur in the scanned data",
-                ));
-            }
-            (Some(GsKey::Substitute), Some(_)) => {}
-            (_, Some(_)) => {
-                return Err(err(
-                    "gs_substitute",
-                    "gs_substitute is only read with gs = \"substitute\"".into(),
-                    "set gs = \"substitute\", or remove gs_substitute",
-                ));
-            }
-            _ => {}
+            ScannerKind::Serial(rest(t, span)?)
         }
-        if let Some(ms) = self.frame_timeout_ms
-            && !(1..=60_000).contains(&ms)
-        {
-            return Err(err(
-                "frame_timeout_ms",
-                format!("{ms} is out of range"),
-                "use 1..=60000 milliseconds (HID default 500), or remove the key",
-            ));
-        }
-        if let Some(t) = &self.terminator {
-            let mut seen = HashSet::new();
-            if t.iter().any(|k| !seen.insert(*k)) {
-                return Err(err(
-                    "terminator",
-                    "a key is listed twice".into(),
-                    "list each key once, e.g. [\"enter\"] or [\"enter\", \"tab\"]",
-                ));
-            }
-        }
-        Ok(())
-    }
+        Kind::Hid => ScannerKind::Hid(hid(t, span)?),
+    };
+    Ok(common.with_kind(kind))
+}
 
-    /// Serial line settings and framing: ranges and combinations that
-    /// cannot work. `err(field, problem, fix)` builds the error.
-    fn validate_serial(
-        &self,
-        err: &dyn Fn(&str, String, &str) -> ConfigError,
-    ) -> Result<(), ConfigError> {
-        if !(5..=8).contains(&self.data_bits) {
-            return Err(err(
-                "data_bits",
-                format!("{} data bits is not possible", self.data_bits),
-                "use 5, 6, 7 or 8 (default 8; most scanners use 8)",
-            ));
-        }
-        if !(1..=2).contains(&self.stop_bits) {
-            return Err(err(
-                "stop_bits",
-                format!("{} stop bits is not possible", self.stop_bits),
-                "use 1 or 2 (default 1)",
-            ));
-        }
-        if let Some(ms) = self.frame_timeout_ms
-            && !(1..=60_000).contains(&ms)
-        {
-            return Err(err(
-                "frame_timeout_ms",
-                format!("{ms} is out of range"),
-                "use 1..=60000 milliseconds (e.g. 50), or remove the key",
-            ));
-        }
-        if let Some(p) = &self.prefix
-            && (p.0.is_empty() || p.0.len() > MAX_AFFIX_BYTES)
-        {
-            return Err(err(
-                "prefix",
-                format!("a prefix of {} bytes is not usable", p.0.len()),
-                "use 1..=16 bytes, or remove the key for no prefix",
-            ));
-        }
-        if let Some(sfx) = &self.suffix {
-            if sfx.0.len() > MAX_AFFIX_BYTES {
-                return Err(err(
-                    "suffix",
-                    format!("a suffix of {} bytes is too long", sfx.0.len()),
-                    "use at most 16 bytes, e.g. \"\\r\" or \"\\r\\n\"",
-                ));
-            }
-            if self.stx_etx {
-                return Err(err(
-                    "suffix",
-                    "stx_etx = true already ends every frame at ETX; a suffix cannot be combined with it".into(),
-                    "remove `suffix` (CR/LF sent after ETX are ignored) or set stx_etx = false",
-                ));
-            }
-            if sfx.0.is_empty() && self.frame_timeout_ms.is_none() {
-                return Err(err(
-                    "frame_timeout_ms",
-                    "suffix = \"\" means frames have no terminator, so nothing would ever end a frame".into(),
-                    "set frame_timeout_ms (e.g. 50) so that a pause ends the frame, or configure the scanner's suffix",
-                ));
-            }
-        }
-        if let Some(p) = &self.prefix {
-            let clash = match (&self.suffix, self.stx_etx) {
-                (_, true) => p.0.iter().any(|&b| b == 0x02 || b == 0x03),
-                (None, false) => p.0.iter().any(|&b| b == b'\r' || b == b'\n'),
-                (Some(sfx), false) => {
-                    !sfx.0.is_empty() && p.0.windows(sfx.0.len()).any(|w| w == sfx.0.as_slice())
-                }
-            };
-            if clash {
-                return Err(err(
-                    "prefix",
-                    "the prefix contains the frame terminator, so every frame would end inside it"
-                        .into(),
-                    "remove the terminator bytes (CR/LF, STX/ETX or the suffix) from the prefix",
-                ));
-            }
-        }
-        Ok(())
+/// The keys of a `kind = "hid"` table (the common keys and `kind` taken).
+fn hid(mut t: DeTable<'_>, span: Range<usize>) -> Result<HidConfig, Refused> {
+    let ModeTag { mode } = take(&mut t, &span, &["mode"])?;
+    let Some(mode) = mode else {
+        return Err(Invalid::new(
+            "mode",
+            "a HID scanner needs a mode",
+            "set mode = \"pos\" (HID POS, preferred) or mode = \"keyboard\" (keyboard wedge); `scangate devices` shows which",
+        )
+        .into());
+    };
+    // Serial keys on a HID scanner: those that would change the framing or
+    // answer the scanner are refused; the line settings (a copied serial
+    // entry's `baud = 9600`, `parity = "none"`) were always accepted and
+    // ignored, and still are, their types and `baud`'s range checked.
+    let hid_keys = fields_of::<HidConfig>();
+    let serial_only: Vec<&str> = fields_of::<SerialConfig>()
+        .iter()
+        .copied()
+        .filter(|k| !hid_keys.contains(k))
+        .collect();
+    let serial: SerialConfig = take(&mut t, &span, &serial_only)?;
+    if let Some(field) = serial.framing_key_set() {
+        return Err(Invalid::new(
+            field,
+            format!("`{field}` applies only to serial scanners"),
+            "remove it: HID reports carry their own framing",
+        )
+        .into());
     }
+    serial.validate_baud()?;
+    let (own, other) = match mode {
+        HidMode::Pos => (fields_of::<PosConfig>(), fields_of::<KeyboardConfig>()),
+        HidMode::Keyboard => (fields_of::<KeyboardConfig>(), fields_of::<PosConfig>()),
+    };
+    if let Some(field) = first_key_of(&t, other, own) {
+        return Err(Invalid::new(
+            field.as_str(),
+            format!("`{field}` does not apply to mode = \"{}\"", mode.as_str()),
+            "remove it, or change `mode`",
+        )
+        .into());
+    }
+    let mode = match mode {
+        HidMode::Pos => ModeConfig::Pos(take(&mut t, &span, own)?),
+        HidMode::Keyboard => ModeConfig::Keyboard(take(&mut t, &span, own)?),
+    };
+    let mut hid: HidConfig = rest(t, span)?;
+    hid.mode = mode;
+    Ok(hid)
+}
+
+/// The first key of `t` (in the parser's order) that is in `foreign` but not
+/// in `own`: a key of another kind or mode.
+fn first_key_of(t: &DeTable<'_>, foreign: &[&str], own: &[&str]) -> Option<String> {
+    t.keys()
+        .map(|k| k.get_ref().as_ref())
+        .find(|k| foreign.contains(k) && !own.contains(k))
+        .map(str::to_string)
+}
+
+/// Move `keys` out of `t` and deserialize `T` from them (a table with `t`'s
+/// span, so a missing key is reported as serde reports it for `t`).
+fn take<'i, T: Deserialize<'i>>(
+    t: &mut DeTable<'i>,
+    span: &Range<usize>,
+    keys: &[&str],
+) -> Result<T, toml::de::Error> {
+    let (part, left): (DeTable<'i>, DeTable<'i>) = std::mem::take(t)
+        .into_iter()
+        .partition(|(k, _)| keys.contains(&k.get_ref().as_ref()));
+    *t = left;
+    rest(part, span.clone())
+}
+
+/// Deserialize `T` from all of `t`: `deny_unknown_fields` names a stray key
+/// at its place in the text.
+fn rest<'i, T: Deserialize<'i>>(t: DeTable<'i>, span: Range<usize>) -> Result<T, toml::de::Error> {
+    T::deserialize(ValueDeserializer::from(Spanned::new(
+        span,
+        DeValue::Table(t),
+    )))
+}
+
+/// The keys a derived `Deserialize` struct reads (the `fields` serde's
+/// derive passes to `deserialize_struct`; skipped fields are not in it).
+fn fields_of<T: for<'de> Deserialize<'de>>() -> &'static [&'static str] {
+    struct Probe<'a>(&'a mut &'static [&'static str]);
+    #[derive(Debug)]
+    struct Stop;
+    impl fmt::Display for Stop {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("field probe")
+        }
+    }
+    impl std::error::Error for Stop {}
+    impl serde::de::Error for Stop {
+        fn custom<M: fmt::Display>(_: M) -> Self {
+            Stop
+        }
+    }
+    impl<'de> serde::Deserializer<'de> for Probe<'_> {
+        type Error = Stop;
+        fn deserialize_any<V: serde::de::Visitor<'de>>(self, _: V) -> Result<V::Value, Stop> {
+            Err(Stop)
+        }
+        fn deserialize_struct<V: serde::de::Visitor<'de>>(
+            self,
+            _: &'static str,
+            fields: &'static [&'static str],
+            _: V,
+        ) -> Result<V::Value, Stop> {
+            *self.0 = fields;
+            Err(Stop)
+        }
+        serde::forward_to_deserialize_any! {
+            bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
+            bytes byte_buf option unit unit_struct newtype_struct seq tuple
+            tuple_struct map enum identifier ignored_any
+        }
+    }
+    let mut fields: &'static [&'static str] = &[];
+    let _ = T::deserialize(Probe(&mut fields));
+    fields
 }
 
 /// Best-effort `section.key` name for a byte offset in the TOML text.
@@ -910,6 +706,8 @@ fn locate_key(text: &str, offset: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::source::default_max_frame_bytes;
+    use crate::source::serial::config::default_baud;
 
     #[test]
     fn the_shipped_example_parses_and_matches_the_documented_defaults() {
@@ -920,21 +718,25 @@ mod tests {
         assert_eq!(c.dedup.retention_hours, default_retention_hours());
         assert_eq!(c.outbox.keep_raw_hours, default_retention_hours());
         assert_eq!(c.scanners.len(), 3);
-        let hid = &c.scanners[2];
-        assert_eq!((hid.kind, hid.mode), (ScannerKind::Hid, Some(HidMode::Pos)));
+        let hid = c.scanners[2].as_hid().unwrap();
+        assert_eq!(hid.mode(), HidMode::Pos);
         assert_eq!(
             (hid.vendor_id, hid.product_id),
             (Some(0x0c2e), Some(0x0b61))
         );
-        assert_eq!(hid.hid_timeout_ms(), DEFAULT_HID_TIMEOUT_MS);
+        assert_eq!(hid.timeout_ms(), DEFAULT_HID_TIMEOUT_MS);
         let rx = &c.scanners[1];
         assert_eq!(rx.scan_type, ScanType::Receive);
-        assert_eq!((rx.baud, rx.quantity, rx.ack), (default_baud(), 1, false));
+        let rx_line = rx.as_serial().unwrap();
+        assert_eq!(
+            (rx_line.baud, rx.quantity, rx_line.ack),
+            (default_baud(), 1, false)
+        );
         assert_eq!(rx.max_frame_bytes, default_max_frame_bytes());
         // Every line key the example sets explicitly is at its documented
         // default, and equals what an omitted key gives (scanner[1]).
-        let c1 = &c.scanners[0];
-        for s in [c1, rx] {
+        let c1 = c.scanners[0].as_serial().unwrap();
+        for s in [c1, rx_line] {
             assert_eq!(s.data_bits, 8);
             assert_eq!(s.parity, Parity::None);
             assert_eq!(s.stop_bits, 1);
@@ -964,7 +766,7 @@ mod tests {
             found.push(line.to_string());
         }
         let c = scanner_with(&found.join("\n")).unwrap();
-        let s = &c.scanners[0];
+        let s = c.scanners[0].as_serial().unwrap();
         assert_eq!(s.prefix.as_ref().unwrap().as_bytes(), b"#");
         assert_eq!(s.suffix.as_ref().unwrap().as_bytes(), b"\r\n");
         assert_eq!(s.frame_timeout_ms, Some(50));
@@ -998,7 +800,10 @@ mod tests {
         .map(|k| example(k))
         .collect();
         let c = hid_with("keyboard", &kbd.join("\n")).unwrap();
-        let s = &c.scanners[0];
+        let s = c.scanners[0]
+            .as_hid()
+            .and_then(HidConfig::keyboard)
+            .unwrap();
         assert_eq!(s.layout, Some(crate::source::hid::layout::Layout::German));
         assert_eq!(
             (s.gs, s.gs_substitute.as_deref()),
@@ -1013,7 +818,8 @@ mod tests {
             .map(|k| example(k))
             .collect();
         let c = hid_with("pos", &pos.join("\n")).unwrap();
-        assert_eq!(c.scanners[0].report_id, Some(2));
+        let pos = c.scanners[0].as_hid().and_then(HidConfig::pos).unwrap();
+        assert_eq!(pos.report_id, Some(2));
     }
 
     fn hid_with(mode: &str, extra: &str) -> Result<Config, ConfigError> {
@@ -1088,11 +894,13 @@ mod tests {
     #[test]
     fn byte_strings_as_escaped_strings_or_byte_arrays() {
         let c = scanner_with("suffix = \"\\r\\n\"\nprefix = \"\\u0002]\"").unwrap();
-        assert_eq!(c.scanners[0].suffix.as_ref().unwrap().as_bytes(), b"\r\n");
-        assert_eq!(c.scanners[0].prefix.as_ref().unwrap().as_bytes(), b"\x02]");
+        let s = c.scanners[0].as_serial().unwrap();
+        assert_eq!(s.suffix.as_ref().unwrap().as_bytes(), b"\r\n");
+        assert_eq!(s.prefix.as_ref().unwrap().as_bytes(), b"\x02]");
         let c = scanner_with("suffix = [0x0d, 0x0a]\nprefix = [0xff]").unwrap();
-        assert_eq!(c.scanners[0].suffix.as_ref().unwrap().as_bytes(), b"\r\n");
-        assert_eq!(c.scanners[0].prefix.as_ref().unwrap().as_bytes(), b"\xff");
+        let s = c.scanners[0].as_serial().unwrap();
+        assert_eq!(s.suffix.as_ref().unwrap().as_bytes(), b"\r\n");
+        assert_eq!(s.prefix.as_ref().unwrap().as_bytes(), b"\xff");
         let e = scanner_with("suffix = [13, 256]").unwrap_err();
         assert_eq!(e.key, "scanner[0].suffix", "{e}");
         assert!(e.problem.contains("256"), "{e}");
@@ -1109,7 +917,7 @@ mod tests {
             "data_bits = 7\nparity = \"even\"\nstop_bits = 2\nflow_control = \"hardware\"",
         )
         .unwrap();
-        let s = &c.scanners[0];
+        let s = c.scanners[0].as_serial().unwrap();
         assert_eq!(
             (s.data_bits, s.parity, s.stop_bits, s.flow_control),
             (7, Parity::Even, 2, FlowControl::Hardware)
@@ -1192,5 +1000,111 @@ mod tests {
         let text = "[[scanner]]\nname='a'\nkind='serial'\npath='/dev/x'\nscan_type='sell'\n";
         let e = Config::parse(text, None).unwrap_err();
         assert_eq!(e.key, "scanner[0].scan_type", "{e}");
+    }
+
+    /// The tag is read first and each kind's type deserializes its own keys:
+    /// what serde refuses still names the key where it stands.
+    #[test]
+    fn kind_and_mode_pick_the_types_and_errors_keep_their_key() {
+        for (text, key) in [
+            (
+                "[[scanner]]\nname='a'\npath='/dev/x'\nscan_type='dispense'\n",
+                "scanner[0]",
+            ),
+            (
+                "[[scanner]]\nname='a'\nkind='usb'\npath='/dev/x'\nscan_type='dispense'\n",
+                "scanner[0].kind",
+            ),
+            (
+                "[[scanner]]\nname='h'\nkind='hid'\nmode='wedge'\nvendor_id=1\nscan_type='dispense'\n",
+                "scanner[0].mode",
+            ),
+            (
+                "[[scanner]]\nname='h'\nkind='hid'\nmode='pos'\nvendor_id=1\nscan_type='dispense'\ncolour='red'\n",
+                "scanner[0].colour",
+            ),
+            ("scanner = [1]\n", "scanner"),
+            ("scanner = 1\n", "scanner"),
+        ] {
+            let e = Config::parse(text, None).unwrap_err();
+            assert!(e.key.starts_with(key), "{text}: {e}");
+        }
+        let e = scanner_with("colour = 'red'").unwrap_err();
+        assert_eq!(e.key, "scanner[0].colour", "{e}");
+        assert!(e.problem.contains("unknown field `colour`"), "{e}");
+        let e = scanner_with("mode = 'pos'").unwrap_err();
+        assert_eq!(e.key, "scanner[0].mode", "{e}");
+        assert!(e.fix.contains("kind = \"hid\""), "{e}");
+        let e = hid_with("keyboard", "report_id = 2").unwrap_err();
+        assert_eq!(e.fix, "remove it, or change `mode`", "{e}");
+    }
+
+    /// A HID entry copied from a serial one keeps parsing as it always did:
+    /// the line settings are accepted (and ignored), `baud`'s range and
+    /// every type still checked; framing keys are refused.
+    #[test]
+    fn a_hid_scanner_accepts_the_line_settings_it_always_accepted() {
+        let c = hid_with(
+            "pos",
+            "baud = 9600\ndata_bits = 8\nparity = 'none'\nstop_bits = 1\nflow_control = 'none'\nack = false\nstx_etx = false",
+        )
+        .unwrap();
+        assert_eq!(
+            c.scanners[0].as_hid().map(HidConfig::mode),
+            Some(HidMode::Pos)
+        );
+        for (extra, key) in [
+            ("baud = 0", "baud"),
+            ("parity = 'mark'", "parity"),
+            ("ack = true", "ack"),
+            ("stx_etx = true", "stx_etx"),
+            ("prefix = '#'", "prefix"),
+        ] {
+            let e = hid_with("keyboard", extra).unwrap_err();
+            assert_eq!(e.key, format!("scanner[0].{key}"), "{extra}: {e}");
+        }
+        let e = hid_with("pos", "ack = true").unwrap_err();
+        assert!(e.fix.contains("HID reports carry their own framing"), "{e}");
+    }
+
+    #[test]
+    fn scanners_built_in_code_have_the_parsed_defaults() {
+        let c = scanner_with("").unwrap();
+        let parsed = c.scanners[0].as_serial().unwrap();
+        let built = Scanner::serial("a", "/dev/x", ScanType::Dispense);
+        assert_eq!(
+            (built.kind.baud, built.kind.data_bits, built.kind.stop_bits),
+            (parsed.baud, parsed.data_bits, parsed.stop_bits)
+        );
+        assert_eq!(built.quantity, c.scanners[0].quantity);
+        assert_eq!(built.max_frame_bytes, c.scanners[0].max_frame_bytes);
+        let hid = Scanner::hid("h", HidMode::Keyboard, ScanType::Dispense);
+        assert_eq!(hid.kind.mode(), HidMode::Keyboard);
+        assert_eq!(hid.kind.timeout_ms(), DEFAULT_HID_TIMEOUT_MS);
+    }
+
+    #[test]
+    fn resolve_reads_the_redis_secrets_once_and_names_the_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let pw = dir.path().join("pw");
+        std::fs::write(&pw, "s3cret\n").unwrap();
+        let text = |extra: &str| {
+            format!("[redis]\nurl = \"rediss://r:6379/0\"\npassword_file = {pw:?}\n{extra}")
+        };
+        let cfg = Config::parse(&text(""), None).unwrap();
+        let s = Settings::resolve(&cfg).unwrap();
+        let redis = s.redis.as_ref().unwrap();
+        assert_eq!(redis.url(), "rediss://:s3cret@r:6379/0");
+        assert!(!format!("{s:?}").contains("s3cret"), "{s:?}");
+        let missing = dir.path().join("missing.pem");
+        let cfg = Config::parse(&text(&format!("ca_file = {missing:?}\n")), None).unwrap();
+        let e = Settings::resolve(&cfg).unwrap_err();
+        assert_eq!(e.key, "redis.ca_file", "{e}");
+        assert!(e.fix.contains("ca_file"), "{e}");
+        std::fs::remove_file(&pw).unwrap();
+        let cfg = Config::parse(&text(""), None).unwrap();
+        let e = Settings::resolve(&cfg).unwrap_err();
+        assert_eq!(e.key, "redis.password_file", "{e}");
+        assert!(e.problem.contains(pw.to_str().unwrap()), "{e}");
     }
 }

@@ -33,7 +33,7 @@ pub mod sweeper;
 
 use crate::backoff::Backoff;
 use crate::capture::Scan;
-use crate::config::{Config, ScannerKind};
+use crate::config::{ScannerKind, Settings};
 use crate::facility::FacilityError;
 use crate::gate::facility::LaneKind;
 use crate::gate::{Decision, Gate, GateConfig, GateStats};
@@ -68,9 +68,6 @@ pub enum DaemonError {
     /// lost (e.g. it may evict keys).
     #[error("{0}")]
     Facility(crate::facility::FacilityError),
-    /// A `[redis]` secret could not be read.
-    #[error("{0}")]
-    Credentials(String),
     /// The outbox writer thread died.
     #[error("the outbox writer thread panicked; state is safe in {0}, restart the service")]
     WriterPanicked(PathBuf),
@@ -116,10 +113,12 @@ pub enum DaemonError {
 }
 
 /// Run the pipeline until `shutdown` completes, then drain and return.
+/// `settings` were resolved ([`Settings::resolve`]): the secrets are read.
 pub async fn run(
-    cfg: Config,
+    settings: Settings,
     shutdown: impl Future<Output = ()>,
 ) -> Result<RunReport, DaemonError> {
+    let cfg = &settings.config;
     let state_dir = cfg.state_dir();
     let store = Store::open(&state_dir)?;
     if cfg.redis.is_none() {
@@ -131,7 +130,7 @@ pub async fn run(
             );
         }
     }
-    let gate = Gate::new(GateConfig::from_config(&cfg), &store)?;
+    let gate = Gate::new(GateConfig::from_config(cfg), &store)?;
     tracing::info!(
         db = %store.path().display(), facility = %cfg.gateway.facility, gateway = %cfg.gateway.id,
         scanners = cfg.scanners.len(), window_ms = cfg.dedup.window_ms,
@@ -141,10 +140,10 @@ pub async fn run(
     let mut stages = Supervisor::default();
     let (stopper, stop) = crate::shutdown::channel();
     // With [redis], the claimer's lanes decide; the writer only admits.
-    let (decider, lane_stop) = match &cfg.redis {
+    let (decider, lane_stop) = match &settings.redis {
         None => (Decider::Here(Box::new(gate)), None),
         Some(redis) => {
-            let link = claimer::Link::new(&cfg, redis).map_err(DaemonError::Credentials)?;
+            let link = claimer::Link::new(cfg, redis);
             // The redis client blocks: connect off the async runtime.
             let (link, first) = tokio::task::spawn_blocking(move || {
                 let first = link.connect_checked();
@@ -219,9 +218,15 @@ pub async fn run(
             stop.clone(),
             Stage::Scanner(sc.name.clone()),
         );
-        match sc.kind {
-            ScannerKind::Serial => stages.task(stage, source::serial::run(sc.clone(), out, stop)),
-            ScannerKind::Hid => stages.task(stage, source::hid::run(sc.clone(), out, stop)),
+        match &sc.kind {
+            ScannerKind::Serial(serial) => stages.task(
+                stage,
+                source::serial::run(sc.with_kind(serial.clone()), out, stop),
+            ),
+            ScannerKind::Hid(hid) => stages.task(
+                stage,
+                source::hid::run(sc.with_kind(hid.clone()), out, stop),
+            ),
         }
     }
 

@@ -10,7 +10,7 @@
 //! decided through a facility Redis (the gateway's claimer lanes).
 
 use crate::audit::{self, Verification};
-use crate::config::{Config, DedupConfig, GatewayConfig, ScanType, ScannerConfig};
+use crate::config::{Config, ConfigError, DedupConfig, GatewayConfig, ScanType, Scanner, Settings};
 use crate::daemon;
 use crate::ledger::{self, LedgerEntry};
 use crate::pty::VirtualScanner;
@@ -159,7 +159,8 @@ pub async fn run(redis: Option<String>) -> Result<u8, String> {
                 // wait for a sync that never comes.
                 require_synced_clock: false,
             };
-            r.validate(None).map_err(|e| format!("--redis: {e}"))?;
+            r.validate()
+                .map_err(|e| format!("--redis: {}", ConfigError::new(None, e.within("redis"))))?;
             Some(r)
         }
     };
@@ -191,9 +192,9 @@ pub async fn run(redis: Option<String>) -> Result<u8, String> {
                 } else {
                     ScanType::Dispense
                 };
-                let mut sc = ScannerConfig::serial(name, vs.path(), scan_type);
-                sc.ack = i == 0;
-                sc
+                let mut sc = Scanner::serial(name, vs.path(), scan_type);
+                sc.kind.ack = i == 0;
+                sc.into()
             })
             .collect(),
     };
@@ -214,7 +215,8 @@ pub async fn run(redis: Option<String>) -> Result<u8, String> {
     );
 
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let daemon = tokio::spawn(daemon::run(cfg, async {
+    let settings = Settings::resolve(&cfg).map_err(|e| e.to_string())?;
+    let daemon = tokio::spawn(daemon::run(settings, async {
         let _ = stop_rx.await;
     }));
 

@@ -260,17 +260,11 @@ pub fn run_pair(args: &PairArgs) -> u8 {
         .into_iter()
         .filter(|c| {
             let Some(mode) = c.mode() else { return false };
-            !existing.scanners.iter().any(|s| {
-                s.kind == crate::config::ScannerKind::Hid
-                    && s.mode == Some(mode)
-                    && crate::source::hid::devices::Matcher {
-                        vendor_id: s.vendor_id,
-                        product_id: s.product_id,
-                        serial_number: s.serial_number.clone(),
-                        usb_port: s.usb_port.clone(),
-                    }
-                    .matches(c, mode)
-            })
+            !existing
+                .scanners
+                .iter()
+                .filter_map(|s| s.as_hid())
+                .any(|h| h.mode() == mode && devices::Matcher::of(h).matches(c, mode))
         })
         .collect();
     if unpaired.is_empty() {
@@ -325,9 +319,8 @@ fn wait_for_scan(cands: &[HidCandidate], timeout: Duration) -> Option<HidCandida
         let tx = tx.clone();
         let stop = stop.clone();
         let mode = c.mode().unwrap_or(HidMode::Pos);
-        let mut cfg =
-            crate::config::ScannerConfig::hid("pairing", mode, crate::config::ScanType::Adjust);
-        cfg.path = c.devnode.clone();
+        let mut cfg = crate::config::Scanner::hid("pairing", mode, crate::config::ScanType::Adjust);
+        cfg.kind.path = c.devnode.clone();
         // Pairing must not swallow a keyboard's keys for longer than needed,
         // but the technician's test scan should not type anywhere either.
         let _ = std::thread::Builder::new()
@@ -383,8 +376,8 @@ mod tests {
         let c = kbd();
         let snippet = hid_snippet("counter-2", &c, "dispense");
         let cfg = Config::parse(&snippet, None).unwrap();
-        let s = &cfg.scanners[0];
-        assert_eq!(s.mode, Some(HidMode::Keyboard));
+        let s = cfg.scanners[0].as_hid().unwrap();
+        assert_eq!(s.mode(), HidMode::Keyboard);
         assert_eq!((s.vendor_id, s.product_id), (Some(0x0c2e), Some(0x0b61)));
         assert_eq!(s.usb_port.as_deref(), Some("1-1.3"));
         let rules = hid_udev_rules("counter-2", &c);

@@ -11,7 +11,9 @@
 //!
 //! The modules, in the order a scan flows through them:
 //!
-//! - [`config`]: the TOML file, defaults and validation (no hardware needed).
+//! - [`config`]: the TOML file, defaults and validation (no hardware needed);
+//!   it assembles the sections each component owns, and resolves secrets once
+//!   ([`config::Settings`]). [`invalid`]: the refusal a component returns.
 //! - [`source`]: one task per scanner: open, read, frame, reconnect
 //!   (serial; USB HID in [`source::hid`]: HID POS and keyboard wedge).
 //! - [`capture`]: UUIDv7, UTC + boot-time stamps, barcode decoding, the
@@ -53,6 +55,7 @@ pub mod demo;
 pub mod devices_cmd;
 pub mod facility;
 pub mod gate;
+pub mod invalid;
 pub mod ledger;
 pub mod outbox;
 pub mod pty;

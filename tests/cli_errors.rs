@@ -138,6 +138,26 @@ fn duplicate_scanner_name_is_named() {
     assert_config_error(&text, "scanner[1].name");
 }
 
+/// `check-config` resolves the config as `run` does: a `[redis]` password
+/// or CA file that cannot be read fails both with exit 2, naming the key
+/// and the fix (`run` before it touches the state directory).
+#[test]
+fn an_unreadable_redis_secret_fails_check_config_as_it_fails_run() {
+    for (key, file) in [
+        ("password_file", "redis-password"),
+        ("ca_file", "redis-ca.pem"),
+    ] {
+        let d = tempdir("scangate-cli-");
+        let missing = d.path().join(file);
+        let text = config_text(&state_of(&d), "window_ms = 3000", "")
+            + &format!(
+                "\n[redis]\nurl = \"rediss://127.0.0.1:1/0\"\n{key} = {:?}\n",
+                missing.to_str().unwrap()
+            );
+        assert_config_error(&text, &format!("redis.{key}"));
+    }
+}
+
 #[test]
 fn valid_config_passes_check_config() {
     let d = tempdir("scangate-cli-");

@@ -6,7 +6,7 @@
 mod common;
 use common::*;
 use scangate::capture::Scan;
-use scangate::config::{Config, HidMode, ScanType, ScannerConfig};
+use scangate::config::{Config, HidConfig, HidMode, ScanType, Scanner};
 use scangate::gate::{Gate, GateConfig};
 use scangate::source::hid::device::{Replay, Step};
 use scangate::source::hid::pos::{self, DEFAULT_REPORT_ID};
@@ -31,7 +31,7 @@ fn pos_scan(serial: &str) -> Vec<Step> {
 }
 
 /// Run the source on `script` until `want` scans arrived; return them.
-fn run_source(cfg: ScannerConfig, script: Vec<Vec<Step>>, want: usize) -> (Vec<Scan>, usize) {
+fn run_source(cfg: Scanner<HidConfig>, script: Vec<Vec<Step>>, want: usize) -> (Vec<Scan>, usize) {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -88,8 +88,8 @@ fn pos_scans_reassembled_torn_one_rejected_reconnect_after_unplug() {
     second.extend(pos_scan("SNA1")); // an echo of the first scan
     // Not plugged in for a while: the source keeps looking (NotFound).
     let script = vec![first, second];
-    let mut cfg = ScannerConfig::hid("counter-hid", HidMode::Pos, ScanType::Dispense);
-    cfg.vendor_id = Some(0x0c2e);
+    let mut cfg = Scanner::hid("counter-hid", HidMode::Pos, ScanType::Dispense);
+    cfg.kind.vendor_id = Some(0x0c2e);
     let (scans, opened) = run_source(cfg, script, 4);
     assert_eq!(opened, 2, "reopened after the unplug");
     let serial = |s: &Scan| {
@@ -147,9 +147,9 @@ fn keyboard_wedge_scans_and_a_pause_tears_an_unterminated_one() {
     // "31", then silence longer than frame_timeout_ms: torn.
     typed.extend([key(0, 0x20), up(), key(0, 0x1e), up()]);
     typed.push(Step::Pause(Duration::from_millis(400)));
-    let mut cfg = ScannerConfig::hid("kbd", HidMode::Keyboard, ScanType::Dispense);
-    cfg.path = "/dev/scangate/kbd".into();
-    cfg.frame_timeout_ms = Some(150);
+    let mut cfg = Scanner::hid("kbd", HidMode::Keyboard, ScanType::Dispense);
+    cfg.kind.path = "/dev/scangate/kbd".into();
+    cfg.kind.frame_timeout_ms = Some(150);
     let (scans, _) = run_source(cfg, vec![typed], 2);
     let d = scans[0].decoded.as_ref().unwrap();
     assert_eq!(d.product.ndc10.as_deref(), Some("1234567890"));

@@ -17,7 +17,7 @@
 
 use super::{BenchArgs, Workload, cpu_time, peak_rss_kib, percentile, written_bytes};
 use crate::capture::{CaptureTime, Profile, Scan};
-use crate::config::Config;
+use crate::config::{Config, Settings};
 use crate::daemon::ADMIT_BATCH;
 use crate::daemon::claimer::{self, Link};
 use crate::facility::Facility;
@@ -140,8 +140,9 @@ pub(super) fn run(
         url
     );
     let config = Config::parse(&toml, None).map_err(|e| e.to_string())?;
-    let redis = config.redis.as_ref().ok_or("[redis] missing")?;
-    let link = Link::new(&config, redis)?;
+    let settings = Settings::resolve(&config).map_err(|e| e.to_string())?;
+    let redis = settings.redis.as_ref().ok_or("[redis] missing")?;
+    let link = Link::new(&config, redis);
     let first = link.connect_checked().map_err(|e| e.to_string())?;
     // A second connection, for the server's CPU counters.
     let mut probe = link.connect_checked().map_err(|e| e.to_string())?;

@@ -8,11 +8,52 @@
 pub mod barcode;
 pub mod clock;
 
-use crate::config::ScanType;
 use barcode::{DecodeError, Decoded, ProductId};
 pub use clock::CaptureTime;
+use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
+
+/// What a scanner's reads mean for inventory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize, Hash)]
+#[serde(rename_all = "lowercase")]
+pub enum ScanType {
+    /// Goods received into stock.
+    Receive,
+    /// Dispensed to a patient.
+    Dispense,
+    /// Destroyed / wasted.
+    Waste,
+    /// Returned to a supplier or reverse distributor.
+    Return,
+    /// Inventory adjustment.
+    Adjust,
+}
+
+impl ScanType {
+    /// The lowercase name used in config, the ledger and the content key.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ScanType::Receive => "receive",
+            ScanType::Dispense => "dispense",
+            ScanType::Waste => "waste",
+            ScanType::Return => "return",
+            ScanType::Adjust => "adjust",
+        }
+    }
+
+    /// Parse the lowercase name.
+    pub fn parse(s: &str) -> Option<ScanType> {
+        Some(match s {
+            "receive" => ScanType::Receive,
+            "dispense" => ScanType::Dispense,
+            "waste" => ScanType::Waste,
+            "return" => ScanType::Return,
+            "adjust" => ScanType::Adjust,
+            _ => return None,
+        })
+    }
+}
 
 /// What a scanner profile contributes to every scan it reads.
 #[derive(Debug, Clone, PartialEq, Eq)]

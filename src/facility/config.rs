@@ -1,9 +1,10 @@
 //! `[redis]`: where the facility store is and how to reach it. Without this
 //! section the gateway runs embedded (its own SQLite is the exact store).
 
-use crate::config::ConfigError;
+use crate::invalid::Invalid;
 use serde::Deserialize;
-use std::path::{Path, PathBuf};
+use std::fmt;
+use std::path::PathBuf;
 use std::time::Duration;
 
 /// The `[redis]` section.
@@ -49,16 +50,11 @@ fn default_timeout_ms() -> u64 {
 }
 
 impl RedisConfig {
-    /// Check the values (no network access).
-    pub fn validate(&self, file: Option<&Path>) -> Result<(), ConfigError> {
-        let err = |key: &str, problem: String, fix: &str| ConfigError {
-            file: file.map(Path::to_owned),
-            key: format!("redis.{key}"),
-            problem,
-            fix: fix.into(),
-        };
+    /// Check the values (no network access, no file read); keys are named
+    /// inside `[redis]` (`url`).
+    pub fn validate(&self) -> Result<(), Invalid> {
         if !(self.url.starts_with("redis://") || self.url.starts_with("rediss://")) {
-            return Err(err(
+            return Err(Invalid::new(
                 "url",
                 format!(
                     "{:?} is not a redis:// or rediss:// URL",
@@ -70,16 +66,16 @@ impl RedisConfig {
         let authority = self.url.split_once("://").map_or("", |(_, r)| r);
         let userinfo = authority.split('/').next().unwrap_or("").rsplit_once('@');
         if userinfo.is_some_and(|(info, _)| info.contains(':')) {
-            return Err(err(
+            return Err(Invalid::new(
                 "url",
-                "the URL carries a password".into(),
+                "the URL carries a password",
                 "put the password in password_file (or a systemd credential) and remove it from the URL",
             ));
         }
         if self.ca_file.is_some() && !self.url.starts_with("rediss://") {
-            return Err(err(
+            return Err(Invalid::new(
                 "ca_file",
-                "a CA file is set but the URL is not rediss:// (TLS)".into(),
+                "a CA file is set but the URL is not rediss:// (TLS)",
                 "use a rediss:// URL, or remove ca_file",
             ));
         }
@@ -88,7 +84,7 @@ impl RedisConfig {
             ("command_timeout_ms", self.command_timeout_ms),
         ] {
             if !(10..=60_000).contains(&v) {
-                return Err(err(
+                return Err(Invalid::new(
                     key,
                     format!("{v} is out of range"),
                     "use 10..=60000 ms (default 1000)",
@@ -96,7 +92,7 @@ impl RedisConfig {
             }
         }
         if self.min_replicas_ack > 16 {
-            return Err(err(
+            return Err(Invalid::new(
                 "min_replicas_ack",
                 format!("{} is out of range", self.min_replicas_ack),
                 "use 0 (off) to 16",
@@ -115,43 +111,52 @@ impl RedisConfig {
         Duration::from_millis(self.command_timeout_ms)
     }
 
-    /// The password, read at start-up from `password_file` or the systemd
-    /// credential; `None` when neither is configured.
-    pub fn password(&self) -> Result<Option<String>, String> {
-        let path = match (
+    /// Read the secrets: the password from `password_file` or the systemd
+    /// credential (`$CREDENTIALS_DIRECTORY/redis-password`, when present),
+    /// and the CA from `ca_file`. Once, at start-up; `run`, `check-config`
+    /// and `ledger export` all go through here.
+    pub fn resolve(&self) -> Result<RedisSettings, Invalid> {
+        let password_path = match (
             &self.password_file,
             std::env::var_os("CREDENTIALS_DIRECTORY"),
         ) {
-            (Some(p), _) => p.clone(),
+            (Some(p), _) => Some(p.clone()),
             (None, Some(dir)) => {
-                let p = PathBuf::from(dir).join("redis-password");
-                if !p.exists() {
-                    return Ok(None);
-                }
-                p
+                Some(PathBuf::from(dir).join("redis-password")).filter(|p| p.exists())
             }
-            (None, None) => return Ok(None),
+            (None, None) => None,
         };
-        std::fs::read_to_string(&path)
-            .map(|s| Some(s.trim_end_matches(['\n', '\r']).to_string()))
-            .map_err(|e| {
-                format!(
-                    "cannot read the Redis password from {}: {e}. Fix: check [redis] password_file and that the service user may read it",
-                    path.display()
+        let password = match password_path {
+            None => None,
+            Some(path) => Some(
+                std::fs::read_to_string(&path)
+                    .map(|s| s.trim_end_matches(['\n', '\r']).to_string())
+                    .map_err(|e| {
+                        Invalid::new(
+                            "password_file",
+                            format!(
+                                "cannot read the Redis password from {}: {e}",
+                                path.display()
+                            ),
+                            "check [redis] password_file and that the service user may read it",
+                        )
+                    })?,
+            ),
+        };
+        let ca_pem = match &self.ca_file {
+            None => None,
+            Some(path) => Some(std::fs::read(path).map_err(|e| {
+                Invalid::new(
+                    "ca_file",
+                    format!("cannot read the Redis CA file {}: {e}", path.display()),
+                    "check [redis] ca_file and that the service user may read it",
                 )
-            })
-    }
-
-    /// The CA certificate(s) from `ca_file`, if set.
-    pub fn ca_pem(&self) -> Result<Option<Vec<u8>>, String> {
-        let Some(path) = &self.ca_file else {
-            return Ok(None);
+            })?),
         };
-        std::fs::read(path).map(Some).map_err(|e| {
-            format!(
-                "cannot read the Redis CA file {}: {e}. Fix: check [redis] ca_file and that the service user may read it",
-                path.display()
-            )
+        Ok(RedisSettings {
+            config: self.clone(),
+            password,
+            ca_pem,
         })
     }
 
@@ -177,6 +182,35 @@ impl RedisConfig {
                 enc(pass.unwrap_or(""))
             ),
         }
+    }
+}
+
+/// `[redis]` with its secrets read ([`RedisConfig::resolve`]). Its `Debug`
+/// shows no secret.
+#[derive(Clone)]
+pub struct RedisSettings {
+    /// The section as written.
+    pub config: RedisConfig,
+    password: Option<String>,
+    /// The CA certificate(s) from `ca_file`, if set.
+    pub ca_pem: Option<Vec<u8>>,
+}
+
+impl RedisSettings {
+    /// The URL with the user name and password filled in (a secret: never
+    /// log it; [`super::redact`] the configured `url` instead).
+    pub fn url(&self) -> String {
+        self.config.url_with_credentials(self.password.as_deref())
+    }
+}
+
+impl fmt::Debug for RedisSettings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisSettings")
+            .field("url", &super::redact(&self.config.url))
+            .field("password", &self.password.as_ref().map(|_| "<redacted>"))
+            .field("ca_pem", &self.ca_pem.as_ref().map(Vec::len))
+            .finish()
     }
 }
 

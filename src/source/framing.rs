@@ -32,8 +32,8 @@
 //! A frame that lacks the configured prefix is delivered with a framing
 //! error; otherwise the prefix is stripped.
 
+use super::serial::config::SerialConfig;
 use crate::capture::RawScan;
-use crate::config::ScannerConfig;
 
 /// STX: start of text.
 pub const STX: u8 = 0x02;
@@ -77,8 +77,9 @@ impl FrameSpec {
         }
     }
 
-    /// The framing a (validated) scanner config asks for.
-    pub fn from_config(c: &ScannerConfig) -> FrameSpec {
+    /// The framing a (validated) serial scanner config asks for, frames of
+    /// at most `max` bytes (`max_frame_bytes`).
+    pub fn from_config(c: &SerialConfig, max: usize) -> FrameSpec {
         let end = match (&c.suffix, c.stx_etx) {
             (_, true) => End::StxEtx,
             (None, false) => End::Lines,
@@ -89,7 +90,7 @@ impl FrameSpec {
             prefix: c.prefix.as_ref().map(|p| p.0.clone()).unwrap_or_default(),
             end,
             timeout_ms: c.frame_timeout_ms,
-            max: c.max_frame_bytes,
+            max,
         }
     }
 

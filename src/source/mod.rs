@@ -11,9 +11,98 @@ pub mod hid;
 pub mod latency;
 pub mod serial;
 
-use crate::capture::Scan;
+use crate::capture::{Profile, Scan, ScanType};
+use hid::config::{HidConfig, HidMode};
+use serde::Deserialize;
+use serial::config::SerialConfig;
+use std::path::PathBuf;
 use std::time::Instant;
 use tokio::sync::mpsc;
+
+/// One `[[scanner]]` entry: the keys every scanner has, and in `kind` the
+/// keys of its kind ([`crate::config::ScannerConfig`]). A source takes the entry with its
+/// own kind's config: `Scanner<SerialConfig>`, `Scanner<HidConfig>`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scanner<K> {
+    /// Stable scanner name (letters, digits, `-`, `_`); part of the content key.
+    pub name: String,
+    /// What a read from this scanner means.
+    pub scan_type: ScanType,
+    /// Units per read.
+    #[serde(default = "default_quantity")]
+    pub quantity: u32,
+    /// Longest accepted frame (HID: scan data) in bytes; longer frames are
+    /// rejected and audited.
+    #[serde(default = "default_max_frame_bytes")]
+    pub max_frame_bytes: usize,
+    /// `kind` and its keys (read by [`crate::config::Config::parse`], not by
+    /// this derive).
+    #[serde(skip)]
+    pub kind: K,
+}
+
+impl<K> Scanner<K> {
+    /// What this scanner contributes to every scan it reads.
+    pub fn profile(&self) -> Profile {
+        Profile {
+            scanner: self.name.clone(),
+            scan_type: self.scan_type,
+            quantity: self.quantity,
+        }
+    }
+
+    /// The same entry with `kind` as its kind's config.
+    pub fn with_kind<L>(&self, kind: L) -> Scanner<L> {
+        Scanner {
+            name: self.name.clone(),
+            scan_type: self.scan_type,
+            quantity: self.quantity,
+            max_frame_bytes: self.max_frame_bytes,
+            kind,
+        }
+    }
+}
+
+impl Scanner<()> {
+    /// `name` reading `scan_type`, every optional common key at its default.
+    fn common(name: &str, scan_type: ScanType) -> Scanner<()> {
+        Scanner {
+            name: name.into(),
+            scan_type,
+            quantity: default_quantity(),
+            max_frame_bytes: default_max_frame_bytes(),
+            kind: (),
+        }
+    }
+}
+
+impl Scanner<SerialConfig> {
+    /// A serial scanner with every optional key at its default (8N1, 9600
+    /// baud, CR/LF/CRLF framing, no ACK, one unit per read).
+    pub fn serial(
+        name: &str,
+        path: impl Into<PathBuf>,
+        scan_type: ScanType,
+    ) -> Scanner<SerialConfig> {
+        Scanner::common(name, scan_type).with_kind(SerialConfig::new(path))
+    }
+}
+
+impl Scanner<HidConfig> {
+    /// A HID scanner in `mode` with every optional key at its default and
+    /// no match keys (set `vendor_id` etc. or `path`).
+    pub fn hid(name: &str, mode: HidMode, scan_type: ScanType) -> Scanner<HidConfig> {
+        Scanner::common(name, scan_type).with_kind(HidConfig::new(mode))
+    }
+}
+
+fn default_quantity() -> u32 {
+    1
+}
+pub(crate) fn default_max_frame_bytes() -> usize {
+    4096
+}
 
 /// ACK byte, sent after the scan is durable.
 pub const ACK: u8 = 0x06;

@@ -26,13 +26,16 @@
 //! when there was traffic) and for the whole run when the source stops,
 //! target `scangate::ack_latency`.
 
+pub mod config;
+
+use super::Scanner;
 use super::framing::{FrameSpec, Framer};
 use super::latency::Histogram;
 use super::{ACK, DurableAck, NAK, ToOutbox};
 use crate::backoff::Backoff;
 use crate::capture::{Profile, RawScan, Scan};
-use crate::config::{FlowControl, Parity, ScannerConfig};
 use crate::shutdown::Stop;
+use config::{FlowControl, Parity, SerialConfig};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
@@ -94,14 +97,10 @@ enum Ended {
 }
 
 /// Read one serial scanner until `shutdown` turns true.
-pub async fn run(cfg: ScannerConfig, out: ToOutbox, mut shutdown: Stop) {
-    let profile = Profile {
-        scanner: cfg.name.clone(),
-        scan_type: cfg.scan_type,
-        quantity: cfg.quantity,
-    };
-    let spec = FrameSpec::from_config(&cfg);
-    let path = cfg.path.display().to_string();
+pub async fn run(cfg: Scanner<SerialConfig>, out: ToOutbox, mut shutdown: Stop) {
+    let profile = cfg.profile();
+    let spec = FrameSpec::from_config(&cfg.kind, cfg.max_frame_bytes);
+    let path = cfg.kind.path.display().to_string();
     let mut stats = AckStats {
         total: Histogram::new(),
         interval: Histogram::new(),
@@ -111,8 +110,8 @@ pub async fn run(cfg: ScannerConfig, out: ToOutbox, mut shutdown: Stop) {
     let mut backoff = Backoff::new(BACKOFF_MIN, BACKOFF_MAX);
     let mut last_error: Option<String> = None;
     while !shutdown.is_set() {
-        let seen = device_id(&cfg.path);
-        let mut port = match open(&cfg) {
+        let seen = device_id(&cfg.kind.path);
+        let mut port = match open(&cfg.kind) {
             Ok(p) => p,
             Err(e) => {
                 let msg = e.to_string();
@@ -126,7 +125,7 @@ pub async fn run(cfg: ScannerConfig, out: ToOutbox, mut shutdown: Stop) {
                     );
                     last_error = Some(msg);
                 }
-                wait_to_retry(&cfg.path, seen, backoff.failed(), &mut shutdown).await;
+                wait_to_retry(&cfg.kind.path, seen, backoff.failed(), &mut shutdown).await;
                 continue;
             }
         };
@@ -135,9 +134,9 @@ pub async fn run(cfg: ScannerConfig, out: ToOutbox, mut shutdown: Stop) {
             .ok()
             .map(|m| m.rdev());
         tracing::info!(
-            scanner = %cfg.name, device = %path, baud = cfg.baud,
-            line = %format!("{}{}{}", cfg.data_bits, parity_letter(cfg.parity), cfg.stop_bits),
-            framing = %spec.describe(), ack = cfg.ack, "scanner connected"
+            scanner = %cfg.name, device = %path, baud = cfg.kind.baud,
+            line = %format!("{}{}{}", cfg.kind.data_bits, parity_letter(cfg.kind.parity), cfg.kind.stop_bits),
+            framing = %spec.describe(), ack = cfg.kind.ack, "scanner connected"
         );
         backoff.reset();
         last_error = None;
@@ -185,7 +184,7 @@ fn parity_letter(p: Parity) -> char {
 }
 
 /// Open the device with the configured line settings.
-fn open(cfg: &ScannerConfig) -> tokio_serial::Result<SerialStream> {
+fn open(cfg: &SerialConfig) -> tokio_serial::Result<SerialStream> {
     use tokio_serial::{DataBits, FlowControl as Fc, Parity as P, StopBits};
     let data_bits = match cfg.data_bits {
         5 => DataBits::Five,
@@ -241,7 +240,7 @@ async fn wait_to_retry(path: &Path, seen: DeviceId, backoff: Duration, shutdown:
 /// Read, frame, capture and ACK/NAK until the device fails or shutdown.
 #[allow(clippy::too_many_arguments)]
 async fn connection(
-    cfg: &ScannerConfig,
+    cfg: &Scanner<SerialConfig>,
     profile: &Profile,
     port: &mut SerialStream,
     open_id: Option<u64>,
@@ -294,11 +293,11 @@ async fn connection(
                 }
             }
             _ = path_check.tick() => {
-                let now = std::fs::metadata(&cfg.path).ok().map(|m| m.rdev());
+                let now = std::fs::metadata(&cfg.kind.path).ok().map(|m| m.rdev());
                 match now {
-                    None => return Ended::Lost(format!("{} vanished", cfg.path.display())),
+                    None => return Ended::Lost(format!("{} vanished", cfg.kind.path.display())),
                     Some(rdev) if open_id.is_some_and(|o| o != rdev) => {
-                        return Ended::Lost(format!("{} now leads to another device (replugged)", cfg.path.display()));
+                        return Ended::Lost(format!("{} now leads to another device (replugged)", cfg.kind.path.display()));
                     }
                     Some(_) => continue,
                 }
@@ -315,7 +314,7 @@ async fn connection(
             // NAKed so the scanner sends it again: an ACK must only ever
             // confirm a usable scan.
             let usable = scan.decoded.is_ok();
-            if cfg.ack && !usable {
+            if cfg.kind.ack && !usable {
                 if let Err(e) = port.write_all(&[NAK]).await {
                     tracing::warn!(scanner = %cfg.name, "writing NAK failed: {e}");
                 }
@@ -323,7 +322,7 @@ async fn connection(
                 stats.interval_naks += 1;
             }
             let durable =
-                (cfg.ack && usable).then(|| DurableAck::new(durable_tx.clone(), frame_end));
+                (cfg.kind.ack && usable).then(|| DurableAck::new(durable_tx.clone(), frame_end));
             if out.send(scan, durable).await.is_err() {
                 return Ended::Stop; // the outbox writer is gone: shutting down
             }

@@ -19,7 +19,7 @@ mod lane;
 pub use lane::{pick, record, round};
 
 use crate::config::Config;
-use crate::facility::config::RedisConfig;
+use crate::facility::config::{RedisConfig, RedisSettings};
 use crate::facility::{Facility, FacilityError};
 use crate::gate::facility::LaneKind;
 use crate::gate::{Decision, Gate, GateStats};
@@ -44,18 +44,17 @@ pub struct Link {
 }
 
 impl Link {
-    /// Resolve the configuration (reads the password file once).
-    pub fn new(cfg: &Config, redis: &RedisConfig) -> Result<Link, String> {
-        let password = redis.password()?;
-        Ok(Link {
-            url: redis.url_with_credentials(password.as_deref()),
-            ca_pem: redis.ca_pem()?,
-            shown: crate::facility::redact(&redis.url),
+    /// The link `redis` (its secrets already read) describes.
+    pub fn new(cfg: &Config, redis: &RedisSettings) -> Link {
+        Link {
+            url: redis.url(),
+            ca_pem: redis.ca_pem.clone(),
+            shown: crate::facility::redact(&redis.config.url),
             facility: cfg.gateway.facility.clone(),
             window_ms: cfg.window_ms(),
             retention: Duration::from_secs(cfg.dedup.retention_hours * 3600),
-            redis: redis.clone(),
-        })
+            redis: redis.config.clone(),
+        }
     }
 
     /// Connect and check the server; logs what it found.

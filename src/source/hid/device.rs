@@ -8,8 +8,9 @@
 //! [`Replay`]: scripted report streams with pauses, unplugs and replugs,
 //! because these machines have no USB and no `/dev/uhid`.
 
+use super::config::{HidConfig, HidMode};
 use super::devices::{self, Grab, HidCandidate, Matcher};
-use crate::config::{HidMode, ScannerConfig};
+use crate::source::Scanner;
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -78,18 +79,14 @@ pub struct HidapiOpener {
 
 impl HidapiOpener {
     /// The opener for a `kind = "hid"` scanner entry.
-    pub fn from_config(cfg: &ScannerConfig) -> HidapiOpener {
+    pub fn from_config(cfg: &Scanner<HidConfig>) -> HidapiOpener {
+        let hid = &cfg.kind;
         HidapiOpener {
             name: cfg.name.clone(),
-            mode: cfg.mode.unwrap_or(HidMode::Pos),
-            path: (!cfg.path.as_os_str().is_empty()).then(|| cfg.path.clone()),
-            matcher: Matcher {
-                vendor_id: cfg.vendor_id,
-                product_id: cfg.product_id,
-                serial_number: cfg.serial_number.clone(),
-                usb_port: cfg.usb_port.clone(),
-            },
-            grab: cfg.mode == Some(HidMode::Keyboard) && cfg.grab.unwrap_or(true),
+            mode: hid.mode(),
+            path: (!hid.path.as_os_str().is_empty()).then(|| hid.path.clone()),
+            matcher: Matcher::of(hid),
+            grab: hid.keyboard().is_some_and(|k| k.grab.unwrap_or(true)),
         }
     }
 

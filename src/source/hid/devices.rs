@@ -7,7 +7,7 @@
 //! tests run it on a fake tree in a temporary directory. The walks never
 //! follow symlinks below the device (sysfs is full of cycles).
 
-use crate::config::HidMode;
+use super::config::{HidConfig, HidMode};
 use std::path::{Path, PathBuf};
 
 /// The live sysfs root.
@@ -72,6 +72,16 @@ pub struct Matcher {
 }
 
 impl Matcher {
+    /// The match keys of a `kind = "hid"` entry.
+    pub fn of(hid: &HidConfig) -> Matcher {
+        Matcher {
+            vendor_id: hid.vendor_id,
+            product_id: hid.product_id,
+            serial_number: hid.serial_number.clone(),
+            usb_port: hid.usb_port.clone(),
+        }
+    }
+
     /// Whether `c` is this scanner (also in the right mode).
     pub fn matches(&self, c: &HidCandidate, mode: HidMode) -> bool {
         c.mode() == Some(mode)

@@ -22,17 +22,19 @@
 //! HID scanners are not ACKed (HID has no ACK): a scan is captured when its
 //! last report is read and queued for the outbox like a serial frame.
 
+pub mod config;
 pub mod device;
 pub mod devices;
 pub mod keyboard;
 pub mod layout;
 pub mod pos;
 
+use super::Scanner;
 use super::ToOutbox;
 use crate::backoff::Backoff;
-use crate::capture::{Profile, RawScan, Scan};
-use crate::config::{GsKey, HidMode, ScannerConfig, TerminatorKey};
+use crate::capture::{RawScan, Scan};
 use crate::shutdown::Stop;
+use config::{GsKey, HidConfig, ModeConfig, TerminatorKey};
 use device::{DeviceErrorKind, DeviceOpener};
 use keyboard::{GsConvention, KeyboardScanner, Terminators};
 use layout::Layout;
@@ -87,25 +89,25 @@ impl HidDecoder {
     }
 
     /// The decoder a `kind = "hid"` scanner entry describes.
-    pub fn from_config(cfg: &ScannerConfig) -> HidDecoder {
-        let timeout = Duration::from_millis(cfg.hid_timeout_ms());
-        match cfg.mode.unwrap_or(HidMode::Pos) {
-            HidMode::Pos => HidDecoder::pos(
-                cfg.report_id.unwrap_or(pos::DEFAULT_REPORT_ID),
+    pub fn from_config(cfg: &Scanner<HidConfig>) -> HidDecoder {
+        let timeout = Duration::from_millis(cfg.kind.timeout_ms());
+        match &cfg.kind.mode {
+            ModeConfig::Pos(p) => HidDecoder::pos(
+                p.report_id.unwrap_or(pos::DEFAULT_REPORT_ID),
                 cfg.max_frame_bytes,
                 timeout,
             ),
-            HidMode::Keyboard => {
-                let gs = match cfg.gs.unwrap_or(GsKey::Auto) {
+            ModeConfig::Keyboard(k) => {
+                let gs = match k.gs.unwrap_or(GsKey::Auto) {
                     GsKey::Auto => GsConvention::Auto,
                     GsKey::CtrlBracket => GsConvention::CtrlBracket,
                     GsKey::F8 => GsConvention::F8,
                     GsKey::None => GsConvention::None,
                     GsKey::Substitute => GsConvention::Substitute(
-                        cfg.gs_substitute.clone().unwrap_or_default().into_bytes(),
+                        k.gs_substitute.clone().unwrap_or_default().into_bytes(),
                     ),
                 };
-                let terminators = match &cfg.terminator {
+                let terminators = match &k.terminator {
                     None => Terminators::default(),
                     Some(keys) => Terminators {
                         enter: keys.contains(&TerminatorKey::Enter),
@@ -113,7 +115,7 @@ impl HidDecoder {
                     },
                 };
                 HidDecoder::keyboard(
-                    cfg.layout.unwrap_or(Layout::Us),
+                    k.layout.unwrap_or(Layout::Us),
                     gs,
                     terminators,
                     cfg.max_frame_bytes,
@@ -188,7 +190,7 @@ impl HidDecoder {
 }
 
 /// Read one HID scanner (found live through hidapi) until `shutdown`.
-pub async fn run(cfg: ScannerConfig, out: ToOutbox, shutdown: Stop) {
+pub async fn run(cfg: Scanner<HidConfig>, out: ToOutbox, shutdown: Stop) {
     let opener = device::HidapiOpener::from_config(&cfg);
     run_with(cfg, Box::new(opener), out, shutdown).await
 }
@@ -203,7 +205,7 @@ pub async fn run(cfg: ScannerConfig, out: ToOutbox, shutdown: Stop) {
 /// this one lives as long as the daemon. The thread hands each captured
 /// scan to the async outbox queue with `Handle::block_on`.
 pub async fn run_with(
-    cfg: ScannerConfig,
+    cfg: Scanner<HidConfig>,
     opener: Box<dyn DeviceOpener>,
     out: ToOutbox,
     shutdown: Stop,
@@ -227,18 +229,14 @@ pub async fn run_with(
 
 /// The reader thread: open, read, decode, capture, send; reopen on loss.
 fn reader(
-    cfg: ScannerConfig,
+    cfg: Scanner<HidConfig>,
     mut opener: Box<dyn DeviceOpener>,
     out: ToOutbox,
     shutdown: Stop,
     handle: tokio::runtime::Handle,
 ) {
-    let profile = Profile {
-        scanner: cfg.name.clone(),
-        scan_type: cfg.scan_type,
-        quantity: cfg.quantity,
-    };
-    let mode = cfg.mode.unwrap_or(HidMode::Pos).as_str();
+    let profile = cfg.profile();
+    let mode = cfg.kind.mode().as_str();
     let stopping = || shutdown.is_set();
     let send = |raw: RawScan| -> bool {
         let scan = Scan::capture(&profile, raw);
