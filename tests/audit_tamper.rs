@@ -5,9 +5,7 @@
 //! audit) through the library, on a real SQLite file; every tampered copy is
 //! a fresh file checked by the real binary.
 
-mod common;
-
-use common::*;
+use crate::util::*;
 use rusqlite::{Connection, params};
 use scangate::capture::{CaptureTime, Profile, RawScan, Scan};
 use scangate::config::ScanType;

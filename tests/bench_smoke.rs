@@ -2,9 +2,7 @@
 //! runs to the end on tiny sizes, embedded and against a redis-server this
 //! test starts, and reports every phase. Speed is not asserted here.
 
-mod common;
-
-use common::{RedisServer, tempdir};
+use crate::util::{RedisServer, tempdir};
 use std::process::Command;
 
 fn bench(args: &[&str]) -> String {

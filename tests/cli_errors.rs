@@ -3,9 +3,7 @@
 //!
 //! Exit codes (src/cli.rs): 0 ok, 1 check failed, 2 config/usage, 3 state/db.
 
-mod common;
-
-use common::*;
+use crate::util::*;
 use std::fs;
 use std::path::Path;
 

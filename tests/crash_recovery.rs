@@ -11,9 +11,7 @@
 //! transmission was stored twice, each scan has exactly one audit record and
 //! the chain verifies.
 
-mod common;
-
-use common::*;
+use crate::util::*;
 use rusqlite::{Connection, OpenFlags};
 use scangate::pty::VirtualScanner;
 use std::collections::HashMap;

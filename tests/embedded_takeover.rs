@@ -2,9 +2,7 @@
 //! store left `unresolved` open and says so at start; `scangate outbox
 //! decide-locally` hands them to its own store.
 
-mod common;
-
-use common::*;
+use crate::util::*;
 use scangate::capture::CaptureTime;
 use scangate::pty::VirtualScanner;
 use scangate::store::Store;

@@ -3,9 +3,7 @@
 //! Real SQLite file, real redis-server; the claimer's view of the clock is
 //! the `now` argument of `Gate::facility_round`.
 
-mod common;
-
-use common::*;
+use crate::util::*;
 use scangate::capture::{CaptureTime, Profile, RawScan, Scan};
 use scangate::config::ScanType;
 use scangate::gate::Verdict;

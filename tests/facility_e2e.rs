@@ -2,9 +2,7 @@
 //! binary, PTYs as scanners, and redis-server processes each test starts on
 //! a free port and stops.
 
-mod common;
-
-use common::*;
+use crate::util::*;
 use scangate::pty::VirtualScanner;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -219,7 +217,7 @@ fn two_gateways_one_roaming_scanner_one_ledger_entry_per_pick() {
     // With [redis], `ledger export` reads the facility stream: the same 12
     // entries from either gateway, with DESIGN.md's fields.
     for g in [&a, &b] {
-        let entries = common::ledger(&g.cfg);
+        let entries = crate::util::ledger(&g.cfg);
         assert_eq!(entries.len(), 12);
         let e = &entries[0];
         for field in LEDGER_FIELDS {
@@ -1137,7 +1135,7 @@ fn rediss_with_the_facility_ca_works_and_a_wrong_ca_is_a_clear_error() {
         "{st}"
     );
     // `ledger export` reads the stream over TLS too.
-    assert_eq!(common::ledger(&good.cfg).len(), 1);
+    assert_eq!(crate::util::ledger(&good.cfg).len(), 1);
     good.stop();
 
     let mut bad = Gateway::new(root.path(), "gw-b", &redis);

@@ -3,9 +3,7 @@
 //! and the decisions are exactly those of strict capture order.
 //! Real SQLite file, real redis-server; rounds driven through the gate.
 
-mod common;
-
-use common::*;
+use crate::util::*;
 use scangate::capture::{CaptureTime, Profile, RawScan, Scan};
 use scangate::config::ScanType;
 use scangate::gate::facility::{Lane, ROUND};

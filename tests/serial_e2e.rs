@@ -3,9 +3,7 @@
 //! echoes, reject garbage without disturbing anything, ACK each stored frame
 //! once, audit every decision in an intact chain, and exit 0 on SIGTERM.
 
-mod common;
-
-use common::*;
+use crate::util::*;
 use scangate::pty::VirtualScanner;
 use serde_json::Value;
 use std::collections::{HashMap, HashSet};
@@ -32,10 +30,6 @@ type ScanRow = (
     Option<i64>,
     i64,
 );
-
-fn frame(label: &str) -> Vec<u8> {
-    format!("{label}\r\n").into_bytes()
-}
 
 #[test]
 fn noisy_shift_on_two_serial_scanners() {

@@ -3,9 +3,7 @@
 //! fault clears; at shutdown it reports what it could not store.
 //! The fault is injected with a real SQLite trigger on the real file.
 
-mod common;
-
-use common::*;
+use crate::util::*;
 use scangate::pty::VirtualScanner;
 use std::time::Duration;
 
