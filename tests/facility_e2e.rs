@@ -363,7 +363,7 @@ fn an_acl_user_with_the_documented_grants_runs_a_gateway_and_one_without_is_refu
     let root = tempdir("scangate-fac-");
     let redis = RedisServer::start(&root.path().join("redis"), &[]);
     let grants = scangate::facility::ACL_GRANTS;
-    let mut c = redis.connection().expect("redis answers");
+    let mut c = redis.connection();
     for (user, grants) in [
         ("scangate", grants.to_string()),
         ("partial", grants.replace(" +config|get", "")),
@@ -434,7 +434,7 @@ fn gateways_of_one_facility_must_agree_on_window_and_retention() {
     a.send(&dscsa("SN001"));
     assert_settled(&a, &redis, 1, 0);
     let settings = "scangate:{test-pharmacy}:settings";
-    let mut c = redis.connection().expect("redis answers");
+    let mut c = redis.connection();
     let agreed: HashMap<String, String> =
         redis::cmd("HGETALL").arg(settings).query(&mut c).unwrap();
     assert_eq!(agreed["window_ms"], wide.to_string(), "{agreed:?}");
@@ -603,7 +603,7 @@ fn started_behind_a_reply_eating_proxy(root: &Path, redis: &RedisServer) -> (Pro
 
 /// `CONFIG SET maxmemory` on the test's own server.
 fn set_maxmemory(redis: &RedisServer, bytes: &str) {
-    let mut c = redis.connection().expect("redis answers");
+    let mut c = redis.connection();
     let _: () = redis::cmd("CONFIG")
         .arg("SET")
         .arg("maxmemory")
@@ -1027,7 +1027,7 @@ fn a_read_only_replica_refuses_claims_until_promoted_and_the_log_says_so() {
         d.log_digest()
     );
     // Promoted: the same claims go through, once.
-    let mut c = replica.connection().expect("replica answers");
+    let mut c = replica.connection();
     let _: () = redis::cmd("REPLICAOF")
         .arg("NO")
         .arg("ONE")

@@ -1,10 +1,16 @@
 //! A `redis-server` of the test's own, and TLS certificates for it.
 
+use super::daemon::tempdir;
+use super::scans::gate_config;
 use super::wait::wait_until;
+use scangate::facility::Facility;
+use scangate::gate::Gate;
+use scangate::store::Store;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
+use tempfile::TempDir;
 
 /// A port nothing listens on right now (the OS picks it).
 pub fn free_port() -> u16 {
@@ -24,6 +30,8 @@ pub struct RedisServer {
     dir: PathBuf,
     extra: Vec<String>,
     tls: bool,
+    /// The directory, when the server owns it ([`RedisServer::start_temp`]).
+    _temp: Option<TempDir>,
 }
 
 impl RedisServer {
@@ -36,6 +44,14 @@ impl RedisServer {
             extra.iter().map(|s| s.to_string()).collect(),
             false,
         )
+    }
+
+    /// [`RedisServer::start`] in a temporary directory of its own.
+    pub fn start_temp(extra: &[&str]) -> RedisServer {
+        let temp = tempdir("scangate-redis-");
+        let mut server = RedisServer::start(temp.path(), extra);
+        server._temp = Some(temp);
+        server
     }
 
     /// A TLS-only server (`rediss://`) with the given PEM files.
@@ -70,6 +86,7 @@ impl RedisServer {
             dir: dir.to_owned(),
             extra,
             tls,
+            _temp: None,
         };
         server.spawn();
         server
@@ -116,14 +133,11 @@ impl RedisServer {
         c.write_all(b"PING\r\n").is_ok() && matches!(c.read(&mut buf), Ok(n) if n > 0)
     }
 
-    /// A fresh connection, if the server answers PING.
-    pub fn connection(&self) -> Option<redis::Connection> {
-        let mut c = redis::Client::open(self.url())
-            .ok()?
-            .get_connection_with_timeout(Duration::from_millis(200))
-            .ok()?;
-        redis::cmd("PING").query::<String>(&mut c).ok()?;
-        Some(c)
+    /// A fresh connection to the server.
+    pub fn connection(&self) -> redis::Connection {
+        redis::Client::open(self.url())
+            .and_then(|c| c.get_connection_with_timeout(Duration::from_secs(2)))
+            .unwrap_or_else(|e| panic!("connecting to redis-server on port {}: {e}", self.port))
     }
 
     /// Send a signal (SIGSTOP / SIGCONT to pause and resume it).
@@ -153,7 +167,7 @@ impl RedisServer {
 
     /// The ledger stream's entries' `scan_uuid` and `content_key` fields.
     pub fn ledger(&self, facility: &str) -> Vec<(String, String)> {
-        let mut c = self.connection().expect("redis answers");
+        let mut c = self.connection();
         let entries: Vec<(String, Vec<(String, String)>)> = redis::cmd("XRANGE")
             .arg(format!("scangate:{{{facility}}}:ledger"))
             .arg("-")
@@ -248,4 +262,20 @@ pub fn make_test_ca(dir: &Path, name: &str) -> (PathBuf, PathBuf, PathBuf) {
         &ext,
     ]);
     (PathBuf::from(ca), PathBuf::from(crt), PathBuf::from(key))
+}
+
+/// A redis-server of the test's own and a gate of gateway "gw" in facility
+/// `f1` (window 3 s, retention 72 h) on a fresh database, with its facility
+/// connection — for tests that drive facility rounds themselves. The
+/// temporary directory holds both.
+pub fn facility_rig(prefix: &str) -> (TempDir, RedisServer, Store, Gate, Facility) {
+    let root = tempdir(prefix);
+    let redis = RedisServer::start(&root.path().join("redis"), &[]);
+    let store = Store::open(&root.path().join("state")).expect("open the store");
+    let gate = Gate::new(gate_config("f1", "gw"), &store).expect("a gate");
+    let connect = Duration::from_secs(2);
+    let retention = Duration::from_secs(72 * 3600);
+    let facility = Facility::connect(&redis.url(), "f1", 3000, retention, connect, connect)
+        .expect("connect to the test's redis-server");
+    (root, redis, store, gate, facility)
 }

@@ -1,7 +1,10 @@
 //! Labels and scans: barcode texts, scans built as a source would capture
 //! them, and gates over a test store.
 
-use std::path::Path;
+use scangate::capture::{CaptureTime, Profile, RawScan, Scan};
+use scangate::config::ScanType;
+use scangate::gate::{Gate, GateConfig, Verdict, decision_of};
+use scangate::store::Store;
 use std::time::Duration;
 
 /// GS1 group separator.
@@ -22,64 +25,64 @@ pub fn dscsa_lot(serial: &str, lot: &str) -> String {
     format!("]d201{GTIN}1728123121{serial}{GS}10{lot}")
 }
 
-/// A gate of gateway "gw" in `facility` (window 3 s, retention 72 h) over a
-/// new SQLite store in `state_dir`, and its facility Redis connection at
-/// `url` — for tests that drive facility rounds themselves.
-pub fn facility_gate(
-    state_dir: &Path,
-    facility: &str,
-    url: &str,
-) -> (
-    scangate::store::Store,
-    scangate::gate::Gate,
-    scangate::facility::Facility,
-) {
-    let store = scangate::store::Store::open(state_dir).expect("open the store");
-    let retention = Duration::from_secs(72 * 3600);
-    let cfg = scangate::gate::GateConfig {
-        facility: facility.into(),
-        gateway: "gw".into(),
-        window_ms: 3000,
-        retention,
+/// Scanner `scanner`'s profile: dispense, quantity 1.
+pub fn dispense(scanner: &str) -> Profile {
+    Profile {
+        scanner: scanner.into(),
+        scan_type: ScanType::Dispense,
+        quantity: 1,
+    }
+}
+
+/// A capture time: wall clock `utc_ms`, `boot_ms` on the boot clock of boot
+/// `boot`.
+pub fn capture_time(utc_ms: i64, boot: &str, boot_ms: i64, synced: bool) -> CaptureTime {
+    CaptureTime {
+        utc_ms,
+        boot_ns: boot_ms * 1_000_000,
+        boot_id: boot.into(),
+        synced,
+    }
+}
+
+/// A read of `bytes` (no framing error) by `profile` at `time`.
+pub fn scan(profile: &Profile, bytes: impl Into<Vec<u8>>, time: CaptureTime) -> Scan {
+    let raw = RawScan {
+        bytes: bytes.into(),
+        framing_error: None,
     };
-    let gate = scangate::gate::Gate::new(cfg, &store).expect("a gate");
-    let connect = Duration::from_secs(2);
-    let f = scangate::facility::Facility::connect(url, facility, 3000, retention, connect, connect)
-        .expect("connect to the test's redis-server");
-    (store, gate, f)
+    Scan::at(profile, raw, time)
 }
 
 /// A read of `text` by scanner `counter-1` (dispense, quantity 1), captured
 /// `at_ms` from now on a synchronised clock of boot `boot-a`.
-pub fn read_at(text: &str, at_ms: i64) -> scangate::capture::Scan {
-    use scangate::capture::{CaptureTime, Profile, RawScan, Scan};
-    let time = CaptureTime {
-        utc_ms: chrono::Utc::now().timestamp_millis() + at_ms,
-        boot_ns: 1_000_000_000_000 + at_ms * 1_000_000,
-        boot_id: "boot-a".into(),
-        synced: true,
-    };
-    let profile = Profile {
-        scanner: "counter-1".into(),
-        scan_type: scangate::config::ScanType::Dispense,
-        quantity: 1,
-    };
-    let raw = RawScan {
-        bytes: text.as_bytes().to_vec(),
-        framing_error: None,
-    };
-    Scan::at(&profile, raw, time)
+pub fn read_at(text: &str, at_ms: i64) -> Scan {
+    let now = chrono::Utc::now().timestamp_millis();
+    let time = capture_time(now + at_ms, "boot-a", 1_000_000 + at_ms, true);
+    scan(&dispense("counter-1"), text, time)
 }
 
-/// The gate of the gateway [`write_config`] describes (facility
-/// `test-pharmacy`, gateway `test-gw`, window 3 s, retention 72 h), for
-/// preparing a state directory before the daemon starts on it.
-pub fn test_gate(store: &scangate::store::Store) -> scangate::gate::Gate {
-    let cfg = scangate::gate::GateConfig {
-        facility: "test-pharmacy".into(),
-        gateway: "test-gw".into(),
+/// The recorded verdict of `scan` (it must be in the outbox).
+pub fn verdict(store: &Store, scan: &Scan) -> Verdict {
+    decision_of(store, &scan.uuid.to_string())
+        .expect("reading the decision")
+        .expect("the scan is in the outbox")
+        .verdict
+}
+
+/// The gate settings the tests use: window 3 s, retention 72 h.
+pub fn gate_config(facility: &str, gateway: &str) -> GateConfig {
+    GateConfig {
+        facility: facility.into(),
+        gateway: gateway.into(),
         window_ms: 3000,
         retention: Duration::from_secs(72 * 3600),
-    };
-    scangate::gate::Gate::new(cfg, store).expect("a gate on the test store")
+    }
+}
+
+/// The gate of the gateway [`write_config`](super::write_config) describes
+/// (facility `test-pharmacy`, gateway `test-gw`, window 3 s, retention
+/// 72 h), for preparing a state directory before the daemon starts on it.
+pub fn test_gate(store: &Store) -> Gate {
+    Gate::new(gate_config("test-pharmacy", "test-gw"), store).expect("a gate on the test store")
 }
