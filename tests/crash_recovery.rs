@@ -343,8 +343,7 @@ fn kill_minus_9_while_scans_stream_loses_and_doubles_nothing() {
     assert_eq!(orphans, 0, "every ledger entry is a committed scan");
     drop(c);
 
-    let verify: Outcome = cli_cfg(&config, &["audit", "verify"]).into();
-    assert_eq!(verify.code, Some(0), "{verify}");
+    let verify = audit_verify(&config);
     assert!(
         verify
             .stdout

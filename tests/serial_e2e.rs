@@ -226,8 +226,7 @@ fn noisy_shift_on_two_serial_scanners() {
     );
 
     // Audit: intact, one record per decision.
-    let verify: Outcome = cli_cfg(&config, &["audit", "verify"]).into();
-    assert_eq!(verify.code, Some(0), "{verify}");
+    let verify = audit_verify(&config);
     assert!(
         verify
             .stdout
@@ -378,6 +377,5 @@ fn sigint_right_after_the_acks_drains_everything_durable() {
     assert_eq!(count(&st, "committed"), PICKS as i64, "{st}");
     assert_eq!(count(&st, "pending") + count(&st, "unresolved"), 0, "{st}");
     assert_eq!(ledger(&config).len(), PICKS);
-    let verify: Outcome = cli_cfg(&config, &["audit", "verify"]).into();
-    assert_eq!(verify.code, Some(0), "{verify}");
+    audit_verify(&config);
 }

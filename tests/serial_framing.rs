@@ -138,8 +138,7 @@ fn check_mode(
             b.reason
         );
     }
-    let verify: Outcome = cli_cfg(&config, &["audit", "verify"]).into();
-    assert_eq!(verify.code, Some(0), "{verify}");
+    audit_verify(&config);
 }
 
 #[test]

@@ -257,6 +257,13 @@ pub fn wait_all_decided(config: &Path, transmissions: i64) -> serde_json::Value 
     last
 }
 
+/// `audit verify` of `config`'s database: it must pass (exit 0).
+pub fn audit_verify(config: &Path) -> Outcome {
+    let out: Outcome = cli_cfg(config, &["audit", "verify"]).into();
+    assert_eq!(out.code, Some(0), "audit verify failed: {out}");
+    out
+}
+
 /// `ledger export`, parsed (one JSON object per line).
 pub fn ledger(config: &Path) -> Vec<serde_json::Value> {
     let out: Outcome = cli_cfg(config, &["ledger", "export"]).into();
