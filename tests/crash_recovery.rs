@@ -170,11 +170,7 @@ fn kill_minus_9_while_scans_stream_loses_and_doubles_nothing() {
         .collect();
     let paths: Vec<PathBuf> = scanners.iter().map(|s| s.path().to_owned()).collect();
     let specs: Vec<ScannerSpec> = (0..SCANNERS)
-        .map(|i| {
-            let mut s = ScannerSpec::new(&scanner_name(i), &paths[i]);
-            s.ack = true;
-            s
-        })
+        .map(|i| ScannerSpec::new(&scanner_name(i), &paths[i]).ack())
         .collect();
     let config = write_config(dir.path(), &state, WINDOW_MS, &specs);
     let path_refs: Vec<&Path> = paths.iter().map(PathBuf::as_path).collect();

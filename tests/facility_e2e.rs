@@ -23,8 +23,7 @@ impl Gateway {
         let dir = root.join(name);
         std::fs::create_dir_all(&dir).unwrap();
         let scanner = VirtualScanner::new().unwrap();
-        let mut spec = ScannerSpec::new("roaming", scanner.path());
-        spec.ack = true;
+        let spec = ScannerSpec::new("roaming", scanner.path()).ack();
         let cfg = write_config(&dir, &dir.join("state"), WINDOW_MS, &[spec]);
         let text = std::fs::read_to_string(&cfg)
             .unwrap()

@@ -39,8 +39,7 @@ fn noisy_shift_on_two_serial_scanners() {
         VirtualScanner::new().unwrap(),
         VirtualScanner::new().unwrap(),
     ];
-    let mut a = ScannerSpec::new("counter-1", scanners[A].path());
-    a.ack = true;
+    let a = ScannerSpec::new("counter-1", scanners[A].path()).ack();
     let mut b = ScannerSpec::new("counter-2", scanners[B].path());
     b.max_frame_bytes = Some(64);
     let config = write_config(dir.path(), &state, WINDOW_MS as u64, &[a, b]);
@@ -347,8 +346,7 @@ fn sigint_right_after_the_acks_drains_everything_durable() {
     let dir = tempdir("scangate-e2e-drain-");
     let state = dir.path().join("state");
     let mut vs = VirtualScanner::new().unwrap();
-    let mut spec = ScannerSpec::new("counter-1", vs.path());
-    spec.ack = true;
+    let spec = ScannerSpec::new("counter-1", vs.path()).ack();
     let config = write_config(dir.path(), &state, WINDOW_MS as u64, &[spec]);
     let mut daemon = Daemon::start(&config, &dir.path().join("daemon.log"));
     daemon.wait_open(&[vs.path()]);

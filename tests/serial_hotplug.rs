@@ -29,13 +29,7 @@ fn repoint(link: &Path, target: &Path) {
 
 /// Does `pid` hold `path` open right now?
 fn holds(pid: u32, path: &Path) -> bool {
-    std::fs::read_dir(format!("/proc/{pid}/fd"))
-        .map(|rd| {
-            rd.filter_map(|e| e.ok())
-                .filter_map(|e| std::fs::read_link(e.path()).ok())
-                .any(|p| p == path)
-        })
-        .unwrap_or(false)
+    open_files(pid).iter().any(|p| p == path)
 }
 
 /// Send a pick and wait for its ACK.

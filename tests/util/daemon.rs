@@ -156,13 +156,7 @@ impl Daemon {
                     self.log_digest()
                 );
             }
-            let open: Vec<PathBuf> = fs::read_dir(format!("/proc/{pid}/fd"))
-                .map(|rd| {
-                    rd.filter_map(|e| e.ok())
-                        .filter_map(|e| fs::read_link(e.path()).ok())
-                        .collect()
-                })
-                .unwrap_or_default();
+            let open = open_files(pid);
             if want.iter().all(|w| open.contains(w)) {
                 return;
             }
@@ -217,6 +211,17 @@ impl Drop for Daemon {
             eprintln!("{}", self.log_digest());
         }
     }
+}
+
+/// The files process `pid` holds open right now (from `/proc/<pid>/fd`).
+pub fn open_files(pid: u32) -> Vec<PathBuf> {
+    fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|rd| {
+            rd.filter_map(|e| e.ok())
+                .filter_map(|e| fs::read_link(e.path()).ok())
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// `outbox status --json`, parsed.
