@@ -21,6 +21,22 @@ fn config_text(state_dir: &Path, dedup: &str, scanner_extra: &str) -> String {
     )
 }
 
+/// [`config_text`] (default window) and a second serial scanner `name` at
+/// `path`, with `extra` lines after its `scan_type`.
+fn with_second_scanner(
+    state_dir: &Path,
+    name: &str,
+    path: &str,
+    scan_type: &str,
+    extra: &str,
+) -> String {
+    config_text(state_dir, "window_ms = 3000", "")
+        + &format!(
+            "\n[[scanner]]\nname = {name:?}\nkind = \"serial\"\npath = {path:?}\n\
+             scan_type = {scan_type:?}\n{extra}\n"
+        )
+}
+
 /// `check-config` on the config `text` makes for a state directory must
 /// exit 2, name `key` on stderr, say how to fix it, and not create the state
 /// directory.
@@ -77,11 +93,7 @@ fn quantity_zero_is_named_with_its_scanner_index() {
 #[test]
 fn quantity_error_names_the_second_scanner() {
     assert_config_error(
-        |state| {
-            config_text(state, "window_ms = 3000", "")
-                + "\n[[scanner]]\nname = \"counter-2\"\nkind = \"serial\"\npath = \"/dev/x\"\n\
-           scan_type = \"dispense\"\nquantity = 0\n"
-        },
+        |state| with_second_scanner(state, "counter-2", "/dev/x", "dispense", "quantity = 0"),
         "scanner[1].quantity",
     );
 }
@@ -140,11 +152,7 @@ fn negative_window_ms_is_named() {
 #[test]
 fn duplicate_scanner_name_is_named() {
     assert_config_error(
-        |state| {
-            config_text(state, "window_ms = 3000", "")
-                + "\n[[scanner]]\nname = \"counter-1\"\nkind = \"serial\"\npath = \"/dev/y\"\n\
-           scan_type = \"waste\"\n"
-        },
+        |state| with_second_scanner(state, "counter-1", "/dev/y", "waste", ""),
         "scanner[1].name",
     );
 }
