@@ -5,17 +5,13 @@
 //! audit) through the library, on a real SQLite file; every tampered copy is
 //! a fresh file checked by the real binary.
 
-mod common;
-
-use common::*;
+use crate::util::*;
 use rusqlite::{Connection, params};
-use scangate::capture::{CaptureTime, Profile, RawScan, Scan};
+use scangate::capture::Profile;
 use scangate::config::ScanType;
-use scangate::gate::{Gate, GateConfig};
 use scangate::store::Store;
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 const WINDOW_MS: i64 = 3000;
 
@@ -23,21 +19,8 @@ const WINDOW_MS: i64 = 3000;
 /// number of audit records.
 fn build_database(state: &Path) -> i64 {
     let mut store = Store::open(state).expect("creating the database");
-    let mut gate = Gate::new(
-        GateConfig {
-            facility: "test-pharmacy".into(),
-            gateway: "test-gw".into(),
-            window_ms: WINDOW_MS,
-            retention: Duration::from_secs(72 * 3600),
-        },
-        &store,
-    )
-    .expect("gate");
-    let counter = Profile {
-        scanner: "counter-1".into(),
-        scan_type: ScanType::Dispense,
-        quantity: 1,
-    };
+    let mut gate = test_gate(&store);
+    let counter = dispense("counter-1");
     let receiving = Profile {
         scanner: "receiving".into(),
         scan_type: ScanType::Receive,
@@ -46,19 +29,13 @@ fn build_database(state: &Path) -> i64 {
     let t0 = chrono::Utc::now().timestamp_millis() - 3_600_000;
     let mut scans = Vec::new();
     let mut at = |profile: &Profile, bytes: Vec<u8>, offset_ms: i64| {
-        scans.push(Scan::at(
-            profile,
-            RawScan {
-                bytes,
-                framing_error: None,
-            },
-            CaptureTime {
-                utc_ms: t0 + offset_ms,
-                boot_ns: (offset_ms + 1_000_000) * 1_000_000,
-                boot_id: "audit-tamper-boot".into(),
-                synced: true,
-            },
-        ));
+        let time = capture_time(
+            t0 + offset_ms,
+            "audit-tamper-boot",
+            offset_ms + 1_000_000,
+            true,
+        );
+        scans.push(scan(profile, bytes, time));
     };
     for i in 0..16i64 {
         let label = dscsa(&format!("SN{i:04}")).into_bytes();

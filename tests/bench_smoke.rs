@@ -2,27 +2,14 @@
 //! runs to the end on tiny sizes, embedded and against a redis-server this
 //! test starts, and reports every phase. Speed is not asserted here.
 
-mod common;
-
-use common::{RedisServer, tempdir};
-use std::process::Command;
+use crate::util::{Outcome, RedisServer, cli, tempdir};
 
 fn bench(args: &[&str]) -> String {
     let dir = tempdir("bench-smoke");
-    let out = Command::new(env!("CARGO_BIN_EXE_scangate"))
-        .arg("bench")
-        .args(["--dir", dir.path().to_str().expect("utf-8 temp path")])
-        .args(args)
-        .output()
-        .expect("running scangate bench");
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "bench {args:?} failed ({:?})\nstdout:\n{stdout}\nstderr:\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
+    let dir = dir.path().to_str().expect("utf-8 temp path");
+    let out: Outcome = cli(&[&["bench", "--dir", dir], args].concat()).into();
+    assert_eq!(out.code, Some(0), "bench {args:?} failed: {out}");
+    out.stdout
 }
 
 #[test]
@@ -34,8 +21,7 @@ fn the_embedded_bench_reports_throughput_and_latency() {
 
 #[test]
 fn the_facility_bench_drains_a_backlog_and_reports_cpu_and_writes() {
-    let dir = tempdir("bench-smoke-redis");
-    let redis = RedisServer::start(dir.path(), &[]);
+    let redis = RedisServer::start_temp(&[]);
     let out = bench(&[
         "--redis",
         &redis.url(),

@@ -3,11 +3,9 @@
 //!
 //! Exit codes (src/cli.rs): 0 ok, 1 check failed, 2 config/usage, 3 state/db.
 
-mod common;
-
-use common::*;
+use crate::util::*;
 use std::fs;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 const EXIT_CONFIG: i32 = 2;
 const EXIT_STATE: i32 = 3;
@@ -23,12 +21,31 @@ fn config_text(state_dir: &Path, dedup: &str, scanner_extra: &str) -> String {
     )
 }
 
-/// `check-config` on `text` must exit 2, name `key` on stderr, say how to fix
-/// it, and not create the state directory.
-fn assert_config_error(text: &str, key: &str) {
+/// [`config_text`] (default window) and a second serial scanner `name` at
+/// `path`, with `extra` lines after its `scan_type`.
+fn with_second_scanner(
+    state_dir: &Path,
+    name: &str,
+    path: &str,
+    scan_type: &str,
+    extra: &str,
+) -> String {
+    config_text(state_dir, "window_ms = 3000", "")
+        + &format!(
+            "\n[[scanner]]\nname = {name:?}\nkind = \"serial\"\npath = {path:?}\n\
+             scan_type = {scan_type:?}\n{extra}\n"
+        )
+}
+
+/// `check-config` on the config `text` makes for a state directory must
+/// exit 2, name `key` on stderr, say how to fix it, and not create the state
+/// directory.
+fn assert_config_error(text: impl FnOnce(&Path) -> String, key: &str) {
     let dir = tempdir("scangate-cli-");
+    let state = state_of(&dir);
+    let text = text(&state);
     let path = dir.path().join("scangate.toml");
-    fs::write(&path, text).unwrap();
+    fs::write(&path, &text).unwrap();
     let out: Outcome = cli_cfg(&path, &["check-config"]).into();
     assert_eq!(out.code, Some(EXIT_CONFIG), "config:\n{text}\n{out}");
     assert!(
@@ -44,98 +61,100 @@ fn assert_config_error(text: &str, key: &str) {
         "stderr must name the config file:\n{out}"
     );
     assert!(
-        !dir.path().join("state").exists(),
+        !state.exists(),
         "check-config must not create the state directory"
     );
     // `run` refuses the same file with the same code before touching anything.
     let run: Outcome = cli_cfg(&path, &["run"]).into();
     assert_eq!(run.code, Some(EXIT_CONFIG), "run on a bad config:\n{run}");
-    assert!(
-        !dir.path().join("state").exists(),
-        "run created state on a bad config"
-    );
+    assert!(!state.exists(), "run created state on a bad config");
 }
 
-fn state_of(dir: &tempfile::TempDir) -> std::path::PathBuf {
+/// `<dir>/scangate.toml`: [`config_text`] with the default window and no
+/// extra scanner keys.
+fn default_config(dir: &Path, state_dir: &Path) -> PathBuf {
+    let cfg = dir.join("scangate.toml");
+    fs::write(&cfg, config_text(state_dir, "window_ms = 3000", "")).unwrap();
+    cfg
+}
+
+fn state_of(dir: &tempfile::TempDir) -> PathBuf {
     dir.path().join("state")
 }
 
 #[test]
 fn quantity_zero_is_named_with_its_scanner_index() {
-    let d = tempdir("scangate-cli-");
     assert_config_error(
-        &config_text(&state_of(&d), "window_ms = 3000", "quantity = 0"),
+        |state| config_text(state, "window_ms = 3000", "quantity = 0"),
         "scanner[0].quantity",
     );
 }
 
 #[test]
 fn quantity_error_names_the_second_scanner() {
-    let d = tempdir("scangate-cli-");
-    let text = config_text(&state_of(&d), "window_ms = 3000", "")
-        + "\n[[scanner]]\nname = \"counter-2\"\nkind = \"serial\"\npath = \"/dev/x\"\n\
-           scan_type = \"dispense\"\nquantity = 0\n";
-    assert_config_error(&text, "scanner[1].quantity");
+    assert_config_error(
+        |state| with_second_scanner(state, "counter-2", "/dev/x", "dispense", "quantity = 0"),
+        "scanner[1].quantity",
+    );
 }
 
 #[test]
 fn unknown_key_in_dedup_is_named() {
-    let d = tempdir("scangate-cli-");
     assert_config_error(
-        &config_text(&state_of(&d), "window_msec = 3000", ""),
+        |state| config_text(state, "window_msec = 3000", ""),
         "dedup.window_msec",
     );
 }
 
 #[test]
 fn unknown_key_in_scanner_is_named() {
-    let d = tempdir("scangate-cli-");
     assert_config_error(
-        &config_text(&state_of(&d), "window_ms = 3000", "colour = \"red\""),
+        |state| config_text(state, "window_ms = 3000", "colour = \"red\""),
         "scanner[0].colour",
     );
 }
 
 #[test]
 fn unknown_section_is_named() {
-    let d = tempdir("scangate-cli-");
-    let text = config_text(&state_of(&d), "window_ms = 3000", "") + "\n[gatewya]\nid = \"x\"\n";
-    assert_config_error(&text, "gatewya");
+    assert_config_error(
+        |state| config_text(state, "window_ms = 3000", "") + "\n[gatewya]\nid = \"x\"\n",
+        "gatewya",
+    );
 }
 
 #[test]
 fn bad_scan_type_is_named() {
-    let d = tempdir("scangate-cli-");
-    let text = config_text(&state_of(&d), "window_ms = 3000", "")
-        .replace("scan_type = \"dispense\"", "scan_type = \"sell\"");
-    assert_config_error(&text, "scanner[0].scan_type");
+    assert_config_error(
+        |state| {
+            config_text(state, "window_ms = 3000", "")
+                .replace("scan_type = \"dispense\"", "scan_type = \"sell\"")
+        },
+        "scanner[0].scan_type",
+    );
 }
 
 #[test]
 fn window_ms_zero_is_named() {
-    let d = tempdir("scangate-cli-");
     assert_config_error(
-        &config_text(&state_of(&d), "window_ms = 0", ""),
+        |state| config_text(state, "window_ms = 0", ""),
         "dedup.window_ms",
     );
 }
 
 #[test]
 fn negative_window_ms_is_named() {
-    let d = tempdir("scangate-cli-");
     assert_config_error(
-        &config_text(&state_of(&d), "window_ms = -5", ""),
+        |state| config_text(state, "window_ms = -5", ""),
         "dedup.window_ms",
     );
 }
 
 #[test]
 fn duplicate_scanner_name_is_named() {
-    let d = tempdir("scangate-cli-");
-    let text = config_text(&state_of(&d), "window_ms = 3000", "")
-        + "\n[[scanner]]\nname = \"counter-1\"\nkind = \"serial\"\npath = \"/dev/y\"\n\
-           scan_type = \"waste\"\n";
-    assert_config_error(&text, "scanner[1].name");
+    assert_config_error(
+        |state| with_second_scanner(state, "counter-1", "/dev/y", "waste", ""),
+        "scanner[1].name",
+    );
 }
 
 /// `check-config` resolves the config as `run` does: a `[redis]` password
@@ -149,12 +168,14 @@ fn an_unreadable_redis_secret_fails_check_config_as_it_fails_run() {
     ] {
         let d = tempdir("scangate-cli-");
         let missing = d.path().join(file);
-        let text = config_text(&state_of(&d), "window_ms = 3000", "")
-            + &format!(
-                "\n[redis]\nurl = \"rediss://127.0.0.1:1/0\"\n{key} = {:?}\n",
-                missing.to_str().unwrap()
-            );
-        assert_config_error(&text, &format!("redis.{key}"));
+        let text = |state: &Path| {
+            config_text(state, "window_ms = 3000", "")
+                + &format!(
+                    "\n[redis]\nurl = \"rediss://127.0.0.1:1/0\"\n{key} = {:?}\n",
+                    missing.to_str().unwrap()
+                )
+        };
+        assert_config_error(text, &format!("redis.{key}"));
     }
 }
 
@@ -207,8 +228,7 @@ fn unwritable_state_dir_exits_3_naming_it() {
     let file = d.path().join("a-regular-file");
     fs::write(&file, b"not a directory").unwrap();
     let state = file.join("state");
-    let cfg = d.path().join("scangate.toml");
-    fs::write(&cfg, config_text(&state, "window_ms = 3000", "")).unwrap();
+    let cfg = default_config(d.path(), &state);
 
     let out: Outcome = cli_cfg(&cfg, &["run"]).into();
     assert_eq!(out.code, Some(EXIT_STATE), "{out}");
@@ -301,8 +321,7 @@ fn garbage_database_exits_3_and_is_left_untouched() {
         })
         .collect();
     fs::write(state.join("scangate.db"), &garbage).unwrap();
-    let cfg = d.path().join("scangate.toml");
-    fs::write(&cfg, config_text(&state, "window_ms = 3000", "")).unwrap();
+    let cfg = default_config(d.path(), &state);
     assert_refuses_corrupt_db(&state, &cfg);
     assert_eq!(fs::read(state.join("scangate.db")).unwrap(), garbage);
 }
@@ -323,8 +342,7 @@ fn damaged_sqlite_database_exits_3_and_is_left_untouched() {
         *b = (i as u8).wrapping_mul(31) ^ 0xA5;
     }
     fs::write(&db, &bytes).unwrap();
-    let cfg = d.path().join("scangate.toml");
-    fs::write(&cfg, config_text(&state, "window_ms = 3000", "")).unwrap();
+    let cfg = default_config(d.path(), &state);
     assert_refuses_corrupt_db(&state, &cfg);
 }
 
@@ -340,8 +358,7 @@ fn foreign_sqlite_database_is_refused_not_adopted() {
             .unwrap();
     }
     let before = fs::read(state.join("scangate.db")).unwrap();
-    let cfg = d.path().join("scangate.toml");
-    fs::write(&cfg, config_text(&state, "window_ms = 3000", "")).unwrap();
+    let cfg = default_config(d.path(), &state);
     let out: Outcome = cli_cfg(&cfg, &["run"]).into();
     assert_eq!(out.code, Some(EXIT_STATE), "{out}");
     assert!(out.stderr.contains("scangate.db"), "{out}");
@@ -407,8 +424,7 @@ fn no_config_file_uses_state_directory_from_systemd() {
 #[test]
 fn bad_since_is_a_usage_error() {
     let d = tempdir("scangate-cli-");
-    let cfg = d.path().join("scangate.toml");
-    fs::write(&cfg, config_text(&state_of(&d), "window_ms = 3000", "")).unwrap();
+    let cfg = default_config(d.path(), &state_of(&d));
     let out: Outcome = cli_cfg(&cfg, &["ledger", "export", "--since", "yesterday"]).into();
     assert_eq!(out.code, Some(EXIT_CONFIG), "{out}");
     assert!(out.stderr.contains("RFC 3339"), "{out}");
@@ -418,8 +434,7 @@ fn bad_since_is_a_usage_error() {
 fn read_only_commands_without_a_database_exit_3() {
     let d = tempdir("scangate-cli-");
     let state = state_of(&d);
-    let cfg = d.path().join("scangate.toml");
-    fs::write(&cfg, config_text(&state, "window_ms = 3000", "")).unwrap();
+    let cfg = default_config(d.path(), &state);
     let out: Outcome = cli_cfg(&cfg, &["audit", "verify"]).into();
     assert_eq!(out.code, Some(EXIT_STATE), "{out}");
     assert!(out.stderr.contains(state.to_str().unwrap()), "{out}");
@@ -464,8 +479,7 @@ fn damage_deep_in_the_file_stops_the_running_daemon_with_exit_3() {
         *b = (i as u8).wrapping_mul(31) ^ 0xA5;
     }
     fs::write(&db, &bytes).unwrap();
-    let cfg = d.path().join("scangate.toml");
-    fs::write(&cfg, config_text(&state, "window_ms = 3000", "")).unwrap();
+    let cfg = default_config(d.path(), &state);
 
     let mut daemon = Daemon::start(&cfg, &d.path().join("daemon.log"));
     let status = daemon.wait_exit();

@@ -11,9 +11,7 @@
 //! transmission was stored twice, each scan has exactly one audit record and
 //! the chain verifies.
 
-mod common;
-
-use common::*;
+use crate::util::*;
 use rusqlite::{Connection, OpenFlags};
 use scangate::pty::VirtualScanner;
 use std::collections::HashMap;
@@ -172,11 +170,7 @@ fn kill_minus_9_while_scans_stream_loses_and_doubles_nothing() {
         .collect();
     let paths: Vec<PathBuf> = scanners.iter().map(|s| s.path().to_owned()).collect();
     let specs: Vec<ScannerSpec> = (0..SCANNERS)
-        .map(|i| {
-            let mut s = ScannerSpec::new(&scanner_name(i), &paths[i]);
-            s.ack = true;
-            s
-        })
+        .map(|i| ScannerSpec::new(&scanner_name(i), &paths[i]).ack())
         .collect();
     let config = write_config(dir.path(), &state, WINDOW_MS, &specs);
     let path_refs: Vec<&Path> = paths.iter().map(PathBuf::as_path).collect();
@@ -345,8 +339,7 @@ fn kill_minus_9_while_scans_stream_loses_and_doubles_nothing() {
     assert_eq!(orphans, 0, "every ledger entry is a committed scan");
     drop(c);
 
-    let verify: Outcome = cli_cfg(&config, &["audit", "verify"]).into();
-    assert_eq!(verify.code, Some(0), "{verify}");
+    let verify = audit_verify(&config);
     assert!(
         verify
             .stdout

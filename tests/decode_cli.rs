@@ -1,18 +1,14 @@
 //! `scangate decode` through the real binary: GS spellings, text and JSON
 //! output, exit codes.
 
+use crate::util::{cli, command};
 use serde_json::Value;
-use std::process::{Command, Output};
+use std::process::Output;
 
 const DSCSA: &str = "]d201003077731050251728123121SN0000012345";
 
 fn decode(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_scangate"))
-        .arg("decode")
-        .args(args)
-        .env_remove("SCANGATE_CONFIG")
-        .output()
-        .expect("running scangate")
+    cli(&[&["decode"], args].concat())
 }
 
 fn stdout(o: &Output) -> String {
@@ -169,7 +165,7 @@ fn text_output_and_exit_codes() {
 #[test]
 fn non_utf8_argument_is_decoded_and_rejected() {
     use std::os::unix::ffi::OsStrExt;
-    let o = Command::new(env!("CARGO_BIN_EXE_scangate"))
+    let o = command()
         .arg("decode")
         .arg("--json")
         .arg(std::ffi::OsStr::from_bytes(b"]d2\xff\xfe"))

@@ -1,21 +1,13 @@
 //! The README's main command, `scangate demo`, runs on this machine and
 //! reports a lossless, exactly-once shift.
 
-use std::process::Command;
+use crate::util::{Outcome, cli};
 
 #[test]
 fn the_demo_loses_nothing_and_commits_each_pick_once() {
-    let out = Command::new(env!("CARGO_BIN_EXE_scangate"))
-        .arg("demo")
-        .output()
-        .expect("running scangate demo");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "demo failed ({:?})\nstdout:\n{stdout}\nstderr:\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out: Outcome = cli(&["demo"]).into();
+    assert_eq!(out.code, Some(0), "demo failed: {out}");
+    let stdout = &out.stdout;
     let row = |name: &str| -> String {
         stdout
             .lines()

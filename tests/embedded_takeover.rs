@@ -2,9 +2,7 @@
 //! store left `unresolved` open and says so at start; `scangate outbox
 //! decide-locally` hands them to its own store.
 
-mod common;
-
-use common::*;
+use crate::util::*;
 use scangate::capture::CaptureTime;
 use scangate::pty::VirtualScanner;
 use scangate::store::Store;
@@ -72,8 +70,7 @@ fn scans_left_unresolved_by_a_removed_facility_store_wait_until_decided_locally(
         "{status}"
     );
     assert_eq!(ledger(&config).len(), 2);
-    let verify: Outcome = cli_cfg(&config, &["audit", "verify"]).into();
-    assert_eq!(verify.code, Some(0), "{verify}");
+    audit_verify(&config);
     // The trail says how these were decided: the pick and its echo each
     // name the takeover, after the record of their first, unresolved round.
     let take1 = &ledger(&config)[0];

@@ -3,23 +3,11 @@
 //! Real SQLite file, real redis-server; the claimer's view of the clock is
 //! the `now` argument of `claimer::round`.
 
-mod common;
-
-use common::*;
-use scangate::capture::{CaptureTime, Profile, RawScan, Scan};
-use scangate::config::ScanType;
+use crate::util::*;
+use scangate::capture::{CaptureTime, Scan};
 use scangate::gate::Verdict;
 
 const T0: i64 = 1_800_000_000_000; // the true time of the read (UTC ms)
-
-fn time(utc_ms: i64, boot: &str, boot_ms: i64, synced: bool) -> CaptureTime {
-    CaptureTime {
-        utc_ms,
-        boot_ns: boot_ms * 1_000_000,
-        boot_id: boot.into(),
-        synced,
-    }
-}
 
 /// A gate that holds unsynchronised reads, with its store, its own
 /// redis-server and the connection to it.
@@ -30,36 +18,23 @@ fn setup() -> (
     scangate::gate::Gate,
     scangate::facility::Facility,
 ) {
-    let root = tempdir("scangate-clock-");
-    let redis = RedisServer::start(&root.path().join("redis"), &[]);
-    let (store, mut gate, facility) = facility_gate(&root.path().join("state"), "f1", &redis.url());
+    let (root, redis, store, mut gate, facility) = facility_rig("scangate-clock-");
     gate.set_require_synced_clock(true);
     (root, redis, store, gate, facility)
 }
 
-fn profile() -> Profile {
-    Profile {
-        scanner: "c1".into(),
-        scan_type: ScanType::Dispense,
-        quantity: 1,
-    }
+/// A read of label `serial` by counter scanner `c1` (dispense, quantity 1).
+fn read(serial: &str, time: CaptureTime) -> Scan {
+    scan(&dispense("c1"), dscsa(serial), time)
 }
 
 #[test]
 fn an_unsynced_read_waits_for_ntp_then_is_claimed_on_boot_clock_time() {
     let (_root, redis, mut store, mut gate, mut facility) = setup();
-    let raw = |s: &str| RawScan {
-        bytes: dscsa(s).into_bytes(),
-        framing_error: None,
-    };
     // Read at boot-clock 10 s; the RTC-less wall clock says 1970.
-    let unsynced = Scan::at(
-        &profile(),
-        raw("SN1"),
-        time(10_000, "boot-b", 10_000, false),
-    );
+    let unsynced = read("SN1", capture_time(10_000, "boot-b", 10_000, false));
     // Read in an earlier boot, also unsynced: nothing can re-derive it.
-    let old_boot = Scan::at(&profile(), raw("SN2"), time(20_000, "boot-a", 500, false));
+    let old_boot = read("SN2", capture_time(20_000, "boot-a", 500, false));
     store
         .admit("f1", &[unsynced.clone(), old_boot.clone()])
         .unwrap();
@@ -70,7 +45,7 @@ fn an_unsynced_read_waits_for_ntp_then_is_claimed_on_boot_clock_time() {
         &mut gate,
         Some(&mut facility),
         "",
-        &time(15_000, "boot-b", 15_000, false),
+        &capture_time(15_000, "boot-b", 15_000, false),
     )
     .unwrap();
     let verdict_of = |uuid: &uuid::Uuid| {
@@ -94,14 +69,14 @@ fn an_unsynced_read_waits_for_ntp_then_is_claimed_on_boot_clock_time() {
         &mut gate,
         Some(&mut facility),
         "",
-        &time(T0 + 50_000, "boot-b", 60_000, true),
+        &capture_time(T0 + 50_000, "boot-b", 60_000, true),
     )
     .unwrap();
     assert_eq!(r.decisions.len(), 1);
     assert_eq!(r.waiting_for_clock, 0);
     assert_eq!(r.decisions[0].verdict, Verdict::Committed);
     // Its capture time is the true one: T0 + 50 s - (60 s - 10 s) = T0.
-    let mut c = redis.connection().unwrap();
+    let mut c = redis.connection();
     let entries: Vec<(String, Vec<(String, String)>)> = redis::cmd("XRANGE")
         .arg("scangate:{f1}:ledger")
         .arg("-")
@@ -143,15 +118,12 @@ fn a_round_of_scans_all_waiting_for_ntp_does_not_ask_for_another_at_once() {
     let n = scangate::gate::facility::ROUND as i64 + 5;
     let scans: Vec<Scan> = (0..n)
         .map(|i| {
-            let raw = RawScan {
-                bytes: dscsa(&format!("SN{i}")).into_bytes(),
-                framing_error: None,
-            };
-            Scan::at(&profile(), raw, time(i, "boot-b", 1000 + i, false))
+            let serial = format!("SN{i}");
+            read(&serial, capture_time(i, "boot-b", 1000 + i, false))
         })
         .collect();
     store.admit("f1", &scans).unwrap();
-    let unsynced_now = time(5_000, "boot-b", 5_000, false);
+    let unsynced_now = capture_time(5_000, "boot-b", 5_000, false);
     let r = scangate::daemon::claimer::round(
         &mut store,
         &mut gate,
@@ -180,11 +152,7 @@ fn a_new_scan_waits_behind_a_backlog_scan_of_its_label_read_before_ntp_sync() {
             } else {
                 format!("SN{i}")
             };
-            let raw = RawScan {
-                bytes: dscsa(&serial).into_bytes(),
-                framing_error: None,
-            };
-            Scan::at(&profile(), raw, time(i, "boot-b", 1000 + i, false))
+            read(&serial, capture_time(i, "boot-b", 1000 + i, false))
         })
         .collect();
     let last = scans.last().unwrap().clone();
@@ -196,7 +164,7 @@ fn a_new_scan_waits_behind_a_backlog_scan_of_its_label_read_before_ntp_sync() {
             &mut gate,
             None,
             "Redis is down",
-            &time(5_000, "boot-b", 5_000, false),
+            &capture_time(5_000, "boot-b", 5_000, false),
         )
         .unwrap();
         audited += r.decisions.len() as i64;
@@ -208,37 +176,26 @@ fn a_new_scan_waits_behind_a_backlog_scan_of_its_label_read_before_ntp_sync() {
 
     // NTP syncs: boot-clock 100 s is T0 + 100 s, so K was read at T0 + 1000 + round
     // ms. A re-scan of K one second later arrives, already on synced time.
-    let synced = time(T0 + 100_000, "boot-b", 100_000, true);
-    let raw = RawScan {
-        bytes: dscsa("SN-K").into_bytes(),
-        framing_error: None,
-    };
-    let echo = Scan::at(
-        &profile(),
-        raw,
-        time(T0 + 2000 + round, "boot-b", 2000 + round, true),
+    let synced = capture_time(T0 + 100_000, "boot-b", 100_000, true);
+    let echo = read(
+        "SN-K",
+        capture_time(T0 + 2000 + round, "boot-b", 2000 + round, true),
     );
     store.admit("f1", std::slice::from_ref(&echo)).unwrap();
-    let state = |store: &scangate::store::Store, s: &Scan| {
-        scangate::gate::decision_of(store, &s.uuid.to_string())
-            .unwrap()
-            .unwrap()
-            .verdict
-    };
     let r =
         scangate::daemon::claimer::round(&mut store, &mut gate, Some(&mut facility), "", &synced)
             .unwrap();
     assert!(r.more);
     // K's wall time is still the untrusted one: the echo must not go ahead.
-    assert_eq!(state(&store, &echo), Verdict::Pending);
+    assert_eq!(verdict(&store, &echo), Verdict::Pending);
     while scangate::daemon::claimer::round(&mut store, &mut gate, Some(&mut facility), "", &synced)
         .unwrap()
         .open
         > 0
     {}
-    assert_eq!(state(&store, &last), Verdict::Committed);
+    assert_eq!(verdict(&store, &last), Verdict::Committed);
     assert_eq!(
-        state(&store, &echo),
+        verdict(&store, &echo),
         Verdict::Suppressed {
             twin: last.uuid.to_string()
         }

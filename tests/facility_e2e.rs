@@ -2,9 +2,7 @@
 //! binary, PTYs as scanners, and redis-server processes each test starts on
 //! a free port and stops.
 
-mod common;
-
-use common::*;
+use crate::util::*;
 use scangate::pty::VirtualScanner;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -25,8 +23,7 @@ impl Gateway {
         let dir = root.join(name);
         std::fs::create_dir_all(&dir).unwrap();
         let scanner = VirtualScanner::new().unwrap();
-        let mut spec = ScannerSpec::new("roaming", scanner.path());
-        spec.ack = true;
+        let spec = ScannerSpec::new("roaming", scanner.path()).ack();
         let cfg = write_config(&dir, &dir.join("state"), WINDOW_MS, &[spec]);
         let text = std::fs::read_to_string(&cfg)
             .unwrap()
@@ -58,6 +55,22 @@ impl Gateway {
         self.scanner.send(format!("{label}\r").as_bytes()).unwrap();
     }
 
+    /// The running daemon.
+    fn daemon(&self) -> &Daemon {
+        self.daemon.as_ref().expect("running")
+    }
+
+    /// Field `field` of the gateway's `outbox status`.
+    fn count(&self, field: &str) -> i64 {
+        count(&outbox_status(&self.cfg), field)
+    }
+
+    /// Rewrite the gateway's config file with `edit`.
+    fn edit_config(&self, edit: impl FnOnce(String) -> String) {
+        let text = std::fs::read_to_string(&self.cfg).unwrap();
+        std::fs::write(&self.cfg, edit(text)).unwrap();
+    }
+
     fn stop(&mut self) {
         let mut d = self.daemon.take().expect("running");
         let st = d.terminate();
@@ -65,11 +78,18 @@ impl Gateway {
     }
 }
 
+/// A temporary directory for a test's gateways and a redis-server of the
+/// test's own in it, started with `extra` arguments.
+fn facility(extra: &[&str]) -> (tempfile::TempDir, RedisServer) {
+    let root = tempdir("scangate-fac-");
+    let redis = RedisServer::start(&root.path().join("redis"), extra);
+    (root, redis)
+}
+
 /// A redis-server of the test's own and one started gateway, `gw-a`, using
 /// it (the temporary directory holds both).
 fn one_gateway() -> (tempfile::TempDir, RedisServer, Gateway) {
-    let root = tempdir("scangate-fac-");
-    let redis = RedisServer::start(&root.path().join("redis"), &[]);
+    let (root, redis) = facility(&[]);
     let mut g = Gateway::new(root.path(), "gw-a", &redis);
     g.start();
     (root, redis, g)
@@ -142,8 +162,7 @@ fn roam(
 
 #[test]
 fn two_gateways_one_roaming_scanner_one_ledger_entry_per_pick() {
-    let root = tempdir("scangate-fac-");
-    let redis = RedisServer::start(&root.path().join("redis"), &[]);
+    let (root, redis) = facility(&[]);
     let mut a = Gateway::new(root.path(), "gw-a", &redis);
     let mut b = Gateway::new(root.path(), "gw-b", &redis);
     a.start();
@@ -155,12 +174,11 @@ fn two_gateways_one_roaming_scanner_one_ledger_entry_per_pick() {
     wait_all_decided(&b.cfg, 12);
     assert_each_pick_once(&redis, 12);
     // Each gateway's own trail explains its decisions and verifies.
-    let committed_a = count(&outbox_status(&a.cfg), "committed");
-    let committed_b = count(&outbox_status(&b.cfg), "committed");
+    let committed_a = a.count("committed");
+    let committed_b = b.count("committed");
     assert_eq!(committed_a + committed_b, 12);
     for g in [&a, &b] {
-        let out: Outcome = cli_cfg(&g.cfg, &["audit", "verify"]).into();
-        assert_eq!(out.code, Some(0), "{out}");
+        audit_verify(&g.cfg);
     }
     // Each gateway's trace of an echo it suppressed explains it, also when
     // the commit it names is the other gateway's: every transmission of
@@ -219,7 +237,7 @@ fn two_gateways_one_roaming_scanner_one_ledger_entry_per_pick() {
     // With [redis], `ledger export` reads the facility stream: the same 12
     // entries from either gateway, with DESIGN.md's fields.
     for g in [&a, &b] {
-        let entries = common::ledger(&g.cfg);
+        let entries = crate::util::ledger(&g.cfg);
         assert_eq!(entries.len(), 12);
         let e = &entries[0];
         for field in LEDGER_FIELDS {
@@ -235,11 +253,7 @@ fn two_gateways_one_roaming_scanner_one_ledger_entry_per_pick() {
 
 #[test]
 fn redis_killed_mid_stream_and_restarted_with_aof_loses_and_doubles_nothing() {
-    let root = tempdir("scangate-fac-");
-    let mut redis = RedisServer::start(
-        &root.path().join("redis"),
-        &["--appendonly", "yes", "--appendfsync", "always"],
-    );
+    let (root, mut redis) = facility(&["--appendonly", "yes", "--appendfsync", "always"]);
     let mut g = Gateway::new(root.path(), "gw-a", &redis);
     g.start();
     for i in 0..10 {
@@ -256,14 +270,13 @@ fn redis_killed_mid_stream_and_restarted_with_aof_loses_and_doubles_nothing() {
         }
     }
     wait_until("the outage scans to be stored as unresolved", || {
-        count(&outbox_status(&g.cfg), "unresolved") == 15
+        g.count("unresolved") == 15
     });
     // Each retry says how many scans wait and how old the oldest is.
     wait_until("the backlog in the log", || {
-        g.daemon.as_ref().is_some_and(|d| {
-            d.log()
-                .contains("15 scans wait in the outbox, the oldest captured")
-        })
+        g.daemon()
+            .log()
+            .contains("15 scans wait in the outbox, the oldest captured")
     });
     // Every outage scan was ACKed while Redis was still down.
     assert_eq!(read_acks(&mut g.scanner, 15), vec![ACK; 15]);
@@ -272,19 +285,14 @@ fn redis_killed_mid_stream_and_restarted_with_aof_loses_and_doubles_nothing() {
     assert_eq!(count(&st, "committed"), 20, "{st}");
     assert_eq!(count(&st, "suppressed"), 5, "{st}");
     assert_each_pick_once(&redis, 20);
-    let out: Outcome = cli_cfg(&g.cfg, &["audit", "verify"]).into();
-    assert_eq!(out.code, Some(0), "{out}");
+    audit_verify(&g.cfg);
     g.stop();
 }
 
 #[test]
 fn two_gateways_buffer_a_roaming_scanners_picks_through_an_outage_and_the_replay_commits_each_once()
 {
-    let root = tempdir("scangate-fac-");
-    let mut redis = RedisServer::start(
-        &root.path().join("redis"),
-        &["--appendonly", "yes", "--appendfsync", "always"],
-    );
+    let (root, mut redis) = facility(&["--appendonly", "yes", "--appendfsync", "always"]);
     let mut a = Gateway::new(root.path(), "gw-a", &redis);
     let mut b = Gateway::new(root.path(), "gw-b", &redis);
     a.start();
@@ -295,8 +303,7 @@ fn two_gateways_buffer_a_roaming_scanners_picks_through_an_outage_and_the_replay
     // can know what the other did: all of it waits.
     roam(&mut a, &mut b, 8, true, |i| i % 2 == 0);
     wait_until("both backlogs stored as unresolved", || {
-        count(&outbox_status(&a.cfg), "unresolved") == 8
-            && count(&outbox_status(&b.cfg), "unresolved") == 12
+        a.count("unresolved") == 8 && b.count("unresolved") == 12
     });
     redis.restart();
     let st_a = wait_all_decided(&a.cfg, 8);
@@ -313,8 +320,7 @@ fn two_gateways_buffer_a_roaming_scanners_picks_through_an_outage_and_the_replay
         "{st_a}\n{st_b}"
     );
     for g in [&a, &b] {
-        let out: Outcome = cli_cfg(&g.cfg, &["audit", "verify"]).into();
-        assert_eq!(out.code, Some(0), "{out}");
+        audit_verify(&g.cfg);
     }
     a.stop();
     b.stop();
@@ -322,8 +328,7 @@ fn two_gateways_buffer_a_roaming_scanners_picks_through_an_outage_and_the_replay
 
 #[test]
 fn redis_restarted_empty_still_never_recommits_this_gateways_picks() {
-    let root = tempdir("scangate-fac-");
-    let mut redis = RedisServer::start(&root.path().join("redis"), &[]);
+    let (root, mut redis) = facility(&[]);
     let mut g = Gateway::new(root.path(), "gw-a", &redis);
     g.start();
     let label = dscsa("SN001");
@@ -344,11 +349,7 @@ fn redis_restarted_empty_still_never_recommits_this_gateways_picks() {
 
 #[test]
 fn an_evicting_redis_is_refused_at_start_up() {
-    let root = tempdir("scangate-fac-");
-    let redis = RedisServer::start(
-        &root.path().join("redis"),
-        &["--maxmemory-policy", "allkeys-lru"],
-    );
+    let (root, redis) = facility(&["--maxmemory-policy", "allkeys-lru"]);
     let g = Gateway::new(root.path(), "gw-a", &redis);
     let out: Outcome = cli_cfg(&g.cfg, &["run"]).into();
     assert_eq!(out.code, Some(2), "{out}");
@@ -362,10 +363,9 @@ fn an_evicting_redis_is_refused_at_start_up() {
 /// exit 2, naming what was refused and the grants to give.
 #[test]
 fn an_acl_user_with_the_documented_grants_runs_a_gateway_and_one_without_is_refused() {
-    let root = tempdir("scangate-fac-");
-    let redis = RedisServer::start(&root.path().join("redis"), &[]);
+    let (root, redis) = facility(&[]);
     let grants = scangate::facility::ACL_GRANTS;
-    let mut c = redis.connection().expect("redis answers");
+    let mut c = redis.connection();
     for (user, grants) in [
         ("scangate", grants.to_string()),
         ("partial", grants.replace(" +config|get", "")),
@@ -381,16 +381,13 @@ fn an_acl_user_with_the_documented_grants_runs_a_gateway_and_one_without_is_refu
     std::fs::write(&password, "pw-gw\n").unwrap();
     let mut g = Gateway::new(root.path(), "gw-a", &redis);
     let as_user = |g: &Gateway, user: &str| {
-        let text = std::fs::read_to_string(&g.cfg).unwrap();
-        let text = match text.find("\nusername = ") {
-            Some(at) => text[..at].to_string(),
-            None => text,
-        };
-        std::fs::write(
-            &g.cfg,
-            format!("{text}\nusername = {user:?}\npassword_file = {password:?}\n"),
-        )
-        .unwrap();
+        g.edit_config(|text| {
+            let text = match text.find("\nusername = ") {
+                Some(at) => text[..at].to_string(),
+                None => text,
+            };
+            format!("{text}\nusername = {user:?}\npassword_file = {password:?}\n")
+        });
     };
     as_user(&g, "scangate");
     g.start();
@@ -418,17 +415,17 @@ fn an_acl_user_with_the_documented_grants_runs_a_gateway_and_one_without_is_refu
 
 #[test]
 fn gateways_of_one_facility_must_agree_on_window_and_retention() {
-    let root = tempdir("scangate-fac-");
-    let redis = RedisServer::start(&root.path().join("redis"), &[]);
+    let (root, redis) = facility(&[]);
     // Gateway a's window is ten minutes, so a re-read below is an echo
     // however slowly the test runs.
     let wide = 600_000;
     let with_window = |g: &Gateway, ms: u64| {
-        let text = std::fs::read_to_string(&g.cfg).unwrap().replace(
-            &format!("window_ms = {WINDOW_MS}"),
-            &format!("window_ms = {ms}"),
-        );
-        std::fs::write(&g.cfg, text).unwrap();
+        g.edit_config(|text| {
+            text.replace(
+                &format!("window_ms = {WINDOW_MS}"),
+                &format!("window_ms = {ms}"),
+            )
+        });
     };
     let mut a = Gateway::new(root.path(), "gw-a", &redis);
     with_window(&a, wide);
@@ -436,7 +433,7 @@ fn gateways_of_one_facility_must_agree_on_window_and_retention() {
     a.send(&dscsa("SN001"));
     assert_settled(&a, &redis, 1, 0);
     let settings = "scangate:{test-pharmacy}:settings";
-    let mut c = redis.connection().expect("redis answers");
+    let mut c = redis.connection();
     let agreed: HashMap<String, String> =
         redis::cmd("HGETALL").arg(settings).query(&mut c).unwrap();
     assert_eq!(agreed["window_ms"], wide.to_string(), "{agreed:?}");
@@ -468,15 +465,13 @@ fn gateways_of_one_facility_must_agree_on_window_and_retention() {
     // A re-read of a's own commit alone needs no claim: a asks first.
     a.send(&dscsa("SN001"));
     wait_until("the re-read to be unresolved", || {
-        count(&outbox_status(&a.cfg), "unresolved") == 1
+        a.count("unresolved") == 1
     });
     a.send(&dscsa("SN002"));
     a.send(&dscsa("SN002")); // double-fire
     a.send(&dscsa("SN001")); // another re-read of a's own commit
-    wait_until("the scans to be unresolved", || {
-        count(&outbox_status(&a.cfg), "unresolved") == 4
-    });
-    let d = a.daemon.as_ref().expect("running");
+    wait_until("the scans to be unresolved", || a.count("unresolved") == 4);
+    let d = a.daemon();
     wait_until("the refusal in the log", || {
         d.log().contains("window_ms = 1000")
     });
@@ -498,7 +493,7 @@ fn redis_paused_longer_than_the_command_timeout_then_resumed() {
     }
     g.send(&dscsa("SN005")); // an echo, also while paused
     wait_until("the paused claims to time out into unresolved", || {
-        count(&outbox_status(&g.cfg), "unresolved") == 6
+        g.count("unresolved") == 6
     });
     redis.signal(Signal::SIGCONT);
     let st = wait_all_decided(&g.cfg, 7);
@@ -583,10 +578,9 @@ impl Proxy {
 
     /// `g`'s config with its Redis URL pointing at this proxy.
     fn route(&self, g: &Gateway, redis: &RedisServer) {
-        let text = std::fs::read_to_string(&g.cfg)
-            .unwrap()
-            .replace(&redis.url(), &format!("redis://127.0.0.1:{}/", self.port));
-        std::fs::write(&g.cfg, text).unwrap();
+        g.edit_config(|text| {
+            text.replace(&redis.url(), &format!("redis://127.0.0.1:{}/", self.port))
+        });
     }
 }
 
@@ -605,7 +599,7 @@ fn started_behind_a_reply_eating_proxy(root: &Path, redis: &RedisServer) -> (Pro
 
 /// `CONFIG SET maxmemory` on the test's own server.
 fn set_maxmemory(redis: &RedisServer, bytes: &str) {
-    let mut c = redis.connection().expect("redis answers");
+    let mut c = redis.connection();
     let _: () = redis::cmd("CONFIG")
         .arg("SET")
         .arg("maxmemory")
@@ -624,15 +618,13 @@ fn a_full_redis_refuses_claims_scans_wait_and_commit_once_when_it_has_room() {
     g.send(&dscsa("SN001"));
     g.send(&dscsa("SN002"));
     g.send(&dscsa("SN001")); // double-fire
-    wait_until("the scans to be unresolved", || {
-        count(&outbox_status(&g.cfg), "unresolved") == 3
-    });
+    wait_until("the scans to be unresolved", || g.count("unresolved") == 3);
     assert!(redis.ledger("test-pharmacy").is_empty());
     // One outage, retried with growing back-off: each failed retry logs the
     // backlog. A connection that opens is not the end of it (before, every
     // reconnect said "answers again", reset the back-off, and the gateway
     // retried every 100 ms for as long as Redis was full).
-    let d = g.daemon.as_ref().expect("running");
+    let d = g.daemon();
     wait_until("two failed retries in the log", || {
         d.log().matches("3 scans wait in the outbox").count() >= 2
     });
@@ -660,9 +652,8 @@ fn a_full_redis_refuses_claims_scans_wait_and_commit_once_when_it_has_room() {
     wait_until("status to show the store answering", || {
         status(&g).contains("facility store, as the claimer last saw it: answering since")
     });
-    let out: Outcome = cli_cfg(&g.cfg, &["audit", "verify"]).into();
-    assert_eq!(out.code, Some(0), "{out}");
-    let d = g.daemon.as_ref().expect("running");
+    audit_verify(&g.cfg);
+    let d = g.daemon();
     assert!(d.log().contains("answers again"), "{}", d.log_digest());
     g.stop();
 }
@@ -695,7 +686,7 @@ fn verdicts_the_disk_refuses_are_retried_with_growing_back_off_then_written_once
     // Claimed in Redis, but the verdicts cannot be written: retried with
     // growing back-off, not at full speed (which re-sent the claims and
     // logged an error as fast as the loop could go).
-    let d = g.daemon.as_ref().expect("running");
+    let d = g.daemon();
     wait_until("the third retry, 400 ms after the second", || {
         d.log().contains("retrying in 400ms")
     });
@@ -716,8 +707,7 @@ fn verdicts_the_disk_refuses_are_retried_with_growing_back_off_then_written_once
     // gateway's own (same UUIDs), and each verdict is written once.
     refuse_verdicts(root.path(), false);
     assert_settled(&g, &redis, 2, 1);
-    let out: Outcome = cli_cfg(&g.cfg, &["audit", "verify"]).into();
-    assert_eq!(out.code, Some(0), "{out}");
+    audit_verify(&g.cfg);
     g.stop();
 }
 
@@ -743,7 +733,7 @@ fn a_backlog_longer_than_a_round_waits_out_the_local_back_off_without_spinning()
         g.send(&dscsa(&format!("SN{i:03}")));
     }
     assert_eq!(read_acks(&mut g.scanner, 70), vec![ACK; 70]);
-    let d = g.daemon.as_ref().expect("running");
+    let d = g.daemon();
     wait_until("the back-off to reach 1.6 s", || {
         d.log().contains("retrying in 1.6s")
     });
@@ -755,7 +745,7 @@ fn a_backlog_longer_than_a_round_waits_out_the_local_back_off_without_spinning()
     // A window to measure over, not a wait for an event: what is checked is
     // that nothing happens in it (the back-off still has ~1.6 s to run).
     std::thread::sleep(std::time::Duration::from_millis(1000));
-    let used = cpu_time(g.daemon.as_ref().expect("running").pid()) - before;
+    let used = cpu_time(g.daemon().pid()) - before;
     assert!(
         used < std::time::Duration::from_millis(400),
         "the daemon used {used:?} of CPU in 1 s of back-off (a spin uses a whole core)"
@@ -772,7 +762,7 @@ fn a_full_redis_and_a_failing_disk_together_are_one_outage_until_claims_are_answ
     refuse_verdicts(root.path(), true);
     g.send(&dscsa("SN001"));
     assert_eq!(read_acks(&mut g.scanner, 1), [ACK]);
-    let d = g.daemon.as_ref().expect("running");
+    let d = g.daemon();
     wait_until("the local back-off to reach 400 ms", || {
         d.log().contains("retrying in 400ms")
     });
@@ -783,7 +773,7 @@ fn a_full_redis_and_a_failing_disk_together_are_one_outage_until_claims_are_answ
     set_maxmemory(&redis, "1");
     g.send(&dscsa("SN002"));
     assert_eq!(read_acks(&mut g.scanner, 1), [ACK]);
-    let d = g.daemon.as_ref().expect("running");
+    let d = g.daemon();
     wait_until("a reconnect after the refusal", || {
         let log = d.log();
         log.find("is full")
@@ -793,7 +783,7 @@ fn a_full_redis_and_a_failing_disk_together_are_one_outage_until_claims_are_answ
     set_maxmemory(&redis, "0");
     refuse_verdicts(root.path(), false);
     assert_settled(&g, &redis, 2, 0);
-    let d = g.daemon.as_ref().expect("running");
+    let d = g.daemon();
     assert!(d.log().contains("answers again"), "{}", d.log_digest());
     g.stop();
 }
@@ -801,8 +791,7 @@ fn a_full_redis_and_a_failing_disk_together_are_one_outage_until_claims_are_answ
 #[test]
 fn a_claim_whose_reply_was_lost_is_recognised_as_its_own_commit() {
     use std::sync::atomic::Ordering;
-    let root = tempdir("scangate-fac-");
-    let redis = RedisServer::start(&root.path().join("redis"), &[]);
+    let (root, redis) = facility(&[]);
     let (proxy, mut g) = started_behind_a_reply_eating_proxy(root.path(), &redis);
     g.send(&dscsa("SN001"));
     // The script ran on Redis (the ledger has the entry) but the gateway
@@ -810,9 +799,7 @@ fn a_claim_whose_reply_was_lost_is_recognised_as_its_own_commit() {
     wait_until("the claim to reach Redis", || {
         redis.ledger("test-pharmacy").len() == 1
     });
-    wait_until("the scan to be unresolved", || {
-        count(&outbox_status(&g.cfg), "unresolved") == 1
-    });
+    wait_until("the scan to be unresolved", || g.count("unresolved") == 1);
     proxy.drop_replies.store(false, Ordering::SeqCst);
     let st = wait_all_decided(&g.cfg, 1);
     assert_eq!(
@@ -849,21 +836,17 @@ fn outage_backlog(g: &Gateway, picks: i64) {
 #[test]
 fn a_stop_during_a_long_replay_leaves_the_rest_waiting_for_the_next_start() {
     const BACKLOG: i64 = 20_000;
-    let root = tempdir("scangate-fac-");
-    let redis = RedisServer::start(&root.path().join("redis"), &[]);
+    let (root, redis) = facility(&[]);
     let mut g = Gateway::new(root.path(), "gw-a", &redis);
     outage_backlog(&g, BACKLOG);
     g.start();
-    wait_until("the replay to begin", || {
-        count(&outbox_status(&g.cfg), "committed") > 0
-    });
+    wait_until("the replay to begin", || g.count("committed") > 0);
     g.stop();
     let st = outbox_status(&g.cfg);
     let left = count(&st, "unresolved");
     assert!(left > 0, "the replay ran on past the stop: {st}");
     assert_eq!(count(&st, "committed") + left, BACKLOG, "{st}");
-    let out: Outcome = cli_cfg(&g.cfg, &["audit", "verify"]).into();
-    assert_eq!(out.code, Some(0), "{out}");
+    audit_verify(&g.cfg);
     g.start();
     assert_settled(&g, &redis, BACKLOG, 0);
     g.stop();
@@ -878,8 +861,7 @@ fn a_stop_during_a_long_replay_leaves_the_rest_waiting_for_the_next_start() {
 #[test]
 fn a_stuck_replay_does_not_hold_up_new_scans() {
     use std::sync::atomic::Ordering;
-    let root = tempdir("scangate-fac-");
-    let redis = RedisServer::start(&root.path().join("redis"), &[]);
+    let (root, redis) = facility(&[]);
     let proxy = Proxy::swallowing(redis.port, true);
     let mut g = Gateway::new(root.path(), "gw-a", &redis);
     proxy.route(&g, &redis);
@@ -893,7 +875,7 @@ fn a_stuck_replay_does_not_hold_up_new_scans() {
     g.send(&dscsa("NEW2"));
     assert_eq!(read_acks(&mut g.scanner, 2), [ACK, ACK]);
     wait_until("the new scans to be committed", || {
-        count(&outbox_status(&g.cfg), "committed") == 2
+        g.count("committed") == 2
     });
     let st = outbox_status(&g.cfg);
     assert_eq!(count(&st, "unresolved"), 3, "the backlog still waits: {st}");
@@ -905,8 +887,7 @@ fn a_stuck_replay_does_not_hold_up_new_scans() {
 #[test]
 fn a_gateway_killed_between_its_claims_and_its_verdicts_recognises_them_after_restart() {
     use std::sync::atomic::Ordering;
-    let root = tempdir("scangate-fac-");
-    let redis = RedisServer::start(&root.path().join("redis"), &[]);
+    let (root, redis) = facility(&[]);
     let (proxy, mut g) = started_behind_a_reply_eating_proxy(root.path(), &redis);
     g.send(&dscsa("SN001"));
     g.send(&dscsa("SN002"));
@@ -933,15 +914,13 @@ fn a_gateway_killed_between_its_claims_and_its_verdicts_recognises_them_after_re
     );
     assert_eq!(count(&st, "suppressed"), 1, "{st}");
     assert_eq!(redis.ledger("test-pharmacy").len(), 2);
-    let out: Outcome = cli_cfg(&g.cfg, &["audit", "verify"]).into();
-    assert_eq!(out.code, Some(0), "{out}");
+    audit_verify(&g.cfg);
     g.stop();
 }
 
 #[test]
 fn an_unreachable_redis_at_start_up_buffers_scans_until_it_comes_up() {
-    let root = tempdir("scangate-fac-");
-    let mut redis = RedisServer::start(&root.path().join("redis"), &[]);
+    let (root, mut redis) = facility(&[]);
     redis.kill9(); // nothing listens on its port now
     let mut g = Gateway::new(root.path(), "gw-a", &redis);
     g.start(); // not fatal: the gateway runs and buffers
@@ -949,14 +928,12 @@ fn an_unreachable_redis_at_start_up_buffers_scans_until_it_comes_up() {
     g.send(&dscsa("SN002"));
     assert_eq!(read_acks(&mut g.scanner, 2), [ACK, ACK]);
     wait_until("the scans to wait as unresolved", || {
-        count(&outbox_status(&g.cfg), "unresolved") == 2
+        g.count("unresolved") == 2
     });
     wait_until("the retries to report the backlog", || {
-        g.daemon
-            .as_ref()
-            .is_some_and(|d| d.log().contains("2 scans wait in the outbox"))
+        g.daemon().log().contains("2 scans wait in the outbox")
     });
-    let log = g.daemon.as_ref().unwrap().log();
+    let log = g.daemon().log();
     assert!(log.contains("facility Redis unavailable"), "{log}");
     assert!(
         log.contains(&redis.port.to_string()),
@@ -969,22 +946,18 @@ fn an_unreachable_redis_at_start_up_buffers_scans_until_it_comes_up() {
 
 #[test]
 fn min_replicas_ack_holds_claims_until_a_replica_confirms_them() {
-    let root = tempdir("scangate-fac-");
-    let redis = RedisServer::start(&root.path().join("redis"), &[]);
+    let (root, redis) = facility(&[]);
     let mut g = Gateway::new(root.path(), "gw-a", &redis);
-    let text = std::fs::read_to_string(&g.cfg).unwrap();
-    std::fs::write(&g.cfg, format!("{text}min_replicas_ack = 1\n")).unwrap();
+    g.edit_config(|text| format!("{text}min_replicas_ack = 1\n"));
     g.start();
     g.send(&dscsa("SN001"));
     assert_eq!(read_acks(&mut g.scanner, 1), [ACK]);
     // No replica: the claim ran, but is not confirmed, so it is not final.
     wait_until("the scan to wait as unresolved", || {
-        count(&outbox_status(&g.cfg), "unresolved") == 1
+        g.count("unresolved") == 1
     });
     wait_until("the reason in the log", || {
-        g.daemon
-            .as_ref()
-            .is_some_and(|d| d.log().contains("0 of 1 replicas confirmed"))
+        g.daemon().log().contains("0 of 1 replicas confirmed")
     });
     // A replica comes up: the retried claim (same UUID) is confirmed.
     let port = redis.port.to_string();
@@ -999,8 +972,7 @@ fn min_replicas_ack_holds_claims_until_a_replica_confirms_them() {
 
 #[test]
 fn a_read_only_replica_refuses_claims_until_promoted_and_the_log_says_so() {
-    let root = tempdir("scangate-fac-");
-    let primary = RedisServer::start(&root.path().join("redis"), &[]);
+    let (root, primary) = facility(&[]);
     let port = primary.port.to_string();
     let replica = RedisServer::start(
         &root.path().join("replica"),
@@ -1014,9 +986,9 @@ fn a_read_only_replica_refuses_claims_until_promoted_and_the_log_says_so() {
     g.send(&dscsa("SN001")); // double-fire
     assert_eq!(read_acks(&mut g.scanner, 2), [ACK, ACK]);
     wait_until("the scans to wait as unresolved", || {
-        count(&outbox_status(&g.cfg), "unresolved") == 2
+        g.count("unresolved") == 2
     });
-    let d = g.daemon.as_ref().expect("running");
+    let d = g.daemon();
     wait_until("the refusal in the log", || {
         d.log()
             .contains("is a read-only replica: it refuses claims")
@@ -1028,7 +1000,7 @@ fn a_read_only_replica_refuses_claims_until_promoted_and_the_log_says_so() {
         d.log_digest()
     );
     // Promoted: the same claims go through, once.
-    let mut c = replica.connection().expect("replica answers");
+    let mut c = replica.connection();
     let _: () = redis::cmd("REPLICAOF")
         .arg("NO")
         .arg("ONE")
@@ -1041,8 +1013,7 @@ fn a_read_only_replica_refuses_claims_until_promoted_and_the_log_says_so() {
 
 #[test]
 fn ledger_export_from_an_unreachable_facility_redis_says_where_and_what_to_do() {
-    let root = tempdir("scangate-fac-");
-    let redis = RedisServer::start(&root.path().join("redis"), &[]);
+    let (root, redis) = facility(&[]);
     let g = Gateway::new(root.path(), "gw-a", &redis);
     let url = redis.url();
     drop(redis); // stopped: nothing listens on its port now
@@ -1059,17 +1030,11 @@ fn ledger_export_from_an_unreachable_facility_redis_says_where_and_what_to_do() 
 
 #[test]
 fn a_wrong_password_is_a_clear_error_and_scans_are_still_buffered() {
-    let root = tempdir("scangate-fac-");
-    let redis = RedisServer::start(&root.path().join("redis"), &["--requirepass", "right-one"]);
+    let (root, redis) = facility(&["--requirepass", "right-one"]);
     let mut g = Gateway::new(root.path(), "gw-a", &redis);
     let secret = root.path().join("redis-password");
     std::fs::write(&secret, "wrong-one\n").unwrap();
-    let text = std::fs::read_to_string(&g.cfg).unwrap();
-    std::fs::write(
-        &g.cfg,
-        format!("{text}password_file = {:?}\n", secret.to_str().unwrap()),
-    )
-    .unwrap();
+    g.edit_config(|text| format!("{text}password_file = {:?}\n", secret.to_str().unwrap()));
     g.start();
     g.send(&dscsa("SN001"));
     assert_eq!(
@@ -1078,9 +1043,9 @@ fn a_wrong_password_is_a_clear_error_and_scans_are_still_buffered() {
         "ACKed although Redis refuses us"
     );
     wait_until("the scan to wait as unresolved", || {
-        count(&outbox_status(&g.cfg), "unresolved") == 1
+        g.count("unresolved") == 1
     });
-    let log = g.daemon.as_ref().unwrap().log();
+    let log = g.daemon().log();
     assert!(log.contains("facility Redis unavailable"), "{log}");
     assert!(log.contains(&redis.port.to_string()), "{log}");
     assert!(
@@ -1092,13 +1057,8 @@ fn a_wrong_password_is_a_clear_error_and_scans_are_still_buffered() {
 
 #[test]
 fn the_demo_runs_against_a_facility_redis() {
-    let root = tempdir("scangate-fac-");
-    let redis = RedisServer::start(&root.path().join("redis"), &[]);
-    let out: Outcome = command()
-        .args(["demo", "--redis", &redis.url()])
-        .output()
-        .expect("running scangate demo")
-        .into();
+    let (_root, redis) = facility(&[]);
+    let out: Outcome = cli(&["demo", "--redis", &redis.url()]).into();
     assert_eq!(out.code, Some(0), "{out}");
     assert!(out.stdout.contains("facility Redis"), "{out}");
     assert!(out.stdout.contains("exactly once"), "{out}");
@@ -1115,14 +1075,10 @@ fn rediss_with_the_facility_ca_works_and_a_wrong_ca_is_a_clear_error() {
     let redis = RedisServer::start_tls(&root.path().join("redis"), &ca, &crt, &key);
 
     let configure = |g: &Gateway, ca: &Path| {
-        let text = std::fs::read_to_string(&g.cfg)
-            .unwrap()
-            .replace(&redis.url(), &redis.tls_url());
-        std::fs::write(
-            &g.cfg,
-            format!("{text}ca_file = {:?}\n", ca.to_str().unwrap()),
-        )
-        .unwrap();
+        g.edit_config(|text| {
+            let text = text.replace(&redis.url(), &redis.tls_url());
+            format!("{text}ca_file = {:?}\n", ca.to_str().unwrap())
+        });
     };
     let mut good = Gateway::new(root.path(), "gw-a", &redis);
     configure(&good, &ca);
@@ -1136,7 +1092,7 @@ fn rediss_with_the_facility_ca_works_and_a_wrong_ca_is_a_clear_error() {
         "{st}"
     );
     // `ledger export` reads the stream over TLS too.
-    assert_eq!(common::ledger(&good.cfg).len(), 1);
+    assert_eq!(crate::util::ledger(&good.cfg).len(), 1);
     good.stop();
 
     let mut bad = Gateway::new(root.path(), "gw-b", &redis);
@@ -1149,9 +1105,13 @@ fn rediss_with_the_facility_ca_works_and_a_wrong_ca_is_a_clear_error() {
         "ACKed although TLS fails"
     );
     wait_until("the scan to wait as unresolved", || {
-        count(&outbox_status(&bad.cfg), "unresolved") == 1
+        bad.count("unresolved") == 1
     });
-    let log = bad.daemon.as_ref().unwrap().log();
+    // The warning follows the unresolved verdict's commit: await it.
+    wait_until("the outage to be logged", || {
+        bad.daemon().log().contains("facility Redis unavailable")
+    });
+    let log = bad.daemon().log();
     assert!(log.contains("facility Redis unavailable"), "{log}");
     assert!(log.to_lowercase().contains("certificate"), "{log}");
     bad.stop();
@@ -1159,13 +1119,9 @@ fn rediss_with_the_facility_ca_works_and_a_wrong_ca_is_a_clear_error() {
 
 #[test]
 fn scans_read_on_an_unsynchronised_clock_wait_for_ntp_by_default() {
-    let root = tempdir("scangate-fac-");
-    let redis = RedisServer::start(&root.path().join("redis"), &[]);
+    let (root, redis) = facility(&[]);
     let mut g = Gateway::new(root.path(), "gw-a", &redis);
-    let text = std::fs::read_to_string(&g.cfg)
-        .unwrap()
-        .replace("require_synced_clock = false\n", "");
-    std::fs::write(&g.cfg, text).unwrap();
+    g.edit_config(|text| text.replace("require_synced_clock = false\n", ""));
     g.start();
     g.send(&dscsa("SN001"));
     assert_eq!(
@@ -1180,7 +1136,7 @@ fn scans_read_on_an_unsynchronised_clock_wait_for_ntp_by_default() {
     } else {
         // Like a Raspberry Pi before NTP: the scan waits, nothing is claimed.
         wait_until("the scan to wait for the clock", || {
-            count(&outbox_status(&g.cfg), "unresolved") == 1
+            g.count("unresolved") == 1
         });
         assert!(redis.ledger("test-pharmacy").is_empty());
         let db = open_db(&g.cfg.parent().unwrap().join("state"));

@@ -3,69 +3,27 @@
 //! and the decisions are exactly those of strict capture order.
 //! Real SQLite file, real redis-server; rounds driven through the gate.
 
-mod common;
-
-use common::*;
-use scangate::capture::{CaptureTime, Profile, RawScan, Scan};
-use scangate::config::ScanType;
+use crate::util::*;
+use scangate::capture::{CaptureTime, Profile, Scan};
+use scangate::gate::Verdict;
 use scangate::gate::facility::{LaneKind, ROUND};
-use scangate::gate::{Verdict, decision_of};
-use scangate::store::Store;
 
 const T0: i64 = 1_800_000_000_000;
 
+/// A read of label `serial` by `profile`, `at_ms` after T0 (synchronised
+/// clock, boot `boot-a`).
 fn read(profile: &Profile, serial: &str, at_ms: i64) -> Scan {
-    Scan::at(
+    scan(
         profile,
-        RawScan {
-            bytes: dscsa(serial).into_bytes(),
-            framing_error: None,
-        },
-        CaptureTime {
-            utc_ms: T0 + at_ms,
-            boot_ns: at_ms * 1_000_000,
-            boot_id: "boot-a".into(),
-            synced: true,
-        },
+        dscsa(serial),
+        capture_time(T0 + at_ms, "boot-a", at_ms, true),
     )
-}
-
-/// The recorded verdict of `scan` (it must be in the outbox).
-fn verdict(store: &Store, scan: &Scan) -> Verdict {
-    decision_of(store, &scan.uuid.to_string())
-        .unwrap()
-        .expect("the scan is in the outbox")
-        .verdict
-}
-
-/// A redis-server of the test's own and a gate of facility `f1` on a fresh
-/// database (the temporary directory holds both).
-fn rig() -> (
-    tempfile::TempDir,
-    RedisServer,
-    Store,
-    scangate::gate::Gate,
-    scangate::facility::Facility,
-) {
-    let root = tempdir("scangate-order-");
-    let redis = RedisServer::start(&root.path().join("redis"), &[]);
-    let (store, gate, facility) = facility_gate(&root.path().join("state"), "f1", &redis.url());
-    (root, redis, store, gate, facility)
-}
-
-/// Counter scanner `c1`: dispense, quantity 1.
-fn counter() -> Profile {
-    Profile {
-        scanner: "c1".into(),
-        scan_type: ScanType::Dispense,
-        quantity: 1,
-    }
 }
 
 #[test]
 fn new_scans_overtake_the_backlog_only_where_order_cannot_matter() {
-    let (_root, redis, mut store, mut gate, mut facility) = rig();
-    let profile = counter();
+    let (_root, redis, mut store, mut gate, mut facility) = facility_rig("scangate-order-");
+    let profile = dispense("c1");
     let now = CaptureTime::now();
 
     // An outage: B first, then filler, then A last — more than two rounds.
@@ -129,8 +87,8 @@ fn new_scans_overtake_the_backlog_only_where_order_cannot_matter() {
 
 #[test]
 fn a_round_refused_for_its_settings_keeps_its_local_echoes_open_too() {
-    let (_root, _redis, mut store, mut gate, mut facility) = rig();
-    let profile = counter();
+    let (_root, _redis, mut store, mut gate, mut facility) = facility_rig("scangate-order-");
+    let profile = dispense("c1");
     let now = CaptureTime::now();
     let first = read(&profile, "SN-1", 0);
     store.admit("f1", std::slice::from_ref(&first)).unwrap();
@@ -189,10 +147,10 @@ fn a_round_refused_for_its_settings_keeps_its_local_echoes_open_too() {
 /// say "never committed" and the echo would wait for Redis as unresolved).
 #[test]
 fn the_live_lane_waits_for_a_replay_in_flight_and_knows_what_it_committed() {
-    let (_root, _redis, mut store, mut replay, mut facility) = rig();
+    let (_root, _redis, mut store, mut replay, mut facility) = facility_rig("scangate-order-");
     let mut live = replay.lane();
     let mut live_store = store.companion().unwrap();
-    let profile = counter();
+    let profile = dispense("c1");
     let now = CaptureTime::now();
 
     // An outage left A and B waiting.
@@ -256,9 +214,9 @@ fn the_live_lane_waits_for_a_replay_in_flight_and_knows_what_it_committed() {
 /// claimed the new one: strict capture order commits the earlier read.
 #[test]
 fn the_replay_waits_for_an_earlier_new_scan_of_its_label() {
-    let (_root, redis, mut store, mut replay, mut facility) = rig();
+    let (_root, redis, mut store, mut replay, mut facility) = facility_rig("scangate-order-");
     let mut live = replay.lane();
-    let profile = counter();
+    let profile = dispense("c1");
     let now = CaptureTime::now();
     let later = read(&profile, "SN-A", 105);
     store.admit("f1", std::slice::from_ref(&later)).unwrap();
@@ -298,23 +256,16 @@ fn the_replay_waits_for_an_earlier_new_scan_of_its_label() {
 /// claimed; the new scan goes after it, an echo of it.
 #[test]
 fn a_backlog_scan_without_a_trusted_time_never_waits_for_a_new_one() {
-    let (_root, redis, mut store, mut replay, mut facility) = rig();
+    let (_root, redis, mut store, mut replay, mut facility) = facility_rig("scangate-order-");
     replay.set_require_synced_clock(true);
     let mut live = replay.lane();
-    let profile = counter();
-    let at = |utc_ms: i64, boot_ms: i64, synced: bool| CaptureTime {
-        utc_ms: T0 + utc_ms,
-        boot_ns: boot_ms * 1_000_000,
-        boot_id: "boot-a".into(),
-        synced,
-    };
-    let raw = || RawScan {
-        bytes: dscsa("SN-A").into_bytes(),
-        framing_error: None,
+    let profile = dispense("c1");
+    let at = |utc_ms: i64, boot_ms: i64, synced: bool| {
+        capture_time(T0 + utc_ms, "boot-a", boot_ms, synced)
     };
     // Read with the clock running ahead, before NTP synced; then NTP
     // stepped it back, and the label was read again.
-    let first = Scan::at(&profile, raw(), at(105, 105, false));
+    let first = scan(&profile, dscsa("SN-A"), at(105, 105, false));
     store.admit("f1", std::slice::from_ref(&first)).unwrap();
     let unsynced_now = at(150, 150, false);
     scangate::daemon::claimer::round(
@@ -325,7 +276,7 @@ fn a_backlog_scan_without_a_trusted_time_never_waits_for_a_new_one() {
         &unsynced_now,
     )
     .unwrap();
-    let again = Scan::at(&profile, raw(), at(100, 200, true));
+    let again = scan(&profile, dscsa("SN-A"), at(100, 200, true));
     store.admit("f1", std::slice::from_ref(&again)).unwrap();
 
     let now = at(10_000, 10_000, true);

@@ -1,78 +1,12 @@
 //! The facility claim script against a real `redis-server` that each test
 //! starts on a free port and stops.
 
+use crate::util::{RedisServer, free_port, wait_until};
 use scangate::facility::{Claim, Facility, FacilityError, Outcome};
 use std::collections::HashMap;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const WINDOW_MS: i64 = 3000;
-
-/// A redis-server of the test's own, killed on drop.
-struct RedisServer {
-    child: Child,
-    port: u16,
-    _dir: tempfile::TempDir,
-}
-
-impl RedisServer {
-    fn start(extra: &[&str]) -> RedisServer {
-        let dir = tempfile::tempdir().unwrap();
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let child = Command::new("redis-server")
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no"])
-            .arg("--dir")
-            .arg(dir.path())
-            .args(extra)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("redis-server must be installed (apt-get install redis-server)");
-        let server = RedisServer {
-            child,
-            port,
-            _dir: dir,
-        };
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            let ok = redis::Client::open(server.url())
-                .and_then(|c| c.get_connection_with_timeout(Duration::from_millis(200)))
-                .and_then(|mut c| redis::cmd("PING").query::<String>(&mut c))
-                .is_ok();
-            if ok {
-                return server;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "redis-server on port {port} did not answer"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/", self.port)
-    }
-
-    fn raw(&self) -> redis::Connection {
-        redis::Client::open(self.url())
-            .unwrap()
-            .get_connection()
-            .unwrap()
-    }
-}
-
-impl Drop for RedisServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 fn gateway(server: &RedisServer) -> Facility {
     gateway_with(server, WINDOW_MS, Duration::from_secs(72 * 3600))
@@ -100,7 +34,10 @@ fn connect(server: &RedisServer, facility: &str, window_ms: i64, retention: Dura
 
 /// Delete `key` on `server`; how many keys went.
 fn del(server: &RedisServer, key: &str) -> i64 {
-    redis::cmd("DEL").arg(key).query(&mut server.raw()).unwrap()
+    redis::cmd("DEL")
+        .arg(key)
+        .query(&mut server.connection())
+        .unwrap()
 }
 
 fn claim(uuid: &str, key: &str, at_ms: i64) -> Claim {
@@ -122,20 +59,20 @@ fn seen(server: &RedisServer, key: &str) -> Vec<String> {
         .arg(key)
         .arg(0)
         .arg(-1)
-        .query(&mut server.raw())
+        .query(&mut server.connection())
         .unwrap()
 }
 
 fn xlen(server: &RedisServer) -> i64 {
     redis::cmd("XLEN")
         .arg("scangate:{f1}:ledger")
-        .query(&mut server.raw())
+        .query(&mut server.connection())
         .unwrap()
 }
 
 #[test]
 fn one_commit_per_pick_idempotent_by_uuid_and_by_window() {
-    let server = RedisServer::start(&[]);
+    let server = RedisServer::start_temp(&[]);
     let mut gw = gateway(&server);
     let out = gw
         .claim_batch(&[
@@ -169,7 +106,7 @@ fn one_commit_per_pick_idempotent_by_uuid_and_by_window() {
 
 #[test]
 fn two_gateways_share_one_ledger() {
-    let server = RedisServer::start(&[]);
+    let server = RedisServer::start_temp(&[]);
     let mut a = gateway(&server);
     let mut b = gateway(&server);
     assert_eq!(
@@ -185,11 +122,11 @@ fn two_gateways_share_one_ledger() {
 
 #[test]
 fn every_key_but_the_ledger_expires_and_the_stream_holds_the_fields() {
-    let server = RedisServer::start(&[]);
+    let server = RedisServer::start_temp(&[]);
     let mut gw = gateway(&server);
     gw.claim_batch(&[claim("u1", "k1", 0), claim("u2", "k1", 10)])
         .unwrap();
-    let mut c = server.raw();
+    let mut c = server.connection();
     let ttl =
         |c: &mut redis::Connection, k: &str| -> i64 { redis::cmd("PTTL").arg(k).query(c).unwrap() };
     assert!(ttl(&mut c, "scangate:{f1}:scan:u1") > 0);
@@ -211,12 +148,12 @@ fn every_key_but_the_ledger_expires_and_the_stream_holds_the_fields() {
 
 #[test]
 fn a_server_that_lost_its_script_cache_is_reloaded() {
-    let server = RedisServer::start(&[]);
+    let server = RedisServer::start_temp(&[]);
     let mut gw = gateway(&server);
     gw.claim_batch(&[claim("u1", "k1", 0)]).unwrap();
     redis::cmd("SCRIPT")
         .arg("FLUSH")
-        .query::<()>(&mut server.raw())
+        .query::<()>(&mut server.connection())
         .unwrap();
     assert_eq!(
         gw.claim_batch(&[claim("u2", "k1", 100)]).unwrap(),
@@ -226,7 +163,7 @@ fn a_server_that_lost_its_script_cache_is_reloaded() {
 
 #[test]
 fn an_evicting_server_is_refused_with_the_reason_and_the_fix() {
-    let server = RedisServer::start(&["--maxmemory-policy", "allkeys-lru"]);
+    let server = RedisServer::start_temp(&["--maxmemory-policy", "allkeys-lru"]);
     let mut f = connect(&server, "f1", WINDOW_MS, Duration::from_secs(3600));
     match f.check_server() {
         Err(e @ FacilityError::Misconfigured { .. }) => {
@@ -242,11 +179,7 @@ fn an_evicting_server_is_refused_with_the_reason_and_the_fix() {
 
 #[test]
 fn an_unreachable_server_is_a_clear_retryable_error() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port(); // nothing listens here once the listener is dropped
+    let port = free_port(); // nothing listens here
     let err = Facility::connect(
         &format!("redis://:secret@127.0.0.1:{port}/"),
         "f1",
@@ -268,7 +201,7 @@ fn an_unreachable_server_is_a_clear_retryable_error() {
 
 #[test]
 fn one_batch_may_mix_ledger_field_sets_and_each_entry_keeps_its_own() {
-    let server = RedisServer::start(&[]);
+    let server = RedisServer::start_temp(&[]);
     let mut gw = gateway(&server);
     let mut with_lot = claim("u2", "k2", 10);
     with_lot.fields.push(("lot", "L1".into()));
@@ -280,7 +213,7 @@ fn one_batch_may_mix_ledger_field_sets_and_each_entry_keeps_its_own() {
         .arg("scangate:{f1}:ledger")
         .arg("-")
         .arg("+")
-        .query(&mut server.raw())
+        .query(&mut server.connection())
         .unwrap();
     let fields: Vec<Vec<(String, String)>> = entries.into_iter().map(|(_, f)| f).collect();
     let pair = |k: &str, v: &str| (k.to_string(), v.to_string());
@@ -309,7 +242,7 @@ fn one_batch_may_mix_ledger_field_sets_and_each_entry_keeps_its_own() {
 
 #[test]
 fn capture_times_beyond_the_horizon_are_pruned_and_the_earliest_twin_is_named() {
-    let server = RedisServer::start(&[]);
+    let server = RedisServer::start_temp(&[]);
     let mut gw = gateway(&server);
     let now = chrono::Utc::now().timestamp_millis();
     let hour = 3_600_000;
@@ -352,7 +285,7 @@ fn capture_times_beyond_the_horizon_are_pruned_and_the_earliest_twin_is_named() 
 
 #[test]
 fn a_gateway_with_another_window_or_retention_is_refused_and_claims_nothing() {
-    let server = RedisServer::start(&[]);
+    let server = RedisServer::start_temp(&[]);
     let mut first = gateway(&server); // window 3 s, retention 72 h
     assert_eq!(
         first.claim_batch(&[claim("w1", "k", 2000)]).unwrap(),
@@ -360,13 +293,13 @@ fn a_gateway_with_another_window_or_retention_is_refused_and_claims_nothing() {
     );
     let settings: HashMap<String, String> = redis::cmd("HGETALL")
         .arg("scangate:{f1}:settings")
-        .query(&mut server.raw())
+        .query(&mut server.connection())
         .unwrap();
     assert_eq!(settings["window_ms"], "3000");
     assert_eq!(settings["retention_ms"], (72 * 3_600_000).to_string());
     let ttl: i64 = redis::cmd("PTTL")
         .arg("scangate:{f1}:settings")
-        .query(&mut server.raw())
+        .query(&mut server.connection())
         .unwrap();
     assert!(ttl > 0, "the settings expire like every key but the ledger");
 
@@ -423,7 +356,7 @@ fn a_gateway_with_another_window_or_retention_is_refused_and_claims_nothing() {
     let _: i64 = redis::cmd("HDEL")
         .arg("scangate:{f1}:settings")
         .arg("retention_ms")
-        .query(&mut server.raw())
+        .query(&mut server.connection())
         .unwrap();
     for e in [
         changed.check_server().unwrap_err(),
@@ -453,7 +386,7 @@ fn refused_by_new(e: FacilityError) {
 
 #[test]
 fn a_replayed_commit_is_recognised_even_after_its_label_was_pruned() {
-    let server = RedisServer::start(&[]);
+    let server = RedisServer::start_temp(&[]);
     let mut gw = gateway_with(&server, WINDOW_MS, Duration::from_secs(3600));
     let now = chrono::Utc::now().timestamp_millis();
     let at = |uuid: &str, ms: i64| Claim {
@@ -482,7 +415,7 @@ fn a_replayed_commit_is_recognised_even_after_its_label_was_pruned() {
 
 #[test]
 fn a_retried_commit_is_known_by_its_key_or_else_by_its_seen_member() {
-    let server = RedisServer::start(&[]);
+    let server = RedisServer::start_temp(&[]);
     let mut gw = gateway(&server);
     let first = gw
         .claim_batch(&[claim("u1", "k", 0), claim("u2", "k2", 0)])
@@ -504,7 +437,7 @@ fn a_retried_commit_is_known_by_its_key_or_else_by_its_seen_member() {
 
 #[test]
 fn a_full_server_refuses_a_new_claim_before_writing_anything_but_answers_a_decided_one() {
-    let server = RedisServer::start(&[]);
+    let server = RedisServer::start_temp(&[]);
     let mut gw = gateway(&server);
     assert_eq!(
         gw.claim_batch(&[claim("u1", "k1", 0)]).unwrap(),
@@ -514,7 +447,7 @@ fn a_full_server_refuses_a_new_claim_before_writing_anything_but_answers_a_decid
         .arg("SET")
         .arg("maxmemory")
         .arg("1")
-        .query(&mut server.raw())
+        .query(&mut server.connection())
         .unwrap();
     // Every claim call also refreshes the settings' expiry, a write Redis
     // allows when full; it comes last, so the claim's own first write is the
@@ -541,23 +474,20 @@ fn a_full_server_refuses_a_new_claim_before_writing_anything_but_answers_a_decid
 
 #[test]
 fn a_read_only_replica_still_answers_claims_that_were_decided() {
-    let primary = RedisServer::start(&[]);
+    let primary = RedisServer::start_temp(&[]);
     let mut gw = gateway(&primary);
     assert_eq!(
         gw.claim_batch(&[claim("u1", "k1", 0)]).unwrap(),
         [Outcome::Committed]
     );
-    let replica = RedisServer::start(&["--replicaof", "127.0.0.1", &primary.port.to_string()]);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while redis::cmd("EXISTS")
-        .arg("scangate:{f1}:scan:u1")
-        .query::<i64>(&mut replica.raw())
-        .unwrap()
-        == 0
-    {
-        assert!(Instant::now() < deadline, "the replica did not sync");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let replica = RedisServer::start_temp(&["--replicaof", "127.0.0.1", &primary.port.to_string()]);
+    wait_until("the replica to sync", || {
+        redis::cmd("EXISTS")
+            .arg("scangate:{f1}:scan:u1")
+            .query::<i64>(&mut replica.connection())
+            .unwrap()
+            == 1
+    });
     let mut on_replica = connect(&replica, "f1", WINDOW_MS, Duration::from_secs(72 * 3600));
     // A retry after a lost reply: answered, nothing written.
     assert_eq!(

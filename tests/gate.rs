@@ -1,11 +1,11 @@
 //! Gate decisions on a real SQLite file: echo patterns, idempotency by UUID,
 //! capture order, event time.
 
-use scangate::capture::{CaptureTime, Profile, RawScan, Scan};
+use crate::util::{capture_time, dispense, dscsa, scan, test_gate};
+use scangate::capture::Scan;
 use scangate::config::ScanType;
-use scangate::gate::{Gate, GateConfig, Verdict};
+use scangate::gate::{Gate, Verdict};
 use scangate::store::Store;
-use std::time::Duration;
 
 const WINDOW_MS: i64 = 3000;
 
@@ -19,7 +19,7 @@ struct Rig {
 fn rig() -> Rig {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path()).unwrap();
-    let gate = Gate::new(config(), &store).unwrap();
+    let gate = test_gate(&store);
     Rig {
         _dir: dir,
         store,
@@ -28,41 +28,11 @@ fn rig() -> Rig {
     }
 }
 
-fn config() -> GateConfig {
-    GateConfig {
-        facility: "f1".into(),
-        gateway: "gw1".into(),
-        window_ms: WINDOW_MS,
-        retention: Duration::from_secs(72 * 3600),
-    }
-}
-
-fn profile(scanner: &str) -> Profile {
-    Profile {
-        scanner: scanner.into(),
-        scan_type: ScanType::Dispense,
-        quantity: 1,
-    }
-}
-
-fn dscsa(serial: &str) -> String {
-    format!("]d201003077731050251728123121{serial}\x1d10LOT7A")
-}
-
 impl Rig {
     /// A scan read `at_ms` after t0 (same boot).
     fn scan(&self, scanner: &str, label: &str, at_ms: i64) -> Scan {
-        let time = CaptureTime {
-            utc_ms: self.t0 + at_ms,
-            boot_ns: 1_000_000_000_000 + at_ms * 1_000_000,
-            boot_id: "boot-a".into(),
-            synced: true,
-        };
-        let raw = RawScan {
-            bytes: label.as_bytes().to_vec(),
-            framing_error: None,
-        };
-        Scan::at(&profile(scanner), raw, time)
+        let time = capture_time(self.t0 + at_ms, "boot-a", 1_000_000 + at_ms, true);
+        scan(&dispense(scanner), label, time)
     }
 
     fn submit(&mut self, scans: &[Scan]) -> Vec<Verdict> {
@@ -283,12 +253,12 @@ fn a_restarted_gate_rebuilds_its_knowledge_from_the_database() {
     let echo = r.scan("c1", &dscsa("S1"), 500);
     {
         let mut store = Store::open(dir.path()).unwrap();
-        let mut gate = Gate::new(config(), &store).unwrap();
+        let mut gate = test_gate(&store);
         scangate::daemon::embedded::submit(&mut store, &mut gate, std::slice::from_ref(&first))
             .unwrap();
     }
     let mut store = Store::open(dir.path()).unwrap();
-    let mut gate = Gate::new(config(), &store).unwrap();
+    let mut gate = test_gate(&store);
     let d = scangate::daemon::embedded::submit(&mut store, &mut gate, &[echo]).unwrap();
     assert!(suppressed_by(&d[0].verdict, &first));
     assert_eq!(
@@ -365,7 +335,7 @@ fn a_clock_step_is_remembered_across_a_restart() {
     later.time.utc_ms -= 3 * 3_600_000;
     {
         let mut store = Store::open(dir.path()).unwrap();
-        let mut gate = Gate::new(config(), &store).unwrap();
+        let mut gate = test_gate(&store);
         let d = scangate::daemon::embedded::submit(
             &mut store,
             &mut gate,
@@ -375,7 +345,7 @@ fn a_clock_step_is_remembered_across_a_restart() {
         assert_eq!(d[1].verdict, Verdict::Committed);
     }
     let mut store = Store::open(dir.path()).unwrap();
-    let mut gate = Gate::new(config(), &store).unwrap();
+    let mut gate = test_gate(&store);
     let d = scangate::daemon::embedded::submit(&mut store, &mut gate, &[echo]).unwrap();
     assert!(suppressed_by(&d[0].verdict, &first), "{:?}", d[0]);
 }

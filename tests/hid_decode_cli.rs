@@ -1,7 +1,6 @@
 //! `scangate decode --hid …` through the real binary.
 
-mod common;
-use common::{Outcome, cli};
+use crate::util::{Outcome, cli};
 
 const POS_D2: &str = "02235d64323031303033343932383135383930353831373133313032383130305534323237354141000000000000000000000000000000000000000000770000";
 

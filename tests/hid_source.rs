@@ -3,8 +3,7 @@
 //! after an unplug, and its scans land in a real SQLite outbox and ledger
 //! through the gate call the daemon's outbox writer makes.
 
-mod common;
-use common::*;
+use crate::util::*;
 use scangate::capture::Scan;
 use scangate::config::{Config, HidConfig, HidMode, ScanType, Scanner};
 use scangate::gate::{Gate, GateConfig};

@@ -2,9 +2,9 @@
 //! `[outbox] keep_raw_hours` old: checked in the bytes of the real database
 //! file, and through the daemon's sweeper thread.
 
-mod common;
-
-use common::{Daemon, ScannerSpec, open_db, read_at, test_gate, wait_until, write_config};
+use crate::util::{
+    Daemon, ScannerSpec, dscsa, open_db, read_at, tempdir, test_gate, wait_until, write_config,
+};
 use scangate::gate::Verdict;
 use scangate::store::Store;
 use std::path::Path;
@@ -49,7 +49,7 @@ fn decided_raw_bytes_are_overwritten_in_the_file_and_open_ones_kept() {
     // More rows than one sweep chunk, a wristband, and a frame longer than
     // a database page (stored in overflow pages).
     let mut reads: Vec<_> = (0..1200)
-        .map(|i| read_at(&common::dscsa(&format!("BULK{i:04}")), i))
+        .map(|i| read_at(&dscsa(&format!("BULK{i:04}")), i))
         .collect();
     let long = format!("{OVERFLOW_MARK} ").repeat(250);
     reads.push(read_at(WRISTBAND, 1300));
@@ -59,11 +59,11 @@ fn decided_raw_bytes_are_overwritten_in_the_file_and_open_ones_kept() {
     assert!(matches!(decided[1200].verdict, Verdict::Rejected { .. }));
     assert!(matches!(decided[1201].verdict, Verdict::Rejected { .. }));
     // Admitted, not decided yet (as when a decision failed): it is open.
-    let open = common::dscsa("RAWOPEN1");
+    let open = dscsa("RAWOPEN1");
     store
         .admit("test-pharmacy", &[read_at(&open, 1400)])
         .unwrap();
-    let bulk = common::dscsa("BULK0600");
+    let bulk = dscsa("BULK0600");
     for needle in [WRISTBAND, OVERFLOW_MARK, &bulk, &open] {
         assert!(on_disk(dir.path(), needle), "{needle} is stored");
     }
@@ -125,7 +125,7 @@ fn a_sweep_stops_between_chunks_when_asked() {
     let mut store = Store::open(dir.path()).unwrap();
     let mut gate = test_gate(&store);
     let reads: Vec<_> = (0..1200)
-        .map(|i| read_at(&common::dscsa(&format!("STOP{i:04}")), i))
+        .map(|i| read_at(&dscsa(&format!("STOP{i:04}")), i))
         .collect();
     scangate::daemon::embedded::submit(&mut store, &mut gate, &reads).unwrap();
     let later = chrono::Utc::now().timestamp_millis() + 1000;
@@ -145,7 +145,7 @@ fn a_sweep_stops_between_chunks_when_asked() {
 
 #[test]
 fn the_daemon_sweeps_scans_decided_longer_ago_than_keep_raw_hours() {
-    let dir = common::tempdir("raw-sweep");
+    let dir = tempdir("raw-sweep");
     let state = dir.path().join("state");
     {
         let mut store = Store::open(&state).unwrap();
@@ -159,7 +159,7 @@ fn the_daemon_sweeps_scans_decided_longer_ago_than_keep_raw_hours() {
         scangate::daemon::embedded::submit(
             &mut store,
             &mut gate,
-            &[read_at(&common::dscsa("RAWNEW1"), 10_000)],
+            &[read_at(&dscsa("RAWNEW1"), 10_000)],
         )
         .unwrap();
     }

@@ -11,17 +11,9 @@
 //!   `ack` is never written to.
 //! - The ACK latency line (count/p50/p99/max) is logged at shutdown.
 
-mod common;
-mod serial_support;
-
-use common::*;
+use crate::util::*;
 use scangate::pty::VirtualScanner;
-use serial_support::*;
 use std::time::{Duration, Instant};
-
-fn frame(label: &str) -> Vec<u8> {
-    format!("{label}\r\n").into_bytes()
-}
 
 #[test]
 fn ack_only_after_the_row_is_in_the_sqlite_file_nak_and_resend_stored_once() {
@@ -34,10 +26,10 @@ fn ack_only_after_the_row_is_in_the_sqlite_file_nak_and_resend_stored_once() {
         &state,
         60_000,
         &[
-            Scanner::new("acker", vs.path())
+            ScannerSpec::new("acker", vs.path())
                 .ack()
                 .with("frame_timeout_ms = 300"),
-            Scanner::new("no-ack", quiet.path()),
+            ScannerSpec::new("no-ack", quiet.path()),
         ],
     );
     let mut daemon = Daemon::start(&config, &dir.path().join("daemon.log"));

@@ -3,9 +3,7 @@
 //! echoes, reject garbage without disturbing anything, ACK each stored frame
 //! once, audit every decision in an intact chain, and exit 0 on SIGTERM.
 
-mod common;
-
-use common::*;
+use crate::util::*;
 use scangate::pty::VirtualScanner;
 use serde_json::Value;
 use std::collections::{HashMap, HashSet};
@@ -33,10 +31,6 @@ type ScanRow = (
     i64,
 );
 
-fn frame(label: &str) -> Vec<u8> {
-    format!("{label}\r\n").into_bytes()
-}
-
 #[test]
 fn noisy_shift_on_two_serial_scanners() {
     let dir = tempdir("scangate-e2e-");
@@ -45,8 +39,7 @@ fn noisy_shift_on_two_serial_scanners() {
         VirtualScanner::new().unwrap(),
         VirtualScanner::new().unwrap(),
     ];
-    let mut a = ScannerSpec::new("counter-1", scanners[A].path());
-    a.ack = true;
+    let a = ScannerSpec::new("counter-1", scanners[A].path()).ack();
     let mut b = ScannerSpec::new("counter-2", scanners[B].path());
     b.max_frame_bytes = Some(64);
     let config = write_config(dir.path(), &state, WINDOW_MS as u64, &[a, b]);
@@ -232,8 +225,7 @@ fn noisy_shift_on_two_serial_scanners() {
     );
 
     // Audit: intact, one record per decision.
-    let verify: Outcome = cli_cfg(&config, &["audit", "verify"]).into();
-    assert_eq!(verify.code, Some(0), "{verify}");
+    let verify = audit_verify(&config);
     assert!(
         verify
             .stdout
@@ -354,8 +346,7 @@ fn sigint_right_after_the_acks_drains_everything_durable() {
     let dir = tempdir("scangate-e2e-drain-");
     let state = dir.path().join("state");
     let mut vs = VirtualScanner::new().unwrap();
-    let mut spec = ScannerSpec::new("counter-1", vs.path());
-    spec.ack = true;
+    let spec = ScannerSpec::new("counter-1", vs.path()).ack();
     let config = write_config(dir.path(), &state, WINDOW_MS as u64, &[spec]);
     let mut daemon = Daemon::start(&config, &dir.path().join("daemon.log"));
     daemon.wait_open(&[vs.path()]);
@@ -384,6 +375,5 @@ fn sigint_right_after_the_acks_drains_everything_durable() {
     assert_eq!(count(&st, "committed"), PICKS as i64, "{st}");
     assert_eq!(count(&st, "pending") + count(&st, "unresolved"), 0, "{st}");
     assert_eq!(ledger(&config).len(), PICKS);
-    let verify: Outcome = cli_cfg(&config, &["audit", "verify"]).into();
-    assert_eq!(verify.code, Some(0), "{verify}");
+    audit_verify(&config);
 }

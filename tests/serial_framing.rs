@@ -5,12 +5,8 @@
 //! is visible on the scanner side (ACK = stored and usable, NAK = rejected)
 //! and the test never has to guess when the daemon is done.
 
-mod common;
-mod serial_support;
-
-use common::*;
+use crate::util::*;
 use scangate::pty::VirtualScanner;
-use serial_support::*;
 use std::time::Duration;
 
 const STX: u8 = 0x02;
@@ -50,7 +46,7 @@ fn check_mode(
         dir.path(),
         &state,
         3000,
-        &[Scanner::new("s", vs.path()).ack().with(extra)],
+        &[ScannerSpec::new("s", vs.path()).ack().with(extra)],
     );
     let mut daemon = Daemon::start(&config, &dir.path().join("daemon.log"));
     daemon.wait_open(&[vs.path()]);
@@ -142,8 +138,7 @@ fn check_mode(
             b.reason
         );
     }
-    let verify: Outcome = cli_cfg(&config, &["audit", "verify"]).into();
-    assert_eq!(verify.code, Some(0), "{verify}");
+    audit_verify(&config);
 }
 
 #[test]

@@ -11,17 +11,9 @@
 //! and during the flood are printed, not asserted: timing on a shared
 //! 2-core machine is not something a test should fail on.
 
-mod common;
-mod serial_support;
-
-use common::*;
+use crate::util::*;
 use scangate::pty::VirtualScanner;
-use serial_support::*;
 use std::time::{Duration, Instant};
-
-fn frame(label: &str) -> Vec<u8> {
-    format!("{label}\r\n").into_bytes()
-}
 
 /// Peak resident memory of `pid` in KiB.
 fn vm_hwm_kib(pid: u32) -> u64 {
@@ -68,8 +60,8 @@ fn garbage_flood_on_one_scanner_never_disturbs_another() {
         &state,
         3000,
         &[
-            Scanner::new("flood", flood.path()).ack(),
-            Scanner::new("normal", normal.path()).ack(),
+            ScannerSpec::new("flood", flood.path()).ack(),
+            ScannerSpec::new("normal", normal.path()).ack(),
         ],
     );
     let mut daemon = Daemon::start(&config, &dir.path().join("daemon.log"));
@@ -207,8 +199,7 @@ fn garbage_flood_on_one_scanner_never_disturbs_another() {
     assert_eq!(naks, rejected.len(), "every rejected frame NAKed once");
     assert_eq!(flood_replies.iter().filter(|&&b| b == ACK).count(), 2);
 
-    let verify: Outcome = cli_cfg(&config, &["audit", "verify"]).into();
-    assert_eq!(verify.code, Some(0), "{verify}");
+    audit_verify(&config);
 
     // Memory: the 16 MiB of unterminated bytes must not be held.
     let grew = hwm_after.saturating_sub(hwm_before);

@@ -15,17 +15,9 @@
 //! the ledger exactly once; the half frame was never a read and is not
 //! stored as anything.
 
-mod common;
-mod serial_support;
-
-use common::*;
+use crate::util::*;
 use scangate::pty::VirtualScanner;
-use serial_support::*;
 use std::path::{Path, PathBuf};
-
-fn frame(label: &str) -> Vec<u8> {
-    format!("{label}\r\n").into_bytes()
-}
 
 /// Point `link` at `target` atomically (new link + rename over the old).
 fn repoint(link: &Path, target: &Path) {
@@ -37,13 +29,7 @@ fn repoint(link: &Path, target: &Path) {
 
 /// Does `pid` hold `path` open right now?
 fn holds(pid: u32, path: &Path) -> bool {
-    std::fs::read_dir(format!("/proc/{pid}/fd"))
-        .map(|rd| {
-            rd.filter_map(|e| e.ok())
-                .filter_map(|e| std::fs::read_link(e.path()).ok())
-                .any(|p| p == path)
-        })
-        .unwrap_or(false)
+    open_files(pid).iter().any(|p| p == path)
 }
 
 /// Send a pick and wait for its ACK.
@@ -68,8 +54,8 @@ fn unplug_and_replug_behind_the_same_symlink_resumes_and_loses_nothing() {
         &state,
         3000,
         &[
-            Scanner::new("counter-1", &link).ack(),
-            Scanner::new("counter-2", other.path()).ack(),
+            ScannerSpec::new("counter-1", &link).ack(),
+            ScannerSpec::new("counter-2", other.path()).ack(),
         ],
     );
     let mut daemon = Daemon::start(&config, &dir.path().join("daemon.log"));

@@ -5,12 +5,8 @@
 //! type and quantity; ACK scanners get exactly one ACK per transmission and
 //! the others are never written to.
 
-mod common;
-mod serial_support;
-
-use common::*;
+use crate::util::*;
 use scangate::pty::VirtualScanner;
-use serial_support::*;
 use std::time::Duration;
 
 const SCANNERS: usize = 16;
@@ -39,11 +35,11 @@ fn sixteen_scanners_each_with_its_own_profile() {
     let ptys: Vec<VirtualScanner> = (0..SCANNERS)
         .map(|_| VirtualScanner::new().unwrap())
         .collect();
-    let specs: Vec<Scanner> = ptys
+    let specs: Vec<ScannerSpec> = ptys
         .iter()
         .enumerate()
         .map(|(i, vs)| {
-            let mut s = Scanner::new(&format!("sc-{i:02}"), vs.path()).with(framing(i).0);
+            let mut s = ScannerSpec::new(&format!("sc-{i:02}"), vs.path()).with(framing(i).0);
             s.scan_type = TYPES[i % TYPES.len()];
             s.quantity = i as u32 + 1;
             s.ack = i % 2 == 0;

@@ -3,9 +3,7 @@
 //! fault clears; at shutdown it reports what it could not store.
 //! The fault is injected with a real SQLite trigger on the real file.
 
-mod common;
-
-use common::*;
+use crate::util::*;
 use scangate::pty::VirtualScanner;
 use std::time::Duration;
 
@@ -34,8 +32,7 @@ fn no_ack_while_the_database_refuses_writes_then_stored_once() {
     let dir = tempdir("scangate-faults-");
     let state = dir.path().join("state");
     let mut scanner = VirtualScanner::new().unwrap();
-    let mut spec = ScannerSpec::new("counter-1", scanner.path());
-    spec.ack = true;
+    let spec = ScannerSpec::new("counter-1", scanner.path()).ack();
     let cfg = write_config(dir.path(), &state, 3000, &[spec]);
     let mut daemon = Daemon::start(&cfg, &dir.path().join("run.log"));
     daemon.wait_open(&[scanner.path()]);

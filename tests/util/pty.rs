@@ -1,23 +1,29 @@
-//! Helpers shared by the `serial_*` integration tests: config files with the
-//! serial framing keys, a scanner that waits for its ACK/NAK, and queries.
-//! Used together with `common` (binary runner, daemon guard, waits).
+//! PTYs as serial scanners: frames, the host's ACK/NAK replies, configs with
+//! the serial framing keys, and the outbox rows a scanner left.
 
-#![allow(dead_code)] // each test crate uses a different subset
-
-use crate::common::*;
+use super::cli::{Outcome, cli_cfg};
+use super::daemon::{ScannerSpec, open_db, write_config};
+use super::wait::EVENT_TIMEOUT;
 use scangate::pty::VirtualScanner;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-/// A `[[scanner]]` entry with free-form extra keys (framing, line settings).
-pub type Scanner = ScannerSpec;
+/// ACK byte.
+pub const ACK: u8 = 0x06;
+/// NAK byte.
+pub const NAK: u8 = 0x15;
+
+/// `label` as a scanner sends it with the default suffix (CR LF).
+pub fn frame(label: &str) -> Vec<u8> {
+    format!("{label}\r\n").into_bytes()
+}
 
 /// Write `<dir>/scangate.toml` and check that scangate accepts it.
 pub fn write_serial_config(
     dir: &Path,
     state_dir: &Path,
     window_ms: u64,
-    scanners: &[Scanner],
+    scanners: &[ScannerSpec],
 ) -> PathBuf {
     let path = write_config(dir, state_dir, window_ms, scanners);
     let check: Outcome = cli_cfg(&path, &["check-config"]).into();

@@ -1,0 +1,45 @@
+//! The integration tests, as one test binary (`cargo test --test
+//! integration`): one link of the library instead of one per file. Each
+//! file beside this one is a module of it; the helpers they share are in
+//! `util/`. Run one group with `cargo test --test integration serial_`.
+
+mod util;
+
+// Barcode decoding: the public vectors, property tests, the fuzz corpus.
+mod barcode_fuzz_corpus;
+mod barcode_props;
+mod barcode_vectors;
+
+// The CLI: decode, errors and exit codes, the demo, the bench.
+mod bench_smoke;
+mod cli_errors;
+mod decode_cli;
+mod demo;
+
+// The gate and the audit trail, through the library on real SQLite files.
+mod audit_tamper;
+mod gate;
+mod raw_retention;
+
+// Serial scanners on PTYs against the real daemon.
+mod crash_recovery;
+mod serial_ack;
+mod serial_e2e;
+mod serial_framing;
+mod serial_hostile;
+mod serial_hotplug;
+mod serial_many;
+mod write_faults;
+
+// USB HID scanners, without hardware.
+mod hid_decode_cli;
+mod hid_keyboard_props;
+mod hid_source;
+mod hid_vectors;
+
+// The facility store: redis-server processes of each test's own.
+mod embedded_takeover;
+mod facility_clock;
+mod facility_e2e;
+mod facility_order;
+mod facility_redis;

@@ -1,0 +1,65 @@
+//! The `scangate` binary as a short-lived CLI command.
+
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+/// The binary under test.
+pub fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_scangate")
+}
+
+/// A `scangate` command with an environment that cannot leak the host's
+/// configuration into the test.
+pub fn command() -> Command {
+    let mut c = Command::new(bin());
+    c.env_remove("SCANGATE_CONFIG")
+        .env_remove("STATE_DIRECTORY")
+        .env_remove("JOURNAL_STREAM")
+        .env_remove("RUST_LOG")
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null());
+    c
+}
+
+/// Run a short-lived CLI command to completion.
+pub fn cli(args: &[&str]) -> Output {
+    command()
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {} {args:?}: {e}", bin()))
+}
+
+/// Run `scangate <args> --config <config>` to completion.
+pub fn cli_cfg(config: &Path, args: &[&str]) -> Output {
+    let mut all: Vec<&str> = args.to_vec();
+    all.push("--config");
+    all.push(config.to_str().expect("utf-8 temp path"));
+    cli(&all)
+}
+
+/// Exit code, stdout and stderr as text (for messages and asserts).
+pub struct Outcome {
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl From<Output> for Outcome {
+    fn from(o: Output) -> Self {
+        Outcome {
+            code: o.status.code(),
+            stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+        }
+    }
+}
+
+impl std::fmt::Display for Outcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "exit {:?}\n--- stdout ---\n{}\n--- stderr ---\n{}",
+            self.code, self.stdout, self.stderr
+        )
+    }
+}
