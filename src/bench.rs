@@ -20,6 +20,7 @@ mod facility;
 
 use crate::capture::{CaptureTime, Profile, RawScan, Scan};
 use crate::config::ScanType;
+use crate::exit::Exit;
 use crate::gate::{Gate, GateConfig};
 use crate::store::Store;
 use std::path::PathBuf;
@@ -169,7 +170,7 @@ fn decide(store: &mut Store, gate: &mut Gate, batch: &[Scan]) -> Result<(), Stri
 }
 
 /// Run the benchmark and print the figures.
-pub fn run(args: &BenchArgs) -> Result<u8, String> {
+pub fn run(args: &BenchArgs) -> Result<Exit, String> {
     let tmp;
     let dir = match &args.dir {
         Some(d) => d.clone(),
@@ -277,5 +278,5 @@ pub fn run(args: &BenchArgs) -> Result<u8, String> {
         Some(kib) => println!("peak RSS: {:.1} MB", kib as f64 / 1024.0),
         None => println!("peak RSS: unavailable (/proc/self/status unreadable)"),
     }
-    Ok(0)
+    Ok(Exit::Ok)
 }

@@ -1,39 +1,23 @@
-//! The `scangate` command line.
-//!
-//! # Exit codes
-//!
-//! | code | meaning |
-//! |---|---|
-//! | 0 | success |
-//! | 1 | a check failed: `audit verify` found a broken record, `decode` got an invalid barcode, the demo lost a scan |
-//! | 2 | configuration or usage error (the message names the key and the fix; an unreadable `[redis]` `password_file` or `ca_file` too, also for `check-config`), or a facility Redis that could lose claims (`maxmemory-policy` not `noeviction`) |
-//! | 3 | state error: state directory not writable or in use by another scangate, database corrupt, unreadable or of another schema version; also `run` stopping because the page check it runs after start found damage |
-//! | 4 | runtime failure (I/O, an internal thread died) |
+//! The `scangate` command line: parse the arguments, run the command, and
+//! turn its outcome into an exit code ([`crate::exit::Exit`], whose
+//! meanings are listed once, there; which error gets which code is decided
+//! in `Failure::exit`).
 
 use crate::audit::{self, Verification};
 use crate::config::{Config, ConfigError, Settings};
+use crate::daemon::DaemonError;
+use crate::exit::Exit;
 use crate::store::{Store, StoreError};
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
-
-/// Exit code: success.
-pub const EXIT_OK: u8 = 0;
-/// Exit code: a check failed.
-pub const EXIT_CHECK_FAILED: u8 = 1;
-/// Exit code: configuration or usage error.
-pub const EXIT_CONFIG: u8 = 2;
-/// Exit code: state directory or database unusable.
-pub const EXIT_STATE: u8 = 3;
-/// Exit code: runtime failure.
-pub const EXIT_RUNTIME: u8 = 4;
 
 #[derive(Parser)]
 #[command(
     name = "scangate",
     version,
     about = "Barcode-scan ingestion for pharmacy-floor gateways: write-ahead outbox, exact echo suppression, hash-chained audit",
-    after_help = "Exit codes: 0 ok, 1 check failed, 2 config/usage error, 3 state/database error, 4 runtime failure."
+    after_help = Exit::summary()
 )]
 struct Cli {
     #[command(subcommand)]
@@ -130,52 +114,65 @@ enum OutboxCommand {
     DecideLocally(ConfigArg),
 }
 
-/// A failure with its exit code; the message says what to do.
-struct Failure {
-    code: u8,
-    message: String,
+/// Why a command failed; each message says what happened and what to do.
+enum Failure {
+    /// The configuration is invalid (or a file it names unreadable).
+    Config(ConfigError),
+    /// The state directory or database.
+    Store(StoreError),
+    /// The daemon could not run, or stopped on a failure.
+    Daemon(DaemonError),
+    /// A command-line argument or a setting that forbids the command.
+    Usage(String),
+    /// Anything else at run time.
+    Runtime(String),
 }
 
 impl From<ConfigError> for Failure {
     fn from(e: ConfigError) -> Self {
-        Failure {
-            code: EXIT_CONFIG,
-            message: format!("configuration error: {e}"),
-        }
+        Failure::Config(e)
     }
 }
 
 impl From<StoreError> for Failure {
     fn from(e: StoreError) -> Self {
-        let code = match e {
-            StoreError::Sqlite { .. } => EXIT_RUNTIME,
-            _ => EXIT_STATE,
-        };
-        Failure {
-            code,
-            message: e.to_string(),
-        }
+        Failure::Store(e)
     }
 }
 
-impl From<crate::daemon::DaemonError> for Failure {
-    fn from(e: crate::daemon::DaemonError) -> Self {
-        match e {
-            crate::daemon::DaemonError::Store(s) => s.into(),
-            e @ crate::daemon::DaemonError::CorruptWhileRunning { .. } => Failure {
-                code: EXIT_STATE,
-                message: e.to_string(),
-            },
-            // The facility Redis is set up so claims could be lost: a
-            // technician's fix, like a config error.
-            e @ crate::daemon::DaemonError::Facility(_) => Failure {
-                code: EXIT_CONFIG,
-                message: e.to_string(),
-            },
-            other => Failure {
-                code: EXIT_RUNTIME,
-                message: other.to_string(),
-            },
+impl From<DaemonError> for Failure {
+    fn from(e: DaemonError) -> Self {
+        Failure::Daemon(e)
+    }
+}
+
+impl Failure {
+    /// The exit code of this failure: the one place errors get theirs.
+    fn exit(&self) -> Exit {
+        fn store(e: &StoreError) -> Exit {
+            match e {
+                StoreError::Sqlite { .. } => Exit::Runtime,
+                _ => Exit::State,
+            }
+        }
+        match self {
+            Failure::Config(_) | Failure::Usage(_) => Exit::Config,
+            Failure::Store(e) | Failure::Daemon(DaemonError::Store(e)) => store(e),
+            Failure::Daemon(DaemonError::CorruptWhileRunning { .. }) => Exit::State,
+            // The facility Redis is set up so claims could be lost, or
+            // refuses this gateway: a technician's fix, like a config error.
+            Failure::Daemon(DaemonError::Facility(_)) => Exit::Config,
+            Failure::Daemon(_) | Failure::Runtime(_) => Exit::Runtime,
+        }
+    }
+
+    /// What to print.
+    fn message(&self) -> String {
+        match self {
+            Failure::Config(e) => format!("configuration error: {e}"),
+            Failure::Store(e) => e.to_string(),
+            Failure::Daemon(e) => e.to_string(),
+            Failure::Usage(m) | Failure::Runtime(m) => m.clone(),
         }
     }
 }
@@ -187,10 +184,10 @@ pub fn main() -> ExitCode {
     let quiet = matches!(cli.command, Command::Demo { .. } | Command::Bench(_));
     init_tracing(if quiet { "warn" } else { "info" });
     match dispatch(cli.command) {
-        Ok(code) => ExitCode::from(code),
+        Ok(exit) => exit.into(),
         Err(f) => {
-            eprintln!("scangate: {}", f.message);
-            ExitCode::from(f.code)
+            eprintln!("scangate: {}", f.message());
+            f.exit().into()
         }
     }
 }
@@ -234,13 +231,10 @@ fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
         .worker_threads(2)
         .enable_all()
         .build()
-        .map_err(|e| Failure {
-            code: EXIT_RUNTIME,
-            message: format!("cannot start the async runtime: {e}"),
-        })
+        .map_err(|e| Failure::Runtime(format!("cannot start the async runtime: {e}")))
 }
 
-fn dispatch(cmd: Command) -> Result<u8, Failure> {
+fn dispatch(cmd: Command) -> Result<Exit, Failure> {
     match cmd {
         Command::Decode(args) => Ok(crate::decode_cmd::run(&args)),
         Command::Devices(args) => Ok(crate::devices_cmd::run_devices(&args)),
@@ -249,7 +243,7 @@ fn dispatch(cmd: Command) -> Result<u8, Failure> {
             let settings = resolve(&arg)?;
             runtime()?.block_on(async {
                 crate::daemon::run(settings, shutdown_signal()).await?;
-                Ok(EXIT_OK)
+                Ok(Exit::Ok)
             })
         }
         Command::CheckConfig(arg) => {
@@ -264,20 +258,14 @@ fn dispatch(cmd: Command) -> Result<u8, Failure> {
                 cfg.dedup.window_ms,
                 cfg.state_dir().display()
             );
-            Ok(EXIT_OK)
+            Ok(Exit::Ok)
         }
-        Command::Demo { redis } => {
-            runtime()?
-                .block_on(crate::demo::run(redis))
-                .map_err(|e| Failure {
-                    code: EXIT_RUNTIME,
-                    message: format!("demo failed: {e}"),
-                })
+        Command::Demo { redis } => runtime()?
+            .block_on(crate::demo::run(redis))
+            .map_err(|e| Failure::Runtime(format!("demo failed: {e}"))),
+        Command::Bench(args) => {
+            crate::bench::run(&args).map_err(|e| Failure::Runtime(format!("bench failed: {e}")))
         }
-        Command::Bench(args) => crate::bench::run(&args).map_err(|e| Failure {
-            code: EXIT_RUNTIME,
-            message: format!("bench failed: {e}"),
-        }),
         Command::Ledger {
             command: LedgerCommand::Export { config, since },
         } => {
@@ -285,11 +273,10 @@ fn dispatch(cmd: Command) -> Result<u8, Failure> {
                 None => None,
                 Some(s) => Some(
                     chrono::DateTime::parse_from_rfc3339(&s)
-                        .map_err(|e| Failure {
-                            code: EXIT_CONFIG,
-                            message: format!(
+                        .map_err(|e| {
+                            Failure::Usage(format!(
                                 "--since {s:?} is not an RFC 3339 time ({e}); use e.g. 2026-11-30T08:00:00Z"
-                            ),
+                            ))
                         })?
                         .timestamp_millis(),
                 ),
@@ -322,7 +309,7 @@ fn dispatch(cmd: Command) -> Result<u8, Failure> {
             }
             use std::io::Write;
             let _ = out.flush();
-            Ok(EXIT_OK)
+            Ok(Exit::Ok)
         }
         Command::Audit {
             command: AuditCommand::Verify(arg),
@@ -332,11 +319,11 @@ fn dispatch(cmd: Command) -> Result<u8, Failure> {
             match audit::verify(&store)? {
                 Verification::Intact { records, head } => {
                     println!("audit chain intact: {records} records, head {head}");
-                    Ok(EXIT_OK)
+                    Ok(Exit::Ok)
                 }
                 Verification::Broken { seq, problem } => {
                     println!("audit chain BROKEN at record {seq}: {problem}");
-                    Ok(EXIT_CHECK_FAILED)
+                    Ok(Exit::CheckFailed)
                 }
             }
         }
@@ -349,7 +336,7 @@ fn dispatch(cmd: Command) -> Result<u8, Failure> {
                 let records = audit::records_for_scan(&store, &id)?;
                 if records.is_empty() {
                     println!("no decision about {id} in the audit trail");
-                    return Ok(EXIT_CHECK_FAILED);
+                    return Ok(Exit::CheckFailed);
                 }
                 for r in records {
                     println!(
@@ -364,16 +351,20 @@ fn dispatch(cmd: Command) -> Result<u8, Failure> {
                             .unwrap_or_default()
                     );
                 }
-                return Ok(EXIT_OK);
+                return Ok(Exit::Ok);
             };
             let trail = audit::trail_for_key(&store, &key)?;
             if trail.records.is_empty() && trail.unrecorded.is_empty() {
                 println!("no decision about {id} in the audit trail");
-                return Ok(EXIT_CHECK_FAILED);
+                return Ok(Exit::CheckFailed);
             }
             let (text, complete) = audit::render_trace(&key, &trail);
             print!("{text}");
-            Ok(if complete { EXIT_OK } else { EXIT_CHECK_FAILED })
+            Ok(if complete {
+                Exit::Ok
+            } else {
+                Exit::CheckFailed
+            })
         }
         Command::Outbox {
             command: OutboxCommand::Status { config, json },
@@ -414,17 +405,14 @@ fn dispatch(cmd: Command) -> Result<u8, Failure> {
                     }
                 }
             }
-            Ok(EXIT_OK)
+            Ok(Exit::Ok)
         }
         Command::Outbox {
             command: OutboxCommand::DecideLocally(arg),
         } => {
             let cfg = load(&arg)?;
             if cfg.redis.is_some() {
-                return Err(Failure {
-                    code: EXIT_CONFIG,
-                    message: "this gateway has a [redis] section: its unresolved scans are replayed through the facility store when it answers. Fix: remove [redis] first if that store is gone for good".into(),
-                });
+                return Err(Failure::Usage("this gateway has a [redis] section: its unresolved scans are replayed through the facility store when it answers. Fix: remove [redis] first if that store is gone for good".into()));
             }
             let mut store = Store::open(&cfg.state_dir())?;
             let handed = store.reopen_unresolved()?;
@@ -451,19 +439,16 @@ fn dispatch(cmd: Command) -> Result<u8, Failure> {
                 count(ScanState::Suppressed),
                 count(ScanState::Rejected)
             );
-            Ok(EXIT_OK)
+            Ok(Exit::Ok)
         }
     }
 }
 
 /// `ledger export` could not read the facility stream.
 fn ledger_unreadable(e: crate::facility::FacilityError) -> Failure {
-    Failure {
-        code: EXIT_RUNTIME,
-        message: format!(
-            "{e}. With [redis] set, the ledger is the facility's stream: reach that server (is it running, is [redis] url right?) and export again"
-        ),
-    }
+    Failure::Runtime(format!(
+        "{e}. With [redis] set, the ledger is the facility's stream: reach that server (is it running, is [redis] url right?) and export again"
+    ))
 }
 
 /// Write `value` as one JSON line.

@@ -24,7 +24,7 @@
 //! hears how each ends, and holds a copy of one stop token
 //! ([`crate::shutdown::Stop`]). The daemon runs until the shutdown signal
 //! or until a stage ends early (a failure), then stops the stages in the
-//! order [`stop_in_order`] writes down.
+//! order `stop_in_order` writes down.
 
 pub mod claimer;
 pub mod embedded;
@@ -180,7 +180,7 @@ pub async fn run(
                 });
             }
             let decider = Decider::Claimer {
-                facility: cfg.gateway.facility.clone(),
+                facility_id: cfg.gateway.facility.clone(),
                 kick,
             };
             (decider, Some(lane_stop))
@@ -397,7 +397,7 @@ enum Decider {
     /// ACKs and kicks them.
     Claimer {
         /// Facility id (for content keys).
-        facility: String,
+        facility_id: String,
         /// Wakes the claimer's live lane; dropped, stops both lanes.
         kick: claimer::Kicker,
     },
@@ -520,7 +520,9 @@ fn write_until_durable(
     loop {
         let written = match decider {
             Decider::Here(gate) => embedded::admit_and_decide(store, gate, scans).map(|(_, d)| d),
-            Decider::Claimer { facility, .. } => store.admit(facility, scans).map(|_| Vec::new()),
+            Decider::Claimer { facility_id, .. } => {
+                store.admit(facility_id, scans).map(|_| Vec::new())
+            }
         };
         match written {
             Ok(decisions) => return Ok(decisions),

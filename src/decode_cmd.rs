@@ -71,6 +71,7 @@
 //! on stderr and exit 1. A HEX that is not hex: exit 2.
 
 use crate::capture::barcode::{self, Decoded};
+use crate::exit::Exit;
 use serde::Serialize;
 use std::ffi::OsString;
 use std::io::Write;
@@ -100,15 +101,6 @@ pub struct DecodeArgs {
     #[arg(required = true, value_name = "TEXT")]
     pub text: Vec<OsString>,
 }
-
-/// Exit code: every input decoded.
-pub const EXIT_OK: u8 = 0;
-/// Exit code: at least one input was not a valid barcode.
-pub const EXIT_INVALID: u8 = 1;
-/// Exit code: stdout could not be written.
-pub const EXIT_OUTPUT: u8 = 4;
-/// Exit code: usage error (bad `--hid` argument).
-pub const EXIT_USAGE: u8 = 2;
 
 /// Parse one report written in hex (`0200…`, `02 00 …`, `02:00:…`).
 pub fn parse_hex_report(s: &str) -> Result<Vec<u8>, String> {
@@ -163,12 +155,12 @@ fn hid_decoder(args: &DecodeArgs, mode: &str) -> Result<crate::source::hid::HidD
 }
 
 /// `--hid`: reports → the live decoder → scans → decode and print.
-fn run_hid_to(args: &DecodeArgs, mode: &str, out: &mut impl Write) -> std::io::Result<u8> {
+fn run_hid_to(args: &DecodeArgs, mode: &str, out: &mut impl Write) -> std::io::Result<Exit> {
     let mut decoder = match hid_decoder(args, mode) {
         Ok(d) => d,
         Err(e) => {
             eprintln!("scangate decode: {e}");
-            return Ok(EXIT_USAGE);
+            return Ok(Exit::Config);
         }
     };
     let mut reports = Vec::new();
@@ -177,7 +169,7 @@ fn run_hid_to(args: &DecodeArgs, mode: &str, out: &mut impl Write) -> std::io::R
             Ok(r) => reports.push(r),
             Err(e) => {
                 eprintln!("scangate decode: {e}; give one HID report per argument in hex");
-                return Ok(EXIT_USAGE);
+                return Ok(Exit::Config);
             }
         }
     }
@@ -192,7 +184,7 @@ fn run_hid_to(args: &DecodeArgs, mode: &str, out: &mut impl Write) -> std::io::R
             "scangate decode: the {} report(s) make no scan (no terminator key / final report, or nothing typed)",
             reports.len()
         );
-        return Ok(EXIT_INVALID);
+        return Ok(Exit::CheckFailed);
     }
     let year = crate::capture::CaptureTime::now().year();
     print_results(args, out, raws.iter().map(|raw| raw.decode(year)))
@@ -204,11 +196,11 @@ fn print_results(
     args: &DecodeArgs,
     out: &mut impl Write,
     results: impl Iterator<Item = Result<Decoded, barcode::DecodeError>>,
-) -> std::io::Result<u8> {
-    let mut code = EXIT_OK;
+) -> std::io::Result<Exit> {
+    let mut code = Exit::Ok;
     for (index, result) in results.enumerate() {
         if result.is_err() {
-            code = EXIT_INVALID;
+            code = Exit::CheckFailed;
         }
         if args.json {
             write_json(out, index, &result)?;
@@ -380,20 +372,20 @@ fn write_text(
 }
 
 /// Decode every TEXT and print the results; returns the exit code.
-pub fn run(args: &DecodeArgs) -> u8 {
+pub fn run(args: &DecodeArgs) -> Exit {
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     match run_to(args, &mut out).and_then(|code| out.flush().map(|_| code)) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("scangate: cannot write the decode output: {e}");
-            EXIT_OUTPUT
+            Exit::Runtime
         }
     }
 }
 
 /// [`run`] writing to `out` instead of stdout.
-pub fn run_to(args: &DecodeArgs, out: &mut impl Write) -> std::io::Result<u8> {
+pub fn run_to(args: &DecodeArgs, out: &mut impl Write) -> std::io::Result<Exit> {
     if let Some(mode) = &args.hid {
         return run_hid_to(args, mode, out);
     }
@@ -435,7 +427,7 @@ mod tests {
             ],
         };
         let mut out = Vec::new();
-        assert_eq!(run_to(&args, &mut out).unwrap(), EXIT_INVALID);
+        assert_eq!(run_to(&args, &mut out).unwrap(), Exit::CheckFailed);
         let text = String::from_utf8(out).unwrap();
         let lines: Vec<serde_json::Value> = text
             .lines()
@@ -450,7 +442,7 @@ mod tests {
             ..args
         };
         let mut out = Vec::new();
-        assert_eq!(run_to(&args, &mut out).unwrap(), EXIT_INVALID);
+        assert_eq!(run_to(&args, &mut out).unwrap(), Exit::CheckFailed);
         let text = String::from_utf8(out).unwrap();
         assert!(text.contains("[0] valid"), "{text}");
         assert!(text.contains("[1] invalid: "), "{text}");

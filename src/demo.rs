@@ -12,6 +12,7 @@
 use crate::audit::{self, Verification};
 use crate::config::{Config, ConfigError, DedupConfig, GatewayConfig, ScanType, Scanner, Settings};
 use crate::daemon;
+use crate::exit::Exit;
 use crate::ledger::{self, LedgerEntry};
 use crate::pty::VirtualScanner;
 use crate::store::Store;
@@ -143,7 +144,7 @@ fn script() -> (Vec<Pick>, Vec<Send>) {
 }
 
 /// Run the demo; returns the exit code (1 if anything was lost or doubled).
-pub async fn run(redis: Option<String>) -> Result<u8, String> {
+pub async fn run(redis: Option<String>) -> Result<Exit, String> {
     let facility = match &redis {
         None => None,
         Some(url) => {
@@ -395,7 +396,7 @@ pub async fn run(redis: Option<String>) -> Result<u8, String> {
             "result: MISMATCH — see the table above"
         }
     );
-    Ok(if ok { 0 } else { 1 })
+    Ok(if ok { Exit::Ok } else { Exit::CheckFailed })
 }
 
 /// Collect the ACK scanner's reply bytes until `until`, timestamping each.

@@ -18,6 +18,7 @@
 //! configuration error; 4 enumeration or a file could not be written.
 
 use crate::config::{Config, HidMode};
+use crate::exit::Exit;
 use crate::source::hid::device::{DeviceOpener, HidapiOpener};
 use crate::source::hid::devices::{self, HidCandidate, SerialCandidate};
 use crate::source::hid::{HidDecoder, READ_SLICE};
@@ -185,17 +186,17 @@ pub fn render(hid: &[HidCandidate], serial: &[SerialCandidate]) -> String {
 }
 
 /// `scangate devices`; returns the exit code.
-pub fn run_devices(_args: &DevicesArgs) -> u8 {
+pub fn run_devices(_args: &DevicesArgs) -> Exit {
     let hid = match devices::enumerate_hid() {
         Ok(h) => h,
         Err(e) => {
             eprintln!("scangate: {e}");
-            return 4;
+            return Exit::Runtime;
         }
     };
     let serial = devices::serial_candidates(Path::new(devices::SYS));
     print!("{}", render(&hid, &serial));
-    0
+    Exit::Ok
 }
 
 /// Append `text` to `path` (creating it), with a blank line before.
@@ -222,19 +223,19 @@ pub fn add_entry(config: &Path, snippet: &str) -> Result<(), String> {
 }
 
 /// `scangate pair`; returns the exit code.
-pub fn run_pair(args: &PairArgs) -> u8 {
+pub fn run_pair(args: &PairArgs) -> Exit {
     let existing = match std::fs::read_to_string(&args.config) {
         Ok(t) => match Config::parse(&t, Some(&args.config)) {
             Ok(c) => c,
             Err(e) => {
                 eprintln!("scangate: configuration error: {e}");
-                return 2;
+                return Exit::Config;
             }
         },
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Config::default(),
         Err(e) => {
             eprintln!("scangate: cannot read {}: {e}", args.config.display());
-            return 2;
+            return Exit::Config;
         }
     };
     if existing.scanners.iter().any(|s| s.name == args.name) {
@@ -243,17 +244,17 @@ pub fn run_pair(args: &PairArgs) -> u8 {
             args.config.display(),
             args.name
         );
-        return 2;
+        return Exit::Config;
     }
     if crate::config::ScanType::parse(&args.scan_type).is_none() {
         eprintln!("scangate: --scan-type must be receive, dispense, waste, return or adjust");
-        return 2;
+        return Exit::Config;
     }
     let all = match devices::enumerate_hid() {
         Ok(h) => h,
         Err(e) => {
             eprintln!("scangate: {e}");
-            return 4;
+            return Exit::Runtime;
         }
     };
     let unpaired: Vec<HidCandidate> = all
@@ -271,7 +272,7 @@ pub fn run_pair(args: &PairArgs) -> u8 {
         eprintln!(
             "scangate: no unpaired HID scanner is plugged in (`scangate devices` lists what is there); plug one in and run pair again"
         );
-        return 1;
+        return Exit::CheckFailed;
     }
     eprintln!(
         "waiting up to {} s for a scan on any of {} unpaired HID scanner interface(s): scan any barcode with the scanner to pair",
@@ -283,12 +284,12 @@ pub fn run_pair(args: &PairArgs) -> u8 {
             "scangate: no scan within {} s; nothing was written",
             args.timeout
         );
-        return 1;
+        return Exit::CheckFailed;
     };
     let snippet = hid_snippet(&args.name, &c, &args.scan_type);
     if let Err(e) = add_entry(&args.config, &snippet) {
         eprintln!("scangate: {e}");
-        return 4;
+        return Exit::Runtime;
     }
     let rules = hid_udev_rules(&args.name, &c).join("\n") + "\n";
     if let Err(e) = append(&args.rules, &rules) {
@@ -296,7 +297,7 @@ pub fn run_pair(args: &PairArgs) -> u8 {
             "scangate: the config entry was written, but {} could not be: {e}; add these lines by hand:\n{rules}",
             args.rules.display()
         );
-        return 4;
+        return Exit::Runtime;
     }
     println!(
         "paired {} ({:04x}:{:04x}, {}) as {:?}:\n{snippet}\nudev rules appended to {}; run: udevadm control --reload && udevadm trigger",
@@ -307,7 +308,7 @@ pub fn run_pair(args: &PairArgs) -> u8 {
         args.name,
         args.rules.display()
     );
-    0
+    Exit::Ok
 }
 
 /// Read every candidate on its own thread until one yields a complete,

@@ -10,7 +10,8 @@ use crate::store::{Store, StoreError};
 use rusqlite::{Connection, params};
 use serde::Serialize;
 
-/// One ledger entry, with the field names of DESIGN.md.
+/// One ledger entry, with the field names the facility stream uses too
+/// (docs/design.md).
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct LedgerEntry {
     /// Position in the ledger (1, 2, …), the consumer's cursor.

@@ -30,12 +30,15 @@
 //!   JSON-lines export.
 //! - [`audit`]: hash-chained decision records; verify and trace.
 //! - [`facility`]: the facility Redis: the claim script, claim rounds, checks.
-//! - [`daemon`]: the one place that wires the stages together and opens
-//!   their transactions: the embedded store's admit-and-decide in
-//!   [`daemon::embedded`], with `[redis]` the claimer's live and replay
-//!   lanes in [`daemon::claimer`], the raw-bytes sweeper in
-//!   [`daemon::sweeper`].
-//! - [`cli`]: the `scangate` commands and their exit codes.
+//! - [`daemon`]: the one place that wires the stages together, opens
+//!   their transactions and stops them in order: the embedded store's
+//!   admit-and-decide in [`daemon::embedded`], with `[redis]` the claimer's
+//!   live and replay lanes in [`daemon::claimer`], the raw-bytes sweeper in
+//!   [`daemon::sweeper`]; every stage started and heard ending through
+//!   [`daemon::supervisor`].
+//! - Shared by the stages: [`shutdown`] (the one stop token), [`backoff`]
+//!   (the one retry schedule).
+//! - [`cli`]: the `scangate` commands; [`exit`]: their exit codes.
 //! - [`decode_cmd`]: `scangate decode`, the decoder for technicians and tests.
 //! - [`devices_cmd`]: `scangate devices` / `scangate pair`: find and pair scanners.
 //! - [`demo`], [`bench`](mod@bench): a noisy shift on virtual scanners; throughput.
@@ -53,6 +56,7 @@ pub mod daemon;
 pub mod decode_cmd;
 pub mod demo;
 pub mod devices_cmd;
+pub mod exit;
 pub mod facility;
 pub mod gate;
 pub mod invalid;

@@ -235,7 +235,7 @@ fn two_gateways_one_roaming_scanner_one_ledger_entry_per_pick() {
         "no echo named the other gateway's commit"
     );
     // With [redis], `ledger export` reads the facility stream: the same 12
-    // entries from either gateway, with DESIGN.md's fields.
+    // entries from either gateway, with the ledger entry's fields.
     for g in [&a, &b] {
         let entries = crate::util::ledger(&g.cfg);
         assert_eq!(entries.len(), 12);

@@ -158,7 +158,7 @@ fn noisy_shift_on_two_serial_scanners() {
     }
     assert_eq!(ledger.len(), 7, "{ledger:#?}");
 
-    // Ledger fields (DESIGN.md / issue 2 names) and values.
+    // Ledger fields (`LedgerEntry`'s names) and values.
     let seqs: Vec<i64> = ledger.iter().map(|e| e["seq"].as_i64().unwrap()).collect();
     assert_eq!(seqs, (1..=7).collect::<Vec<_>>(), "ledger seq is 1..=n");
     let uuids: HashSet<&str> = ledger

@@ -20,6 +20,7 @@ use crate::capture::{CaptureTime, Profile, Scan};
 use crate::config::{Config, Settings};
 use crate::daemon::ADMIT_BATCH;
 use crate::daemon::claimer::{self, Link};
+use crate::exit::Exit;
 use crate::facility::Facility;
 use crate::gate::{Gate, GateConfig, GateStats};
 use crate::store::Store;
@@ -127,7 +128,7 @@ pub(super) fn run(
     profile: &Profile,
     work: &mut Workload,
     url: &str,
-) -> Result<u8, String> {
+) -> Result<Exit, String> {
     let dir = store.path().parent().unwrap_or(Path::new(".")).to_owned();
     let toml = format!(
         "[gateway]\nfacility = {:?}\nid = {:?}\nstate_dir = {:?}\n\
@@ -299,7 +300,7 @@ pub(super) fn run(
         Some(kib) => println!("peak RSS: {:.1} MB", kib as f64 / 1024.0),
         None => println!("peak RSS: unavailable (/proc/self/status unreadable)"),
     }
-    Ok(0)
+    Ok(Exit::Ok)
 }
 
 /// Redis is back: drain the backlog while live scans arrive at `interval`;

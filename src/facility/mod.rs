@@ -39,7 +39,7 @@ pub struct Claim {
     pub content_key: String,
     /// Capture time, Unix ms (UTC).
     pub captured_ms: i64,
-    /// Ledger entry fields, in order (DESIGN.md's names).
+    /// Ledger entry fields, in order (the names of [`crate::ledger::LedgerEntry`]).
     pub fields: Vec<(&'static str, String)>,
 }
 
@@ -601,8 +601,8 @@ impl Facility {
 
 impl Facility {
     /// Stream the facility ledger in pages (`XRANGE … COUNT 1000`), entries
-    /// captured at or after `since_ms`, as JSON objects with DESIGN.md's field
-    /// names plus `stream_id` (quantity a number, clock_synced a boolean,
+    /// captured at or after `since_ms`, as JSON objects with the field names
+    /// of [`crate::ledger::LedgerEntry`] plus `stream_id` (quantity a number, clock_synced a boolean,
     /// absent values `null`). Stops quietly when `f` fails (reader gone).
     pub fn for_each_ledger_entry(
         &mut self,

@@ -321,7 +321,7 @@ impl Gate {
                 let allowance = self
                     .known()
                     .offsets
-                    .allowance(&t.boot_id, super::steps::offset(t.utc_ms, t.boot_ns));
+                    .allowance(&t.boot_id, super::clock_steps::offset(t.utc_ms, t.boot_ns));
                 let from = t.utc_ms - self.cfg.window_ms - allowance;
                 // A backlog scan without a trusted wall time is not
                 // compared by it: the live lane holds every new scan of its

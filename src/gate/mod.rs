@@ -20,8 +20,8 @@
 //! trail own their tables and statements.
 
 pub mod bloom;
+pub mod clock_steps;
 pub mod facility;
-pub mod steps;
 
 use crate::audit::{AuditRecord, Chain};
 use crate::capture::clock::rfc3339_ms;
@@ -30,10 +30,10 @@ use crate::config::Config;
 use crate::outbox::{self, ScanRow, ScanState};
 use crate::store::{Store, StoreError};
 use bloom::Bloom;
+use clock_steps::BootOffsets;
 use rusqlite::Connection;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
-use steps::BootOffsets;
 
 /// Rows decided per transaction by the embedded gate (one fsync each); the
 /// facility gate uses smaller rounds (`facility::ROUND`).
@@ -375,12 +375,13 @@ impl Gate {
                 known
                     .bloom
                     .insert(&key_bytes(row.content_key.as_deref().unwrap_or_default()));
-                known
-                    .offsets
-                    .widen(&time.boot_id, steps::offset(time.utc_ms, time.boot_ns))
+                known.offsets.widen(
+                    &time.boot_id,
+                    clock_steps::offset(time.utc_ms, time.boot_ns),
+                )
             };
             if let Some((lo, hi)) = widened {
-                steps::BootOffsets::store(tx, &time.boot_id, lo, hi)?;
+                BootOffsets::store(tx, &time.boot_id, lo, hi)?;
             }
         }
         let (twin, reason) = match &verdict {

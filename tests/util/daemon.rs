@@ -304,7 +304,7 @@ pub fn tempdir(prefix: &str) -> tempfile::TempDir {
         .expect("creating a temporary directory")
 }
 
-/// The fields of a ledger entry (DESIGN.md), in both export forms.
+/// The fields of a ledger entry (`scangate::ledger::LedgerEntry`), in both export forms.
 pub const LEDGER_FIELDS: [&str; 14] = [
     "scan_uuid",
     "gateway",

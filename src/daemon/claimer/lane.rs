@@ -553,7 +553,7 @@ pub fn record(
 }
 
 /// One round of each lane, start to end, without overlap — the replay's,
-/// then the live lane's: [`pick`], the claim through `facility` (`None`
+/// then the live lane's: [`pick`], the claim through `redis` (`None`
 /// while no connection is up: then only local verdicts are made and new
 /// scans become unresolved with `offline_reason`), [`record`]. The lanes'
 /// threads run the same steps concurrently; this runs them in one
@@ -561,15 +561,15 @@ pub fn record(
 pub fn round(
     store: &mut Store,
     gate: &mut Gate,
-    mut facility: Option<&mut Facility>,
+    mut redis: Option<&mut Facility>,
     offline_reason: &str,
     now: &CaptureTime,
 ) -> Result<Round, StoreError> {
     let mut round = Round::default();
     for lane in [LaneKind::Replay, LaneKind::Live] {
-        let picked = pick(store, gate, lane, &[], now, facility.is_some())?;
+        let picked = pick(store, gate, lane, &[], now, redis.is_some())?;
         let claims = picked.claims(gate.gateway());
-        let claimed = match facility.as_deref_mut() {
+        let claimed = match redis.as_deref_mut() {
             _ if claims.is_empty() => Ok(Vec::new()),
             Some(f) => f.claim_batch(&claims).map_err(|e| e.to_string()),
             None => Err(offline_reason.to_string()),
