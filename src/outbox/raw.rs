@@ -1,7 +1,7 @@
 //! Raw-bytes retention: what scanners sent is overwritten once the scan is
 //! decided and `[outbox] keep_raw_hours` old (the sweeper thread drives it).
 
-use crate::store::{Store, StoreError, put_meta};
+use crate::store::{Store, StoreError, get_meta, put_meta};
 use rusqlite::{Transaction, params};
 
 use super::ScanState;
@@ -89,14 +89,8 @@ impl Store {
 
 /// One chunk of [`Store::clear_raw`]: rows cleared, and where it ended.
 fn clear_chunk(tx: &Transaction<'_>, before_ms: i64) -> rusqlite::Result<(u64, ChunkEnd)> {
-    use rusqlite::OptionalExtension;
-    let mut through: i64 = tx
-        .query_row(
-            "SELECT CAST(value AS INTEGER) FROM meta WHERE key = ?1",
-            [RAW_CLEARED_THROUGH],
-            |r| r.get(0),
-        )
-        .optional()?
+    let mut through: i64 = get_meta(tx, RAW_CLEARED_THROUGH)?
+        .and_then(|v| v.parse().ok())
         .unwrap_or(0);
     let rows: Vec<(i64, Option<i64>, ScanState, i64)> = tx
         .prepare_cached(

@@ -1,12 +1,12 @@
 //! Sources: one task per scanner turns device bytes into captured scans.
 //!
-//! A source frames the byte stream ([`framing`]), stamps each frame right
+//! A source frames the byte stream (serial: [`serial::framing`]; HID reports
+//! carry their own), stamps each frame right
 //! away (so the capture time is the read time) and hands it to the outbox
 //! writer together with a [`DurableAck`]: the way back to the scanner for the
 //! ACK that follows the durable write. ACK latency is kept per scanner in a
 //! small histogram ([`latency`]) and logged.
 
-pub mod framing;
 pub mod hid;
 pub mod latency;
 pub mod serial;

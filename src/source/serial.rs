@@ -3,7 +3,7 @@
 //!
 //! The task opens the device with the configured line settings (baud, data
 //! bits, parity, stop bits, flow control; 8N1 by default), reads and frames
-//! ([`super::framing`]), and writes ACK/NAK when configured:
+//! ([`framing`]), and writes ACK/NAK when configured:
 //!
 //! - **ACK** (0x06) only when the outbox writer reports the scan durable
 //!   (its transaction committed), in read order;
@@ -27,15 +27,16 @@
 //! target `scangate::ack_latency`.
 
 pub mod config;
+pub mod framing;
 
 use super::Scanner;
-use super::framing::{FrameSpec, Framer};
 use super::latency::Histogram;
 use super::{ACK, DurableAck, NAK, ToOutbox};
 use crate::backoff::Backoff;
 use crate::capture::{Profile, RawScan, Scan};
 use crate::shutdown::Stop;
 use config::{FlowControl, Parity, SerialConfig};
+use framing::{FrameSpec, Framer};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;

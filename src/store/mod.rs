@@ -649,12 +649,16 @@ impl Store {
 
     /// Read a metadata value.
     pub fn meta(&self, key: &str) -> Result<Option<String>, StoreError> {
-        use rusqlite::OptionalExtension;
-        self.conn
-            .query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
-            .optional()
-            .map_err(|e| self.err_at(e))
+        get_meta(&self.conn, key).map_err(|e| self.err_at(e))
     }
+}
+
+/// Read a metadata value on `conn` (inside a transaction, its snapshot).
+pub(crate) fn get_meta(conn: &Connection, key: &str) -> rusqlite::Result<Option<String>> {
+    use rusqlite::OptionalExtension;
+    conn.prepare_cached("SELECT value FROM meta WHERE key = ?1")?
+        .query_row([key], |r| r.get(0))
+        .optional()
 }
 
 /// Set a metadata value inside `tx`.

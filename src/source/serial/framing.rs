@@ -32,7 +32,7 @@
 //! A frame that lacks the configured prefix is delivered with a framing
 //! error; otherwise the prefix is stripped.
 
-use super::serial::config::SerialConfig;
+use super::config::SerialConfig;
 use crate::capture::RawScan;
 
 /// STX: start of text.
