@@ -242,7 +242,11 @@ fn dispatch(cmd: Command) -> Result<Exit, Failure> {
         Command::Run(arg) => {
             let settings = resolve(&arg)?;
             runtime()?.block_on(async {
-                crate::daemon::run(settings, shutdown_signal()).await?;
+                // Installed before anything starts: a SIGTERM that comes
+                // while the daemon starts up stops it in order too (the
+                // default action would kill it).
+                let shutdown = shutdown_signal()?;
+                crate::daemon::run(settings, shutdown).await?;
                 Ok(Exit::Ok)
             })
         }
@@ -457,12 +461,19 @@ fn write_line(out: &mut impl std::io::Write, value: &impl serde::Serialize) -> s
     out.write_all(b"\n")
 }
 
-/// Completes on SIGTERM or SIGINT.
-async fn shutdown_signal() {
+/// Handle SIGTERM and SIGINT from now on; the future completes on the
+/// first of them. Call inside the runtime.
+fn shutdown_signal() -> Result<impl std::future::Future<Output = ()>, Failure> {
     use tokio::signal::unix::{SignalKind, signal};
-    let mut term = signal(SignalKind::terminate()).expect("installing a SIGTERM handler");
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = tokio::signal::ctrl_c() => {}
-    }
+    let handler = |kind: SignalKind, name: &str| {
+        signal(kind).map_err(|e| Failure::Runtime(format!("cannot handle {name}: {e}")))
+    };
+    let mut term = handler(SignalKind::terminate(), "SIGTERM")?;
+    let mut int = handler(SignalKind::interrupt(), "SIGINT")?;
+    Ok(async move {
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+        }
+    })
 }

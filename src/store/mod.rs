@@ -5,6 +5,7 @@
 //! rusqlite is blocking: the daemon owns the [`Store`] on a dedicated thread
 //! (see `daemon.rs`) and never touches it from the async runtime.
 
+use checkpoint::{Checkpointer, WRITER_AUTOCHECKPOINT};
 use nix::fcntl::{Flock, FlockArg};
 use rusqlite::config::DbConfig;
 use rusqlite::{Connection, OpenFlags, TransactionBehavior};
@@ -12,6 +13,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use turn::{Turn, TurnGuard};
 
+mod checkpoint;
 mod turn;
 
 /// File name of the database inside the state directory.
@@ -261,71 +263,6 @@ impl std::ops::Deref for Read<'_> {
 /// a long frame) is overwritten with zeros, so raw scan bytes cleared after
 /// `[outbox] keep_raw_hours` leave the file (`Store::clear_raw`).
 const SECURE_DELETE: &str = "ON";
-
-/// How often the checkpointer copies committed WAL frames into the database.
-const CHECKPOINT_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
-/// WAL pages after which the writer checkpoints by itself (only if the
-/// checkpointer falls behind; 16k pages = 64 MiB).
-const WRITER_AUTOCHECKPOINT: i64 = 16_384;
-
-/// A thread with its own connection that runs passive WAL checkpoints, so
-/// the writer's commit is a WAL append and one fsync — not, every thousand
-/// pages, also a copy of those pages into the database file and its fsync.
-/// A passive checkpoint never blocks the writer.
-struct Checkpointer {
-    stop: std::sync::Arc<(std::sync::Mutex<bool>, std::sync::Condvar)>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Checkpointer {
-    fn spawn(path: &Path) -> Result<Checkpointer, StoreError> {
-        let conn = Connection::open_with_flags(
-            path,
-            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-        )
-        .map_err(|e| classify(path, e))?;
-        conn.pragma_update(None, "synchronous", "FULL")
-            .map_err(|e| classify(path, e))?;
-        let stop = std::sync::Arc::new((std::sync::Mutex::new(false), std::sync::Condvar::new()));
-        let flag = stop.clone();
-        let db = path.to_owned();
-        let thread = std::thread::Builder::new()
-            .name("wal-checkpoint".into())
-            .spawn(move || {
-                let (lock, cvar) = &*flag;
-                let mut warned = false;
-                let mut stopped = lock.lock().expect("checkpointer flag");
-                while !*stopped {
-                    stopped = cvar
-                        .wait_timeout(stopped, CHECKPOINT_EVERY)
-                        .expect("checkpointer flag")
-                        .0;
-                    let r = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
-                    if let Err(e) = r
-                        && !warned
-                    {
-                        tracing::warn!(db = %db.display(), "WAL checkpoint failed: {e}; the writer checkpoints by itself");
-                        warned = true;
-                    }
-                }
-            })
-            .expect("spawning a thread");
-        Ok(Checkpointer {
-            stop,
-            thread: Some(thread),
-        })
-    }
-}
-
-impl Drop for Checkpointer {
-    fn drop(&mut self) {
-        *self.stop.0.lock().expect("checkpointer flag") = true;
-        self.stop.1.notify_all();
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
 
 /// File in the state directory that a writing scangate holds locked.
 pub const LOCK_FILE: &str = "scangate.lock";

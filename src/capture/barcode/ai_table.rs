@@ -1,4 +1,5 @@
-//! The GS1 Application Identifier table.
+//! The GS1 Application Identifier table (one cohesive thing: a table of
+//! several hundred rows, hence its length).
 //!
 //! Transcribed from the GS1 Barcode Syntax Dictionary
 //! (`gs1/gs1-syntax-dictionary`, `gs1-syntax-dictionary.txt`), which carries the
