@@ -269,6 +269,8 @@ pub async fn run(
                 }
             }
             StageResult::Corrupt { path, detail } => {
+                // (Found while stopping: reported all the same.)
+                tracing::error!(db = %path.display(), "the database failed its integrity check: {detail}");
                 failed = failed.or(Some(DaemonError::CorruptWhileRunning { path, detail }));
             }
             StageResult::Done => {}
@@ -305,12 +307,15 @@ pub async fn run(
 /// The stop order, written once:
 /// 1. The stop token is set: each scanner's source stops reading (a frame
 ///    not finished is never acknowledged, so the scanner sends it again)
-///    and ends, dropping its sender; the sweeper stops between two chunks.
+///    and ends, dropping its sender; the sweeper stops between two chunks
+///    (its page check after start runs to its end: it is awaited last).
 /// 2. The outbox writer admits — and, with the embedded store, decides —
 ///    everything still queued, and ends once every sender is gone (`tx`,
 ///    the daemon's own, goes first).
-/// 3. Then, with `[redis]`, the claimer's lanes are stopped: each makes one
-///    last round (claiming what the writer admitted last) and ends.
+/// 3. With `[redis]`, the claimer's live lane is stopped: it makes one last
+///    round (claiming what the writer admitted last) and ends; then the
+///    replay lane, likewise (the live lane's last round may have freed
+///    backlog scans held back behind it).
 ///
 /// Whatever is left undecided stays durable in the outbox for the next
 /// start. Returns every stage's end, in the order they came.
@@ -318,20 +323,23 @@ async fn stop_in_order(
     stages: &mut Supervisor,
     stopper: &Stopper,
     tx: mpsc::Sender<Captured>,
-    lanes: Option<claimer::LaneStop>,
+    mut lanes: Option<claimer::LaneStop>,
 ) -> Vec<StageEnded> {
     let mut ended = Vec::new();
     stopper.stop();
     drop(tx);
-    while stages.any_running(|s| !matches!(s, Stage::LiveLane | Stage::ReplayLane)) {
-        ended.extend(stages.next().await);
+    let mut until_ended = async |stages: &mut Supervisor, which: fn(&Stage) -> bool| {
+        while stages.any_running(which) {
+            ended.extend(stages.next().await);
+        }
+    };
+    until_ended(stages, |s| matches!(s, Stage::Scanner(_) | Stage::Writer)).await;
+    if let Some(lanes) = &mut lanes {
+        lanes.stop(LaneKind::Live);
+        until_ended(stages, |s| *s == Stage::LiveLane).await;
+        lanes.stop(LaneKind::Replay);
     }
-    if let Some(lanes) = lanes {
-        lanes.stop();
-    }
-    while let Some(e) = stages.next().await {
-        ended.push(e);
-    }
+    until_ended(stages, |_| true).await;
     ended
 }
 
@@ -398,7 +406,7 @@ enum Decider {
     Claimer {
         /// Facility id (for content keys).
         facility_id: String,
-        /// Wakes the claimer's live lane; dropped, stops both lanes.
+        /// Wakes the claimer's live lane.
         kick: claimer::Kicker,
     },
 }

@@ -22,6 +22,7 @@ use crate::daemon::ADMIT_BATCH;
 use crate::daemon::claimer::{self, Link};
 use crate::exit::Exit;
 use crate::facility::Facility;
+use crate::gate::facility::LaneKind;
 use crate::gate::{Gate, GateConfig, GateStats};
 use crate::store::Store;
 use std::collections::HashMap;
@@ -280,9 +281,11 @@ pub(super) fn run(
     );
 
     drop(w);
-    lane_stop.stop();
+    // The daemon's stop order: the live lane, then the replay lane.
+    let mut lane_stop = lane_stop;
     let mut stats = GateStats::default();
-    for lane in lanes {
+    for (kind, lane) in [LaneKind::Live, LaneKind::Replay].into_iter().zip(lanes) {
+        lane_stop.stop(kind);
         let lane = lane
             .join()
             .map_err(|_| "a claimer thread panicked".to_string())?;

@@ -232,7 +232,8 @@ impl Store {
     /// decision before the commit that also makes the scan durable. If
     /// `decide` fails, the transaction is rolled back and the scans are
     /// made durable alone, as `pending` — a fault in deciding never costs a
-    /// scan its durability; the second value is then that failure.
+    /// scan its durability; the failure is logged, and the second value is
+    /// then that failure.
     /// Returns, per scan, whether it was new.
     #[allow(clippy::type_complexity)]
     pub fn admit_and<T>(
@@ -252,6 +253,7 @@ impl Store {
                 Err(e) => w.err(e), // the transaction rolls back here
             }
         };
+        tracing::error!("deciding failed; storing the scans as pending to retry: {failed}");
         let fresh = self.admit(facility, scans)?;
         Ok((fresh, Err(failed)))
     }

@@ -188,16 +188,35 @@ impl Kicker {
     }
 }
 
-/// Stops both lanes: each makes one last round and ends (the daemon's
-/// stop order, after the outbox writer is done).
-pub struct LaneStop([Sender<Wake>; 2]);
+/// Stops the lanes: each makes one last round and ends. The daemon's
+/// stop order stops the live lane once the outbox writer is done, and the
+/// replay lane once the live lane has ended, so the live lane's last round
+/// can still free backlog scans held back behind it. Dropped, it stops any
+/// lane not stopped yet (an early return must not leave the two waiting
+/// for each other).
+pub struct LaneStop {
+    live: Option<Sender<Wake>>,
+    replay: Option<Sender<Wake>>,
+}
 
 impl LaneStop {
-    /// Tell both lanes to stop.
-    pub fn stop(&self) {
-        for lane in &self.0 {
-            let _ = lane.send(Wake::Stop); // (a lane already gone needs no stop)
+    /// Tell the lane of `kind` to stop (once; a lane already gone needs no
+    /// stop).
+    pub fn stop(&mut self, kind: LaneKind) {
+        let lane = match kind {
+            LaneKind::Live => self.live.take(),
+            LaneKind::Replay => self.replay.take(),
+        };
+        if let Some(lane) = lane {
+            let _ = lane.send(Wake::Stop);
         }
+    }
+}
+
+impl Drop for LaneStop {
+    fn drop(&mut self) {
+        self.stop(LaneKind::Live);
+        self.stop(LaneKind::Replay);
     }
 }
 
@@ -244,7 +263,10 @@ pub fn lanes(
 ) -> Result<(Kicker, LaneStop, [LaneRun; 2]), StoreError> {
     let (kick, kicked) = std::sync::mpsc::channel();
     let (release, released) = std::sync::mpsc::channel();
-    let stop = LaneStop([kick.clone(), release.clone()]);
+    let stop = LaneStop {
+        live: Some(kick.clone()),
+        replay: Some(release.clone()),
+    };
     let between = Arc::new(Between::default());
     // The backlog gives way to the counter at the writers' turn.
     let (replay_store, replay_gate) = (store.companion()?.yielding(), gate.lane());
