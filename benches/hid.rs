@@ -99,6 +99,7 @@ fn latency(kind: &str, reports: &[Vec<u8>]) -> (Duration, Duration, Duration) {
         scanner: "bench".into(),
         scan_type: ScanType::Dispense,
         quantity: 1,
+        owner: None,
     };
     let mut d = decoder(kind);
     let mut out = Vec::new();

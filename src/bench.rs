@@ -194,6 +194,7 @@ pub fn run(args: &BenchArgs) -> Result<Exit, String> {
         scanner: "bench-1".into(),
         scan_type: ScanType::Dispense,
         quantity: 1,
+        owner: None,
     };
     println!(
         "scangate bench: {} reads, batches of {}, database {}",

@@ -377,7 +377,9 @@ fn dispatch(cmd: Command) -> Result<Exit, Failure> {
             let store = Store::open_read_only(&cfg.state_dir())?;
             let mut st = store.outbox_status()?;
             if cfg.redis.is_none() {
-                st.facility = None; // left by an earlier run with [redis]
+                // Left by an earlier run with [redis].
+                st.facility = None;
+                st.scanner_clones.clear();
             }
             if json {
                 println!("{}", serde_json::to_string(&st).expect("status serialises"));
@@ -407,6 +409,12 @@ fn dispatch(cmd: Command) -> Result<Exit, Failure> {
                             "facility store, as the claimer last saw it: NOT answering since {since}: {why}"
                         ),
                     }
+                }
+                for c in &st.scanner_clones {
+                    println!(
+                        "WARNING: scanner {:?} of this gateway ({}) has the name of a scanner of gateway {:?}: rename one, or, if it is one scanner heard by both, set shared = true in its [[scanner]] on both",
+                        c.scanner, cfg.gateway.id, c.other_gateway
+                    );
                 }
             }
             Ok(Exit::Ok)

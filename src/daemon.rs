@@ -120,7 +120,7 @@ pub async fn run(
 ) -> Result<RunReport, DaemonError> {
     let cfg = &settings.config;
     let state_dir = cfg.state_dir();
-    let store = Store::open(&state_dir)?;
+    let mut store = Store::open(&state_dir)?;
     if cfg.redis.is_none() {
         let waiting = store.unresolved()?;
         if waiting > 0 {
@@ -154,10 +154,14 @@ pub async fn run(
             if let Err(
                 e @ (FacilityError::Misconfigured { .. }
                 | FacilityError::SettingsDiffer { .. }
-                | FacilityError::NoPermission { .. }),
+                | FacilityError::NoPermission { .. }
+                | FacilityError::ScannerDiffers { .. }),
             ) = first
             {
                 return Err(DaemonError::Facility(e));
+            }
+            if let Ok(f) = &first {
+                store.set_scanner_clones(f.clones())?;
             }
             let (kick, lane_stop, lanes) = claimer::lanes(
                 &store,
@@ -219,14 +223,14 @@ pub async fn run(
             Stage::Scanner(sc.name.clone()),
         );
         match &sc.kind {
-            ScannerKind::Serial(serial) => stages.task(
-                stage,
-                source::serial::run(sc.with_kind(serial.clone()), out, stop),
-            ),
-            ScannerKind::Hid(hid) => stages.task(
-                stage,
-                source::hid::run(sc.with_kind(hid.clone()), out, stop),
-            ),
+            ScannerKind::Serial(serial) => {
+                let sc = sc.with_kind(serial.clone()).owned_by(&cfg.gateway.id);
+                stages.task(stage, source::serial::run(sc, out, stop))
+            }
+            ScannerKind::Hid(hid) => {
+                let sc = sc.with_kind(hid.clone()).owned_by(&cfg.gateway.id);
+                stages.task(stage, source::hid::run(sc, out, stop))
+            }
         }
     }
 

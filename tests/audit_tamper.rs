@@ -25,6 +25,7 @@ fn build_database(state: &Path) -> i64 {
         scanner: "receiving".into(),
         scan_type: ScanType::Receive,
         quantity: 12,
+        owner: None,
     };
     let t0 = chrono::Utc::now().timestamp_millis() - 3_600_000;
     let mut scans = Vec::new();

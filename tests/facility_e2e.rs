@@ -9,7 +9,8 @@ use std::path::{Path, PathBuf};
 
 const WINDOW_MS: u64 = 3000;
 
-/// A gateway: its own state dir and PTY scanner named `roaming`, pointed at
+/// A gateway: its own state dir and PTY scanner (by default `roaming`,
+/// declared `shared`: one scanner heard by every gateway), pointed at
 /// `redis`.
 struct Gateway {
     cfg: PathBuf,
@@ -20,10 +21,23 @@ struct Gateway {
 
 impl Gateway {
     fn new(root: &Path, name: &str, redis: &RedisServer) -> Gateway {
+        Gateway::with_scanner(root, name, redis, "roaming", true)
+    }
+
+    /// A gateway whose scanner is `scanner`, declared `shared` or not.
+    fn with_scanner(
+        root: &Path,
+        name: &str,
+        redis: &RedisServer,
+        scanner_name: &str,
+        shared: bool,
+    ) -> Gateway {
         let dir = root.join(name);
         std::fs::create_dir_all(&dir).unwrap();
         let scanner = VirtualScanner::new().unwrap();
-        let spec = ScannerSpec::new("roaming", scanner.path()).ack();
+        let spec = ScannerSpec::new(scanner_name, scanner.path())
+            .ack()
+            .with(&format!("shared = {shared}"));
         let cfg = write_config(&dir, &dir.join("state"), WINDOW_MS, &[spec]);
         let text = std::fs::read_to_string(&cfg)
             .unwrap()
@@ -1146,4 +1160,75 @@ fn scans_read_on_an_unsynchronised_clock_wait_for_ntp_by_default() {
         assert!(reason.contains("NTP"), "{reason}");
     }
     g.stop();
+}
+
+/// Two counters whose configs were cloned: each has a scanner `counter-1`,
+/// neither declared `shared`. Two pharmacists scan the same five products,
+/// one at each counter, at the same moment: ten real picks, ten ledger
+/// entries (the gateway id is in each scanner's content keys) — and the
+/// gateway that finds the other's name in the facility says so, naming
+/// both, in its log and its `outbox status`.
+#[test]
+fn cloned_scanner_names_on_two_gateways_count_every_pick_and_are_named() {
+    let (root, redis) = facility(&[]);
+    let mut a = Gateway::with_scanner(root.path(), "gw-a", &redis, "counter-1", false);
+    let mut b = Gateway::with_scanner(root.path(), "gw-b", &redis, "counter-1", false);
+    a.start();
+    b.start();
+    for i in 0..5 {
+        let label = dscsa(&format!("CL{i:03}"));
+        a.send(&label);
+        b.send(&label);
+    }
+    for g in [&a, &b] {
+        let st = wait_all_decided(&g.cfg, 5);
+        assert_eq!(count(&st, "committed"), 5, "{st}");
+    }
+    assert_each_pick_once(&redis, 10);
+    // gw-b started second: it found gw-a's scanner of that name.
+    let warning = "scanner \"counter-1\" of this gateway (gw-b) has the name of a scanner of gateway \"gw-a\"";
+    assert!(
+        b.daemon().log().contains(warning),
+        "{}",
+        b.daemon().log_digest()
+    );
+    let st = outbox_status(&b.cfg);
+    assert_eq!(st["scanner_clones"][0]["other_gateway"], "gw-a", "{st}");
+    let text: Outcome = cli_cfg(&b.cfg, &["outbox", "status"]).into();
+    assert!(
+        text.stdout.contains("WARNING: scanner \"counter-1\""),
+        "{text}"
+    );
+    assert!(text.stdout.contains("shared = true"), "{text}");
+    a.stop();
+    b.stop();
+}
+
+/// A scanner one gateway declares `shared` and another uses as its own:
+/// their reads would be judged by different rules, so the second is
+/// refused at start (exit 2), naming the scanner, the other gateway and
+/// the fix.
+#[test]
+fn gateways_must_agree_on_which_scanners_are_shared() {
+    let (root, redis) = facility(&[]);
+    let mut a = Gateway::new(root.path(), "gw-a", &redis);
+    a.start();
+    let b = Gateway::with_scanner(root.path(), "gw-b", &redis, "roaming", false);
+    let out: Outcome = cli_cfg(&b.cfg, &["run"]).into();
+    assert_eq!(out.code, Some(2), "{out}");
+    assert!(out.stderr.contains("scanner \"roaming\""), "{out}");
+    assert!(out.stderr.contains("shared = true"), "{out}");
+    a.stop();
+    // And the other way round: gw-b's own scanner first, then gw-a's shared one.
+    let (root, redis) = facility(&[]);
+    let mut b = Gateway::with_scanner(root.path(), "gw-b", &redis, "roaming", false);
+    b.start();
+    let a = Gateway::new(root.path(), "gw-a", &redis);
+    let out: Outcome = cli_cfg(&a.cfg, &["run"]).into();
+    assert_eq!(out.code, Some(2), "{out}");
+    assert!(
+        out.stderr.contains("gateway \"gw-b\" uses it as its own"),
+        "{out}"
+    );
+    b.stop();
 }

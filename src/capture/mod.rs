@@ -64,6 +64,10 @@ pub struct Profile {
     pub scan_type: ScanType,
     /// Units per read.
     pub quantity: u32,
+    /// The gateway the scanner belongs to, part of the content key; `None`
+    /// for a scanner declared `shared` (heard by several gateways, judged
+    /// facility-wide).
+    pub owner: Option<String>,
 }
 
 /// One frame as a source delivered it.
@@ -124,12 +128,24 @@ impl Scan {
     }
 }
 
-/// Content key: SHA-256 (hex) over facility, scanner, scan type, quantity and
-/// the canonical product identity. No time component (time is invariant 4's
-/// job): two reads of one label by one scanner profile share it.
+/// Content key: SHA-256 (hex) over facility, the owning gateway (a scanner
+/// not declared `shared`), scanner, scan type, quantity and the canonical
+/// product identity. No time component (time is invariant 4's job): two
+/// reads of one label by one scanner profile share it. A shared scanner's
+/// key (`v1`) names no gateway, so its echoes heard by several gateways
+/// collapse facility-wide; a gateway's own scanner's (`v2`) does, so two
+/// gateways whose scanners share a name never take each other's picks for
+/// echoes.
 pub fn content_key(facility: &str, profile: &Profile, product: &ProductId) -> String {
     let mut h = Sha256::new();
-    h.update(b"scangate-content-key-v1\x1f");
+    match &profile.owner {
+        None => h.update(b"scangate-content-key-v1\x1f"),
+        Some(gateway) => {
+            h.update(b"scangate-content-key-v2\x1f");
+            h.update(gateway.as_bytes());
+            h.update([0x1f]);
+        }
+    }
     for part in [
         facility.as_bytes(),
         profile.scanner.as_bytes(),
@@ -162,5 +178,35 @@ impl Scan {
             Ok(_) => Err("not a dispensable product: the barcode carries no GTIN".to_string()),
             Err(e) => Err(e.to_string()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A gateway's own scanner's content keys name the gateway (a cloned
+    /// config on another gateway never matches them); a shared scanner's
+    /// do not, and stay those of the first key version.
+    #[test]
+    fn only_a_shared_scanners_keys_are_the_same_on_every_gateway() {
+        let product = barcode::decode_with_year(b"]d201003077731050251728123121SN1", 2026)
+            .unwrap()
+            .product;
+        let profile = |owner: Option<&str>| Profile {
+            scanner: "counter-1".into(),
+            scan_type: ScanType::Dispense,
+            quantity: 1,
+            owner: owner.map(str::to_string),
+        };
+        let key = |owner| content_key("f", &profile(owner), &product);
+        assert_ne!(key(Some("gw-a")), key(Some("gw-b")));
+        assert_ne!(key(Some("gw-a")), key(None));
+        assert_eq!(key(Some("gw-a")), key(Some("gw-a")));
+        // The shared scanner's key, as the first key version computed it.
+        let mut h = Sha256::new();
+        h.update(b"scangate-content-key-v1\x1ff\x1fcounter-1\x1fdispense\x1f1\x1f");
+        h.update(product.canonical_bytes());
+        assert_eq!(key(None), hex::encode(h.finalize()));
     }
 }

@@ -14,6 +14,9 @@
 //! - `scangate:{<facility>}:seen:<content_key>` → sorted set of committed capture times (ms), member = scan UUID;
 //! - `scangate:{<facility>}:settings` → hash of the facility's `window_ms` and `retention_ms`, set by the first
 //!   gateway to claim and checked by every claim (one rule for every gateway), expires after the retention horizon;
+//! - `scangate:{<facility>}:scanner:<name>` → `shared`, or `gateway=<id>` for a gateway's own scanner: which
+//!   gateway uses that name (a second one is warned of: a cloned config), refreshed at every connect, expires
+//!   after the retention horizon;
 //! - `scangate:{<facility>}:ledger` → stream, one entry per committed scan; the only key without expiry.
 
 pub mod config;
@@ -119,6 +122,18 @@ pub enum FacilityError {
         /// What to do.
         fix: String,
     },
+    /// A scanner this gateway declares `shared` is another gateway's own
+    /// there, or the other way round: their reads would be judged by
+    /// different rules. Nothing was claimed.
+    #[error("facility Redis {url}: {problem}. Fix: {fix}")]
+    ScannerDiffers {
+        /// The server, without credentials.
+        url: String,
+        /// Which scanner, and how each gateway declares it.
+        problem: String,
+        /// What to do.
+        fix: String,
+    },
     /// Fewer replicas than `min_replicas_ack` confirmed a claim batch.
     #[error(
         "facility Redis {url}: {acked} of {wanted} replicas confirmed the claims in time (min_replicas_ack)"
@@ -139,6 +154,19 @@ pub enum FacilityError {
         /// The reply.
         reply: String,
     },
+}
+
+/// A scanner name this gateway uses as its own that another gateway of the
+/// facility uses too (neither declares it `shared`): a cloned config. Its
+/// reads still count on each gateway (the gateway id is in their content
+/// keys); the names should differ, so a reader of the ledger tells them
+/// apart.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ScannerClone {
+    /// The scanner name.
+    pub scanner: String,
+    /// The other gateway that uses it.
+    pub other_gateway: String,
 }
 
 /// What an ACL user needs (`ACL SETUSER <user> on ><password>` and these):
@@ -212,6 +240,8 @@ pub struct Facility {
     script: Script,
     min_replicas: u32,
     replica_timeout: Duration,
+    /// What [`Facility::register_scanners`] found at connect.
+    clones: Vec<ScannerClone>,
 }
 
 impl Facility {
@@ -283,6 +313,7 @@ impl Facility {
             script: Script::new(CLAIM_LUA),
             min_replicas: 0,
             replica_timeout: command_timeout,
+            clones: Vec::new(),
         })
     }
 
@@ -419,6 +450,91 @@ impl Facility {
                 Err(self.settings_differ(w.as_deref().unwrap_or("-"), r.as_deref().unwrap_or("-")))
             }
         }
+    }
+
+    /// The scanner names another gateway uses too, as found when this
+    /// connection was made.
+    pub fn clones(&self) -> &[ScannerClone] {
+        &self.clones
+    }
+
+    /// Keep what [`Facility::register_scanners`] found, for [`Facility::clones`].
+    pub fn set_clones(&mut self, clones: Vec<ScannerClone>) {
+        self.clones = clones;
+    }
+
+    /// Record which gateway uses each of this gateway's `scanners` (name,
+    /// declared `shared`), for the retention horizon (refreshed at every
+    /// connect): `scangate:{f}:scanner:<name>` holds `shared`, or
+    /// `gateway=<id>` for a gateway's own. Returns the names another gateway
+    /// uses as its own too (a cloned config: warned of, the reads still
+    /// count on each); refuses a scanner one gateway declares `shared` and
+    /// another not.
+    pub fn register_scanners(
+        &mut self,
+        gateway: &str,
+        scanners: &[(String, bool)],
+    ) -> Result<Vec<ScannerClone>, FacilityError> {
+        let mut clones = Vec::new();
+        for (name, shared) in scanners {
+            let key = self.key("scanner", name);
+            let mine = match shared {
+                true => "shared".to_string(),
+                false => format!("gateway={gateway}"),
+            };
+            let set: Option<String> = redis::cmd("SET")
+                .arg(&key)
+                .arg(&mine)
+                .arg("NX")
+                .arg("PX")
+                .arg(self.retention_ms)
+                .query(&mut self.conn)
+                .map_err(|e| self.unavailable(e))?;
+            if set.is_some() {
+                continue;
+            }
+            let theirs: Option<String> = redis::cmd("GET")
+                .arg(&key)
+                .query(&mut self.conn)
+                .map_err(|e| self.unavailable(e))?;
+            let Some(theirs) = theirs else { continue }; // expired meanwhile
+            if theirs == mine {
+                redis::cmd("PEXPIRE")
+                    .arg(&key)
+                    .arg(self.retention_ms)
+                    .query::<i64>(&mut self.conn)
+                    .map_err(|e| self.unavailable(e))?;
+                continue;
+            }
+            match (theirs.strip_prefix("gateway="), shared) {
+                (Some(other), false) => clones.push(ScannerClone {
+                    scanner: name.clone(),
+                    other_gateway: other.to_string(),
+                }),
+                (Some(other), true) => {
+                    return Err(FacilityError::ScannerDiffers {
+                        url: self.url.clone(),
+                        problem: format!(
+                            "scanner {name:?} is `shared` here, but gateway {other:?} uses it as its own (not shared)"
+                        ),
+                        fix: format!(
+                            "if one scanner is heard by both gateways, set shared = true in its [[scanner]] on {other} too; if they are two scanners, rename one (the record expires {} h after {other} last connected)",
+                            self.retention_ms / 3_600_000
+                        ),
+                    });
+                }
+                (None, _) => {
+                    return Err(FacilityError::ScannerDiffers {
+                        url: self.url.clone(),
+                        problem: format!(
+                            "scanner {name:?} is this gateway's own here (not shared), but other gateways of the facility declare it `shared`"
+                        ),
+                        fix: "if this is the scanner they share, set shared = true in its [[scanner]] here; if it is another scanner, rename it".into(),
+                    });
+                }
+            }
+        }
+        Ok(clones)
     }
 
     /// Claim scans in one round trip (script calls of up to

@@ -18,6 +18,7 @@ pub mod open;
 pub mod raw;
 
 use crate::capture::{CaptureTime, Scan};
+use crate::facility::ScannerClone;
 use crate::store::{Store, StoreError};
 use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ToSql, ToSqlOutput, ValueRef};
 use rusqlite::{Connection, OptionalExtension, Transaction, params};
@@ -191,10 +192,16 @@ pub struct OutboxStatus {
     /// What the facility claimer last knew of the facility store (`None`
     /// before its first answer or failure, and without `[redis]`).
     pub facility: Option<FacilityState>,
+    /// This gateway's scanner names another gateway of the facility uses
+    /// too, neither declaring them `shared` (a cloned config), as the
+    /// facility store said at the claimer's last connect.
+    pub scanner_clones: Vec<ScannerClone>,
 }
 
 /// `meta` key of [`FacilityState`].
 const FACILITY_STATE: &str = "facility_state";
+/// `meta` key of [`OutboxStatus::scanner_clones`].
+const SCANNER_CLONES: &str = "scanner_clones";
 
 /// Whether the facility store answered the claimer's last claims, since
 /// when, and if not why: for `scangate outbox status`, so a technician sees
@@ -323,6 +330,10 @@ impl Store {
         st.facility = self
             .meta(FACILITY_STATE)?
             .and_then(|v| serde_json::from_str(&v).ok());
+        st.scanner_clones = self
+            .meta(SCANNER_CLONES)?
+            .and_then(|v| serde_json::from_str(&v).ok())
+            .unwrap_or_default();
         Ok(st)
     }
 
@@ -332,6 +343,15 @@ impl Store {
         let value = serde_json::to_string(state).expect("the state serialises");
         let w = self.write()?;
         crate::store::put_meta(&w.tx, FACILITY_STATE, &value).map_err(|e| w.err(e))?;
+        w.commit()
+    }
+
+    /// Record, for `outbox status`, the scanner clones the facility store
+    /// named at a connect (its own small transaction).
+    pub fn set_scanner_clones(&mut self, clones: &[ScannerClone]) -> Result<(), StoreError> {
+        let value = serde_json::to_string(clones).expect("the clones serialise");
+        let w = self.write()?;
+        crate::store::put_meta(&w.tx, SCANNER_CLONES, &value).map_err(|e| w.err(e))?;
         w.commit()
     }
 }

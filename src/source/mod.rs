@@ -36,6 +36,19 @@ pub struct Scanner<K> {
     /// rejected and audited.
     #[serde(default = "default_max_frame_bytes")]
     pub max_frame_bytes: usize,
+    /// Heard by several gateways of the facility (the same name on each, a
+    /// roaming or shared scanner): its reads are judged facility-wide, so
+    /// an echo heard by another gateway is suppressed. Off (the default),
+    /// the scanner belongs to this gateway: its content keys carry the
+    /// gateway id, so a scanner of another gateway with the same name (a
+    /// cloned config) never suppresses its picks.
+    #[serde(default)]
+    pub shared: bool,
+    /// The gateway a scanner that is not `shared` belongs to (part of its
+    /// content keys); set where the daemon starts the source
+    /// ([`Scanner::owned_by`]).
+    #[serde(skip)]
+    pub owner: Option<String>,
     /// `kind` and its keys (read by [`crate::config::Config::parse`], not by
     /// this derive).
     #[serde(skip)]
@@ -49,7 +62,15 @@ impl<K> Scanner<K> {
             scanner: self.name.clone(),
             scan_type: self.scan_type,
             quantity: self.quantity,
+            owner: self.owner.clone(),
         }
+    }
+
+    /// This entry as a scanner of gateway `gateway`: its owner, unless it
+    /// is `shared`.
+    pub fn owned_by(mut self, gateway: &str) -> Scanner<K> {
+        self.owner = (!self.shared).then(|| gateway.to_string());
+        self
     }
 
     /// The same entry with `kind` as its kind's config.
@@ -59,6 +80,8 @@ impl<K> Scanner<K> {
             scan_type: self.scan_type,
             quantity: self.quantity,
             max_frame_bytes: self.max_frame_bytes,
+            shared: self.shared,
+            owner: self.owner.clone(),
             kind,
         }
     }
@@ -72,6 +95,8 @@ impl Scanner<()> {
             scan_type,
             quantity: default_quantity(),
             max_frame_bytes: default_max_frame_bytes(),
+            shared: false,
+            owner: None,
             kind: (),
         }
     }

@@ -31,6 +31,7 @@ pub fn dispense(scanner: &str) -> Profile {
         scanner: scanner.into(),
         scan_type: ScanType::Dispense,
         quantity: 1,
+        owner: None,
     }
 }
 

@@ -224,6 +224,9 @@ impl Lane {
         }
         match self.link.connect_for(self.name()) {
             Ok(f) => {
+                if let Err(e) = self.store.set_scanner_clones(f.clones()) {
+                    tracing::warn!("recording the scanner clones for `outbox status` failed: {e}");
+                }
                 self.state = LinkState::Online(Box::new(f));
                 self.settings_refused = false;
                 true

@@ -41,6 +41,10 @@ pub struct Link {
     window_ms: i64,
     retention: Duration,
     redis: RedisConfig,
+    /// This gateway's id.
+    gateway: String,
+    /// This gateway's scanners: name, declared `shared`.
+    scanners: Vec<(String, bool)>,
 }
 
 impl Link {
@@ -54,6 +58,12 @@ impl Link {
             window_ms: cfg.window_ms(),
             retention: Duration::from_secs(cfg.dedup.retention_hours * 3600),
             redis: redis.config.clone(),
+            gateway: cfg.gateway.id.clone(),
+            scanners: cfg
+                .scanners
+                .iter()
+                .map(|s| (s.name.clone(), s.shared))
+                .collect(),
         }
     }
 
@@ -96,6 +106,27 @@ impl Link {
                 redis = %self.shown,
                 "facility Redis has appendonly off: a Redis crash can lose recent claims; this gateway still suppresses echoes of its own commits"
             );
+        }
+        // (A replica refuses the record as it refuses claims: it is made at
+        // the next connect to a primary.)
+        if info.role != "slave" {
+            match f.register_scanners(&self.gateway, &self.scanners) {
+                Ok(clones) => {
+                    for c in &clones {
+                        tracing::warn!(
+                            redis = %self.shown, scanner = %c.scanner, other_gateway = %c.other_gateway,
+                            "scanner {:?} of this gateway ({}) has the name of a scanner of gateway {:?} (a cloned config?). Each counts its own reads; name them apart so the ledger tells them apart. Fix: rename one, or, if it is one scanner heard by both gateways, set shared = true in its [[scanner]] on both",
+                            c.scanner, self.gateway, c.other_gateway
+                        );
+                    }
+                    f.set_clones(clones);
+                }
+                Err(e @ FacilityError::ScannerDiffers { .. }) => return Err(e),
+                Err(e) => tracing::warn!(
+                    redis = %self.shown,
+                    "could not record this gateway's scanners in the facility store ({e}); a cloned scanner name goes unnoticed until the next connect"
+                ),
+            }
         }
         Ok(f)
     }
