@@ -380,6 +380,7 @@ fn dispatch(cmd: Command) -> Result<Exit, Failure> {
                 // Left by an earlier run with [redis].
                 st.facility = None;
                 st.scanner_clones.clear();
+                st.facility_clock = None;
             }
             if json {
                 println!("{}", serde_json::to_string(&st).expect("status serialises"));
@@ -409,6 +410,19 @@ fn dispatch(cmd: Command) -> Result<Exit, Failure> {
                             "facility store, as the claimer last saw it: NOT answering since {since}: {why}"
                         ),
                     }
+                }
+                if let Some(c) = &st.facility_clock {
+                    let side = if c.offset_ms < 0.0 {
+                        "ahead of"
+                    } else {
+                        "behind"
+                    };
+                    println!(
+                        "facility clock, as the claimer last measured it ({}): this gateway's wall clock is {:.3} s {side} the facility Redis's (± {:.1} ms)",
+                        crate::capture::clock::rfc3339_ms(c.at_ms),
+                        c.offset_ms.abs() / 1e3,
+                        c.bound_ms
+                    );
                 }
                 for c in &st.scanner_clones {
                     println!(

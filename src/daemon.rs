@@ -162,6 +162,9 @@ pub async fn run(
             }
             if let Ok(f) = &first {
                 store.set_scanner_clones(f.clones())?;
+                if let Some(clock) = f.clock() {
+                    store.set_facility_clock(clock)?;
+                }
             }
             let (kick, lane_stop, lanes) = claimer::lanes(
                 &store,

@@ -60,7 +60,12 @@ impl Gateway {
     }
 
     fn start(&mut self) {
-        let mut d = Daemon::start(&self.cfg, &self.log);
+        self.start_with_env(&[]);
+    }
+
+    /// [`Gateway::start`], with these environment variables set too.
+    fn start_with_env(&mut self, env: &[(&str, &str)]) {
+        let mut d = Daemon::start_with_env(&self.cfg, &self.log, env);
         d.wait_open(&[self.scanner.path()]);
         self.daemon = Some(d);
     }
@@ -1231,4 +1236,74 @@ fn gateways_must_agree_on_which_scanners_are_shared() {
         "{out}"
     );
     b.stop();
+}
+
+/// Debian's libfaketime (package `faketime`, which `.ci/run` installs): it
+/// shifts a process's wall clock, not its boot clock.
+fn libfaketime() -> String {
+    let found = std::fs::read_dir("/usr/lib")
+        .unwrap()
+        .filter_map(Result::ok)
+        .map(|e| e.path().join("faketime/libfaketime.so.1"))
+        .find(|p| p.exists());
+    found
+        .expect("libfaketime.so.1 under /usr/lib/*/faketime: apt-get install faketime")
+        .display()
+        .to_string()
+}
+
+/// A gateway whose wall clock is 1.5 s ahead (an RTC-less board not yet
+/// synchronised; libfaketime here) measures the facility Redis's clock at
+/// start: the offset, within its bound, is in `outbox status`, and a WARN
+/// names it and the fix. A gateway on the true clock measures about zero
+/// and warns of nothing.
+#[test]
+fn a_gateway_whose_clock_is_off_measures_the_offset_and_says_so() {
+    let (root, redis) = facility(&[]);
+    let mut fast = Gateway::new(root.path(), "gw-fast", &redis);
+    let preload = libfaketime();
+    fast.start_with_env(&[
+        ("LD_PRELOAD", &preload),
+        ("FAKETIME", "+1.5s"),
+        ("FAKETIME_DONT_FAKE_MONOTONIC", "1"),
+    ]);
+    let mut honest = Gateway::new(root.path(), "gw-true", &redis);
+    honest.start();
+    let offset = |g: &Gateway| {
+        let st = outbox_status(&g.cfg);
+        let clock = &st["facility_clock"];
+        (
+            clock["offset_ms"]
+                .as_f64()
+                .unwrap_or_else(|| panic!("{st}")),
+            clock["bound_ms"].as_f64().unwrap(),
+        )
+    };
+    // (The slack covers the time between the two clock reads a sample
+    // takes, which the bound does not.)
+    let (off, bound) = offset(&fast);
+    assert!(
+        (off + 1500.0).abs() <= bound + 50.0,
+        "offset {off} ± {bound} ms"
+    );
+    let log = fast.daemon().log();
+    assert!(log.contains("s ahead of the facility Redis's"), "{log}");
+    assert!(
+        log.contains("Fix: synchronise this gateway's clock"),
+        "{log}"
+    );
+    let text: Outcome = cli_cfg(&fast.cfg, &["outbox", "status"]).into();
+    assert!(
+        text.stdout.contains("ahead of the facility Redis's"),
+        "{text}"
+    );
+    let (off, bound) = offset(&honest);
+    assert!(off.abs() <= bound + 50.0, "offset {off} ± {bound} ms");
+    let log = honest.daemon().log();
+    assert!(
+        !log.contains("Fix: synchronise this gateway's clock"),
+        "{log}"
+    );
+    fast.stop();
+    honest.stop();
 }

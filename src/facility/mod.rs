@@ -156,6 +156,31 @@ pub enum FacilityError {
     },
 }
 
+/// Round trips of `TIME` per clock sample; the one with the shortest round
+/// trip is kept (Cristian's method).
+const CLOCK_ROUND_TRIPS: usize = 5;
+
+/// One measurement of the facility Redis's clock (`TIME`) against this
+/// gateway's clocks, by Cristian's method: of several round trips, the
+/// shortest; the server read its clock somewhere within it, so the offset
+/// is known to ± half of it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ClockSample {
+    /// The facility's time minus this gateway's wall clock, in ms: negative
+    /// when this gateway's clock is ahead.
+    pub offset_ms: f64,
+    /// The offset is within ± this many ms (half the round trip).
+    pub bound_ms: f64,
+    /// The facility's time minus this gateway's boot clock
+    /// (`CLOCK_BOOTTIME`), in ms: a capture of this boot mapped to facility
+    /// time is its boot stamp plus this.
+    pub boot_offset_ms: f64,
+    /// The boot `boot_offset_ms` belongs to.
+    pub boot_id: String,
+    /// When it was measured (this gateway's wall clock, Unix ms).
+    pub at_ms: i64,
+}
+
 /// A scanner name this gateway uses as its own that another gateway of the
 /// facility uses too (neither declares it `shared`): a cloned config. Its
 /// reads still count on each gateway (the gateway id is in their content
@@ -242,6 +267,8 @@ pub struct Facility {
     replica_timeout: Duration,
     /// What [`Facility::register_scanners`] found at connect.
     clones: Vec<ScannerClone>,
+    /// The clock sample taken at connect.
+    clock: Option<ClockSample>,
 }
 
 impl Facility {
@@ -314,6 +341,7 @@ impl Facility {
             min_replicas: 0,
             replica_timeout: command_timeout,
             clones: Vec::new(),
+            clock: None,
         })
     }
 
@@ -428,6 +456,36 @@ impl Facility {
         }
     }
 
+    /// Measure the facility's clock against this gateway's
+    /// ([`ClockSample`]): [`CLOCK_ROUND_TRIPS`] `TIME` round trips, the
+    /// shortest kept.
+    pub fn sample_clock(&mut self) -> Result<ClockSample, FacilityError> {
+        use crate::capture::clock::{boot_id, boot_ns};
+        let wall_us = || chrono::Utc::now().timestamp_micros() as f64;
+        // (round trip ns, facility µs, wall µs mid-way, boot ns mid-way)
+        let mut best: Option<(i64, f64, f64, f64)> = None;
+        for _ in 0..CLOCK_ROUND_TRIPS {
+            let (b0, w0) = (boot_ns(), wall_us());
+            let (secs, micros): (i64, i64) = redis::cmd("TIME")
+                .query(&mut self.conn)
+                .map_err(|e| self.unavailable(e))?;
+            let (b1, w1) = (boot_ns(), wall_us());
+            let rtt = b1 - b0;
+            if best.is_none_or(|b| rtt < b.0) {
+                let facility_us = secs as f64 * 1e6 + micros as f64;
+                best = Some((rtt, facility_us, (w0 + w1) / 2.0, (b0 + b1) as f64 / 2.0));
+            }
+        }
+        let (rtt, facility_us, wall_mid, boot_mid) = best.expect("at least one round trip");
+        Ok(ClockSample {
+            offset_ms: (facility_us - wall_mid) / 1e3,
+            bound_ms: rtt as f64 / 2e6,
+            boot_offset_ms: facility_us / 1e3 - boot_mid / 1e6,
+            boot_id: boot_id().to_string(),
+            at_ms: chrono::Utc::now().timestamp_millis(),
+        })
+    }
+
     /// Refuse a server whose facility settings differ from this gateway's
     /// (read only: the first claim sets them if none are set).
     pub fn check_settings(&mut self) -> Result<(), FacilityError> {
@@ -461,6 +519,16 @@ impl Facility {
     /// Keep what [`Facility::register_scanners`] found, for [`Facility::clones`].
     pub fn set_clones(&mut self, clones: Vec<ScannerClone>) {
         self.clones = clones;
+    }
+
+    /// The clock sample taken when this connection was made, if one was.
+    pub fn clock(&self) -> Option<&ClockSample> {
+        self.clock.as_ref()
+    }
+
+    /// Keep the sample taken at connect, for [`Facility::clock`].
+    pub fn set_clock(&mut self, clock: ClockSample) {
+        self.clock = Some(clock);
     }
 
     /// Record which gateway uses each of this gateway's `scanners` (name,

@@ -18,7 +18,7 @@ pub mod open;
 pub mod raw;
 
 use crate::capture::{CaptureTime, Scan};
-use crate::facility::ScannerClone;
+use crate::facility::{ClockSample, ScannerClone};
 use crate::store::{Store, StoreError};
 use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ToSql, ToSqlOutput, ValueRef};
 use rusqlite::{Connection, OptionalExtension, Transaction, params};
@@ -196,12 +196,17 @@ pub struct OutboxStatus {
     /// too, neither declaring them `shared` (a cloned config), as the
     /// facility store said at the claimer's last connect.
     pub scanner_clones: Vec<ScannerClone>,
+    /// The facility Redis's clock against this gateway's, as the claimer
+    /// last measured it.
+    pub facility_clock: Option<ClockSample>,
 }
 
 /// `meta` key of [`FacilityState`].
 const FACILITY_STATE: &str = "facility_state";
 /// `meta` key of [`OutboxStatus::scanner_clones`].
 const SCANNER_CLONES: &str = "scanner_clones";
+/// `meta` key of [`OutboxStatus::facility_clock`].
+const FACILITY_CLOCK: &str = "facility_clock";
 
 /// Whether the facility store answered the claimer's last claims, since
 /// when, and if not why: for `scangate outbox status`, so a technician sees
@@ -327,32 +332,50 @@ impl Store {
             } = n;
         }
         st.oldest_open_ms = self.oldest_open_ms()?;
-        st.facility = self
-            .meta(FACILITY_STATE)?
-            .and_then(|v| serde_json::from_str(&v).ok());
-        st.scanner_clones = self
-            .meta(SCANNER_CLONES)?
-            .and_then(|v| serde_json::from_str(&v).ok())
-            .unwrap_or_default();
+        st.facility = self.meta_json(FACILITY_STATE)?;
+        st.scanner_clones = self.meta_json(SCANNER_CLONES)?.unwrap_or_default();
+        st.facility_clock = self.meta_json(FACILITY_CLOCK)?;
         Ok(st)
+    }
+
+    /// A `meta` value written by [`Store::put_meta_json`] (`None` if absent
+    /// or unreadable).
+    fn meta_json<T: serde::de::DeserializeOwned>(
+        &self,
+        key: &str,
+    ) -> Result<Option<T>, StoreError> {
+        Ok(self.meta(key)?.and_then(|v| serde_json::from_str(&v).ok()))
+    }
+
+    /// Write `value` as JSON under `key` in `meta`, in its own small
+    /// transaction.
+    fn put_meta_json(
+        &mut self,
+        key: &str,
+        value: &impl serde::Serialize,
+    ) -> Result<(), StoreError> {
+        let value = serde_json::to_string(value).expect("status values serialise");
+        let w = self.write()?;
+        crate::store::put_meta(&w.tx, key, &value).map_err(|e| w.err(e))?;
+        w.commit()
     }
 
     /// Record what the facility claimer now knows of the facility store
     /// (its own small transaction; only on a change).
     pub fn set_facility_state(&mut self, state: &FacilityState) -> Result<(), StoreError> {
-        let value = serde_json::to_string(state).expect("the state serialises");
-        let w = self.write()?;
-        crate::store::put_meta(&w.tx, FACILITY_STATE, &value).map_err(|e| w.err(e))?;
-        w.commit()
+        self.put_meta_json(FACILITY_STATE, state)
     }
 
     /// Record, for `outbox status`, the scanner clones the facility store
     /// named at a connect (its own small transaction).
     pub fn set_scanner_clones(&mut self, clones: &[ScannerClone]) -> Result<(), StoreError> {
-        let value = serde_json::to_string(clones).expect("the clones serialise");
-        let w = self.write()?;
-        crate::store::put_meta(&w.tx, SCANNER_CLONES, &value).map_err(|e| w.err(e))?;
-        w.commit()
+        self.put_meta_json(SCANNER_CLONES, &clones)
+    }
+
+    /// Record, for `outbox status`, the claimer's latest measurement of the
+    /// facility's clock (its own small transaction).
+    pub fn set_facility_clock(&mut self, clock: &ClockSample) -> Result<(), StoreError> {
+        self.put_meta_json(FACILITY_CLOCK, clock)
     }
 }
 

@@ -89,6 +89,11 @@ pub struct Daemon {
 impl Daemon {
     /// Start `scangate run --config <config>`; stderr goes to `log`.
     pub fn start(config: &Path, log: &Path) -> Daemon {
+        Daemon::start_with_env(config, log, &[])
+    }
+
+    /// [`Daemon::start`] with these environment variables set too.
+    pub fn start_with_env(config: &Path, log: &Path, env: &[(&str, &str)]) -> Daemon {
         let err = fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -98,6 +103,7 @@ impl Daemon {
             .args(["run", "--config"])
             .arg(config)
             .env("RUST_LOG", "info")
+            .envs(env.iter().copied())
             .stdout(Stdio::null())
             .stderr(Stdio::from(err))
             .spawn()

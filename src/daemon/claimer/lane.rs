@@ -38,6 +38,8 @@ const BACKOFF_MIN: Duration = Duration::from_millis(100);
 const BACKOFF_MAX: Duration = Duration::from_secs(30);
 /// How often scans held for an unsynchronised clock are looked at again.
 const CLOCK_POLL: Duration = Duration::from_secs(1);
+/// How often the live lane measures the facility's clock while connected.
+const CLOCK_SAMPLE_EVERY: Duration = Duration::from_secs(60);
 
 /// Whether the lane can send claims.
 enum LinkState {
@@ -79,6 +81,8 @@ pub(super) struct Lane {
     /// window is not the facility's rule, so it decides no echo by itself
     /// until a connection's check finds the settings agree again.
     settings_refused: bool,
+    /// When the live lane measures the facility's clock next.
+    clock_due: Instant,
     /// The writer is gone: one last round is sent, then the lane ends.
     stopping: bool,
     last_round_sent: bool,
@@ -157,6 +161,7 @@ impl Lane {
             db_retry_at: Instant::now(),
             in_flight: None,
             settings_refused: false,
+            clock_due: Instant::now() + CLOCK_SAMPLE_EVERY,
             stopping: false,
             last_round_sent: false,
             between,
@@ -196,6 +201,7 @@ impl Lane {
             connect_failed: !self.connect_if_due(),
             ..Pass::default()
         };
+        self.sample_clock_if_due();
         self.collect(&mut pass);
         self.receive(&mut pass);
         self.send(&mut pass);
@@ -227,6 +233,9 @@ impl Lane {
                 if let Err(e) = self.store.set_scanner_clones(f.clones()) {
                     tracing::warn!("recording the scanner clones for `outbox status` failed: {e}");
                 }
+                if let Some(clock) = f.clock().cloned() {
+                    self.record_clock(&clock);
+                }
                 self.state = LinkState::Online(Box::new(f));
                 self.settings_refused = false;
                 true
@@ -238,6 +247,31 @@ impl Lane {
                 }
                 false
             }
+        }
+    }
+
+    /// Between steps 1 and 2, the live lane, while connected and nothing is
+    /// in flight: measure the facility's clock every [`CLOCK_SAMPLE_EVERY`].
+    fn sample_clock_if_due(&mut self) {
+        let LinkState::Online(f) = &mut self.state else {
+            return;
+        };
+        if self.kind != LaneKind::Live
+            || self.in_flight.is_some()
+            || Instant::now() < self.clock_due
+        {
+            return;
+        }
+        self.clock_due = Instant::now() + CLOCK_SAMPLE_EVERY;
+        if let Some(clock) = self.link.sample_clock(f) {
+            self.record_clock(&clock);
+        }
+    }
+
+    /// Record a clock sample for `outbox status`.
+    fn record_clock(&mut self, clock: &crate::facility::ClockSample) {
+        if let Err(e) = self.store.set_facility_clock(clock) {
+            tracing::warn!("recording the facility clock for `outbox status` failed: {e}");
         }
     }
 
@@ -483,6 +517,9 @@ impl Lane {
         }
         if pass.waiting_for_clock > 0 {
             wait = wait.min(CLOCK_POLL); // look again soon: NTP may have synced
+        }
+        if self.kind == LaneKind::Live && matches!(self.state, LinkState::Online(_)) {
+            wait = wait.min(self.clock_due.saturating_duration_since(Instant::now()));
         }
         Next::Wait(wait)
     }

@@ -16,11 +16,15 @@
 
 mod lane;
 
+/// The share of the echo window a clock offset must reach to be logged
+/// again (and, beyond its bound, warned of).
+const CLOCK_WORTH_A_WORD: f64 = 0.05;
+
 pub use lane::{pick, record, round};
 
 use crate::config::Config;
 use crate::facility::config::{RedisConfig, RedisSettings};
-use crate::facility::{Facility, FacilityError};
+use crate::facility::{ClockSample, Facility, FacilityError};
 use crate::gate::facility::LaneKind;
 use crate::gate::{Decision, Gate, GateStats};
 use crate::outbox::FacilityState;
@@ -45,6 +49,9 @@ pub struct Link {
     gateway: String,
     /// This gateway's scanners: name, declared `shared`.
     scanners: Vec<(String, bool)>,
+    /// The clock offset last logged (by either lane): it is logged again
+    /// only when it changes.
+    clock_logged: Arc<Mutex<Option<f64>>>,
 }
 
 impl Link {
@@ -64,7 +71,52 @@ impl Link {
                 .iter()
                 .map(|s| (s.name.clone(), s.shared))
                 .collect(),
+            clock_logged: Arc::default(),
         }
+    }
+
+    /// Measure the facility's clock on `f` and log it if it changed by more
+    /// than [`CLOCK_WORTH_A_WORD`] of the window since last logged: a WARN
+    /// when this gateway's wall clock is that far off (reads of one label by
+    /// two gateways are compared that far apart), else INFO.
+    pub fn sample_clock(&self, f: &mut Facility) -> Option<ClockSample> {
+        let sample = match f.sample_clock() {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!(redis = %self.shown, "measuring the facility Redis's clock failed: {e}");
+                return None;
+            }
+        };
+        let worth = self.window_ms as f64 * CLOCK_WORTH_A_WORD;
+        let changed = {
+            let mut logged = self
+                .clock_logged
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            let changed = logged.is_none_or(|l| (l - sample.offset_ms).abs() > worth);
+            if changed {
+                *logged = Some(sample.offset_ms);
+            }
+            changed
+        };
+        if changed {
+            let (off, bound) = (sample.offset_ms, sample.bound_ms);
+            let side = if off < 0.0 { "ahead of" } else { "behind" };
+            let how_far = format!(
+                "{:.3} s {side} the facility Redis's (± {bound:.1} ms)",
+                off.abs() / 1e3
+            );
+            if off.abs() - bound > worth {
+                tracing::warn!(
+                    redis = %self.shown, offset_ms = off, bound_ms = bound,
+                    "this gateway's wall clock is {how_far}: a read heard by this and another gateway is compared that far off, so a pick may count twice or an echo be missed (the window is {} ms). Fix: synchronise this gateway's clock with the facility's (NTP, chrony)",
+                    self.window_ms
+                );
+            } else {
+                tracing::info!(redis = %self.shown, offset_ms = off, bound_ms = bound, "facility clock: this gateway's wall clock is {how_far}");
+            }
+        }
+        Some(sample)
     }
 
     /// Connect and check the server; logs what it found.
@@ -127,6 +179,9 @@ impl Link {
                     "could not record this gateway's scanners in the facility store ({e}); a cloned scanner name goes unnoticed until the next connect"
                 ),
             }
+        }
+        if let Some(clock) = self.sample_clock(&mut f) {
+            f.set_clock(clock);
         }
         Ok(f)
     }
