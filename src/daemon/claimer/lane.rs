@@ -118,6 +118,10 @@ struct Pass {
     recorded: bool,
     /// A decision may free scans the other lane holds back.
     wake_other: bool,
+    /// A picked round was put back unsent because a claim failed this
+    /// pass: its scans are still `pending`, and the kick that announced
+    /// them may already be spent.
+    put_back: bool,
 }
 
 /// Whether the lane goes on after a pass.
@@ -336,6 +340,7 @@ impl Lane {
     fn send(&mut self, pass: &mut Pass) {
         let may_send =
             pass.failure.is_none() && !(self.stopping && self.last_round_sent) && !pass.db_held;
+        pass.put_back = pass.failure.is_some() && pass.next.as_ref().is_some_and(|p| !p.is_empty());
         let Some(mut next) = pass.next.take().filter(|p| !p.is_empty() && may_send) else {
             return;
         };
@@ -498,6 +503,12 @@ impl Lane {
         if self.stopping {
             // Shutdown: one last attempt was made; what is left stays durable.
             return Next::End;
+        }
+        // A round put back after a failed claim goes again now, offline:
+        // the live lane audits its scans unresolved (for the replay lane)
+        // instead of leaving them pending until the next scan's kick.
+        if pass.put_back && self.kind == LaneKind::Live && !db_wait {
+            return Next::Now;
         }
         // Offline, the live lane waits for new scans (each kick after the
         // back-off tries a connection); the replay lane retries while a
