@@ -41,6 +41,18 @@ pub struct AuditRecord {
     pub captured_at: String,
     /// Whether the wall clock was synchronised at capture.
     pub clock_synced: bool,
+    /// With a facility store: the capture on facility time (RFC 3339 UTC,
+    /// ms), as claimed and in the ledger; `captured_at` stays the gateway's
+    /// own wall stamp. Absent in embedded mode and in records written
+    /// before facility time (so their hashes are unchanged).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub facility_at: Option<String>,
+    /// Facility time minus the wall stamp (ms), the offset that was used.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock_offset_ms: Option<i64>,
+    /// The mapping's error bound (± ms).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock_error_ms: Option<i64>,
     /// committed | suppressed | rejected | unresolved.
     pub decision: ScanState,
     /// Content key (absent for rejected scans).

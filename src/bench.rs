@@ -105,10 +105,12 @@ impl Workload {
     fn scan(&mut self, profile: &Profile) -> Scan {
         let label = self.next_label();
         let at = self.t0_ms + self.n as i64 * 7;
+        // On this boot's clock as it ran then, so facility time maps it.
+        let now = CaptureTime::now();
         let time = CaptureTime {
             utc_ms: at,
-            boot_ns: at * 1_000_000,
-            boot_id: crate::capture::clock::boot_id().to_string(),
+            boot_ns: now.boot_ns - (now.utc_ms - at) * 1_000_000,
+            boot_id: now.boot_id,
             synced: true,
         };
         Scan::at(

@@ -158,7 +158,8 @@ pub async fn run(redis: Option<String>) -> Result<Exit, String> {
                 min_replicas_ack: 0,
                 // A demo on a machine without NTP (like a fresh VM) must not
                 // wait for a sync that never comes.
-                require_synced_clock: false,
+                max_clock_error_ms: 250,
+                require_synced_clock: None,
             };
             r.validate()
                 .map_err(|e| format!("--redis: {}", ConfigError::new(None, e.within("redis"))))?;

@@ -1,7 +1,9 @@
-//! Facility claims and the wall clock: a scan read before NTP sync waits,
-//! then is claimed with its capture time re-derived from the boot clock.
-//! Real SQLite file, real redis-server; the claimer's view of the clock is
-//! the `now` argument of `claimer::round`.
+//! Facility claims on facility time: a capture's boot-clock stamp mapped
+//! through the gateway's measurements of the facility clock; a scan whose
+//! capture cannot be mapped within `max_clock_error_ms` waits. Real SQLite
+//! file, real redis-server; the measurements are given to the gate as the
+//! claimer would ([`Gate::learn_clock`]), the claimer's own clock is the
+//! `now` argument of `claimer::round`.
 
 use crate::util::*;
 use scangate::capture::{CaptureTime, Scan};
@@ -9,7 +11,7 @@ use scangate::gate::Verdict;
 
 const T0: i64 = 1_800_000_000_000; // the true time of the read (UTC ms)
 
-/// A gate that holds unsynchronised reads, with its store, its own
+/// A gate on facility time (bound 250 ms), with its store, its own
 /// redis-server and the connection to it.
 fn setup() -> (
     tempfile::TempDir,
@@ -19,7 +21,7 @@ fn setup() -> (
     scangate::facility::Facility,
 ) {
     let (root, redis, store, mut gate, facility) = facility_rig("scangate-clock-");
-    gate.set_require_synced_clock(true);
+    gate.set_facility_time(250);
     (root, redis, store, gate, facility)
 }
 
@@ -28,54 +30,8 @@ fn read(serial: &str, time: CaptureTime) -> Scan {
     scan(&dispense("c1"), dscsa(serial), time)
 }
 
-#[test]
-fn an_unsynced_read_waits_for_ntp_then_is_claimed_on_boot_clock_time() {
-    let (_root, redis, mut store, mut gate, mut facility) = setup();
-    // Read at boot-clock 10 s; the RTC-less wall clock says 1970.
-    let unsynced = read("SN1", capture_time(10_000, "boot-b", 10_000, false));
-    // Read in an earlier boot, also unsynced: nothing can re-derive it.
-    let old_boot = read("SN2", capture_time(20_000, "boot-a", 500, false));
-    store
-        .admit("f1", &[unsynced.clone(), old_boot.clone()])
-        .unwrap();
-
-    // The claimer's clock, still unsynchronised, 5 s of boot time later.
-    let r = scangate::daemon::claimer::round(
-        &mut store,
-        &mut gate,
-        Some(&mut facility),
-        "",
-        &capture_time(15_000, "boot-b", 15_000, false),
-    )
-    .unwrap();
-    let verdict_of = |uuid: &uuid::Uuid| {
-        r.decisions
-            .iter()
-            .find(|d| d.scan_uuid == uuid.to_string())
-            .map(|d| d.verdict.clone())
-    };
-    assert!(
-        matches!(verdict_of(&unsynced.uuid), Some(Verdict::Unresolved { reason }) if reason.contains("NTP")),
-        "{:?}",
-        r.decisions
-    );
-    assert_eq!(verdict_of(&old_boot.uuid), Some(Verdict::Committed));
-    assert_eq!(r.waiting_for_clock, 1, "the claimer must look again soon");
-    assert_eq!(redis.ledger("f1").len(), 1);
-
-    // NTP syncs: boot-clock 60 s is true time T0 + 50 s.
-    let r = scangate::daemon::claimer::round(
-        &mut store,
-        &mut gate,
-        Some(&mut facility),
-        "",
-        &capture_time(T0 + 50_000, "boot-b", 60_000, true),
-    )
-    .unwrap();
-    assert_eq!(r.decisions.len(), 1);
-    assert_eq!(r.waiting_for_clock, 0);
-    assert_eq!(r.decisions[0].verdict, Verdict::Committed);
-    // Its capture time is the true one: T0 + 50 s - (60 s - 10 s) = T0.
+/// The facility ledger's `captured_at` values.
+fn facility_captured_at(redis: &RedisServer) -> Vec<String> {
     let mut c = redis.connection();
     let entries: Vec<(String, Vec<(String, String)>)> = redis::cmd("XRANGE")
         .arg("scangate:{f1}:ledger")
@@ -83,37 +39,169 @@ fn an_unsynced_read_waits_for_ntp_then_is_claimed_on_boot_clock_time() {
         .arg("+")
         .query(&mut c)
         .unwrap();
-    let captured: Vec<&str> = entries
-        .iter()
-        .flat_map(|(_, f)| {
-            f.iter()
-                .filter(|(k, _)| k == "captured_at")
-                .map(|(_, v)| v.as_str())
-        })
-        .collect();
-    assert!(
-        captured.contains(&"2027-01-15T08:00:00.000Z"),
-        "{captured:?}"
-    );
-    let exported = {
-        let mut all = Vec::new();
-        scangate::ledger::for_each(&store, None, |e| {
-            all.push(e);
-            Ok(())
-        })
+    entries
+        .into_iter()
+        .flat_map(|(_, f)| f.into_iter().filter(|(k, _)| k == "captured_at"))
+        .map(|(_, v)| v)
+        .collect()
+}
+
+/// The audit record of `scan` (the last one).
+fn audit_of(store: &scangate::store::Store, scan: &Scan) -> serde_json::Value {
+    let record: String = store
+        .read()
+        .unwrap()
+        .query_row(
+            "SELECT record FROM audit WHERE scan_uuid = ?1 ORDER BY seq DESC LIMIT 1",
+            [scan.uuid.to_string()],
+            |r| r.get(0),
+        )
         .unwrap();
-        all
-    };
-    let local = exported
-        .iter()
-        .find(|e| e.scan_uuid == unsynced.uuid.to_string())
-        .expect("in the local ledger");
-    assert_eq!(local.captured_at, "2027-01-15T08:00:00.000Z");
-    assert!(local.clock_synced);
+    serde_json::from_str(&record).unwrap()
 }
 
 #[test]
-fn a_round_of_scans_all_waiting_for_ntp_does_not_ask_for_another_at_once() {
+fn a_read_before_the_facility_clock_is_measured_waits_then_is_claimed_on_facility_time() {
+    let (_root, redis, mut store, mut gate, mut facility) = setup();
+    // Read at boot-clock 10 s; the RTC-less wall clock says 1970 and the
+    // kernel calls it unsynchronised.
+    let early = read("SN1", capture_time(10_000, "boot-b", 10_000, false));
+    // Read in an earlier boot the facility clock was never measured in.
+    let old_boot = read("SN2", capture_time(20_000, "boot-a", 500, false));
+    store
+        .admit("f1", &[early.clone(), old_boot.clone()])
+        .unwrap();
+
+    let now = capture_time(15_000, "boot-b", 15_000, false);
+    let r = scangate::daemon::claimer::round(&mut store, &mut gate, Some(&mut facility), "", &now)
+        .unwrap();
+    let verdict_of = |uuid: &uuid::Uuid| {
+        r.decisions
+            .iter()
+            .find(|d| d.scan_uuid == uuid.to_string())
+            .map(|d| d.verdict.clone())
+    };
+    assert!(
+        matches!(verdict_of(&early.uuid), Some(Verdict::Unresolved { reason }) if reason.contains("facility clock has not been measured in this boot")),
+        "{:?}",
+        r.decisions
+    );
+    // Nothing will ever measure that boot: claimed on its wall stamp, and
+    // its audit record says so.
+    assert_eq!(verdict_of(&old_boot.uuid), Some(Verdict::Committed));
+    assert!(
+        audit_of(&store, &old_boot)["reason"]
+            .as_str()
+            .unwrap()
+            .contains("never measured in"),
+    );
+    assert_eq!(r.waiting_for_clock, 1, "the claimer must look again soon");
+    assert_eq!(redis.ledger("f1").len(), 1);
+
+    // Measured at boot-clock 60 s: facility time T0 + 50 s (± 2 ms). The
+    // wall clock is still unsynchronised: the facility is the reference.
+    gate.learn_clock(
+        &mut store,
+        &clock_sample("boot-b", 60_000, T0 + 50_000, 2.0),
+    )
+    .unwrap();
+    let r = scangate::daemon::claimer::round(&mut store, &mut gate, Some(&mut facility), "", &now)
+        .unwrap();
+    assert_eq!(r.decisions.len(), 1);
+    assert_eq!(r.waiting_for_clock, 0);
+    assert_eq!(r.decisions[0].verdict, Verdict::Committed);
+    // Its facility time: T0 + 50 s - (60 s - 10 s) = T0, in both ledgers.
+    assert!(
+        facility_captured_at(&redis).contains(&"2027-01-15T08:00:00.000Z".to_string()),
+        "{:?}",
+        facility_captured_at(&redis)
+    );
+    let mut local = None;
+    scangate::ledger::for_each(&store, None, |e| {
+        if e.scan_uuid == early.uuid.to_string() {
+            local = Some(e);
+        }
+        Ok(())
+    })
+    .unwrap();
+    let local = local.expect("in the local ledger");
+    assert_eq!(local.captured_at, "2027-01-15T08:00:00.000Z");
+    assert!(local.clock_synced, "on a trusted clock: the facility's");
+    // The audit record keeps the gateway's own stamp and the offset used:
+    // 2 ms bound + 100 ppm of the 50 s to the measurement = 7 ms.
+    let a = audit_of(&store, &early);
+    assert_eq!(a["captured_at"], "1970-01-01T00:00:10.000Z");
+    assert_eq!(a["clock_synced"], false);
+    assert_eq!(a["facility_at"], "2027-01-15T08:00:00.000Z");
+    assert_eq!(a["clock_offset_ms"], T0 - 10_000);
+    assert_eq!(a["clock_error_ms"], 7);
+}
+
+#[test]
+fn a_read_too_far_from_any_measurement_waits_until_one_is_close_enough() {
+    let (_root, redis, mut store, mut gate, mut facility) = setup();
+    // Read at boot-clock 1 h; the one measurement is at 0 h: 100 ppm of an
+    // hour is 360 ms, beyond the 250 ms bound.
+    gate.learn_clock(&mut store, &clock_sample("boot-b", 0, T0, 1.0))
+        .unwrap();
+    let far = read(
+        "SN1",
+        capture_time(T0 + 3_600_000, "boot-b", 3_600_000, true),
+    );
+    store.admit("f1", std::slice::from_ref(&far)).unwrap();
+    let now = capture_time(T0 + 3_600_500, "boot-b", 3_600_500, true);
+    let r = scangate::daemon::claimer::round(&mut store, &mut gate, Some(&mut facility), "", &now)
+        .unwrap();
+    assert!(
+        matches!(&r.decisions[0].verdict, Verdict::Unresolved { reason } if reason.contains("max_clock_error_ms = 250")),
+        "{:?}",
+        r.decisions
+    );
+    assert!(redis.ledger("f1").is_empty());
+    // The next measurement, a second after the read, maps it (interpolated
+    // between the two): claimed.
+    gate.learn_clock(
+        &mut store,
+        &clock_sample("boot-b", 3_601_000, T0 + 3_601_000, 1.0),
+    )
+    .unwrap();
+    let r = scangate::daemon::claimer::round(&mut store, &mut gate, Some(&mut facility), "", &now)
+        .unwrap();
+    assert_eq!(r.decisions[0].verdict, Verdict::Committed);
+    assert_eq!(audit_of(&store, &far)["clock_error_ms"], 2);
+}
+
+#[test]
+fn a_read_no_measurement_can_map_closer_is_claimed_and_its_record_says_how_far_off() {
+    let (_root, redis, mut store, mut gate, mut facility) = setup();
+    // Read an hour before this boot's first measurement (a gateway that
+    // started during an outage): 100 ppm of an hour is 360 ms, and no
+    // measurement before it can ever be taken.
+    gate.learn_clock(
+        &mut store,
+        &clock_sample("boot-b", 3_600_000, T0 + 3_600_000, 1.0),
+    )
+    .unwrap();
+    let early = read("SN1", capture_time(5, "boot-b", 0, false));
+    store.admit("f1", std::slice::from_ref(&early)).unwrap();
+    let now = capture_time(T0 + 3_600_500, "boot-b", 3_600_500, true);
+    let r = scangate::daemon::claimer::round(&mut store, &mut gate, Some(&mut facility), "", &now)
+        .unwrap();
+    assert_eq!(r.decisions[0].verdict, Verdict::Committed);
+    assert_eq!(redis.ledger("f1").len(), 1);
+    let a = audit_of(&store, &early);
+    assert_eq!(a["clock_error_ms"], 361);
+    assert!(
+        a["reason"]
+            .as_str()
+            .unwrap()
+            .contains("no later measurement"),
+        "{a}"
+    );
+}
+
+#[test]
+fn a_round_of_scans_all_waiting_for_the_clock_does_not_ask_for_another_at_once() {
     let (_root, redis, mut store, mut gate, mut facility) = setup();
     let n = scangate::gate::facility::ROUND as i64 + 5;
     let scans: Vec<Scan> = (0..n)
@@ -123,15 +211,9 @@ fn a_round_of_scans_all_waiting_for_ntp_does_not_ask_for_another_at_once() {
         })
         .collect();
     store.admit("f1", &scans).unwrap();
-    let unsynced_now = capture_time(5_000, "boot-b", 5_000, false);
-    let r = scangate::daemon::claimer::round(
-        &mut store,
-        &mut gate,
-        Some(&mut facility),
-        "",
-        &unsynced_now,
-    )
-    .unwrap();
+    let now = capture_time(5_000, "boot-b", 5_000, false);
+    let r = scangate::daemon::claimer::round(&mut store, &mut gate, Some(&mut facility), "", &now)
+        .unwrap();
     assert_eq!(r.waiting_for_clock, r.open);
     // Every scan of the round waits for the clock: going again at once would
     // only pick the same scans (a busy loop); the claimer polls the clock.
@@ -140,11 +222,42 @@ fn a_round_of_scans_all_waiting_for_ntp_does_not_ask_for_another_at_once() {
 }
 
 #[test]
-fn a_new_scan_waits_behind_a_backlog_scan_of_its_label_read_before_ntp_sync() {
+fn a_wall_clock_stepped_between_two_reads_of_one_pick_changes_nothing() {
+    let (_root, redis, mut store, mut gate, mut facility) = setup();
+    gate.learn_clock(&mut store, &clock_sample("boot-b", 1_000, T0 + 1_000, 1.0))
+        .unwrap();
+    // A double-fire 2 s apart on the boot clock (inside the 3 s window);
+    // between them NTP stepped the wall clock back by an hour. On wall
+    // stamps they are an hour apart; on facility time 2 s.
+    let first = read(
+        "SN1",
+        capture_time(T0 + 3_600_000 + 5_000, "boot-b", 5_000, false),
+    );
+    let again = read("SN1", capture_time(T0 + 7_000, "boot-b", 7_000, true));
+    store.admit("f1", &[first.clone(), again.clone()]).unwrap();
+    let now = capture_time(T0 + 8_000, "boot-b", 8_000, true);
+    while scangate::daemon::claimer::round(&mut store, &mut gate, Some(&mut facility), "", &now)
+        .unwrap()
+        .open
+        > 0
+    {}
+    assert_eq!(redis.ledger("f1").len(), 1, "one pick, one entry");
+    let decided = [verdict(&store, &first), verdict(&store, &again)];
+    assert!(
+        decided.contains(&Verdict::Committed)
+            && decided
+                .iter()
+                .any(|v| matches!(v, Verdict::Suppressed { .. })),
+        "{decided:?}"
+    );
+}
+
+#[test]
+fn a_new_scan_waits_behind_a_backlog_scan_of_its_label_read_on_an_unsynchronised_clock() {
     let (_root, redis, mut store, mut gate, mut facility) = setup();
     let round = scangate::gate::facility::ROUND as i64;
-    // An outage on an RTC-less boot: more than a round of reads before NTP
-    // sync (wall clock near 1970); the last one is label K.
+    // An outage on an RTC-less boot: more than a round of reads on a wall
+    // clock near 1970; the last one is label K.
     let scans: Vec<Scan> = (0..=round)
         .map(|i| {
             let serial = if i == round {
@@ -174,8 +287,14 @@ fn a_new_scan_waits_behind_a_backlog_scan_of_its_label_read_before_ntp_sync() {
     }
     assert_eq!(audited, round + 1, "all audited unresolved");
 
-    // NTP syncs: boot-clock 100 s is T0 + 100 s, so K was read at T0 + 1000 + round
-    // ms. A re-scan of K one second later arrives, already on synced time.
+    // Redis answers; the claimer measures its clock (boot-clock 100 s is
+    // T0 + 100 s) and NTP syncs: K was read at T0 + 1000 + round ms. A
+    // re-scan of K one second later arrives, on the synced wall clock.
+    gate.learn_clock(
+        &mut store,
+        &clock_sample("boot-b", 100_000, T0 + 100_000, 1.0),
+    )
+    .unwrap();
     let synced = capture_time(T0 + 100_000, "boot-b", 100_000, true);
     let echo = read(
         "SN-K",
@@ -186,7 +305,8 @@ fn a_new_scan_waits_behind_a_backlog_scan_of_its_label_read_before_ntp_sync() {
         scangate::daemon::claimer::round(&mut store, &mut gate, Some(&mut facility), "", &synced)
             .unwrap();
     assert!(r.more);
-    // K's wall time is still the untrusted one: the echo must not go ahead.
+    // K's wall stamp places it nowhere in capture order: the echo must not
+    // go ahead of it.
     assert_eq!(verdict(&store, &echo), Verdict::Pending);
     while scangate::daemon::claimer::round(&mut store, &mut gate, Some(&mut facility), "", &synced)
         .unwrap()

@@ -248,16 +248,20 @@ fn the_replay_waits_for_an_earlier_new_scan_of_its_label() {
     assert_eq!(redis.ledger("f1").len(), 1);
 }
 
-/// A backlog scan read before NTP sync has no trusted wall time, so the
+/// A backlog scan stamped on an unsynchronised wall clock has no trusted
+/// place in capture order, so the
 /// replay lane does not compare it with new scans by it (it would wait for
 /// a new scan that, by the clock stepped back since, looks earlier — while
 /// the live lane holds that scan until this one is decided, whatever the
-/// times: neither would ever go). It is re-timed from the boot clock and
-/// claimed; the new scan goes after it, an echo of it.
+/// times: neither would ever go). It is put on facility time from its boot
+/// clock and claimed; the new scan goes after it, an echo of it.
 #[test]
 fn a_backlog_scan_without_a_trusted_time_never_waits_for_a_new_one() {
     let (_root, redis, mut store, mut replay, mut facility) = facility_rig("scangate-order-");
-    replay.set_require_synced_clock(true);
+    replay.set_facility_time(250);
+    replay
+        .learn_clock(&mut store, &clock_sample("boot-a", 0, T0, 1.0))
+        .unwrap();
     let mut live = replay.lane();
     let profile = dispense("c1");
     let at = |utc_ms: i64, boot_ms: i64, synced: bool| {

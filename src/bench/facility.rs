@@ -134,7 +134,7 @@ pub(super) fn run(
     let toml = format!(
         "[gateway]\nfacility = {:?}\nid = {:?}\nstate_dir = {:?}\n\
          [dedup]\nwindow_ms = {}\n\
-         [redis]\nurl = {:?}\nrequire_synced_clock = false\n",
+         [redis]\nurl = {:?}\n",
         cfg.facility,
         cfg.gateway,
         dir.display().to_string(),

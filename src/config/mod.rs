@@ -364,6 +364,18 @@ impl Config {
             redis
                 .validate()
                 .map_err(|e| ConfigError::new(file, e.within("redis")))?;
+            // Two gateways' facility times of one pick may each be off by
+            // the bound: together well inside the window.
+            if redis.max_clock_error_ms * 4 > self.dedup.window_ms {
+                return Err(err(
+                    "redis.max_clock_error_ms".into(),
+                    format!(
+                        "{} ms is more than a quarter of dedup.window_ms ({} ms)",
+                        redis.max_clock_error_ms, self.dedup.window_ms
+                    ),
+                    "lower max_clock_error_ms (default 250), or widen dedup.window_ms",
+                ));
+            }
         }
         let mut names = HashSet::new();
         for (i, s) in self.scanners.iter().enumerate() {

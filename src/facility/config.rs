@@ -34,15 +34,20 @@ pub struct RedisConfig {
     /// Replicas that must acknowledge each claim batch (`WAIT`); 0 = off.
     #[serde(default)]
     pub min_replicas_ack: u32,
-    /// Claim a scan only on a wall time the kernel calls NTP-synchronised:
-    /// scans read before sync wait (unresolved) and are then claimed with a
-    /// capture time re-derived from the boot clock.
-    #[serde(default = "yes")]
-    pub require_synced_clock: bool,
+    /// Claim a scan only once its capture maps to facility time within
+    /// ± this many ms (the boot stamp through the facility clock's
+    /// samples, see `gate/facility_time.rs`); until then it waits
+    /// unresolved. At most a quarter of `[dedup] window_ms`.
+    #[serde(default = "default_max_clock_error_ms")]
+    pub max_clock_error_ms: u64,
+    /// Gone: replaced by facility time and `max_clock_error_ms` (refused
+    /// with that message, see [`RedisConfig::validate`]).
+    #[serde(default)]
+    pub require_synced_clock: Option<toml::Value>,
 }
 
-fn yes() -> bool {
-    true
+fn default_max_clock_error_ms() -> u64 {
+    250
 }
 
 fn default_timeout_ms() -> u64 {
@@ -90,6 +95,20 @@ impl RedisConfig {
                     "use 10..=60000 ms (default 1000)",
                 ));
             }
+        }
+        if self.require_synced_clock.is_some() {
+            return Err(Invalid::new(
+                "require_synced_clock",
+                "this key is gone: a gateway now claims on the facility Redis's clock (each capture's boot-clock stamp mapped through measurements of it), whether or not its own wall clock is NTP-synchronised",
+                "remove require_synced_clock; max_clock_error_ms (default 250) bounds how far a capture's facility time may be off before its scan waits",
+            ));
+        }
+        if !(1..=60_000).contains(&self.max_clock_error_ms) {
+            return Err(Invalid::new(
+                "max_clock_error_ms",
+                format!("{} is out of range", self.max_clock_error_ms),
+                "use 1..=60000 ms, at most a quarter of [dedup] window_ms (default 250)",
+            ));
         }
         if self.min_replicas_ack > 16 {
             return Err(Invalid::new(
@@ -242,7 +261,7 @@ mod tests {
         assert!(r.ca_file.is_some());
         assert_eq!((r.connect_timeout_ms, r.command_timeout_ms), (1000, 1000));
         assert_eq!(r.min_replicas_ack, 0);
-        assert!(r.require_synced_clock);
+        assert_eq!(r.max_clock_error_ms, 250);
         assert_eq!(
             r.url_with_credentials(Some("p@ss word")),
             "rediss://scangate:p%40ss%20word@redis.pharmacy.lan:6379/0"

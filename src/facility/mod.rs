@@ -179,6 +179,10 @@ pub struct ClockSample {
     pub boot_id: String,
     /// When it was measured (this gateway's wall clock, Unix ms).
     pub at_ms: i64,
+    /// The boot clock when it was measured (ms), mid-way through the
+    /// chosen round trip.
+    #[serde(default)]
+    pub boot_ms: i64,
 }
 
 /// A scanner name this gateway uses as its own that another gateway of the
@@ -483,6 +487,7 @@ impl Facility {
             boot_offset_ms: facility_us / 1e3 - boot_mid / 1e6,
             boot_id: boot_id().to_string(),
             at_ms: chrono::Utc::now().timestamp_millis(),
+            boot_ms: (boot_mid / 1e6).round() as i64,
         })
     }
 

@@ -22,13 +22,14 @@
 //! new scan at the counter is decided in milliseconds even as an hour's
 //! backlog replays (docs/design.md, "Two lanes" and "Replay order").
 
+use super::facility_time::ClockUsed;
 use super::{Decided, Decision, Gate, Verdict};
 use crate::audit::Chain;
 use crate::capture::CaptureTime;
 use crate::capture::clock::rfc3339_ms;
 use crate::facility::{Claim, Outcome};
+use crate::outbox::ScanRow;
 use crate::outbox::open::{self, Open};
-use crate::outbox::{self, ScanRow};
 use rusqlite::Connection;
 use std::collections::{HashMap, HashSet};
 
@@ -72,7 +73,7 @@ pub struct Round {
     pub more: bool,
     /// The facility store failed this round; back off before the next.
     pub facility_error: Option<String>,
-    /// Scans held back until the wall clock is NTP-synchronised.
+    /// Scans waiting until their capture maps to facility time.
     pub waiting_for_clock: usize,
 }
 
@@ -93,7 +94,8 @@ impl Round {
 pub struct Picked {
     rows: Vec<ScanRow>,
     verdicts: Vec<Option<Verdict>>,
-    retimed: Vec<(i64, i64)>,
+    /// Per row: how its capture was put on facility time (claimable rows).
+    clocks: Vec<Option<ClockUsed>>,
     waiting_for_clock: usize,
     more: bool,
     held: usize,
@@ -110,7 +112,7 @@ impl Picked {
         self.more
     }
 
-    /// Scans held back until the wall clock is NTP-synchronised.
+    /// Scans waiting until their capture maps to facility time.
     pub fn waiting_for_clock(&self) -> usize {
         self.waiting_for_clock
     }
@@ -175,12 +177,12 @@ impl Gate {
     ///   scan of their content key; offline: nothing.
     ///
     /// Local verdicts are made. `now` is the clock as the claimer reads it.
-    /// With [`Gate::set_require_synced_clock`], a scan captured while the
-    /// wall clock was not NTP-synchronised is not claimed on that wall time:
-    /// it waits (unresolved) until the clock is synchronised, then its
-    /// capture time is re-derived from the boot clock (same boot) and
-    /// claimed. A scan from an earlier boot cannot be re-derived and is
-    /// claimed as captured.
+    /// With [`Gate::set_facility_time`], each claimable scan is first put on
+    /// facility time ([`super::facility_time::FacilityClock::place`]): its
+    /// claim, its ledger entry and the check for local echoes use that time;
+    /// a scan of this boot that does not map within the bound yet waits
+    /// (unresolved, the reason naming the clock), and so do later scans of
+    /// its label in the round.
     ///
     /// `snapshot` is one read transaction: the rows and the checks against
     /// the other lane's must see one snapshot (between two statements the
@@ -214,54 +216,66 @@ impl Gate {
         } else {
             (loaded, 0)
         };
-        let mut stats = self.stats;
-        let mut verdicts: Vec<Option<Verdict>> = Vec::with_capacity(rows.len());
-        for row in &rows {
-            let verdict = self.local_verdict(conn, row, &mut stats)?;
-            // While the facility refuses this gateway's window, an echo of
-            // its own commit is left to the facility like any other scan.
-            let trusted = self.local_echoes || !matches!(verdict, Some(Verdict::Suppressed { .. }));
-            verdicts.push(verdict.filter(|_| trusted));
-        }
-        self.stats = stats;
-        let mut retimed = Vec::new();
+        // Facility time first: echoes of this gateway's own commits are
+        // judged on it too (its ledger holds facility times).
+        let mut clocks: Vec<Option<ClockUsed>> = vec![None; rows.len()];
+        let mut verdicts: Vec<Option<Verdict>> = vec![None; rows.len()];
         let mut waiting_for_clock = 0;
         let mut clock_keys = HashSet::new();
-        if self.require_synced_clock {
-            for (row, verdict) in rows.iter_mut().zip(verdicts.iter_mut()) {
-                let time = &mut row.time;
-                if verdict.is_some() || time.synced || time.boot_id != now.boot_id {
+        if let Some(max_error_ms) = self.max_clock_error_ms {
+            let known = self.known();
+            for ((row, clock), verdict) in rows.iter_mut().zip(&mut clocks).zip(&mut verdicts) {
+                let Some(key) = row
+                    .content_key
+                    .as_ref()
+                    .filter(|_| row.reject_reason.is_none())
+                else {
                     continue;
-                }
-                if now.synced {
-                    time.utc_ms = now.utc_ms - (now.boot_ns - time.boot_ns).div_euclid(1_000_000);
-                    time.synced = true;
-                    retimed.push((row.seq, time.utc_ms));
-                } else {
-                    waiting_for_clock += 1;
-                    clock_keys.extend(row.content_key.clone());
-                    *verdict = Some(Verdict::Unresolved {
-                        reason: "the wall clock is not NTP-synchronised yet; the scan is claimed once it is, with its capture time taken from the boot clock".into(),
-                    });
+                };
+                match known.clock.place(&mut row.time, now, max_error_ms) {
+                    Ok(used) => *clock = Some(used),
+                    Err(reason) => {
+                        waiting_for_clock += 1;
+                        clock_keys.insert(key.clone());
+                        *verdict = Some(Verdict::Unresolved { reason });
+                    }
                 }
             }
         }
+        let mut stats = self.stats;
+        for (row, verdict) in rows.iter().zip(&mut verdicts) {
+            if verdict.is_some() {
+                continue;
+            }
+            let local = self.local_verdict(conn, row, &mut stats)?;
+            // While the facility refuses this gateway's window, an echo of
+            // its own commit is left to the facility like any other scan.
+            let trusted = self.local_echoes || !matches!(local, Some(Verdict::Suppressed { .. }));
+            *verdict = local.filter(|_| trusted);
+        }
+        self.stats = stats;
         // A scan of a label that has a scan waiting for the clock in this
         // round waits too: which of them came first is not known yet.
         if online && !clock_keys.is_empty() {
             let before = rows.len();
-            let (kept_rows, kept): (Vec<_>, Vec<_>) = rows
+            let kept: Vec<_> = rows
                 .into_iter()
                 .zip(verdicts)
-                .filter(|(row, verdict)| {
+                .zip(clocks)
+                .filter(|((row, verdict), _)| {
                     verdict.is_some()
                         || row
                             .content_key
                             .as_ref()
                             .is_none_or(|k| !clock_keys.contains(k))
                 })
-                .unzip();
-            (rows, verdicts) = (kept_rows, kept);
+                .collect();
+            (rows, verdicts, clocks) = (Vec::new(), Vec::new(), Vec::new());
+            for ((row, verdict), clock) in kept {
+                rows.push(row);
+                verdicts.push(verdict);
+                clocks.push(clock);
+            }
             held += before - rows.len();
         }
         // Go again at once only if this round moves something on: held
@@ -275,7 +289,7 @@ impl Gate {
         Ok(Picked {
             rows,
             verdicts,
-            retimed,
+            clocks,
             waiting_for_clock,
             more,
             held,
@@ -290,8 +304,9 @@ impl Gate {
     /// an earlier scan still undecided, or a held-back candidate is one
     /// (the window widened by the boot's recorded clock steps; "earlier"
     /// in capture order, so two scans never wait for each other). A new
-    /// scan also waits for an `unresolved` scan of its key that has no
-    /// trusted wall time yet (read before NTP sync, not yet re-timed).
+    /// scan also waits for an `unresolved` scan of its key stamped on a wall
+    /// clock the kernel did not call synchronised (its wall stamp may be
+    /// far off, so its place in capture order is not known by it).
     /// Decisions stay exactly those of strict capture order.
     fn not_held_back(
         &self,
@@ -308,8 +323,9 @@ impl Gate {
         let loaded = candidates.len();
         // The other lane's capture times: outside them, nothing to wait for.
         let span = open::span(conn, other)?;
-        // Waiting scans read before NTP sync have no trusted wall time yet:
-        // a new scan with the same content key waits for them, whenever.
+        // Waiting scans stamped on an unsynchronised wall clock have no
+        // trusted place in capture order: a new scan with the same content
+        // key waits for them, whenever.
         let any_unsynced = lane == LaneKind::Live && open::unsynced_unresolved(conn, None)?;
         for row in candidates {
             if let Some(key) = row
@@ -358,7 +374,7 @@ impl Gate {
         let Picked {
             rows,
             mut verdicts,
-            retimed,
+            clocks,
             waiting_for_clock,
             more,
             ..
@@ -387,19 +403,24 @@ impl Gate {
                 any.then_some(reason)
             }
         };
-        for (seq, captured_ms) in retimed {
-            outbox::retime(tx, seq, captured_ms)?;
-        }
         let mut stats = self.stats;
         let mut chain = Chain::begin(tx)?;
         let now_ms = chrono::Utc::now().timestamp_millis();
         let open = rows.len();
         let mut decisions = Vec::with_capacity(open);
-        for (row, verdict) in rows.into_iter().zip(verdicts) {
+        for ((row, verdict), clock) in rows.into_iter().zip(verdicts).zip(clocks) {
             // A claim reply shorter than the claims is caught by
             // `recv_claims`; an unanswered row stays open, never guessed.
             let Some(verdict) = verdict else { continue };
-            decisions.extend(self.record_one(tx, &mut chain, row, verdict, now_ms, &mut stats)?);
+            decisions.extend(self.record_one(
+                tx,
+                &mut chain,
+                row,
+                verdict,
+                clock.as_ref(),
+                now_ms,
+                &mut stats,
+            )?);
         }
         Ok(Recorded {
             decided: Some(Decided {

@@ -22,6 +22,7 @@
 pub mod bloom;
 pub mod clock_steps;
 pub mod facility;
+pub mod facility_time;
 
 use crate::audit::{AuditRecord, Chain};
 use crate::capture::clock::rfc3339_ms;
@@ -31,6 +32,7 @@ use crate::outbox::{self, ScanRow, ScanState};
 use crate::store::{Store, StoreError};
 use bloom::Bloom;
 use clock_steps::BootOffsets;
+use facility_time::FacilityClock;
 use rusqlite::Connection;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
@@ -174,7 +176,9 @@ pub struct Gate {
     /// either lane records must be in the Bloom filter the other consults.
     known: Arc<Mutex<Known>>,
     stats: GateStats,
-    require_synced_clock: bool,
+    /// Facility mode: captures are compared on facility time, mapped within
+    /// this many ms (see [`Gate::set_facility_time`]).
+    max_clock_error_ms: Option<i64>,
     /// Whether this gateway's own echo window may decide a facility round
     /// (see [`Gate::set_local_echoes`]; never consulted by the embedded
     /// store, where no local twin means a commit).
@@ -187,6 +191,8 @@ pub struct Gate {
 struct Known {
     bloom: Bloom,
     offsets: BootOffsets,
+    /// The facility clock's samples, per boot.
+    clock: FacilityClock,
 }
 
 impl Gate {
@@ -210,11 +216,16 @@ impl Gate {
         crate::ledger::keys_since(&store.conn, since, |key| bloom.insert(&key_bytes(key)))
             .map_err(|e| store.err_at(e))?;
         let offsets = BootOffsets::load(&store.conn).map_err(|e| store.err_at(e))?;
+        let clock = FacilityClock::load(&store.conn).map_err(|e| store.err_at(e))?;
         Ok(Gate {
             cfg,
-            known: Arc::new(Mutex::new(Known { bloom, offsets })),
+            known: Arc::new(Mutex::new(Known {
+                bloom,
+                offsets,
+                clock,
+            })),
             stats: GateStats::default(),
-            require_synced_clock: false,
+            max_clock_error_ms: None,
             local_echoes: true,
             audit_note: None,
         })
@@ -229,18 +240,35 @@ impl Gate {
             cfg: self.cfg.clone(),
             known: Arc::clone(&self.known),
             stats: GateStats::default(),
-            require_synced_clock: self.require_synced_clock,
+            max_clock_error_ms: self.max_clock_error_ms,
             local_echoes: self.local_echoes,
             audit_note: self.audit_note.clone(),
         }
     }
 
-    /// Facility mode: hold scans captured on an unsynchronised wall clock
-    /// until it is synchronised (see [`Gate::pick`]). Off by
-    /// default; the embedded store compares same-boot scans on the boot
-    /// clock and needs no wall time to decide.
-    pub fn set_require_synced_clock(&mut self, on: bool) {
-        self.require_synced_clock = on;
+    /// Facility mode: compare captures on facility time — each capture's
+    /// boot stamp mapped through the facility clock's samples of its boot
+    /// ([`facility_time`]) — and claim a scan only once it maps within
+    /// `max_error_ms` (see [`Gate::pick`]). The embedded store compares
+    /// same-boot scans on the boot clock and needs no other time.
+    pub fn set_facility_time(&mut self, max_error_ms: i64) {
+        self.max_clock_error_ms = Some(max_error_ms);
+    }
+
+    /// Keep a measurement of the facility clock: recorded in `store` (so it
+    /// maps captures after a restart too) and known at once to every lane
+    /// of this gate. Samples older than the retention are dropped.
+    pub fn learn_clock(
+        &self,
+        store: &mut Store,
+        sample: &crate::facility::ClockSample,
+    ) -> Result<(), StoreError> {
+        let keep_ms = self.cfg.retention.as_millis() as i64;
+        let w = store.write()?;
+        FacilityClock::store(&w.tx, sample, keep_ms).map_err(|e| w.err(e))?;
+        w.commit()?;
+        self.known().clock.learn(sample);
+        Ok(())
     }
 
     /// Facility mode: whether echoes of this gateway's own commits are
@@ -306,7 +334,8 @@ impl Gate {
             let verdict = self
                 .local_verdict(tx, &row, &mut stats)?
                 .unwrap_or(Verdict::Committed);
-            decisions.extend(self.record_one(tx, &mut chain, row, verdict, now_ms, &mut stats)?);
+            decisions
+                .extend(self.record_one(tx, &mut chain, row, verdict, None, now_ms, &mut stats)?);
         }
         Ok(Decided {
             decisions,
@@ -355,12 +384,16 @@ impl Gate {
     /// Write one verdict: state, ledger row and local exact knowledge for a
     /// commit, one audit record. An `Unresolved` verdict for a scan that is
     /// already unresolved writes nothing (it was audited the first time).
+    /// `clock`: how a facility claim's capture was put on facility time
+    /// (`row.time` then holds it; the record keeps the wall stamp as well).
+    #[allow(clippy::too_many_arguments)]
     fn record_one(
         &mut self,
         tx: &Connection,
         chain: &mut Chain<'_>,
         row: ScanRow,
         verdict: Verdict,
+        clock: Option<&facility_time::ClockUsed>,
         now_ms: i64,
         stats: &mut GateStats,
     ) -> rusqlite::Result<Option<Decision>> {
@@ -370,15 +403,17 @@ impl Gate {
         if verdict == Verdict::Committed {
             crate::ledger::append(tx, &row, &self.cfg.gateway)?;
             let time = &row.time;
+            // The outbox orders and holds back scans by their wall stamps:
+            // the steps recorded are the wall clock's.
+            let wall_ms = clock.map_or(time.utc_ms, |c| c.wall_ms);
             let widened = {
                 let mut known = self.known();
                 known
                     .bloom
                     .insert(&key_bytes(row.content_key.as_deref().unwrap_or_default()));
-                known.offsets.widen(
-                    &time.boot_id,
-                    clock_steps::offset(time.utc_ms, time.boot_ns),
-                )
+                known
+                    .offsets
+                    .widen(&time.boot_id, clock_steps::offset(wall_ms, time.boot_ns))
             };
             if let Some((lo, hi)) = widened {
                 BootOffsets::store(tx, &time.boot_id, lo, hi)?;
@@ -391,7 +426,9 @@ impl Gate {
             }
             _ => (None, None),
         };
-        let reason = reason.or_else(|| self.audit_note.clone());
+        let reason = reason
+            .or_else(|| clock.and_then(|c| c.note.clone()))
+            .or_else(|| self.audit_note.clone());
         let decided_ms = verdict.is_final().then_some(now_ms);
         outbox::set_verdict(tx, row.seq, verdict.state(), twin.as_deref(), decided_ms)?;
         chain.append(AuditRecord {
@@ -400,8 +437,13 @@ impl Gate {
             gateway: self.cfg.gateway.clone(),
             scanner: row.scanner,
             scan_uuid: row.uuid.clone(),
-            captured_at: rfc3339_ms(row.time.utc_ms),
-            clock_synced: row.time.synced,
+            captured_at: rfc3339_ms(clock.map_or(row.time.utc_ms, |c| c.wall_ms)),
+            clock_synced: clock.map_or(row.time.synced, |c| c.wall_synced),
+            facility_at: clock
+                .filter(|c| c.mapped.is_some())
+                .map(|_| rfc3339_ms(row.time.utc_ms)),
+            clock_offset_ms: clock.and_then(|c| c.mapped).map(|(offset, _)| offset),
+            clock_error_ms: clock.and_then(|c| c.mapped).map(|(_, error)| error),
             decision: verdict.state(),
             content_key: row.content_key.clone(),
             twin_uuid: twin,

@@ -111,8 +111,8 @@ pub struct ScanRow {
     pub scan_type: String,
     /// Units.
     pub quantity: i64,
-    /// When it was read (wall time re-derived from the boot clock once the
-    /// clock is synchronised, in facility mode).
+    /// When it was read (as stamped; a facility claim puts it on facility
+    /// time in memory, `gate::facility_time`).
     pub time: CaptureTime,
     /// Length of the raw frame (bytes cleared after `keep_raw_hours` keep it).
     pub raw_len: i64,
@@ -464,14 +464,6 @@ pub fn set_verdict(
         "UPDATE scans SET state = ?2, twin_uuid = ?3, decided_ms = ?4 WHERE seq = ?1",
     )?
     .execute(params![seq, state, twin, decided_ms])?;
-    Ok(())
-}
-
-/// Give a scan read before NTP sync the wall time re-derived from its boot
-/// clock, now trusted (inside the transaction that records its claim).
-pub fn retime(tx: &Connection, seq: i64, captured_ms: i64) -> rusqlite::Result<()> {
-    tx.prepare_cached("UPDATE scans SET captured_ms = ?2, clock_synced = 1 WHERE seq = ?1")?
-        .execute(params![seq, captured_ms])?;
     Ok(())
 }
 

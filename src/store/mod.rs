@@ -127,6 +127,19 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX scans_unsynced ON scans (content_key)
         WHERE state = 'unresolved' AND clock_synced = 0;
     "#,
+    // 5: the facility clock as measured against each boot's clock
+    // (gate/facility_time.rs): captures are mapped to facility time through
+    // them, also after a restart.
+    r#"
+    CREATE TABLE clock_samples (
+        boot_id        TEXT    NOT NULL,
+        boot_ms        INTEGER NOT NULL,
+        boot_offset_us INTEGER NOT NULL,
+        bound_us       INTEGER NOT NULL,
+        at_ms          INTEGER NOT NULL,
+        PRIMARY KEY (boot_id, boot_ms)
+    ) WITHOUT ROWID;
+    "#,
 ];
 
 /// Why the database could not be used. Each says which file and what to do.

@@ -3,6 +3,7 @@
 
 use scangate::capture::{CaptureTime, Profile, RawScan, Scan};
 use scangate::config::ScanType;
+use scangate::facility::ClockSample;
 use scangate::gate::{Gate, GateConfig, Verdict, decision_of};
 use scangate::store::Store;
 use std::time::Duration;
@@ -43,6 +44,19 @@ pub fn capture_time(utc_ms: i64, boot: &str, boot_ms: i64, synced: bool) -> Capt
         boot_ns: boot_ms * 1_000_000,
         boot_id: boot.into(),
         synced,
+    }
+}
+
+/// A measurement of the facility clock in `boot` at boot-clock `boot_ms`,
+/// when facility time was `facility_ms`, within ± `bound_ms`.
+pub fn clock_sample(boot: &str, boot_ms: i64, facility_ms: i64, bound_ms: f64) -> ClockSample {
+    ClockSample {
+        offset_ms: 0.0,
+        bound_ms,
+        boot_offset_ms: (facility_ms - boot_ms) as f64,
+        boot_id: boot.into(),
+        at_ms: chrono::Utc::now().timestamp_millis(),
+        boot_ms,
     }
 }
 

@@ -83,6 +83,9 @@ pub(super) struct Lane {
     settings_refused: bool,
     /// When the live lane measures the facility's clock next.
     clock_due: Instant,
+    /// Scans of this lane's last pass waited for facility time (logged
+    /// once per change).
+    clock_waiting: usize,
     /// The writer is gone: one last round is sent, then the lane ends.
     stopping: bool,
     last_round_sent: bool,
@@ -139,13 +142,20 @@ impl Lane {
     /// connection made already (at start), else it connects when due.
     pub(super) fn new(
         kind: LaneKind,
-        store: Store,
+        mut store: Store,
         mut gate: Gate,
         link: Link,
         first: Option<Facility>,
         between: Arc<Between>,
     ) -> Lane {
-        gate.set_require_synced_clock(link.redis.require_synced_clock);
+        gate.set_facility_time(link.redis.max_clock_error_ms as i64);
+        if let Some(clock) = first.as_ref().and_then(|f| f.clock()) {
+            // The start-up connection's measurement (the live lane's; the
+            // lanes' gates share what they learn).
+            if let Err(e) = gate.learn_clock(&mut store, clock) {
+                tracing::warn!("recording the facility clock sample failed: {e}");
+            }
+        }
         let state = match first {
             Some(f) => LinkState::Online(Box::new(f)),
             None => LinkState::Offline {
@@ -166,6 +176,7 @@ impl Lane {
             in_flight: None,
             settings_refused: false,
             clock_due: Instant::now() + CLOCK_SAMPLE_EVERY,
+            clock_waiting: 0,
             stopping: false,
             last_round_sent: false,
             between,
@@ -272,8 +283,14 @@ impl Lane {
         }
     }
 
-    /// Record a clock sample for `outbox status`.
+    /// Keep a clock sample: captures are mapped through it (both lanes),
+    /// and `outbox status` shows it.
     fn record_clock(&mut self, clock: &crate::facility::ClockSample) {
+        if let Err(e) = self.gate.learn_clock(&mut self.store, clock) {
+            tracing::warn!(
+                "recording the facility clock sample failed: {e}; captures are mapped through the earlier ones"
+            );
+        }
         if let Err(e) = self.store.set_facility_clock(clock) {
             tracing::warn!("recording the facility clock for `outbox status` failed: {e}");
         }
@@ -483,10 +500,32 @@ impl Lane {
             let now_ms = chrono::Utc::now().timestamp_millis();
             publish(&mut self.store, &self.between.shown, true, None, now_ms);
         }
+        self.log_clock_waiting(pass);
         if pass.db_failed {
             self.db_retry_at = Instant::now() + self.db_retry.failed();
         } else if pass.recorded {
             self.db_retry.reset();
+        }
+    }
+
+    /// Say when scans begin to wait for facility time, and when none do
+    /// any more (the replay lane's backlog; the live lane's new scans
+    /// become unresolved and move there).
+    fn log_clock_waiting(&mut self, pass: &Pass) {
+        let (was, now) = (self.clock_waiting, pass.waiting_for_clock);
+        if pass.db_failed {
+            return; // nothing was picked: nothing known
+        }
+        self.clock_waiting = now;
+        let shown = &self.link.shown;
+        if was == 0 && now > 0 && self.kind == LaneKind::Replay {
+            tracing::warn!(
+                redis = %shown, lane = self.name(), waiting = now,
+                "{now} scans wait: their capture times cannot be put on the facility clock within [redis] max_clock_error_ms = {} ms yet (no close enough measurement of it in their boot). They are claimed once the claimer has measured it closer (at every connect and every minute); `outbox status` shows the last measurement",
+                self.link.redis.max_clock_error_ms
+            );
+        } else if was > 0 && now == 0 && self.kind == LaneKind::Replay {
+            tracing::info!(redis = %shown, lane = self.name(), "no scan waits for the facility clock any more");
         }
     }
 

@@ -109,7 +109,8 @@ impl Link {
             if off.abs() - bound > worth {
                 tracing::warn!(
                     redis = %self.shown, offset_ms = off, bound_ms = bound,
-                    "this gateway's wall clock is {how_far}: a read heard by this and another gateway is compared that far off, so a pick may count twice or an echo be missed (the window is {} ms). Fix: synchronise this gateway's clock with the facility's (NTP, chrony)",
+                    "this gateway's wall clock is {how_far}, more than {worth:.0} ms ({:.0} % of the {} ms window). Claims are still compared on the facility's clock (each capture's boot-clock stamp mapped through these measurements), but the wall stamps this gateway writes into its audit trail are that far off. Fix: synchronise this gateway's clock (NTP, chrony) with the facility's",
+                    CLOCK_WORTH_A_WORD * 100.0,
                     self.window_ms
                 );
             } else {

@@ -1,0 +1,302 @@
+//! Facility time: the one clock every gateway of a facility compares
+//! captures on.
+//!
+//! Each gateway measures the facility Redis's clock against its own boot
+//! clock (`CLOCK_BOOTTIME`, which wall-clock steps never move) at every
+//! connect and every minute ([`crate::facility::Facility::sample_clock`]).
+//! A capture is mapped through the samples of its own boot: its boot stamp
+//! plus the sample's `facility − boot` offset. Two gateways reading one pick
+//! 20 ms apart thus get facility times 20 ms apart, whatever their wall
+//! clocks say — and a wall clock stepped mid-shift changes nothing.
+//!
+//! The error of a mapping is the sample's own bound (half its round trip)
+//! plus how far the boot clock may have drifted since: [`DRIFT_PPM`] of the
+//! distance to the nearest sample, or, for a capture with samples on both
+//! sides (read during an outage, mapped after it), [`BRACKETED_DRIFT_PPM`]
+//! of the distance to the nearer one — the offset is interpolated between
+//! them, which cancels a constant frequency error and leaves its variation.
+//!
+//! The samples are kept in `clock_samples` (this module owns the table),
+//! written when measured and reloaded at start, so a backlog read before a
+//! restart is mapped after it.
+
+use crate::capture::CaptureTime;
+use crate::facility::ClockSample;
+use rusqlite::{Connection, params};
+use std::collections::HashMap;
+
+/// How fast a boot clock may drift from the facility's, one-sided
+/// (parts per million): a free-running crystal is within ±50 ppm; twice
+/// that, to be safe.
+pub const DRIFT_PPM: f64 = 100.0;
+
+/// The drift assumed between two samples that bracket a capture: only the
+/// crystal's change of frequency (temperature) in between, well under
+/// 10 ppm indoors.
+pub const BRACKETED_DRIFT_PPM: f64 = 10.0;
+
+/// One measurement of the facility clock against a boot clock.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Sample {
+    /// The boot clock at the measurement, ms.
+    boot_ms: i64,
+    /// Facility time minus boot clock, ms.
+    boot_offset_ms: f64,
+    /// The measurement's own error bound, ms.
+    bound_ms: f64,
+}
+
+/// A capture on facility time.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Mapped {
+    /// Facility time of the capture (Unix ms).
+    pub facility_ms: i64,
+    /// Facility time minus the gateway's wall stamp of the capture, ms (what
+    /// the audit record keeps beside the wall stamp).
+    pub offset_ms: i64,
+    /// The mapping is within ± this many ms.
+    pub error_ms: i64,
+    /// Captured after its boot's latest measurement: the next one can map
+    /// it closer.
+    pub improvable: bool,
+}
+
+/// How a claimed scan's capture time was put on facility time: what its
+/// audit record keeps beside the gateway's own wall stamp.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClockUsed {
+    /// The gateway's wall stamp of the capture (Unix ms).
+    pub wall_ms: i64,
+    /// Whether the kernel called the wall clock synchronised at capture.
+    pub wall_synced: bool,
+    /// Facility time minus the wall stamp, and the mapping's error bound
+    /// (ms); `None` when the capture could not be mapped (see `note`).
+    pub mapped: Option<(i64, i64)>,
+    /// Why the time was taken as it was, when not mapped within the bound.
+    pub note: Option<String>,
+}
+
+/// The samples of every boot this gateway measured, in memory.
+#[derive(Debug, Default)]
+pub struct FacilityClock {
+    /// Per boot, in boot-clock order.
+    boots: HashMap<String, Vec<Sample>>,
+}
+
+impl FacilityClock {
+    /// Load the recorded samples.
+    pub fn load(conn: &Connection) -> rusqlite::Result<FacilityClock> {
+        let mut q = conn.prepare(
+            "SELECT boot_id, boot_ms, boot_offset_us, bound_us FROM clock_samples
+             ORDER BY boot_id, boot_ms",
+        )?;
+        let mut clock = FacilityClock::default();
+        let rows = q.query_map([], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                Sample {
+                    boot_ms: r.get(1)?,
+                    boot_offset_ms: r.get::<_, i64>(2)? as f64 / 1e3,
+                    bound_ms: r.get::<_, i64>(3)? as f64 / 1e3,
+                },
+            ))
+        })?;
+        for row in rows {
+            let (boot, sample) = row?;
+            clock.boots.entry(boot).or_default().push(sample);
+        }
+        Ok(clock)
+    }
+
+    /// Keep a new measurement in memory.
+    pub fn learn(&mut self, sample: &ClockSample) {
+        let s = Sample {
+            boot_ms: sample.boot_ms,
+            boot_offset_ms: sample.boot_offset_ms,
+            bound_ms: sample.bound_ms,
+        };
+        let samples = self.boots.entry(sample.boot_id.clone()).or_default();
+        let at = samples.partition_point(|o| o.boot_ms < s.boot_ms);
+        if samples.get(at).is_some_and(|o| o.boot_ms == s.boot_ms) {
+            samples[at] = s;
+        } else {
+            samples.insert(at, s);
+        }
+    }
+
+    /// Record a measurement in `clock_samples` (inside the caller's
+    /// transaction), dropping samples measured more than `keep_ms` before it
+    /// (by the wall clock: older captures are beyond the retention).
+    pub fn store(tx: &Connection, sample: &ClockSample, keep_ms: i64) -> rusqlite::Result<()> {
+        tx.execute(
+            "INSERT OR REPLACE INTO clock_samples
+                 (boot_id, boot_ms, boot_offset_us, bound_us, at_ms)
+             VALUES (?1, ?2, ?3, ?4, ?5)",
+            params![
+                sample.boot_id,
+                sample.boot_ms,
+                (sample.boot_offset_ms * 1e3).round() as i64,
+                (sample.bound_ms * 1e3).ceil() as i64,
+                sample.at_ms,
+            ],
+        )?;
+        tx.execute(
+            "DELETE FROM clock_samples WHERE at_ms < ?1",
+            [sample.at_ms - keep_ms],
+        )?;
+        Ok(())
+    }
+
+    /// Put `time` on facility time for a claim (`now`: the claimer's clock;
+    /// `max_error_ms`: `[redis] max_clock_error_ms`). `Err(reason)`: the
+    /// scan waits, because a later measurement can still bring its mapping
+    /// within the bound — it was captured in this boot after the latest
+    /// measurement (an outage: the next one, after it, brackets it) or
+    /// before any. A capture no later measurement can bring closer (before
+    /// its boot's first measurement, between two, or in an earlier boot)
+    /// is claimed on the best time there is — mapped beyond the bound, or
+    /// its wall stamp if its boot was never measured — and the note says
+    /// so: waiting would hide the pick from the ledger for ever.
+    pub fn place(
+        &self,
+        time: &mut CaptureTime,
+        now: &CaptureTime,
+        max_error_ms: i64,
+    ) -> Result<ClockUsed, String> {
+        let mut used = ClockUsed {
+            wall_ms: time.utc_ms,
+            wall_synced: time.synced,
+            mapped: None,
+            note: None,
+        };
+        let this_boot = time.boot_id == now.boot_id;
+        match self.map(time) {
+            Some(m) if m.error_ms > max_error_ms && this_boot && m.improvable => Err(format!(
+                "its capture maps to facility time within ±{} ms only, more than [redis] max_clock_error_ms = {max_error_ms}; it is claimed once the facility clock has been measured again (at the next connect to the facility Redis)",
+                m.error_ms
+            )),
+            Some(m) => {
+                if m.error_ms > max_error_ms {
+                    used.note = Some(format!(
+                        "mapped to facility time within ±{} ms only, more than max_clock_error_ms = {max_error_ms}, and no later measurement of the facility clock can map it closer",
+                        m.error_ms
+                    ));
+                }
+                used.mapped = Some((m.offset_ms, m.error_ms));
+                time.utc_ms = m.facility_ms;
+                time.synced = true;
+                Ok(used)
+            }
+            None if this_boot => Err(
+                "the facility clock has not been measured in this boot yet; the scan is claimed once the claimer has measured it (at its next connect to the facility Redis)".into(),
+            ),
+            None => {
+                used.note = Some(
+                    "captured in an earlier boot the facility clock was never measured in: claimed on the gateway's wall stamp".into(),
+                );
+                Ok(used)
+            }
+        }
+    }
+
+    /// `time` on facility time, through the samples of its boot, or `None`
+    /// if its boot has none.
+    pub fn map(&self, time: &CaptureTime) -> Option<Mapped> {
+        let samples = self.boots.get(&time.boot_id).filter(|s| !s.is_empty())?;
+        let boot_ms = time.boot_ns as f64 / 1e6;
+        let after = samples.partition_point(|s| (s.boot_ms as f64) < boot_ms);
+        let distance = |s: &Sample| (boot_ms - s.boot_ms as f64).abs();
+        let (offset, error) = match (
+            after.checked_sub(1).map(|i| &samples[i]),
+            samples.get(after),
+        ) {
+            (Some(a), Some(b)) if b.boot_ms > a.boot_ms => {
+                let f = (boot_ms - a.boot_ms as f64) / (b.boot_ms - a.boot_ms) as f64;
+                let offset = a.boot_offset_ms + f * (b.boot_offset_ms - a.boot_offset_ms);
+                let near = distance(a).min(distance(b));
+                let error = a.bound_ms.max(b.bound_ms) + near * BRACKETED_DRIFT_PPM / 1e6;
+                (offset, error)
+            }
+            (Some(s), _) | (None, Some(s)) => {
+                (s.boot_offset_ms, s.bound_ms + distance(s) * DRIFT_PPM / 1e6)
+            }
+            (None, None) => return None,
+        };
+        let facility_ms = (boot_ms + offset).round() as i64;
+        Some(Mapped {
+            facility_ms,
+            offset_ms: facility_ms - time.utc_ms,
+            error_ms: error.ceil() as i64,
+            improvable: after == samples.len(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(boot_ms: i64, boot_offset_ms: f64, bound_ms: f64) -> ClockSample {
+        ClockSample {
+            offset_ms: 0.0,
+            bound_ms,
+            boot_offset_ms,
+            boot_id: "b".into(),
+            at_ms: 0,
+            boot_ms,
+        }
+    }
+
+    fn at(boot_ms: i64, wall_ms: i64) -> CaptureTime {
+        CaptureTime {
+            utc_ms: wall_ms,
+            boot_ns: boot_ms * 1_000_000,
+            boot_id: "b".into(),
+            synced: false,
+        }
+    }
+
+    #[test]
+    fn a_capture_is_its_boot_stamp_plus_the_nearest_samples_offset() {
+        let mut c = FacilityClock::default();
+        assert_eq!(c.map(&at(1_000, 5)), None, "no sample of its boot");
+        c.learn(&sample(61_000, 1_000_000.0, 0.5));
+        // 60 s before the sample: 100 ppm of 60 s = 6 ms of drift.
+        let m = c.map(&at(1_000, 999_000)).unwrap();
+        assert_eq!(m.facility_ms, 1_001_000);
+        assert_eq!(m.offset_ms, 2_000, "facility minus the wall stamp");
+        assert_eq!(m.error_ms, 7, "0.5 ms bound + 6 ms drift, rounded up");
+        let other_boot = CaptureTime {
+            boot_id: "a".into(),
+            ..at(1_000, 5)
+        };
+        assert_eq!(c.map(&other_boot), None);
+    }
+
+    #[test]
+    fn a_capture_between_two_samples_is_interpolated() {
+        let mut c = FacilityClock::default();
+        c.learn(&sample(100_000, 1_000.0, 1.0));
+        c.learn(&sample(3_700_000, 1_036.0, 2.0)); // 10 ppm fast over an hour
+        let m = c.map(&at(1_000_000, 0)).unwrap();
+        // A quarter of the way: offset 1009; 900 s from the nearer sample.
+        assert_eq!(m.facility_ms, 1_001_009);
+        assert_eq!(m.error_ms, 11, "2 ms bound + 10 ppm of 900 s");
+    }
+
+    #[test]
+    fn samples_survive_a_restart() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = crate::store::Store::open(dir.path()).unwrap();
+        let mut old = sample(1_000, 7.25, 0.4);
+        old.at_ms = 1;
+        FacilityClock::store(&store.conn, &old, 1_000_000).unwrap();
+        let mut s = sample(2_000, 7.5, 0.4);
+        s.at_ms = 2_000_000;
+        FacilityClock::store(&store.conn, &s, 1_000_000).unwrap();
+        let loaded = FacilityClock::load(&store.conn).unwrap();
+        let mut learned = FacilityClock::default();
+        learned.learn(&s);
+        assert_eq!(loaded.boots, learned.boots, "the old one pruned");
+    }
+}
