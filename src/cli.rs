@@ -292,8 +292,9 @@ fn dispatch(cmd: Command) -> Result<Exit, Failure> {
             match &settings.redis {
                 // With a facility store, its stream is the ledger.
                 Some(redis) => {
+                    let url = redis.primary_url().map_err(ledger_unreadable)?;
                     let mut facility = crate::facility::Facility::connect_with_ca(
-                        &redis.url(),
+                        &url,
                         redis.ca_pem.clone(),
                         &cfg.gateway.facility,
                         cfg.window_ms(),

@@ -150,14 +150,14 @@ pub async fn run(redis: Option<String>) -> Result<Exit, String> {
         Some(url) => {
             let r = crate::facility::config::RedisConfig {
                 url: url.clone(),
+                sentinels: Vec::new(),
+                service_name: None,
                 username: None,
                 password_file: None,
                 ca_file: None,
                 connect_timeout_ms: 1000,
                 command_timeout_ms: 1000,
-                min_replicas_ack: 0,
-                // A demo on a machine without NTP (like a fresh VM) must not
-                // wait for a sync that never comes.
+                min_replicas_ack: Default::default(),
                 max_clock_error_ms: 250,
                 require_synced_clock: None,
             };

@@ -12,15 +12,15 @@ const WINDOW_MS: u64 = 3000;
 /// A gateway: its own state dir and PTY scanner (by default `roaming`,
 /// declared `shared`: one scanner heard by every gateway), pointed at
 /// `redis`.
-struct Gateway {
-    cfg: PathBuf,
-    scanner: VirtualScanner,
+pub(crate) struct Gateway {
+    pub(crate) cfg: PathBuf,
+    pub(crate) scanner: VirtualScanner,
     daemon: Option<Daemon>,
     log: PathBuf,
 }
 
 impl Gateway {
-    fn new(root: &Path, name: &str, redis: &RedisServer) -> Gateway {
+    pub(crate) fn new(root: &Path, name: &str, redis: &RedisServer) -> Gateway {
         Gateway::with_scanner(root, name, redis, "roaming", true)
     }
 
@@ -58,7 +58,7 @@ impl Gateway {
         }
     }
 
-    fn start(&mut self) {
+    pub(crate) fn start(&mut self) {
         self.start_with_env(&[]);
     }
 
@@ -69,27 +69,27 @@ impl Gateway {
         self.daemon = Some(d);
     }
 
-    fn send(&mut self, label: &str) {
+    pub(crate) fn send(&mut self, label: &str) {
         self.scanner.send(format!("{label}\r").as_bytes()).unwrap();
     }
 
     /// The running daemon.
-    fn daemon(&self) -> &Daemon {
+    pub(crate) fn daemon(&self) -> &Daemon {
         self.daemon.as_ref().expect("running")
     }
 
     /// Field `field` of the gateway's `outbox status`.
-    fn count(&self, field: &str) -> i64 {
+    pub(crate) fn count(&self, field: &str) -> i64 {
         count(&outbox_status(&self.cfg), field)
     }
 
     /// Rewrite the gateway's config file with `edit`.
-    fn edit_config(&self, edit: impl FnOnce(String) -> String) {
+    pub(crate) fn edit_config(&self, edit: impl FnOnce(String) -> String) {
         let text = std::fs::read_to_string(&self.cfg).unwrap();
         std::fs::write(&self.cfg, edit(text)).unwrap();
     }
 
-    fn stop(&mut self) {
+    pub(crate) fn stop(&mut self) {
         let mut d = self.daemon.take().expect("running");
         let st = d.terminate();
         assert!(st.success(), "scangate run exited {st}\n{}", d.log_digest());
@@ -114,7 +114,7 @@ fn one_gateway() -> (tempfile::TempDir, RedisServer, Gateway) {
 }
 
 /// Read ACK/NAK bytes from the scanner side until `n` have arrived.
-fn read_acks(scanner: &mut VirtualScanner, n: usize) -> Vec<u8> {
+pub(crate) fn read_acks(scanner: &mut VirtualScanner, n: usize) -> Vec<u8> {
     let mut got = Vec::new();
     wait_until(&format!("{n} ACK/NAK bytes at the scanner"), || {
         got.extend(
@@ -141,7 +141,7 @@ fn assert_settled(g: &Gateway, redis: &RedisServer, committed: i64, suppressed: 
     assert_eq!(redis.ledger("test-pharmacy").len(), committed as usize);
 }
 
-fn assert_each_pick_once(redis: &RedisServer, picks: usize) {
+pub(crate) fn assert_each_pick_once(redis: &RedisServer, picks: usize) {
     let ledger = redis.ledger("test-pharmacy");
     let mut per_pick: HashMap<&str, usize> = HashMap::new();
     for (_, key) in &ledger {

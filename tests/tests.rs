@@ -41,5 +41,6 @@ mod hid_vectors;
 mod embedded_takeover;
 mod facility_clock;
 mod facility_e2e;
+mod facility_failover;
 mod facility_order;
 mod facility_redis;

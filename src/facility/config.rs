@@ -11,8 +11,22 @@ use std::time::Duration;
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RedisConfig {
-    /// `redis://host:port/db` or, with TLS, `rediss://…`.
+    /// `redis://host:port/db` or, with TLS, `rediss://…`. With
+    /// `sentinels`, optional and without a host (`rediss:///0`): only its
+    /// scheme (TLS or not, to the sentinels too) and database are used, the
+    /// primary's address comes from the sentinels. Empty = not set.
+    #[serde(default)]
     pub url: String,
+    /// Redis Sentinel addresses (`host:port`), asked in order for the
+    /// current primary of `service_name` at every connect, so a failover is
+    /// followed without a restart. Empty = no Sentinel (`url` names the
+    /// server).
+    #[serde(default)]
+    pub sentinels: Vec<String>,
+    /// The name the sentinels monitor the facility's primary by
+    /// (`sentinel monitor <name> …`); set exactly when `sentinels` is.
+    #[serde(default)]
+    pub service_name: Option<String>,
     /// ACL user name (Redis 6+); none = the default user.
     #[serde(default)]
     pub username: Option<String>,
@@ -31,9 +45,11 @@ pub struct RedisConfig {
     /// retried later with the same scan UUIDs.
     #[serde(default = "default_timeout_ms")]
     pub command_timeout_ms: u64,
-    /// Replicas that must acknowledge each claim batch (`WAIT`); 0 = off.
+    /// Replicas that must acknowledge each claim batch (`WAIT`) before its
+    /// scans count as decided: `"auto"` (default: every replica the primary
+    /// reports connected), or a number (0 = off).
     #[serde(default)]
-    pub min_replicas_ack: u32,
+    pub min_replicas_ack: ReplicaAck,
     /// Claim a scan only once its capture maps to facility time within
     /// ± this many ms (the boot stamp through the facility clock's
     /// samples, see `gate/facility_time.rs`); until then it waits
@@ -44,6 +60,57 @@ pub struct RedisConfig {
     /// with that message, see [`RedisConfig::validate`]).
     #[serde(default)]
     pub require_synced_clock: Option<toml::Value>,
+}
+
+/// How many replicas must confirm a claim round (`min_replicas_ack`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ReplicaAck {
+    /// Every replica the primary reports connected (`INFO replication`
+    /// `connected_slaves`, read at connect and every minute); none when
+    /// none is.
+    #[default]
+    Auto,
+    /// Exactly this many (0 = off).
+    Exactly(u32),
+}
+
+impl ReplicaAck {
+    /// The replicas to wait for when the primary reports `connected`.
+    pub fn wanted(self, connected: u32) -> u32 {
+        match self {
+            ReplicaAck::Auto => connected,
+            ReplicaAck::Exactly(n) => n,
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for ReplicaAck {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl serde::de::Visitor<'_> for Visitor {
+            type Value = ReplicaAck;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("\"auto\" or a number of replicas (0 = off)")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<ReplicaAck, E> {
+                match v {
+                    "auto" => Ok(ReplicaAck::Auto),
+                    _ => Err(E::custom(format!(
+                        "{v:?} is neither \"auto\" nor a number of replicas (0 = off)"
+                    ))),
+                }
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<ReplicaAck, E> {
+                u32::try_from(v).map(ReplicaAck::Exactly).map_err(|_| {
+                    E::custom(format!("{v} is not a number of replicas (0 = off, to 16)"))
+                })
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<ReplicaAck, E> {
+                self.visit_i64(i64::try_from(v).unwrap_or(-1))
+            }
+        }
+        d.deserialize_any(Visitor)
+    }
 }
 
 fn default_max_clock_error_ms() -> u64 {
@@ -58,7 +125,10 @@ impl RedisConfig {
     /// Check the values (no network access, no file read); keys are named
     /// inside `[redis]` (`url`).
     pub fn validate(&self) -> Result<(), Invalid> {
-        if !(self.url.starts_with("redis://") || self.url.starts_with("rediss://")) {
+        self.validate_sentinels()?;
+        if self.url.is_empty() && !self.sentinels.is_empty() {
+            // Plain redis:// to the sentinels and the primary, database 0.
+        } else if !(self.url.starts_with("redis://") || self.url.starts_with("rediss://")) {
             return Err(Invalid::new(
                 "url",
                 format!(
@@ -110,14 +180,93 @@ impl RedisConfig {
                 "use 1..=60000 ms, at most a quarter of [dedup] window_ms (default 250)",
             ));
         }
-        if self.min_replicas_ack > 16 {
+        if let ReplicaAck::Exactly(n @ 17..) = self.min_replicas_ack {
             return Err(Invalid::new(
                 "min_replicas_ack",
-                format!("{} is out of range", self.min_replicas_ack),
-                "use 0 (off) to 16",
+                format!("{n} is out of range"),
+                "use \"auto\" (every connected replica, the default), or 0 (off) to 16",
             ));
         }
         Ok(())
+    }
+
+    /// `sentinels` and `service_name` come together; with them `url`
+    /// names no host (the sentinels name the primary).
+    fn validate_sentinels(&self) -> Result<(), Invalid> {
+        let example = "e.g. sentinels = [\"redis-a.pharmacy.lan:26379\", \"redis-b.pharmacy.lan:26379\"] and service_name = \"scangate\"";
+        match (self.sentinels.is_empty(), &self.service_name) {
+            (true, None) => {
+                if self.url.is_empty() {
+                    return Err(Invalid::new(
+                        "url",
+                        "neither url nor sentinels is set",
+                        "write url = \"redis://redis.pharmacy.lan:6379/0\" (rediss:// for TLS), or name the Redis Sentinels (sentinels and service_name)",
+                    ));
+                }
+                return Ok(());
+            }
+            (true, Some(_)) => {
+                return Err(Invalid::new(
+                    "service_name",
+                    "service_name is set but sentinels is not",
+                    format!("name the sentinels too, {example}; or remove service_name"),
+                ));
+            }
+            (false, None) => {
+                return Err(Invalid::new(
+                    "service_name",
+                    "sentinels is set but service_name is not",
+                    "write the name the sentinels monitor the primary by (`sentinel monitor NAME …` in sentinel.conf), e.g. service_name = \"scangate\"",
+                ));
+            }
+            (false, Some(name)) if name.is_empty() || name.contains(char::is_whitespace) => {
+                return Err(Invalid::new(
+                    "service_name",
+                    format!("{name:?} is not a Sentinel master name"),
+                    "write the name from `sentinel monitor NAME …` in sentinel.conf",
+                ));
+            }
+            (false, Some(_)) => {}
+        }
+        for (i, addr) in self.sentinels.iter().enumerate() {
+            let port = addr
+                .rsplit_once(':')
+                .map(|(host, port)| (host, port.parse::<u16>()));
+            if !matches!(port, Some((host, Ok(1..))) if !host.is_empty() && !host.contains('/')) {
+                return Err(Invalid::new(
+                    format!("sentinels[{i}]"),
+                    format!("{addr:?} is not host:port"),
+                    format!("write each sentinel as host:port, {example}"),
+                ));
+            }
+        }
+        if let Some((_, rest)) = self.url.split_once("://")
+            && !rest.starts_with('/')
+            && !rest.is_empty()
+        {
+            return Err(Invalid::new(
+                "url",
+                format!(
+                    "{:?} names a server, but with sentinels the primary's address comes from them",
+                    super::redact(&self.url)
+                ),
+                "leave url out, or keep only the scheme and database, e.g. url = \"rediss:///0\" for TLS",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Whether the primary is found through Redis Sentinel.
+    pub fn uses_sentinel(&self) -> bool {
+        !self.sentinels.is_empty()
+    }
+
+    /// `redis` or `rediss` (TLS).
+    pub fn scheme(&self) -> &str {
+        match self.url.split_once("://") {
+            Some(("rediss", _)) => "rediss",
+            _ => "redis",
+        }
     }
 
     /// The connect timeout.
@@ -181,8 +330,23 @@ impl RedisConfig {
 
     /// The URL with the user name and password filled in.
     pub fn url_with_credentials(&self, password: Option<&str>) -> String {
+        self.url_at(None, password)
+    }
+
+    /// [`RedisConfig::url_with_credentials`], the server at `addr`
+    /// (`host:port`, e.g. the primary a sentinel named) instead of the
+    /// URL's.
+    pub fn url_at(&self, addr: Option<&str>, password: Option<&str>) -> String {
         let (scheme, rest) = self.url.split_once("://").unwrap_or(("redis", &self.url));
         let rest = rest.rsplit_once('@').map_or(rest, |(_, host)| host);
+        let relocated;
+        let rest = match addr {
+            None => rest,
+            Some(addr) => {
+                relocated = format!("{addr}{}", rest.find('/').map_or("/", |i| &rest[i..]));
+                &relocated
+            }
+        };
         let enc = |s: &str| -> String {
             s.bytes()
                 .map(|b| match b {
@@ -220,6 +384,27 @@ impl RedisSettings {
     /// log it; [`super::redact`] the configured `url` instead).
     pub fn url(&self) -> String {
         self.config.url_with_credentials(self.password.as_deref())
+    }
+
+    /// The URL of the primary (a secret, as [`RedisSettings::url`]): with
+    /// `sentinels`, the server they name now
+    /// ([`super::sentinel::primary_of`]), else `url`.
+    pub fn primary_url(&self) -> Result<String, super::FacilityError> {
+        let c = &self.config;
+        match &c.service_name {
+            Some(service) if c.uses_sentinel() => {
+                let addr = super::sentinel::primary_of(
+                    &c.sentinels,
+                    service,
+                    c.scheme(),
+                    self.ca_pem.as_deref(),
+                    c.connect_timeout(),
+                    c.command_timeout(),
+                )?;
+                Ok(c.url_at(Some(&addr), self.password.as_deref()))
+            }
+            _ => Ok(self.url()),
+        }
     }
 }
 
@@ -260,7 +445,7 @@ mod tests {
         assert_eq!(r.url, "rediss://redis.pharmacy.lan:6379/0");
         assert!(r.ca_file.is_some());
         assert_eq!((r.connect_timeout_ms, r.command_timeout_ms), (1000, 1000));
-        assert_eq!(r.min_replicas_ack, 0);
+        assert_eq!(r.min_replicas_ack, super::ReplicaAck::Auto);
         assert_eq!(r.max_clock_error_ms, 250);
         assert_eq!(
             r.url_with_credentials(Some("p@ss word")),
@@ -287,6 +472,31 @@ mod tests {
     }
 
     #[test]
+    fn sentinels_name_the_primary_and_url_keeps_scheme_and_database() {
+        use super::ReplicaAck;
+        let text = "[redis]\nurl = \"rediss:///2\"\nusername = \"u\"\n\
+                    sentinels = [\"s1:26379\", \"[::1]:26380\"]\nservice_name = \"scangate\"\n\
+                    min_replicas_ack = 0\n";
+        let r = Config::parse(text, None).unwrap().redis.unwrap();
+        assert!(r.uses_sentinel());
+        assert_eq!(r.scheme(), "rediss");
+        assert_eq!(r.min_replicas_ack, ReplicaAck::Exactly(0));
+        assert_eq!(
+            r.url_at(Some("10.0.0.7:6379"), Some("pw")),
+            "rediss://u:pw@10.0.0.7:6379/2"
+        );
+        let text = "[redis]\nsentinels = [\"s1:26379\"]\nservice_name = \"m\"\nmin_replicas_ack = \"auto\"\n";
+        let r = Config::parse(text, None).unwrap().redis.unwrap();
+        assert_eq!(
+            (r.scheme(), r.min_replicas_ack),
+            ("redis", ReplicaAck::Auto)
+        );
+        assert_eq!(r.url_at(Some("h:1"), None), "redis://h:1/");
+        assert_eq!(ReplicaAck::Auto.wanted(2), 2);
+        assert_eq!(ReplicaAck::Exactly(1).wanted(2), 1);
+    }
+
+    #[test]
     fn bad_redis_values_name_the_key() {
         let bad = |text: &str| Config::parse(text, None).unwrap_err().key;
         assert_eq!(bad("[redis]\nurl = \"http://x\"\n"), "redis.url");
@@ -298,6 +508,33 @@ mod tests {
         assert_eq!(
             bad("[redis]\nurl = \"redis://x\"\nmax_retries = 3\n"),
             "redis.max_retries"
+        );
+        assert_eq!(bad("[redis]\ncommand_timeout_ms = 100\n"), "redis.url");
+        assert_eq!(
+            bad("[redis]\nurl = \"redis://x\"\nmin_replicas_ack = \"all\"\n"),
+            "redis.min_replicas_ack"
+        );
+        assert_eq!(
+            bad("[redis]\nurl = \"redis://x\"\nmin_replicas_ack = 17\n"),
+            "redis.min_replicas_ack"
+        );
+        assert_eq!(
+            bad("[redis]\nsentinels = [\"s1:26379\"]\n"),
+            "redis.service_name"
+        );
+        assert_eq!(
+            bad("[redis]\nurl = \"redis://x\"\nservice_name = \"m\"\n"),
+            "redis.service_name"
+        );
+        assert_eq!(
+            bad("[redis]\nsentinels = [\"s1\"]\nservice_name = \"m\"\n"),
+            "redis.sentinels[0]"
+        );
+        assert_eq!(
+            bad(
+                "[redis]\nurl = \"redis://x:6379/0\"\nsentinels = [\"s1:26379\"]\nservice_name = \"m\"\n"
+            ),
+            "redis.url"
         );
         let e = Config::parse("[redis]\nurl = \"redis://u:secret@x\"\n", None).unwrap_err();
         assert!(!e.to_string().contains("secret"), "{e}");

@@ -20,6 +20,7 @@
 //! - `scangate:{<facility>}:ledger` → stream, one entry per committed scan; the only key without expiry.
 
 pub mod config;
+pub mod sentinel;
 
 use redis::{Script, Value};
 use std::time::Duration;
@@ -146,6 +147,27 @@ pub enum FacilityError {
         /// Replicas required.
         wanted: u32,
     },
+    /// The primary did not confirm, in time, that it wrote a claim round to
+    /// its append-only file (`WAITAOF`).
+    #[error(
+        "facility Redis {url}: the primary did not confirm in time that the claims are in its append-only file (WAITAOF); they are claimed again"
+    )]
+    NotOnDisk {
+        /// The server.
+        url: String,
+    },
+    /// No sentinel named a primary for the service.
+    #[error(
+        "no Redis Sentinel of {sentinels} named the primary of {service:?}: {detail}. Fix: check that a sentinel answers, and [redis] sentinels and service_name (the name in `sentinel monitor NAME …` in sentinel.conf)"
+    )]
+    NoPrimary {
+        /// The sentinels asked.
+        sentinels: String,
+        /// `service_name`.
+        service: String,
+        /// What each sentinel said.
+        detail: String,
+    },
     /// The script answered something it never returns.
     #[error("facility Redis {url}: unexpected reply {reply:?} from the claim script")]
     Protocol {
@@ -228,6 +250,30 @@ fn failed(url: &str, source: redis::RedisError) -> FacilityError {
     }
 }
 
+/// A connection to `url` (TLS verified against `ca_pem`, else the system's
+/// trust store) with these timeouts.
+fn open(
+    url: &str,
+    ca_pem: Option<Vec<u8>>,
+    connect_timeout: Duration,
+    command_timeout: Duration,
+) -> Result<redis::Connection, redis::RedisError> {
+    let client = match ca_pem {
+        Some(root_cert) => redis::Client::build_with_tls(
+            url,
+            redis::TlsCertificates {
+                client_tls: None,
+                root_cert: Some(root_cert),
+            },
+        ),
+        None => redis::Client::open(url),
+    }?;
+    let conn = client.get_connection_with_timeout(connect_timeout)?;
+    conn.set_read_timeout(Some(command_timeout))?;
+    conn.set_write_timeout(Some(command_timeout))?;
+    Ok(conn)
+}
+
 /// The value of `name` in an `INFO` reply (`name:value` lines).
 fn info_field<'a>(info: &'a str, name: &str) -> Option<&'a str> {
     info.lines()
@@ -249,6 +295,18 @@ pub struct ServerInfo {
     /// `role` from `INFO replication`: `master`, or `slave` for a
     /// read-only replica (which refuses every claim).
     pub role: String,
+    /// `connected_slaves` from `INFO replication`: the replicas attached.
+    pub connected_replicas: u32,
+    /// The server has `WAITAOF` (Redis 7.2 and later, Valkey).
+    pub has_waitaof: bool,
+}
+
+/// Whether a server of `INFO` `redis_version` `version` has `WAITAOF`
+/// (7.2 and later; Valkey reports 7.2.4).
+fn has_waitaof(version: &str) -> bool {
+    let mut parts = version.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
+    let (major, minor) = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
+    (major, minor) >= (7, 2)
 }
 
 /// Claims written to the connection whose answers are still to be read
@@ -269,6 +327,8 @@ pub struct Facility {
     script: Script,
     min_replicas: u32,
     replica_timeout: Duration,
+    /// Each round also waits for the primary's own AOF fsync (`WAITAOF 1 0`).
+    on_disk: bool,
     /// What [`Facility::register_scanners`] found at connect.
     clones: Vec<ScannerClone>,
     /// The clock sample taken at connect.
@@ -310,25 +370,7 @@ impl Facility {
     ) -> Result<Facility, FacilityError> {
         let shown = redact(url);
         let unavailable = |source| failed(&shown, source);
-        let client = match ca_pem {
-            Some(root_cert) => redis::Client::build_with_tls(
-                url,
-                redis::TlsCertificates {
-                    client_tls: None,
-                    root_cert: Some(root_cert),
-                },
-            ),
-            None => redis::Client::open(url),
-        }
-        .map_err(unavailable)?;
-        let conn = client
-            .get_connection_with_timeout(connect_timeout)
-            .map_err(unavailable)?;
-        conn.set_read_timeout(Some(command_timeout))
-            .map_err(unavailable)?;
-        conn.set_write_timeout(Some(command_timeout))
-            .map_err(unavailable)?;
-        let mut conn = conn;
+        let mut conn = open(url, ca_pem, connect_timeout, command_timeout).map_err(unavailable)?;
         // Load the script now, so a claim is one EVALSHA that runs at once.
         redis::cmd("SCRIPT")
             .arg("LOAD")
@@ -344,6 +386,7 @@ impl Facility {
             script: Script::new(CLAIM_LUA),
             min_replicas: 0,
             replica_timeout: command_timeout,
+            on_disk: false,
             clones: Vec::new(),
             clock: None,
         })
@@ -355,6 +398,42 @@ impl Facility {
     pub fn set_min_replicas(&mut self, n: u32, timeout: Duration) {
         self.min_replicas = n;
         self.replica_timeout = timeout;
+    }
+
+    /// The server, without credentials.
+    pub fn server(&self) -> &str {
+        &self.url
+    }
+
+    /// Whether every claim round also waits for the primary's AOF
+    /// ([`Facility::set_on_disk`]).
+    pub fn on_disk(&self) -> bool {
+        self.on_disk
+    }
+
+    /// The replicas every claim round waits for ([`Facility::set_min_replicas`]).
+    pub fn min_replicas(&self) -> u32 {
+        self.min_replicas
+    }
+
+    /// Also require the primary to have written every claim round to its
+    /// append-only file (`WAITAOF 1 0`, within the replica timeout; the
+    /// server must have `WAITAOF` and `appendonly yes`), so a primary that
+    /// restarts from its AOF still has it.
+    pub fn set_on_disk(&mut self, on: bool) {
+        self.on_disk = on;
+    }
+
+    /// The replicas the primary reports connected now (`INFO replication`
+    /// `connected_slaves`).
+    pub fn connected_replicas(&mut self) -> Result<u32, FacilityError> {
+        let info: String = redis::cmd("INFO")
+            .arg("replication")
+            .query(&mut self.conn)
+            .map_err(|source| self.unavailable(source))?;
+        Ok(info_field(&info, "connected_slaves")
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0))
     }
 
     /// Check the server: `maxmemory-policy` must be `noeviction` (an evicted
@@ -376,6 +455,9 @@ impl Facility {
             .map_err(unavailable)?;
         let field = |name| info_field(&info, name).unwrap_or("unknown").to_string();
         let (version, role) = (field("redis_version"), field("role"));
+        let connected_replicas = info_field(&info, "connected_slaves")
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0);
         if policy != "noeviction" {
             return Err(FacilityError::Misconfigured {
                 url: self.url.clone(),
@@ -387,11 +469,13 @@ impl Facility {
         }
         self.check_settings()?;
         Ok(ServerInfo {
+            has_waitaof: has_waitaof(&version),
             version,
             maxmemory_policy: policy,
             appendonly,
             save,
             role,
+            connected_replicas,
         })
     }
 
@@ -681,6 +765,15 @@ impl Facility {
                 .arg(self.replica_timeout.as_millis() as u64)
                 .write_packed_command(&mut packed);
         }
+        if calls > 0 && self.on_disk {
+            // After WAIT, so the two waits overlap: the fsync runs while
+            // the replicas confirm.
+            redis::cmd("WAITAOF")
+                .arg(1)
+                .arg(0)
+                .arg(self.replica_timeout.as_millis() as u64)
+                .write_packed_command(&mut packed);
+        }
         if calls > 0 {
             self.conn
                 .send_packed_command(&packed)
@@ -721,6 +814,14 @@ impl Facility {
         } else {
             None
         };
+        let on_disk = if self.on_disk {
+            let reply = self.reply()?;
+            let (local, _replicas) = redis::from_redis_value::<(i64, i64)>(reply)
+                .map_err(|e| self.unavailable(e.into()))?;
+            local >= 1
+        } else {
+            true
+        };
         if outcomes.len() != sent.claims {
             return Err(FacilityError::Protocol {
                 url: self.url.clone(),
@@ -734,6 +835,11 @@ impl Facility {
                 url: self.url.clone(),
                 acked,
                 wanted: self.min_replicas,
+            });
+        }
+        if !on_disk {
+            return Err(FacilityError::NotOnDisk {
+                url: self.url.clone(),
             });
         }
         Ok(outcomes)

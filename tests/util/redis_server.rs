@@ -30,6 +30,8 @@ pub struct RedisServer {
     dir: PathBuf,
     extra: Vec<String>,
     tls: bool,
+    /// The server binary (`redis-server`, or e.g. `valkey-server`).
+    binary: String,
     /// The directory, when the server owns it ([`RedisServer::start_temp`]).
     _temp: Option<TempDir>,
 }
@@ -44,6 +46,27 @@ impl RedisServer {
             extra.iter().map(|s| s.to_string()).collect(),
             false,
         )
+    }
+
+    /// [`RedisServer::start`] with another server binary (`valkey-server`).
+    pub fn start_binary(binary: &str, dir: &Path, extra: &[&str]) -> RedisServer {
+        let mut server = RedisServer::start_unspawned(dir, extra);
+        server.binary = binary.to_string();
+        server.spawn();
+        server
+    }
+
+    fn start_unspawned(dir: &Path, extra: &[&str]) -> RedisServer {
+        fs::create_dir_all(dir).expect("redis dir");
+        RedisServer {
+            child: None,
+            port: free_port(),
+            dir: dir.to_owned(),
+            extra: extra.iter().map(|s| s.to_string()).collect(),
+            tls: false,
+            binary: "redis-server".into(),
+            _temp: None,
+        }
     }
 
     /// [`RedisServer::start`] in a temporary directory of its own.
@@ -86,6 +109,7 @@ impl RedisServer {
             dir: dir.to_owned(),
             extra,
             tls,
+            binary: "redis-server".into(),
             _temp: None,
         };
         server.spawn();
@@ -93,7 +117,7 @@ impl RedisServer {
     }
 
     fn spawn(&mut self) {
-        let child = Command::new("redis-server")
+        let child = Command::new(&self.binary)
             .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
             .args(["--save", ""])
             .arg("--dir")
@@ -102,7 +126,12 @@ impl RedisServer {
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
-            .expect("redis-server must be installed (apt-get install redis-server)");
+            .unwrap_or_else(|e| {
+                panic!(
+                    "{} must be installed (apt-get install redis-server): {e}",
+                    self.binary
+                )
+            });
         self.child = Some(child);
         wait_until(
             &format!("redis-server on port {} to answer", self.port),

@@ -278,6 +278,8 @@ impl Lane {
             return;
         }
         self.clock_due = Instant::now() + CLOCK_SAMPLE_EVERY;
+        // (Replicas attached or gone since the connect: "auto" follows.)
+        self.link.refresh_confirmation(f, "live");
         if let Some(clock) = self.link.sample_clock(f) {
             self.record_clock(&clock);
         }

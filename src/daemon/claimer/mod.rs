@@ -23,7 +23,7 @@ const CLOCK_WORTH_A_WORD: f64 = 0.05;
 pub use lane::{pick, record, round};
 
 use crate::config::Config;
-use crate::facility::config::{RedisConfig, RedisSettings};
+use crate::facility::config::{RedisConfig, RedisSettings, ReplicaAck};
 use crate::facility::{ClockSample, Facility, FacilityError};
 use crate::gate::facility::LaneKind;
 use crate::gate::{Decision, Gate, GateStats};
@@ -38,7 +38,8 @@ use std::time::Duration;
 /// How to reach the facility store.
 #[derive(Clone)]
 pub struct Link {
-    url: String,
+    /// The URL (`url`) and credentials.
+    settings: RedisSettings,
     ca_pem: Option<Vec<u8>>,
     shown: String,
     facility_id: String,
@@ -57,10 +58,17 @@ pub struct Link {
 impl Link {
     /// The link `redis` (its secrets already read) describes.
     pub fn new(cfg: &Config, redis: &RedisSettings) -> Link {
+        let shown = match &redis.config.service_name {
+            Some(service) if redis.config.uses_sentinel() => format!(
+                "primary of {service:?} (Sentinel {})",
+                redis.config.sentinels.join(", ")
+            ),
+            _ => crate::facility::redact(&redis.config.url),
+        };
         Link {
-            url: redis.url(),
+            settings: redis.clone(),
             ca_pem: redis.ca_pem.clone(),
-            shown: crate::facility::redact(&redis.config.url),
+            shown,
             facility_id: cfg.gateway.facility.clone(),
             window_ms: cfg.window_ms(),
             retention: Duration::from_secs(cfg.dedup.retention_hours * 3600),
@@ -127,8 +135,11 @@ impl Link {
 
     /// [`Link::connect_checked`], the log naming who connects.
     fn connect_for(&self, lane: &str) -> Result<Facility, FacilityError> {
+        // With Sentinel: whichever server is the primary now (after a
+        // failover, the promoted one).
+        let url = self.settings.primary_url()?;
         let mut f = Facility::connect_with_ca(
-            &self.url,
+            &url,
             self.ca_pem.clone(),
             &self.facility_id,
             self.window_ms,
@@ -136,18 +147,28 @@ impl Link {
             self.redis.connect_timeout(),
             self.redis.command_timeout(),
         )?;
+        let info = f.check_server()?;
+        tracing::info!(
+            redis = %self.shown, server = %f.server(), lane, version = %info.version, maxmemory_policy = %info.maxmemory_policy,
+            appendonly = %info.appendonly, save = %info.save, role = %info.role,
+            replicas = info.connected_replicas, "facility Redis connected"
+        );
+        if info.role == "slave" && self.redis.uses_sentinel() {
+            // The sentinel named a node that is (or is again) a replica: it
+            // has not seen the failover through yet. Ask again after the
+            // back-off.
+            return Err(FacilityError::ReadOnly {
+                url: f.server().to_string(),
+            });
+        }
         // WAIT answers within half the command timeout, so a missing replica
         // is reported as such, not as a read timeout.
         f.set_min_replicas(
-            self.redis.min_replicas_ack,
+            self.redis.min_replicas_ack.wanted(info.connected_replicas),
             self.redis.command_timeout() / 2,
         );
-        let info = f.check_server()?;
-        tracing::info!(
-            redis = %self.shown, lane, version = %info.version, maxmemory_policy = %info.maxmemory_policy,
-            appendonly = %info.appendonly, save = %info.save, role = %info.role,
-            "facility Redis connected"
-        );
+        f.set_on_disk(info.has_waitaof && info.appendonly == "yes");
+        self.log_confirmation(&f, lane, info.connected_replicas);
         if info.role == "slave" {
             tracing::warn!(
                 redis = %self.shown,
@@ -185,6 +206,53 @@ impl Link {
             f.set_clock(clock);
         }
         Ok(f)
+    }
+}
+
+impl Link {
+    /// Log what confirms a claim round on `f` (INFO), a WARN when replicas
+    /// are connected but none is waited for.
+    fn log_confirmation(&self, f: &Facility, lane: &str, connected: u32) {
+        let (wanted, on_disk) = (f.min_replicas(), f.on_disk());
+        let disk = match on_disk {
+            true => " and the primary has written them to its append-only file (WAITAOF)",
+            false => "",
+        };
+        if wanted == 0 && connected > 0 {
+            tracing::warn!(
+                redis = %self.shown, lane, replicas = connected,
+                "{connected} replicas are connected to the facility Redis, but min_replicas_ack = 0: claims count as decided before any replica has them, so a failover can lose committed picks from the facility ledger. Fix: remove min_replicas_ack (default \"auto\": every connected replica)"
+            );
+        } else if wanted == 0 {
+            tracing::info!(
+                redis = %self.shown, lane, replicas = 0,
+                "claims count as decided when the primary answers{disk}: no replica is connected (a replica attached later is waited for from the next check, at most a minute on; one that was not connected cannot safely be promoted)"
+            );
+        } else {
+            tracing::info!(
+                redis = %self.shown, lane, replicas = connected, wanted,
+                "claims count as decided once {wanted} of {connected} connected replicas confirmed them (WAIT){disk}; until then the scans wait as unresolved"
+            );
+        }
+    }
+
+    /// With `min_replicas_ack = "auto"`: read again how many replicas the
+    /// primary reports connected and wait for that many from now on (logged
+    /// when it changes). A failed read is left to the next claim round.
+    pub fn refresh_confirmation(&self, f: &mut Facility, lane: &str) {
+        if self.redis.min_replicas_ack != ReplicaAck::Auto {
+            return;
+        }
+        match f.connected_replicas() {
+            Ok(n) if n != f.min_replicas() => {
+                f.set_min_replicas(n, self.redis.command_timeout() / 2);
+                self.log_confirmation(f, lane, n);
+            }
+            Ok(_) => {}
+            Err(e) => {
+                tracing::debug!(redis = %self.shown, "reading the facility Redis's replicas failed: {e}")
+            }
+        }
     }
 }
 
