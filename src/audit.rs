@@ -65,6 +65,25 @@ pub struct AuditRecord {
     pub reason: Option<String>,
     /// Length of the raw frame in bytes.
     pub raw_len: i64,
+    /// Only on a conflict record (written by a reconciliation, beside the
+    /// scan's decision, which stands): another gateway committed a twin of
+    /// this committed scan while the facility store had lost data, so one
+    /// pick may be in two ledgers. Absent on every other record (so records
+    /// written before it existed hash the same).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conflict: Option<AuditConflict>,
+}
+
+/// The other side of a conflict ([`AuditRecord::conflict`]).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct AuditConflict {
+    /// The other gateway's committed scan.
+    pub other_scan_uuid: String,
+    /// The other gateway, when known (the re-publishing side learns only
+    /// the twin's UUID; the other side reads both from the facility).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub other_gateway: Option<String>,
 }
 
 /// A record as stored, ready to emit after commit.
@@ -385,9 +404,10 @@ pub fn render_trace(content_key: &str, trail: &KeyTrail) -> (String, bool) {
     };
     let mut out = String::new();
     let _ = writeln!(out, "content key {content_key}");
+    // (A conflict record stands beside its scan's commit record.)
     let committed: Vec<&AuditRecord> = records
         .iter()
-        .filter(|r| r.decision == ScanState::Committed)
+        .filter(|r| r.decision == ScanState::Committed && r.conflict.is_none())
         .collect();
     let here: std::collections::HashSet<&str> =
         committed.iter().map(|c| c.scan_uuid.as_str()).collect();
@@ -448,6 +468,21 @@ pub fn render_trace(content_key: &str, trail: &KeyTrail) -> (String, bool) {
             c.seq,
             note(c)
         );
+        for x in records
+            .iter()
+            .filter(|r| r.scan_uuid == c.scan_uuid && r.conflict.is_some())
+        {
+            let other = x.conflict.as_ref().expect("filtered");
+            let by = other
+                .other_gateway
+                .as_deref()
+                .map_or_else(|| "another gateway".to_string(), |g| format!("gateway {g}"));
+            let _ = writeln!(
+                out,
+                "    CONFLICT  {by} committed {} as a pick of this label too, while the facility store had lost data: one pick may be in two ledgers (the facility stream keeps one entry); check which is right  audit #{}",
+                other.other_scan_uuid, x.seq
+            );
+        }
         echoes_of(&mut out, &c.scan_uuid);
     }
     let mut complete = trail.unrecorded.is_empty();

@@ -382,6 +382,7 @@ fn dispatch(cmd: Command) -> Result<Exit, Failure> {
                 st.facility = None;
                 st.scanner_clones.clear();
                 st.facility_clock = None;
+                st.reconciliation = None;
             }
             if json {
                 println!("{}", serde_json::to_string(&st).expect("status serialises"));
@@ -423,6 +424,29 @@ fn dispatch(cmd: Command) -> Result<Exit, Failure> {
                         crate::capture::clock::rfc3339_ms(c.at_ms),
                         c.offset_ms.abs() / 1e3,
                         c.bound_ms
+                    );
+                }
+                if let Some(r) = &st.reconciliation {
+                    println!(
+                        "last reconciliation {}: the facility store had lost data (this gateway's commit {} was missing); re-published {} of this gateway's commits in {} ms, {} conflict(s)",
+                        crate::capture::clock::rfc3339_ms(r.at_ms),
+                        r.lost_marker,
+                        r.republished,
+                        r.took_ms,
+                        r.conflicts
+                    );
+                }
+                for c in &st.conflicts {
+                    println!(
+                        "CONFLICT: scan {} (this gateway) and scan {} ({}) were both committed as picks of one label while the facility store had lost data ({}): the facility ledger keeps one entry, both gateways' ledgers have theirs. Check which is right and correct the ledger by hand; `scangate audit trace {}` shows it",
+                        c.scan_uuid,
+                        c.other_scan_uuid,
+                        c.other_gateway.as_deref().map_or_else(
+                            || "another gateway".to_string(),
+                            |g| format!("gateway {g}")
+                        ),
+                        crate::capture::clock::rfc3339_ms(c.at_ms),
+                        c.scan_uuid
                     );
                 }
                 for c in &st.scanner_clones {

@@ -150,6 +150,39 @@ pub fn keys_since(
     Ok(())
 }
 
+/// The latest-decided entry (by ledger position) captured at or after
+/// `since_ms`, among the last few: the marker a facility claim checks
+/// (`None` if the last entries are all older; the next round looks again).
+pub fn latest_since(conn: &Connection, since_ms: i64) -> rusqlite::Result<Option<String>> {
+    let mut q =
+        conn.prepare_cached("SELECT scan_uuid, captured_ms FROM ledger ORDER BY seq DESC LIMIT 8")?;
+    let mut rows = q.query([])?;
+    while let Some(r) = rows.next()? {
+        if r.get::<_, i64>(1)? >= since_ms {
+            return Ok(Some(r.get(0)?));
+        }
+    }
+    Ok(None)
+}
+
+/// The scans of the entries captured at or after `since_ms`, in ledger
+/// order (the order they were decided), each with its entry's capture time
+/// and `clock_synced`.
+pub fn scans_since(conn: &Connection, since_ms: i64) -> rusqlite::Result<Vec<(String, i64, bool)>> {
+    let mut q = conn.prepare(
+        "SELECT scan_uuid, captured_ms, clock_synced FROM ledger
+         WHERE captured_ms >= ?1 ORDER BY seq",
+    )?;
+    q.query_map([since_ms], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+        .collect()
+}
+
+/// Whether scan `scan_uuid` is in this ledger (committed by this gateway).
+pub fn has_entry(conn: &Connection, scan_uuid: &str) -> rusqlite::Result<bool> {
+    conn.prepare_cached("SELECT EXISTS (SELECT 1 FROM ledger WHERE scan_uuid = ?1)")?
+        .query_row([scan_uuid], |r| r.get(0))
+}
+
 /// The ledger's index column for a content key: its first 8 bytes.
 fn key_prefix(key: &[u8; 32]) -> i64 {
     i64::from_be_bytes(key[..8].try_into().expect("8 bytes"))

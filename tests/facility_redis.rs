@@ -500,3 +500,40 @@ fn a_read_only_replica_still_answers_claims_that_were_decided() {
         other => panic!("expected the replica's refusal, got {other:?}"),
     }
 }
+
+/// A claim whose marker (the caller's latest commit) the server lacks is
+/// refused with `Lost`, nothing changed, by every call of a round (here
+/// two calls of 128 and 72); the connection goes on. With the marker
+/// there, the same claims are decided; without a marker, nothing is
+/// checked.
+#[test]
+fn a_claim_whose_marker_the_server_lacks_is_refused_with_nothing_changed() {
+    let server = RedisServer::start_temp(&[]);
+    let mut gw = gateway(&server);
+    assert_eq!(
+        gw.claim_batch(&[claim("m1", "km", 0)]).unwrap(),
+        [Outcome::Committed]
+    );
+    let round: Vec<Claim> = (0..200)
+        .map(|i| claim(&format!("r{i}"), &format!("k{i}"), 10))
+        .collect();
+    match gw.claim_batch_checked(&round, Some("gone")) {
+        Err(FacilityError::Lost { marker, url }) => {
+            assert_eq!(marker, "gone");
+            assert!(url.contains(&server.port.to_string()), "{url}");
+        }
+        other => panic!("expected Lost, got {other:?}"),
+    }
+    assert_eq!(xlen(&server), 1, "a refused round changed the ledger");
+    assert_eq!(del(&server, "scangate:{f1}:scan:r0"), 0);
+    // The same connection: the refused round's replies were all read.
+    let outcomes = gw.claim_batch_checked(&round, Some("m1")).unwrap();
+    assert!(outcomes.iter().all(|o| *o == Outcome::Committed));
+    assert_eq!(xlen(&server), 201);
+    assert!(gw.has_decision("m1").unwrap());
+    assert!(!gw.has_decision("gone").unwrap());
+    assert_eq!(
+        gw.claim_batch(&[claim("n1", "kn", 20)]).unwrap(),
+        [Outcome::Committed]
+    );
+}

@@ -17,7 +17,10 @@
 //! - `scangate:{<facility>}:scanner:<name>` → `shared`, or `gateway=<id>` for a gateway's own scanner: which
 //!   gateway uses that name (a second one is warned of: a cloned config), refreshed at every connect, expires
 //!   after the retention horizon;
-//! - `scangate:{<facility>}:ledger` → stream, one entry per committed scan; the only key without expiry.
+//! - `scangate:{<facility>}:ledger` → stream, one entry per committed scan; never expires;
+//! - `scangate:{<facility>}:conflicts` → stream, one entry per pick two gateways committed twice while the store
+//!   had lost data (found by a reconciliation: `scan_uuid`, `gateway`, `twin_uuid`), capped at
+//!   [`CONFLICTS_KEPT`] entries, never expires.
 
 pub mod config;
 pub mod sentinel;
@@ -45,6 +48,26 @@ pub struct Claim {
     pub captured_ms: i64,
     /// Ledger entry fields, in order (the names of [`crate::ledger::LedgerEntry`]).
     pub fields: Vec<(&'static str, String)>,
+}
+
+/// Entries the conflicts stream keeps (`XADD … MAXLEN ~`): each gateway
+/// reads it every minute, so only a gateway down for longer than it takes
+/// this many conflicts could miss one.
+pub const CONFLICTS_KEPT: usize = 10_000;
+
+/// A conflict found by another gateway's reconciliation, as the conflicts
+/// stream holds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConflictNotice {
+    /// The stream entry's id (the reader's cursor).
+    pub id: String,
+    /// The re-published scan the facility suppressed.
+    pub scan_uuid: String,
+    /// The gateway that re-published it.
+    pub gateway: String,
+    /// The scan the facility holds as the pick instead (committed while
+    /// the store had lost data).
+    pub twin_uuid: String,
 }
 
 /// The facility's answer.
@@ -167,6 +190,20 @@ pub enum FacilityError {
         service: String,
         /// What each sentinel said.
         detail: String,
+    },
+    /// The store lacks this gateway's latest recorded commit: it lost data
+    /// (emptied, replaced, a lagging replica promoted, an old backup
+    /// restored). Nothing was claimed; the claimer re-publishes this
+    /// gateway's commits ([`Facility::claim_batch`] without a marker), then
+    /// claims again.
+    #[error(
+        "facility Redis {url} has lost data: this gateway's commit {marker} is recorded here but not there (the server was emptied or replaced, a lagging replica promoted, or an older backup restored). Nothing was claimed; this gateway re-publishes its commits of the retention horizon, then claims again"
+    )]
+    Lost {
+        /// The server, without credentials.
+        url: String,
+        /// The commit the server should have had.
+        marker: String,
     },
     /// The script answered something it never returns.
     #[error("facility Redis {url}: unexpected reply {reply:?} from the claim script")]
@@ -699,8 +736,92 @@ impl Facility {
     /// caller passes them in capture order. Retrying a batch after a lost
     /// reply is safe: each scan's first decision is returned again.
     pub fn claim_batch(&mut self, claims: &[Claim]) -> Result<Vec<Outcome>, FacilityError> {
-        let sent = self.send_claims(claims)?;
+        self.claim_batch_checked(claims, None)
+    }
+
+    /// [`Facility::claim_batch`] checked against `marker` (see
+    /// [`Facility::send_claims_checked`]).
+    pub fn claim_batch_checked(
+        &mut self,
+        claims: &[Claim],
+        marker: Option<&str>,
+    ) -> Result<Vec<Outcome>, FacilityError> {
+        let sent = self.send_claims_checked(claims, marker)?;
         self.recv_claims(sent)
+    }
+
+    /// Whether the server holds the decision of `scan_uuid` (a probe of the
+    /// marker between claims: an idle gateway notices a loss too).
+    pub fn has_decision(&mut self, scan_uuid: &str) -> Result<bool, FacilityError> {
+        let key = self.key("scan", scan_uuid);
+        let found: Option<String> = redis::cmd("GET")
+            .arg(&key)
+            .query(&mut self.conn)
+            .map_err(|e| self.unavailable(e))?;
+        Ok(found.is_some())
+    }
+
+    /// The conflicts stream's key.
+    fn conflicts_key(&self) -> String {
+        format!("scangate:{{{}}}:conflicts", self.facility)
+    }
+
+    /// Tell the facility's gateways that this gateway's re-published
+    /// `scan_uuid` was suppressed as an echo of `twin_uuid`, which another
+    /// gateway committed while the store had lost data (one entry of the
+    /// conflicts stream).
+    pub fn publish_conflict(
+        &mut self,
+        gateway: &str,
+        scan_uuid: &str,
+        twin_uuid: &str,
+    ) -> Result<(), FacilityError> {
+        let key = self.conflicts_key();
+        redis::cmd("XADD")
+            .arg(&key)
+            .arg("MAXLEN")
+            .arg("~")
+            .arg(CONFLICTS_KEPT)
+            .arg("*")
+            .arg("scan_uuid")
+            .arg(scan_uuid)
+            .arg("gateway")
+            .arg(gateway)
+            .arg("twin_uuid")
+            .arg(twin_uuid)
+            .query::<String>(&mut self.conn)
+            .map_err(|e| self.unavailable(e))?;
+        Ok(())
+    }
+
+    /// Up to `count` entries of the conflicts stream after `cursor` (an
+    /// entry id; `None`: from the start), oldest first.
+    pub fn conflicts_after(
+        &mut self,
+        cursor: Option<&str>,
+        count: usize,
+    ) -> Result<Vec<ConflictNotice>, FacilityError> {
+        let start = cursor.map_or_else(|| "-".to_string(), |c| format!("({c}"));
+        let page: Vec<(String, Vec<(String, String)>)> = redis::cmd("XRANGE")
+            .arg(self.conflicts_key())
+            .arg(&start)
+            .arg("+")
+            .arg("COUNT")
+            .arg(count)
+            .query(&mut self.conn)
+            .map_err(|e| self.unavailable(e))?;
+        Ok(page
+            .into_iter()
+            .map(|(id, fields)| {
+                let get = |name| stream_field(&fields, name);
+                ConflictNotice {
+                    scan_uuid: get("scan_uuid"),
+                    gateway: get("gateway"),
+                    twin_uuid: get("twin_uuid"),
+                    id,
+                }
+            })
+            .collect())
     }
 
     /// The first half of [`Facility::claim_batch`]: write the claims to the
@@ -709,6 +830,17 @@ impl Facility {
     /// Redis runs a connection's commands in the order sent, so a later
     /// batch is claimed after this one.
     pub fn send_claims(&mut self, claims: &[Claim]) -> Result<Sent, FacilityError> {
+        self.send_claims_checked(claims, None)
+    }
+
+    /// [`Facility::send_claims`], each call first checking that the
+    /// server has `marker` (this gateway's latest recorded commit): if not,
+    /// it refuses with [`FacilityError::Lost`], nothing changed.
+    pub fn send_claims_checked(
+        &mut self,
+        claims: &[Claim],
+        marker: Option<&str>,
+    ) -> Result<Sent, FacilityError> {
         let mut packed = Vec::with_capacity(claims.len() * 512);
         if !claims.is_empty() {
             // The script first, in the same write: a server whose script
@@ -737,16 +869,21 @@ impl Facility {
             let (chunk, after) = rest.split_at(same);
             rest = after;
             let mut cmd = redis::cmd("EVALSHA");
-            cmd.arg(self.script.get_hash()).arg(2 * chunk.len() + 2);
+            cmd.arg(self.script.get_hash())
+                .arg(2 * chunk.len() + 2 + usize::from(marker.is_some()));
             for c in chunk {
                 cmd.arg(self.key("scan", &c.scan_uuid))
                     .arg(self.key("seen", &c.content_key));
+            }
+            if let Some(m) = marker {
+                cmd.arg(self.key("scan", m));
             }
             cmd.arg(self.settings_key())
                 .arg(self.ledger_key())
                 .arg(self.window_ms)
                 .arg(self.retention_ms)
-                .arg(head.fields.len());
+                .arg(head.fields.len())
+                .arg(marker.unwrap_or_default());
             for (name, _) in &head.fields {
                 cmd.arg(*name);
             }
@@ -798,8 +935,20 @@ impl Facility {
         }
         self.reply()?; // SCRIPT LOAD
         let mut outcomes = Vec::with_capacity(sent.claims);
-        for _ in 0..sent.calls {
-            match self.reply()? {
+        for call in 0..sent.calls {
+            let reply = match self.reply() {
+                Err(lost @ FacilityError::Lost { .. }) => {
+                    // Every later call of the round refuses too; read their
+                    // replies (and WAIT's), so the connection can go on.
+                    let owed = sent.calls - call - 1 + usize::from(self.min_replicas > 0);
+                    for _ in 0..owed {
+                        let _ = self.reply();
+                    }
+                    return Err(lost);
+                }
+                other => other?,
+            };
+            match reply {
                 Value::Array(items) => {
                     for v in items {
                         outcomes.push(self.outcome(v)?);
@@ -859,6 +1008,10 @@ impl Facility {
                 },
                 Some("READONLY") => FacilityError::ReadOnly {
                     url: self.url.clone(),
+                },
+                Some("SCANGATE_LOST") => FacilityError::Lost {
+                    url: self.url.clone(),
+                    marker: source.detail().unwrap_or_default().trim().to_string(),
                 },
                 Some("SCANGATE_SETTINGS") => {
                     let detail = source.detail().unwrap_or_default();
@@ -945,6 +1098,15 @@ impl Facility {
             start = format!("({last}");
         }
     }
+}
+
+/// The value of field `name` of a stream entry's `fields` (`""` if absent).
+pub fn stream_field(fields: &[(String, String)], name: &str) -> String {
+    fields
+        .iter()
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.clone())
+        .unwrap_or_default()
 }
 
 /// `url` without a password, for messages and logs.

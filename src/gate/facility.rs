@@ -458,8 +458,9 @@ pub struct Recorded {
     round: Round,
 }
 
-/// The claim for one open scan, with the ledger entry's fields.
-fn claim_for(row: &ScanRow, gateway: &str) -> Claim {
+/// The claim for one open scan, with the ledger entry's fields (also for
+/// a committed scan re-published by a reconciliation: the same claim).
+pub fn claim_for(row: &ScanRow, gateway: &str) -> Claim {
     let text = |v: &Option<String>| v.clone().unwrap_or_default();
     let key = text(&row.content_key);
     Claim {

@@ -449,6 +449,7 @@ impl Gate {
             twin_uuid: twin,
             reason,
             raw_len: row.raw_len,
+            conflict: None,
         })?;
         match verdict {
             Verdict::Committed => stats.committed += 1,

@@ -199,6 +199,45 @@ pub struct OutboxStatus {
     /// The facility Redis's clock against this gateway's, as the claimer
     /// last measured it.
     pub facility_clock: Option<ClockSample>,
+    /// The last reconciliation: the facility store had lost data and this
+    /// gateway re-published its commits.
+    pub reconciliation: Option<Reconciliation>,
+    /// Picks this gateway committed that another gateway committed too
+    /// while the facility store had lost data (the latest
+    /// [`CONFLICTS_SHOWN`]).
+    pub conflicts: Vec<ConflictRecord>,
+}
+
+/// How many conflicts `outbox status` keeps (the audit trail has them all).
+pub const CONFLICTS_SHOWN: usize = 100;
+
+/// One reconciliation ([`OutboxStatus::reconciliation`]).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Reconciliation {
+    /// When it began (Unix ms, wall clock).
+    pub at_ms: i64,
+    /// This gateway's commit the store had lost (how it was detected).
+    pub lost_marker: String,
+    /// Commits of the retention horizon re-published.
+    pub republished: usize,
+    /// Of them, suppressed as echoes of another gateway's commit (conflicts).
+    pub conflicts: usize,
+    /// How long it took.
+    pub took_ms: i64,
+}
+
+/// A pick committed here and, as a separate pick, by another gateway
+/// while the facility store had lost data ([`OutboxStatus::conflicts`]).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ConflictRecord {
+    /// This gateway's committed scan.
+    pub scan_uuid: String,
+    /// The other gateway's committed scan.
+    pub other_scan_uuid: String,
+    /// The other gateway, when known.
+    pub other_gateway: Option<String>,
+    /// When it was found (Unix ms, wall clock).
+    pub at_ms: i64,
 }
 
 /// `meta` key of [`FacilityState`].
@@ -207,6 +246,10 @@ const FACILITY_STATE: &str = "facility_state";
 const SCANNER_CLONES: &str = "scanner_clones";
 /// `meta` key of [`OutboxStatus::facility_clock`].
 const FACILITY_CLOCK: &str = "facility_clock";
+/// `meta` key of [`OutboxStatus::reconciliation`].
+const RECONCILIATION: &str = "facility_reconciliation";
+/// `meta` key of [`OutboxStatus::conflicts`].
+const CONFLICTS: &str = "facility_conflicts";
 
 /// Whether the facility store answered the claimer's last claims, since
 /// when, and if not why: for `scangate outbox status`, so a technician sees
@@ -335,6 +378,8 @@ impl Store {
         st.facility = self.meta_json(FACILITY_STATE)?;
         st.scanner_clones = self.meta_json(SCANNER_CLONES)?.unwrap_or_default();
         st.facility_clock = self.meta_json(FACILITY_CLOCK)?;
+        st.reconciliation = self.meta_json(RECONCILIATION)?;
+        st.conflicts = self.meta_json(CONFLICTS)?.unwrap_or_default();
         Ok(st)
     }
 
@@ -376,6 +421,12 @@ impl Store {
     /// facility's clock (its own small transaction).
     pub fn set_facility_clock(&mut self, clock: &ClockSample) -> Result<(), StoreError> {
         self.put_meta_json(FACILITY_CLOCK, clock)
+    }
+
+    /// Record, for `outbox status`, a reconciliation (its own small
+    /// transaction).
+    pub fn set_reconciliation(&mut self, r: &Reconciliation) -> Result<(), StoreError> {
+        self.put_meta_json(RECONCILIATION, r)
     }
 }
 
@@ -523,4 +574,29 @@ pub fn content_key_of(conn: &Connection, scan_uuid: &str) -> rusqlite::Result<Op
     )
     .optional()
     .map(Option::flatten)
+}
+
+/// Add `found` to the conflicts `outbox status` shows (the latest
+/// [`CONFLICTS_SHOWN`]), inside `tx` (the transaction of their audit
+/// records).
+pub fn add_conflicts(tx: &Connection, found: &[ConflictRecord]) -> rusqlite::Result<()> {
+    let mut all: Vec<ConflictRecord> = crate::store::get_meta(tx, CONFLICTS)?
+        .and_then(|v| serde_json::from_str(&v).ok())
+        .unwrap_or_default();
+    all.extend_from_slice(found);
+    let drop = all.len().saturating_sub(CONFLICTS_SHOWN);
+    all.drain(..drop);
+    let value = serde_json::to_string(&all).expect("conflicts serialise");
+    crate::store::put_meta(tx, CONFLICTS, &value)
+}
+
+/// The row of scan `scan_uuid`, if the outbox has it.
+pub fn row_of(conn: &Connection, scan_uuid: &str) -> rusqlite::Result<Option<ScanRow>> {
+    conn.prepare_cached(concat!(
+        "SELECT ",
+        COLUMNS!(),
+        " FROM scans WHERE scan_uuid = ?1"
+    ))?
+    .query_row([scan_uuid], ScanRow::read)
+    .optional()
 }

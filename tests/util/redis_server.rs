@@ -206,13 +206,7 @@ impl RedisServer {
         entries
             .into_iter()
             .map(|(_, fields)| {
-                let get = |name: &str| {
-                    fields
-                        .iter()
-                        .find(|(k, _)| k == name)
-                        .map(|(_, v)| v.clone())
-                        .unwrap_or_default()
-                };
+                let get = |name| scangate::facility::stream_field(&fields, name);
                 (get("scan_uuid"), get("content_key"))
             })
             .collect()

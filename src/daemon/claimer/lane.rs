@@ -22,6 +22,7 @@
 //! [`round`] are the steps' transactions, for tests and tools that drive
 //! the rounds themselves.
 
+use super::reconcile::{self, marker};
 use super::{Between, Link, Peers, Wake, log_backlog, publish};
 use crate::backoff::Backoff;
 use crate::capture::CaptureTime;
@@ -29,8 +30,8 @@ use crate::facility::{Facility, FacilityError, Outcome, Sent};
 use crate::gate::facility::{LaneKind, Picked, Round};
 use crate::gate::{Decision, Gate, GateStats, Verdict};
 use crate::store::{Store, StoreError};
-use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::sync::{Arc, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 /// The facility store's retry schedule, and the local database's.
@@ -40,6 +41,10 @@ const BACKOFF_MAX: Duration = Duration::from_secs(30);
 const CLOCK_POLL: Duration = Duration::from_secs(1);
 /// How often the live lane measures the facility's clock while connected.
 const CLOCK_SAMPLE_EVERY: Duration = Duration::from_secs(60);
+/// How often the live lane checks, between claims, that the facility store
+/// still has this gateway's latest commit, and reads the conflicts other
+/// gateways' reconciliations found (also at its first pass).
+const PROBE_EVERY: Duration = Duration::from_secs(60);
 
 /// Whether the lane can send claims.
 enum LinkState {
@@ -86,6 +91,8 @@ pub(super) struct Lane {
     /// Scans of this lane's last pass waited for facility time (logged
     /// once per change).
     clock_waiting: usize,
+    /// When the live lane probes for a lost store and reads conflicts next.
+    probe_due: Instant,
     /// The writer is gone: one last round is sent, then the lane ends.
     stopping: bool,
     last_round_sent: bool,
@@ -177,6 +184,7 @@ impl Lane {
             settings_refused: false,
             clock_due: Instant::now() + CLOCK_SAMPLE_EVERY,
             clock_waiting: 0,
+            probe_due: Instant::now(),
             stopping: false,
             last_round_sent: false,
             between,
@@ -217,6 +225,7 @@ impl Lane {
             ..Pass::default()
         };
         self.sample_clock_if_due();
+        self.probe_if_due();
         self.collect(&mut pass);
         self.receive(&mut pass);
         self.send(&mut pass);
@@ -285,6 +294,120 @@ impl Lane {
         }
     }
 
+    /// After [`Lane::sample_clock_if_due`], the live lane, while connected
+    /// and nothing is in flight: every [`PROBE_EVERY`] (and at its first
+    /// pass), check that the facility store still has this gateway's marker
+    /// (reconcile if not: an idle gateway notices a lost store too), and
+    /// audit the conflicts other gateways' reconciliations found with this
+    /// gateway's commits.
+    fn probe_if_due(&mut self) {
+        if self.kind != LaneKind::Live
+            || self.in_flight.is_some()
+            || Instant::now() < self.probe_due
+            || !matches!(self.state, LinkState::Online(_))
+        {
+            return;
+        }
+        self.probe_due = Instant::now() + PROBE_EVERY;
+        let mine = marker(&self.store, self.retention_ms());
+        let lost = match (&mut self.state, mine) {
+            (LinkState::Online(f), Some(m)) => match f.has_decision(&m) {
+                Ok(true) => None,
+                Ok(false) => Some(m),
+                Err(e) => {
+                    tracing::debug!(redis = %self.link.shown, "probing the facility Redis for this gateway's latest commit failed: {e}");
+                    return;
+                }
+            },
+            _ => None,
+        };
+        if let Some(m) = lost {
+            // (A failure is logged; the next claim detects the loss again.)
+            let _ = self.reconcile(&m);
+        }
+        self.read_notices();
+    }
+
+    /// Audit the conflicts other gateways' reconciliations published that
+    /// name this gateway's commits.
+    fn read_notices(&mut self) {
+        let LinkState::Online(f) = &mut self.state else {
+            return;
+        };
+        match reconcile::read_notices(f, &mut self.store, self.gate.gateway()) {
+            Ok(0) => {}
+            Ok(n) => tracing::warn!(
+                redis = %self.link.shown, conflicts = n,
+                "another gateway's reconciliation found {n} conflict(s) with this gateway's commits (see above, `scangate outbox status` and `scangate audit trace <scan>`)"
+            ),
+            Err(e) => tracing::warn!(
+                redis = %self.link.shown,
+                "reading the facility's conflicts stream failed: {e}; read again in {PROBE_EVERY:?}"
+            ),
+        }
+    }
+
+    /// The retention horizon in ms.
+    fn retention_ms(&self) -> i64 {
+        self.link.retention.as_millis() as i64
+    }
+
+    /// The facility store lacks this gateway's commit `lost`: re-publish
+    /// this gateway's commits of the retention horizon, holding the lock so
+    /// the other lane claims nothing meanwhile; logs the figures (once per
+    /// reconciliation) or the failure.
+    fn reconcile(&mut self, lost: &str) -> Result<(), String> {
+        let retention_ms = self.retention_ms();
+        let between = self.between.clone();
+        let _only = reconciling(&between);
+        let lane = self.name();
+        let LinkState::Online(f) = &mut self.state else {
+            return Err("facility Redis not connected".into());
+        };
+        let shown = &self.link.shown;
+        tracing::warn!(
+            redis = %shown, lane, lost,
+            "facility Redis {shown} has lost data: this gateway's commit {lost} is not there (emptied or replaced, a lagging replica promoted, or an older backup restored). Re-publishing this gateway's commits of the last {} h before claiming new scans",
+            retention_ms / 3_600_000
+        );
+        match reconcile::reconcile(f, &mut self.store, self.gate.gateway(), retention_ms, lost) {
+            Ok(Some(r)) => {
+                tracing::warn!(
+                    redis = %shown, lane, republished = r.republished, conflicts = r.conflicts, took_ms = r.took_ms,
+                    "reconciled with facility Redis {shown}: re-published {} commits of this gateway in {} ms (each keeps its scan UUID: ledger consumers dedup by it); {} conflict(s){}. New scans are claimed again",
+                    r.republished, r.took_ms, r.conflicts,
+                    if r.conflicts > 0 { ": picks another gateway committed too while the store had lost data (see `scangate outbox status`)" } else { "" }
+                );
+                Ok(())
+            }
+            Ok(None) => Ok(()),
+            Err(e) => {
+                tracing::warn!(
+                    redis = %shown, lane,
+                    "reconciling with facility Redis {shown} failed: {e}. No new scan is claimed until it succeeds; it is tried again at the next claim"
+                );
+                Err(format!("reconciling with the facility store failed: {e}"))
+            }
+        }
+    }
+
+    /// Claim `picked` again after a reconciliation its claim's refusal
+    /// ([`FacilityError::Lost`]) called for.
+    fn claim_after_reconciling(
+        &mut self,
+        picked: &Picked,
+        lost: &str,
+    ) -> Result<Vec<Outcome>, String> {
+        self.reconcile(lost)?;
+        let claims = picked.claims(self.gate.gateway());
+        let marker = marker(&self.store, self.retention_ms());
+        let claimed = match &mut self.state {
+            LinkState::Online(f) => f.claim_batch_checked(&claims, marker.as_deref()),
+            LinkState::Offline { reason, .. } => return Err(reason.clone()),
+        };
+        claimed.map_err(|e| self.noted(e))
+    }
+
     /// Keep a clock sample: captures are mapped through it (both lanes),
     /// and `outbox status` shows it.
     fn record_clock(&mut self, clock: &crate::facility::ClockSample) {
@@ -339,8 +462,15 @@ impl Lane {
             return;
         };
         let claimed = match &mut self.state {
-            LinkState::Online(f) => f.recv_claims(sent).map_err(|e| self.noted(e)),
+            LinkState::Online(f) => Ok(f.recv_claims(sent)),
             LinkState::Offline { reason, .. } => Err(reason.clone()),
+        };
+        let claimed = match claimed {
+            Ok(Err(FacilityError::Lost { marker, .. })) => {
+                self.claim_after_reconciling(&picked, &marker)
+            }
+            Ok(answered) => answered.map_err(|e| self.noted(e)),
+            Err(reason) => Err(reason),
         };
         if claimed.is_err() && self.settings_refused {
             // Picked before the refusal was known: its echoes were judged
@@ -387,8 +517,11 @@ impl Lane {
             pass.unclaimed = Some((next, Ok(Vec::new())));
             return;
         }
+        let marker = marker(&self.store, self.retention_ms());
+        let between = self.between.clone();
+        let _sending = reconciling(&between);
         match &mut self.state {
-            LinkState::Online(f) => match f.send_claims(&claims) {
+            LinkState::Online(f) => match f.send_claims_checked(&claims, marker.as_deref()) {
                 Ok(sent) => self.in_flight = Some((next, sent)),
                 Err(e) => {
                     pass.failure = Some(e.to_string());
@@ -571,7 +704,8 @@ impl Lane {
             wait = wait.min(CLOCK_POLL); // look again soon: NTP may have synced
         }
         if self.kind == LaneKind::Live && matches!(self.state, LinkState::Online(_)) {
-            wait = wait.min(self.clock_due.saturating_duration_since(Instant::now()));
+            let due = self.clock_due.min(self.probe_due);
+            wait = wait.min(due.saturating_duration_since(Instant::now()));
         }
         Next::Wait(wait)
     }
@@ -669,4 +803,12 @@ pub fn round(
         round = round.and(record(store, gate, picked, claimed)?);
     }
     Ok(round)
+}
+
+/// The lock no claim is sent without while a lane reconciles.
+fn reconciling(between: &Between) -> MutexGuard<'_, ()> {
+    between
+        .reconciling
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
 }

@@ -15,6 +15,7 @@
 //! lane runs one last round.
 
 mod lane;
+mod reconcile;
 
 /// The share of the echo window a clock offset must reach to be logged
 /// again (and, beyond its bound, warned of).
@@ -330,6 +331,10 @@ struct Between {
     /// What `outbox status` shows of the facility store, as last written by
     /// either lane (the latest observation wins).
     shown: Mutex<Option<FacilityState>>,
+    /// Held by a lane while it reconciles (the facility store lost data),
+    /// and by each lane while it sends claims: no new scan is claimed until
+    /// this gateway's commits are re-published.
+    reconciling: Mutex<()>,
 }
 
 /// The writer's side of the live lane: kicks it for each admitted batch.

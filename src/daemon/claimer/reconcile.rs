@@ -1,0 +1,247 @@
+//! Reconciliation: the facility store lost data (emptied, replaced, a
+//! lagging replica promoted, an older backup restored), and this gateway
+//! re-publishes its own commits of the retention horizon through the same
+//! claim, idempotent by scan UUID, before it claims new scans
+//! (docs/design.md, "Reconciliation").
+//!
+//! Every claim carries a **marker**, this gateway's latest commit recorded
+//! in its own ledger ([`marker`]); the claim script refuses with nothing
+//! changed when the marker's decision is missing
+//! ([`FacilityError::Lost`]). Replication and snapshots keep a prefix of
+//! the history, so a store that has a gateway's newest commit has all its
+//! earlier ones. The live lane also probes the marker every minute, so an
+//! idle gateway notices too. Detected, the lane holds the claimer's
+//! reconciliation lock (the other lane's sends wait on it), re-publishes
+//! ([`reconcile`]), then claims again. A re-published scan the facility
+//! suppresses as an echo of another scan is a **conflict**: another
+//! gateway committed the same pick while the store was without it. It is
+//! audited here (a record beside the commit, naming both scans), shown by
+//! `outbox status`, and published on the facility's conflicts stream,
+//! which every gateway reads ([`read_notices`]) to audit it on its side.
+
+use crate::audit::{self, AuditConflict, AuditRecord, Chain};
+use crate::capture::clock::rfc3339_ms;
+use crate::facility::{Claim, Facility, FacilityError, Outcome};
+use crate::gate::facility::claim_for;
+use crate::outbox::{self, ConflictRecord, Reconciliation, ScanRow};
+use crate::store::{Store, StoreError};
+use std::time::Instant;
+
+/// A commit captured longer ago than the retention less this is no marker:
+/// its decision key (set when it was claimed, for the retention) may have
+/// expired legitimately.
+const MARKER_MARGIN_MS: i64 = 10 * 60 * 1000;
+
+/// Commits re-published per claim round (pipelined calls of 128).
+const REPUBLISH_ROUND: usize = 512;
+
+/// Conflict notices read per page of the facility's conflicts stream.
+const NOTICES_PAGE: usize = 100;
+
+/// `meta` key of the last conflicts-stream entry this gateway has read.
+const NOTICES_CURSOR: &str = "facility_conflicts_cursor";
+
+/// Why a reconciliation or a read of the conflicts stream failed (the
+/// reason a round is audited unresolved with).
+#[derive(Debug, thiserror::Error)]
+pub(super) enum Failed {
+    /// The facility store.
+    #[error("{0}")]
+    Facility(#[from] FacilityError),
+    /// The local database.
+    #[error("{0}")]
+    Store(#[from] StoreError),
+}
+
+/// This gateway's marker: its latest commit recorded in its own ledger,
+/// captured within the retention (less [`MARKER_MARGIN_MS`]). `None` (no
+/// check this round) when there is none, or the database cannot say.
+pub(super) fn marker(store: &Store, retention_ms: i64) -> Option<String> {
+    let since = chrono::Utc::now().timestamp_millis() - retention_ms + MARKER_MARGIN_MS;
+    crate::ledger::latest_since(&store.conn, since)
+        .inspect_err(|e| tracing::debug!("reading the latest commit for the claim's marker: {e}"))
+        .ok()
+        .flatten()
+}
+
+/// Re-publish this gateway's commits of the retention horizon, in ledger
+/// order, the `lost` marker last (so a reconciliation cut short is detected
+/// again and run again: every step is idempotent). `None` if the marker
+/// is there after all (the other lane reconciled first).
+pub(super) fn reconcile(
+    f: &mut Facility,
+    store: &mut Store,
+    gateway: &str,
+    retention_ms: i64,
+    lost: &str,
+) -> Result<Option<Reconciliation>, Failed> {
+    if f.has_decision(lost)? {
+        return Ok(None);
+    }
+    let started = Instant::now();
+    let at_ms = chrono::Utc::now().timestamp_millis();
+    let err = |e| store.err_at(e);
+    let mut scans = crate::ledger::scans_since(&store.conn, at_ms - retention_ms).map_err(err)?;
+    if let Some(at) = scans.iter().position(|s| s.0 == lost) {
+        let marker = scans.remove(at);
+        scans.push(marker);
+    }
+    let mut republished = 0;
+    let mut conflicts: Vec<(ScanRow, String)> = Vec::new();
+    for chunk in scans.chunks(REPUBLISH_ROUND) {
+        let mut rows = Vec::with_capacity(chunk.len());
+        for (uuid, captured_ms, synced) in chunk {
+            match outbox::row_of(&store.conn, uuid).map_err(err)? {
+                // Claimed again as committed: on the time its ledger entry
+                // has (facility time), not its outbox row's wall stamp.
+                Some(mut row) => {
+                    row.time.utc_ms = *captured_ms;
+                    row.time.synced = *synced;
+                    rows.push(row)
+                }
+                None => tracing::warn!(
+                    scan = %uuid,
+                    "committed scan {uuid} is in this gateway's ledger but not in its outbox: it cannot be re-published (run `scangate audit verify`)"
+                ),
+            }
+        }
+        let claims: Vec<Claim> = rows.iter().map(|r| claim_for(r, gateway)).collect();
+        let outcomes = f.claim_batch(&claims)?;
+        republished += claims.len();
+        for (row, outcome) in rows.into_iter().zip(outcomes) {
+            if let Outcome::Suppressed { twin } = outcome
+                && twin != row.uuid
+            {
+                conflicts.push((row, twin));
+            }
+        }
+    }
+    let found = conflicts.len();
+    let noted: Vec<(ScanRow, String, Option<String>)> = conflicts
+        .iter()
+        .map(|(row, twin)| (row.clone(), twin.clone(), None))
+        .collect();
+    record_conflicts(store, gateway, noted, None)?;
+    for (row, twin) in &conflicts {
+        f.publish_conflict(gateway, &row.uuid, twin)?;
+    }
+    let took_ms = started.elapsed().as_millis() as i64;
+    let done = Reconciliation {
+        at_ms,
+        lost_marker: lost.to_string(),
+        republished,
+        conflicts: found,
+        took_ms,
+    };
+    store.set_reconciliation(&done)?;
+    Ok(Some(done))
+}
+
+/// Read the facility's conflicts stream past this gateway's cursor and
+/// audit each conflict another gateway's reconciliation found with one of
+/// this gateway's commits. Returns how many were new here.
+pub(super) fn read_notices(
+    f: &mut Facility,
+    store: &mut Store,
+    gateway: &str,
+) -> Result<usize, Failed> {
+    let mut noted = 0;
+    loop {
+        let cursor = store.meta(NOTICES_CURSOR)?;
+        let page = f.conflicts_after(cursor.as_deref(), NOTICES_PAGE)?;
+        let Some(last) = page.last().map(|n| n.id.clone()) else {
+            return Ok(noted);
+        };
+        let mut mine = Vec::new();
+        for n in page.into_iter().filter(|n| n.gateway != gateway) {
+            let err = |e| store.err_at(e);
+            if !crate::ledger::has_entry(&store.conn, &n.twin_uuid).map_err(err)? {
+                continue;
+            }
+            if let Some(row) = outbox::row_of(&store.conn, &n.twin_uuid).map_err(err)? {
+                mine.push((row, n.scan_uuid, Some(n.gateway)));
+            }
+        }
+        noted += record_conflicts(store, gateway, mine, Some(&last))?;
+    }
+}
+
+/// Audit each conflict (this gateway's committed `row`, the other scan, the
+/// other gateway if known) not audited yet, list it for `outbox status`
+/// and, with `cursor`, move the conflicts stream's cursor: one
+/// transaction. Returns how many were new.
+fn record_conflicts(
+    store: &mut Store,
+    gateway: &str,
+    found: Vec<(ScanRow, String, Option<String>)>,
+    cursor: Option<&str>,
+) -> Result<usize, Failed> {
+    if found.is_empty() && cursor.is_none() {
+        return Ok(0);
+    }
+    let w = store.write()?;
+    let now_ms = chrono::Utc::now().timestamp_millis();
+    let mut chain = Chain::begin(&w.tx).map_err(|e| w.err(e))?;
+    let mut listed = Vec::new();
+    for (row, other, other_gateway) in found {
+        let known: bool =
+            w.tx.prepare_cached(
+                "SELECT EXISTS (SELECT 1 FROM audit WHERE scan_uuid = ?1
+                   AND record ->> '$.conflict.other_scan_uuid' = ?2)",
+            )
+            .and_then(|mut q| q.query_row([&row.uuid, &other], |r| r.get(0)))
+            .map_err(|e| w.err(e))?;
+        if known {
+            continue;
+        }
+        let by = other_gateway
+            .as_deref()
+            .map_or_else(|| "another gateway".to_string(), |g| format!("gateway {g}"));
+        tracing::warn!(
+            scan = %row.uuid, other_scan = %other, other_gateway = other_gateway.as_deref().unwrap_or("unknown"),
+            "conflict: this gateway's committed scan {} and {by}'s scan {other} were both committed as picks of one label while the facility store had lost data; the facility ledger keeps one entry, but both gateways' ledgers have theirs. Check which is right and correct the ledger by hand (`scangate audit trace {}`)",
+            row.uuid, row.uuid
+        );
+        chain
+            .append(AuditRecord {
+                seq: 0,
+                at: rfc3339_ms(now_ms),
+                gateway: gateway.to_string(),
+                scanner: row.scanner.clone(),
+                scan_uuid: row.uuid.clone(),
+                captured_at: rfc3339_ms(row.time.utc_ms),
+                clock_synced: row.time.synced,
+                decision: outbox::ScanState::Committed,
+                content_key: row.content_key.clone(),
+                twin_uuid: None,
+                reason: Some(format!(
+                    "conflict found by a reconciliation: {by} committed {other} as a pick of this label too while the facility store had lost data"
+                )),
+                raw_len: row.raw_len,
+                facility_at: None,
+                clock_offset_ms: None,
+                clock_error_ms: None,
+                conflict: Some(AuditConflict {
+                    other_scan_uuid: other.clone(),
+                    other_gateway: other_gateway.clone(),
+                }),
+            })
+            .map_err(|e| w.err(e))?;
+        listed.push(ConflictRecord {
+            scan_uuid: row.uuid,
+            other_scan_uuid: other,
+            other_gateway,
+            at_ms: now_ms,
+        });
+    }
+    if !listed.is_empty() {
+        outbox::add_conflicts(&w.tx, &listed).map_err(|e| w.err(e))?;
+    }
+    if let Some(c) = cursor {
+        crate::store::put_meta(&w.tx, NOTICES_CURSOR, c).map_err(|e| w.err(e))?;
+    }
+    let emitted = chain.finish().map_err(|e| w.err(e))?;
+    w.commit()?;
+    audit::emit(&emitted);
+    Ok(listed.len())
+}
