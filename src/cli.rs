@@ -382,6 +382,7 @@ fn dispatch(cmd: Command) -> Result<Exit, Failure> {
                 st.facility = None;
                 st.scanner_clones.clear();
                 st.facility_clock = None;
+                st.waiting_for_clock = 0;
                 st.reconciliation = None;
             }
             if json {
@@ -424,6 +425,12 @@ fn dispatch(cmd: Command) -> Result<Exit, Failure> {
                         crate::capture::clock::rfc3339_ms(c.at_ms),
                         c.offset_ms.abs() / 1e3,
                         c.bound_ms
+                    );
+                }
+                if st.waiting_for_clock > 0 {
+                    println!(
+                        "{} scans wait for the facility clock: their capture times cannot be put on it within [redis] max_clock_error_ms yet; they are claimed once the claimer has measured it closer (at its next connect)",
+                        st.waiting_for_clock
                     );
                 }
                 if let Some(r) = &st.reconciliation {

@@ -199,6 +199,10 @@ pub struct OutboxStatus {
     /// The facility Redis's clock against this gateway's, as the claimer
     /// last measured it.
     pub facility_clock: Option<ClockSample>,
+    /// Scans waiting until their capture maps to facility time within
+    /// `[redis] max_clock_error_ms`, as the replay lane last counted them
+    /// (0: none).
+    pub waiting_for_clock: usize,
     /// The last reconciliation: the facility store had lost data and this
     /// gateway re-published its commits.
     pub reconciliation: Option<Reconciliation>,
@@ -244,6 +248,9 @@ pub struct ConflictRecord {
 const FACILITY_STATE: &str = "facility_state";
 /// `meta` key of [`OutboxStatus::scanner_clones`].
 const SCANNER_CLONES: &str = "scanner_clones";
+/// `meta` key of [`OutboxStatus::waiting_for_clock`].
+const WAITING_FOR_CLOCK: &str = "waiting_for_clock";
+
 /// `meta` key of [`OutboxStatus::facility_clock`].
 const FACILITY_CLOCK: &str = "facility_clock";
 /// `meta` key of [`OutboxStatus::reconciliation`].
@@ -378,6 +385,7 @@ impl Store {
         st.facility = self.meta_json(FACILITY_STATE)?;
         st.scanner_clones = self.meta_json(SCANNER_CLONES)?.unwrap_or_default();
         st.facility_clock = self.meta_json(FACILITY_CLOCK)?;
+        st.waiting_for_clock = self.meta_json(WAITING_FOR_CLOCK)?.unwrap_or_default();
         st.reconciliation = self.meta_json(RECONCILIATION)?;
         st.conflicts = self.meta_json(CONFLICTS)?.unwrap_or_default();
         Ok(st)
@@ -421,6 +429,12 @@ impl Store {
     /// facility's clock (its own small transaction).
     pub fn set_facility_clock(&mut self, clock: &ClockSample) -> Result<(), StoreError> {
         self.put_meta_json(FACILITY_CLOCK, clock)
+    }
+
+    /// Record, for `outbox status`, how many scans wait for facility time
+    /// (its own small transaction; only on a change).
+    pub fn set_waiting_for_clock(&mut self, n: usize) -> Result<(), StoreError> {
+        self.put_meta_json(WAITING_FOR_CLOCK, &n)
     }
 
     /// Record, for `outbox status`, a reconciliation (its own small

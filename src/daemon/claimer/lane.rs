@@ -156,6 +156,10 @@ impl Lane {
         between: Arc<Between>,
     ) -> Lane {
         gate.set_facility_time(link.redis.max_clock_error_ms as i64);
+        if kind == LaneKind::Replay {
+            // (Left by an earlier run; this lane counts them afresh.)
+            let _ = store.set_waiting_for_clock(0);
+        }
         if let Some(clock) = first.as_ref().and_then(|f| f.clock()) {
             // The start-up connection's measurement (the live lane's; the
             // lanes' gates share what they learn).
@@ -652,6 +656,14 @@ impl Lane {
             return; // nothing was picked: nothing known
         }
         self.clock_waiting = now;
+        if self.kind == LaneKind::Replay
+            && was != now
+            && let Err(e) = self.store.set_waiting_for_clock(now)
+        {
+            tracing::warn!(
+                "recording the scans waiting for the clock for `outbox status` failed: {e}"
+            );
+        }
         let shown = &self.link.shown;
         if was == 0 && now > 0 && self.kind == LaneKind::Replay {
             tracing::warn!(
