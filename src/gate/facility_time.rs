@@ -14,7 +14,8 @@
 //! distance to the nearest sample, or, for a capture with samples on both
 //! sides (read during an outage, mapped after it), [`BRACKETED_DRIFT_PPM`]
 //! of the distance to the nearer one — the offset is interpolated between
-//! them, which cancels a constant frequency error and leaves its variation.
+//! them, which cancels a constant frequency error and leaves its variation
+//! — whichever of these is tightest.
 //!
 //! The samples are kept in `clock_samples` (this module owns the table),
 //! written when measured and reloaded at start, so a backlog read before a
@@ -206,22 +207,28 @@ impl FacilityClock {
         let boot_ms = time.boot_ns as f64 / 1e6;
         let after = samples.partition_point(|s| (s.boot_ms as f64) < boot_ms);
         let distance = |s: &Sample| (boot_ms - s.boot_ms as f64).abs();
-        let (offset, error) = match (
-            after.checked_sub(1).map(|i| &samples[i]),
-            samples.get(after),
-        ) {
-            (Some(a), Some(b)) if b.boot_ms > a.boot_ms => {
-                let f = (boot_ms - a.boot_ms as f64) / (b.boot_ms - a.boot_ms) as f64;
-                let offset = a.boot_offset_ms + f * (b.boot_offset_ms - a.boot_offset_ms);
-                let near = distance(a).min(distance(b));
-                let error = a.bound_ms.max(b.bound_ms) + near * BRACKETED_DRIFT_PPM / 1e6;
-                (offset, error)
+        let before = after.checked_sub(1).map(|i| &samples[i]);
+        let next = samples.get(after);
+        // The tightest of: the sample before alone, the one after alone,
+        // and both interpolated (a sample with a wide bound — a slow round
+        // trip — is outweighed by a tight one a little further away).
+        let alone = |s: &Sample| (s.boot_offset_ms, s.bound_ms + distance(s) * DRIFT_PPM / 1e6);
+        let mut best = [before.map(alone), next.map(alone)]
+            .into_iter()
+            .flatten()
+            .min_by(|x, y| x.1.total_cmp(&y.1))?;
+        if let (Some(a), Some(b)) = (before, next)
+            && b.boot_ms > a.boot_ms
+        {
+            let f = (boot_ms - a.boot_ms as f64) / (b.boot_ms - a.boot_ms) as f64;
+            let offset = a.boot_offset_ms + f * (b.boot_offset_ms - a.boot_offset_ms);
+            let near = distance(a).min(distance(b));
+            let error = a.bound_ms.max(b.bound_ms) + near * BRACKETED_DRIFT_PPM / 1e6;
+            if error < best.1 {
+                best = (offset, error);
             }
-            (Some(s), _) | (None, Some(s)) => {
-                (s.boot_offset_ms, s.bound_ms + distance(s) * DRIFT_PPM / 1e6)
-            }
-            (None, None) => return None,
-        };
+        }
+        let (offset, error) = best;
         let facility_ms = (boot_ms + offset).round() as i64;
         Some(Mapped {
             facility_ms,
@@ -282,6 +289,16 @@ mod tests {
         // A quarter of the way: offset 1009; 900 s from the nearer sample.
         assert_eq!(m.facility_ms, 1_001_009);
         assert_eq!(m.error_ms, 11, "2 ms bound + 10 ppm of 900 s");
+    }
+
+    #[test]
+    fn a_sample_with_a_wide_bound_is_outweighed_by_a_tight_one() {
+        let mut c = FacilityClock::default();
+        c.learn(&sample(0, 1_000.0, 1.0));
+        c.learn(&sample(10_000, 1_400.0, 500.0)); // a slow round trip
+        let m = c.map(&at(1_000, 0)).unwrap();
+        assert_eq!(m.facility_ms, 2_000, "the tight sample's offset alone");
+        assert_eq!(m.error_ms, 2, "1 ms bound + 100 ppm of 1 s, rounded up");
     }
 
     #[test]
