@@ -537,3 +537,42 @@ fn a_claim_whose_marker_the_server_lacks_is_refused_with_nothing_changed() {
         [Outcome::Committed]
     );
 }
+
+/// A round refused for a lost store on a server that also confirms the AOF
+/// write (`WAITAOF`, Valkey here: Debian 12's Redis 7.0 has none): every
+/// reply the round is owed is read, so the same connection goes on — the
+/// reconciliation that follows asks it first (before, it read the
+/// round's stale WAITAOF reply and failed, every time).
+#[test]
+fn a_refused_round_on_a_server_with_waitaof_leaves_the_connection_in_step() {
+    if std::process::Command::new("valkey-server")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!(
+            "SKIPPED: valkey-server is not installed (apt-get install -t bookworm-backports valkey-server; .ci/run does)"
+        );
+        return;
+    }
+    let dir = crate::util::tempdir("scangate-waitaof-lost-");
+    let server = RedisServer::start_binary("valkey-server", dir.path(), &["--appendonly", "yes"]);
+    let mut gw = gateway(&server);
+    gw.set_on_disk(true);
+    assert_eq!(
+        gw.claim_batch(&[claim("m1", "km", 0)]).unwrap(),
+        [Outcome::Committed]
+    );
+    let round: Vec<Claim> = (0..3)
+        .map(|i| claim(&format!("r{i}"), &format!("k{i}"), 10))
+        .collect();
+    assert!(matches!(
+        gw.claim_batch_checked(&round, Some("gone")),
+        Err(FacilityError::Lost { .. })
+    ));
+    assert!(matches!(gw.has_decision("m1"), Ok(true)));
+    assert_eq!(
+        gw.claim_batch(&[claim("n1", "kn", 20)]).unwrap(),
+        [Outcome::Committed]
+    );
+}

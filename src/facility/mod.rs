@@ -939,10 +939,17 @@ impl Facility {
             let reply = match self.reply() {
                 Err(lost @ FacilityError::Lost { .. }) => {
                     // Every later call of the round refuses too; read their
-                    // replies (and WAIT's), so the connection can go on.
-                    let owed = sent.calls - call - 1 + usize::from(self.min_replicas > 0);
+                    // replies (and WAIT's and WAITAOF's), so the connection
+                    // can go on — unless it failed meanwhile: then that
+                    // failure, and the claimer drops the connection.
+                    let owed = sent.calls - call - 1
+                        + usize::from(self.min_replicas > 0)
+                        + usize::from(self.on_disk);
                     for _ in 0..owed {
-                        let _ = self.reply();
+                        match self.reply() {
+                            Ok(_) | Err(FacilityError::Lost { .. }) => {}
+                            Err(e) => return Err(e),
+                        }
                     }
                     return Err(lost);
                 }

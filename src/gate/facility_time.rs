@@ -109,8 +109,9 @@ impl FacilityClock {
         Ok(clock)
     }
 
-    /// Keep a new measurement in memory.
-    pub fn learn(&mut self, sample: &ClockSample) {
+    /// Keep a new measurement in memory, dropping its boot's samples more
+    /// than `keep_ms` of boot clock before it.
+    pub fn learn(&mut self, sample: &ClockSample, keep_ms: i64) {
         let s = Sample {
             boot_ms: sample.boot_ms,
             boot_offset_ms: sample.boot_offset_ms,
@@ -123,11 +124,14 @@ impl FacilityClock {
         } else {
             samples.insert(at, s);
         }
+        let old = samples.partition_point(|o| o.boot_ms < s.boot_ms - keep_ms);
+        samples.drain(..old);
     }
 
     /// Record a measurement in `clock_samples` (inside the caller's
-    /// transaction), dropping samples measured more than `keep_ms` before it
-    /// (by the wall clock: older captures are beyond the retention).
+    /// transaction), dropping samples more than `keep_ms` before it: of its
+    /// boot by the boot clock (a wall-clock step changes nothing), of other
+    /// boots by the wall clock (older captures are beyond the retention).
     pub fn store(tx: &Connection, sample: &ClockSample, keep_ms: i64) -> rusqlite::Result<()> {
         tx.execute(
             "INSERT OR REPLACE INTO clock_samples
@@ -142,8 +146,13 @@ impl FacilityClock {
             ],
         )?;
         tx.execute(
-            "DELETE FROM clock_samples WHERE at_ms < ?1",
-            [sample.at_ms - keep_ms],
+            "DELETE FROM clock_samples
+             WHERE (boot_id = ?1 AND boot_ms < ?2) OR (boot_id != ?1 AND at_ms < ?3)",
+            params![
+                sample.boot_id,
+                sample.boot_ms - keep_ms,
+                sample.at_ms - keep_ms
+            ],
         )?;
         Ok(())
     }
@@ -267,7 +276,7 @@ mod tests {
     fn a_capture_is_its_boot_stamp_plus_the_nearest_samples_offset() {
         let mut c = FacilityClock::default();
         assert_eq!(c.map(&at(1_000, 5)), None, "no sample of its boot");
-        c.learn(&sample(61_000, 1_000_000.0, 0.5));
+        c.learn(&sample(61_000, 1_000_000.0, 0.5), i64::MAX / 2);
         // 60 s before the sample: 100 ppm of 60 s = 6 ms of drift.
         let m = c.map(&at(1_000, 999_000)).unwrap();
         assert_eq!(m.facility_ms, 1_001_000);
@@ -283,8 +292,8 @@ mod tests {
     #[test]
     fn a_capture_between_two_samples_is_interpolated() {
         let mut c = FacilityClock::default();
-        c.learn(&sample(100_000, 1_000.0, 1.0));
-        c.learn(&sample(3_700_000, 1_036.0, 2.0)); // 10 ppm fast over an hour
+        c.learn(&sample(100_000, 1_000.0, 1.0), i64::MAX / 2);
+        c.learn(&sample(3_700_000, 1_036.0, 2.0), i64::MAX / 2); // 10 ppm fast over an hour
         let m = c.map(&at(1_000_000, 0)).unwrap();
         // A quarter of the way: offset 1009; 900 s from the nearer sample.
         assert_eq!(m.facility_ms, 1_001_009);
@@ -294,26 +303,39 @@ mod tests {
     #[test]
     fn a_sample_with_a_wide_bound_is_outweighed_by_a_tight_one() {
         let mut c = FacilityClock::default();
-        c.learn(&sample(0, 1_000.0, 1.0));
-        c.learn(&sample(10_000, 1_400.0, 500.0)); // a slow round trip
+        c.learn(&sample(0, 1_000.0, 1.0), i64::MAX / 2);
+        c.learn(&sample(10_000, 1_400.0, 500.0), i64::MAX / 2); // a slow round trip
         let m = c.map(&at(1_000, 0)).unwrap();
         assert_eq!(m.facility_ms, 2_000, "the tight sample's offset alone");
         assert_eq!(m.error_ms, 2, "1 ms bound + 100 ppm of 1 s, rounded up");
     }
 
     #[test]
-    fn samples_survive_a_restart() {
+    fn samples_survive_a_restart_and_are_pruned_by_their_own_boots_clock() {
         let dir = tempfile::tempdir().unwrap();
         let store = crate::store::Store::open(dir.path()).unwrap();
-        let mut old = sample(1_000, 7.25, 0.4);
-        old.at_ms = 1;
-        FacilityClock::store(&store.conn, &old, 1_000_000).unwrap();
-        let mut s = sample(2_000, 7.5, 0.4);
-        s.at_ms = 2_000_000;
-        FacilityClock::store(&store.conn, &s, 1_000_000).unwrap();
+        let keep = 1_000_000;
+        let at = |boot: &str, boot_ms: i64, at_ms: i64| ClockSample {
+            boot_id: boot.into(),
+            at_ms,
+            ..sample(boot_ms, 7.5, 0.4)
+        };
+        let store_it = |s: &ClockSample| FacilityClock::store(&store.conn, s, keep).unwrap();
+        store_it(&at("a", 1_000, 1)); // another boot, long ago by the wall
+        store_it(&at("b", 500, 5)); // this boot, beyond keep by its clock
+        // This boot, measured on a wall clock since stepped 2 000 000 ms on
+        // (1970 → now): recent by its boot clock, kept.
+        let before_step = at("b", 1_200_000, 10);
+        store_it(&before_step);
+        let last = at("b", 1_600_000, 2_000_000);
+        store_it(&last);
         let loaded = FacilityClock::load(&store.conn).unwrap();
         let mut learned = FacilityClock::default();
-        learned.learn(&s);
-        assert_eq!(loaded.boots, learned.boots, "the old one pruned");
+        for s in [at("b", 500, 5), before_step, last] {
+            learned.learn(&s, keep);
+        }
+        assert_eq!(loaded.boots, learned.boots);
+        assert_eq!(loaded.boots["b"].len(), 2);
+        assert!(!loaded.boots.contains_key("a"));
     }
 }

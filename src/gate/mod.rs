@@ -255,6 +255,18 @@ impl Gate {
         self.max_clock_error_ms = Some(max_error_ms);
     }
 
+    /// The facility's time now (Unix ms): this boot's clock mapped through
+    /// the measurements, else (none yet) the wall clock. The horizon of
+    /// what the facility still knows (decision keys expire on its clock)
+    /// is measured on it, like the captures in the ledger.
+    pub fn facility_now(&self) -> i64 {
+        let now = crate::capture::CaptureTime::now();
+        self.known()
+            .clock
+            .map(&now)
+            .map_or(now.utc_ms, |m| m.facility_ms)
+    }
+
     /// Keep a measurement of the facility clock: recorded in `store` (so it
     /// maps captures after a restart too) and known at once to every lane
     /// of this gate. Samples older than the retention are dropped.
@@ -267,7 +279,7 @@ impl Gate {
         let w = store.write()?;
         FacilityClock::store(&w.tx, sample, keep_ms).map_err(|e| w.err(e))?;
         w.commit()?;
-        self.known().clock.learn(sample);
+        self.known().clock.learn(sample, keep_ms);
         Ok(())
     }
 

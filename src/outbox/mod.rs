@@ -408,9 +408,7 @@ impl Store {
         value: &impl serde::Serialize,
     ) -> Result<(), StoreError> {
         let value = serde_json::to_string(value).expect("status values serialise");
-        let w = self.write()?;
-        crate::store::put_meta(&w.tx, key, &value).map_err(|e| w.err(e))?;
-        w.commit()
+        self.set_meta(key, &value)
     }
 
     /// Record what the facility claimer now knows of the facility store

@@ -601,6 +601,13 @@ impl Store {
     pub fn meta(&self, key: &str) -> Result<Option<String>, StoreError> {
         get_meta(&self.conn, key).map_err(|e| self.err_at(e))
     }
+
+    /// Set a metadata value, in its own small transaction.
+    pub fn set_meta(&mut self, key: &str, value: &str) -> Result<(), StoreError> {
+        let w = self.write()?;
+        put_meta(&w.tx, key, value).map_err(|e| w.err(e))?;
+        w.commit()
+    }
 }
 
 /// Read a metadata value on `conn` (inside a transaction, its snapshot).

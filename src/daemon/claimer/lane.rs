@@ -278,21 +278,24 @@ impl Lane {
         }
     }
 
-    /// Between steps 1 and 2, the live lane, while connected and nothing is
-    /// in flight: measure the facility's clock every [`CLOCK_SAMPLE_EVERY`].
+    /// Between steps 1 and 2, while connected and nothing is in flight,
+    /// every [`CLOCK_SAMPLE_EVERY`]: re-read the replicas that confirm
+    /// claims (both lanes: each has its own connection) and, the live lane,
+    /// measure the facility's clock.
     fn sample_clock_if_due(&mut self) {
+        let lane = self.name();
         let LinkState::Online(f) = &mut self.state else {
             return;
         };
-        if self.kind != LaneKind::Live
-            || self.in_flight.is_some()
-            || Instant::now() < self.clock_due
-        {
+        if self.in_flight.is_some() || Instant::now() < self.clock_due {
             return;
         }
         self.clock_due = Instant::now() + CLOCK_SAMPLE_EVERY;
         // (Replicas attached or gone since the connect: "auto" follows.)
-        self.link.refresh_confirmation(f, "live");
+        self.link.refresh_confirmation(f, lane);
+        if self.kind != LaneKind::Live {
+            return;
+        }
         if let Some(clock) = self.link.sample_clock(f) {
             self.record_clock(&clock);
         }
@@ -313,7 +316,8 @@ impl Lane {
             return;
         }
         self.probe_due = Instant::now() + PROBE_EVERY;
-        let mine = marker(&self.store, self.retention_ms());
+        let pending = reconcile::pending(&self.store);
+        let mine = marker(&self.store, self.gate.facility_now(), self.retention_ms());
         let lost = match (&mut self.state, mine) {
             (LinkState::Online(f), Some(m)) => match f.has_decision(&m) {
                 Ok(true) => None,
@@ -325,8 +329,10 @@ impl Lane {
             },
             _ => None,
         };
-        if let Some(m) = lost {
-            // (A failure is logged; the next claim detects the loss again.)
+        // A reconciliation cut short after its marker was back (its
+        // conflicts not yet recorded or published) is finished first.
+        if let Some(m) = pending.or(lost) {
+            // (A failure is logged; the next claim or probe tries again.)
             let _ = self.reconcile(&m);
         }
         self.read_notices();
@@ -374,7 +380,15 @@ impl Lane {
             "facility Redis {shown} has lost data: this gateway's commit {lost} is not there (emptied or replaced, a lagging replica promoted, or an older backup restored). Re-publishing this gateway's commits of the last {} h before claiming new scans",
             retention_ms / 3_600_000
         );
-        match reconcile::reconcile(f, &mut self.store, self.gate.gateway(), retention_ms, lost) {
+        let now_ms = self.gate.facility_now();
+        match reconcile::reconcile(
+            f,
+            &mut self.store,
+            self.gate.gateway(),
+            now_ms,
+            retention_ms,
+            lost,
+        ) {
             Ok(Some(r)) => {
                 tracing::warn!(
                     redis = %shown, lane, republished = r.republished, conflicts = r.conflicts, took_ms = r.took_ms,
@@ -404,7 +418,7 @@ impl Lane {
     ) -> Result<Vec<Outcome>, String> {
         self.reconcile(lost)?;
         let claims = picked.claims(self.gate.gateway());
-        let marker = marker(&self.store, self.retention_ms());
+        let marker = marker(&self.store, self.gate.facility_now(), self.retention_ms());
         let claimed = match &mut self.state {
             LinkState::Online(f) => f.claim_batch_checked(&claims, marker.as_deref()),
             LinkState::Offline { reason, .. } => return Err(reason.clone()),
@@ -521,7 +535,7 @@ impl Lane {
             pass.unclaimed = Some((next, Ok(Vec::new())));
             return;
         }
-        let marker = marker(&self.store, self.retention_ms());
+        let marker = marker(&self.store, self.gate.facility_now(), self.retention_ms());
         let between = self.between.clone();
         let _sending = reconciling(&between);
         match &mut self.state {

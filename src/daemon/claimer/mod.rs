@@ -246,7 +246,14 @@ impl Link {
         }
         match f.connected_replicas() {
             Ok(n) if n != f.min_replicas() => {
+                let before = f.min_replicas();
                 f.set_min_replicas(n, self.redis.command_timeout() / 2);
+                if n < before {
+                    tracing::warn!(
+                        redis = %self.shown, lane, replicas = n, before,
+                        "the facility Redis now reports {n} connected replicas, {before} before: claims are confirmed by {n} from now on. A replica that left cannot safely be promoted until it has caught up again; if the primary itself was cut off from its replicas (a network partition), claims it takes now are only in its own memory. Fix: bring the replica back (or set min_replicas_ack to a number to hold claims until that many confirm)"
+                    );
+                }
                 self.log_confirmation(f, lane, n);
             }
             Ok(_) => {}

@@ -53,35 +53,54 @@ pub(super) enum Failed {
     Store(#[from] StoreError),
 }
 
+/// `meta` key of a reconciliation begun and not finished: the lost marker.
+const PENDING: &str = "facility_reconciliation_pending";
+
+/// The lost marker of a reconciliation begun and not finished (cut short
+/// by a failure after the marker was re-published, before its conflicts
+/// were all recorded and published): the live lane's probe finishes it.
+pub(super) fn pending(store: &Store) -> Option<String> {
+    store.meta(PENDING).ok().flatten().filter(|m| !m.is_empty())
+}
+
 /// This gateway's marker: its latest commit recorded in its own ledger,
-/// captured within the retention (less [`MARKER_MARGIN_MS`]). `None` (no
-/// check this round) when there is none, or the database cannot say.
-pub(super) fn marker(store: &Store, retention_ms: i64) -> Option<String> {
-    let since = chrono::Utc::now().timestamp_millis() - retention_ms + MARKER_MARGIN_MS;
+/// captured within the retention (less [`MARKER_MARGIN_MS`]) before
+/// `now_ms` — facility time, as the ledger's capture times and the decision
+/// keys' expiry are. `None` (no check this round) when there is none, or
+/// the database cannot say.
+pub(super) fn marker(store: &Store, now_ms: i64, retention_ms: i64) -> Option<String> {
+    let since = now_ms - retention_ms + MARKER_MARGIN_MS;
     crate::ledger::latest_since(&store.conn, since)
         .inspect_err(|e| tracing::debug!("reading the latest commit for the claim's marker: {e}"))
         .ok()
         .flatten()
 }
 
-/// Re-publish this gateway's commits of the retention horizon, in ledger
-/// order, the `lost` marker last (so a reconciliation cut short is detected
-/// again and run again: every step is idempotent). `None` if the marker
-/// is there after all (the other lane reconciled first).
+/// Re-publish this gateway's commits of the retention horizon before
+/// `now_ms` (facility time), in ledger order, the `lost` marker last (so a
+/// reconciliation cut short before it is detected again and run again:
+/// every step is idempotent); one cut short after it is finished by the
+/// probe, from the durable [`pending`] mark set here and cleared once its
+/// conflicts are recorded and published. `None` if the marker is there
+/// after all and nothing is pending (the other lane reconciled first).
 pub(super) fn reconcile(
     f: &mut Facility,
     store: &mut Store,
     gateway: &str,
+    now_ms: i64,
     retention_ms: i64,
     lost: &str,
 ) -> Result<Option<Reconciliation>, Failed> {
-    if f.has_decision(lost)? {
-        return Ok(None);
+    if pending(store).is_none() {
+        if f.has_decision(lost)? {
+            return Ok(None);
+        }
+        store.set_meta(PENDING, lost)?;
     }
     let started = Instant::now();
     let at_ms = chrono::Utc::now().timestamp_millis();
     let err = |e| store.err_at(e);
-    let mut scans = crate::ledger::scans_since(&store.conn, at_ms - retention_ms).map_err(err)?;
+    let mut scans = crate::ledger::scans_since(&store.conn, now_ms - retention_ms).map_err(err)?;
     if let Some(at) = scans.iter().position(|s| s.0 == lost) {
         let marker = scans.remove(at);
         scans.push(marker);
@@ -92,23 +111,28 @@ pub(super) fn reconcile(
         let mut rows = Vec::with_capacity(chunk.len());
         for (uuid, captured_ms, synced) in chunk {
             match outbox::row_of(&store.conn, uuid).map_err(err)? {
-                // Claimed again as committed: on the time its ledger entry
-                // has (facility time), not its outbox row's wall stamp.
-                Some(mut row) => {
-                    row.time.utc_ms = *captured_ms;
-                    row.time.synced = *synced;
-                    rows.push(row)
-                }
+                Some(row) => rows.push((row, *captured_ms, *synced)),
                 None => tracing::warn!(
                     scan = %uuid,
                     "committed scan {uuid} is in this gateway's ledger but not in its outbox: it cannot be re-published (run `scangate audit verify`)"
                 ),
             }
         }
-        let claims: Vec<Claim> = rows.iter().map(|r| claim_for(r, gateway)).collect();
+        // Claimed again as committed: on the time its ledger entry has
+        // (facility time), not its outbox row's wall stamp (which a
+        // conflict's audit record keeps).
+        let claims: Vec<Claim> = rows
+            .iter()
+            .map(|(row, captured_ms, synced)| {
+                let mut on_ledger_time = row.clone();
+                on_ledger_time.time.utc_ms = *captured_ms;
+                on_ledger_time.time.synced = *synced;
+                claim_for(&on_ledger_time, gateway)
+            })
+            .collect();
         let outcomes = f.claim_batch(&claims)?;
         republished += claims.len();
-        for (row, outcome) in rows.into_iter().zip(outcomes) {
+        for ((row, _, _), outcome) in rows.into_iter().zip(outcomes) {
             if let Outcome::Suppressed { twin } = outcome
                 && twin != row.uuid
             {
@@ -134,6 +158,7 @@ pub(super) fn reconcile(
         took_ms,
     };
     store.set_reconciliation(&done)?;
+    store.set_meta(PENDING, "")?;
     Ok(Some(done))
 }
 
