@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
-const HEAD_KEY: &str = "audit_head";
+pub(crate) const HEAD_KEY: &str = "audit_head";
 
 /// One audit record. Field order is the canonical order.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
@@ -72,6 +72,28 @@ pub struct AuditRecord {
     /// written before it existed hash the same).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub conflict: Option<AuditConflict>,
+    /// Only on a state reset record (`scangate state reset`), the first
+    /// record of a new chain: the state whose database was lost. Its
+    /// `scan_uuid` is the new state's identity, its decision `pending`
+    /// (it decides no scan). Absent on every other record.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state_reset: Option<AuditStateReset>,
+}
+
+/// What a state reset started over from ([`AuditRecord::state_reset`]).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct AuditStateReset {
+    /// The lost state's identity (`unidentified` if it had none).
+    pub lost_state_id: String,
+    /// Its last anchored chain head's position, if one was anchored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lost_head_seq: Option<i64>,
+    /// Its last anchored chain head's hash.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lost_head_hash: Option<String>,
+    /// What was in the database's place, moved aside (file names).
+    pub moved_aside: Vec<String>,
 }
 
 /// The other side of a conflict ([`AuditRecord::conflict`]).

@@ -62,6 +62,11 @@ enum Command {
         #[command(subcommand)]
         command: OutboxCommand,
     },
+    /// The state directory's identity.
+    State {
+        #[command(subcommand)]
+        command: StateCommand,
+    },
     /// Decode barcode text (GS as the raw byte, `<GS>`, `\x1d` or `^]`); exit 1 if any is invalid.
     Decode(crate::decode_cmd::DecodeArgs),
     /// List HID and serial scanner candidates with a config snippet and udev rule each.
@@ -112,6 +117,22 @@ enum OutboxCommand {
     /// reply was lost) is then decided again here, so use it only when the
     /// facility ledger is abandoned.
     DecideLocally(ConfigArg),
+}
+
+#[derive(Subcommand)]
+enum StateCommand {
+    /// Start over after the database was lost (missing, emptied or
+    /// replaced): move what is in its place aside, create a new database
+    /// and audit the reset as the first record of its chain, naming the
+    /// lost state and its last anchored chain head. Stop the daemon first.
+    Reset {
+        #[command(flatten)]
+        config: ConfigArg,
+        /// The lost state's identity, as the refusal names it (typed
+        /// confirmation).
+        #[arg(long)]
+        confirm: String,
+    },
 }
 
 /// Why a command failed; each message says what happened and what to do.
@@ -464,6 +485,38 @@ fn dispatch(cmd: Command) -> Result<Exit, Failure> {
                 }
             }
             Ok(Exit::Ok)
+        }
+        Command::State {
+            command: StateCommand::Reset { config, confirm },
+        } => {
+            use crate::store::identity::{self, Reset};
+            let cfg = load(&config)?;
+            let dir = cfg.state_dir();
+            match identity::reset(&dir, &confirm, &cfg.gateway.id)? {
+                Reset::Done {
+                    new_id,
+                    lost_id,
+                    moved_aside,
+                } => {
+                    println!(
+                        "state reset: state {lost_id} is gone; new state {new_id} in {}, with an empty ledger; its audit chain starts with the reset (record 1)",
+                        dir.display()
+                    );
+                    for p in moved_aside {
+                        println!("moved aside (not deleted): {}", p.display());
+                    }
+                    Ok(Exit::Ok)
+                }
+                Reset::Intact { id } => Err(Failure::Usage(format!(
+                    "nothing to reset: the database in {} is there and is this state's own (state {}). A reset is only for a state that lost its database",
+                    dir.display(),
+                    id.as_deref().unwrap_or("without an identity yet")
+                ))),
+                Reset::WrongConfirm { expected } => Err(Failure::Usage(format!(
+                    "--confirm {confirm:?} does not name the lost state of {}: type `--confirm {expected}` to reset it (its ledger and audit trail are then abandoned)",
+                    dir.display()
+                ))),
+            }
         }
         Command::Outbox {
             command: OutboxCommand::DecideLocally(arg),

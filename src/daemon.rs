@@ -210,6 +210,25 @@ pub async fn run(
         });
     }
 
+    let anchor = {
+        let mut anchor = crate::store::identity::Anchor::new(&state_dir)?;
+        let stop = stop.clone();
+        std::thread::Builder::new()
+            .name("anchor".into())
+            .spawn(move || {
+                while !stop.sleep(crate::store::identity::ANCHOR_EVERY) {
+                    if let Err(e) = anchor.tick() {
+                        tracing::warn!("cannot anchor the audit chain head: {e}");
+                    }
+                }
+                anchor
+            })
+            .map_err(|e| StoreError::StateDir {
+                dir: state_dir.clone(),
+                source: e,
+            })?
+    };
+
     let db_path = store.path().to_owned();
     let (tx, rx) = mpsc::channel::<Captured>(QUEUE);
     {
@@ -252,6 +271,17 @@ pub async fn run(
     // `tx` is held until the stop: with no scanner configured the writer
     // still waits, the claimer still replays a backlog.
     let ended = stop_in_order(&mut stages, &stopper, tx, lane_stop).await;
+    // The head as the stages left it, anchored once more.
+    match anchor.join() {
+        Ok(mut anchor) => {
+            if let Err(e) = anchor.tick() {
+                tracing::warn!("cannot anchor the audit chain head at stop: {e}");
+            }
+        }
+        Err(_) => {
+            tracing::warn!("the anchor thread panicked; the chain head was not anchored at stop")
+        }
+    }
 
     let (mut stats, mut lanes, mut undurable) = (GateStats::default(), None::<GateStats>, 0);
     let (mut writer_panicked, mut claimer_panicked, mut failed) = (false, false, early);

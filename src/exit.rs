@@ -47,7 +47,7 @@ impl Exit {
                 "configuration or usage error (the message names the key and the fix; an unreadable `[redis]` `password_file` or `ca_file` too, also for `check-config`), or a facility Redis set up so that claims could be lost (`maxmemory-policy` not `noeviction`), that refuses this gateway's window and retention, or whose ACL user lacks a grant"
             }
             Exit::State => {
-                "state error: state directory not writable or in use by another scangate, database corrupt, unreadable or of another schema version (never overwritten); also `run` stopping because the page check it runs after start found damage"
+                "state error: state directory not writable or in use by another scangate, database corrupt, unreadable or of another schema version (never overwritten), or lost: missing, emptied or replaced by another state's while `state-id` (or its leftovers) says one was here (restore it, or `state reset`); also `run` stopping because the page check it runs after start found damage"
             }
             Exit::Runtime => {
                 "runtime failure (I/O, an internal thread died, output that cannot be written)"

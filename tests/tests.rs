@@ -20,6 +20,7 @@ mod demo;
 mod audit_tamper;
 mod gate;
 mod raw_retention;
+mod state_identity;
 
 // Serial scanners on PTYs against the real daemon.
 mod crash_recovery;

@@ -450,6 +450,7 @@ impl Gate {
             reason,
             raw_len: row.raw_len,
             conflict: None,
+            state_reset: None,
         })?;
         match verdict {
             Verdict::Committed => stats.committed += 1,

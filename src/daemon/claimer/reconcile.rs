@@ -225,6 +225,7 @@ fn record_conflicts(
                     other_scan_uuid: other.clone(),
                     other_gateway: other_gateway.clone(),
                 }),
+                state_reset: None,
             })
             .map_err(|e| w.err(e))?;
         listed.push(ConflictRecord {
