@@ -345,7 +345,25 @@ fn dispatch(cmd: Command) -> Result<Exit, Failure> {
             match audit::verify(&store)? {
                 Verification::Intact { records, head } => {
                     println!("audit chain intact: {records} records, head {head}");
-                    Ok(Exit::Ok)
+                    match audit::verify_ledger(&store)? {
+                        audit::LedgerCheck::Intact { entries, uncovered } => {
+                            println!(
+                                "ledger intact: {entries} entries, each as its commit record recorded it{}",
+                                if uncovered > 0 {
+                                    format!(
+                                        " ({uncovered} committed before ledger hashes are not covered)"
+                                    )
+                                } else {
+                                    String::new()
+                                }
+                            );
+                            Ok(Exit::Ok)
+                        }
+                        audit::LedgerCheck::Broken { entry, problem } => {
+                            println!("ledger BROKEN at entry {entry}: {problem}");
+                            Ok(Exit::CheckFailed)
+                        }
+                    }
                 }
                 Verification::Broken { seq, problem } => {
                     println!("audit chain BROKEN at record {seq}: {problem}");

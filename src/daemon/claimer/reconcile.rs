@@ -226,6 +226,7 @@ fn record_conflicts(
                     other_gateway: other_gateway.clone(),
                 }),
                 state_reset: None,
+                ledger_hash: None,
             })
             .map_err(|e| w.err(e))?;
         listed.push(ConflictRecord {
