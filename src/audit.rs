@@ -320,6 +320,38 @@ pub fn verify(store: &Store) -> Result<Verification, StoreError> {
     })
 }
 
+/// Compare the chain (intact, `records` long) with a head anchored outside
+/// the database by `by` (e.g. "the facility store"): `Some(problem)` if
+/// the database lost its tail or the anchored record differs.
+pub fn check_anchor(
+    store: &Store,
+    records: i64,
+    by: &str,
+    head: &crate::store::identity::Head,
+) -> Result<Option<String>, StoreError> {
+    if head.seq > records {
+        return Ok(Some(format!(
+            "the database ends at record {records}; {by} saw record {}: records {}..={} are lost (with the ledger entries and decisions they recorded)",
+            head.seq,
+            records + 1,
+            head.seq
+        )));
+    }
+    let hash: Option<String> = store
+        .conn
+        .query_row("SELECT hash FROM audit WHERE seq = ?1", [head.seq], |r| {
+            r.get(0)
+        })
+        .optional()
+        .map_err(|e| store.err_at(e))?;
+    Ok((hash.as_deref() != Some(head.hash.as_str())).then(|| {
+        format!(
+            "record {} is not the one {by} saw (hash {}): the chain was rewritten from there or before",
+            head.seq, head.hash
+        )
+    }))
+}
+
 /// Result of checking the ledger against the chain ([`verify_ledger`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LedgerCheck {

@@ -340,36 +340,38 @@ fn dispatch(cmd: Command) -> Result<Exit, Failure> {
         Command::Audit {
             command: AuditCommand::Verify(arg),
         } => {
-            let store = open_ro(&arg)?;
+            let settings = resolve(&arg)?;
+            let store = Store::open_read_only(&settings.config.state_dir())?;
             Store::check_pages(store.path())?;
-            match audit::verify(&store)? {
+            let records = match audit::verify(&store)? {
                 Verification::Intact { records, head } => {
                     println!("audit chain intact: {records} records, head {head}");
-                    match audit::verify_ledger(&store)? {
-                        audit::LedgerCheck::Intact { entries, uncovered } => {
-                            println!(
-                                "ledger intact: {entries} entries, each as its commit record recorded it{}",
-                                if uncovered > 0 {
-                                    format!(
-                                        " ({uncovered} committed before ledger hashes are not covered)"
-                                    )
-                                } else {
-                                    String::new()
-                                }
-                            );
-                            Ok(Exit::Ok)
-                        }
-                        audit::LedgerCheck::Broken { entry, problem } => {
-                            println!("ledger BROKEN at entry {entry}: {problem}");
-                            Ok(Exit::CheckFailed)
-                        }
-                    }
+                    records
                 }
                 Verification::Broken { seq, problem } => {
                     println!("audit chain BROKEN at record {seq}: {problem}");
-                    Ok(Exit::CheckFailed)
+                    return Ok(Exit::CheckFailed);
+                }
+            };
+            match audit::verify_ledger(&store)? {
+                audit::LedgerCheck::Intact { entries, uncovered } => println!(
+                    "ledger intact: {entries} entries, each as its commit record recorded it{}",
+                    if uncovered > 0 {
+                        format!(" ({uncovered} committed before ledger hashes are not covered)")
+                    } else {
+                        String::new()
+                    }
+                ),
+                audit::LedgerCheck::Broken { entry, problem } => {
+                    println!("ledger BROKEN at entry {entry}: {problem}");
+                    return Ok(Exit::CheckFailed);
                 }
             }
+            Ok(if verify_anchors(&settings, &store, records)? {
+                Exit::Ok
+            } else {
+                Exit::CheckFailed
+            })
         }
         Command::Audit {
             command: AuditCommand::Trace { config, id },
@@ -571,6 +573,68 @@ fn dispatch(cmd: Command) -> Result<Exit, Failure> {
             Ok(Exit::Ok)
         }
     }
+}
+
+/// `audit verify`: compare the chain (intact, `records` long) with every
+/// head anchored outside the database that can be reached: the state-id
+/// file and, with `[redis]`, the facility store. Prints one line each;
+/// false if one shows a lost tail or cannot be reached.
+fn verify_anchors(settings: &Settings, store: &Store, records: i64) -> Result<bool, Failure> {
+    use crate::store::identity::{self, Head};
+    let cfg = &settings.config;
+    let dir = cfg.state_dir();
+    let state_id = store.state_id()?;
+    let mut ok = true;
+    let mut compare = |by: &str, head: Option<Head>| -> Result<(), Failure> {
+        match head {
+            None => println!("{by}: no chain head anchored"),
+            Some(h) => match audit::check_anchor(store, records, by, &h)? {
+                None => println!("{by}: anchored {h}, in the database"),
+                Some(problem) => {
+                    ok = false;
+                    println!("audit chain TAIL LOST: {problem}");
+                }
+            },
+        }
+        Ok(())
+    };
+    let file = identity::read(&dir)?;
+    compare(
+        &format!(
+            "the state-id file {}",
+            dir.join(identity::ID_FILE).display()
+        ),
+        file.and_then(|f| f.head),
+    )?;
+    if let Some(redis) = &settings.redis {
+        let by = format!("the facility store (gateway {})", cfg.gateway.id);
+        let anchor = redis.primary_url().and_then(|url| {
+            crate::facility::Facility::connect_with_ca(
+                &url,
+                redis.ca_pem.clone(),
+                &cfg.gateway.facility,
+                cfg.window_ms(),
+                std::time::Duration::ZERO,
+                redis.config.connect_timeout(),
+                redis.config.command_timeout(),
+            )?
+            .anchor(&cfg.gateway.id)
+        });
+        match anchor {
+            Err(e) => {
+                ok = false;
+                println!(
+                    "{by}: NOT reachable ({e}): the chain's tail is not checked against it. Reach that server and verify again"
+                );
+            }
+            Ok(Some((id, _, _))) if Some(&id) != state_id.as_ref() => {
+                println!("{by}: its anchor is of another state ({id}), not compared");
+            }
+            Ok(Some((_, seq, hash))) => compare(&by, Some(Head { seq, hash }))?,
+            Ok(None) => compare(&by, None)?,
+        }
+    }
+    Ok(ok)
 }
 
 /// `ledger export` could not read the facility stream.

@@ -41,7 +41,7 @@ impl Exit {
         match self {
             Exit::Ok => "success",
             Exit::CheckFailed => {
-                "a check failed: `audit verify` found a broken record, `decode` got an invalid barcode, the demo lost or doubled a scan, `audit trace` found nothing or an echo naming a commit of this gateway that has no readable record"
+                "a check failed: `audit verify` found a broken record or ledger entry, a lost tail or an anchor it cannot reach, `decode` got an invalid barcode, the demo lost or doubled a scan, `audit trace` found nothing or an echo naming a commit of this gateway that has no readable record"
             }
             Exit::Config => {
                 "configuration or usage error (the message names the key and the fix; an unreadable `[redis]` `password_file` or `ca_file` too, also for `check-config`), or a facility Redis set up so that claims could be lost (`maxmemory-policy` not `noeviction`), that refuses this gateway's window and retention, or whose ACL user lacks a grant"

@@ -238,3 +238,84 @@ fn state_reset_takes_the_lost_identity_and_audits_the_reset_first() {
     assert_eq!(again.code, Some(2), "{again}");
     assert!(again.stderr.contains("nothing to reset"), "{again}");
 }
+
+/// Issue 16, item 3: the chain head is anchored outside the file (the
+/// state-id file, the log, the facility Redis). The database loses its
+/// tail after a SIGKILL (the WAL frames of the last 20 decisions gone:
+/// emulated by removing them, consistently, from the file) — its own chain
+/// still verifies, but `audit verify` names the lost tail from the anchors.
+#[test]
+fn a_lost_tail_is_named_from_the_anchors_outside_the_database() {
+    let redis = RedisServer::start_temp(&[]);
+    let dir = tempdir("scangate-anchor-");
+    let state = dir.path().join("state");
+    let mut vs = VirtualScanner::new().unwrap();
+    let spec = ScannerSpec::new("counter-1", vs.path()).ack();
+    let config = write_config(dir.path(), &state, WINDOW_MS, &[spec]);
+    let text = fs::read_to_string(&config).unwrap();
+    fs::write(
+        &config,
+        format!("{text}\n[redis]\nurl = {:?}\n", redis.url()),
+    )
+    .unwrap();
+    let mut daemon = Daemon::start(&config, &dir.path().join("daemon.log"));
+    daemon.wait_open(&[vs.path()]);
+    const PICKS: i64 = 40;
+    let burst: Vec<u8> = (0..PICKS)
+        .flat_map(|i| frame(&dscsa(&format!("T{i:07}"))))
+        .collect();
+    vs.send(&burst).unwrap();
+    wait_acks(&mut vs, PICKS as usize);
+    let mut conn = redis.connection();
+    let key = "scangate:{test-pharmacy}:anchor:test-gw";
+    wait_until("the facility store anchors all 40 records", || {
+        redis::cmd("HGET")
+            .arg(key)
+            .arg("seq")
+            .query::<Option<i64>>(&mut conn)
+            .ok()
+            .flatten()
+            == Some(PICKS)
+    });
+    assert!(
+        daemon.log().contains("audit_head_seq"),
+        "the head goes to the log too: {}",
+        daemon.log_digest()
+    );
+    daemon.kill9();
+    {
+        let c = rusqlite::Connection::open(state.join("scangate.db")).unwrap();
+        let head: String = c
+            .query_row(
+                "SELECT seq || ' ' || hash FROM audit WHERE seq = 20",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        c.execute_batch(&format!(
+            "DELETE FROM ledger WHERE scan_uuid IN (SELECT scan_uuid FROM audit WHERE seq > 20);
+             DELETE FROM scans WHERE scan_uuid IN (SELECT scan_uuid FROM audit WHERE seq > 20);
+             DELETE FROM audit WHERE seq > 20;
+             UPDATE meta SET value = '{head}' WHERE key = 'audit_head';"
+        ))
+        .unwrap();
+    }
+    let out: Outcome = cli_cfg(&config, &["audit", "verify"]).into();
+    assert_eq!(out.code, Some(1), "verify must name the lost tail: {out}");
+    assert!(
+        out.stdout.contains("audit chain intact: 20 records"),
+        "{out}"
+    );
+    assert!(
+        out.stdout.contains(
+            "audit chain TAIL LOST: the database ends at record 20; the facility store (gateway test-gw) saw record 40"
+        ),
+        "{out}"
+    );
+
+    // An anchor that cannot be reached is said so, not taken as intact.
+    drop(redis);
+    let out: Outcome = cli_cfg(&config, &["audit", "verify"]).into();
+    assert_eq!(out.code, Some(1), "{out}");
+    assert!(out.stdout.contains("NOT reachable"), "{out}");
+}

@@ -447,18 +447,33 @@ pub struct Anchor {
     conn: Connection,
     state_dir: PathBuf,
     last: Option<Head>,
+    state_id: String,
 }
 
 impl Anchor {
     /// For the database of `state_dir` (opened by [`super::Store::open`]).
     pub fn new(state_dir: &Path) -> Result<Anchor, StoreError> {
         let conn = super::connect(&state_dir.join(DB_FILE), OpenFlags::SQLITE_OPEN_READ_ONLY)?;
-        let last = read(state_dir)?.and_then(|f| f.head);
+        let file = read(state_dir)?.ok_or_else(|| StoreError::IdFile {
+            path: state_dir.join(ID_FILE),
+            detail: "it is missing after the database was opened".into(),
+        })?;
         Ok(Anchor {
             conn,
             state_dir: state_dir.to_owned(),
-            last,
+            last: file.head,
+            state_id: file.id,
         })
+    }
+
+    /// The last head anchored (read at start from the identity file).
+    pub fn head(&self) -> Option<&Head> {
+        self.last.as_ref()
+    }
+
+    /// The state's identity.
+    pub fn state_id(&self) -> &str {
+        &self.state_id
     }
 
     /// Anchor the committed head if it moved since the last time; returns it.
