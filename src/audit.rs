@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
-const HEAD_KEY: &str = "audit_head";
+pub(crate) const HEAD_KEY: &str = "audit_head";
 
 /// One audit record. Field order is the canonical order.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
@@ -72,6 +72,34 @@ pub struct AuditRecord {
     /// written before it existed hash the same).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub conflict: Option<AuditConflict>,
+    /// Only on a state reset record (`scangate state reset`), the first
+    /// record of a new chain: the state whose database was lost. Its
+    /// `scan_uuid` is the new state's identity, its decision `pending`
+    /// (it decides no scan). Absent on every other record.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state_reset: Option<AuditStateReset>,
+    /// Only on a commit record: the hash of the ledger entry it appended
+    /// ([`crate::ledger::entry_hash`], of the entry as `ledger export`
+    /// prints it), so the ledger is under the chain. Absent on records
+    /// written before it existed (their entries are not covered).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ledger_hash: Option<String>,
+}
+
+/// What a state reset started over from ([`AuditRecord::state_reset`]).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct AuditStateReset {
+    /// The lost state's identity (`unidentified` if it had none).
+    pub lost_state_id: String,
+    /// Its last anchored chain head's position, if one was anchored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lost_head_seq: Option<i64>,
+    /// Its last anchored chain head's hash.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lost_head_hash: Option<String>,
+    /// What was in the database's place, moved aside (file names).
+    pub moved_aside: Vec<String>,
 }
 
 /// The other side of a conflict ([`AuditRecord::conflict`]).
@@ -290,6 +318,155 @@ pub fn verify(store: &Store) -> Result<Verification, StoreError> {
         records: last,
         head: prev,
     })
+}
+
+/// Compare the chain (intact, `records` long) with a head anchored outside
+/// the database by `by` (e.g. "the facility store"): `Some(problem)` if
+/// the database lost its tail or the anchored record differs.
+pub fn check_anchor(
+    store: &Store,
+    records: i64,
+    by: &str,
+    head: &crate::store::identity::Head,
+) -> Result<Option<String>, StoreError> {
+    if head.seq > records {
+        return Ok(Some(format!(
+            "the database ends at record {records}; {by} saw record {}: records {}..={} are lost (with the ledger entries and decisions they recorded)",
+            head.seq,
+            records + 1,
+            head.seq
+        )));
+    }
+    let hash: Option<String> = store
+        .conn
+        .query_row("SELECT hash FROM audit WHERE seq = ?1", [head.seq], |r| {
+            r.get(0)
+        })
+        .optional()
+        .map_err(|e| store.err_at(e))?;
+    Ok((hash.as_deref() != Some(head.hash.as_str())).then(|| {
+        format!(
+            "record {} is not the one {by} saw (hash {}): the chain was rewritten from there or before",
+            head.seq, head.hash
+        )
+    }))
+}
+
+/// Result of checking the ledger against the chain ([`verify_ledger`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LedgerCheck {
+    /// Every entry is as its commit record recorded it, and every commit
+    /// record's entry is there.
+    Intact {
+        /// Entries checked.
+        entries: i64,
+        /// Entries whose commit record predates ledger hashes (not covered).
+        uncovered: i64,
+    },
+    /// The first entry that differs from the chain.
+    Broken {
+        /// Its ledger position (`seq`), or for a missing entry the audit
+        /// record of its commit.
+        entry: i64,
+        /// What is wrong.
+        problem: String,
+    },
+}
+
+/// A commit record that covers a ledger entry: canonical JSON has exactly
+/// this key only where the field is present (quotes inside strings are
+/// escaped).
+const LEDGER_HASH_LIKE: &str = "%\"ledger_hash\":%";
+
+/// Check every ledger entry, as `ledger export` prints it, against the
+/// `ledger_hash` its commit record holds, and that every such record's
+/// entry is in the ledger. Run it on a chain [`verify`] found intact (the
+/// records are then trusted). Names the first entry that differs.
+pub fn verify_ledger(store: &Store) -> Result<LedgerCheck, StoreError> {
+    let (mut entries, mut uncovered, mut covered) = (0i64, 0i64, 0i64);
+    let mut broken: Option<(i64, String)> = None;
+    let mut failed: Option<StoreError> = None;
+    crate::ledger::for_each(store, None, |e| {
+        entries += 1;
+        let records = match records_for_scan(store, &e.scan_uuid) {
+            Ok(r) => r,
+            Err(err) => {
+                failed = Some(err);
+                return Err(std::io::Error::other("stop"));
+            }
+        };
+        let commit = records
+            .iter()
+            .filter(|r| r.decision == ScanState::Committed && r.conflict.is_none())
+            .max_by_key(|r| r.ledger_hash.is_some());
+        match commit {
+            None => {
+                broken = Some((
+                    e.seq,
+                    format!(
+                        "ledger entry {} (scan {}) has no commit record in the audit trail: added or altered outside scangate",
+                        e.seq, e.scan_uuid
+                    ),
+                ))
+            }
+            Some(c) => match &c.ledger_hash {
+                None => uncovered += 1,
+                Some(h) if *h == crate::ledger::entry_hash(&e) => covered += 1,
+                Some(_) => {
+                    broken = Some((
+                        e.seq,
+                        format!(
+                            "ledger entry {} (scan {}) is not what its commit, audit record {}, recorded: altered",
+                            e.seq, e.scan_uuid, c.seq
+                        ),
+                    ))
+                }
+            },
+        }
+        if broken.is_some() {
+            return Err(std::io::Error::other("stop"));
+        }
+        Ok(())
+    })?;
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    if let Some((entry, problem)) = broken {
+        return Ok(LedgerCheck::Broken { entry, problem });
+    }
+    let err = |e| store.err_at(e);
+    let recorded: i64 = store
+        .conn
+        .query_row(
+            "SELECT count(*) FROM audit WHERE record LIKE ?1",
+            [LEDGER_HASH_LIKE],
+            |r| r.get(0),
+        )
+        .map_err(err)?;
+    if recorded != covered {
+        for rec in records_where(
+            store,
+            "SELECT seq, record FROM audit WHERE record LIKE ?1 ORDER BY seq",
+            params![LEDGER_HASH_LIKE],
+        )? {
+            if !crate::ledger::has_entry(&store.conn, &rec.scan_uuid).map_err(err)? {
+                return Ok(LedgerCheck::Broken {
+                    entry: rec.seq,
+                    problem: format!(
+                        "the ledger entry of scan {}, committed by audit record {}, is missing from the ledger",
+                        rec.scan_uuid, rec.seq
+                    ),
+                });
+            }
+        }
+        return Ok(LedgerCheck::Broken {
+            entry: 0,
+            problem: format!(
+                "{recorded} commit records name a ledger entry, but {covered} entries match one"
+            ),
+        });
+    }
+    Ok(LedgerCheck::Intact { entries, uncovered })
 }
 
 /// What this gateway recorded about one content key ([`trail_for_key`]).

@@ -62,6 +62,11 @@ enum Command {
         #[command(subcommand)]
         command: OutboxCommand,
     },
+    /// The state directory's identity.
+    State {
+        #[command(subcommand)]
+        command: StateCommand,
+    },
     /// Decode barcode text (GS as the raw byte, `<GS>`, `\x1d` or `^]`); exit 1 if any is invalid.
     Decode(crate::decode_cmd::DecodeArgs),
     /// List HID and serial scanner candidates with a config snippet and udev rule each.
@@ -112,6 +117,22 @@ enum OutboxCommand {
     /// reply was lost) is then decided again here, so use it only when the
     /// facility ledger is abandoned.
     DecideLocally(ConfigArg),
+}
+
+#[derive(Subcommand)]
+enum StateCommand {
+    /// Start over after the database was lost (missing, emptied or
+    /// replaced): move what is in its place aside, create a new database
+    /// and audit the reset as the first record of its chain, naming the
+    /// lost state and its last anchored chain head. Stop the daemon first.
+    Reset {
+        #[command(flatten)]
+        config: ConfigArg,
+        /// The lost state's identity, as the refusal names it (typed
+        /// confirmation).
+        #[arg(long)]
+        confirm: String,
+    },
 }
 
 /// Why a command failed; each message says what happened and what to do.
@@ -319,18 +340,38 @@ fn dispatch(cmd: Command) -> Result<Exit, Failure> {
         Command::Audit {
             command: AuditCommand::Verify(arg),
         } => {
-            let store = open_ro(&arg)?;
+            let settings = resolve(&arg)?;
+            let store = Store::open_read_only(&settings.config.state_dir())?;
             Store::check_pages(store.path())?;
-            match audit::verify(&store)? {
+            let records = match audit::verify(&store)? {
                 Verification::Intact { records, head } => {
                     println!("audit chain intact: {records} records, head {head}");
-                    Ok(Exit::Ok)
+                    records
                 }
                 Verification::Broken { seq, problem } => {
                     println!("audit chain BROKEN at record {seq}: {problem}");
-                    Ok(Exit::CheckFailed)
+                    return Ok(Exit::CheckFailed);
+                }
+            };
+            match audit::verify_ledger(&store)? {
+                audit::LedgerCheck::Intact { entries, uncovered } => println!(
+                    "ledger intact: {entries} entries, each as its commit record recorded it{}",
+                    if uncovered > 0 {
+                        format!(" ({uncovered} committed before ledger hashes are not covered)")
+                    } else {
+                        String::new()
+                    }
+                ),
+                audit::LedgerCheck::Broken { entry, problem } => {
+                    println!("ledger BROKEN at entry {entry}: {problem}");
+                    return Ok(Exit::CheckFailed);
                 }
             }
+            Ok(if verify_anchors(&settings, &store, records)? {
+                Exit::Ok
+            } else {
+                Exit::CheckFailed
+            })
         }
         Command::Audit {
             command: AuditCommand::Trace { config, id },
@@ -465,6 +506,38 @@ fn dispatch(cmd: Command) -> Result<Exit, Failure> {
             }
             Ok(Exit::Ok)
         }
+        Command::State {
+            command: StateCommand::Reset { config, confirm },
+        } => {
+            use crate::store::identity::{self, Reset};
+            let cfg = load(&config)?;
+            let dir = cfg.state_dir();
+            match identity::reset(&dir, &confirm, &cfg.gateway.id)? {
+                Reset::Done {
+                    new_id,
+                    lost_id,
+                    moved_aside,
+                } => {
+                    println!(
+                        "state reset: state {lost_id} is gone; new state {new_id} in {}, with an empty ledger; its audit chain starts with the reset (record 1)",
+                        dir.display()
+                    );
+                    for p in moved_aside {
+                        println!("moved aside (not deleted): {}", p.display());
+                    }
+                    Ok(Exit::Ok)
+                }
+                Reset::Intact { id } => Err(Failure::Usage(format!(
+                    "nothing to reset: the database in {} is there and is this state's own (state {}). A reset is only for a state that lost its database",
+                    dir.display(),
+                    id.as_deref().unwrap_or("without an identity yet")
+                ))),
+                Reset::WrongConfirm { expected } => Err(Failure::Usage(format!(
+                    "--confirm {confirm:?} does not name the lost state of {}: type `--confirm {expected}` to reset it (its ledger and audit trail are then abandoned)",
+                    dir.display()
+                ))),
+            }
+        }
         Command::Outbox {
             command: OutboxCommand::DecideLocally(arg),
         } => {
@@ -500,6 +573,68 @@ fn dispatch(cmd: Command) -> Result<Exit, Failure> {
             Ok(Exit::Ok)
         }
     }
+}
+
+/// `audit verify`: compare the chain (intact, `records` long) with every
+/// head anchored outside the database that can be reached: the state-id
+/// file and, with `[redis]`, the facility store. Prints one line each;
+/// false if one shows a lost tail or cannot be reached.
+fn verify_anchors(settings: &Settings, store: &Store, records: i64) -> Result<bool, Failure> {
+    use crate::store::identity::{self, Head};
+    let cfg = &settings.config;
+    let dir = cfg.state_dir();
+    let state_id = store.state_id()?;
+    let mut ok = true;
+    let mut compare = |by: &str, head: Option<Head>| -> Result<(), Failure> {
+        match head {
+            None => println!("{by}: no chain head anchored"),
+            Some(h) => match audit::check_anchor(store, records, by, &h)? {
+                None => println!("{by}: anchored {h}, in the database"),
+                Some(problem) => {
+                    ok = false;
+                    println!("audit chain TAIL LOST: {problem}");
+                }
+            },
+        }
+        Ok(())
+    };
+    let file = identity::read(&dir)?;
+    compare(
+        &format!(
+            "the state-id file {}",
+            dir.join(identity::ID_FILE).display()
+        ),
+        file.and_then(|f| f.head),
+    )?;
+    if let Some(redis) = &settings.redis {
+        let by = format!("the facility store (gateway {})", cfg.gateway.id);
+        let anchor = redis.primary_url().and_then(|url| {
+            crate::facility::Facility::connect_with_ca(
+                &url,
+                redis.ca_pem.clone(),
+                &cfg.gateway.facility,
+                cfg.window_ms(),
+                std::time::Duration::ZERO,
+                redis.config.connect_timeout(),
+                redis.config.command_timeout(),
+            )?
+            .anchor(&cfg.gateway.id)
+        });
+        match anchor {
+            Err(e) => {
+                ok = false;
+                println!(
+                    "{by}: NOT reachable ({e}): the chain's tail is not checked against it. Reach that server and verify again"
+                );
+            }
+            Ok(Some((id, _, _))) if Some(&id) != state_id.as_ref() => {
+                println!("{by}: its anchor is of another state ({id}), not compared");
+            }
+            Ok(Some((_, seq, hash))) => compare(&by, Some(Head { seq, hash }))?,
+            Ok(None) => compare(&by, None)?,
+        }
+    }
+    Ok(ok)
 }
 
 /// `ledger export` could not read the facility stream.

@@ -210,6 +210,29 @@ pub async fn run(
         });
     }
 
+    let anchor = {
+        let mut anchor = crate::store::identity::Anchor::new(&state_dir)?;
+        let mut facility = settings.redis.as_ref().map(|r| FacilityAnchor::new(cfg, r));
+        let stop = stop.clone();
+        std::thread::Builder::new()
+            .name("anchor".into())
+            .spawn(move || {
+                while !stop.sleep(crate::store::identity::ANCHOR_EVERY) {
+                    if let Err(e) = anchor.tick() {
+                        tracing::warn!("cannot anchor the audit chain head: {e}");
+                    }
+                    if let Some(f) = &mut facility {
+                        f.put(&anchor);
+                    }
+                }
+                (anchor, facility)
+            })
+            .map_err(|e| StoreError::StateDir {
+                dir: state_dir.clone(),
+                source: e,
+            })?
+    };
+
     let db_path = store.path().to_owned();
     let (tx, rx) = mpsc::channel::<Captured>(QUEUE);
     {
@@ -252,6 +275,20 @@ pub async fn run(
     // `tx` is held until the stop: with no scanner configured the writer
     // still waits, the claimer still replays a backlog.
     let ended = stop_in_order(&mut stages, &stopper, tx, lane_stop).await;
+    // The head as the stages left it, anchored once more.
+    match anchor.join() {
+        Ok((mut anchor, mut facility)) => {
+            if let Err(e) = anchor.tick() {
+                tracing::warn!("cannot anchor the audit chain head at stop: {e}");
+            }
+            if let Some(f) = &mut facility {
+                f.put(&anchor);
+            }
+        }
+        Err(_) => {
+            tracing::warn!("the anchor thread panicked; the chain head was not anchored at stop")
+        }
+    }
 
     let (mut stats, mut lanes, mut undurable) = (GateStats::default(), None::<GateStats>, 0);
     let (mut writer_panicked, mut claimer_panicked, mut failed) = (false, false, early);
@@ -309,6 +346,73 @@ pub async fn run(
         "scangate stopped"
     );
     Ok(RunReport { stats })
+}
+
+/// The chain head anchored in the facility Redis too
+/// (`scangate:{f}:anchor:<gateway>`), on a connection of its own, at most
+/// every [`crate::store::identity::ANCHOR_EVERY`] and at stop; a failure
+/// is logged and retried at the next tick.
+struct FacilityAnchor {
+    url: Result<String, String>,
+    ca_pem: Option<Vec<u8>>,
+    facility: String,
+    gateway: String,
+    window_ms: i64,
+    timeouts: (Duration, Duration),
+    conn: Option<crate::facility::Facility>,
+    sent: Option<crate::store::identity::Head>,
+}
+
+impl FacilityAnchor {
+    fn new(cfg: &crate::config::Config, redis: &crate::config::RedisSettings) -> FacilityAnchor {
+        FacilityAnchor {
+            url: redis.primary_url().map_err(|e| e.to_string()),
+            ca_pem: redis.ca_pem.clone(),
+            facility: cfg.gateway.facility.clone(),
+            gateway: cfg.gateway.id.clone(),
+            window_ms: cfg.window_ms(),
+            timeouts: (
+                redis.config.connect_timeout(),
+                redis.config.command_timeout(),
+            ),
+            conn: None,
+            sent: None,
+        }
+    }
+
+    fn put(&mut self, anchor: &crate::store::identity::Anchor) {
+        let Some(head) = anchor.head() else { return };
+        if self.sent.as_ref() == Some(head) {
+            return;
+        }
+        let done = (|| -> Result<(), String> {
+            if self.conn.is_none() {
+                let url = self.url.clone()?;
+                self.conn = Some(
+                    crate::facility::Facility::connect_with_ca(
+                        &url,
+                        self.ca_pem.clone(),
+                        &self.facility,
+                        self.window_ms,
+                        Duration::ZERO,
+                        self.timeouts.0,
+                        self.timeouts.1,
+                    )
+                    .map_err(|e| e.to_string())?,
+                );
+            }
+            let conn = self.conn.as_mut().expect("connected above");
+            conn.put_anchor(&self.gateway, anchor.state_id(), head.seq, &head.hash)
+                .map_err(|e| e.to_string())
+        })();
+        match done {
+            Ok(()) => self.sent = Some(head.clone()),
+            Err(e) => {
+                self.conn = None;
+                tracing::warn!("cannot anchor the audit chain head in the facility store: {e}");
+            }
+        }
+    }
 }
 
 /// The stop order, written once:

@@ -49,8 +49,9 @@ pub struct LedgerEntry {
 /// Append the ledger entry of committed scan `row` of `gateway`; call it
 /// inside the decision's transaction. (The caller already holds the row's
 /// fields, so this is one single-row `INSERT … VALUES` — no read, and no
-/// statement journal as `INSERT … SELECT` had.)
-pub fn append(tx: &Connection, row: &ScanRow, gateway: &str) -> rusqlite::Result<()> {
+/// statement journal as `INSERT … SELECT` had.) Returns the entry's
+/// [`entry_hash`], for its commit's audit record.
+pub fn append(tx: &Connection, row: &ScanRow, gateway: &str) -> rusqlite::Result<String> {
     let key = row.content_key.as_deref().unwrap_or_default();
     tx.prepare_cached(
         "INSERT INTO ledger (scan_uuid, gateway, scanner, captured_ms, boot_id, boot_ns,
@@ -77,7 +78,33 @@ pub fn append(tx: &Connection, row: &ScanRow, gateway: &str) -> rusqlite::Result
         key,
         key_prefix(&key_bytes(key))
     ])?;
-    Ok(())
+    Ok(entry_hash(&LedgerEntry {
+        seq: tx.last_insert_rowid(),
+        scan_uuid: row.uuid.clone(),
+        gateway: gateway.to_string(),
+        scanner: row.scanner.clone(),
+        captured_at: rfc3339_ms(row.time.utc_ms),
+        clock_synced: row.time.synced,
+        scan_type: row.scan_type.clone(),
+        quantity: row.quantity,
+        gtin: row.gtin.clone(),
+        ndc10: row.ndc10.clone(),
+        lot: row.lot.clone(),
+        serial: row.serial.clone(),
+        expiry: row.expiry.clone(),
+        symbology: row.symbology.clone().unwrap_or_default(),
+        content_key: key.to_string(),
+    }))
+}
+
+/// The hash of an entry as `ledger export` prints it: SHA-256 (lowercase
+/// hex) of its JSON line. Kept in its commit's audit record
+/// (`ledger_hash`), so every byte the inventory system reads is under the
+/// chain (`audit verify` checks each entry against it).
+pub fn entry_hash(entry: &LedgerEntry) -> String {
+    use sha2::{Digest, Sha256};
+    let json = serde_json::to_string(entry).expect("ledger entries always serialise");
+    hex::encode(Sha256::digest(json.as_bytes()))
 }
 
 /// The exact lookup: the earliest-captured committed scan with content key

@@ -356,16 +356,7 @@ fn sigint_right_after_the_acks_drains_everything_durable() {
         .flat_map(|i| frame(&dscsa(&format!("DR{i:04}"))))
         .collect();
     vs.send(&burst).unwrap();
-    let mut acks = 0;
-    wait_until(&format!("{PICKS} ACKs"), || {
-        acks += vs
-            .read_reply(Duration::ZERO)
-            .unwrap()
-            .iter()
-            .filter(|&&b| b == ACK)
-            .count();
-        acks >= PICKS
-    });
+    let acks = wait_acks(&mut vs, PICKS);
     // No wait for the decisions: the drain on shutdown must make them.
     let exit = daemon.stop_with(nix::sys::signal::Signal::SIGINT);
     assert_eq!(exit.code(), Some(0), "SIGINT must drain and exit 0");

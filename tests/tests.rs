@@ -19,7 +19,9 @@ mod demo;
 // The gate and the audit trail, through the library on real SQLite files.
 mod audit_tamper;
 mod gate;
+mod ledger_chain;
 mod raw_retention;
+mod state_identity;
 
 // Serial scanners on PTYs against the real daemon.
 mod crash_recovery;

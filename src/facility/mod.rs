@@ -539,6 +539,48 @@ impl Facility {
         format!("scangate:{{{}}}:{kind}:{id}", self.facility)
     }
 
+    /// Anchor `gateway`'s audit chain head here (hash
+    /// `scangate:{f}:anchor:<gateway>`: `state_id`, `seq`, `hash`), so a
+    /// lost tail of its database is seen by `audit verify`.
+    pub fn put_anchor(
+        &mut self,
+        gateway: &str,
+        state_id: &str,
+        seq: i64,
+        hash: &str,
+    ) -> Result<(), FacilityError> {
+        let key = self.key("anchor", gateway);
+        redis::cmd("HSET")
+            .arg(&key)
+            .arg("state_id")
+            .arg(state_id)
+            .arg("seq")
+            .arg(seq)
+            .arg("hash")
+            .arg(hash)
+            .query::<()>(&mut self.conn)
+            .map_err(|e| self.unavailable(e))
+    }
+
+    /// `gateway`'s anchored chain head (`state_id`, `seq`, `hash`), if any.
+    pub fn anchor(
+        &mut self,
+        gateway: &str,
+    ) -> Result<Option<(String, i64, String)>, FacilityError> {
+        let key = self.key("anchor", gateway);
+        let (id, seq, hash): (Option<String>, Option<i64>, Option<String>) = redis::cmd("HMGET")
+            .arg(&key)
+            .arg("state_id")
+            .arg("seq")
+            .arg("hash")
+            .query(&mut self.conn)
+            .map_err(|e| self.unavailable(e))?;
+        Ok(match (id, seq, hash) {
+            (Some(id), Some(seq), Some(hash)) => Some((id, seq, hash)),
+            _ => None,
+        })
+    }
+
     /// The ledger stream's key.
     pub fn ledger_key(&self) -> String {
         format!("scangate:{{{}}}:ledger", self.facility)

@@ -412,8 +412,9 @@ impl Gate {
         if matches!(verdict, Verdict::Unresolved { .. }) && row.state == ScanState::Unresolved {
             return Ok(None);
         }
+        let mut ledger_hash = None;
         if verdict == Verdict::Committed {
-            crate::ledger::append(tx, &row, &self.cfg.gateway)?;
+            ledger_hash = Some(crate::ledger::append(tx, &row, &self.cfg.gateway)?);
             let time = &row.time;
             // The outbox orders and holds back scans by their wall stamps:
             // the steps recorded are the wall clock's.
@@ -462,6 +463,8 @@ impl Gate {
             reason,
             raw_len: row.raw_len,
             conflict: None,
+            state_reset: None,
+            ledger_hash,
         })?;
         match verdict {
             Verdict::Committed => stats.committed += 1,

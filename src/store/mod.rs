@@ -14,6 +14,7 @@ use std::sync::Arc;
 use turn::{Turn, TurnGuard};
 
 mod checkpoint;
+pub mod identity;
 mod turn;
 
 /// File name of the database inside the state directory.
@@ -199,6 +200,47 @@ pub enum StoreError {
         /// Pid written by the holder.
         holder: String,
     },
+    /// The database of this state directory is gone (missing, or emptied),
+    /// while the state directory says one was here: refused, never
+    /// replaced by a new one.
+    #[error(
+        "database {db} {what}, but {evidence}: its ledger and audit trail are not here, and scangate will not start a new database in their place. Fix: stop scangate and restore {db} from a backup, or, to start over with an empty ledger and a new audit chain, run `scangate state reset --confirm {confirm}` (audited as the first record of the new chain)"
+    )]
+    Lost {
+        /// The database file.
+        db: PathBuf,
+        /// How it is gone.
+        what: String,
+        /// What says a database was here.
+        evidence: String,
+        /// What `state reset --confirm` takes.
+        confirm: String,
+    },
+    /// The database holds another state's identity: it was replaced (by
+    /// another gateway's database, or another state's).
+    #[error(
+        "database {db} belongs to state {found}, but this state directory is state {expected} ({id_file}): the database was replaced by another one. Fix: stop scangate and restore this state's own database from a backup, or run `scangate state reset --confirm {expected}` to start over with an empty ledger and a new audit chain (the database there is moved aside, not deleted)"
+    )]
+    Replaced {
+        /// The database file.
+        db: PathBuf,
+        /// The identity file.
+        id_file: PathBuf,
+        /// The identity in the file.
+        expected: String,
+        /// The identity in the database.
+        found: String,
+    },
+    /// The identity file cannot be read or written.
+    #[error(
+        "state identity file {path}: {detail}. Fix: restore it from the backup of this state directory (it must match scangate.db); scangate does not recreate it beside an existing database with another identity"
+    )]
+    IdFile {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        detail: String,
+    },
     /// Any other SQLite failure.
     #[error("database {path}: {source}")]
     Sqlite {
@@ -326,10 +368,15 @@ impl Store {
             dir: state_dir.to_owned(),
             source,
         })?;
+        let had_lock = state_dir.join(LOCK_FILE).exists();
         let lock = lock_state_dir(state_dir)?;
         let path = state_dir.join(DB_FILE);
+        let id_file = identity::read(state_dir)?;
+        let found = identity::inspect(&path)?;
+        identity::check(state_dir, id_file.as_ref(), &found, had_lock)?;
         let mut store = Store::open_file(&path, false)?;
         store._lock = Some(Arc::new(lock));
+        store.adopt_identity(state_dir, id_file)?;
         store
             .conn
             .pragma_update(None, "wal_autocheckpoint", WRITER_AUTOCHECKPOINT)
@@ -338,19 +385,60 @@ impl Store {
         Ok(store)
     }
 
+    /// Give the database its identity, or keep the one it has, and write
+    /// the identity file from it (first start; a database from before
+    /// identities; a lost identity file). `check` has refused a mismatch.
+    fn adopt_identity(
+        &mut self,
+        state_dir: &Path,
+        id_file: Option<identity::StateId>,
+    ) -> Result<(), StoreError> {
+        let in_db = self.meta(identity::META_KEY)?;
+        let head = self
+            .meta(crate::audit::HEAD_KEY)?
+            .as_deref()
+            .and_then(identity::Head::parse);
+        let mut id = id_file.clone().unwrap_or_default();
+        match &in_db {
+            Some(db_id) => id.id = db_id.clone(),
+            None => {
+                if id_file.is_some() {
+                    tracing::warn!(
+                        db = %self.path.display(), state_id = %id.id,
+                        "the database has no state identity (written before identities): it takes this state directory's"
+                    );
+                }
+                let w = self.write()?;
+                put_meta(&w, identity::META_KEY, &id.id).map_err(|e| w.err(e))?;
+                w.commit()?;
+            }
+        }
+        // The database's head moves the anchor only forward; a head behind
+        // it stays for `audit verify` to report.
+        if head
+            .as_ref()
+            .is_some_and(|h| id.head.as_ref().is_none_or(|a| h.seq > a.seq))
+        {
+            id.head = head;
+        }
+        if id_file.as_ref() != Some(&id) {
+            identity::write(state_dir, &id)?;
+        }
+        Ok(())
+    }
+
+    /// This state's identity (the database's `meta` `state_id`).
+    pub fn state_id(&self) -> Result<Option<String>, StoreError> {
+        self.meta(identity::META_KEY)
+    }
+
     /// A second read-write connection to this (already checked, migrated
     /// and locked) database, for a facility claimer lane or the sweeper.
     /// The writers take turns (`Store::write`); each transaction is short.
     pub fn companion(&self) -> Result<Store, StoreError> {
         let path = &self.path;
         let err = |e| classify(path, e);
-        let conn = Connection::open_with_flags(
-            path,
-            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-        )
-        .map_err(err)?;
-        conn.busy_timeout(std::time::Duration::from_secs(5))
-            .map_err(err)?;
+        let conn = connect(path, OpenFlags::SQLITE_OPEN_READ_WRITE)?;
         conn.pragma_update(None, "synchronous", "FULL")
             .map_err(err)?;
         conn.pragma_update(None, "secure_delete", SECURE_DELETE)
@@ -385,8 +473,14 @@ impl Store {
     }
 
     /// Open an existing database read-only (for `ledger export`, `audit …`).
+    /// A state directory whose database was lost is refused
+    /// ([`StoreError::Lost`], [`StoreError::Replaced`]).
     pub fn open_read_only(state_dir: &Path) -> Result<Store, StoreError> {
         let path = state_dir.join(DB_FILE);
+        let id_file = identity::read(state_dir)?;
+        let found = identity::inspect(&path)?;
+        let had_lock = state_dir.join(LOCK_FILE).exists();
+        identity::check(state_dir, id_file.as_ref(), &found, had_lock)?;
         if !path.exists() {
             return Err(StoreError::StateDir {
                 dir: state_dir.to_owned(),
@@ -512,14 +606,7 @@ impl Store {
     /// (`PRAGMA quick_check`), as read-only commands do when they open it:
     /// O(file size), so the daemon runs it on a thread after start.
     pub fn check_pages(db: &Path) -> Result<(), StoreError> {
-        let conn = Connection::open_with_flags(
-            db,
-            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-        )
-        .map_err(|e| classify(db, e))?;
-        conn.busy_timeout(std::time::Duration::from_secs(5))
-            .map_err(|e| classify(db, e))?;
-        check_pages(&conn, db)
+        check_pages(&connect(db, OpenFlags::SQLITE_OPEN_READ_ONLY)?, db)
     }
 
     /// The database file.
@@ -626,6 +713,16 @@ pub(crate) fn put_meta(tx: &Connection, key: &str, value: &str) -> rusqlite::Res
     )?
     .execute([key, value])?;
     Ok(())
+}
+
+/// A connection to the existing database `db` (`flags`: read-only or
+/// read-write) that waits up to 5 s for a lock.
+pub(crate) fn connect(db: &Path, flags: OpenFlags) -> Result<Connection, StoreError> {
+    let conn = Connection::open_with_flags(db, flags | OpenFlags::SQLITE_OPEN_NO_MUTEX)
+        .map_err(|e| classify(db, e))?;
+    conn.busy_timeout(std::time::Duration::from_secs(5))
+        .map_err(|e| classify(db, e))?;
+    Ok(conn)
 }
 
 /// `PRAGMA quick_check`: read every page; `Corrupt` if anything is wrong.

@@ -51,6 +51,22 @@ pub fn replies(vs: &mut VirtualScanner, n: usize) -> (Vec<u8>, Instant) {
     (got, Instant::now())
 }
 
+/// Wait until `n` ACK bytes came back (the daemon acknowledged `n`
+/// frames); returns how many came.
+pub fn wait_acks(vs: &mut VirtualScanner, n: usize) -> usize {
+    let mut acks = 0;
+    super::wait::wait_until(&format!("{n} ACKs"), || {
+        acks += vs
+            .read_reply(Duration::ZERO)
+            .unwrap()
+            .iter()
+            .filter(|&&b| b == ACK)
+            .count();
+        acks >= n
+    });
+    acks
+}
+
 /// Everything the daemon sent to the scanner within `quiet` of silence.
 pub fn drain(vs: &mut VirtualScanner, quiet: Duration) -> Vec<u8> {
     let mut got = Vec::new();

@@ -250,6 +250,8 @@ fn record_conflicts(
                     other_scan_uuid: other.clone(),
                     other_gateway: other_gateway.clone(),
                 }),
+                state_reset: None,
+                ledger_hash: None,
             })
             .map_err(|e| w.err(e))?;
         listed.push(ConflictRecord {

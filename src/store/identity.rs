@@ -1,0 +1,505 @@
+//! The state's identity: a UUID written when the database is created, kept
+//! in the database (`meta` key `state_id`) and beside it in
+//! `<state_dir>/state-id` together with the last anchored audit chain head.
+//! A missing, emptied or replaced database is then told apart from a first
+//! start: the file says a database was here, and whose it was.
+//!
+//! The file is small text, rewritten atomically (temporary file, fsync,
+//! rename, fsync of the directory):
+//!
+//! ```text
+//! # scangate state identity: do not edit; see `scangate state reset`
+//! state_id 0193…
+//! created 2026-12-01T14:39:46.123Z
+//! head 1234 9f2c…
+//! ```
+
+use super::{DB_FILE, LOCK_FILE, StoreError, classify};
+use rusqlite::{Connection, OpenFlags};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// File name of the identity file inside the state directory.
+pub const ID_FILE: &str = "state-id";
+/// `meta` key of the identity inside the database.
+pub(crate) const META_KEY: &str = "state_id";
+/// What `state reset --confirm` takes for a state that lost its database
+/// before identities existed (no identity file).
+pub const UNIDENTIFIED: &str = "unidentified";
+
+/// An audit chain head: the last record's position and hash.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Head {
+    /// Its `seq`.
+    pub seq: i64,
+    /// Its `hash`.
+    pub hash: String,
+}
+
+impl std::fmt::Display for Head {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "record {} (hash {})", self.seq, self.hash)
+    }
+}
+
+impl Head {
+    /// Parse the `seq hash` form kept in `meta` and in the identity file.
+    pub fn parse(text: &str) -> Option<Head> {
+        let (seq, hash) = text.trim().split_once(' ')?;
+        let hash = hash.trim();
+        if hash.len() != 64 || !hash.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return None;
+        }
+        Some(Head {
+            seq: seq.parse().ok()?,
+            hash: hash.to_string(),
+        })
+    }
+}
+
+/// The content of the identity file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StateId {
+    /// The state's UUID.
+    pub id: String,
+    /// When it was created (RFC 3339), as known.
+    pub created: String,
+    /// The last chain head anchored here, if any.
+    pub head: Option<Head>,
+}
+
+impl StateId {
+    /// A new identity, created now.
+    pub fn new() -> StateId {
+        StateId {
+            id: uuid::Uuid::now_v7().to_string(),
+            created: crate::capture::clock::rfc3339_ms(chrono::Utc::now().timestamp_millis()),
+            head: None,
+        }
+    }
+
+    fn render(&self) -> String {
+        let mut out = format!(
+            "# scangate state identity: do not edit; see `scangate state reset`\nstate_id {}\ncreated {}\n",
+            self.id, self.created
+        );
+        if let Some(h) = &self.head {
+            out.push_str(&format!("head {} {}\n", h.seq, h.hash));
+        }
+        out
+    }
+
+    fn parse(text: &str) -> Result<StateId, String> {
+        let (mut id, mut created, mut head) = (None, String::new(), None);
+        for line in text.lines().map(str::trim) {
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let (key, value) = line.split_once(' ').unwrap_or((line, ""));
+            match key {
+                "state_id" if uuid::Uuid::parse_str(value.trim()).is_ok() => {
+                    id = Some(value.trim().to_string())
+                }
+                "created" => created = value.trim().to_string(),
+                "head" => {
+                    head =
+                        Some(Head::parse(value).ok_or_else(|| format!("bad head line {line:?}"))?)
+                }
+                _ => return Err(format!("unexpected line {line:?}")),
+            }
+        }
+        Ok(StateId {
+            id: id.ok_or("no state_id line")?,
+            created,
+            head,
+        })
+    }
+}
+
+impl Default for StateId {
+    fn default() -> Self {
+        StateId::new()
+    }
+}
+
+/// Read `<state_dir>/state-id`: `None` if there is none.
+pub fn read(state_dir: &Path) -> Result<Option<StateId>, StoreError> {
+    let path = state_dir.join(ID_FILE);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => {
+            return Err(StoreError::IdFile {
+                path,
+                detail: e.to_string(),
+            });
+        }
+    };
+    StateId::parse(&text)
+        .map(Some)
+        .map_err(|detail| StoreError::IdFile { path, detail })
+}
+
+/// Write `<state_dir>/state-id` atomically and durably.
+pub fn write(state_dir: &Path, id: &StateId) -> Result<(), StoreError> {
+    let path = state_dir.join(ID_FILE);
+    let tmp = state_dir.join(format!("{ID_FILE}.tmp"));
+    let io = |e: std::io::Error| StoreError::IdFile {
+        path: path.clone(),
+        detail: format!("cannot write it: {e}"),
+    };
+    let mut f = std::fs::File::create(&tmp).map_err(io)?;
+    f.write_all(id.render().as_bytes()).map_err(io)?;
+    f.sync_all().map_err(io)?;
+    drop(f);
+    std::fs::rename(&tmp, &path).map_err(io)?;
+    std::fs::File::open(state_dir)
+        .and_then(|d| d.sync_all())
+        .map_err(io)
+}
+
+/// What is in the place of the database file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Found {
+    /// No file.
+    Missing,
+    /// A file without any scangate schema (0 bytes, a few bytes, or an
+    /// empty SQLite database): its `len` in bytes.
+    Empty(u64),
+    /// A scangate database, with the identity it holds (none if written
+    /// before identities) and its chain head.
+    Database {
+        id: Option<String>,
+        head: Option<Head>,
+    },
+}
+
+impl Found {
+    /// How the database file is missing, for a message (`None` if it is there).
+    pub(crate) fn lost(&self) -> Option<String> {
+        match self {
+            Found::Missing => Some("is missing".into()),
+            Found::Empty(len) => Some(format!("is empty ({len} bytes, no scangate schema in it)")),
+            Found::Database { .. } => None,
+        }
+    }
+}
+
+/// Look at the database file without changing it (read-only connection).
+pub(crate) fn inspect(db: &Path) -> Result<Found, StoreError> {
+    let len = match std::fs::metadata(db) {
+        Ok(m) => m.len(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Found::Missing),
+        Err(e) => {
+            return Err(StoreError::StateDir {
+                dir: db.parent().unwrap_or(db).to_owned(),
+                source: e,
+            });
+        }
+    };
+    // Shorter than SQLite's header: SQLite would take it for a new database.
+    if len < 100 {
+        return Ok(Found::Empty(len));
+    }
+    let err = |e| classify(db, e);
+    let conn = super::connect(db, OpenFlags::SQLITE_OPEN_READ_ONLY)?;
+    let version: i64 = conn
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .map_err(err)?;
+    let tables: i64 = conn
+        .query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))
+        .map_err(err)?;
+    if version == 0 && tables == 0 {
+        return Ok(Found::Empty(len));
+    }
+    if version == 0 {
+        // Someone else's tables: `Store::open` refuses it as foreign.
+        return Ok(Found::Database {
+            id: None,
+            head: None,
+        });
+    }
+    let meta = |key: &str| super::get_meta(&conn, key).map_err(err);
+    Ok(Found::Database {
+        id: meta(META_KEY)?,
+        head: meta(crate::audit::HEAD_KEY)?
+            .as_deref()
+            .and_then(Head::parse),
+    })
+}
+
+/// Files a database leaves beside it (its WAL, its shared-memory index,
+/// the writer's lock file): present without the database, they say one
+/// was here.
+pub(crate) fn remnants(state_dir: &Path, had_lock: bool) -> Vec<PathBuf> {
+    let mut found: Vec<PathBuf> = ["-wal", "-shm"]
+        .iter()
+        .map(|s| state_dir.join(format!("{DB_FILE}{s}")))
+        .filter(|p| p.exists())
+        .collect();
+    if had_lock {
+        found.push(state_dir.join(LOCK_FILE));
+    }
+    found
+}
+
+/// The identity check every opening makes; `Ok` when the database may be
+/// opened (created, on a first start). `had_lock`: the lock file was there
+/// before this process (a writer) created it; a reader passes whether it is
+/// there.
+pub(crate) fn check(
+    state_dir: &Path,
+    id_file: Option<&StateId>,
+    found: &Found,
+    had_lock: bool,
+) -> Result<(), StoreError> {
+    let db = state_dir.join(DB_FILE);
+    match (id_file, found) {
+        (Some(f), lost) if lost.lost().is_some() => Err(StoreError::Lost {
+            db,
+            what: lost.lost().unwrap_or_default(),
+            evidence: format!(
+                "{} says this state directory held the database of state {} (created {}){}",
+                state_dir.join(ID_FILE).display(),
+                f.id,
+                f.created,
+                f.head.as_ref().map_or_else(
+                    || ", no audit record anchored yet".to_string(),
+                    |h| format!(", its audit chain last anchored at {h}")
+                )
+            ),
+            confirm: f.id.clone(),
+        }),
+        (None, lost) if lost.lost().is_some() => {
+            let left = remnants(state_dir, had_lock);
+            if left.is_empty() {
+                return Ok(()); // a first start
+            }
+            Err(StoreError::Lost {
+                db,
+                what: lost.lost().unwrap_or_default(),
+                evidence: format!(
+                    "a database was here before (left beside it: {}), written before state identities",
+                    left.iter()
+                        .map(|p| p.display().to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+                confirm: UNIDENTIFIED.into(),
+            })
+        }
+        (
+            Some(f),
+            Found::Database {
+                id: Some(other), ..
+            },
+        ) if *other != f.id => Err(StoreError::Replaced {
+            db,
+            id_file: state_dir.join(ID_FILE),
+            expected: f.id.clone(),
+            found: other.clone(),
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// What `scangate state reset` did, or why it did nothing.
+#[derive(Debug)]
+pub enum Reset {
+    /// A new state was started; its first audit record names the lost one.
+    Done {
+        /// The new state's identity.
+        new_id: String,
+        /// The lost state's.
+        lost_id: String,
+        /// Files moved aside (full paths), in place of the database.
+        moved_aside: Vec<PathBuf>,
+    },
+    /// The state directory's database is there and its own: nothing to reset.
+    Intact {
+        /// Its identity.
+        id: Option<String>,
+    },
+    /// `--confirm` did not name the lost state.
+    WrongConfirm {
+        /// What it must be.
+        expected: String,
+    },
+}
+
+/// `scangate state reset --confirm <id>`: when this state directory lost
+/// its database (or it was replaced), move whatever is in its place aside
+/// (never deleted), create a new database with a new identity, and write
+/// the reset as the first record of its audit chain, naming the lost
+/// state's identity and its last anchored head. Holds the state
+/// directory's lock (the daemon must be stopped).
+pub fn reset(state_dir: &Path, confirm: &str, gateway: &str) -> Result<Reset, StoreError> {
+    let had_lock = state_dir.join(LOCK_FILE).exists();
+    let lock = super::lock_state_dir(state_dir)?;
+    let db = state_dir.join(DB_FILE);
+    let id_file = read(state_dir)?;
+    let found = inspect(&db)?;
+    if check(state_dir, id_file.as_ref(), &found, had_lock).is_ok() {
+        return Ok(Reset::Intact {
+            id: match found {
+                Found::Database { id, .. } => id,
+                _ => None,
+            },
+        });
+    }
+    let lost_id = id_file
+        .as_ref()
+        .map_or_else(|| UNIDENTIFIED.to_string(), |f| f.id.clone());
+    if confirm != lost_id {
+        return Ok(Reset::WrongConfirm { expected: lost_id });
+    }
+    let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%SZ");
+    let mut moved_aside = Vec::new();
+    for suffix in ["", "-wal", "-shm"] {
+        let from = state_dir.join(format!("{DB_FILE}{suffix}"));
+        if from.exists() {
+            let to = state_dir.join(format!("{DB_FILE}.lost-{stamp}{suffix}"));
+            std::fs::rename(&from, &to).map_err(|source| StoreError::StateDir {
+                dir: state_dir.to_owned(),
+                source,
+            })?;
+            moved_aside.push(to);
+        }
+    }
+    let mut store = super::Store::open_file(&db, false)?;
+    let new = StateId::new();
+    let lost_head = id_file.as_ref().and_then(|f| f.head.clone());
+    let now_ms = chrono::Utc::now().timestamp_millis();
+    let record = crate::audit::AuditRecord {
+        seq: 0,
+        at: crate::capture::clock::rfc3339_ms(now_ms),
+        gateway: gateway.to_string(),
+        scanner: String::new(),
+        scan_uuid: new.id.clone(),
+        captured_at: crate::capture::clock::rfc3339_ms(now_ms),
+        clock_synced: crate::capture::clock::CaptureTime::now().synced,
+        facility_at: None,
+        clock_offset_ms: None,
+        clock_error_ms: None,
+        decision: crate::outbox::ScanState::Pending,
+        content_key: None,
+        twin_uuid: None,
+        reason: Some(format!(
+            "state reset (scangate state reset): the database of state {lost_id} was lost; {}; this chain starts over with an empty ledger",
+            lost_head.as_ref().map_or_else(
+                || "no audit record of it was anchored".to_string(),
+                |h| format!("its audit chain was last anchored at {h}")
+            )
+        )),
+        raw_len: 0,
+        conflict: None,
+        ledger_hash: None,
+        state_reset: Some(crate::audit::AuditStateReset {
+            lost_state_id: lost_id.clone(),
+            lost_head_seq: lost_head.as_ref().map(|h| h.seq),
+            lost_head_hash: lost_head.as_ref().map(|h| h.hash.clone()),
+            moved_aside: moved_aside
+                .iter()
+                .filter_map(|p| p.file_name())
+                .map(|n| n.to_string_lossy().into_owned())
+                .collect(),
+        }),
+    };
+    let emitted = {
+        let w = store.write()?;
+        super::put_meta(&w, META_KEY, &new.id).map_err(|e| w.err(e))?;
+        let mut chain = crate::audit::Chain::begin(&w).map_err(|e| w.err(e))?;
+        chain.append(record).map_err(|e| w.err(e))?;
+        let emitted = chain.finish().map_err(|e| w.err(e))?;
+        w.commit()?;
+        emitted
+    };
+    crate::audit::emit(&emitted);
+    let head = emitted.last().map(|e| Head {
+        seq: e.seq,
+        hash: e.hash.clone(),
+    });
+    write(
+        state_dir,
+        &StateId {
+            head,
+            ..new.clone()
+        },
+    )?;
+    drop(store);
+    drop(lock);
+    Ok(Reset::Done {
+        new_id: new.id,
+        lost_id,
+        moved_aside,
+    })
+}
+
+/// How often at most the running daemon anchors the chain head outside
+/// the database (the identity file, the log); also once at stop.
+pub const ANCHOR_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Anchors the audit chain head as it moves: into the identity file and
+/// into the log (fields `audit_head_seq`, `audit_head_hash`), so a lost
+/// tail of the database (a truncated WAL, a restored older file) is seen
+/// by `audit verify`. Reads the head on a read-only connection of its own.
+pub struct Anchor {
+    conn: Connection,
+    state_dir: PathBuf,
+    last: Option<Head>,
+    state_id: String,
+}
+
+impl Anchor {
+    /// For the database of `state_dir` (opened by [`super::Store::open`]).
+    pub fn new(state_dir: &Path) -> Result<Anchor, StoreError> {
+        let conn = super::connect(&state_dir.join(DB_FILE), OpenFlags::SQLITE_OPEN_READ_ONLY)?;
+        let file = read(state_dir)?.ok_or_else(|| StoreError::IdFile {
+            path: state_dir.join(ID_FILE),
+            detail: "it is missing after the database was opened".into(),
+        })?;
+        Ok(Anchor {
+            conn,
+            state_dir: state_dir.to_owned(),
+            last: file.head,
+            state_id: file.id,
+        })
+    }
+
+    /// The last head anchored (read at start from the identity file).
+    pub fn head(&self) -> Option<&Head> {
+        self.last.as_ref()
+    }
+
+    /// The state's identity.
+    pub fn state_id(&self) -> &str {
+        &self.state_id
+    }
+
+    /// Anchor the committed head if it moved since the last time; returns it.
+    pub fn tick(&mut self) -> Result<Option<Head>, StoreError> {
+        let db = self.state_dir.join(DB_FILE);
+        let head = super::get_meta(&self.conn, crate::audit::HEAD_KEY)
+            .map_err(|e| classify(&db, e))?
+            .as_deref()
+            .and_then(Head::parse);
+        if head.is_none() || head == self.last {
+            return Ok(None);
+        }
+        let mut file = read(&self.state_dir)?.ok_or_else(|| StoreError::IdFile {
+            path: self.state_dir.join(ID_FILE),
+            detail: "it disappeared while scangate ran".into(),
+        })?;
+        file.head = head.clone();
+        write(&self.state_dir, &file)?;
+        if let Some(h) = &head {
+            tracing::info!(
+                target: "scangate::anchor",
+                state_id = %file.id, audit_head_seq = h.seq, audit_head_hash = %h.hash,
+                "audit chain head anchored"
+            );
+        }
+        self.last = head.clone();
+        Ok(head)
+    }
+}

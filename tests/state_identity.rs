@@ -1,0 +1,321 @@
+//! Issue 16, item 1: a state directory has an identity (`state-id`, and
+//! `meta` `state_id` in the database), so a database that is missing,
+//! emptied or replaced is refused by `run` and by every read command
+//! (exit 3), never taken for a first start; `state reset` starts over on
+//! a typed confirmation and audits it as the first record of the new chain.
+//!
+//! Real daemon, real PTY scanner, real SQLite files.
+
+use crate::util::*;
+use scangate::pty::VirtualScanner;
+use std::fs;
+use std::path::PathBuf;
+
+const WINDOW_MS: u64 = 3000;
+
+struct Shift {
+    dir: tempfile::TempDir,
+    state: PathBuf,
+    config: PathBuf,
+}
+
+impl Shift {
+    fn db(&self) -> PathBuf {
+        self.state.join("scangate.db")
+    }
+
+    fn state_id(&self) -> String {
+        let text = fs::read_to_string(self.state.join("state-id")).expect("state-id written");
+        text.lines()
+            .find_map(|l| l.strip_prefix("state_id "))
+            .expect("a state_id line")
+            .trim()
+            .to_string()
+    }
+}
+
+/// A daemon that commits `picks` picks on one serial scanner, then stops.
+fn shift(prefix: &str, picks: usize) -> Shift {
+    let dir = tempdir(prefix);
+    let state = dir.path().join("state");
+    let mut vs = VirtualScanner::new().unwrap();
+    let spec = ScannerSpec::new("counter-1", vs.path()).ack();
+    let config = write_config(dir.path(), &state, WINDOW_MS, &[spec]);
+    let mut daemon = Daemon::start(&config, &dir.path().join("daemon.log"));
+    daemon.wait_open(&[vs.path()]);
+    let burst: Vec<u8> = (0..picks)
+        .flat_map(|i| frame(&dscsa(&format!("R{:07}", 100 + i))))
+        .collect();
+    vs.send(&burst).unwrap();
+    wait_acks(&mut vs, picks);
+    assert_eq!(daemon.terminate().code(), Some(0));
+    assert_eq!(ledger(&config).len(), picks);
+    Shift { dir, state, config }
+}
+
+/// `scangate run` on this config, which must refuse at once: its outcome.
+fn run_refused(s: &Shift) -> Outcome {
+    let mut daemon = Daemon::start(&s.config, &s.dir.path().join("refused.log"));
+    let status = daemon.wait_exit();
+    Outcome {
+        code: status.code(),
+        stdout: String::new(),
+        stderr: daemon.log(),
+    }
+}
+
+/// `run` and every read command refuse with exit 3, naming `what` and
+/// the two ways on.
+fn assert_every_command_refuses(s: &Shift, what: &str, confirm: &str) {
+    let reset = format!("scangate state reset --confirm {confirm}");
+    let mut outcomes: Vec<(String, Outcome)> = [
+        &["audit", "verify"][..],
+        &["audit", "trace", "00000000-0000-0000-0000-000000000000"],
+        &["ledger", "export"],
+        &["outbox", "status"],
+    ]
+    .iter()
+    .map(|args| (args.join(" "), cli_cfg(&s.config, args).into()))
+    .collect();
+    outcomes.push(("run".into(), run_refused(s)));
+    for (cmd, out) in outcomes {
+        assert_eq!(out.code, Some(3), "{cmd} must refuse the state: {out}");
+        for needle in [what, "restore", &reset] {
+            assert!(
+                out.stderr.contains(needle),
+                "{cmd} must say {needle:?}: {out}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_truncated_database_is_refused_by_run_and_every_read_command() {
+    for len in [0u64, 1] {
+        let s = shift("scangate-id-trunc-", 30);
+        let id = s.state_id();
+        fs::OpenOptions::new()
+            .write(true)
+            .open(s.db())
+            .unwrap()
+            .set_len(len)
+            .unwrap();
+        assert_every_command_refuses(&s, &format!("is empty ({len} bytes"), &id);
+        assert_eq!(
+            fs::metadata(s.db()).unwrap().len(),
+            len,
+            "the refused file is left untouched"
+        );
+    }
+}
+
+#[test]
+fn a_deleted_database_with_its_wal_shm_and_lock_left_is_refused() {
+    let s = shift("scangate-id-deleted-", 30);
+    let id = s.state_id();
+    // Its -wal and -shm as a running daemon leaves them.
+    fs::write(s.state.join("scangate.db-wal"), b"").unwrap();
+    fs::write(s.state.join("scangate.db-shm"), b"").unwrap();
+    fs::remove_file(s.db()).unwrap();
+    assert_every_command_refuses(&s, "is missing", &id);
+    assert!(!s.db().exists(), "no new database was created");
+
+    // A state from before identities (no state-id): its leftovers say a
+    // database was here.
+    fs::remove_file(s.state.join("state-id")).unwrap();
+    assert_every_command_refuses(&s, "is missing", "unidentified");
+    assert!(!s.db().exists(), "no new database was created");
+}
+
+#[test]
+fn another_gateways_database_in_its_place_is_refused() {
+    let a = shift("scangate-id-a-", 3);
+    let b = shift("scangate-id-b-", 5);
+    fs::copy(b.db(), a.db()).unwrap();
+    assert_every_command_refuses(
+        &a,
+        &format!("belongs to state {}", b.state_id()),
+        &a.state_id(),
+    );
+}
+
+#[test]
+fn a_database_from_before_identities_is_adopted_and_a_first_start_creates_both() {
+    let s = shift("scangate-id-adopt-", 4);
+    let id = s.state_id();
+    assert!(uuid::Uuid::parse_str(&id).is_ok(), "{id}");
+    let in_db: String = open_db(&s.state)
+        .query_row("SELECT value FROM meta WHERE key = 'state_id'", [], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    assert_eq!(in_db, id, "the database holds the identity of its state-id");
+    // The stop anchored the chain head in the file.
+    let text = fs::read_to_string(s.state.join("state-id")).unwrap();
+    assert!(text.contains("\nhead 4 "), "{text}");
+
+    // As an older scangate left it: no identity anywhere.
+    fs::remove_file(s.state.join("state-id")).unwrap();
+    {
+        let c = rusqlite::Connection::open(s.db()).unwrap();
+        c.execute("DELETE FROM meta WHERE key = 'state_id'", [])
+            .unwrap();
+    }
+    audit_verify(&s.config); // a read command accepts it as it is
+    let mut daemon = Daemon::start(&s.config, &s.dir.path().join("adopt.log"));
+    wait_until("the adopted state-id", || s.state.join("state-id").exists());
+    assert_eq!(daemon.terminate().code(), Some(0));
+    let adopted = s.state_id();
+    assert_ne!(adopted, id, "a new identity, given to the old database");
+    let in_db: String = open_db(&s.state)
+        .query_row("SELECT value FROM meta WHERE key = 'state_id'", [], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    assert_eq!(in_db, adopted);
+    assert_eq!(ledger(&s.config).len(), 4, "the old ledger is kept");
+}
+
+#[test]
+fn state_reset_takes_the_lost_identity_and_audits_the_reset_first() {
+    let s = shift("scangate-id-reset-", 30);
+    let id = s.state_id();
+    let text = fs::read_to_string(s.state.join("state-id")).unwrap();
+    let head = text
+        .lines()
+        .find_map(|l| l.strip_prefix("head "))
+        .expect("an anchored head")
+        .to_string();
+    let (head_seq, head_hash) = head.split_once(' ').unwrap();
+    fs::OpenOptions::new()
+        .write(true)
+        .open(s.db())
+        .unwrap()
+        .set_len(0)
+        .unwrap();
+
+    // Nothing is reset without the lost identity.
+    let wrong: Outcome = cli_cfg(&s.config, &["state", "reset", "--confirm", "yes"]).into();
+    assert_eq!(wrong.code, Some(2), "{wrong}");
+    assert!(wrong.stderr.contains(&format!("--confirm {id}")), "{wrong}");
+    assert_eq!(fs::metadata(s.db()).unwrap().len(), 0);
+
+    let done: Outcome = cli_cfg(&s.config, &["state", "reset", "--confirm", &id]).into();
+    assert_eq!(done.code, Some(0), "{done}");
+    let new_id = s.state_id();
+    assert_ne!(new_id, id);
+    let aside: Vec<PathBuf> = fs::read_dir(&s.state)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.to_string_lossy().contains("scangate.db.lost-"))
+        .collect();
+    assert!(
+        aside
+            .iter()
+            .any(|p| p.to_string_lossy().ends_with('Z') && fs::metadata(p).unwrap().len() == 0),
+        "the emptied file is moved aside, not deleted: {aside:?}"
+    );
+
+    let verify = audit_verify(&s.config);
+    assert!(verify.stdout.contains("intact: 1 records"), "{verify}");
+    let record: serde_json::Value = serde_json::from_str(
+        &open_db(&s.state)
+            .query_row("SELECT record FROM audit WHERE seq = 1", [], |r| {
+                r.get::<_, String>(0)
+            })
+            .unwrap(),
+    )
+    .unwrap();
+    let reset = &record["state_reset"];
+    assert_eq!(reset["lost_state_id"], id.as_str(), "{record}");
+    assert_eq!(reset["lost_head_seq"], head_seq.parse::<i64>().unwrap());
+    assert_eq!(reset["lost_head_hash"], head_hash);
+    assert_eq!(record["scan_uuid"], new_id.as_str());
+    assert!(ledger(&s.config).is_empty());
+
+    // An intact state is not reset.
+    let again: Outcome = cli_cfg(&s.config, &["state", "reset", "--confirm", &new_id]).into();
+    assert_eq!(again.code, Some(2), "{again}");
+    assert!(again.stderr.contains("nothing to reset"), "{again}");
+}
+
+/// Issue 16, item 3: the chain head is anchored outside the file (the
+/// state-id file, the log, the facility Redis). The database loses its
+/// tail after a SIGKILL (the WAL frames of the last 20 decisions gone:
+/// emulated by removing them, consistently, from the file) — its own chain
+/// still verifies, but `audit verify` names the lost tail from the anchors.
+#[test]
+fn a_lost_tail_is_named_from_the_anchors_outside_the_database() {
+    let redis = RedisServer::start_temp(&[]);
+    let dir = tempdir("scangate-anchor-");
+    let state = dir.path().join("state");
+    let mut vs = VirtualScanner::new().unwrap();
+    let spec = ScannerSpec::new("counter-1", vs.path()).ack();
+    let config = write_config(dir.path(), &state, WINDOW_MS, &[spec]);
+    let text = fs::read_to_string(&config).unwrap();
+    fs::write(
+        &config,
+        format!("{text}\n[redis]\nurl = {:?}\n", redis.url()),
+    )
+    .unwrap();
+    let mut daemon = Daemon::start(&config, &dir.path().join("daemon.log"));
+    daemon.wait_open(&[vs.path()]);
+    const PICKS: i64 = 40;
+    let burst: Vec<u8> = (0..PICKS)
+        .flat_map(|i| frame(&dscsa(&format!("T{i:07}"))))
+        .collect();
+    vs.send(&burst).unwrap();
+    wait_acks(&mut vs, PICKS as usize);
+    let mut conn = redis.connection();
+    let key = "scangate:{test-pharmacy}:anchor:test-gw";
+    wait_until("the facility store anchors all 40 records", || {
+        redis::cmd("HGET")
+            .arg(key)
+            .arg("seq")
+            .query::<Option<i64>>(&mut conn)
+            .ok()
+            .flatten()
+            == Some(PICKS)
+    });
+    assert!(
+        daemon.log().contains("audit_head_seq"),
+        "the head goes to the log too: {}",
+        daemon.log_digest()
+    );
+    daemon.kill9();
+    {
+        let c = rusqlite::Connection::open(state.join("scangate.db")).unwrap();
+        let head: String = c
+            .query_row(
+                "SELECT seq || ' ' || hash FROM audit WHERE seq = 20",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        c.execute_batch(&format!(
+            "DELETE FROM ledger WHERE scan_uuid IN (SELECT scan_uuid FROM audit WHERE seq > 20);
+             DELETE FROM scans WHERE scan_uuid IN (SELECT scan_uuid FROM audit WHERE seq > 20);
+             DELETE FROM audit WHERE seq > 20;
+             UPDATE meta SET value = '{head}' WHERE key = 'audit_head';"
+        ))
+        .unwrap();
+    }
+    let out: Outcome = cli_cfg(&config, &["audit", "verify"]).into();
+    assert_eq!(out.code, Some(1), "verify must name the lost tail: {out}");
+    assert!(
+        out.stdout.contains("audit chain intact: 20 records"),
+        "{out}"
+    );
+    assert!(
+        out.stdout.contains(
+            "audit chain TAIL LOST: the database ends at record 20; the facility store (gateway test-gw) saw record 40"
+        ),
+        "{out}"
+    );
+
+    // An anchor that cannot be reached is said so, not taken as intact.
+    drop(redis);
+    let out: Outcome = cli_cfg(&config, &["audit", "verify"]).into();
+    assert_eq!(out.code, Some(1), "{out}");
+    assert!(out.stdout.contains("NOT reachable"), "{out}");
+}
