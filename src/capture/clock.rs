@@ -62,11 +62,13 @@ pub fn rfc3339_ms(ms: i64) -> String {
         .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
 }
 
-/// `CLOCK_BOOTTIME` in nanoseconds.
+/// `CLOCK_BOOTTIME` in nanoseconds. (Time since boot: a 32-bit `time_t`,
+/// as on armv7, holds 68 years of it.)
+#[allow(clippy::useless_conversion)] // i32 → i64 on 32-bit time_t
 pub fn boot_ns() -> i64 {
     let ts = nix::time::clock_gettime(nix::time::ClockId::CLOCK_BOOTTIME)
         .expect("CLOCK_BOOTTIME is available on every Linux since 2.6.39");
-    ts.tv_sec() * 1_000_000_000 + ts.tv_nsec()
+    i64::from(ts.tv_sec()) * 1_000_000_000 + i64::from(ts.tv_nsec())
 }
 
 /// This boot's id (read once).

@@ -208,12 +208,107 @@ fn open(cfg: &SerialConfig) -> tokio_serial::Result<SerialStream> {
         FlowControl::Software => Fc::Software,
         FlowControl::Hardware => Fc::Hardware,
     };
-    tokio_serial::new(cfg.path.to_string_lossy(), cfg.baud)
+    let opened = tokio_serial::new(cfg.path.to_string_lossy(), cfg.baud)
         .data_bits(data_bits)
         .parity(parity)
         .stop_bits(stop_bits)
         .flow_control(flow)
-        .open_native_async()
+        .open_native_async();
+    match opened {
+        Err(e) if termios2_refused(&e) => {
+            tracing::debug!(device = %cfg.path.display(), "termios2 refused ({e}); setting the line with termios");
+            open_with_termios(cfg).map_err(|fallback| {
+                tokio_serial::Error::new(
+                    tokio_serial::ErrorKind::Unknown,
+                    format!("{e}; and with termios instead of termios2: {fallback}"),
+                )
+            })
+        }
+        other => other,
+    }
+}
+
+/// Whether opening failed because the kernel or emulator does not know
+/// the termios2 ioctls (`TCGETS2`/`TCSETS2`: qemu-user 7.2, some old
+/// kernels), which the serial library uses for every rate.
+fn termios2_refused(e: &tokio_serial::Error) -> bool {
+    use nix::errno::Errno;
+    e.kind() == tokio_serial::ErrorKind::Unknown
+        && [Errno::ENOSYS, Errno::ENOTTY, Errno::EINVAL]
+            .iter()
+            .any(|errno| e.description == errno.desc())
+}
+
+/// Open the device and set its line with the classic termios ioctls
+/// (`TCGETS`/`TCSETS`): the standard rates only. As the serial library
+/// does: exclusive (`flock` and `TIOCEXCL`), raw, receiver on, no modem
+/// control lines.
+fn open_with_termios(cfg: &SerialConfig) -> Result<SerialStream, String> {
+    use nix::fcntl::{Flock, FlockArg, OFlag, open};
+    use nix::sys::stat::Mode;
+    use nix::sys::termios::{self, BaudRate, ControlFlags, InputFlags, SetArg};
+    use std::os::fd::IntoRawFd;
+    let baud = match cfg.baud {
+        1200 => BaudRate::B1200,
+        2400 => BaudRate::B2400,
+        4800 => BaudRate::B4800,
+        9600 => BaudRate::B9600,
+        19_200 => BaudRate::B19200,
+        38_400 => BaudRate::B38400,
+        57_600 => BaudRate::B57600,
+        115_200 => BaudRate::B115200,
+        230_400 => BaudRate::B230400,
+        460_800 => BaudRate::B460800,
+        921_600 => BaudRate::B921600,
+        other => {
+            return Err(format!(
+                "baud {other} is not a standard rate termios can set"
+            ));
+        }
+    };
+    let fd = open(
+        &cfg.path,
+        OFlag::O_RDWR | OFlag::O_NOCTTY | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| e.desc().to_string())?;
+    let fd = Flock::lock(fd, FlockArg::LockExclusiveNonblock)
+        .map_err(|(_, e)| format!("in use by another process ({})", e.desc()))?;
+    let mut t = termios::tcgetattr(&*fd).map_err(|e| e.desc().to_string())?;
+    termios::cfmakeraw(&mut t);
+    termios::cfsetspeed(&mut t, baud).map_err(|e| e.desc().to_string())?;
+    let c = &mut t.control_flags;
+    c.remove(ControlFlags::CSIZE | ControlFlags::PARENB | ControlFlags::PARODD);
+    c.remove(ControlFlags::CSTOPB | ControlFlags::CRTSCTS);
+    c.insert(ControlFlags::CLOCAL | ControlFlags::CREAD);
+    c.insert(match cfg.data_bits {
+        5 => ControlFlags::CS5,
+        6 => ControlFlags::CS6,
+        7 => ControlFlags::CS7,
+        _ => ControlFlags::CS8,
+    });
+    match cfg.parity {
+        Parity::None => {}
+        Parity::Odd => c.insert(ControlFlags::PARENB | ControlFlags::PARODD),
+        Parity::Even => c.insert(ControlFlags::PARENB),
+    }
+    if cfg.stop_bits == 2 {
+        c.insert(ControlFlags::CSTOPB);
+    }
+    t.input_flags.remove(InputFlags::IXON | InputFlags::IXOFF);
+    match cfg.flow_control {
+        FlowControl::None => {}
+        FlowControl::Software => t.input_flags.insert(InputFlags::IXON | InputFlags::IXOFF),
+        FlowControl::Hardware => t.control_flags.insert(ControlFlags::CRTSCTS),
+    }
+    termios::tcsetattr(&*fd, SetArg::TCSANOW, &t).map_err(|e| e.desc().to_string())?;
+    // The lock goes with the descriptor (the library takes it again).
+    let fd = fd.unlock().map_err(|(_, e)| e.desc().to_string())?;
+    // SAFETY: `fd` is an open terminal descriptor this function owns; the
+    // port takes it over (and closes it when dropped).
+    let port =
+        unsafe { <serialport::TTYPort as std::os::fd::FromRawFd>::from_raw_fd(fd.into_raw_fd()) };
+    SerialStream::try_from(port).map_err(|e| e.to_string())
 }
 
 /// Wait `backoff`, or less if the path starts leading to another device

@@ -171,8 +171,13 @@ fn current_year() -> i32 {
     #[cfg(any(target_os = "linux", target_os = "android"))]
     {
         use nix::time::{ClockId, clock_gettime};
+        // Only with a 64-bit `time_t`: a 32-bit one (armv7's glibc ABI)
+        // wraps in 2038, while `Utc::now` below (std) reads the 64-bit
+        // clock there too.
+        #[allow(clippy::useless_conversion)] // i32 → i64 on 32-bit time_t
         if let Ok(ts) = clock_gettime(ClockId::CLOCK_REALTIME_COARSE)
-            && let Some(t) = chrono::DateTime::from_timestamp(ts.tv_sec(), 0)
+            && size_of_val(&ts.tv_sec()) == 8
+            && let Some(t) = chrono::DateTime::from_timestamp(i64::from(ts.tv_sec()), 0)
         {
             return t.year();
         }
