@@ -398,8 +398,9 @@ impl Telemetry {
         }
     }
 
-    /// Refresh the values kept in the database from `store`.
-    fn sample(&self, store: &Store, state_dir: &Path) -> Result<(), crate::store::StoreError> {
+    /// Refresh the values kept in the database from `store` (in
+    /// `state_dir`).
+    pub fn sample(&self, store: &Store, state_dir: &Path) -> Result<(), crate::store::StoreError> {
         let i = &self.inner;
         let sample = crate::status::StoredSample::read(store, state_dir)?;
         let gauge = |state: ScanState| {

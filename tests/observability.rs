@@ -341,3 +341,27 @@ fn status_tells_healthy_unplugged_redis_down_and_stopped_also_to_a_group_member(
     assert_eq!(o["committed"], 1, "{o}");
     assert_eq!(o["unresolved"], 1, "{o}");
 }
+
+/// The shipped alerting rules load in Prometheus's own checker and fire as
+/// their unit tests say (a scanner unplugged, the facility store down and
+/// back, scans undecided for long).
+#[test]
+fn the_shipped_alert_rules_check_and_pass_their_promtool_tests() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/monitoring");
+    for args in [
+        ["check", "rules", "scangate-alerts.yml"],
+        ["test", "rules", "scangate-alerts.test.yml"],
+    ] {
+        let out = Command::new("promtool")
+            .args(args)
+            .current_dir(&dir)
+            .output()
+            .expect("promtool (apt-get install prometheus)");
+        assert!(
+            out.status.success(),
+            "promtool {args:?}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
