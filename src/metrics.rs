@@ -138,7 +138,7 @@ impl Telemetry {
         let decisions = Family::<DecisionLabels, Counter>::default();
         registry.register(
             "scangate_decisions",
-            "Decisions since start per scanner: committed, suppressed, rejected, or unresolved (each time a scan is left waiting for the facility store)",
+            "Decisions since start per scanner: committed, suppressed, rejected, or unresolved (a scan left waiting for the facility store, counted once however often it is retried)",
             decisions.clone(),
         );
         let scanner_up = Family::<ScannerLabel, Gauge>::default();
@@ -352,7 +352,10 @@ impl Telemetry {
         let now = boot_ns();
         for d in decisions {
             let state = d.verdict.state();
-            if state == ScanState::Pending {
+            // A scan left unresolved again (a retry) is counted once.
+            if state == ScanState::Pending
+                || (state == ScanState::Unresolved && d.was == ScanState::Unresolved)
+            {
                 continue;
             }
             self.inner
@@ -572,5 +575,105 @@ pub async fn run(telemetry: Telemetry, publish: Publish, mut stop: Stop) {
             _ = tokio::time::sleep(wait) => {}
             _ = stop.wait() => break,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gate::Verdict;
+
+    fn config(redis: bool) -> Config {
+        let text = format!(
+            "[[scanner]]\nname = \"counter-1\"\nkind = \"serial\"\npath = \"/dev/null\"\nscan_type = \"dispense\"\n{}",
+            if redis {
+                "[redis]\nurl = \"redis://127.0.0.1:6379/0\"\n"
+            } else {
+                ""
+            }
+        );
+        Config::parse(&text, None).unwrap()
+    }
+
+    fn decision(verdict: Verdict, was: ScanState) -> Decision {
+        Decision {
+            scan_uuid: "u".into(),
+            verdict,
+            content_key: None,
+            scanner: "counter-1".into(),
+            read_boot_ns: Some(boot_ns()),
+            was,
+        }
+    }
+
+    #[test]
+    fn every_documented_series_is_exported_the_facility_ones_only_with_redis() {
+        let names = [
+            "scangate_build_info{",
+            "scangate_scans_read_total{scanner=\"counter-1\"} 0",
+            "scangate_decisions_total{scanner=\"counter-1\",decision=\"unresolved\"} 0",
+            "scangate_scanner_up{scanner=\"counter-1\"} 0",
+            "scangate_scanner_last_read_timestamp_seconds{scanner=\"counter-1\"}",
+            "scangate_outbox_undecided{state=\"pending\"}",
+            "scangate_outbox_oldest_undecided_age_seconds",
+            "scangate_ack_latency_seconds_bucket{",
+            "scangate_commit_latency_seconds_count",
+            "scangate_audit_records_total",
+            "scangate_database_bytes",
+            "scangate_state_free_bytes",
+        ];
+        let facility = [
+            "scangate_facility_up",
+            "scangate_facility_clock_offset_seconds",
+            "scangate_facility_clock_error_bound_seconds",
+        ];
+        let with = Telemetry::new(&config(true)).encode();
+        let without = Telemetry::new(&config(false)).encode();
+        for n in names {
+            assert!(with.contains(n) && without.contains(n), "{n}:\n{with}");
+        }
+        for n in facility {
+            assert!(with.contains(n) && !without.contains(n), "{n}");
+        }
+    }
+
+    #[test]
+    fn a_retried_unresolved_scan_counts_once_and_rejects_count_today() {
+        let t = Telemetry::new(&config(false));
+        t.scan_read("counter-1");
+        t.decided(&[decision(
+            Verdict::Unresolved { reason: "x".into() },
+            ScanState::Pending,
+        )]);
+        t.decided(&[decision(
+            Verdict::Unresolved { reason: "x".into() },
+            ScanState::Unresolved,
+        )]);
+        t.decided(&[decision(Verdict::Committed, ScanState::Unresolved)]);
+        t.decided(&[decision(
+            Verdict::Rejected { reason: "x".into() },
+            ScanState::Pending,
+        )]);
+        let text = t.encode();
+        let count = |d: &str| {
+            text.lines()
+                .find(|l| {
+                    l.starts_with("scangate_decisions_total") && l.contains(&format!("\"{d}\""))
+                })
+                .and_then(|l| l.rsplit(' ').next())
+                .map(str::to_string)
+        };
+        assert_eq!(count("unresolved").as_deref(), Some("1"), "{text}");
+        assert_eq!(count("committed").as_deref(), Some("1"), "{text}");
+        assert_eq!(count("rejected").as_deref(), Some("1"), "{text}");
+        assert!(
+            text.contains("scangate_commit_latency_seconds_count 2"),
+            "{text}"
+        );
+        let live = t.live();
+        assert_eq!(
+            (live.scanners[0].reads_today, live.scanners[0].rejects_today),
+            (1, 1)
+        );
     }
 }

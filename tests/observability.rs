@@ -118,6 +118,7 @@ fn prometheus_and_node_exporter_see_the_decisions_of_a_running_gateway() {
     // parse error or miss series), and sees no other file of ours.
     let until = Instant::now() + Duration::from_secs(3);
     let mut scrapes = 0;
+    let mut inodes = std::collections::HashSet::new();
     while Instant::now() < until {
         let (code, body) = http_get(&node.addr, "/metrics").expect("node_exporter answers");
         assert_eq!(code, 200);
@@ -146,8 +147,25 @@ fn prometheus_and_node_exporter_see_the_decisions_of_a_running_gateway() {
             .collect();
         assert_eq!(ours, ["scangate.prom"]);
         scrapes += 1;
+        // Read directly, between the scrapes, it is always whole (its last
+        // series ends it), and each rewrite is a new file renamed over it.
+        for _ in 0..20 {
+            use std::os::unix::fs::MetadataExt;
+            let Ok(text) = std::fs::read_to_string(&textfile) else {
+                panic!("{} vanished between two rewrites", textfile.display());
+            };
+            assert!(
+                text.ends_with('\n') && text.contains("\nscangate_state_free_bytes "),
+                "a partly written textfile:\n{text}"
+            );
+            inodes.insert(std::fs::metadata(&textfile).unwrap().ino());
+        }
     }
     assert!(scrapes > 10, "only {scrapes} scrapes");
+    assert!(
+        inodes.len() >= 2,
+        "the textfile was not replaced while watched"
+    );
     assert!(daemon.terminate().success(), "{}", daemon.log_digest());
 }
 
@@ -263,13 +281,18 @@ fn status_tells_healthy_unplugged_redis_down_and_stopped_also_to_a_group_member(
     let mut redis = RedisServer::start(&redis_dir, &[]);
     let mut a = VirtualScanner::new().unwrap();
     let b = VirtualScanner::new().unwrap();
+    // counter-2 through a symlink (as udev's /dev/scangate/<name>): unplugged,
+    // the link goes too, so a PTY another test opens meanwhile under the
+    // same /dev/pts number is not taken for it.
+    let b_link = dir.path().join("counter-2");
+    std::os::unix::fs::symlink(b.path(), &b_link).unwrap();
     let config = write_config(
         dir.path(),
         &state,
         3000,
         &[
             ScannerSpec::new("counter-1", a.path()).ack(),
-            ScannerSpec::new("counter-2", b.path()).ack(),
+            ScannerSpec::new("counter-2", &b_link).ack(),
         ],
     );
     append(
@@ -309,6 +332,7 @@ fn status_tells_healthy_unplugged_redis_down_and_stopped_also_to_a_group_member(
     assert_eq!(s["audit"]["records"], 1, "{s}");
 
     // A scanner unplugged: degraded, naming it.
+    std::fs::remove_file(&b_link).unwrap();
     drop(b);
     wait_until("status to name the unplugged scanner", || {
         let (code, s) = status(None);

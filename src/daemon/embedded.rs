@@ -68,6 +68,7 @@ pub fn submit(
                     content_key: None,
                     scanner: s.profile.scanner.clone(),
                     read_boot_ns: None,
+                    was: crate::outbox::ScanState::Pending,
                 })
             })
         })

@@ -102,6 +102,9 @@ pub struct Decision {
     /// was read during this boot: the read → decision latency.
     #[serde(skip)]
     pub read_boot_ns: Option<i64>,
+    /// Its state before this decision (`unresolved` again: a retry).
+    #[serde(skip)]
+    pub was: ScanState,
 }
 
 /// Counters since start.
@@ -476,6 +479,7 @@ impl Gate {
             content_key: row.content_key,
             scanner: row.scanner,
             read_boot_ns,
+            was: row.state,
         }))
     }
 }
@@ -512,6 +516,7 @@ pub fn decision_of(store: &Store, scan_uuid: &str) -> Result<Option<Decision>, S
             content_key: r.content_key,
             scanner: r.scanner,
             read_boot_ns: None,
+            was: r.state,
         }
     }))
 }
