@@ -10,7 +10,8 @@
 //! that live in the database (undecided scans, facility state and clock,
 //! audit records, sizes) are sampled from a read-only connection every
 //! `[metrics] interval_s` by [`run`], which also rewrites the textfile and,
-//! every [`STATUS_EVERY`], the status file.
+//! every [`STATUS_EVERY`] while it changes (else every
+//! [`STATUS_HEARTBEAT`]), the status file.
 //!
 //! `scangate_audit_last_anchor_timestamp_seconds` is not exported yet: the
 //! audit trail has no anchors in this build.
@@ -36,8 +37,12 @@ use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-/// How often the status file is rewritten.
+/// How often the status file is rewritten while something in it changes
+/// (a connect, a read).
 pub const STATUS_EVERY: Duration = Duration::from_secs(2);
+/// How often it is rewritten while nothing changes (on an SD card an idle
+/// gateway should not write every 2 s).
+pub const STATUS_HEARTBEAT: Duration = Duration::from_secs(30);
 
 /// Latency buckets in seconds (read → ACK, read → decision): 0.5 ms … 30 s.
 const LATENCY_BUCKETS: [f64; 16] = [
@@ -389,7 +394,7 @@ impl Telemetry {
             written_ms: now_ms(),
             pid: std::process::id(),
             started_ms: self.inner.started_ms,
-            every_ms: STATUS_EVERY.as_millis() as i64,
+            every_ms: STATUS_HEARTBEAT.as_millis() as i64,
             scanners: scanners
                 .values()
                 .cloned()
@@ -507,11 +512,19 @@ pub async fn run(telemetry: Telemetry, publish: Publish, mut stop: Stop) {
     let mut next_sample = tokio::time::Instant::now();
     let status_path = state_dir.join(crate::status::STATUS_FILE);
     let db = state_dir.join(crate::store::DB_FILE);
+    let mut published: Option<(Vec<LiveScanner>, tokio::time::Instant)> = None;
     loop {
         let now = tokio::time::Instant::now();
         let sample_now = now >= next_sample;
         if sample_now {
             next_sample = now + interval;
+        }
+        let live = telemetry.live();
+        let write_status = published.as_ref().is_none_or(|(scanners, at)| {
+            *scanners != live.scanners || now.duration_since(*at) >= STATUS_HEARTBEAT
+        });
+        if write_status {
+            published = Some((live.scanners.clone(), now));
         }
         let (t, dir, tf, sp, db) = (
             telemetry.clone(),
@@ -545,8 +558,8 @@ pub async fn run(telemetry: Telemetry, publish: Publish, mut stop: Stop) {
                     ));
                 }
             }
-            let live = serde_json::to_vec(&t.live()).expect("status serialises");
-            if let Err(e) = write_atomically(&sp, &live, Some(&db)) {
+            let live = serde_json::to_vec(&live).expect("status serialises");
+            if write_status && let Err(e) = write_atomically(&sp, &live, Some(&db)) {
                 errors.push(format!("cannot write the status file {}: {e}", sp.display()));
             }
             (held, errors)

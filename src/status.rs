@@ -5,9 +5,10 @@
 //! What only the running daemon knows — which scanner is connected to which
 //! device, the reads and rejects of today — it publishes in the status file
 //! ([`STATUS_FILE`] in the state directory, [`LiveStatus`]), rewritten
-//! atomically every [`crate::metrics::STATUS_EVERY`]. A file older than
-//! [`STALE_AFTER_MS`], or whose process is gone, means the daemon is not
-//! running. Everything else is read from the database, read-only: the
+//! atomically every [`crate::metrics::STATUS_EVERY`] while it changes and
+//! every [`crate::metrics::STATUS_HEARTBEAT`] while not. A state directory
+//! whose lock nobody holds, or a file older than [`STALE_AFTER_MS`], means
+//! the daemon is not running. Everything else is read from the database, read-only: the
 //! command never writes, and works for any member of the service's group
 //! with read access, daemon running or stopped.
 
@@ -21,8 +22,9 @@ use std::path::Path;
 
 /// File name of the status file in the state directory.
 pub const STATUS_FILE: &str = "status.json";
-/// A status file older than this means the daemon is not running.
-pub const STALE_AFTER_MS: i64 = 10_000;
+/// A status file older than this (three heartbeats) means the daemon is
+/// not running, or hangs.
+pub const STALE_AFTER_MS: i64 = 3 * crate::metrics::STATUS_HEARTBEAT.as_millis() as i64;
 /// Less free space than this in the state directory's file system is a
 /// degraded gateway.
 pub const LOW_FREE_BYTES: u64 = 100 * 1024 * 1024;
@@ -30,7 +32,7 @@ pub const LOW_FREE_BYTES: u64 = 100 * 1024 * 1024;
 pub const OLD_UNDECIDED_S: f64 = 60.0;
 
 /// One scanner as the running daemon sees it.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LiveScanner {
     /// Its `[[scanner]] name`.
     pub name: String,
