@@ -20,6 +20,12 @@
 //! overwrites decided scans' raw bytes after `[outbox] keep_raw_hours`, one
 //! short write turn at a time.
 //!
+//! **Publishing.** Sources, writer and claimer report to one
+//! [`crate::metrics::Telemetry`]; `metrics::run` (status file, database
+//! samples, `[metrics] textfile`) and the `[metrics] listen` server run as
+//! tasks beside the stages, not as stages: their failures are logged and
+//! retried, never a reason to stop reading scans. They end on the stop token.
+//!
 //! **Stopping.** Every stage is started through the [`supervisor`], which
 //! hears how each ends, and holds a copy of one stop token
 //! ([`crate::shutdown::Stop`]). The daemon runs until the shutdown signal
