@@ -208,6 +208,15 @@ pub fn emit(records: &[Emitted]) {
     }
 }
 
+/// The chain head as recorded (its record count and last hash; `None`
+/// before the first record): cheap, one `meta` read, nothing verified.
+pub fn recorded_head(store: &Store) -> Result<Option<(i64, String)>, StoreError> {
+    Ok(store.meta(HEAD_KEY)?.and_then(|head| {
+        let (seq, hash) = head.split_once(' ')?;
+        Some((seq.parse().ok()?, hash.to_string()))
+    }))
+}
+
 /// Result of verifying the chain.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verification {

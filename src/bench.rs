@@ -12,6 +12,12 @@
 //!
 //! Peak RSS is the process's high-water mark (`VmHWM`).
 //!
+//! With `--metrics` every read and decision is also counted in the
+//! daemon's metrics ([`crate::metrics::Telemetry`]) and, every second, the
+//! database is sampled and the metrics are encoded and written to
+//! `scangate.prom` beside it, as `[metrics]` makes the daemon do (its cost,
+//! measured against a run without).
+//!
 //! With `--redis URL` the same figures are taken through the facility
 //! store, with the daemon's own claimer lanes deciding while this thread
 //! admits as the outbox writer does (`bench/facility.rs`).
@@ -22,8 +28,11 @@ use crate::capture::{CaptureTime, Profile, RawScan, Scan};
 use crate::config::ScanType;
 use crate::exit::Exit;
 use crate::gate::{Gate, GateConfig};
+use crate::metrics::Telemetry;
 use crate::store::Store;
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 /// Benchmark arguments.
@@ -54,6 +63,10 @@ pub struct BenchArgs {
     /// of `--rate` scans/s is decided ahead of it.
     #[arg(long, default_value_t = 0)]
     pub backlog: u64,
+    /// Count reads and decisions in the daemon's metrics and publish them
+    /// every second (embedded store only), as `[metrics]` does.
+    #[arg(long)]
+    pub metrics: bool,
 }
 
 /// Synthetic but realistic reads: ~70 % unique serialised DSCSA picks,
@@ -164,11 +177,50 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[idx.min(sorted.len() - 1)]
 }
 
-/// Make a batch durable and decided in one transaction (embedded store).
-fn decide(store: &mut Store, gate: &mut Gate, batch: &[Scan]) -> Result<(), String> {
-    crate::daemon::embedded::admit_and_decide(store, gate, batch)
-        .map(|_| ())
-        .map_err(|e| e.to_string())
+/// Make a batch durable and decided in one transaction (embedded store),
+/// counted in `metrics` if given (as the sources and the writer count).
+fn decide(
+    store: &mut Store,
+    gate: &mut Gate,
+    batch: &[Scan],
+    metrics: Option<&Telemetry>,
+) -> Result<(), String> {
+    if let Some(t) = metrics {
+        for scan in batch {
+            t.scan_read(&scan.profile.scanner);
+        }
+    }
+    let (_, decisions) =
+        crate::daemon::embedded::admit_and_decide(store, gate, batch).map_err(|e| e.to_string())?;
+    if let Some(t) = metrics {
+        t.decided(&decisions);
+    }
+    Ok(())
+}
+
+/// With `--metrics`: sample `dir`'s database and write the metrics to
+/// `dir/scangate.prom` every second until the returned flag is set.
+fn publish_metrics(
+    dir: &std::path::Path,
+) -> (Telemetry, Arc<AtomicBool>, std::thread::JoinHandle<()>) {
+    let telemetry = Telemetry::new(&crate::config::Config::default());
+    let stop = Arc::new(AtomicBool::new(false));
+    let (t, flag, dir) = (telemetry.clone(), stop.clone(), dir.to_owned());
+    let thread = std::thread::spawn(move || {
+        let store = Store::open_read_only(&dir).ok();
+        while !flag.load(Ordering::Relaxed) {
+            if let Some(store) = &store {
+                let _ = t.sample(store, &dir);
+            }
+            let _ = crate::metrics::write_atomically(
+                &dir.join("scangate.prom"),
+                t.encode().as_bytes(),
+                None,
+            );
+            std::thread::sleep(Duration::from_secs(1));
+        }
+    });
+    (telemetry, stop, thread)
 }
 
 /// Run the benchmark and print the figures.
@@ -212,8 +264,13 @@ pub fn run(args: &BenchArgs) -> Result<Exit, String> {
     };
 
     if let Some(url) = &args.redis {
+        if args.metrics {
+            return Err("--metrics is for the embedded store only (without --redis)".into());
+        }
         return facility::run(args, store, gate, &cfg, &profile, &mut work, url);
     }
+    let publishing = args.metrics.then(|| publish_metrics(&dir));
+    let metrics = publishing.as_ref().map(|(t, _, _)| t);
 
     // Phase 1: throughput.
     let before = gate.stats();
@@ -226,7 +283,7 @@ pub fn run(args: &BenchArgs) -> Result<Exit, String> {
         for _ in 0..take {
             batch.push(work.scan(&profile));
         }
-        decide(&mut store, &mut gate, &batch)?;
+        decide(&mut store, &mut gate, &batch, metrics)?;
         done += take;
     }
     let elapsed = started.elapsed();
@@ -265,7 +322,7 @@ pub fn run(args: &BenchArgs) -> Result<Exit, String> {
         }
         let t = Instant::now();
         let scan = work.scan(&profile);
-        decide(&mut store, &mut gate, std::slice::from_ref(&scan))?;
+        decide(&mut store, &mut gate, std::slice::from_ref(&scan), metrics)?;
         latencies.push(t.elapsed());
     }
     latencies.sort();
@@ -280,6 +337,11 @@ pub fn run(args: &BenchArgs) -> Result<Exit, String> {
     match peak_rss_kib() {
         Some(kib) => println!("peak RSS: {:.1} MB", kib as f64 / 1024.0),
         None => println!("peak RSS: unavailable (/proc/self/status unreadable)"),
+    }
+    if let Some((_, stop, thread)) = publishing {
+        stop.store(true, Ordering::Relaxed);
+        let _ = thread.join();
+        println!("metrics: counted and published every second (--metrics)");
     }
     Ok(Exit::Ok)
 }

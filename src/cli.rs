@@ -57,6 +57,16 @@ enum Command {
         #[command(subcommand)]
         command: AuditCommand,
     },
+    /// The gateway's health at one glance: scanners, outbox, facility
+    /// store, storage, audit. Exit 0 healthy, 1 degraded (each reason
+    /// listed). Read-only; works while the daemon is stopped.
+    Status {
+        #[command(flatten)]
+        config: ConfigArg,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
     /// The write-ahead outbox.
     Outbox {
         #[command(subcommand)]
@@ -183,6 +193,8 @@ impl Failure {
             // The facility Redis is set up so claims could be lost, or
             // refuses this gateway: a technician's fix, like a config error.
             Failure::Daemon(DaemonError::Facility(_)) => Exit::Config,
+            // Another process holds the port: the technician picks another.
+            Failure::Daemon(DaemonError::MetricsListen(_)) => Exit::Config,
             Failure::Daemon(_) | Failure::Runtime(_) => Exit::Runtime,
         }
     }
@@ -407,6 +419,20 @@ fn dispatch(cmd: Command) -> Result<Exit, Failure> {
             let (text, complete) = audit::render_trace(&key, &trail);
             print!("{text}");
             Ok(if complete {
+                Exit::Ok
+            } else {
+                Exit::CheckFailed
+            })
+        }
+        Command::Status { config, json } => {
+            let cfg = load(&config)?;
+            let st = crate::status::gather(&cfg, chrono::Utc::now().timestamp_millis())?;
+            if json {
+                println!("{}", serde_json::to_string(&st).expect("status serialises"));
+            } else {
+                print!("{}", crate::status::render(&st));
+            }
+            Ok(if st.healthy {
                 Exit::Ok
             } else {
                 Exit::CheckFailed

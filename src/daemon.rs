@@ -20,6 +20,12 @@
 //! overwrites decided scans' raw bytes after `[outbox] keep_raw_hours`, one
 //! short write turn at a time.
 //!
+//! **Publishing.** Sources, writer and claimer report to one
+//! [`crate::metrics::Telemetry`]; `metrics::run` (status file, database
+//! samples, `[metrics] textfile`) and the `[metrics] listen` server run as
+//! tasks beside the stages, not as stages: their failures are logged and
+//! retried, never a reason to stop reading scans. They end on the stop token.
+//!
 //! **Stopping.** Every stage is started through the [`supervisor`], which
 //! hears how each ends, and holds a copy of one stop token
 //! ([`crate::shutdown::Stop`]). The daemon runs until the shutdown signal
@@ -64,6 +70,9 @@ pub enum DaemonError {
     /// The database or state directory is unusable.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// `[metrics] listen` cannot be bound.
+    #[error(transparent)]
+    MetricsListen(#[from] crate::metrics::http::BindError),
     /// The facility Redis is reachable but set up so that claims could be
     /// lost (e.g. it may evict keys).
     #[error("{0}")]
@@ -137,6 +146,11 @@ pub async fn run(
         store = if cfg.redis.is_some() { "facility redis" } else { "embedded" },
         "scangate starting"
     );
+    let telemetry = crate::metrics::Telemetry::new(cfg);
+    let listener = match cfg.metrics.listen {
+        Some(addr) => Some(crate::metrics::http::bind(addr).await?),
+        None => None,
+    };
     let mut stages = Supervisor::default();
     let (stopper, stop) = crate::shutdown::channel();
     // With [redis], the claimer's lanes decide; the writer only admits.
@@ -166,17 +180,15 @@ pub async fn run(
                     store.set_facility_clock(clock)?;
                 }
             }
-            let (kick, lane_stop, lanes) = claimer::lanes(
-                &store,
-                gate,
-                link,
-                first.ok(),
-                |decisions| {
+            let (kick, lane_stop, lanes) = claimer::lanes(&store, gate, link, first.ok(), {
+                let telemetry = telemetry.clone();
+                move |decisions: &[Decision]| {
+                    telemetry.decided(decisions);
                     for d in decisions {
                         tracing::debug!(scan = %d.scan_uuid, decision = %d.verdict.state(), "decided");
                     }
-                },
-            )?;
+                }
+            })?;
             for lane in lanes {
                 let stage = match lane.kind() {
                     LaneKind::Live => Stage::LiveLane,
@@ -233,18 +245,42 @@ pub async fn run(
             })?
     };
 
+    // Metrics and the status file: outside the supervisor, they never stop
+    // the gateway (failures are logged and retried).
+    let publishing = {
+        let publish = crate::metrics::Publish {
+            state_dir: state_dir.clone(),
+            textfile: cfg.metrics.textfile.clone(),
+            interval: Duration::from_secs(cfg.metrics.interval_s),
+        };
+        let mut tasks = vec![tokio::spawn(crate::metrics::run(
+            telemetry.clone(),
+            publish,
+            stop.clone(),
+        ))];
+        if let Some(listener) = listener {
+            tasks.push(tokio::spawn(crate::metrics::http::serve(
+                listener,
+                telemetry.clone(),
+                stop.clone(),
+            )));
+        }
+        tasks
+    };
+
     let db_path = store.path().to_owned();
     let (tx, rx) = mpsc::channel::<Captured>(QUEUE);
     {
         let stop = stop.clone();
+        let telemetry = telemetry.clone();
         stages.thread(Stage::Writer, "outbox-writer", move || {
-            let (stats, undurable) = outbox_writer(store, decider, rx, stop);
+            let (stats, undurable) = outbox_writer(store, decider, rx, stop, &telemetry);
             StageResult::Writer { stats, undurable }
         });
     }
     for sc in &cfg.scanners {
         let (out, stop, stage) = (
-            source::ToOutbox::new(tx.clone()),
+            source::ToOutbox::new(tx.clone()).with_telemetry(telemetry.clone()),
             stop.clone(),
             Stage::Scanner(sc.name.clone()),
         );
@@ -287,6 +323,11 @@ pub async fn run(
         }
         Err(_) => {
             tracing::warn!("the anchor thread panicked; the chain head was not anchored at stop")
+        }
+    }
+    for task in publishing {
+        if let Err(e) = task.await {
+            tracing::error!("the metrics/status publisher failed: {e}");
         }
     }
 
@@ -531,12 +572,13 @@ fn outbox_writer(
     mut decider: Decider,
     mut rx: mpsc::Receiver<Captured>,
     stopping: Stop,
+    telemetry: &crate::metrics::Telemetry,
 ) -> (GateStats, usize) {
     let mut undurable = 0;
     // Crash recovery: scans made durable before a crash are decided first,
     // in capture order, before anything new.
     let mut undecided = match &mut decider {
-        Decider::Here(gate) => decide_leftovers(&mut store, gate),
+        Decider::Here(gate) => decide_leftovers(&mut store, gate, telemetry),
         Decider::Claimer { kick, .. } => {
             kick.kick();
             false
@@ -552,7 +594,7 @@ fn outbox_writer(
                 Err(mpsc::error::TryRecvError::Empty) => {
                     std::thread::sleep(RETRY_PENDING);
                     if let Decider::Here(gate) = &mut decider {
-                        undecided = decide_leftovers(&mut store, gate);
+                        undecided = decide_leftovers(&mut store, gate, telemetry);
                     }
                     continue;
                 }
@@ -576,6 +618,7 @@ fn outbox_writer(
             .unzip();
         match write_until_durable(&mut store, &mut decider, &scans, &stopping) {
             Ok(decisions) => {
+                telemetry.decided(&decisions);
                 for d in decisions {
                     tracing::debug!(scan = %d.scan_uuid, decision = %d.verdict.state(), "decided");
                 }
@@ -605,7 +648,7 @@ fn outbox_writer(
     match &mut decider {
         Decider::Here(gate) => {
             if undecided {
-                decide_leftovers(&mut store, gate);
+                decide_leftovers(&mut store, gate, telemetry);
             }
             (gate.stats(), undurable)
         }
@@ -614,11 +657,16 @@ fn outbox_writer(
 }
 
 /// Decide whatever is pending; true if something is still left undecided.
-fn decide_leftovers(store: &mut Store, gate: &mut Gate) -> bool {
-    if let Err(e) = embedded::decide_pending(store, gate) {
-        tracing::error!(
+fn decide_leftovers(
+    store: &mut Store,
+    gate: &mut Gate,
+    telemetry: &crate::metrics::Telemetry,
+) -> bool {
+    match embedded::decide_pending(store, gate) {
+        Ok(decided) => telemetry.decided(&decided),
+        Err(e) => tracing::error!(
             "deciding pending scans failed: {e}; they stay durable in the outbox and are retried every {RETRY_PENDING:?}"
-        );
+        ),
     }
     store.has_pending().unwrap_or(true)
 }

@@ -184,6 +184,7 @@ pub async fn run(redis: Option<String>) -> Result<Exit, String> {
         dedup: DedupConfig::default(),
         outbox: Default::default(),
         redis: facility,
+        metrics: Default::default(),
         scanners: names
             .iter()
             .zip(&scanners)

@@ -36,6 +36,9 @@
 //!   live and replay lanes in [`daemon::claimer`], the raw-bytes sweeper in
 //!   [`daemon::sweeper`]; every stage started and heard ending through
 //!   [`daemon::supervisor`].
+//! - [`metrics`]: what the running daemon publishes: Prometheus metrics
+//!   (`[metrics]` textfile, `/metrics` in [`metrics::http`]) and the status
+//!   file that [`status`] (`scangate status`) reads with the database.
 //! - Shared by the stages: [`shutdown`] (the one stop token), [`backoff`]
 //!   (the one retry schedule).
 //! - [`cli`]: the `scangate` commands; [`exit`]: their exit codes.
@@ -61,8 +64,10 @@ pub mod facility;
 pub mod gate;
 pub mod invalid;
 pub mod ledger;
+pub mod metrics;
 pub mod outbox;
 pub mod pty;
 pub mod shutdown;
 pub mod source;
+pub mod status;
 pub mod store;

@@ -46,3 +46,7 @@ mod facility_e2e;
 mod facility_failover;
 mod facility_order;
 mod facility_redis;
+
+// What facility IT sees: metrics through a real Prometheus and node_exporter,
+// `scangate status`.
+mod observability;

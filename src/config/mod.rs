@@ -53,6 +53,8 @@ pub struct Config {
     pub scanners: Vec<ScannerConfig>,
     /// `[redis]`: the facility store; absent = embedded (the default).
     pub redis: Option<RedisConfig>,
+    /// `[metrics]`: Prometheus metrics (textfile and/or `/metrics`); off by default.
+    pub metrics: MetricsConfig,
 }
 
 /// The sections serde reads as they are; `[[scanner]]` is only checked to
@@ -70,6 +72,8 @@ struct Sections {
     _scanner: Vec<serde::de::IgnoredAny>,
     #[serde(default)]
     redis: Option<RedisConfig>,
+    #[serde(default)]
+    metrics: MetricsConfig,
 }
 
 /// `[gateway]` section.
@@ -130,6 +134,36 @@ pub struct OutboxConfig {
     /// needs the bytes once the scan is decided.
     #[serde(default = "default_retention_hours")]
     pub keep_raw_hours: u64,
+}
+
+/// `[metrics]` section: where the daemon publishes its Prometheus metrics.
+/// Both ways are optional; neither set = no metrics.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MetricsConfig {
+    /// A file for node_exporter's textfile collector (its name must end in
+    /// `.prom`), rewritten atomically every `interval_s`.
+    pub textfile: Option<PathBuf>,
+    /// Address of a `/metrics` HTTP endpoint, e.g. `127.0.0.1:9464`.
+    pub listen: Option<std::net::SocketAddr>,
+    /// Seconds between two refreshes of the sampled values and of the
+    /// textfile (1..=3600, default 15).
+    #[serde(default = "default_metrics_interval")]
+    pub interval_s: u64,
+}
+
+fn default_metrics_interval() -> u64 {
+    15
+}
+
+impl Default for MetricsConfig {
+    fn default() -> Self {
+        MetricsConfig {
+            textfile: None,
+            listen: None,
+            interval_s: default_metrics_interval(),
+        }
+    }
 }
 
 impl Default for OutboxConfig {
@@ -306,6 +340,7 @@ impl Config {
             outbox: sections.outbox,
             scanners,
             redis: sections.redis,
+            metrics: sections.metrics,
         };
         cfg.validate(file)?;
         Ok(cfg)
@@ -323,6 +358,22 @@ impl Config {
                 "gateway.facility".into(),
                 format!("{:?} is not a valid identifier", self.gateway.facility),
                 "use 1-64 letters, digits, '-', '_' or '.'",
+            ));
+        }
+        if !(1..=3600).contains(&self.metrics.interval_s) {
+            return Err(err(
+                "metrics.interval_s".into(),
+                format!("{} is out of range", self.metrics.interval_s),
+                "use 1..=3600 seconds (default 15)",
+            ));
+        }
+        if let Some(path) = &self.metrics.textfile
+            && (path.extension().is_none_or(|e| e != "prom") || path.file_name().is_none())
+        {
+            return Err(err(
+                "metrics.textfile".into(),
+                format!("{} does not end in .prom", path.display()),
+                "name a file ending in .prom (node_exporter's textfile collector reads only those), e.g. /var/lib/prometheus/node-exporter/scangate.prom",
             ));
         }
         if !valid_ident(&self.gateway.id) {

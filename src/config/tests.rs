@@ -46,6 +46,44 @@ fn the_shipped_example_parses_and_matches_the_documented_defaults() {
 
 /// The commented-out examples of the unset-by-default keys are valid.
 #[test]
+fn the_documented_metrics_section_parses_with_its_defaults() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/scangate.toml");
+    let text = std::fs::read_to_string(path).unwrap();
+    let start = text
+        .find("# [metrics]\n")
+        .expect("the example documents [metrics]");
+    let block: Vec<&str> = text[start..]
+        .lines()
+        .map_while(|l| l.strip_prefix("# "))
+        .filter(|l| !l.starts_with('#'))
+        .collect();
+    let c = Config::parse(&block.join("\n"), None).unwrap();
+    assert_eq!(
+        c.metrics.textfile.as_deref(),
+        Some(Path::new("/var/lib/prometheus/node-exporter/scangate.prom"))
+    );
+    assert_eq!(c.metrics.listen, Some("127.0.0.1:9464".parse().unwrap()));
+    assert_eq!(c.metrics.interval_s, default_metrics_interval());
+    assert_eq!(Config::default().metrics.listen, None);
+}
+
+#[test]
+fn metrics_keys_out_of_range_are_refused_naming_the_key() {
+    for (text, key) in [
+        ("[metrics]\ninterval_s = 0", "metrics.interval_s"),
+        (
+            "[metrics]\ntextfile = \"/tmp/scangate.txt\"",
+            "metrics.textfile",
+        ),
+        ("[metrics]\nlisten = \"nowhere\"", "listen"),
+        ("[metrics]\nport = 9464", "port"),
+    ] {
+        let e = Config::parse(text, None).unwrap_err().to_string();
+        assert!(e.contains(key), "{text}: {e}");
+    }
+}
+
+#[test]
 fn the_shipped_examples_of_optional_keys_parse() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/scangate.toml");
     let text = std::fs::read_to_string(path).unwrap();

@@ -66,6 +66,9 @@ pub fn submit(
                     scan_uuid: s.uuid.to_string(),
                     verdict: Verdict::Pending,
                     content_key: None,
+                    scanner: s.profile.scanner.clone(),
+                    read_boot_ns: None,
+                    was: crate::outbox::ScanState::Pending,
                 })
             })
         })

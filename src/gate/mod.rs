@@ -95,6 +95,16 @@ pub struct Decision {
     pub verdict: Verdict,
     /// Its content key (absent for rejected scans).
     pub content_key: Option<String>,
+    /// The scanner that read it (for metrics and `status`).
+    #[serde(skip)]
+    pub scanner: String,
+    /// When it was read on this boot's clock (`CLOCK_BOOTTIME`, ns), if it
+    /// was read during this boot: the read → decision latency.
+    #[serde(skip)]
+    pub read_boot_ns: Option<i64>,
+    /// Its state before this decision (`unresolved` again: a retry).
+    #[serde(skip)]
+    pub was: ScanState,
 }
 
 /// Counters since start.
@@ -448,7 +458,7 @@ impl Gate {
             seq: 0,
             at: rfc3339_ms(now_ms),
             gateway: self.cfg.gateway.clone(),
-            scanner: row.scanner,
+            scanner: row.scanner.clone(),
             scan_uuid: row.uuid.clone(),
             captured_at: rfc3339_ms(clock.map_or(row.time.utc_ms, |c| c.wall_ms)),
             clock_synced: clock.map_or(row.time.synced, |c| c.wall_synced),
@@ -476,10 +486,15 @@ impl Gate {
         if verdict.is_final() {
             stats.decided += 1;
         }
+        let read_boot_ns =
+            (row.time.boot_id == crate::capture::clock::boot_id()).then_some(row.time.boot_ns);
         Ok(Some(Decision {
             scan_uuid: row.uuid,
             verdict,
             content_key: row.content_key,
+            scanner: row.scanner,
+            read_boot_ns,
+            was: row.state,
         }))
     }
 }
@@ -514,6 +529,9 @@ pub fn decision_of(store: &Store, scan_uuid: &str) -> Result<Option<Decision>, S
             scan_uuid: scan_uuid.to_string(),
             verdict,
             content_key: r.content_key,
+            scanner: r.scanner,
+            read_boot_ns: None,
+            was: r.state,
         }
     }))
 }

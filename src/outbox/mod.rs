@@ -361,6 +361,31 @@ impl Store {
             .map_err(|e| self.err_at(e))
     }
 
+    /// The undecided scans by state (`pending`, `unresolved`) and the
+    /// oldest one's capture time (Unix ms): partial-index reads only, cheap
+    /// enough to sample every few seconds.
+    pub fn undecided(&self) -> Result<(i64, i64, Option<i64>), StoreError> {
+        let count = |sql: &str| {
+            self.conn
+                .query_row(sql, [], |r| r.get::<_, i64>(0))
+                .map_err(|e| self.err_at(e))
+        };
+        let pending = count("SELECT count(*) FROM scans WHERE state = 'pending'")?;
+        let unresolved = count("SELECT count(*) FROM scans WHERE state = 'unresolved'")?;
+        Ok((pending, unresolved, self.oldest_open_ms()?))
+    }
+
+    /// What the facility claimer last recorded of the facility store and
+    /// its clock (`meta`; `None` without `[redis]` or before its first word).
+    pub fn facility_view(
+        &self,
+    ) -> Result<(Option<FacilityState>, Option<ClockSample>), StoreError> {
+        Ok((
+            self.meta_json(FACILITY_STATE)?,
+            self.meta_json(FACILITY_CLOCK)?,
+        ))
+    }
+
     /// Counts by state and the oldest open scan.
     pub fn outbox_status(&self) -> Result<OutboxStatus, StoreError> {
         let mut st = OutboxStatus::default();
@@ -541,12 +566,14 @@ pub struct Recorded {
     pub reject_reason: Option<String>,
     /// Its content key.
     pub content_key: Option<String>,
+    /// The scanner that read it.
+    pub scanner: String,
 }
 
 /// The recorded state of scan `scan_uuid`, if the outbox has it.
 pub fn recorded(conn: &Connection, scan_uuid: &str) -> rusqlite::Result<Option<Recorded>> {
     conn.prepare_cached(
-        "SELECT state, twin_uuid, reject_reason, content_key FROM scans WHERE scan_uuid = ?1",
+        "SELECT state, twin_uuid, reject_reason, content_key, scanner FROM scans WHERE scan_uuid = ?1",
     )?
     .query_row([scan_uuid], |r| {
         Ok(Recorded {
@@ -554,6 +581,7 @@ pub fn recorded(conn: &Connection, scan_uuid: &str) -> rusqlite::Result<Option<R
             twin_uuid: r.get(1)?,
             reject_reason: r.get(2)?,
             content_key: r.get(3)?,
+            scanner: r.get(4)?,
         })
     })
     .optional()

@@ -159,6 +159,7 @@ pub const IN_FLIGHT_PER_SOURCE: usize = 32;
 pub struct ToOutbox {
     queue: mpsc::Sender<Captured>,
     slots: std::sync::Arc<tokio::sync::Semaphore>,
+    telemetry: Option<crate::metrics::Telemetry>,
 }
 
 /// The outbox writer is gone (shutting down).
@@ -171,11 +172,42 @@ impl ToOutbox {
         ToOutbox {
             queue,
             slots: std::sync::Arc::new(tokio::sync::Semaphore::new(IN_FLIGHT_PER_SOURCE)),
+            telemetry: None,
+        }
+    }
+
+    /// Report this source's connects, reads and ACKs to `telemetry`.
+    pub fn with_telemetry(mut self, telemetry: crate::metrics::Telemetry) -> ToOutbox {
+        self.telemetry = Some(telemetry);
+        self
+    }
+
+    /// Scanner `name` opened `device`.
+    pub fn connected(&self, name: &str, device: &str) {
+        if let Some(t) = &self.telemetry {
+            t.scanner_connected(name, device);
+        }
+    }
+
+    /// Scanner `name` went away, or stopped.
+    pub fn disconnected(&self, name: &str) {
+        if let Some(t) = &self.telemetry {
+            t.scanner_disconnected(name);
+        }
+    }
+
+    /// An ACK was written `took` after its frame was read.
+    pub fn acked(&self, took: std::time::Duration) {
+        if let Some(t) = &self.telemetry {
+            t.acked(took);
         }
     }
 
     /// Queue a scan, waiting for a free slot of this source first.
     pub async fn send(&self, scan: Scan, durable: Option<DurableAck>) -> Result<(), OutboxClosed> {
+        if let Some(t) = &self.telemetry {
+            t.scan_read(&scan.profile.scanner);
+        }
         let in_flight = self
             .slots
             .clone()

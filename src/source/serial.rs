@@ -141,6 +141,7 @@ pub async fn run(cfg: Scanner<SerialConfig>, out: ToOutbox, mut shutdown: Stop) 
         );
         backoff.reset();
         last_error = None;
+        out.connected(&cfg.name, &path);
         let mut framer = Framer::with_spec(spec.clone());
         let ended = connection(
             &cfg,
@@ -154,6 +155,7 @@ pub async fn run(cfg: Scanner<SerialConfig>, out: ToOutbox, mut shutdown: Stop) 
         )
         .await;
         drop(port);
+        out.disconnected(&cfg.name);
         match ended {
             Ended::Stop => break,
             Ended::Lost(reason) => {
@@ -372,6 +374,7 @@ async fn connection(
                 let took = frame_end.elapsed();
                 stats.total.record(took);
                 stats.interval.record(took);
+                out.acked(took);
                 continue;
             }
             read = port.read(&mut buf) => match read {

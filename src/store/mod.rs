@@ -190,6 +190,15 @@ pub enum StoreError {
         /// The version this build writes.
         known: i64,
     },
+    /// A read-only user met a write-ahead log left by a daemon that did not
+    /// stop cleanly: reading it needs write access.
+    #[error(
+        "database {path} has a write-ahead log left by a scangate that did not stop cleanly, and this user may not write the state directory, which reading it needs. Fix: start scangate (it takes the log in), or run this command as the service user"
+    )]
+    LeftoverWal {
+        /// The database file.
+        path: PathBuf,
+    },
     /// Another scangate process is writing to this state directory.
     #[error(
         "state directory {dir} is in use by another scangate (pid {holder}). Fix: stop it first (systemctl stop scangate), or give this instance its own [gateway] state_dir"
@@ -472,9 +481,14 @@ impl Store {
         self
     }
 
-    /// Open an existing database read-only (for `ledger export`, `audit …`).
-    /// A state directory whose database was lost is refused
-    /// ([`StoreError::Lost`], [`StoreError::Replaced`]).
+    /// Open an existing database read-only (for `ledger export`, `audit …`,
+    /// `status`). A state directory whose database was lost is refused
+    /// ([`StoreError::Lost`], [`StoreError::Replaced`]). Never writes, also
+    /// for a user who may only read the state directory (a member of the
+    /// service's group): while the daemon runs, its write-ahead log and
+    /// shared-memory index are read as they are; while it is stopped (it
+    /// leaves no log behind: the database file holds everything) SQLite
+    /// could not create them, so the file is read as immutable.
     pub fn open_read_only(state_dir: &Path) -> Result<Store, StoreError> {
         let path = state_dir.join(DB_FILE);
         let id_file = identity::read(state_dir)?;
@@ -492,10 +506,51 @@ impl Store {
                 ),
             });
         }
-        Store::open_file(&path, true)
+        match Store::open_file(&path, true) {
+            Err(StoreError::Sqlite { source, .. })
+                if matches!(
+                    source.sqlite_error_code(),
+                    Some(rusqlite::ffi::ErrorCode::ReadOnly | rusqlite::ffi::ErrorCode::CannotOpen)
+                ) && !wal_of(&path).exists() =>
+            {
+                Store::open_immutable(&path)
+            }
+            Err(StoreError::Sqlite { source, .. })
+                if matches!(
+                    source.sqlite_error_code(),
+                    Some(rusqlite::ffi::ErrorCode::ReadOnly | rusqlite::ffi::ErrorCode::CannotOpen)
+                ) && !is_running(state_dir) =>
+            {
+                Err(StoreError::LeftoverWal { path })
+            }
+            opened => opened,
+        }
+    }
+
+    /// [`Store::open_file`] read-only through an `immutable=1` URI: SQLite
+    /// neither locks nor looks for a write-ahead log.
+    fn open_immutable(path: &Path) -> Result<Store, StoreError> {
+        use std::fmt::Write;
+        let mut uri = String::from("file:");
+        for b in path.as_os_str().as_encoded_bytes() {
+            match b {
+                b'/' | b'-' | b'_' | b'.' | b'~' => uri.push(*b as char),
+                b if b.is_ascii_alphanumeric() => uri.push(*b as char),
+                b => {
+                    let _ = write!(uri, "%{b:02X}");
+                }
+            }
+        }
+        uri.push_str("?immutable=1");
+        Store::open_file_as(path, Some(&uri), true)
     }
 
     fn open_file(path: &Path, read_only: bool) -> Result<Store, StoreError> {
+        Store::open_file_as(path, None, read_only)
+    }
+
+    /// Open `path` (through `uri` if given, read-only).
+    fn open_file_as(path: &Path, uri: Option<&str>, read_only: bool) -> Result<Store, StoreError> {
         let sql = |source| StoreError::Sqlite {
             path: path.to_owned(),
             source,
@@ -507,7 +562,11 @@ impl Store {
                 | OpenFlags::SQLITE_OPEN_CREATE
                 | OpenFlags::SQLITE_OPEN_NO_MUTEX
         };
-        let conn = Connection::open_with_flags(path, flags).map_err(|e| classify(path, e))?;
+        let conn = match uri {
+            None => Connection::open_with_flags(path, flags),
+            Some(uri) => Connection::open_with_flags(uri, flags | OpenFlags::SQLITE_OPEN_URI),
+        }
+        .map_err(|e| classify(path, e))?;
         conn.busy_timeout(std::time::Duration::from_secs(5))
             .map_err(sql)?;
         // The first real read of the header: a foreign or corrupt file fails here.
@@ -737,6 +796,37 @@ fn check_pages(conn: &Connection, path: &Path) -> Result<(), StoreError> {
         });
     }
     Ok(())
+}
+
+/// Whether a scangate holds `state_dir`'s lock, read from `/proc/locks`
+/// (taking a lock to find out could make a daemon starting at that moment
+/// fail). Unknown (no lock file, no `/proc/locks`) counts as running.
+pub fn is_running(state_dir: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(meta) = std::fs::metadata(state_dir.join(LOCK_FILE)) else {
+        return true;
+    };
+    let Ok(locks) = std::fs::read_to_string("/proc/locks") else {
+        return true;
+    };
+    let dev = meta.dev();
+    let id = format!(
+        "{:02x}:{:02x}:{}",
+        libc::major(dev),
+        libc::minor(dev),
+        meta.ino()
+    );
+    locks.lines().any(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        f.get(1) == Some(&"FLOCK") && f.get(3) == Some(&"WRITE") && f.get(5) == Some(&id.as_str())
+    })
+}
+
+/// The write-ahead log beside database `db`.
+fn wal_of(db: &Path) -> PathBuf {
+    let mut name = db.as_os_str().to_owned();
+    name.push("-wal");
+    PathBuf::from(name)
 }
 
 pub(crate) fn classify(path: &Path, e: rusqlite::Error) -> StoreError {

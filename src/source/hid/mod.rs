@@ -266,6 +266,7 @@ fn reader(
             }
         };
         tracing::info!(scanner = %cfg.name, mode, device = %dev.describe(), "HID scanner connected");
+        out.connected(&cfg.name, &dev.describe());
         backoff.reset();
         last_error = None;
         // A fresh decoder per connection: nothing read before a reconnect
@@ -298,6 +299,7 @@ fn reader(
                         }
                     }
                     tracing::warn!(scanner = %cfg.name, "HID scanner disconnected: {e}; reopening when it is back");
+                    out.disconnected(&cfg.name);
                     break;
                 }
             }

@@ -1,0 +1,445 @@
+//! `scangate status [--json]`: the gateway's health at one glance, for a
+//! technician and for a monitor (exit 0 healthy, 1 degraded with every
+//! reason listed).
+//!
+//! What only the running daemon knows — which scanner is connected to which
+//! device, the reads and rejects of today — it publishes in the status file
+//! ([`STATUS_FILE`] in the state directory, [`LiveStatus`]), rewritten
+//! atomically every [`crate::metrics::STATUS_EVERY`] while it changes and
+//! every [`crate::metrics::STATUS_HEARTBEAT`] while not. A state directory
+//! whose lock nobody holds, or a file older than [`STALE_AFTER_MS`], means
+//! the daemon is not running. Everything else is read from the database, read-only: the
+//! command never writes, and works for any member of the service's group
+//! with read access, daemon running or stopped.
+
+use crate::audit;
+use crate::config::{Config, ScannerKind};
+use crate::facility::ClockSample;
+use crate::outbox::FacilityState;
+use crate::store::{DB_FILE, Store, StoreError};
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+
+/// File name of the status file in the state directory.
+pub const STATUS_FILE: &str = "status.json";
+/// A status file older than this (three heartbeats) means the daemon is
+/// not running, or hangs.
+pub const STALE_AFTER_MS: i64 = 3 * crate::metrics::STATUS_HEARTBEAT.as_millis() as i64;
+/// Less free space than this in the state directory's file system is a
+/// degraded gateway.
+pub const LOW_FREE_BYTES: u64 = 100 * 1024 * 1024;
+/// An undecided scan older than this (seconds) is a degraded gateway.
+pub const OLD_UNDECIDED_S: f64 = 60.0;
+
+/// One scanner as the running daemon sees it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LiveScanner {
+    /// Its `[[scanner]] name`.
+    pub name: String,
+    /// The device it has open (or had, last).
+    pub device: Option<String>,
+    /// Its device is open.
+    pub connected: bool,
+    /// Since when connected or disconnected (Unix ms; `None`: never
+    /// connected since the daemon started).
+    pub since_ms: Option<i64>,
+    /// Its last read (Unix ms) since the daemon started.
+    pub last_read_ms: Option<i64>,
+    /// Reads today (local time; counted since the daemon started).
+    pub reads_today: u64,
+    /// Of them, rejected.
+    pub rejects_today: u64,
+    /// The day counted.
+    pub day: chrono::NaiveDate,
+}
+
+/// The status file's contents.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LiveStatus {
+    /// When it was written (Unix ms).
+    pub written_ms: i64,
+    /// The daemon's process id.
+    pub pid: u32,
+    /// When the daemon started (Unix ms).
+    pub started_ms: i64,
+    /// How often it is rewritten (ms).
+    pub every_ms: i64,
+    /// Every configured scanner.
+    pub scanners: Vec<LiveScanner>,
+}
+
+/// What the database says, read-only (also sampled for metrics).
+#[derive(Debug, Clone)]
+pub struct StoredSample {
+    /// Scans waiting for their first decision.
+    pub pending: i64,
+    /// Scans waiting for the facility store.
+    pub unresolved: i64,
+    /// Capture time of the oldest of them (Unix ms).
+    pub oldest_ms: Option<i64>,
+    /// The facility store as the claimer last saw it.
+    pub facility: Option<FacilityState>,
+    /// The facility clock as the claimer last measured it.
+    pub facility_clock: Option<ClockSample>,
+    /// Audit records (the recorded chain head's position).
+    pub audit_records: u64,
+    /// The recorded chain head's hash.
+    pub audit_head: Option<String>,
+    /// The database file and its write-ahead log.
+    pub database_bytes: u64,
+    /// Free space for scangate in the state directory's file system
+    /// (`None`: unknown).
+    pub free_bytes: Option<u64>,
+}
+
+impl StoredSample {
+    /// Read it from `store` (in `state_dir`).
+    pub fn read(store: &Store, state_dir: &Path) -> Result<StoredSample, StoreError> {
+        let (pending, unresolved, oldest_ms) = store.undecided()?;
+        let (facility, facility_clock) = store.facility_view()?;
+        let head = audit::recorded_head(store)?;
+        let size = |name: &str| std::fs::metadata(state_dir.join(name)).map_or(0, |m| m.len());
+        let database_bytes = size(DB_FILE) + size(&format!("{DB_FILE}-wal"));
+        // (The casts matter on 32-bit ARM, where the counts are u32.)
+        #[allow(clippy::unnecessary_cast)]
+        let free_bytes = nix::sys::statvfs::statvfs(state_dir)
+            .ok()
+            .map(|s| s.blocks_available() as u64 * s.fragment_size() as u64);
+        Ok(StoredSample {
+            pending,
+            unresolved,
+            oldest_ms,
+            facility,
+            facility_clock,
+            audit_records: head.as_ref().map_or(0, |(n, _)| (*n).max(0) as u64),
+            audit_head: head.map(|(_, h)| h),
+            database_bytes,
+            free_bytes,
+        })
+    }
+
+    /// Age of the oldest undecided scan at `now_ms`, in seconds.
+    pub fn oldest_age_s(&self, now_ms: i64) -> Option<f64> {
+        self.oldest_ms.map(|ms| (now_ms - ms).max(0) as f64 / 1e3)
+    }
+}
+
+/// The daemon, as its status file tells.
+#[derive(Debug, Clone, Serialize)]
+pub struct DaemonView {
+    /// It is running (a fresh status file of a live process).
+    pub running: bool,
+    /// Its process id (from the status file).
+    pub pid: Option<u32>,
+    /// When it started (Unix ms).
+    pub started_ms: Option<i64>,
+    /// Seconds since the status file was written (`None`: no file).
+    pub status_age_s: Option<f64>,
+}
+
+/// One configured scanner.
+#[derive(Debug, Clone, Serialize)]
+pub struct ScannerView {
+    /// Its name.
+    pub name: String,
+    /// `serial` or `hid`.
+    pub kind: &'static str,
+    /// The configured device (serial path; HID: as configured).
+    pub configured: String,
+    /// Its device is open (false while the daemon is not running).
+    pub connected: bool,
+    /// The device it has open, or had last.
+    pub device: Option<String>,
+    /// Since when connected or disconnected (Unix ms).
+    pub since_ms: Option<i64>,
+    /// Last read (Unix ms) since the daemon started.
+    pub last_read_ms: Option<i64>,
+    /// Reads today (local time), counted since the daemon started.
+    pub reads_today: u64,
+    /// Rejected reads today.
+    pub rejects_today: u64,
+}
+
+/// The outbox's undecided scans.
+#[derive(Debug, Clone, Serialize)]
+pub struct OutboxView {
+    /// Waiting for their first decision.
+    pub pending: i64,
+    /// Waiting for the facility store.
+    pub unresolved: i64,
+    /// Age in seconds of the oldest of them (`None`: none).
+    pub oldest_undecided_age_s: Option<f64>,
+}
+
+/// The facility store (with `[redis]`).
+#[derive(Debug, Clone, Serialize)]
+pub struct FacilityView {
+    /// It answered the claimer last (`None`: no word yet).
+    pub answering: Option<bool>,
+    /// Answering since (Unix ms).
+    pub answering_since_ms: Option<i64>,
+    /// Failing since (Unix ms).
+    pub failing_since_ms: Option<i64>,
+    /// Why it fails.
+    pub reason: Option<String>,
+    /// The facility clock minus this gateway's wall clock (ms).
+    pub clock_offset_ms: Option<f64>,
+    /// ± this (ms).
+    pub clock_bound_ms: Option<f64>,
+}
+
+/// Storage.
+#[derive(Debug, Clone, Serialize)]
+pub struct StorageView {
+    /// The database file and its write-ahead log, in bytes.
+    pub database_bytes: u64,
+    /// Free bytes for scangate in the state directory's file system.
+    pub free_bytes: Option<u64>,
+}
+
+/// The audit trail, as its recorded head says (`audit verify` checks it).
+#[derive(Debug, Clone, Serialize)]
+pub struct AuditView {
+    /// Records.
+    pub records: u64,
+    /// The last record's hash.
+    pub head: Option<String>,
+}
+
+/// `scangate status --json`.
+#[derive(Debug, Clone, Serialize)]
+pub struct Status {
+    /// No reason to worry.
+    pub healthy: bool,
+    /// Why not: each a sentence naming what and what to do.
+    pub degraded: Vec<String>,
+    /// The daemon.
+    pub daemon: DaemonView,
+    /// Every configured scanner.
+    pub scanners: Vec<ScannerView>,
+    /// The outbox.
+    pub outbox: OutboxView,
+    /// The facility store (`None` without `[redis]`).
+    pub facility: Option<FacilityView>,
+    /// Storage.
+    pub storage: StorageView,
+    /// The audit trail.
+    pub audit: AuditView,
+}
+
+/// The status file, or why there is none to read.
+fn read_live(state_dir: &Path) -> Result<LiveStatus, String> {
+    let path = state_dir.join(STATUS_FILE);
+    let bytes = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    serde_json::from_slice(&bytes).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// Gather the status of the gateway configured by `cfg` at `now_ms`.
+pub fn gather(cfg: &Config, now_ms: i64) -> Result<Status, StoreError> {
+    let state_dir = cfg.state_dir();
+    let store = Store::open_read_only(&state_dir)?;
+    let stored = StoredSample::read(&store, &state_dir)?;
+    drop(store);
+    let (live, unread) = match read_live(&state_dir) {
+        Ok(l) => (Some(l), None),
+        Err(why) => (None, Some(why)),
+    };
+    let mut degraded = Vec::new();
+    let age_ms = live.as_ref().map(|l| now_ms - l.written_ms);
+    // The daemon holds the state directory's lock while it runs.
+    let alive = live.is_some() && crate::store::is_running(&state_dir);
+    let running = alive && age_ms.is_some_and(|a| a <= STALE_AFTER_MS);
+    if !running {
+        degraded.push(match age_ms {
+            None => format!(
+                "the daemon is not running, or its status file cannot be read ({}). Fix: systemctl start scangate (`journalctl -u scangate` says why it stopped); run status as a member of the service's group",
+                unread.as_deref().unwrap_or("?")
+            ),
+            Some(a) => format!(
+                "the daemon is not running (its status file was last written {:.0} s ago). Fix: systemctl start scangate; `journalctl -u scangate` says why it stopped",
+                a as f64 / 1e3
+            ),
+        });
+    }
+    let today = chrono::Local::now().date_naive();
+    let scanners: Vec<ScannerView> = cfg
+        .scanners
+        .iter()
+        .map(|sc| {
+            let (kind, configured) = match &sc.kind {
+                ScannerKind::Serial(s) => ("serial", s.path.display().to_string()),
+                ScannerKind::Hid(h) => ("hid", h.path.display().to_string()),
+            };
+            let seen = live
+                .as_ref()
+                .and_then(|l| l.scanners.iter().find(|s| s.name == sc.name));
+            let connected = running && seen.is_some_and(|s| s.connected);
+            if running && !connected {
+                degraded.push(format!(
+                    "scanner {} is not connected ({kind} {configured}). Fix: check its cable and power; `scangate devices` lists what is attached",
+                    sc.name
+                ));
+            }
+            let counted = seen.filter(|s| s.day == today);
+            ScannerView {
+                name: sc.name.clone(),
+                kind,
+                configured,
+                connected,
+                device: seen.and_then(|s| s.device.clone()),
+                since_ms: seen.and_then(|s| s.since_ms),
+                last_read_ms: seen.and_then(|s| s.last_read_ms),
+                reads_today: counted.map_or(0, |s| s.reads_today),
+                rejects_today: counted.map_or(0, |s| s.rejects_today),
+            }
+        })
+        .collect();
+    let oldest = stored.oldest_age_s(now_ms);
+    if let Some(age) = oldest.filter(|a| *a > OLD_UNDECIDED_S) {
+        degraded.push(format!(
+            "{} scan(s) undecided ({} pending, {} unresolved), the oldest for {age:.0} s: they are safe in the outbox and decided once the {} answers",
+            stored.pending + stored.unresolved,
+            stored.pending,
+            stored.unresolved,
+            if cfg.redis.is_some() {
+                "facility store"
+            } else {
+                "gate"
+            }
+        ));
+    }
+    let facility = cfg.redis.as_ref().map(|_| {
+        let f = stored.facility.as_ref();
+        if let Some(f) = f.filter(|f| !f.answering) {
+            degraded.push(format!(
+                "the facility store (Redis) is not answering since {}: {}. Scans wait unresolved; check the Redis server and the network ([redis] url)",
+                crate::capture::clock::rfc3339_ms(f.since_ms),
+                f.reason.as_deref().unwrap_or("no reason recorded")
+            ));
+        }
+        FacilityView {
+            answering: f.map(|f| f.answering),
+            answering_since_ms: f.filter(|f| f.answering).map(|f| f.since_ms),
+            failing_since_ms: f.filter(|f| !f.answering).map(|f| f.since_ms),
+            reason: f.and_then(|f| f.reason.clone()),
+            clock_offset_ms: stored.facility_clock.as_ref().map(|c| c.offset_ms),
+            clock_bound_ms: stored.facility_clock.as_ref().map(|c| c.bound_ms),
+        }
+    });
+    if let Some(free) = stored.free_bytes.filter(|f| *f < LOW_FREE_BYTES) {
+        degraded.push(format!(
+            "only {} MiB free in {}: scans stop being stored when it is full. Fix: free space there",
+            free / (1024 * 1024),
+            state_dir.display()
+        ));
+    }
+    Ok(Status {
+        healthy: degraded.is_empty(),
+        degraded,
+        daemon: DaemonView {
+            running,
+            pid: live.as_ref().map(|l| l.pid),
+            started_ms: live.as_ref().map(|l| l.started_ms),
+            status_age_s: age_ms.map(|a| a as f64 / 1e3),
+        },
+        scanners,
+        outbox: OutboxView {
+            pending: stored.pending,
+            unresolved: stored.unresolved,
+            oldest_undecided_age_s: oldest,
+        },
+        facility,
+        storage: StorageView {
+            database_bytes: stored.database_bytes,
+            free_bytes: stored.free_bytes,
+        },
+        audit: AuditView {
+            records: stored.audit_records,
+            head: stored.audit_head,
+        },
+    })
+}
+
+/// The status as text, for a technician.
+pub fn render(st: &Status) -> String {
+    use crate::capture::clock::rfc3339_ms;
+    use std::fmt::Write;
+    let mut out = String::new();
+    let _ = writeln!(out, "{}", if st.healthy { "HEALTHY" } else { "DEGRADED" });
+    for why in &st.degraded {
+        let _ = writeln!(out, "  - {why}");
+    }
+    let d = &st.daemon;
+    let _ = match (d.running, d.pid) {
+        (true, Some(pid)) => writeln!(
+            out,
+            "daemon: running (pid {pid}, since {})",
+            d.started_ms.map_or_else(String::new, rfc3339_ms)
+        ),
+        _ => writeln!(out, "daemon: not running"),
+    };
+    for s in &st.scanners {
+        let _ = writeln!(
+            out,
+            "scanner {}: {} ({} {}{}), last read {}, today {} read(s), {} rejected",
+            s.name,
+            if s.connected {
+                "connected"
+            } else {
+                "NOT connected"
+            },
+            s.kind,
+            s.configured,
+            s.device
+                .as_ref()
+                .filter(|d| **d != s.configured)
+                .map(|d| format!(" = {d}"))
+                .unwrap_or_default(),
+            s.last_read_ms.map_or_else(|| "never".into(), rfc3339_ms),
+            s.reads_today,
+            s.rejects_today
+        );
+    }
+    let o = &st.outbox;
+    let _ = writeln!(
+        out,
+        "outbox: {} pending, {} unresolved{}",
+        o.pending,
+        o.unresolved,
+        o.oldest_undecided_age_s
+            .map(|a| format!(", oldest {a:.1} s"))
+            .unwrap_or_default()
+    );
+    if let Some(f) = &st.facility {
+        let state = match (f.answering, f.answering_since_ms, f.failing_since_ms) {
+            (Some(true), Some(since), _) => format!("answering since {}", rfc3339_ms(since)),
+            (Some(false), _, Some(since)) => format!(
+                "NOT answering since {}: {}",
+                rfc3339_ms(since),
+                f.reason.as_deref().unwrap_or("?")
+            ),
+            _ => "no word from the claimer yet".into(),
+        };
+        let clock = match (f.clock_offset_ms, f.clock_bound_ms) {
+            (Some(o), Some(b)) => format!(", clock offset {o:.1} ms ± {b:.1} ms"),
+            _ => String::new(),
+        };
+        let _ = writeln!(out, "facility store: {state}{clock}");
+    }
+    let _ = writeln!(
+        out,
+        "storage: database {:.1} MiB, {} free",
+        st.storage.database_bytes as f64 / (1024.0 * 1024.0),
+        st.storage.free_bytes.map_or_else(
+            || "unknown".into(),
+            |f| format!("{:.1} MiB", f as f64 / (1024.0 * 1024.0))
+        )
+    );
+    let _ = writeln!(
+        out,
+        "audit: {} record(s), head {}",
+        st.audit.records,
+        st.audit.head.as_deref().unwrap_or("-")
+    );
+    out
+}

@@ -1,0 +1,391 @@
+//! What facility IT sees of a gateway: its Prometheus metrics, scraped by a
+//! real Prometheus from `[metrics] listen` and read by a real node_exporter
+//! from `[metrics] textfile`, and `scangate status --json` through a
+//! gateway's states (healthy, a scanner unplugged, the facility Redis
+//! killed, the daemon stopped), read by a non-root member of the service's
+//! group.
+
+use crate::util::*;
+use scangate::pty::VirtualScanner;
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// Send `label` and wait for its ACK.
+fn scan_acked(vs: &mut VirtualScanner, label: &str) {
+    vs.send(&frame(label)).unwrap();
+    assert_eq!(replies(vs, 1).0, [ACK], "{label}");
+}
+
+/// Append `text` to the config file `config`.
+fn append(config: &Path, text: &str) {
+    let old = std::fs::read_to_string(config).unwrap();
+    std::fs::write(config, format!("{old}\n{text}\n")).unwrap();
+}
+
+/// The sample of `name` with these `label="value"` pairs in Prometheus
+/// text (whatever the label order), if present.
+fn sample(text: &str, name: &str, labels: &[&str]) -> Option<f64> {
+    text.lines()
+        .filter(|l| l.starts_with(&format!("{name}{{")) || l.starts_with(&format!("{name} ")))
+        .find(|l| labels.iter().all(|want| l.contains(want)))
+        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+}
+
+#[test]
+fn prometheus_and_node_exporter_see_the_decisions_of_a_running_gateway() {
+    let dir = tempdir("scangate-metrics-");
+    let state = dir.path().join("state");
+    let textdir = dir.path().join("node-exporter");
+    std::fs::create_dir(&textdir).unwrap();
+    let textfile = textdir.join("scangate.prom");
+    let mut vs = VirtualScanner::new().unwrap();
+    let listen = format!("127.0.0.1:{}", free_port());
+    let config = write_config(
+        dir.path(),
+        &state,
+        3000,
+        &[ScannerSpec::new("counter-1", vs.path()).ack()],
+    );
+    append(
+        &config,
+        &format!("[metrics]\nlisten = {listen:?}\ntextfile = {textfile:?}\ninterval_s = 1"),
+    );
+    let node = NodeExporter::start(&textdir, &dir.path().join("node-exporter.log"));
+    let mut daemon = Daemon::start(&config, &dir.path().join("daemon.log"));
+    daemon.wait_open(&[vs.path()]);
+    let prom_dir = dir.path().join("prometheus");
+    std::fs::create_dir(&prom_dir).unwrap();
+    let prom = Prometheus::start(&prom_dir, &[("scangate", &listen), ("node", &node.addr)]);
+
+    // 5 picks, then 2 echoes of them within the window.
+    for i in 1..=5 {
+        scan_acked(&mut vs, &dscsa(&format!("PICK{i:04}")));
+    }
+    for i in 1..=2 {
+        scan_acked(&mut vs, &dscsa(&format!("PICK{i:04}")));
+    }
+
+    let expected: Vec<(String, f64)> = [
+        ("committed", 5.0),
+        ("rejected", 0.0),
+        ("suppressed", 2.0),
+        ("unresolved", 0.0),
+    ]
+    .iter()
+    .map(|(d, n)| (d.to_string(), *n))
+    .collect();
+    for job in ["scangate", "node"] {
+        let q = format!("scangate_decisions_total{{job=\"{job}\",scanner=\"counter-1\"}}");
+        wait_until(
+            &format!("Prometheus to have {q} = 5 committed, 2 suppressed"),
+            || prom.values_by(&q, "decision") == expected,
+        );
+        let one = |q: &str| {
+            prom.values_by(&format!("{q}{{job=\"{job}\"}}"), "job")
+                .first()
+                .map(|(_, v)| *v)
+        };
+        assert_eq!(one("scangate_scans_read_total"), Some(7.0), "{job}");
+        assert_eq!(
+            one("scangate_ack_latency_seconds_count"),
+            Some(7.0),
+            "{job}"
+        );
+        assert_eq!(
+            one("scangate_commit_latency_seconds_count"),
+            Some(7.0),
+            "{job}"
+        );
+        assert_eq!(one("scangate_scanner_up"), Some(1.0), "{job}");
+        assert_eq!(one("scangate_audit_records_total"), Some(7.0), "{job}");
+        assert!(one("scangate_database_bytes").unwrap() > 0.0, "{job}");
+        assert!(one("scangate_state_free_bytes").unwrap() > 0.0, "{job}");
+        let build = prom.values_by(&format!("scangate_build_info{{job=\"{job}\"}}"), "version");
+        assert_eq!(
+            build,
+            [(env!("CARGO_PKG_VERSION").to_string(), 1.0)],
+            "{job}"
+        );
+    }
+    assert_eq!(
+        prom.values_by("node_textfile_scrape_error", "job"),
+        [("node".to_string(), 0.0)]
+    );
+
+    // The textfile is rewritten every second, by temporary file and rename:
+    // node_exporter never reads it half-written (a truncated file would be a
+    // parse error or miss series), and sees no other file of ours.
+    let until = Instant::now() + Duration::from_secs(3);
+    let mut scrapes = 0;
+    let mut inodes = std::collections::HashSet::new();
+    while Instant::now() < until {
+        let (code, body) = http_get(&node.addr, "/metrics").expect("node_exporter answers");
+        assert_eq!(code, 200);
+        assert_eq!(
+            sample(&body, "node_textfile_scrape_error", &[]),
+            Some(0.0),
+            "{body}"
+        );
+        for (decision, n) in &expected {
+            let d = format!("decision=\"{decision}\"");
+            assert_eq!(
+                sample(
+                    &body,
+                    "scangate_decisions_total",
+                    &[&d, "scanner=\"counter-1\""]
+                ),
+                Some(*n),
+                "{body}"
+            );
+        }
+        let ours: Vec<_> = std::fs::read_dir(&textdir)
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".prom"))
+            .collect();
+        assert_eq!(ours, ["scangate.prom"]);
+        scrapes += 1;
+        // Read directly, between the scrapes, it is always whole (its last
+        // series ends it), and each rewrite is a new file renamed over it.
+        for _ in 0..20 {
+            use std::os::unix::fs::MetadataExt;
+            let Ok(text) = std::fs::read_to_string(&textfile) else {
+                panic!("{} vanished between two rewrites", textfile.display());
+            };
+            assert!(
+                text.ends_with('\n') && text.contains("\nscangate_state_free_bytes "),
+                "a partly written textfile:\n{text}"
+            );
+            inodes.insert(std::fs::metadata(&textfile).unwrap().ino());
+        }
+    }
+    assert!(scrapes > 10, "only {scrapes} scrapes");
+    assert!(
+        inodes.len() >= 2,
+        "the textfile was not replaced while watched"
+    );
+    assert!(daemon.terminate().success(), "{}", daemon.log_digest());
+}
+
+#[test]
+fn a_taken_metrics_port_fails_the_start_with_exit_2_naming_it() {
+    let dir = tempdir("scangate-metrics-port-");
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let config = write_config(dir.path(), &dir.path().join("state"), 3000, &[]);
+    append(&config, &format!("[metrics]\nlisten = {addr:?}"));
+    let mut daemon = Daemon::start(&config, &dir.path().join("daemon.log"));
+    let status = daemon.wait_exit();
+    assert_eq!(status.code(), Some(2), "{}", daemon.log());
+    assert!(
+        daemon
+            .log()
+            .contains(&format!("[metrics] listen = \"{addr}\"")),
+        "{}",
+        daemon.log()
+    );
+}
+
+/// The group `scangate` and a non-root member of it (created once).
+fn group_member() -> &'static str {
+    static MEMBER: std::sync::OnceLock<()> = std::sync::OnceLock::new();
+    MEMBER.get_or_init(|| {
+        let ok = |cmd: &mut Command| {
+            cmd.stdout(std::process::Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success())
+        };
+        if !ok(Command::new("getent").args(["group", "scangate"])) {
+            assert!(
+                ok(Command::new("groupadd").args(["--system", "scangate"])),
+                "groupadd"
+            );
+        }
+        if !ok(Command::new("id").arg("scangate-probe")) {
+            assert!(
+                ok(Command::new("useradd").args([
+                    "--system",
+                    "-M",
+                    "-N",
+                    "-g",
+                    "scangate",
+                    "-s",
+                    "/usr/sbin/nologin",
+                    "scangate-probe"
+                ])),
+                "useradd"
+            );
+        }
+    });
+    "scangate-probe"
+}
+
+/// `scangate <args> --config <config>`, as `user` of group `scangate` when
+/// given; the exit code and stdout as JSON (null if it is not JSON).
+fn run_as(user: Option<&str>, config: &Path, args: &[&str]) -> (Option<i32>, serde_json::Value) {
+    let mut cmd = match user {
+        Some(u) => {
+            let mut c = Command::new("setpriv");
+            c.args([
+                &format!("--reuid={u}"),
+                "--regid=scangate",
+                "--init-groups",
+                bin(),
+            ]);
+            c
+        }
+        None => Command::new(bin()),
+    };
+    let out = cmd.args(args).arg("--config").arg(config).output().unwrap();
+    let json = serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null);
+    if json.is_null() {
+        eprintln!(
+            "{args:?}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    (out.status.code(), json)
+}
+
+fn degraded_by(status: &serde_json::Value, what: &str) -> bool {
+    status["degraded"].as_array().is_some_and(|d| {
+        d.iter()
+            .any(|r| r.as_str().is_some_and(|r| r.contains(what)))
+    })
+}
+
+#[test]
+fn status_tells_healthy_unplugged_redis_down_and_stopped_also_to_a_group_member() {
+    use std::os::unix::fs::PermissionsExt;
+    let member = group_member();
+    let dir = tempdir("scangate-status-");
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    // The state directory as the package sets it up: the service's group,
+    // setgid, so that every file the daemon makes is the group's.
+    let state = dir.path().join("state");
+    std::fs::create_dir(&state).unwrap();
+    assert!(
+        Command::new("chgrp")
+            .arg("scangate")
+            .arg(&state)
+            .status()
+            .unwrap()
+            .success()
+    );
+    std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o2750)).unwrap();
+    let redis_dir = dir.path().join("redis");
+    std::fs::create_dir(&redis_dir).unwrap();
+    let mut redis = RedisServer::start(&redis_dir, &[]);
+    let mut a = VirtualScanner::new().unwrap();
+    let b = VirtualScanner::new().unwrap();
+    // counter-2 through a symlink (as udev's /dev/scangate/<name>): unplugged,
+    // the link goes too, so a PTY another test opens meanwhile under the
+    // same /dev/pts number is not taken for it.
+    let b_link = dir.path().join("counter-2");
+    std::os::unix::fs::symlink(b.path(), &b_link).unwrap();
+    let config = write_config(
+        dir.path(),
+        &state,
+        3000,
+        &[
+            ScannerSpec::new("counter-1", a.path()).ack(),
+            ScannerSpec::new("counter-2", &b_link).ack(),
+        ],
+    );
+    append(
+        &config,
+        &format!(
+            "[redis]\nurl = {:?}\nconnect_timeout_ms = 300\ncommand_timeout_ms = 500",
+            redis.url()
+        ),
+    );
+    std::fs::set_permissions(&config, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let mut daemon = Daemon::start(&config, &dir.path().join("daemon.log"));
+    daemon.wait_open(&[a.path(), b.path()]);
+    let status = |user| run_as(user, &config, &["status", "--json"]);
+
+    // Healthy: both scanners connected, the facility store answering.
+    scan_acked(&mut a, &dscsa("STATUS0001"));
+    // (The status file is rewritten every 2 s: the read shows by then.)
+    wait_until(
+        "status: healthy, the read counted, facility answering",
+        || {
+            let (code, s) = status(None);
+            code == Some(0)
+                && s["facility"]["answering"] == true
+                && s["scanners"][0]["reads_today"] == 1
+        },
+    );
+    let (code, s) = status(Some(member));
+    assert_eq!(code, Some(0), "{s}");
+    assert_eq!(s["healthy"], true, "{s}");
+    assert_eq!(s["scanners"][0]["connected"], true, "{s}");
+    assert_eq!(s["scanners"][0]["reads_today"], 1, "{s}");
+    assert_eq!(
+        s["scanners"][0]["device"],
+        a.path().to_str().unwrap(),
+        "{s}"
+    );
+    assert_eq!(s["audit"]["records"], 1, "{s}");
+
+    // A scanner unplugged: degraded, naming it.
+    std::fs::remove_file(&b_link).unwrap();
+    drop(b);
+    wait_until("status to name the unplugged scanner", || {
+        let (code, s) = status(None);
+        code == Some(1) && degraded_by(&s, "scanner counter-2 is not connected")
+    });
+    let (_, s) = status(None);
+    assert_eq!(s["scanners"][1]["connected"], false, "{s}");
+    assert!(!degraded_by(&s, "counter-1"), "{s}");
+    assert!(!degraded_by(&s, "facility store"), "{s}");
+
+    // The facility Redis killed: degraded, naming it; scans wait unresolved.
+    redis.kill9();
+    scan_acked(&mut a, &dscsa("STATUS0002"));
+    wait_until("status to name the facility store", || {
+        let (code, s) = status(None);
+        code == Some(1) && degraded_by(&s, "facility store (Redis) is not answering")
+    });
+
+    // The daemon stopped: a group member still gets an answer, without
+    // writing, and so does `outbox status`.
+    assert!(daemon.terminate().success(), "{}", daemon.log_digest());
+    let (code, s) = status(Some(member));
+    assert_eq!(code, Some(1), "{s}");
+    assert_eq!(s["daemon"]["running"], false, "{s}");
+    assert!(degraded_by(&s, "the daemon is not running"), "{s}");
+    assert_eq!(s["outbox"]["unresolved"], 1, "{s}");
+    assert_eq!(s["scanners"][0]["connected"], false, "{s}");
+    let (code, o) = run_as(Some(member), &config, &["outbox", "status", "--json"]);
+    assert_eq!(code, Some(0), "{o}");
+    assert_eq!(o["committed"], 1, "{o}");
+    assert_eq!(o["unresolved"], 1, "{o}");
+}
+
+/// The shipped alerting rules load in Prometheus's own checker and fire as
+/// their unit tests say (a scanner unplugged, the facility store down and
+/// back, scans undecided for long).
+#[test]
+fn the_shipped_alert_rules_check_and_pass_their_promtool_tests() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/monitoring");
+    for args in [
+        ["check", "rules", "scangate-alerts.yml"],
+        ["test", "rules", "scangate-alerts.test.yml"],
+    ] {
+        let out = Command::new("promtool")
+            .args(args)
+            .current_dir(&dir)
+            .output()
+            .expect("promtool (apt-get install prometheus)");
+        assert!(
+            out.status.success(),
+            "promtool {args:?}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
