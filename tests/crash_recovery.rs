@@ -57,7 +57,7 @@ struct ScannerLog {
 
 /// Is the pick with `serial` from `scanner` in the outbox right now?
 fn in_outbox(db: &Path, conn: &mut Option<Connection>, scanner: &str, serial: &str) -> bool {
-    let deadline = Instant::now() + EVENT_TIMEOUT;
+    let deadline = Instant::now() + event_timeout();
     loop {
         if conn.is_none() {
             *conn = Connection::open_with_flags(

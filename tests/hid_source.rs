@@ -49,7 +49,7 @@ fn run_source(cfg: Scanner<HidConfig>, script: Vec<Vec<Step>>, want: usize) -> (
         ));
         let mut scans = Vec::new();
         while scans.len() < want {
-            let c = tokio::time::timeout(EVENT_TIMEOUT, rx.recv())
+            let c = tokio::time::timeout(event_timeout(), rx.recv())
                 .await
                 .unwrap_or_else(|_| panic!("timed out with {} of {want} scans", scans.len()))
                 .expect("source ended early");
@@ -57,7 +57,7 @@ fn run_source(cfg: Scanner<HidConfig>, script: Vec<Vec<Step>>, want: usize) -> (
             scans.push(c.scan);
         }
         stop_tx.stop();
-        tokio::time::timeout(EVENT_TIMEOUT, task)
+        tokio::time::timeout(event_timeout(), task)
             .await
             .unwrap()
             .unwrap();

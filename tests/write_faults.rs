@@ -52,7 +52,7 @@ fn no_ack_while_the_database_refuses_writes_then_stored_once() {
     assert_eq!(count(&outbox_status(&cfg), "pending"), 0);
 
     clear(&state);
-    let reply = scanner.read_reply(EVENT_TIMEOUT).unwrap();
+    let reply = scanner.read_reply(event_timeout()).unwrap();
     assert_eq!(reply, [ACK], "one ACK once the write succeeded");
     wait_all_decided(&cfg, 1);
     assert_eq!(ledger(&cfg).len(), 1);

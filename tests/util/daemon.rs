@@ -2,7 +2,7 @@
 //! what it leaves in its state directory (outbox, ledger, database).
 
 use super::cli::{Outcome, bin, cli_cfg, command};
-use super::wait::{EVENT_TIMEOUT, POLL, wait_until};
+use super::wait::{POLL, event_timeout, wait_until};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ExitStatus, Stdio};
@@ -154,7 +154,7 @@ impl Daemon {
     pub fn wait_open(&mut self, paths: &[&Path]) {
         let pid = self.pid();
         let want: Vec<PathBuf> = paths.iter().map(|p| p.to_path_buf()).collect();
-        let deadline = Instant::now() + EVENT_TIMEOUT;
+        let deadline = Instant::now() + event_timeout();
         loop {
             if let Some(st) = self.exited() {
                 panic!(

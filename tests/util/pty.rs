@@ -3,7 +3,7 @@
 
 use super::cli::{Outcome, cli_cfg};
 use super::daemon::{ScannerSpec, open_db, write_config};
-use super::wait::EVENT_TIMEOUT;
+use super::wait::event_timeout;
 use scangate::pty::VirtualScanner;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -36,10 +36,10 @@ pub fn write_serial_config(
 }
 
 /// Read from the scanner side until `n` reply bytes arrived (deadline:
-/// [`EVENT_TIMEOUT`]); returns them and when the last one came.
+/// [`event_timeout`]); returns them and when the last one came.
 pub fn replies(vs: &mut VirtualScanner, n: usize) -> (Vec<u8>, Instant) {
     let mut got = Vec::new();
-    let deadline = Instant::now() + EVENT_TIMEOUT;
+    let deadline = Instant::now() + event_timeout();
     while got.len() < n {
         let left = deadline.saturating_duration_since(Instant::now());
         assert!(
