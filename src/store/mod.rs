@@ -120,8 +120,8 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX ledger_boot ON ledger (boot_id, boot_ns >> 33, key_prefix, boot_ns);
     DROP INDEX ledger_key;
     "#,
-    // 4: backlog scans whose wall time is not trusted yet (read before NTP
-    // sync, not yet re-timed), by content key: a new scan with the same key
+    // 4: backlog scans stamped on a wall clock the kernel did not call
+    // synchronised (no trusted place in capture order), by content key: a new scan with the same key
     // must not be claimed ahead of them (`Gate::pick`: a scan is held back behind them).
     // Tiny: only such scans are in it.
     r#"
