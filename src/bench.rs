@@ -76,6 +76,10 @@ struct Workload {
     t0_ms: i64,
     last: Option<String>,
     rng: u64,
+    /// The clocks read once at the start: each read's boot stamp is its wall
+    /// time on this boot's clock as it ran then, so facility time maps it
+    /// (no clock read per synthetic scan).
+    clocks: CaptureTime,
 }
 
 impl Workload {
@@ -118,12 +122,10 @@ impl Workload {
     fn scan(&mut self, profile: &Profile) -> Scan {
         let label = self.next_label();
         let at = self.t0_ms + self.n as i64 * 7;
-        // On this boot's clock as it ran then, so facility time maps it.
-        let now = CaptureTime::now();
         let time = CaptureTime {
             utc_ms: at,
-            boot_ns: now.boot_ns - (now.utc_ms - at) * 1_000_000,
-            boot_id: now.boot_id,
+            boot_ns: self.clocks.boot_ns - (self.clocks.utc_ms - at) * 1_000_000,
+            boot_id: self.clocks.boot_id.clone(),
             synced: true,
         };
         Scan::at(
@@ -261,6 +263,7 @@ pub fn run(args: &BenchArgs) -> Result<Exit, String> {
         t0_ms: chrono::Utc::now().timestamp_millis() - 3_600_000,
         last: None,
         rng: 0x9e37_79b9_7f4a_7c15,
+        clocks: CaptureTime::now(),
     };
 
     if let Some(url) = &args.redis {
