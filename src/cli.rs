@@ -12,10 +12,21 @@ use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+/// `scangate --version`: the version, the commit it was built from and
+/// the target triple (from `build.rs`, as `scangate_build_info` has them).
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("SCANGATE_COMMIT"),
+    ", target ",
+    env!("SCANGATE_TARGET"),
+    ")"
+);
+
 #[derive(Parser)]
 #[command(
     name = "scangate",
-    version,
+    version = VERSION,
     about = "Barcode-scan ingestion for pharmacy-floor gateways: write-ahead outbox, exact echo suppression, hash-chained audit",
     after_help = Exit::summary()
 )]
@@ -26,8 +37,9 @@ struct Cli {
 
 #[derive(clap::Args, Clone)]
 struct ConfigArg {
-    /// Config file (TOML). Without it: built-in defaults, embedded store,
-    /// state in $STATE_DIRECTORY or ./scangate-state.
+    /// Config file (TOML). Without it (and without SCANGATE_CONFIG):
+    /// /etc/scangate/scangate.toml if it exists, else built-in defaults,
+    /// embedded store, state in $STATE_DIRECTORY or ./scangate-state.
     #[arg(long, short = 'c', env = "SCANGATE_CONFIG")]
     config: Option<PathBuf>,
 }
@@ -244,14 +256,24 @@ fn init_tracing(default_level: &str) {
     }
 }
 
+impl ConfigArg {
+    /// The file every command reads ([`crate::config::locate`]).
+    fn path(&self) -> Option<PathBuf> {
+        crate::config::locate(
+            self.config.as_deref(),
+            &[std::path::Path::new(crate::config::DEFAULT_PATH)],
+        )
+    }
+}
+
 fn load(arg: &ConfigArg) -> Result<Config, Failure> {
-    Ok(Config::load(arg.config.as_deref())?)
+    Ok(Config::load(arg.path().as_deref())?)
 }
 
 /// [`load`], and read the secrets and files it names (`[redis]`
 /// password, CA): what `run` works with.
 fn resolve(arg: &ConfigArg) -> Result<Settings, Failure> {
-    Ok(Settings::load(arg.config.as_deref())?)
+    Ok(Settings::load(arg.path().as_deref())?)
 }
 
 fn open_ro(arg: &ConfigArg) -> Result<Store, Failure> {
@@ -287,6 +309,13 @@ fn dispatch(cmd: Command) -> Result<Exit, Failure> {
             // Resolved as `run` resolves it: an unreadable secret fails here too.
             let settings = resolve(&arg)?;
             let cfg = &settings.config;
+            match arg.path() {
+                Some(p) => println!("config file: {}", p.display()),
+                None => println!(
+                    "config file: none (no --config, no SCANGATE_CONFIG, no {}): built-in defaults",
+                    crate::config::DEFAULT_PATH
+                ),
+            }
             println!(
                 "configuration OK: facility {}, gateway {}, {} scanner(s), window {} ms, state in {}",
                 cfg.gateway.facility,

@@ -532,3 +532,33 @@ fn a_gateway_without_scanners_runs_idle_until_stopped_and_says_why() {
         "{log}"
     );
 }
+
+/// A TOML syntax error names the file, the line and the column.
+#[test]
+fn a_toml_syntax_error_exits_2_naming_line_and_column() {
+    let d = tempdir("scangate-cli-");
+    let path = d.path().join("scangate.toml");
+    fs::write(&path, "[gateway]\nfacility = \"f1\"\nid = gw1\n").unwrap();
+    for args in [&["check-config"][..], &["outbox", "status"][..]] {
+        let out: Outcome = cli_cfg(&path, args).into();
+        assert_eq!(out.code, Some(EXIT_CONFIG), "{args:?}: {out}");
+        assert!(
+            out.stderr.contains("line 3, column 6") && out.stderr.contains(path.to_str().unwrap()),
+            "{args:?}: the message must name the file, line and column:\n{out}"
+        );
+    }
+}
+
+/// `--version` names the commit and the target triple it was built for.
+#[test]
+fn version_names_the_commit_and_the_target() {
+    let out: Outcome = cli(&["--version"]).into();
+    assert_eq!(out.code, Some(0), "{out}");
+    for fact in [env!("SCANGATE_COMMIT"), env!("SCANGATE_TARGET")] {
+        assert!(out.stdout.contains(fact), "{fact} not in: {out}");
+    }
+    assert!(
+        out.stdout.contains(env!("CARGO_PKG_VERSION")),
+        "the version number: {out}"
+    );
+}

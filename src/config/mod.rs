@@ -40,6 +40,24 @@ pub use crate::source::serial::config::{
     ByteString, FlowControl, MAX_AFFIX_BYTES, Parity, SerialConfig,
 };
 
+/// Where a command looks for its config file when neither `--config` nor
+/// `SCANGATE_CONFIG` names one ([`locate`]).
+pub const DEFAULT_PATH: &str = "/etc/scangate/scangate.toml";
+
+/// The config file a command reads, in this order: `given` (`--config`,
+/// else `SCANGATE_CONFIG`: clap reads both into one argument), else the
+/// first of `defaults` that exists (every command passes
+/// `[DEFAULT_PATH]`), else none: the built-in defaults. The one place
+/// that decides it; README ("Commands") documents the order.
+pub fn locate(given: Option<&Path>, defaults: &[&Path]) -> Option<PathBuf> {
+    given.map(Path::to_owned).or_else(|| {
+        defaults
+            .iter()
+            .find(|p| p.exists())
+            .map(|p| p.to_path_buf())
+    })
+}
+
 /// The whole configuration file ([`Config::parse`] reads it).
 #[derive(Debug, Clone, Default)]
 pub struct Config {
@@ -263,14 +281,20 @@ impl ConfigError {
     /// What the TOML parser or serde refused; the key comes from the
     /// error's place in `text`.
     fn from_toml(text: &str, file: Option<&Path>, e: toml::de::Error) -> ConfigError {
-        let key = match e.span() {
-            Some(span) => locate_key(text, span.start),
-            None => "(file)".into(),
+        let (key, at) = match e.span() {
+            Some(span) => {
+                let (line, column) = line_column(text, span.start);
+                (
+                    locate_key(text, span.start),
+                    format!(" (line {line}, column {column})"),
+                )
+            }
+            None => ("(file)".into(), String::new()),
         };
         ConfigError {
             file: file.map(Path::to_owned),
             key,
-            problem: e.message().to_string(),
+            problem: format!("{}{at}", e.message().trim_end()),
             fix: "compare with the documented example config/scangate.toml".into(),
         }
     }
@@ -307,7 +331,7 @@ impl Config {
             file: Some(path.to_owned()),
             key: "(file)".into(),
             problem: format!("cannot read the config file: {e}"),
-            fix: "check the path given with --config and that the service user may read it".into(),
+            fix: "check the path (given with --config or SCANGATE_CONFIG, else the default /etc/scangate/scangate.toml) and that the service user may read it".into(),
         })?;
         Config::parse(&text, Some(path))
     }
@@ -731,6 +755,16 @@ fn fields_of<T: for<'de> Deserialize<'de>>() -> &'static [&'static str] {
     let mut fields: &'static [&'static str] = &[];
     let _ = T::deserialize(Probe(&mut fields));
     fields
+}
+
+/// The 1-based line and column (in characters) of byte `offset` in `text`.
+fn line_column(text: &str, offset: usize) -> (usize, usize) {
+    let before = &text[..text.floor_char_boundary(offset.min(text.len()))];
+    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+    (
+        before.matches('\n').count() + 1,
+        before[line_start..].chars().count() + 1,
+    )
 }
 
 /// Best-effort `section.key` name for a byte offset in the TOML text.

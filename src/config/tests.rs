@@ -440,3 +440,28 @@ fn resolve_reads_the_redis_secrets_once_and_names_the_key() {
     assert_eq!(e.key, "redis.password_file", "{e}");
     assert!(e.problem.contains(pw.to_str().unwrap()), "{e}");
 }
+
+/// The lookup order: the given path (`--config` / `SCANGATE_CONFIG`) wins
+/// even when it does not exist (the command then names it); else the first
+/// default that exists; else none (built-in defaults).
+#[test]
+fn the_config_file_is_the_given_one_else_the_first_default_that_exists() {
+    let dir = tempfile::tempdir().unwrap();
+    let etc = dir.path().join("scangate.toml");
+    let absent = dir.path().join("absent.toml");
+    let given = dir.path().join("given.toml");
+    assert_eq!(locate(None, &[&absent, &etc]), None);
+    std::fs::write(&etc, "").unwrap();
+    assert_eq!(locate(None, &[&absent, &etc]), Some(etc.clone()));
+    assert_eq!(locate(Some(&given), &[&etc]), Some(given));
+    assert_eq!(DEFAULT_PATH, "/etc/scangate/scangate.toml");
+}
+
+#[test]
+fn toml_syntax_errors_name_line_and_column() {
+    let text = "[gateway]\nfacility = \"f1\"\nid = gw1\n";
+    let e = Config::parse(text, None).unwrap_err();
+    assert!(e.problem.contains("(line 3, column 6)"), "{e}");
+    assert_eq!(line_column("a\nbé\nc", 5), (2, 3));
+    assert_eq!(line_column("", 0), (1, 1));
+}
