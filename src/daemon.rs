@@ -169,6 +169,7 @@ pub async fn run(
                 e @ (FacilityError::Misconfigured { .. }
                 | FacilityError::SettingsDiffer { .. }
                 | FacilityError::NoPermission { .. }
+                | FacilityError::AuthRefused { .. }
                 | FacilityError::ScannerDiffers { .. }),
             ) = first
             {

@@ -424,7 +424,7 @@ fn an_acl_user_with_the_documented_grants_runs_a_gateway_and_one_without_is_refu
     assert_eq!(out.code, Some(2), "{out}");
     assert!(
         out.stderr
-            .contains("the ACL user may not run what scangate needs")
+            .contains("the ACL user \"partial\" may not run what scangate needs")
             && out.stderr.contains("config|get")
             && out.stderr.contains(grants),
         "{out}"
@@ -1046,28 +1046,108 @@ fn ledger_export_from_an_unreachable_facility_redis_says_where_and_what_to_do() 
     assert!(!out.stderr.contains("retried"), "{out}");
 }
 
+/// Credentials Redis refuses stop `run` with exit 2 (not an outage
+/// retried for ever), naming the server, the ACL user, what was refused
+/// and where the password came from; the password never shows.
 #[test]
-fn a_wrong_password_is_a_clear_error_and_scans_are_still_buffered() {
+fn refused_credentials_stop_run_with_exit_2_naming_the_user_and_the_password_file() {
     let (root, redis) = facility(&["--requirepass", "right-one"]);
-    let mut g = Gateway::new(root.path(), "gw-a", &redis);
+    let g = Gateway::new(root.path(), "gw-a", &redis);
     let secret = root.path().join("redis-password");
     std::fs::write(&secret, "wrong-one\n").unwrap();
-    g.edit_config(|text| format!("{text}password_file = {:?}\n", secret.to_str().unwrap()));
+    let base = std::fs::read_to_string(&g.cfg).unwrap();
+    let file = format!("password_file = {:?}\n", secret.to_str().unwrap());
+    for (extra, user, refused) in [
+        (String::new(), "default", "NOAUTH"),
+        (file.clone(), "default", "WRONGPASS"),
+        (
+            format!("username = \"scangate\"\n{file}"),
+            "scangate",
+            "WRONGPASS",
+        ),
+    ] {
+        std::fs::write(&g.cfg, format!("{base}{extra}")).unwrap();
+        let out: Outcome = cli_cfg(&g.cfg, &["run"]).into();
+        assert_eq!(out.code, Some(2), "{extra}: {out}");
+        let server = format!("127.0.0.1:{}", redis.port);
+        let acl_user = format!("ACL user {user:?}");
+        for named in [&server, &acl_user, "[redis] password_file", refused] {
+            assert!(
+                out.stderr.contains(named),
+                "{extra}: {named:?} is not named: {out}"
+            );
+        }
+        if !extra.is_empty() {
+            assert!(out.stderr.contains(secret.to_str().unwrap()), "{out}");
+        }
+        assert!(
+            !out.stderr.contains("wrong-one"),
+            "the password leaked: {out}"
+        );
+    }
+}
+
+/// A password refused after the gateway ran fine (its ACL user's password
+/// changed): scans are ACKed and wait unresolved, the log has an ERROR
+/// naming the user, `status` is degraded saying why, and they are claimed
+/// once the password is accepted again.
+#[test]
+fn a_password_refused_while_running_keeps_scans_waiting_and_says_why() {
+    let (root, redis) = facility(&[]);
+    let mut c = redis.connection();
+    let set_user = |c: &mut redis::Connection, password: &str| {
+        let mut acl = redis::cmd("ACL");
+        acl.arg("SETUSER")
+            .arg("scangate")
+            .arg("on")
+            .arg("resetpass")
+            .arg(format!(">{password}"));
+        for g in scangate::facility::ACL_GRANTS.split_whitespace() {
+            acl.arg(g);
+        }
+        let _: () = acl.query(c).expect("ACL SETUSER");
+    };
+    set_user(&mut c, "pw-gw");
+    let password = root.path().join("redis-password");
+    std::fs::write(&password, "pw-gw\n").unwrap();
+    let mut g = Gateway::new(root.path(), "gw-a", &redis);
+    g.edit_config(|text| format!("{text}username = \"scangate\"\npassword_file = {password:?}\n"));
     g.start();
     g.send(&dscsa("SN001"));
+    assert_eq!(read_acks(&mut g.scanner, 1), [ACK]);
+    wait_until("SN001 committed", || g.count("committed") == 1);
+
+    set_user(&mut c, "changed");
+    let _: i64 = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("USER")
+        .arg("scangate")
+        .query(&mut c)
+        .expect("CLIENT KILL USER");
+    g.send(&dscsa("SN002"));
     assert_eq!(
         read_acks(&mut g.scanner, 1),
         [ACK],
         "ACKed although Redis refuses us"
     );
-    wait_until("the scan to wait as unresolved", || {
-        g.count("unresolved") == 1
+    wait_until("the refusal logged as an ERROR naming the user", || {
+        g.daemon().log().lines().any(|l| {
+            l.contains("ERROR") && l.contains("refused the credentials of ACL user \"scangate\"")
+        })
     });
-    let log = g.daemon().log();
-    assert!(log.contains("facility Redis unavailable"), "{log}");
-    assert!(log.contains(&redis.port.to_string()), "{log}");
+    assert_eq!(g.count("unresolved"), 1);
+    wait_until("status degraded, saying why", || {
+        let out: Outcome = cli_cfg(&g.cfg, &["status", "--json"]).into();
+        out.code == Some(1) && out.stdout.contains("refused the credentials")
+    });
+
+    set_user(&mut c, "pw-gw");
+    wait_until(
+        "SN002 committed once the password is accepted again",
+        || g.count("committed") == 2,
+    );
     assert!(
-        !log.contains("wrong-one"),
+        !g.daemon().log().contains("pw-gw"),
         "the password leaked into the log"
     );
     g.stop();

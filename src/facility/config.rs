@@ -294,10 +294,10 @@ impl RedisConfig {
             }
             (None, None) => None,
         };
-        let password = match password_path {
+        let password = match &password_path {
             None => None,
             Some(path) => Some(
-                std::fs::read_to_string(&path)
+                std::fs::read_to_string(path)
                     .map(|s| s.trim_end_matches(['\n', '\r']).to_string())
                     .map_err(|e| {
                         Invalid::new(
@@ -324,6 +324,11 @@ impl RedisConfig {
         Ok(RedisSettings {
             config: self.clone(),
             password,
+            password_source: match (&self.password_file, password_path) {
+                (Some(p), _) => format!("[redis] password_file ({})", p.display()),
+                (None, Some(p)) => format!("the systemd credential redis-password ({})", p.display()),
+                (None, None) => "[redis] password_file (none is set and there is no systemd credential redis-password, so no password was sent)".into(),
+            },
             ca_pem,
         })
     }
@@ -375,11 +380,36 @@ pub struct RedisSettings {
     /// The section as written.
     pub config: RedisConfig,
     password: Option<String>,
+    /// Where the password was read from, for messages.
+    password_source: String,
     /// The CA certificate(s) from `ca_file`, if set.
     pub ca_pem: Option<Vec<u8>>,
 }
 
 impl RedisSettings {
+    /// Where the password comes from, for a technician: `[redis]
+    /// password_file (PATH)`, the systemd credential, or that none is set.
+    pub fn password_source(&self) -> &str {
+        &self.password_source
+    }
+
+    /// `e`, if the server refused the credentials
+    /// ([`super::FacilityError::AuthRefused`]), naming where the password
+    /// came from.
+    pub fn name_credential(&self, e: super::FacilityError) -> super::FacilityError {
+        match e {
+            super::FacilityError::AuthRefused {
+                url, user, detail, ..
+            } => super::FacilityError::AuthRefused {
+                url,
+                user,
+                detail,
+                credential: self.password_source.clone(),
+            },
+            e => e,
+        }
+    }
+
     /// The URL with the user name and password filled in (a secret: never
     /// log it; [`super::redact`] the configured `url` instead).
     pub fn url(&self) -> String {

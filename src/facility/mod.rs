@@ -117,13 +117,33 @@ pub enum FacilityError {
     /// The ACL user may not run a command scangate needs (`NOPERM`, or a
     /// command inside the claim script refused): nothing was claimed.
     #[error(
-        "facility Redis {url}: the ACL user may not run what scangate needs ({detail}). Fix: on the server, `ACL SETUSER <user> {ACL_GRANTS}` (see [redis] username in config/scangate.toml), or configure a user that has these"
+        "facility Redis {url}: the ACL user {user:?} may not run what scangate needs ({detail}). Fix: on the server, `ACL SETUSER {user} {ACL_GRANTS}` (see [redis] username in config/scangate.toml), or configure a user that has these"
     )]
     NoPermission {
         /// The server, without credentials.
         url: String,
+        /// The ACL user (`default` without `[redis] username`).
+        user: String,
         /// What the server said.
         detail: String,
+    },
+    /// The server refused this gateway's credentials (`WRONGPASS`, or
+    /// `NOAUTH`: it wants a password and none was sent). Nothing was
+    /// claimed. At start a configuration error; later (the ACL changed
+    /// under a running gateway) scans wait unresolved, logged as an ERROR.
+    #[error(
+        "facility Redis {url} refused the credentials of ACL user {user:?} ({detail}). Fix: put that user's password in {credential}, or correct [redis] username; on the server, `ACL SETUSER {user} on >PASSWORD` (for the user \"default\": requirepass) sets it"
+    )]
+    AuthRefused {
+        /// The server, without credentials.
+        url: String,
+        /// The ACL user (`default` without `[redis] username`).
+        user: String,
+        /// What was refused.
+        detail: String,
+        /// Where the password comes from
+        /// ([`config::RedisSettings::password_source`]).
+        credential: String,
     },
     /// The server is configured so that a claim could be lost.
     #[error("facility Redis {url}: {problem}. Fix: {fix}")]
@@ -262,9 +282,61 @@ pub struct ScannerClone {
 /// `tests/facility_e2e.rs` runs a gateway as a user with exactly these.
 pub const ACL_GRANTS: &str = "resetkeys ~scangate:* resetchannels -@all +evalsha +script|load +config|get +info +wait +xrange +hmget +hset +get +set +zscore +zrange +zrangebyscore +zadd +zremrangebyscore +xadd +pexpire +time";
 
-/// A failed command as the error it is: the ACL user lacking a permission
-/// is a technician's fix, anything else a store that is not available.
-fn failed(url: &str, source: redis::RedisError) -> FacilityError {
+/// The ACL user a `redis://user:password@host` URL logs in as
+/// (percent-decoded); `default` when it names none.
+pub fn url_user(url: &str) -> String {
+    let authority = url.split_once("://").map_or("", |(_, r)| r);
+    let authority = authority.split('/').next().unwrap_or("");
+    let user = authority
+        .rsplit_once('@')
+        .map_or("", |(info, _)| info.split(':').next().unwrap_or(""));
+    let bytes = user.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = bytes
+            .get(i + 1..i + 3)
+            .and_then(|h| std::str::from_utf8(h).ok())
+            .and_then(|h| u8::from_str_radix(h, 16).ok());
+        match (bytes[i], hex) {
+            (b'%', Some(b)) => {
+                out.push(b);
+                i += 3;
+            }
+            (b, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    match String::from_utf8_lossy(&out) {
+        u if u.is_empty() => "default".into(),
+        u => u.into_owned(),
+    }
+}
+
+/// Where the password comes from when nothing more is known (a connection
+/// made without [`config::RedisSettings`] at hand).
+const SOME_CREDENTIAL: &str =
+    "the file [redis] password_file names (or the systemd credential redis-password)";
+
+/// A failed command as the error it is: credentials refused or the ACL
+/// user lacking a permission are a technician's fix, anything else a store
+/// that is not available. `user` is the ACL user ([`url_user`]).
+fn failed(url: &str, user: &str, source: redis::RedisError) -> FacilityError {
+    if source.kind() == redis::ErrorKind::AuthenticationFailed
+        || matches!(source.code(), Some("NOAUTH" | "WRONGPASS"))
+    {
+        return FacilityError::AuthRefused {
+            url: url.to_string(),
+            user: user.to_string(),
+            detail: match source.code() {
+                Some("NOAUTH") => "NOAUTH: the server requires a password and none was sent".into(),
+                _ => "WRONGPASS: wrong password, or the user does not exist or is disabled".into(),
+            },
+            credential: SOME_CREDENTIAL.into(),
+        };
+    }
     // Redis 7 refuses a command inside a script with a plain ERR.
     let in_script = source
         .detail()
@@ -272,6 +344,7 @@ fn failed(url: &str, source: redis::RedisError) -> FacilityError {
     if source.code() == Some("NOPERM") || in_script {
         return FacilityError::NoPermission {
             url: url.to_string(),
+            user: user.to_string(),
             detail: format!(
                 "{} {}",
                 source.code().unwrap_or_default(),
@@ -358,6 +431,8 @@ pub struct Sent {
 pub struct Facility {
     conn: redis::Connection,
     url: String,
+    /// The ACL user it is logged in as.
+    user: String,
     facility: String,
     window_ms: i64,
     retention_ms: i64,
@@ -406,7 +481,8 @@ impl Facility {
         command_timeout: Duration,
     ) -> Result<Facility, FacilityError> {
         let shown = redact(url);
-        let unavailable = |source| failed(&shown, source);
+        let user = url_user(url);
+        let unavailable = |source| failed(&shown, &user, source);
         let mut conn = open(url, ca_pem, connect_timeout, command_timeout).map_err(unavailable)?;
         // Load the script now, so a claim is one EVALSHA that runs at once.
         redis::cmd("SCRIPT")
@@ -417,6 +493,7 @@ impl Facility {
         Ok(Facility {
             conn,
             url: shown,
+            user,
             facility: facility.to_string(),
             window_ms,
             retention_ms: retention.as_millis() as i64,
@@ -481,7 +558,7 @@ impl Facility {
             let pair: Vec<String> = redis::cmd("CONFIG").arg("GET").arg(name).query(conn)?;
             Ok(pair.get(1).cloned().unwrap_or_default())
         };
-        let unavailable = |source| failed(&self.url, source);
+        let unavailable = |source| failed(&self.url, &self.user, source);
         let policy = get(&mut self.conn, "maxmemory-policy").map_err(unavailable)?;
         let appendonly = get(&mut self.conn, "appendonly").map_err(unavailable)?;
         let save = get(&mut self.conn, "save").map_err(unavailable)?;
@@ -1072,7 +1149,7 @@ impl Facility {
     }
 
     fn unavailable(&self, source: redis::RedisError) -> FacilityError {
-        failed(&self.url, source)
+        failed(&self.url, &self.user, source)
     }
 
     fn outcome(&self, v: Value) -> Result<Outcome, FacilityError> {
@@ -1172,6 +1249,15 @@ pub fn redact(url: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::info_field;
+
+    #[test]
+    fn the_acl_user_is_read_from_the_url() {
+        use super::url_user;
+        assert_eq!(url_user("redis://scan%40gate:p%3Aw@h:1/0"), "scan@gate");
+        assert_eq!(url_user("rediss://:pw@h:1/0"), "default");
+        assert_eq!(url_user("redis://h:1/0"), "default");
+        assert_eq!(url_user("redis://u:pw@h:1/0?x=a@b"), "u");
+    }
 
     #[test]
     fn info_fields_are_read_by_exact_name() {

@@ -65,6 +65,16 @@ struct Outage {
     since_ms: i64,
 }
 
+impl Outage {
+    /// One beginning now.
+    fn now() -> Outage {
+        Outage {
+            since: Instant::now(),
+            since_ms: chrono::Utc::now().timestamp_millis(),
+        }
+    }
+}
+
 /// One claimer lane.
 pub(super) struct Lane {
     kind: LaneKind,
@@ -86,6 +96,12 @@ pub(super) struct Lane {
     /// window is not the facility's rule, so it decides no echo by itself
     /// until a connection's check finds the settings agree again.
     settings_refused: bool,
+    /// The last connect failed because the server refused this gateway's
+    /// credentials or a grant (the ACL changed while it ran): an outage
+    /// that needs a technician, so it begins with an ERROR, not a WARN.
+    access_refused: bool,
+    /// That refusal was logged (reset when a connect succeeds).
+    access_reported: bool,
     /// When the live lane measures the facility's clock next.
     clock_due: Instant,
     /// Scans of this lane's last pass waited for facility time (logged
@@ -186,6 +202,8 @@ impl Lane {
             db_retry_at: Instant::now(),
             in_flight: None,
             settings_refused: false,
+            access_refused: false,
+            access_reported: false,
             clock_due: Instant::now() + CLOCK_SAMPLE_EVERY,
             clock_waiting: 0,
             probe_due: Instant::now(),
@@ -266,6 +284,8 @@ impl Lane {
                 }
                 self.state = LinkState::Online(Box::new(f));
                 self.settings_refused = false;
+                self.access_refused = false;
+                self.access_reported = false;
                 true
             }
             Err(e) => {
@@ -603,16 +623,25 @@ impl Lane {
             matches!(self.state, LinkState::Online(_)) && (pass.answered_ok || pass.nothing_open);
         let shown = &self.link.shown;
         if let Some(reason) = failed {
+            // Refused credentials or a grant (the ACL changed while this
+            // gateway ran): an ERROR, once per connection lost, also when
+            // the outage began as a plain disconnect.
+            let refused_anew = self.access_refused && !self.access_reported;
+            self.access_reported |= self.access_refused;
             match &self.outage {
+                _ if refused_anew => {
+                    tracing::error!(
+                        redis = %shown, lane = self.name(),
+                        "facility Redis refuses this gateway: {reason}. Scans are kept in the outbox as unresolved (`scangate status` shows the gateway degraded), and claimed in capture order once it lets this gateway in again"
+                    );
+                    self.outage.get_or_insert_with(Outage::now);
+                }
                 None => {
                     tracing::warn!(
                         redis = %shown, lane = self.name(),
                         "facility Redis unavailable: {reason}. Scans are kept in the outbox as unresolved and replayed in capture order when it answers"
                     );
-                    self.outage = Some(Outage {
-                        since: Instant::now(),
-                        since_ms: chrono::Utc::now().timestamp_millis(),
-                    });
+                    self.outage = Some(Outage::now());
                 }
                 // (The replay lane retries on a timer and says so; the
                 // live lane only on new scans, which wait with the rest.)
@@ -762,6 +791,10 @@ impl Lane {
         if matches!(e, FacilityError::SettingsDiffer { .. }) {
             self.settings_refused = true;
         }
+        self.access_refused = matches!(
+            e,
+            FacilityError::AuthRefused { .. } | FacilityError::NoPermission { .. }
+        );
         e.to_string()
     }
 }

@@ -147,7 +147,8 @@ impl Link {
             self.retention,
             self.redis.connect_timeout(),
             self.redis.command_timeout(),
-        )?;
+        )
+        .map_err(|e| self.settings.name_credential(e))?;
         let info = f.check_server()?;
         tracing::info!(
             redis = %self.shown, server = %f.server(), lane, version = %info.version, maxmemory_policy = %info.maxmemory_policy,
