@@ -48,8 +48,19 @@ struct ConfigArg {
 enum Command {
     /// Run the daemon until SIGTERM/SIGINT.
     Run(ConfigArg),
-    /// Validate the configuration without touching hardware.
-    CheckConfig(ConfigArg),
+    /// Validate the configuration without touching hardware: also that
+    /// the state directory is writable by the service user and the
+    /// `[redis]` password and CA files readable.
+    CheckConfig {
+        #[command(flatten)]
+        config: ConfigArg,
+        /// Also check what the config points to over the network and on
+        /// the machine: the facility Redis (credentials, eviction policy,
+        /// persistence, version, clock offset) and each scanner's device
+        /// path. Writes nothing to Redis, opens no scanner.
+        #[arg(long)]
+        online: bool,
+    },
     /// Play a noisy pharmacy shift on virtual serial scanners and report.
     Demo {
         /// Decide through this facility Redis (`redis://host:port/`) instead
@@ -169,6 +180,9 @@ enum Failure {
     Usage(String),
     /// Anything else at run time.
     Runtime(String),
+    /// The facility Redis refuses this gateway or is set up so claims
+    /// could be lost (`check-config --online`).
+    Facility(crate::facility::FacilityError),
 }
 
 impl From<ConfigError> for Failure {
@@ -199,7 +213,7 @@ impl Failure {
             }
         }
         match self {
-            Failure::Config(_) | Failure::Usage(_) => Exit::Config,
+            Failure::Config(_) | Failure::Usage(_) | Failure::Facility(_) => Exit::Config,
             Failure::Store(e) | Failure::Daemon(DaemonError::Store(e)) => store(e),
             Failure::Daemon(DaemonError::CorruptWhileRunning { .. }) => Exit::State,
             // The facility Redis is set up so claims could be lost, or
@@ -217,6 +231,7 @@ impl Failure {
             Failure::Config(e) => format!("configuration error: {e}"),
             Failure::Store(e) => e.to_string(),
             Failure::Daemon(e) => e.to_string(),
+            Failure::Facility(e) => e.to_string(),
             Failure::Usage(m) | Failure::Runtime(m) => m.clone(),
         }
     }
@@ -305,7 +320,10 @@ fn dispatch(cmd: Command) -> Result<Exit, Failure> {
                 Ok(Exit::Ok)
             })
         }
-        Command::CheckConfig(arg) => {
+        Command::CheckConfig {
+            config: arg,
+            online,
+        } => {
             // Resolved as `run` resolves it: an unreadable secret fails here too.
             let settings = resolve(&arg)?;
             let cfg = &settings.config;
@@ -324,7 +342,13 @@ fn dispatch(cmd: Command) -> Result<Exit, Failure> {
                 cfg.dedup.window_ms,
                 cfg.state_dir().display()
             );
-            Ok(Exit::Ok)
+            for line in crate::check_config::state_dir(&cfg.state_dir())? {
+                println!("{line}");
+            }
+            Ok(match online {
+                true => check_online(&settings)?,
+                false => Exit::Ok,
+            })
         }
         Command::Demo { redis } => runtime()?
             .block_on(crate::demo::run(redis))
@@ -354,17 +378,7 @@ fn dispatch(cmd: Command) -> Result<Exit, Failure> {
             match &settings.redis {
                 // With a facility store, its stream is the ledger.
                 Some(redis) => {
-                    let url = redis.primary_url().map_err(ledger_unreadable)?;
-                    let mut facility = crate::facility::Facility::connect_with_ca(
-                        &url,
-                        redis.ca_pem.clone(),
-                        &cfg.gateway.facility,
-                        cfg.window_ms(),
-                        std::time::Duration::from_secs(cfg.dedup.retention_hours * 3600),
-                        redis.config.connect_timeout(),
-                        redis.config.command_timeout(),
-                    )
-                    .map_err(ledger_unreadable)?;
+                    let mut facility = redis.connect(cfg).map_err(ledger_unreadable)?;
                     facility
                         .for_each_ledger_entry(since_ms, |v| write_line(&mut out, &v))
                         .map_err(ledger_unreadable)?;
@@ -630,6 +644,82 @@ fn dispatch(cmd: Command) -> Result<Exit, Failure> {
     }
 }
 
+/// `check-config --online`: the facility Redis (a refusal is an error,
+/// exit 2; unreachable: exit 1) and the scanners' device paths (exit 1 if
+/// one is not usable), each on a line of its own.
+fn check_online(settings: &Settings) -> Result<Exit, Failure> {
+    let cfg = &settings.config;
+    let mut ok = true;
+    if let Some(redis) = &settings.redis {
+        match crate::check_config::facility(cfg, redis) {
+            Err(e) if e.needs_technician() => return Err(Failure::Facility(e)),
+            Err(e) => {
+                ok = false;
+                println!(
+                    "facility Redis NOT reachable: {e}. Fix: check that it runs and [redis] url (or sentinels), and the network between"
+                );
+            }
+            Ok(found) => {
+                let i = &found.info;
+                println!(
+                    "facility Redis {}: OK, Redis {} ({}), user {:?} accepted, maxmemory-policy {}, appendonly {}, save {:?}, {} replica(s) connected",
+                    found.server,
+                    i.version,
+                    i.role,
+                    redis.config.username.as_deref().unwrap_or("default"),
+                    i.maxmemory_policy,
+                    i.appendonly,
+                    i.save,
+                    i.connected_replicas
+                );
+                if i.appendonly != "yes" {
+                    println!(
+                        "WARNING: facility Redis has appendonly off: a Redis crash can lose recent claims. Fix: `appendonly yes` in redis.conf"
+                    );
+                }
+                if i.role == "slave" {
+                    println!(
+                        "WARNING: facility Redis is a read-only replica: it refuses claims. Fix: point [redis] url at the primary"
+                    );
+                }
+                let c = &found.clock;
+                let side = if c.offset_ms < 0.0 {
+                    "ahead of"
+                } else {
+                    "behind"
+                };
+                println!(
+                    "clock offset: this gateway's wall clock is {:.3} s {side} the facility Redis's (± {:.1} ms)",
+                    c.offset_ms.abs() / 1e3,
+                    c.bound_ms
+                );
+                let max = redis.config.max_clock_error_ms as f64;
+                if c.bound_ms > max {
+                    ok = false;
+                    println!(
+                        "clock NOT measurable within [redis] max_clock_error_ms ({max} ms): the round trip alone allows ± {:.1} ms, so scans would wait. Fix: a faster network path to the Redis, or raise max_clock_error_ms (at most a quarter of [dedup] window_ms)",
+                        c.bound_ms
+                    );
+                }
+            }
+        }
+    }
+    for p in crate::check_config::scanner_paths(cfg) {
+        match &p.problem {
+            None => println!("scanner {}: {} OK", p.scanner, p.path.display()),
+            Some(problem) => {
+                ok = false;
+                println!(
+                    "scanner {}: {} NOT usable: {problem}",
+                    p.scanner,
+                    p.path.display()
+                );
+            }
+        }
+    }
+    Ok(if ok { Exit::Ok } else { Exit::CheckFailed })
+}
+
 /// `audit verify`: compare the chain (intact, `records` long) with every
 /// head anchored outside the database that can be reached: the state-id
 /// file and, with `[redis]`, the facility store. Prints one line each;
@@ -663,18 +753,9 @@ fn verify_anchors(settings: &Settings, store: &Store, records: i64) -> Result<bo
     )?;
     if let Some(redis) = &settings.redis {
         let by = format!("the facility store (gateway {})", cfg.gateway.id);
-        let anchor = redis.primary_url().and_then(|url| {
-            crate::facility::Facility::connect_with_ca(
-                &url,
-                redis.ca_pem.clone(),
-                &cfg.gateway.facility,
-                cfg.window_ms(),
-                std::time::Duration::ZERO,
-                redis.config.connect_timeout(),
-                redis.config.command_timeout(),
-            )?
-            .anchor(&cfg.gateway.id)
-        });
+        let anchor = redis
+            .connect(cfg)
+            .and_then(|mut f| f.anchor(&cfg.gateway.id));
         match anchor {
             Err(e) => {
                 ok = false;

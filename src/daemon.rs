@@ -40,7 +40,6 @@ pub mod sweeper;
 use crate::backoff::Backoff;
 use crate::capture::Scan;
 use crate::config::{ScannerKind, Settings};
-use crate::facility::FacilityError;
 use crate::gate::facility::LaneKind;
 use crate::gate::{Decision, Gate, GateConfig, GateStats};
 use crate::shutdown::{Stop, Stopper};
@@ -165,16 +164,10 @@ pub async fn run(
             })
             .await
             .expect("the connect task does not panic");
-            if let Err(
-                e @ (FacilityError::Misconfigured { .. }
-                | FacilityError::SettingsDiffer { .. }
-                | FacilityError::NoPermission { .. }
-                | FacilityError::AuthRefused { .. }
-                | FacilityError::ScannerDiffers { .. }),
-            ) = first
-            {
-                return Err(DaemonError::Facility(e));
-            }
+            let first = match first {
+                Err(e) if e.needs_technician() => return Err(DaemonError::Facility(e)),
+                first => first,
+            };
             if let Ok(f) = &first {
                 store.set_scanner_clones(f.clones())?;
                 if let Some(clock) = f.clock() {

@@ -41,7 +41,7 @@ impl Exit {
         match self {
             Exit::Ok => "success",
             Exit::CheckFailed => {
-                "a check failed: `status` found the gateway degraded (each reason listed), `audit verify` found a broken record or ledger entry, a lost tail or an anchor it cannot reach, `decode` got an invalid barcode, the demo lost or doubled a scan, `audit trace` found nothing or an echo naming a commit of this gateway that has no readable record"
+                "a check failed: `status` found the gateway degraded (each reason listed), `audit verify` found a broken record or ledger entry, a lost tail or an anchor it cannot reach, `decode` got an invalid barcode, the demo lost or doubled a scan, `audit trace` found nothing or an echo naming a commit of this gateway that has no readable record, `check-config --online` could not reach the facility Redis or found a scanner's device path unusable"
             }
             Exit::Config => {
                 "configuration or usage error (the message names the key and the fix; `[metrics] listen` on an address that cannot be bound; an unreadable `[redis]` `password_file` or `ca_file` too, also for `check-config`), or a facility Redis set up so that claims could be lost (`maxmemory-policy` not `noeviction`), that refuses this gateway's window and retention or its credentials (`WRONGPASS`, `NOAUTH`: the message names the ACL user and `[redis] password_file`), or whose ACL user lacks a grant"

@@ -42,6 +42,8 @@
 //! - Shared by the stages: [`shutdown`] (the one stop token), [`backoff`]
 //!   (the one retry schedule).
 //! - [`cli`]: the `scangate` commands; [`exit`]: their exit codes.
+//! - [`check_config`]: what `scangate check-config` checks beyond the
+//!   config itself (state directory; `--online`: Redis, scanner paths).
 //! - [`decode_cmd`]: `scangate decode`, the decoder for technicians and tests.
 //! - [`devices_cmd`]: `scangate devices` / `scangate pair`: find and pair scanners.
 //! - [`demo`], [`bench`](mod@bench): a noisy shift on virtual scanners; throughput.
@@ -53,6 +55,7 @@ pub mod audit;
 pub mod backoff;
 pub mod bench;
 pub mod capture;
+pub mod check_config;
 pub mod cli;
 pub mod config;
 pub mod daemon;

@@ -189,7 +189,7 @@ fn a_taken_metrics_port_fails_the_start_with_exit_2_naming_it() {
 }
 
 /// The group `scangate` and a non-root member of it (created once).
-fn group_member() -> &'static str {
+pub(crate) fn group_member() -> &'static str {
     static MEMBER: std::sync::OnceLock<()> = std::sync::OnceLock::new();
     MEMBER.get_or_init(|| {
         let ok = |cmd: &mut Command| {

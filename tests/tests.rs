@@ -12,6 +12,7 @@ mod barcode_vectors;
 
 // The CLI: decode, errors and exit codes, the demo, the bench.
 mod bench_smoke;
+mod check_config;
 mod cli_errors;
 mod decode_cli;
 mod demo;

@@ -393,6 +393,28 @@ impl RedisSettings {
         &self.password_source
     }
 
+    /// Connect to the primary ([`RedisSettings::primary_url`]) for `cfg`'s
+    /// facility, window and retention, with this section's CA and
+    /// timeouts; refused credentials name where the password came from.
+    /// For the commands (`check-config --online`, `ledger export`, `audit
+    /// verify`); the claimer connects through its own link.
+    pub fn connect(
+        &self,
+        cfg: &crate::config::Config,
+    ) -> Result<super::Facility, super::FacilityError> {
+        let url = self.primary_url()?;
+        super::Facility::connect_with_ca(
+            &url,
+            self.ca_pem.clone(),
+            &cfg.gateway.facility,
+            cfg.window_ms(),
+            Duration::from_secs(cfg.dedup.retention_hours * 3600),
+            self.config.connect_timeout(),
+            self.config.command_timeout(),
+        )
+        .map_err(|e| self.name_credential(e))
+    }
+
     /// `e`, if the server refused the credentials
     /// ([`super::FacilityError::AuthRefused`]), naming where the password
     /// came from.

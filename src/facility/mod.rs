@@ -235,6 +235,23 @@ pub enum FacilityError {
     },
 }
 
+impl FacilityError {
+    /// The server is set up so that claims could be lost, or refuses this
+    /// gateway (its credentials, a grant, its settings or a scanner's
+    /// declaration): a technician's fix, not an outage to wait out. `run`
+    /// stops on it at start (exit 2), `check-config --online` refuses.
+    pub fn needs_technician(&self) -> bool {
+        matches!(
+            self,
+            FacilityError::Misconfigured { .. }
+                | FacilityError::SettingsDiffer { .. }
+                | FacilityError::NoPermission { .. }
+                | FacilityError::AuthRefused { .. }
+                | FacilityError::ScannerDiffers { .. }
+        )
+    }
+}
+
 /// Round trips of `TIME` per clock sample; the one with the shortest round
 /// trip is kept (Cristian's method).
 const CLOCK_ROUND_TRIPS: usize = 5;

@@ -1,0 +1,245 @@
+//! `scangate check-config`: beyond parsing and resolving the configuration
+//! as `run` does ([`crate::config::Settings::load`], which reads the
+//! `[redis]` password and CA files), what can be checked of what it names
+//! before the daemon starts. Offline ([`state_dir`]): the state directory
+//! is writable by the service user. With `--online` ([`facility`],
+//! [`scanner_paths`]): the facility Redis (credentials, eviction policy,
+//! persistence, version, clock offset) and the scanners' device paths.
+//!
+//! `check-config` runs as the service user in the unit's `ExecStartPre`,
+//! so writability is checked as the user running it; run as root, it is
+//! checked as [`SERVICE_USER`] by the directory's owner, group and mode
+//! bits (ACLs are not consulted) and a problem is a warning, since root
+//! itself could write there.
+
+use crate::config::{Config, RedisSettings, ScannerKind};
+use crate::facility::{ClockSample, FacilityError, ServerInfo};
+use crate::store::StoreError;
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::path::{Path, PathBuf};
+
+/// The user the systemd unit runs scangate as (`User=` in
+/// `systemd/scangate.service`).
+pub const SERVICE_USER: &str = "scangate";
+
+/// A user's ids, as `/etc/passwd` and `/etc/group` have them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UserIds {
+    /// The user id.
+    pub uid: u32,
+    /// The primary group and every group listing the user as a member.
+    pub groups: Vec<u32>,
+}
+
+/// The ids of `name` from `passwd` and `group` (the files' text), if the
+/// user exists.
+pub fn user_ids(name: &str, passwd: &str, group: &str) -> Option<UserIds> {
+    let (uid, gid) = passwd.lines().find_map(|l| {
+        let f: Vec<&str> = l.split(':').collect();
+        (f.len() >= 4 && f[0] == name).then(|| Some((f[2].parse().ok()?, f[3].parse().ok()?)))?
+    })?;
+    let mut groups = vec![gid];
+    groups.extend(group.lines().filter_map(|l| {
+        let f: Vec<&str> = l.split(':').collect();
+        (f.len() >= 4 && f[3].split(',').any(|m| m == name))
+            .then(|| f[2].parse::<u32>().ok())
+            .flatten()
+    }));
+    Some(UserIds { uid, groups })
+}
+
+/// Whether `user` may create files in a directory of owner `uid`, group
+/// `gid` and `mode`, by its mode bits (write and search).
+pub fn may_write(user: &UserIds, uid: u32, gid: u32, mode: u32) -> bool {
+    let bits = if user.uid == uid {
+        mode >> 6
+    } else if user.groups.contains(&gid) {
+        mode >> 3
+    } else {
+        mode
+    };
+    bits & 0o3 == 0o3
+}
+
+/// The state directory is writable by the service user (or, if it does
+/// not exist yet, its nearest existing parent, where `run` creates it).
+/// Returns the lines to print (a warning among them when run as root and
+/// [`SERVICE_USER`] could not write there); an error as `run` would
+/// report it.
+pub fn state_dir(dir: &Path) -> Result<Vec<String>, StoreError> {
+    let refused = |source: std::io::Error| StoreError::StateDir {
+        dir: dir.to_owned(),
+        source,
+    };
+    let absolute = std::path::absolute(dir).map_err(refused)?;
+    let existing = absolute
+        .ancestors()
+        .find(|p| p.exists())
+        .unwrap_or(Path::new("/"))
+        .to_owned();
+    let meta = std::fs::metadata(&existing).map_err(refused)?;
+    if !meta.is_dir() {
+        return Err(refused(std::io::Error::new(
+            std::io::ErrorKind::NotADirectory,
+            format!("{} is not a directory", existing.display()),
+        )));
+    }
+    let place = if existing == absolute {
+        format!("state directory {}", dir.display())
+    } else {
+        format!(
+            "state directory {} (does not exist yet: `run` creates it in {})",
+            dir.display(),
+            existing.display()
+        )
+    };
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let euid = unsafe { libc::geteuid() };
+    if euid != 0 {
+        nix::unistd::access(
+            &existing,
+            nix::unistd::AccessFlags::W_OK | nix::unistd::AccessFlags::X_OK,
+        )
+        .map_err(|e| {
+            refused(std::io::Error::new(
+                std::io::ErrorKind::PermissionDenied,
+                format!(
+                    "{} is not writable by this user (uid {}): {e}",
+                    existing.display(),
+                    euid
+                ),
+            ))
+        })?;
+        return Ok(vec![format!("{place}: writable by this user")]);
+    }
+    let read = |p: &str| std::fs::read_to_string(p).unwrap_or_default();
+    let Some(user) = user_ids(SERVICE_USER, &read("/etc/passwd"), &read("/etc/group")) else {
+        return Ok(vec![format!(
+            "{place}: running as root; the systemd unit runs scangate as user {SERVICE_USER}, which does not exist here (README, \"Install on a gateway\": useradd), so it was not checked as that user"
+        )]);
+    };
+    Ok(vec![
+        if may_write(&user, meta.uid(), meta.gid(), meta.mode()) {
+            format!(
+                "{place}: writable by user {SERVICE_USER} (uid {}), which the systemd unit runs as (running as root: checked by owner, group and mode bits)",
+                user.uid
+            )
+        } else {
+            format!(
+                "WARNING: {place}: NOT writable by user {SERVICE_USER} (uid {}), which the systemd unit runs as: {} is owned by uid {} gid {}, mode {:o} (ACLs not consulted). Fix: `chown {SERVICE_USER}: {}`, or let systemd create it (StateDirectory=)",
+                user.uid,
+                existing.display(),
+                meta.uid(),
+                meta.gid(),
+                meta.mode() & 0o7777,
+                existing.display()
+            )
+        },
+    ])
+}
+
+/// What `check-config --online` found in the facility Redis: the server
+/// and a clock sample.
+pub struct FacilityFound {
+    /// The server as checked (no credentials).
+    pub server: String,
+    /// Its facts.
+    pub info: ServerInfo,
+    /// This gateway's clock against it.
+    pub clock: ClockSample,
+}
+
+/// Connect to the facility Redis as `run` does (credentials, TLS), check
+/// it as the claimer does at start ([`crate::facility::Facility::check_server`]: eviction
+/// policy, the facility's window and retention) and measure its clock.
+/// Writes nothing there.
+pub fn facility(cfg: &Config, redis: &RedisSettings) -> Result<FacilityFound, FacilityError> {
+    let mut f = redis.connect(cfg)?;
+    let info = f.check_server()?;
+    let clock = f.sample_clock()?;
+    Ok(FacilityFound {
+        server: f.server().to_string(),
+        info,
+        clock,
+    })
+}
+
+/// A scanner's device path as `check-config --online` found it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PathCheck {
+    /// The scanner's name.
+    pub scanner: String,
+    /// Its configured `path`.
+    pub path: PathBuf,
+    /// `None`: there, a character device this user may read and write;
+    /// else what is wrong and what to do.
+    pub problem: Option<String>,
+}
+
+/// Whether each scanner's `path` is there, a character device, and
+/// readable and writable by this user (nothing is opened: opening a serial
+/// port can reset a scanner).
+pub fn scanner_paths(cfg: &Config) -> Vec<PathCheck> {
+    cfg.scanners
+        .iter()
+        .map(|s| {
+            let path = match &s.kind {
+                ScannerKind::Serial(c) => c.path.clone(),
+                ScannerKind::Hid(h) => h.path.clone(),
+            };
+            let problem = match std::fs::metadata(&path) {
+                Err(e) => Some(format!(
+                    "{e}. Fix: plug the scanner in and check its udev rule (udev/99-scangate.rules) or the path; `scangate devices` lists what is attached"
+                )),
+                Ok(m) if !m.file_type().is_char_device() => Some(
+                    "not a character device. Fix: name the device node (e.g. /dev/ttyUSB0 or the udev rule's /dev/scangate/NAME link)".into(),
+                ),
+                Ok(_) => nix::unistd::access(
+                    &path,
+                    nix::unistd::AccessFlags::R_OK | nix::unistd::AccessFlags::W_OK,
+                )
+                .err()
+                .map(|e| {
+                    format!(
+                        "{e} for this user. Fix: the udev rule gives it to group dialout (serial) or scangate (HID); add the service user to that group"
+                    )
+                }),
+            };
+            PathCheck {
+                scanner: s.name.clone(),
+                path,
+                problem,
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn users_and_their_groups_are_read_from_passwd_and_group() {
+        let passwd =
+            "root:x:0:0::/root:/bin/sh\nscangate:x:998:997::/var/lib/scangate:/usr/sbin/nologin\n";
+        let group = "dialout:x:20:scangate,pi\nscangate:x:997:\nadm:x:4:pi\n";
+        let ids = user_ids("scangate", passwd, group).unwrap();
+        assert_eq!(ids.uid, 998);
+        assert_eq!(ids.groups, vec![997, 20]);
+        assert_eq!(user_ids("nobody", passwd, group), None);
+    }
+
+    #[test]
+    fn write_permission_comes_from_the_matching_class_of_mode_bits() {
+        let u = UserIds {
+            uid: 998,
+            groups: vec![997],
+        };
+        assert!(may_write(&u, 998, 0, 0o700));
+        assert!(!may_write(&u, 998, 997, 0o570)); // the owner class decides
+        assert!(may_write(&u, 0, 997, 0o770));
+        assert!(!may_write(&u, 0, 997, 0o750));
+        assert!(!may_write(&u, 0, 0, 0o755));
+        assert!(may_write(&u, 0, 0, 0o1777));
+    }
+}
