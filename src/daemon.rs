@@ -220,12 +220,14 @@ pub async fn run(
         let mut anchor = crate::store::identity::Anchor::new(&state_dir)?;
         let mut facility = settings.redis.as_ref().map(|r| FacilityAnchor::new(cfg, r));
         let stop = stop.clone();
+        let telemetry = telemetry.clone();
         std::thread::Builder::new()
             .name("anchor".into())
             .spawn(move || {
                 while !stop.sleep(crate::store::identity::ANCHOR_EVERY) {
-                    if let Err(e) = anchor.tick() {
-                        tracing::warn!("cannot anchor the audit chain head: {e}");
+                    match anchor.tick() {
+                        Ok(_) => telemetry.anchored(),
+                        Err(e) => tracing::warn!("cannot anchor the audit chain head: {e}"),
                     }
                     if let Some(f) = &mut facility {
                         f.put(&anchor);

@@ -13,8 +13,11 @@
 //! every [`STATUS_EVERY`] while it changes (else every
 //! [`STATUS_HEARTBEAT`]), the status file.
 //!
-//! `scangate_audit_last_anchor_timestamp_seconds` is not exported yet: the
-//! audit trail has no anchors in this build.
+//! `scangate_audit_last_anchor_timestamp_seconds` is set by the anchor
+//! thread ([`Telemetry::anchored`]) each time it has anchored the chain head
+//! outside the database or found it anchored already (every
+//! [`crate::store::identity::ANCHOR_EVERY`]): a stale value means the head
+//! is no longer being anchored.
 
 pub mod http;
 
@@ -93,6 +96,7 @@ struct Inner {
     commit_latency: Histogram,
     facility: Option<FacilityGauges>,
     audit_records: Counter,
+    last_anchor: FloatGauge,
     database_bytes: Gauge,
     free_bytes: Gauge,
     /// What `scangate status` shows of each scanner, by name.
@@ -182,7 +186,14 @@ impl Telemetry {
             "Scan read to its final decision (scans read during this boot)",
             commit_latency.clone(),
         );
-        let facility = cfg.redis.as_ref().map(|_| {
+        let facility = cfg.redis.as_ref().map(|redis| {
+            let max_clock_error = FloatGauge::default();
+            max_clock_error.set(redis.max_clock_error_ms as f64 / 1e3);
+            registry.register(
+                "scangate_facility_max_clock_error_seconds",
+                "[redis] max_clock_error_ms as configured: a capture whose facility time is less certain than this waits",
+                max_clock_error,
+            );
             let g = FacilityGauges {
                 up: Gauge::default(),
                 clock_offset: FloatGauge::default(),
@@ -210,6 +221,12 @@ impl Telemetry {
             "scangate_audit_records",
             "Records in the hash-chained audit trail (sampled)",
             audit_records.clone(),
+        );
+        let last_anchor = FloatGauge::default();
+        registry.register(
+            "scangate_audit_last_anchor_timestamp_seconds",
+            "Unix time the audit chain head was last anchored outside the database (the state-id file), or found anchored already; checked every 5 s (0: not yet)",
+            last_anchor.clone(),
         );
         let database_bytes = Gauge::default();
         registry.register(
@@ -273,6 +290,7 @@ impl Telemetry {
                 commit_latency,
                 facility,
                 audit_records,
+                last_anchor,
                 database_bytes,
                 free_bytes,
                 scanners: Mutex::new(scanners),
@@ -345,6 +363,11 @@ impl Telemetry {
             s.last_read_ms = Some(now);
             s.reads_today += 1;
         });
+    }
+
+    /// The audit chain head is anchored outside the database, as of now.
+    pub fn anchored(&self) {
+        self.inner.last_anchor.set(now_ms() as f64 / 1e3);
     }
 
     /// An ACK was written `took` after its frame was read.

@@ -204,6 +204,11 @@ pub struct AuditView {
     pub records: u64,
     /// The last record's hash.
     pub head: Option<String>,
+    /// The last chain head anchored outside the database (the state-id
+    /// file): its record, if the file can be read.
+    pub anchored_seq: Option<i64>,
+    /// When that file was last written (Unix ms).
+    pub anchored_at_ms: Option<i64>,
 }
 
 /// `scangate status --json`.
@@ -353,9 +358,23 @@ pub fn gather(cfg: &Config, now_ms: i64) -> Result<Status, StoreError> {
             database_bytes: stored.database_bytes,
             free_bytes: stored.free_bytes,
         },
-        audit: AuditView {
-            records: stored.audit_records,
-            head: stored.audit_head,
+        audit: {
+            // (Unreadable, e.g. to a user outside the service's group: not shown.)
+            let anchored = crate::store::identity::read(&state_dir)
+                .ok()
+                .flatten()
+                .and_then(|f| f.head)
+                .map(|h| h.seq);
+            let written = std::fs::metadata(state_dir.join(crate::store::identity::ID_FILE))
+                .and_then(|m| m.modified())
+                .ok()
+                .map(|t| chrono::DateTime::<chrono::Utc>::from(t).timestamp_millis());
+            AuditView {
+                records: stored.audit_records,
+                head: stored.audit_head,
+                anchored_seq: anchored,
+                anchored_at_ms: written.filter(|_| anchored.is_some()),
+            }
         },
     })
 }
@@ -437,9 +456,16 @@ pub fn render(st: &Status) -> String {
     );
     let _ = writeln!(
         out,
-        "audit: {} record(s), head {}",
+        "audit: {} record(s), head {}; {}",
         st.audit.records,
-        st.audit.head.as_deref().unwrap_or("-")
+        st.audit.head.as_deref().unwrap_or("-"),
+        match (st.audit.anchored_seq, st.audit.anchored_at_ms) {
+            (Some(seq), Some(at)) => format!(
+                "last anchored: record {seq}, at {} (state-id file)",
+                rfc3339_ms(at)
+            ),
+            _ => "last anchored: none yet".into(),
+        }
     );
     out
 }

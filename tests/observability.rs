@@ -368,10 +368,11 @@ fn status_tells_healthy_unplugged_redis_down_and_stopped_also_to_a_group_member(
 
 /// The shipped alerting rules load in Prometheus's own checker and fire as
 /// their unit tests say (a scanner unplugged, the facility store down and
-/// back, scans undecided for long).
+/// back, scans undecided for long, the backlog growing, the clock error
+/// beyond the bound, the disk full within 14 days, the audit anchor stale).
 #[test]
 fn the_shipped_alert_rules_check_and_pass_their_promtool_tests() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/monitoring");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("contrib/prometheus");
     for args in [
         ["check", "rules", "scangate-alerts.yml"],
         ["test", "rules", "scangate-alerts.test.yml"],
@@ -388,4 +389,125 @@ fn the_shipped_alert_rules_check_and_pass_their_promtool_tests() {
             String::from_utf8_lossy(&out.stderr)
         );
     }
+}
+
+/// The names of the samples in a Prometheus text exposition.
+fn exposed_names(text: &str) -> std::collections::BTreeSet<String> {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| l.split(['{', ' ']).next())
+        .filter(|n| !n.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+/// A running gateway's /metrics, once it has every series `ready` names.
+fn scrape_until(listen: &str, what: &str, ready: impl Fn(&str) -> bool) -> String {
+    let mut body = String::new();
+    wait_until(what, || match http_get(listen, "/metrics") {
+        Some((200, b)) if ready(&b) => {
+            body = b;
+            true
+        }
+        _ => false,
+    });
+    body
+}
+
+/// A started gateway with one scanner (`counter-1`, ACKing) and `[metrics]
+/// listen` on a free port (refreshed every second), `extra` appended to its
+/// config: its directory, scanner, listen address, config and daemon.
+fn metrics_gateway(
+    extra: &str,
+) -> (
+    tempfile::TempDir,
+    VirtualScanner,
+    String,
+    std::path::PathBuf,
+    Daemon,
+) {
+    let dir = tempdir("scangate-metrics-");
+    let vs = VirtualScanner::new().unwrap();
+    let listen = format!("127.0.0.1:{}", free_port());
+    let config = write_config(
+        dir.path(),
+        &dir.path().join("state"),
+        3000,
+        &[ScannerSpec::new("counter-1", vs.path()).ack()],
+    );
+    append(
+        &config,
+        &format!("[metrics]\nlisten = {listen:?}\ninterval_s = 1\n{extra}"),
+    );
+    let mut daemon = Daemon::start(&config, &dir.path().join("daemon.log"));
+    daemon.wait_open(&[vs.path()]);
+    (dir, vs, listen, config, daemon)
+}
+
+/// The anchor thread sets `scangate_audit_last_anchor_timestamp_seconds`
+/// when it anchors the audit chain head, and `scangate status` shows the
+/// last anchor.
+#[test]
+fn the_last_audit_anchor_is_a_recent_metric_and_in_status() {
+    let started = chrono::Utc::now().timestamp_millis() as f64 / 1e3;
+    let (_dir, mut vs, listen, config, mut daemon) = metrics_gateway("");
+    scan_acked(&mut vs, &dscsa("ANCHOR01"));
+    let name = "scangate_audit_last_anchor_timestamp_seconds";
+    let body = scrape_until(&listen, "an anchor written since the start", |b| {
+        sample(b, name, &[]).is_some_and(|v| v >= started)
+    });
+    let at = sample(&body, name, &[]).unwrap();
+    let now = chrono::Utc::now().timestamp_millis() as f64 / 1e3;
+    assert!(at <= now + 1.0 && now - at < 60.0, "{name} {at}, now {now}");
+    wait_until("status to show the anchored record", || {
+        let out: Outcome = cli_cfg(&config, &["status"]).into();
+        out.stdout.contains("last anchored: record 1, at ")
+    });
+    let (_, json) = run_as(None, &config, &["status", "--json"]);
+    assert_eq!(json["audit"]["anchored_seq"], 1, "{json}");
+    daemon.terminate();
+}
+
+/// Every `scangate_*` series the shipped alert rules and Grafana dashboard
+/// (contrib/) name is one a running gateway exposes (with `[redis]`, so
+/// the facility series are there too).
+#[test]
+fn every_series_contrib_names_is_one_a_gateway_exposes() {
+    let redis = RedisServer::start_temp(&[]);
+    let (_dir, _vs, listen, _config, mut daemon) =
+        metrics_gateway(&format!("\n[redis]\nurl = {:?}", redis.url()));
+    let body = scrape_until(&listen, "/metrics with the facility series", |b| {
+        b.contains("scangate_facility_up")
+    });
+    let exposed = exposed_names(&body);
+    let contrib = Path::new(env!("CARGO_MANIFEST_DIR")).join("contrib");
+    let mut named = std::collections::BTreeMap::<String, String>::new();
+    for file in [
+        "prometheus/scangate-alerts.yml",
+        "prometheus/scangate-alerts.test.yml",
+        "grafana/scangate.json",
+    ] {
+        let text = std::fs::read_to_string(contrib.join(file)).unwrap();
+        let mut rest = text.as_str();
+        while let Some(at) = rest.find("scangate_") {
+            let tail = &rest[at..];
+            let end = tail
+                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .unwrap_or(tail.len());
+            if end > "scangate_".len() {
+                named.insert(tail[..end].to_string(), file.to_string());
+            }
+            rest = &tail[end..];
+        }
+    }
+    assert!(named.len() >= 10, "too few names found: {named:?}");
+    let missing: Vec<_> = named
+        .iter()
+        .filter(|(n, _)| !exposed.contains(*n))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "named in contrib/ but not exposed by a gateway: {missing:?}\nexposed: {exposed:?}"
+    );
+    daemon.terminate();
 }
