@@ -243,11 +243,49 @@ pub fn main() -> ExitCode {
     // The demo and the benchmark print their own report; keep the log quiet.
     let quiet = matches!(cli.command, Command::Demo { .. } | Command::Bench(_));
     init_tracing(if quiet { "warn" } else { "info" });
+    // Read before the command runs (it may create what is looked for).
+    let no_config_file = cli.command.config().is_some_and(|c| c.path().is_none());
     match dispatch(cli.command) {
         Ok(exit) => exit.into(),
         Err(f) => {
             eprintln!("scangate: {}", f.message());
+            if no_config_file && matches!(f, Failure::Store(_) | Failure::Daemon(_)) {
+                // The state directory came from the defaults: the likelier
+                // fix is the config that was not found.
+                eprintln!(
+                    "scangate: note: no config file was read (no --config, no SCANGATE_CONFIG, nothing at {}), so the state directory is the default one ($STATE_DIRECTORY, else ./scangate-state in the current directory). If this gateway's config is elsewhere, name it with --config",
+                    crate::config::DEFAULT_PATH
+                );
+            }
             f.exit().into()
+        }
+    }
+}
+
+impl Command {
+    /// The command's config argument, if it reads a config file.
+    fn config(&self) -> Option<&ConfigArg> {
+        match self {
+            Command::Run(c)
+            | Command::CheckConfig { config: c, .. }
+            | Command::Status { config: c, .. }
+            | Command::Ledger {
+                command: LedgerCommand::Export { config: c, .. },
+            }
+            | Command::Audit {
+                command: AuditCommand::Verify(c) | AuditCommand::Trace { config: c, .. },
+            }
+            | Command::Outbox {
+                command: OutboxCommand::Status { config: c, .. } | OutboxCommand::DecideLocally(c),
+            }
+            | Command::State {
+                command: StateCommand::Reset { config: c, .. },
+            } => Some(c),
+            Command::Demo { .. }
+            | Command::Bench(_)
+            | Command::Decode(_)
+            | Command::Devices(_)
+            | Command::Pair(_) => None,
         }
     }
 }

@@ -562,3 +562,29 @@ fn version_names_the_commit_and_the_target() {
         "the version number: {out}"
     );
 }
+
+/// Without any config file, a read command that finds no database says
+/// that no config file was read and where it looked, instead of only
+/// advising to create the default state directory.
+#[test]
+fn without_a_config_file_a_missing_database_names_the_config_lookup() {
+    let d = tempdir("scangate-cli-");
+    let out: Outcome = command()
+        .args(["outbox", "status"])
+        .current_dir(d.path())
+        .output()
+        .unwrap()
+        .into();
+    assert_eq!(out.code, Some(EXIT_STATE), "{out}");
+    assert!(
+        out.stderr.contains("no config file was read")
+            && out.stderr.contains("/etc/scangate/scangate.toml")
+            && out.stderr.contains("--config"),
+        "{out}"
+    );
+    // With a config file, no such note.
+    let cfg = default_config(d.path(), &state_of(&d));
+    let out: Outcome = cli_cfg(&cfg, &["outbox", "status"]).into();
+    assert_eq!(out.code, Some(EXIT_STATE), "{out}");
+    assert!(!out.stderr.contains("no config file was read"), "{out}");
+}
