@@ -73,7 +73,8 @@ pub enum DaemonError {
     #[error(transparent)]
     MetricsListen(#[from] crate::metrics::http::BindError),
     /// The facility Redis is reachable but set up so that claims could be
-    /// lost (e.g. it may evict keys).
+    /// lost (e.g. it may evict keys), or refuses this gateway (credentials,
+    /// a grant, its settings): [`crate::facility::FacilityError::needs_technician`].
     #[error("{0}")]
     Facility(crate::facility::FacilityError),
     /// The outbox writer thread died.
