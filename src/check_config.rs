@@ -171,9 +171,19 @@ pub struct PathCheck {
     pub scanner: String,
     /// Its configured `path`.
     pub path: PathBuf,
-    /// `None`: there, a character device this user may read and write;
-    /// else what is wrong and what to do.
-    pub problem: Option<String>,
+    /// What was found.
+    pub found: PathFound,
+}
+
+/// What [`scanner_paths`] found at a scanner's `path`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PathFound {
+    /// There, a character device this user may read and write.
+    Usable,
+    /// Not a path to check: a HID scanner found by its match keys.
+    Matched,
+    /// What is wrong and what to do.
+    Unusable(String),
 }
 
 /// Whether each scanner's `path` is there, a character device, and
@@ -188,6 +198,13 @@ pub fn scanner_paths(cfg: &Config) -> Vec<PathCheck> {
                 ScannerKind::Hid(h) => h.path.clone(),
             };
             let problem = match std::fs::metadata(&path) {
+                _ if path.as_os_str().is_empty() => {
+                    return PathCheck {
+                        scanner: s.name.clone(),
+                        path,
+                        found: PathFound::Matched,
+                    };
+                }
                 Err(e) => Some(format!(
                     "{e}. Fix: plug the scanner in and check its udev rule (udev/99-scangate.rules) or the path; `scangate devices` lists what is attached"
                 )),
@@ -208,7 +225,7 @@ pub fn scanner_paths(cfg: &Config) -> Vec<PathCheck> {
             PathCheck {
                 scanner: s.name.clone(),
                 path,
-                problem,
+                found: problem.map_or(PathFound::Usable, PathFound::Unusable),
             }
         })
         .collect()
@@ -227,6 +244,22 @@ mod tests {
         assert_eq!(ids.uid, 998);
         assert_eq!(ids.groups, vec![997, 20]);
         assert_eq!(user_ids("nobody", passwd, group), None);
+    }
+
+    #[test]
+    fn scanner_paths_are_usable_missing_or_not_a_path_to_check() {
+        let text = "[[scanner]]\nname = \"a\"\nkind = \"serial\"\npath = \"/dev/null\"\nscan_type = \"dispense\"\n\
+                    [[scanner]]\nname = \"b\"\nkind = \"serial\"\npath = \"/nonexistent/ttyUSB9\"\nscan_type = \"dispense\"\n\
+                    [[scanner]]\nname = \"c\"\nkind = \"hid\"\nmode = \"pos\"\nvendor_id = 3118\nscan_type = \"dispense\"\n";
+        let cfg = Config::parse(text, None).unwrap();
+        let found: Vec<PathFound> = scanner_paths(&cfg).into_iter().map(|p| p.found).collect();
+        assert_eq!(found[0], PathFound::Usable);
+        assert!(
+            matches!(&found[1], PathFound::Unusable(why) if why.contains("No such file") && why.contains("Fix:")),
+            "{:?}",
+            found[1]
+        );
+        assert_eq!(found[2], PathFound::Matched);
     }
 
     #[test]

@@ -743,9 +743,14 @@ fn check_online(settings: &Settings) -> Result<Exit, Failure> {
         }
     }
     for p in crate::check_config::scanner_paths(cfg) {
-        match &p.problem {
-            None => println!("scanner {}: {} OK", p.scanner, p.path.display()),
-            Some(problem) => {
+        use crate::check_config::PathFound;
+        match &p.found {
+            PathFound::Usable => println!("scanner {}: {} OK", p.scanner, p.path.display()),
+            PathFound::Matched => println!(
+                "scanner {}: found by its match keys when it runs, no path to check (`scangate devices` lists what is attached)",
+                p.scanner
+            ),
+            PathFound::Unusable(problem) => {
                 ok = false;
                 println!(
                     "scanner {}: {} NOT usable: {problem}",
