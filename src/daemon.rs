@@ -565,13 +565,22 @@ async fn reloaded(running: &Settings, path: Option<PathBuf>) -> Option<Settings>
         .map_or("the built-in defaults".to_string(), |p| {
             p.display().to_string()
         });
-    let read = tokio::task::spawn_blocking(move || Settings::load(path.as_deref())).await;
+    let read = tokio::task::spawn_blocking(move || {
+        let read = Settings::load(path.as_deref());
+        let line = match (&read, &path) {
+            (Err(_), Some(p)) => reload::syntax_error_line(p),
+            _ => None,
+        };
+        (read, line)
+    })
+    .await;
     match read {
-        Ok(Ok(new)) => Some(new),
-        Ok(Err(e)) => {
+        Ok((Ok(new), _)) => Some(new),
+        Ok((Err(e), line)) => {
+            let at = line.map(|l| format!(" (line {l})")).unwrap_or_default();
             tracing::error!(
                 target: "scangate::reload",
-                "reload refused: configuration error: {e}. Still running with the configuration read before ({} scanner(s)); fix the file and reload again (`scangate check-config` shows the problem)",
+                "reload refused: configuration error{at}: {e}. Still running with the configuration read before ({} scanner(s)); fix the file and reload again (`scangate check-config` shows the problem)",
                 running.config.scanners.len()
             );
             None

@@ -12,6 +12,7 @@ use crate::shutdown::Stopper;
 use crate::source::{self, Captured};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Debug;
+use std::path::Path;
 use tokio::sync::mpsc;
 
 /// What a reload changes: scanners, by name.
@@ -133,6 +134,14 @@ pub fn plan(old: &Settings, new: &Settings) -> Result<Plan, Vec<String>> {
     } else {
         Err(restart)
     }
+}
+
+/// The line of `path` where its TOML stops parsing (`None`: it parses,
+/// or cannot be read): a broken file's error names its line too.
+pub fn syntax_error_line(path: &Path) -> Option<usize> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let start = text.parse::<toml::Table>().err()?.span()?.start;
+    Some(text[..start.min(text.len())].matches('\n').count() + 1)
 }
 
 /// A scanner's task as the daemon runs it.
