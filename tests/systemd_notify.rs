@@ -268,3 +268,49 @@ fn a_facility_outage_is_no_wedge_a_frozen_live_lane_is() {
     wait_all_decided(&cfg, 5);
     assert!(d.terminate().success(), "{}", d.log_digest());
 }
+
+#[test]
+fn a_long_drain_at_stop_extends_the_stop_timeout() {
+    let dir = tempdir("sg-extend");
+    let redis = RedisServer::start(dir.path(), &[]);
+    let mut vs = VirtualScanner::new().unwrap();
+    let cfg = facility_config(dir.path(), &redis, &vs);
+    // Each command to a paused Redis waits 3 s before it fails.
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    std::fs::write(
+        &cfg,
+        text.replace("command_timeout_ms = 500", "command_timeout_ms = 3000"),
+    )
+    .unwrap();
+    let socket = NotifySocket::bind(dir.path());
+    let mut d = start(&cfg, &dir.path().join("run.log"), &socket);
+    socket.wait_for("READY", "1", 1);
+    vs.send(&frame(&dscsa("EXTEND001"))).unwrap();
+    assert_eq!(replies(&mut vs, 1).0, [ACK]);
+    wait_all_decided(&cfg, 1);
+
+    // Redis paused while a claim is out: the claimer's last rounds at the
+    // stop wait for their timeouts, seconds in all.
+    redis.signal(nix::sys::signal::Signal::SIGSTOP);
+    vs.send(&frame(&dscsa("EXTEND002"))).unwrap();
+    assert_eq!(replies(&mut vs, 1).0, [ACK]);
+    let status = d.terminate();
+    redis.signal(nix::sys::signal::Signal::SIGCONT);
+    assert!(status.success(), "{}", d.log_digest());
+    let stopping = socket.wait_for("STOPPING", "1", 1);
+    let extended = socket.values("EXTEND_TIMEOUT_USEC");
+    assert!(
+        !extended.is_empty()
+            && extended
+                .iter()
+                .all(|(v, t)| v == "20000000" && *t > stopping),
+        "EXTEND_TIMEOUT_USEC=20000000 while the drain ran: {extended:?}"
+    );
+    // What the facility could not decide stays durable for the next start.
+    let st = outbox_status(&cfg);
+    assert_eq!(
+        count(&st, "committed") + count(&st, "unresolved") + count(&st, "pending"),
+        2,
+        "{st}"
+    );
+}
