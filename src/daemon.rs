@@ -362,7 +362,8 @@ pub async fn run_with(
     let mut shutdown = std::pin::pin!(shutdown);
     let mut status_tick = tokio::time::interval(STATUS_EVERY);
     let mut ping = watchdog.map(|w| tokio::time::interval(w / 2));
-    let (mut recovered_at, mut ready, mut shown) = (None::<Instant>, false, String::new());
+    let (mut recovered_at, mut recovery_heard) = (None::<Instant>, false);
+    let (mut ready, mut shown) = (false, String::new());
     let early = loop {
         tokio::select! {
             _ = &mut shutdown => {
@@ -380,11 +381,15 @@ pub async fn run_with(
                 }
                 break Some(ended);
             }
-            Ok(()) = &mut writer_recovered, if recovered_at.is_none() => {
-                recovered_at = Some(Instant::now());
+            heard = &mut writer_recovered, if !recovery_heard => {
+                // (Err: the writer ended first; its end is heard above.)
+                recovery_heard = true;
+                recovered_at = heard.is_ok().then(Instant::now);
             }
             Some(()) = next_reload(&mut reloads) => {
-                notifier.reloading();
+                if ready {
+                    notifier.reloading();
+                }
                 let path = reloads.as_ref().and_then(|r| r.config.clone());
                 if let Some(new) = reloaded(&running, path).await {
                     let plan = reload::plan(&running, &new);
@@ -409,8 +414,10 @@ pub async fn run_with(
                         ),
                     }
                 }
-                shown = status_line(&telemetry.summary(), watch.wedged());
-                notifier.ready(&shown);
+                if ready {
+                    shown = status_line(&telemetry.summary(), watch.wedged());
+                    notifier.ready(&shown);
+                }
             }
             _ = status_tick.tick() => {
                 let line = status_line(&telemetry.summary(), watch.wedged());

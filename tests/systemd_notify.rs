@@ -46,14 +46,19 @@ struct Notified {
     d: Daemon,
 }
 
+/// The scanner is configured by a link in the test's directory (as udev's
+/// `/dev/scangate/<name>`), so an unplugged one stays gone: its PTY's
+/// number may be another test's next.
 fn notified(prefix: &str) -> Notified {
     let dir = tempdir(prefix);
     let vs = VirtualScanner::new().unwrap();
+    let link = dir.path().join("counter-1");
+    std::os::unix::fs::symlink(vs.path(), &link).unwrap();
     let cfg = write_serial_config(
         dir.path(),
         &dir.path().join("state"),
         3000,
-        &[ScannerSpec::new("counter-1", vs.path()).ack()],
+        &[ScannerSpec::new("counter-1", &link).ack()],
     );
     let socket = NotifySocket::bind(dir.path());
     let d = start(&cfg, &dir.path().join("run.log"), &socket);
@@ -148,6 +153,7 @@ fn ready_comes_with_the_outbox_open_and_the_scanner_up_then_status_pings_and_sto
         "pings every half WATCHDOG_USEC"
     );
     // The status follows the scanner: unplugged.
+    std::fs::remove_file(dir.path().join("counter-1")).unwrap();
     drop(vs);
     socket.wait_status("with the scanner down", |l| {
         l.starts_with("0/1 scanners up")
@@ -254,16 +260,18 @@ fn a_facility_outage_is_no_wedge_a_frozen_live_lane_is() {
     redis.restart();
     wait_all_decided(&cfg, 4);
 
-    // The live lane stopped while a scan waits for it: wedged.
+    // The live lane stopped while a scan waits for it: wedged. (Stopped
+    // where it holds the writers' turn, the writer waits too, and is
+    // named with it.)
     let live = Frozen::thread(thread(d.pid(), "claimer-live"));
     vs.send(&frame(&dscsa("LANE00005"))).unwrap();
-    assert_eq!(replies(&mut vs, 1).0, [ACK], "the writer still admits");
     socket.wait_status("naming the wedged live lane", |l| {
-        l.starts_with("WEDGED: facility claimer's live lane")
+        l.starts_with("WEDGED: ") && l.contains("facility claimer's live lane")
     });
     wait_no_pings_for(&socket, Duration::from_secs(3));
     drop(live);
     let moving = Instant::now();
+    assert_eq!(replies(&mut vs, 1).0, [ACK]);
     socket.wait_pings(moving, 2);
     wait_all_decided(&cfg, 5);
     assert!(d.terminate().success(), "{}", d.log_digest());
