@@ -210,10 +210,12 @@ pub async fn run_with(
     let mut stages = Supervisor::default();
     let (stopper, stop) = crate::shutdown::channel();
     // With [redis], the claimer's lanes decide; the writer only admits.
+    let mut facility_link = None;
     let (decider, lane_stop) = match &settings.redis {
         None => (Decider::Here(Box::new(gate)), None),
         Some(redis) => {
             let link = claimer::Link::new(cfg, redis);
+            facility_link = Some(link.clone());
             // The redis client blocks: connect off the async runtime.
             let (link, first) = tokio::task::spawn_blocking(move || {
                 let first = link.connect_checked();
@@ -403,6 +405,9 @@ pub async fn run_with(
                             telemetry.set_scanners(
                                 &new.config.scanners.iter().map(|s| s.name.clone()).collect::<Vec<_>>(),
                             );
+                            if let Some(link) = &facility_link {
+                                link.set_scanners(&new.config);
+                            }
                             scanners.apply(&mut stages, &stopper, plan);
                             running = new;
                         }

@@ -50,8 +50,9 @@ pub struct Link {
     redis: RedisConfig,
     /// This gateway's id.
     gateway: String,
-    /// This gateway's scanners: name, declared `shared`.
-    scanners: Vec<(String, bool)>,
+    /// This gateway's scanners: name, declared `shared` (shared by the
+    /// clones: a reload changes them for both lanes' next connect).
+    scanners: Arc<Mutex<Vec<(String, bool)>>>,
     /// The clock offset last logged (by either lane): it is logged again
     /// only when it changes.
     clock_logged: Arc<Mutex<Option<f64>>>,
@@ -76,11 +77,7 @@ impl Link {
             retention: Duration::from_secs(cfg.dedup.retention_hours * 3600),
             redis: redis.config.clone(),
             gateway: cfg.gateway.id.clone(),
-            scanners: cfg
-                .scanners
-                .iter()
-                .map(|s| (s.name.clone(), s.shared))
-                .collect(),
+            scanners: Arc::new(Mutex::new(scanner_list(cfg))),
             clock_logged: Arc::default(),
         }
     }
@@ -186,7 +183,12 @@ impl Link {
         // (A replica refuses the record as it refuses claims: it is made at
         // the next connect to a primary.)
         if info.role != "slave" {
-            match f.register_scanners(&self.gateway, &self.scanners) {
+            let scanners = self
+                .scanners
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clone();
+            match f.register_scanners(&self.gateway, &scanners) {
                 Ok(clones) => {
                     for c in &clones {
                         tracing::warn!(
@@ -211,7 +213,21 @@ impl Link {
     }
 }
 
+/// `cfg`'s scanners as the facility store records them: name, `shared`.
+fn scanner_list(cfg: &Config) -> Vec<(String, bool)> {
+    cfg.scanners
+        .iter()
+        .map(|s| (s.name.clone(), s.shared))
+        .collect()
+}
+
 impl Link {
+    /// The scanners changed (a reload): the next connect of either lane
+    /// records these in the facility store (and warns of clones).
+    pub fn set_scanners(&self, cfg: &Config) {
+        *self.scanners.lock().unwrap_or_else(PoisonError::into_inner) = scanner_list(cfg);
+    }
+
     /// Log what confirms a claim round on `f` (INFO), a WARN when replicas
     /// are connected but none is waited for.
     fn log_confirmation(&self, f: &Facility, lane: &str, connected: u32) {
