@@ -301,4 +301,19 @@ mod tests {
             ["gateway.state_dir", "dedup.window_ms"]
         );
     }
+
+    #[test]
+    fn with_redis_a_scanners_shared_flag_needs_a_restart() {
+        let redis = "[redis]\nurl = \"redis://127.0.0.1:1/\"\n";
+        let old = settings(&format!("{BASE}{redis}{}", serial("a", "/dev/ttyUSB0")));
+        let shared = format!("{}shared = true\n", serial("a", "/dev/ttyUSB0"));
+        let new = settings(&format!("{BASE}{redis}{shared}"));
+        assert_eq!(plan(&old, &new).unwrap_err(), ["scanner[0].shared"]);
+        // Without [redis], `shared` is a key like any other of the scanner.
+        let (old, new) = (
+            settings(&format!("{BASE}{}", serial("a", "/dev/ttyUSB0"))),
+            settings(&format!("{BASE}{shared}")),
+        );
+        assert_eq!(plan(&old, &new).unwrap().describe(), "changed a");
+    }
 }
