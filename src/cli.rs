@@ -46,7 +46,8 @@ struct ConfigArg {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Run the daemon until SIGTERM/SIGINT.
+    /// Run the daemon until SIGTERM/SIGINT; SIGHUP re-reads the config
+    /// (scanners added, removed or changed start and stop alone).
     Run(ConfigArg),
     /// Validate the configuration without touching hardware: also that
     /// the state directory is writable by the service user and the
@@ -354,7 +355,12 @@ fn dispatch(cmd: Command) -> Result<Exit, Failure> {
                 // while the daemon starts up stops it in order too (the
                 // default action would kill it).
                 let shutdown = shutdown_signal()?;
-                crate::daemon::run(settings, shutdown).await?;
+                // SIGHUP (`systemctl reload`) reloads; it never kills.
+                let reloads = crate::daemon::Reloads {
+                    config: arg.config.clone(),
+                    requests: reload_signal()?,
+                };
+                crate::daemon::run_with(settings, shutdown, Some(reloads)).await?;
                 Ok(Exit::Ok)
             })
         }
@@ -831,6 +837,23 @@ fn write_line(out: &mut impl std::io::Write, value: &impl serde::Serialize) -> s
 
 /// Handle SIGTERM and SIGINT from now on; the future completes on the
 /// first of them. Call inside the runtime.
+/// One message per SIGHUP, from now on (the default action, which would
+/// end the process, is replaced at once).
+fn reload_signal() -> Result<tokio::sync::mpsc::UnboundedReceiver<()>, Failure> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut hup = signal(SignalKind::hangup())
+        .map_err(|e| Failure::Runtime(format!("cannot handle SIGHUP: {e}")))?;
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        while hup.recv().await.is_some() {
+            if tx.send(()).is_err() {
+                break;
+            }
+        }
+    });
+    Ok(rx)
+}
+
 fn shutdown_signal() -> Result<impl std::future::Future<Output = ()>, Failure> {
     use tokio::signal::unix::{SignalKind, signal};
     let handler = |kind: SignalKind, name: &str| {

@@ -26,30 +26,46 @@
 //! tasks beside the stages, not as stages: their failures are logged and
 //! retried, never a reason to stop reading scans. They end on the stop token.
 //!
+//! **systemd** ([`crate::notify`]): `READY=1` once the outbox is open,
+//! recovery is done (the writer decided or handed on what a crash left)
+//! and the scanners are set up (each connected, or given
+//! [`SCANNERS_SETUP`] to); then `STATUS=` one line kept current, and, with
+//! `WATCHDOG_USEC`, `WATCHDOG=1` every half interval while the writer and
+//! the claimer's lanes make progress ([`crate::notify::Watch`]); at the
+//! stop `STOPPING=1`, and `EXTEND_TIMEOUT_USEC` while a long drain runs.
+//!
+//! **Reload** (SIGHUP, [`Reloads`]): the configuration is read again;
+//! scanners added, removed or changed start and stop alone, anything else
+//! changed is refused ([`reload`]).
+//!
 //! **Stopping.** Every stage is started through the [`supervisor`], which
 //! hears how each ends, and holds a copy of one stop token
-//! ([`crate::shutdown::Stop`]). The daemon runs until the shutdown signal
-//! or until a stage ends early (a failure), then stops the stages in the
-//! order `stop_in_order` writes down.
+//! ([`crate::shutdown::Stop`]; each scanner a child of it, so a reload can
+//! stop one). The daemon runs until the shutdown signal or until a stage
+//! ends early (a failure), then stops the stages in the order
+//! `stop_in_order` writes down.
 
 pub mod claimer;
 pub mod embedded;
+pub mod reload;
 pub mod supervisor;
 pub mod sweeper;
 
 use crate::backoff::Backoff;
 use crate::capture::Scan;
-use crate::config::{ScannerKind, Settings};
+use crate::config::Settings;
 use crate::gate::facility::LaneKind;
 use crate::gate::{Decision, Gate, GateConfig, GateStats};
+use crate::metrics::{Summary, Telemetry};
+use crate::notify::{Notifier, Progress, Watch};
 use crate::shutdown::{Stop, Stopper};
-use crate::source::{self, Captured};
+use crate::source::Captured;
 use crate::store::{Store, StoreError};
 use std::future::Future;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use supervisor::{Stage, StageEnded, StageResult, Supervisor};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 
 /// Scans per outbox transaction at most (group commit).
 pub(crate) const ADMIT_BATCH: usize = 128;
@@ -121,12 +137,52 @@ pub enum DaemonError {
     },
 }
 
+/// How long `READY=1` waits for every scanner to connect after recovery
+/// (a scanner that is not plugged in is retried by its task meanwhile).
+pub const SCANNERS_SETUP: Duration = Duration::from_secs(3);
+/// How often the status line is looked at (sent when it changed).
+const STATUS_EVERY: Duration = Duration::from_millis(250);
+/// A loop is wedged only after this long at least without progress while
+/// it has work: longer than any back-off between two of its turns (the
+/// writer's 5 s after a failed write).
+const MIN_STALL: Duration = Duration::from_secs(10);
+/// At the stop: after this long, and then every this long, the stop
+/// timeout is extended by [`EXTEND_BY`] while the stages still make
+/// progress, up to [`EXTEND_AT_MOST`] in all.
+const EXTEND_EVERY: Duration = Duration::from_secs(2);
+const EXTEND_BY: Duration = Duration::from_secs(20);
+const EXTEND_AT_MOST: Duration = Duration::from_secs(600);
+
+/// Reload requests (`systemctl reload`: SIGHUP) and the file the
+/// configuration is read again from.
+pub struct Reloads {
+    /// The config file the daemon was started with (`None`: the built-in
+    /// defaults, which a reload reads again as they are).
+    pub config: Option<PathBuf>,
+    /// One message per request.
+    pub requests: mpsc::UnboundedReceiver<()>,
+}
+
 /// Run the pipeline until `shutdown` completes, then drain and return.
 /// `settings` were resolved ([`Settings::resolve`]): the secrets are read.
 pub async fn run(
     settings: Settings,
     shutdown: impl Future<Output = ()>,
 ) -> Result<RunReport, DaemonError> {
+    run_with(settings, shutdown, None).await
+}
+
+/// [`run`], re-reading the configuration at each of `reloads`' requests.
+pub async fn run_with(
+    settings: Settings,
+    shutdown: impl Future<Output = ()>,
+    mut reloads: Option<Reloads>,
+) -> Result<RunReport, DaemonError> {
+    let notifier = Notifier::from_env();
+    let watchdog = crate::notify::watchdog_interval();
+    let mut watch = Watch::default();
+    let stall = |at_least: Duration| watchdog.unwrap_or(Duration::ZERO).max(at_least);
+    let mut running = settings.clone();
     let cfg = &settings.config;
     let state_dir = cfg.state_dir();
     let mut store = Store::open(&state_dir)?;
@@ -154,10 +210,12 @@ pub async fn run(
     let mut stages = Supervisor::default();
     let (stopper, stop) = crate::shutdown::channel();
     // With [redis], the claimer's lanes decide; the writer only admits.
+    let mut facility_link = None;
     let (decider, lane_stop) = match &settings.redis {
         None => (Decider::Here(Box::new(gate)), None),
         Some(redis) => {
             let link = claimer::Link::new(cfg, redis);
+            facility_link = Some(link.clone());
             // The redis client blocks: connect off the async runtime.
             let (link, first) = tokio::task::spawn_blocking(move || {
                 let first = link.connect_checked();
@@ -185,6 +243,11 @@ pub async fn run(
                 }
             })?;
             for lane in lanes {
+                watch.add(
+                    lane.progress(),
+                    stall(MIN_STALL.max(lane.stall_bound())),
+                    None,
+                );
                 let stage = match lane.kind() {
                     LaneKind::Live => Stage::LiveLane,
                     LaneKind::Replay => Stage::ReplayLane,
@@ -267,47 +330,145 @@ pub async fn run(
 
     let db_path = store.path().to_owned();
     let (tx, rx) = mpsc::channel::<Captured>(QUEUE);
+    let (recovered, mut writer_recovered) = oneshot::channel();
     {
         let stop = stop.clone();
         let telemetry = telemetry.clone();
+        let progress = Progress::new("outbox writer");
+        let queue = tx.downgrade();
+        // Scans wait in its queue (a handle that does not keep it open).
+        let waiting = move || {
+            queue
+                .upgrade()
+                .is_some_and(|q| q.capacity() < q.max_capacity())
+        };
+        watch.add(progress.clone(), stall(MIN_STALL), Some(Box::new(waiting)));
         stages.thread(Stage::Writer, "outbox-writer", move || {
-            let (stats, undurable) = outbox_writer(store, decider, rx, stop, &telemetry);
+            let (stats, undurable) =
+                outbox_writer(store, decider, rx, stop, &telemetry, &progress, recovered);
             StageResult::Writer { stats, undurable }
         });
     }
+    let mut scanners = reload::Scanners::new(tx, telemetry.clone(), &cfg.gateway.id);
     for sc in &cfg.scanners {
-        let (out, stop, stage) = (
-            source::ToOutbox::new(tx.clone()).with_telemetry(telemetry.clone()),
-            stop.clone(),
-            Stage::Scanner(sc.name.clone()),
-        );
-        match &sc.kind {
-            ScannerKind::Serial(serial) => {
-                let sc = sc.with_kind(serial.clone()).owned_by(&cfg.gateway.id);
-                stages.task(stage, source::serial::run(sc, out, stop))
-            }
-            ScannerKind::Hid(hid) => {
-                let sc = sc.with_kind(hid.clone()).owned_by(&cfg.gateway.id);
-                stages.task(stage, source::hid::run(sc, out, stop))
-            }
-        }
+        scanners.start(&mut stages, &stopper, sc.clone());
     }
 
     // Every stage runs until the stop: one that ends before it is a
-    // failure (a scanner's task reconnects by itself; the writer and the
-    // claimer's lanes run until stopped; the sweeper ends early only when
-    // the page check found damage).
-    let early = tokio::select! {
-        _ = shutdown => {
-            tracing::info!("stopping: closing scanners, draining the outbox");
-            None
+    // failure (a scanner's task reconnects by itself, unless a reload
+    // stopped it; the writer and the claimer's lanes run until stopped;
+    // the sweeper ends early only when the page check found damage).
+    let mut shutdown = std::pin::pin!(shutdown);
+    let mut status_tick = tokio::time::interval(STATUS_EVERY);
+    let mut ping = watchdog.map(|w| tokio::time::interval(w / 2));
+    let (mut recovered_at, mut recovery_heard) = (None::<Instant>, false);
+    let (mut ready, mut shown) = (false, String::new());
+    let early = loop {
+        tokio::select! {
+            _ = &mut shutdown => {
+                tracing::info!("stopping: closing scanners, draining the outbox");
+                break None;
+            }
+            Some(ended) = stages.next() => {
+                if let Stage::Scanner(name) = &ended.stage
+                    && scanners.ended(&mut stages, &stopper, name)
+                {
+                    if let StageResult::Panicked(why) = &ended.result {
+                        tracing::error!(scanner = %name, "the scanner's task {why} while a reload stopped it");
+                    }
+                    continue;
+                }
+                break Some(ended);
+            }
+            heard = &mut writer_recovered, if !recovery_heard => {
+                // (Err: the writer ended first; its end is heard above.)
+                recovery_heard = true;
+                recovered_at = heard.is_ok().then(Instant::now);
+            }
+            Some(()) = next_reload(&mut reloads) => {
+                if ready {
+                    notifier.reloading();
+                }
+                let path = reloads.as_ref().and_then(|r| r.config.clone());
+                if let Some(new) = reloaded(&running, path).await {
+                    let plan = reload::plan(&running, &new);
+                    match plan {
+                        Ok(plan) => {
+                            tracing::info!(
+                                target: "scangate::reload",
+                                added = plan.added.len(), removed = plan.removed.len(), changed = plan.changed.len(),
+                                "configuration reloaded: {}", plan.describe()
+                            );
+                            telemetry.set_scanners(
+                                &new.config.scanners.iter().map(|s| s.name.clone()).collect::<Vec<_>>(),
+                            );
+                            if let Some(link) = &facility_link {
+                                link.set_scanners(&new.config);
+                            }
+                            scanners.apply(&mut stages, &stopper, plan);
+                            running = new;
+                        }
+                        Err(keys) => tracing::warn!(
+                            target: "scangate::reload",
+                            keys = %keys.join(", "),
+                            "reload refused: {} changed, which needs a restart (`systemctl restart scangate`); still running with the configuration it started with (scanners as last reloaded)",
+                            keys.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", ")
+                        ),
+                    }
+                }
+                if ready {
+                    shown = status_line(&telemetry.summary(), watch.wedged());
+                    notifier.ready(&shown);
+                }
+            }
+            _ = status_tick.tick() => {
+                let line = status_line(&telemetry.summary(), watch.wedged());
+                if !ready && let Some(at) = recovered_at {
+                    let summary = telemetry.summary();
+                    if summary.scanners_up == summary.scanners || at.elapsed() >= SCANNERS_SETUP {
+                        ready = true;
+                        tracing::info!(status = %line, "ready");
+                        notifier.ready(&line);
+                        shown = line;
+                    }
+                } else if ready && line != shown {
+                    notifier.status(&line);
+                    shown = line;
+                }
+            }
+            _ = tick(&mut ping), if ready => {
+                if watch.check(Instant::now()).is_empty() {
+                    notifier.watchdog();
+                }
+            }
         }
-        Some(ended) = stages.next() => Some(ended),
     };
     let early = early.map(|ended| ended_early(ended, &state_dir));
-    // `tx` is held until the stop: with no scanner configured the writer
-    // still waits, the claimer still replays a backlog.
-    let ended = stop_in_order(&mut stages, &stopper, tx, lane_stop).await;
+    notifier.stopping("stopping: closing scanners, draining the outbox");
+    // The daemon's sender is held until the stop: with no scanner
+    // configured the writer still waits, the claimer still replays a
+    // backlog.
+    let ended = {
+        let stopping = stop_in_order(&mut stages, &stopper, scanners.into_sender(), lane_stop);
+        let mut stopping = std::pin::pin!(stopping);
+        let began = Instant::now();
+        let mut extend =
+            tokio::time::interval_at(tokio::time::Instant::now() + EXTEND_EVERY, EXTEND_EVERY);
+        loop {
+            tokio::select! {
+                ended = &mut stopping => break ended,
+                _ = extend.tick(), if notifier.enabled() => {
+                    let took = began.elapsed();
+                    let wedged = watch.check(Instant::now());
+                    if wedged.is_empty() && took < EXTEND_AT_MOST {
+                        let line = format!("stopping: draining for {} s", took.as_secs());
+                        tracing::info!("{line}; the stop timeout is extended by {EXTEND_BY:?}");
+                        notifier.extend_timeout(EXTEND_BY, &line);
+                    }
+                }
+            }
+        }
+    };
     // The head as the stages left it, anchored once more.
     match anchor.join() {
         Ok((mut anchor, mut facility)) => {
@@ -384,6 +545,82 @@ pub async fn run(
         "scangate stopped"
     );
     Ok(RunReport { stats })
+}
+
+/// The next reload request (never, without [`Reloads`]).
+async fn next_reload(reloads: &mut Option<Reloads>) -> Option<()> {
+    match reloads {
+        Some(r) => r.requests.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The next tick of the watchdog's timer (never, without a watchdog).
+async fn tick(ping: &mut Option<tokio::time::Interval>) {
+    match ping {
+        Some(p) => {
+            p.tick().await;
+        }
+        None => std::future::pending().await,
+    }
+}
+
+/// The configuration read again from `path` and resolved, as at start;
+/// `None` (logged as an ERROR naming the file and key) if it is broken:
+/// the daemon keeps running on `running`.
+async fn reloaded(running: &Settings, path: Option<PathBuf>) -> Option<Settings> {
+    let shown = path
+        .as_ref()
+        .map_or("the built-in defaults".to_string(), |p| {
+            p.display().to_string()
+        });
+    let read = tokio::task::spawn_blocking(move || {
+        let read = Settings::load(path.as_deref());
+        let line = match (&read, &path) {
+            (Err(_), Some(p)) => reload::syntax_error_line(p),
+            _ => None,
+        };
+        (read, line)
+    })
+    .await;
+    match read {
+        Ok((Ok(new), _)) => Some(new),
+        Ok((Err(e), line)) => {
+            let at = line.map(|l| format!(" (line {l})")).unwrap_or_default();
+            tracing::error!(
+                target: "scangate::reload",
+                "reload refused: configuration error{at}: {e}. Still running with the configuration read before ({} scanner(s)); fix the file and reload again (`scangate check-config` shows the problem)",
+                running.config.scanners.len()
+            );
+            None
+        }
+        Err(e) => {
+            tracing::error!(target: "scangate::reload", "reload failed: reading {shown} did not finish ({e}); still running with the configuration read before");
+            None
+        }
+    }
+}
+
+/// systemd's one-line status: "2/2 scanners up, 0 undecided, facility ok
+/// (clock +1 ms ±3 ms)"; a wedged loop first.
+fn status_line(s: &Summary, wedged: &[&str]) -> String {
+    let mut line = String::new();
+    if !wedged.is_empty() {
+        line += &format!("WEDGED: {}; ", wedged.join(", "));
+    }
+    line += &format!(
+        "{}/{} scanners up, {} undecided",
+        s.scanners_up, s.scanners, s.undecided
+    );
+    line += &match &s.facility {
+        None => ", embedded store".to_string(),
+        Some(f) if f.up => format!(
+            ", facility ok (clock {:+.0} ms ±{:.0} ms)",
+            f.offset_ms, f.bound_ms
+        ),
+        Some(_) => ", facility unreachable".to_string(),
+    };
+    line
 }
 
 /// The chain head anchored in the facility Redis too
@@ -564,23 +801,32 @@ enum Decider {
 /// batch by batch. Returns the gate's counters (embedded) and how many scans
 /// could not be made durable (only possible when shutdown meets a database
 /// that refuses writes).
+/// Each write attempt (and each decision of leftovers) is a turn of
+/// `progress`; `recovered` is told once what a crash left is decided
+/// (embedded) or handed to the claimer.
 fn outbox_writer(
     mut store: Store,
     mut decider: Decider,
     mut rx: mpsc::Receiver<Captured>,
     stopping: Stop,
-    telemetry: &crate::metrics::Telemetry,
+    telemetry: &Telemetry,
+    progress: &Progress,
+    recovered: oneshot::Sender<()>,
 ) -> (GateStats, usize) {
     let mut undurable = 0;
     // Crash recovery: scans made durable before a crash are decided first,
     // in capture order, before anything new.
-    let mut undecided = match &mut decider {
-        Decider::Here(gate) => decide_leftovers(&mut store, gate, telemetry),
-        Decider::Claimer { kick, .. } => {
-            kick.kick();
-            false
+    let mut undecided = {
+        let _turn = progress.turn();
+        match &mut decider {
+            Decider::Here(gate) => decide_leftovers(&mut store, gate, telemetry),
+            Decider::Claimer { kick, .. } => {
+                kick.kick();
+                false
+            }
         }
     };
+    let _ = recovered.send(());
     loop {
         let first = if undecided {
             // Something could not be decided: retry it now and then, without
@@ -591,6 +837,7 @@ fn outbox_writer(
                 Err(mpsc::error::TryRecvError::Empty) => {
                     std::thread::sleep(RETRY_PENDING);
                     if let Decider::Here(gate) = &mut decider {
+                        let _turn = progress.turn();
                         undecided = decide_leftovers(&mut store, gate, telemetry);
                     }
                     continue;
@@ -613,7 +860,7 @@ fn outbox_writer(
             .into_iter()
             .map(|c| (c.scan, (c.durable, c.in_flight)))
             .unzip();
-        match write_until_durable(&mut store, &mut decider, &scans, &stopping) {
+        match write_until_durable(&mut store, &mut decider, &scans, &stopping, progress) {
             Ok(decisions) => {
                 telemetry.decided(&decisions);
                 for d in decisions {
@@ -645,6 +892,7 @@ fn outbox_writer(
     match &mut decider {
         Decider::Here(gate) => {
             if undecided {
+                let _turn = progress.turn();
                 decide_leftovers(&mut store, gate, telemetry);
             }
             (gate.stats(), undurable)
@@ -654,11 +902,7 @@ fn outbox_writer(
 }
 
 /// Decide whatever is pending; true if something is still left undecided.
-fn decide_leftovers(
-    store: &mut Store,
-    gate: &mut Gate,
-    telemetry: &crate::metrics::Telemetry,
-) -> bool {
+fn decide_leftovers(store: &mut Store, gate: &mut Gate, telemetry: &Telemetry) -> bool {
     match embedded::decide_pending(store, gate) {
         Ok(decided) => telemetry.decided(&decided),
         Err(e) => tracing::error!(
@@ -678,16 +922,20 @@ fn write_until_durable(
     decider: &mut Decider,
     scans: &[Scan],
     stopping: &Stop,
+    progress: &Progress,
 ) -> Result<Vec<Decision>, ()> {
     let mut pause = Backoff::new(Duration::from_millis(50), Duration::from_secs(5));
     let mut failures_while_stopping = 0;
     loop {
+        let turn = progress.turn();
         let written = match decider {
             Decider::Here(gate) => embedded::admit_and_decide(store, gate, scans).map(|(_, d)| d),
             Decider::Claimer { facility_id, .. } => {
                 store.admit(facility_id, scans).map(|_| Vec::new())
             }
         };
+        // (A failed attempt that returned is a turn: the back-off is not.)
+        drop(turn);
         match written {
             Ok(decisions) => return Ok(decisions),
             Err(e) => {

@@ -35,12 +35,13 @@
 //!   admit-and-decide in [`daemon::embedded`], with `[redis]` the claimer's
 //!   live and replay lanes in [`daemon::claimer`], the raw-bytes sweeper in
 //!   [`daemon::sweeper`]; every stage started and heard ending through
-//!   [`daemon::supervisor`].
+//!   [`daemon::supervisor`]; a reload (SIGHUP) in [`daemon::reload`].
 //! - [`metrics`]: what the running daemon publishes: Prometheus metrics
 //!   (`[metrics]` textfile, `/metrics` in [`metrics::http`]) and the status
 //!   file that [`status`] (`scangate status`) reads with the database.
 //! - Shared by the stages: [`shutdown`] (the one stop token), [`backoff`]
-//!   (the one retry schedule).
+//!   (the one retry schedule), [`notify`] (systemd: readiness, status, the
+//!   watchdog's rule of progress).
 //! - [`cli`]: the `scangate` commands; [`exit`]: their exit codes.
 //! - [`check_config`]: what `scangate check-config` checks beyond the
 //!   config itself (state directory; `--online`: Redis, scanner paths).
@@ -68,6 +69,7 @@ pub mod gate;
 pub mod invalid;
 pub mod ledger;
 pub mod metrics;
+pub mod notify;
 pub mod outbox;
 pub mod pty;
 pub mod shutdown;

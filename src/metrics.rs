@@ -242,33 +242,8 @@ impl Telemetry {
         );
         let mut scanners = BTreeMap::new();
         for sc in &cfg.scanners {
-            let label = ScannerLabel {
-                scanner: sc.name.clone(),
-            };
-            scans_read.get_or_create(&label).inc_by(0);
-            scanner_up.get_or_create(&label).set(0);
-            last_read.get_or_create(&label).set(0.0);
-            for decision in ScanState::ALL.iter().filter(|s| **s != ScanState::Pending) {
-                decisions
-                    .get_or_create(&DecisionLabels {
-                        scanner: sc.name.clone(),
-                        decision: decision.as_str(),
-                    })
-                    .inc_by(0);
-            }
-            scanners.insert(
-                sc.name.clone(),
-                LiveScanner {
-                    name: sc.name.clone(),
-                    device: None,
-                    connected: false,
-                    since_ms: None,
-                    last_read_ms: None,
-                    reads_today: 0,
-                    rejects_today: 0,
-                    day: today(),
-                },
-            );
+            zero_series(&scans_read, &scanner_up, &last_read, &decisions, &sc.name);
+            scanners.insert(sc.name.clone(), LiveScanner::new(&sc.name));
         }
         for state in [ScanState::Pending, ScanState::Unresolved] {
             undecided
@@ -305,6 +280,75 @@ impl Telemetry {
         prometheus_client::encoding::prometheus_text::encode(&mut out, &self.inner.registry)
             .expect("writing to a String does not fail");
         out
+    }
+
+    /// The configured scanners changed (a reload): a new one starts
+    /// disconnected with zero reads, a removed one's series are gone.
+    pub fn set_scanners(&self, names: &[String]) {
+        let i = &self.inner;
+        let mut scanners = i.scanners.lock().unwrap_or_else(|p| p.into_inner());
+        for gone in scanners
+            .keys()
+            .filter(|n| !names.contains(n))
+            .cloned()
+            .collect::<Vec<_>>()
+        {
+            let label = Self::label(&gone);
+            i.scans_read.remove(&label);
+            i.scanner_up.remove(&label);
+            i.last_read.remove(&label);
+            for decision in ScanState::ALL {
+                i.decisions.remove(&DecisionLabels {
+                    scanner: gone.clone(),
+                    decision: decision.as_str(),
+                });
+            }
+            scanners.remove(&gone);
+        }
+        for name in names {
+            if !scanners.contains_key(name) {
+                zero_series(
+                    &i.scans_read,
+                    &i.scanner_up,
+                    &i.last_read,
+                    &i.decisions,
+                    name,
+                );
+                scanners.insert(name.clone(), LiveScanner::new(name));
+            }
+        }
+    }
+
+    /// The few figures of systemd's one-line status: scanners connected
+    /// and configured (now), undecided scans and the facility store as last
+    /// sampled from the database (every `[metrics] interval_s`).
+    pub fn summary(&self) -> Summary {
+        let i = &self.inner;
+        let (up, configured) = {
+            let scanners = i.scanners.lock().unwrap_or_else(|p| p.into_inner());
+            (
+                scanners.values().filter(|s| s.connected).count(),
+                scanners.len(),
+            )
+        };
+        let undecided = [ScanState::Pending, ScanState::Unresolved]
+            .iter()
+            .map(|s| {
+                i.undecided
+                    .get_or_create(&StateLabel { state: s.as_str() })
+                    .get()
+            })
+            .sum();
+        Summary {
+            scanners_up: up,
+            scanners: configured,
+            undecided,
+            facility: i.facility.as_ref().map(|f| FacilitySummary {
+                up: f.up.get() == 1,
+                offset_ms: f.clock_offset.get() * 1e3,
+                bound_ms: f.clock_bound.get() * 1e3,
+            }),
+        }
     }
 
     fn with_scanner(&self, name: &str, f: impl FnOnce(&mut LiveScanner)) {
@@ -467,7 +511,69 @@ fn today() -> chrono::NaiveDate {
     chrono::Local::now().date_naive()
 }
 
+/// What [`Telemetry::summary`] reports.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Summary {
+    /// Scanners with their device open.
+    pub scanners_up: usize,
+    /// Scanners configured.
+    pub scanners: usize,
+    /// Scans pending or unresolved (as last sampled).
+    pub undecided: i64,
+    /// With `[redis]`: the facility store as last sampled.
+    pub facility: Option<FacilitySummary>,
+}
+
+/// The facility store in a [`Summary`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct FacilitySummary {
+    /// It answered the claimer.
+    pub up: bool,
+    /// This gateway's clock offset to it (ms).
+    pub offset_ms: f64,
+    /// The offset's error bound (ms).
+    pub bound_ms: f64,
+}
+
+/// A scanner's series, at zero (configured, never read).
+fn zero_series(
+    scans_read: &Family<ScannerLabel, Counter>,
+    scanner_up: &Family<ScannerLabel, Gauge>,
+    last_read: &Family<ScannerLabel, FloatGauge>,
+    decisions: &Family<DecisionLabels, Counter>,
+    name: &str,
+) {
+    let label = ScannerLabel {
+        scanner: name.to_string(),
+    };
+    scans_read.get_or_create(&label).inc_by(0);
+    scanner_up.get_or_create(&label).set(0);
+    last_read.get_or_create(&label).set(0.0);
+    for decision in ScanState::ALL.iter().filter(|s| **s != ScanState::Pending) {
+        decisions
+            .get_or_create(&DecisionLabels {
+                scanner: name.to_string(),
+                decision: decision.as_str(),
+            })
+            .inc_by(0);
+    }
+}
+
 impl LiveScanner {
+    /// A configured scanner before its first connect.
+    fn new(name: &str) -> LiveScanner {
+        LiveScanner {
+            name: name.to_string(),
+            device: None,
+            connected: false,
+            since_ms: None,
+            last_read_ms: None,
+            reads_today: 0,
+            rejects_today: 0,
+            day: today(),
+        }
+    }
+
     /// Start today's counts afresh after midnight (local time).
     fn roll_day(&mut self) {
         let day = today();

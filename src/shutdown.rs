@@ -10,8 +10,15 @@ use tokio::sync::watch;
 
 /// Sets the stop signal ([`Stopper::stop`]).
 pub struct Stopper {
+    node: Arc<Node>,
+}
+
+/// A signal's flag and watch channel, and the signals set with it
+/// ([`Stopper::child`]).
+struct Node {
     shared: Arc<Shared>,
     tx: watch::Sender<bool>,
+    children: Mutex<Vec<Arc<Node>>>,
 }
 
 /// A stage's copy of the stop signal.
@@ -36,12 +43,48 @@ pub fn channel() -> (Stopper, Stop) {
         shared: shared.clone(),
         rx,
     };
-    (Stopper { shared, tx }, stop)
+    let node = Arc::new(Node {
+        shared,
+        tx,
+        children: Mutex::default(),
+    });
+    (Stopper { node }, stop)
 }
 
 impl Stopper {
-    /// Tell every stage to stop (idempotent).
+    /// Tell every stage to stop (idempotent), and every child signal.
     pub fn stop(&self) {
+        self.node.stop();
+    }
+
+    /// A signal of its own for one stage (a scanner a reload removes),
+    /// also set when this one is (at once if it was).
+    pub fn child(&self) -> (Stopper, Stop) {
+        let (child, stop) = channel();
+        let mut children = self
+            .node
+            .children
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        // (Children whose stage is gone and whose stopper was dropped.)
+        children.retain(|c| Arc::strong_count(c) > 1);
+        children.push(child.node.clone());
+        let stopped = *self
+            .node
+            .shared
+            .stopped
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        drop(children);
+        if stopped {
+            child.stop();
+        }
+        (child, stop)
+    }
+}
+
+impl Node {
+    fn stop(&self) {
         *self
             .shared
             .stopped
@@ -49,6 +92,14 @@ impl Stopper {
             .unwrap_or_else(PoisonError::into_inner) = true;
         self.shared.changed.notify_all();
         self.tx.send_replace(true);
+        let children: Vec<Arc<Node>> = self
+            .children
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        for c in children {
+            c.stop();
+        }
     }
 }
 
@@ -111,5 +162,21 @@ mod tests {
             .unwrap();
         let mut stop = stop;
         rt.block_on(stop.wait());
+    }
+
+    #[test]
+    fn a_child_stops_alone_or_with_its_parent() {
+        let (parent, stop) = channel();
+        let (alone, alone_stop) = parent.child();
+        let (_with, with_stop) = parent.child();
+        alone.stop();
+        assert!(alone_stop.is_set() && !with_stop.is_set() && !stop.is_set());
+        parent.stop();
+        assert!(with_stop.is_set() && stop.is_set());
+        let (_late, late_stop) = parent.child();
+        assert!(
+            late_stop.is_set(),
+            "a child of a stopped signal starts stopped"
+        );
     }
 }

@@ -42,14 +42,8 @@ impl Gateway {
         let text = std::fs::read_to_string(&cfg)
             .unwrap()
             .replace("id = \"test-gw\"", &format!("id = {name:?}"));
-        std::fs::write(
-            &cfg,
-            format!(
-                "{text}\n[redis]\nurl = {:?}\nconnect_timeout_ms = 300\ncommand_timeout_ms = 500\n",
-                redis.url()
-            ),
-        )
-        .unwrap();
+        std::fs::write(&cfg, text).unwrap();
+        append_redis(&cfg, redis);
         Gateway {
             cfg,
             scanner,

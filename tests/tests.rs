@@ -32,6 +32,10 @@ mod serial_framing;
 mod serial_hostile;
 mod serial_hotplug;
 mod serial_many;
+
+// systemd: readiness, status, the watchdog, reload (SIGHUP).
+mod systemd_notify;
+mod systemd_reload;
 mod write_faults;
 
 // USB HID scanners, without hardware.

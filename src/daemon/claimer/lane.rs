@@ -234,6 +234,11 @@ impl Lane {
         }
     }
 
+    /// How it reaches the facility store.
+    pub(super) fn link(&self) -> &Link {
+        &self.link
+    }
+
     /// The gate's counters.
     pub(super) fn stats(&self) -> GateStats {
         self.gate.stats()
@@ -253,8 +258,7 @@ impl Lane {
         self.send(&mut pass);
         self.write(&mut pass, observe);
         if pass.wake_other {
-            // (Gone only at shutdown, or after a panic the supervisor hears.)
-            let _ = peers.other.send(Wake::Scans);
+            peers.wake_other(Wake::Scans);
         }
         self.account(&pass, peers);
         self.next(&pass)
@@ -667,7 +671,7 @@ impl Lane {
             };
         } else if recovered {
             if let Some(outage) = self.outage.take() {
-                let _ = peers.other.send(Wake::Answering);
+                peers.wake_other(Wake::Answering);
                 let doing = match self.kind {
                     LaneKind::Live => "new scans are claimed as they come",
                     LaneKind::Replay => "unresolved scans are being replayed",

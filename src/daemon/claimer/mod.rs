@@ -28,6 +28,7 @@ use crate::facility::config::{RedisConfig, RedisSettings, ReplicaAck};
 use crate::facility::{ClockSample, Facility, FacilityError};
 use crate::gate::facility::LaneKind;
 use crate::gate::{Decision, Gate, GateStats};
+use crate::notify::Progress;
 use crate::outbox::FacilityState;
 use crate::store::{Store, StoreError};
 use lane::{Lane, Next};
@@ -49,8 +50,9 @@ pub struct Link {
     redis: RedisConfig,
     /// This gateway's id.
     gateway: String,
-    /// This gateway's scanners: name, declared `shared`.
-    scanners: Vec<(String, bool)>,
+    /// This gateway's scanners: name, declared `shared` (shared by the
+    /// clones: a reload changes them for both lanes' next connect).
+    scanners: Arc<Mutex<Vec<(String, bool)>>>,
     /// The clock offset last logged (by either lane): it is logged again
     /// only when it changes.
     clock_logged: Arc<Mutex<Option<f64>>>,
@@ -75,11 +77,7 @@ impl Link {
             retention: Duration::from_secs(cfg.dedup.retention_hours * 3600),
             redis: redis.config.clone(),
             gateway: cfg.gateway.id.clone(),
-            scanners: cfg
-                .scanners
-                .iter()
-                .map(|s| (s.name.clone(), s.shared))
-                .collect(),
+            scanners: Arc::new(Mutex::new(scanner_list(cfg))),
             clock_logged: Arc::default(),
         }
     }
@@ -186,7 +184,12 @@ impl Link {
         // (A replica refuses the record as it refuses claims: it is made at
         // the next connect to a primary.)
         if info.role != "slave" {
-            match f.register_scanners(&self.gateway, &self.scanners) {
+            let scanners = self
+                .scanners
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clone();
+            match f.register_scanners(&self.gateway, &scanners) {
                 Ok(clones) => {
                     for c in &clones {
                         tracing::warn!(
@@ -211,7 +214,21 @@ impl Link {
     }
 }
 
+/// `cfg`'s scanners as the facility store records them: name, `shared`.
+fn scanner_list(cfg: &Config) -> Vec<(String, bool)> {
+    cfg.scanners
+        .iter()
+        .map(|s| (s.name.clone(), s.shared))
+        .collect()
+}
+
 impl Link {
+    /// The scanners changed (a reload): the next connect of either lane
+    /// records these in the facility store (and warns of clones).
+    pub fn set_scanners(&self, cfg: &Config) {
+        *self.scanners.lock().unwrap_or_else(PoisonError::into_inner) = scanner_list(cfg);
+    }
+
     /// Log what confirms a claim round on `f` (INFO), a WARN when replicas
     /// are connected but none is waited for.
     fn log_confirmation(&self, f: &Facility, lane: &str, connected: u32) {
@@ -346,12 +363,13 @@ struct Between {
 }
 
 /// The writer's side of the live lane: kicks it for each admitted batch.
-pub struct Kicker(Sender<Wake>);
+pub struct Kicker(Sender<Wake>, Progress);
 
 impl Kicker {
     /// Wake the live lane; `false` if it is gone (nobody would decide the
     /// scans: the caller stops, so the service restarts).
     pub fn kick(&self) -> bool {
+        self.1.offer();
         self.0.send(Wake::Scans).is_ok()
     }
 }
@@ -397,6 +415,7 @@ pub struct LaneRun {
     lane: Lane,
     peers: Peers,
     observe: Observer,
+    progress: Progress,
 }
 
 impl LaneRun {
@@ -410,10 +429,26 @@ impl LaneRun {
         format!("claimer-{}", self.lane.name())
     }
 
+    /// Its progress, for the watchdog: each pass is a turn; a kick or a
+    /// wake-up from the other lane is work offered.
+    pub fn progress(&self) -> Progress {
+        self.progress.clone()
+    }
+
+    /// How long one pass may take before the watchdog calls the lane
+    /// wedged, at least: a pass waits at most for a connect and a few
+    /// commands, each bounded by `[redis]` `connect_timeout_ms` and
+    /// `command_timeout_ms` (a Redis that is down or paused makes passes
+    /// that fail within these, not a wedge).
+    pub fn stall_bound(&self) -> Duration {
+        let r = &self.lane.link().redis;
+        (r.connect_timeout() + r.command_timeout()) * 2
+    }
+
     /// Run the lane until it is stopped ([`LaneStop`]) or nobody can wake
     /// it any more; its gate's counters.
     pub fn run(self) -> GateStats {
-        run(self.lane, self.peers, self.observe)
+        run(self.lane, self.peers, self.observe, &self.progress)
     }
 }
 
@@ -436,6 +471,8 @@ pub fn lanes(
         replay: Some(release.clone()),
     };
     let between = Arc::new(Between::default());
+    let live_progress = Progress::new("facility claimer's live lane");
+    let replay_progress = Progress::new("facility claimer's replay lane");
     // The backlog gives way to the counter at the writers' turn.
     let (replay_store, replay_gate) = (store.companion()?.yielding(), gate.lane());
     let replay = LaneRun {
@@ -450,8 +487,10 @@ pub fn lanes(
         peers: Peers {
             wake: released,
             other: kick.clone(),
+            other_progress: live_progress.clone(),
         },
         observe: Box::new(observe.clone()),
+        progress: replay_progress.clone(),
     };
     let live = LaneRun {
         lane: Lane::new(
@@ -465,10 +504,12 @@ pub fn lanes(
         peers: Peers {
             wake: kicked,
             other: release,
+            other_progress: replay_progress,
         },
         observe: Box::new(observe),
+        progress: live_progress.clone(),
     };
-    Ok((Kicker(kick), stop, [live, replay]))
+    Ok((Kicker(kick, live_progress), stop, [live, replay]))
 }
 
 /// How a lane is woken, and how it wakes the other.
@@ -478,9 +519,18 @@ struct Peers {
     wake: Receiver<Wake>,
     /// Wakes the other lane.
     other: Sender<Wake>,
+    /// The other lane's progress (a wake-up is work offered to it).
+    other_progress: Progress,
 }
 
 impl Peers {
+    /// Wake the other lane (gone only at shutdown, or after a panic the
+    /// supervisor hears).
+    fn wake_other(&self, wake: Wake) {
+        self.other_progress.offer();
+        let _ = self.other.send(wake);
+    }
+
     /// What woke this lane: only what is queued if `wait` is `None`, else
     /// waiting up to `wait` for the first. A lane nobody can wake any more
     /// (the writer or the live lane is gone) stops.
@@ -505,9 +555,19 @@ impl Peers {
 
 /// A lane's thread: passes ([`Lane::pass`]) until it ends; returns its
 /// gate's counters. `observe` sees every round's recorded decisions.
-fn run(mut lane: Lane, peers: Peers, observe: impl Fn(&[Decision])) -> GateStats {
+fn run(
+    mut lane: Lane,
+    peers: Peers,
+    observe: impl Fn(&[Decision]),
+    progress: &Progress,
+) -> GateStats {
     loop {
-        let wait = match lane.pass(&peers, &observe) {
+        let next = {
+            let _turn = progress.turn();
+            progress.take_offers();
+            lane.pass(&peers, &observe)
+        };
+        let wait = match next {
             Next::End => return lane.stats(),
             Next::Now => None,
             Next::Wait(wait) => Some(wait),
