@@ -452,6 +452,16 @@ fn dispatch(cmd: Command) -> Result<Exit, Failure> {
                 st.waiting_for_clock = 0;
                 st.reconciliation = None;
             }
+            let dir = cfg.state_dir();
+            let space = store.space(&dir, chrono::Utc::now().timestamp_millis())?;
+            let floor = crate::store::space::Floor::new(&dir, cfg.outbox.min_free_mb);
+            st.disk = Some(crate::outbox::DiskStatus {
+                below_floor: floor.judge(space.free_bytes).is_err(),
+                min_free_bytes: floor.bytes(),
+                warning: crate::status::days_left_warning(&dir, &space, cfg.outbox.warn_days_left),
+                state_dir: dir,
+                space,
+            });
             if json {
                 println!("{}", serde_json::to_string(&st).expect("status serialises"));
             } else {
@@ -469,6 +479,16 @@ fn dispatch(cmd: Command) -> Result<Exit, Failure> {
                         );
                     }
                     None => println!("no undecided scans"),
+                }
+                if let Some(d) = &st.disk {
+                    println!(
+                        "disk: {} in {}",
+                        crate::status::render_space(&d.space, d.min_free_bytes),
+                        d.state_dir.display()
+                    );
+                    if let Some(w) = &d.warning {
+                        println!("WARNING: {w}");
+                    }
                 }
                 if let Some(f) = &st.facility {
                     let since = crate::capture::clock::rfc3339_ms(f.since_ms);

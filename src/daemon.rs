@@ -252,6 +252,7 @@ pub async fn run(
             state_dir: state_dir.clone(),
             textfile: cfg.metrics.textfile.clone(),
             interval: Duration::from_secs(cfg.metrics.interval_s),
+            warn_days_left: cfg.outbox.warn_days_left,
         };
         let mut tasks = vec![tokio::spawn(crate::metrics::run(
             telemetry.clone(),
@@ -273,8 +274,9 @@ pub async fn run(
     {
         let stop = stop.clone();
         let telemetry = telemetry.clone();
+        let floor = crate::store::space::Floor::new(&state_dir, cfg.outbox.min_free_mb);
         stages.thread(Stage::Writer, "outbox-writer", move || {
-            let (stats, undurable) = outbox_writer(store, decider, rx, stop, &telemetry);
+            let (stats, undurable) = outbox_writer(store, decider, rx, stop, &telemetry, &floor);
             StageResult::Writer { stats, undurable }
         });
     }
@@ -573,6 +575,7 @@ fn outbox_writer(
     mut rx: mpsc::Receiver<Captured>,
     stopping: Stop,
     telemetry: &crate::metrics::Telemetry,
+    floor: &crate::store::space::Floor,
 ) -> (GateStats, usize) {
     let mut undurable = 0;
     // Crash recovery: scans made durable before a crash are decided first,
@@ -616,7 +619,7 @@ fn outbox_writer(
             .into_iter()
             .map(|c| (c.scan, (c.durable, c.in_flight)))
             .unzip();
-        match write_until_durable(&mut store, &mut decider, &scans, &stopping) {
+        match write_until_durable(&mut store, &mut decider, &scans, &stopping, floor) {
             Ok(decisions) => {
                 telemetry.decided(&decisions);
                 for d in decisions {
@@ -675,27 +678,46 @@ fn decide_leftovers(
 /// dropped while the process runs, and no ACK goes out before it succeeds.
 /// Retrying is safe: the outbox is idempotent by scan UUID. Only when
 /// shutdown has been requested and the write keeps failing does it give up
-/// (`Err`), so that a full disk cannot turn SIGTERM into a hang.
+/// (`Err`), so that a full disk cannot turn SIGTERM into a hang. Free space
+/// below `floor` (`[outbox] min_free_mb`) is a refused write like a full
+/// disk's: the space left is for deciding what was already stored.
 fn write_until_durable(
     store: &mut Store,
     decider: &mut Decider,
     scans: &[Scan],
     stopping: &Stop,
+    floor: &crate::store::space::Floor,
 ) -> Result<Vec<Decision>, ()> {
     let mut pause = Backoff::new(Duration::from_millis(50), Duration::from_secs(5));
     let mut failures_while_stopping = 0;
+    let mut failed = false;
     loop {
-        let written = match decider {
-            Decider::Here(gate) => embedded::admit_and_decide(store, gate, scans).map(|(_, d)| d),
-            Decider::Claimer { facility_id, .. } => {
-                store.admit(facility_id, scans).map(|_| Vec::new())
+        let written = match floor.check() {
+            Err(low) => Err(low.to_string()),
+            Ok(()) => match decider {
+                Decider::Here(gate) => {
+                    embedded::admit_and_decide(store, gate, scans).map(|(_, d)| d)
+                }
+                Decider::Claimer { facility_id, .. } => {
+                    store.admit(facility_id, scans).map(|_| Vec::new())
+                }
             }
+            .map_err(|e| e.to_string()),
         };
         match written {
-            Ok(decisions) => return Ok(decisions),
+            Ok(decisions) => {
+                if failed {
+                    tracing::info!(
+                        db = %store.path().display(), scans = scans.len(),
+                        "the outbox takes writes again: the waiting scans are stored and acknowledged"
+                    );
+                }
+                return Ok(decisions);
+            }
             Err(e) => {
+                failed = true;
                 tracing::error!(
-                    scans = scans.len(),
+                    db = %store.path().display(), scans = scans.len(),
                     "cannot write scans to the outbox: {e}; retrying in {:?} (no ACK is sent until this succeeds)",
                     pause.peek()
                 );

@@ -95,6 +95,7 @@ struct Inner {
     audit_records: Counter,
     database_bytes: Gauge,
     free_bytes: Gauge,
+    days_left: FloatGauge,
     /// What `scangate status` shows of each scanner, by name.
     scanners: Mutex<BTreeMap<String, LiveScanner>>,
     started_ms: i64,
@@ -223,6 +224,12 @@ impl Telemetry {
             "Free space for scangate in the state directory's file system",
             free_bytes.clone(),
         );
+        let days_left = FloatGauge::default();
+        registry.register(
+            "scangate_state_days_left",
+            "Days until the state directory's file system is full at the database's growth of the last 24 hours (-1: unknown or not growing)",
+            days_left.clone(),
+        );
         let mut scanners = BTreeMap::new();
         for sc in &cfg.scanners {
             let label = ScannerLabel {
@@ -275,6 +282,7 @@ impl Telemetry {
                 audit_records,
                 database_bytes,
                 free_bytes,
+                days_left,
                 scanners: Mutex::new(scanners),
                 started_ms: now_ms(),
             }),
@@ -408,7 +416,12 @@ impl Telemetry {
 
     /// Refresh the values kept in the database from `store` (in
     /// `state_dir`).
-    pub fn sample(&self, store: &Store, state_dir: &Path) -> Result<(), crate::store::StoreError> {
+    /// Returns the sample, for what else is judged from it.
+    pub fn sample(
+        &self,
+        store: &Store,
+        state_dir: &Path,
+    ) -> Result<crate::status::StoredSample, crate::store::StoreError> {
         let i = &self.inner;
         let sample = crate::status::StoredSample::read(store, state_dir)?;
         let gauge = |state: ScanState| {
@@ -426,9 +439,11 @@ impl Telemetry {
         i.database_bytes.set(sample.database_bytes as i64);
         i.free_bytes.set(
             sample
+                .space
                 .free_bytes
                 .map_or(-1, |b| b.min(i64::MAX as u64) as i64),
         );
+        i.days_left.set(sample.space.days_left.unwrap_or(-1.0));
         if let Some(f) = &i.facility {
             f.up.set(sample.facility.as_ref().is_some_and(|s| s.answering) as i64);
             if let Some(c) = &sample.facility_clock {
@@ -436,7 +451,7 @@ impl Telemetry {
                 f.clock_bound.set(c.bound_ms / 1e3);
             }
         }
-        Ok(())
+        Ok(sample)
     }
 }
 
@@ -495,6 +510,8 @@ pub struct Publish {
     pub textfile: Option<PathBuf>,
     /// `[metrics] interval_s`.
     pub interval: Duration,
+    /// `[outbox] warn_days_left`: a WARN when the disk lasts fewer days.
+    pub warn_days_left: u64,
 }
 
 /// Sample the database, rewrite the textfile every `interval` and the
@@ -506,7 +523,10 @@ pub async fn run(telemetry: Telemetry, publish: Publish, mut stop: Stop) {
         state_dir,
         textfile,
         interval,
+        warn_days_left,
     } = publish;
+    // The days-left warning last logged (logged again when it clears).
+    let mut warned = false;
     let mut store: Option<Store> = None;
     let mut last_error: Option<String> = None;
     let mut next_sample = tokio::time::Instant::now();
@@ -536,6 +556,7 @@ pub async fn run(telemetry: Telemetry, publish: Publish, mut stop: Stop) {
         let mut held = store.take();
         let joined = tokio::task::spawn_blocking(move || {
             let mut errors = Vec::new();
+            let mut short = None;
             if sample_now {
                 if held.is_none() {
                     match Store::open_read_only(&dir) {
@@ -543,11 +564,20 @@ pub async fn run(telemetry: Telemetry, publish: Publish, mut stop: Stop) {
                         Err(e) => errors.push(format!("cannot read the database to sample it: {e}")),
                     }
                 }
-                if let Some(s) = &held
-                    && let Err(e) = t.sample(s, &dir)
-                {
-                    errors.push(format!("cannot sample the database: {e}"));
-                    held = None;
+                if let Some(s) = &held {
+                    match t.sample(s, &dir) {
+                        Ok(sample) => {
+                            short = Some(crate::status::days_left_warning(
+                                &dir,
+                                &sample.space,
+                                warn_days_left,
+                            ))
+                        }
+                        Err(e) => {
+                            errors.push(format!("cannot sample the database: {e}"));
+                            held = None;
+                        }
+                    }
                 }
                 if let Some(tf) = &tf
                     && let Err(e) = write_atomically(tf, t.encode().as_bytes(), None)
@@ -562,12 +592,25 @@ pub async fn run(telemetry: Telemetry, publish: Publish, mut stop: Stop) {
             if write_status && let Err(e) = write_atomically(&sp, &live, Some(&db)) {
                 errors.push(format!("cannot write the status file {}: {e}", sp.display()));
             }
-            (held, errors)
+            (held, errors, short)
         })
         .await;
         match joined {
-            Ok((held, errors)) => {
+            Ok((held, errors, short)) => {
                 store = held;
+                match short {
+                    Some(Some(w)) if !warned => {
+                        tracing::warn!("disk space: {w}");
+                        warned = true;
+                    }
+                    Some(None) if warned => {
+                        tracing::info!(
+                            "disk space: the state directory lasts longer than [outbox] warn_days_left again"
+                        );
+                        warned = false;
+                    }
+                    _ => {}
+                }
                 let joined = (!errors.is_empty()).then(|| errors.join("; "));
                 if joined != last_error {
                     match &joined {
@@ -634,6 +677,7 @@ mod tests {
             "scangate_audit_records_total",
             "scangate_database_bytes",
             "scangate_state_free_bytes",
+            "scangate_state_days_left",
         ];
         let facility = [
             "scangate_facility_up",

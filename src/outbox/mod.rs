@@ -210,6 +210,25 @@ pub struct OutboxStatus {
     /// while the facility store had lost data (the latest
     /// [`CONFLICTS_SHOWN`]).
     pub conflicts: Vec<ConflictRecord>,
+    /// Disk space in the state directory (filled in by `outbox status`,
+    /// which knows the directory and the floor).
+    pub disk: Option<DiskStatus>,
+}
+
+/// Disk space as `outbox status` shows it ([`OutboxStatus::disk`]).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct DiskStatus {
+    /// The state directory.
+    pub state_dir: std::path::PathBuf,
+    /// Free space, growth, days left.
+    #[serde(flatten)]
+    pub space: crate::store::space::Space,
+    /// `[outbox] min_free_mb` in bytes.
+    pub min_free_bytes: u64,
+    /// Free space is below it: no scan is stored or acknowledged.
+    pub below_floor: bool,
+    /// The days-left warning (`[outbox] warn_days_left`), if due.
+    pub warning: Option<String>,
 }
 
 /// How many conflicts `outbox status` keeps (the audit trail has them all).
