@@ -92,8 +92,24 @@ enum LedgerCommand {
         #[command(flatten)]
         config: ConfigArg,
         /// Only entries captured at or after this time (RFC 3339).
-        #[arg(long)]
+        #[arg(long, conflicts_with = "follow")]
         since: Option<String>,
+        /// With `[redis]`: keep reading the facility ledger stream as a
+        /// member of consumer group `--group` (created if missing, from the
+        /// first entry), printing each entry and flushing before it is
+        /// acknowledged (at-least-once: dedup by `scan_uuid`). A restart
+        /// with the same `--consumer` first prints what it was given and
+        /// never acknowledged. Runs until killed or its output closes.
+        #[arg(long, requires = "group")]
+        follow: bool,
+        /// The consumer group (`--follow`): the facility ledger stream is
+        /// trimmed only past what every group has acknowledged.
+        #[arg(long, requires = "follow")]
+        group: Option<String>,
+        /// This consumer's name within the group (`--follow`; keep it
+        /// stable across restarts). Default: `[gateway] id` (the host name).
+        #[arg(long, requires = "follow")]
+        consumer: Option<String>,
     },
 }
 
@@ -304,7 +320,14 @@ fn dispatch(cmd: Command) -> Result<Exit, Failure> {
             crate::bench::run(&args).map_err(|e| Failure::Runtime(format!("bench failed: {e}")))
         }
         Command::Ledger {
-            command: LedgerCommand::Export { config, since },
+            command:
+                LedgerCommand::Export {
+                    config,
+                    since,
+                    follow,
+                    group,
+                    consumer,
+                },
         } => {
             let since_ms = match since {
                 None => None,
@@ -336,9 +359,45 @@ fn dispatch(cmd: Command) -> Result<Exit, Failure> {
                         redis.config.command_timeout(),
                     )
                     .map_err(ledger_unreadable)?;
-                    facility
-                        .for_each_ledger_entry(since_ms, |v| write_line(&mut out, &v))
-                        .map_err(ledger_unreadable)?;
+                    match group.filter(|_| follow) {
+                        Some(group) => {
+                            let consumer = consumer.unwrap_or_else(|| cfg.gateway.id.clone());
+                            for (flag, name) in [("--group", &group), ("--consumer", &consumer)] {
+                                if name.is_empty() || name.contains(char::is_whitespace) {
+                                    return Err(Failure::Usage(format!(
+                                        "{flag} {name:?} is not a name: use letters, digits, '-', '_' or '.'"
+                                    )));
+                                }
+                            }
+                            let block_ms = (redis.config.command_timeout_ms / 2).max(5);
+                            crate::facility::stream::follow(
+                                &mut facility,
+                                &group,
+                                &consumer,
+                                block_ms,
+                                |page| {
+                                    use std::io::Write;
+                                    for (_, v) in page {
+                                        write_line(&mut out, v)?;
+                                    }
+                                    out.flush()
+                                },
+                            )
+                            .map_err(|e| {
+                                Failure::Runtime(format!(
+                                    "following the facility ledger stream as consumer {consumer:?} of group {group:?} stopped: {e}. Entries printed and not acknowledged are printed again when it is restarted with the same --group and --consumer (dedup by scan_uuid)"
+                                ))
+                            })?;
+                        }
+                        None => facility
+                            .for_each_ledger_entry(since_ms, |v| write_line(&mut out, &v))
+                            .map_err(ledger_unreadable)?,
+                    }
+                }
+                None if follow => {
+                    return Err(Failure::Usage(
+                        "--follow reads the facility ledger stream, and this gateway has no [redis] section: its ledger is the embedded one (export it without --follow)".into(),
+                    ));
                 }
                 None => {
                     let store = Store::open_read_only(&cfg.state_dir())?;

@@ -74,11 +74,18 @@ struct BuildLabels {
 
 type FloatGauge = Gauge<f64, AtomicU64>;
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct GroupLabel {
+    group: String,
+}
+
 /// The facility store's gauges (registered only with `[redis]`).
 struct FacilityGauges {
     up: Gauge,
     clock_offset: FloatGauge,
     clock_bound: FloatGauge,
+    stream_entries: Gauge,
+    oldest_unacked: Family<GroupLabel, FloatGauge>,
 }
 
 struct Inner {
@@ -188,7 +195,20 @@ impl Telemetry {
                 up: Gauge::default(),
                 clock_offset: FloatGauge::default(),
                 clock_bound: FloatGauge::default(),
+                stream_entries: Gauge::default(),
+                oldest_unacked: Family::default(),
             };
+            registry.register(
+                "scangate_facility_ledger_stream_entries",
+                "Entries in the facility ledger stream, as the claimer's last trim found them (-1: not yet)",
+                g.stream_entries.clone(),
+            );
+            g.stream_entries.set(-1);
+            registry.register(
+                "scangate_facility_ledger_oldest_unacked_age_seconds",
+                "Per consumer group of the facility ledger stream: age of its oldest entry not acknowledged (0: none)",
+                g.oldest_unacked.clone(),
+            );
             registry.register(
                 "scangate_facility_up",
                 "1 while the facility Redis answers the claimer (sampled)",
@@ -450,6 +470,15 @@ impl Telemetry {
                 f.clock_offset.set(c.offset_ms / 1e3);
                 f.clock_bound.set(c.bound_ms / 1e3);
             }
+            if let Some(s) = &sample.ledger_stream {
+                f.stream_entries.set(s.length.min(i64::MAX as u64) as i64);
+                f.oldest_unacked.clear();
+                for (group, _, age) in sample.ledger_groups(now_ms()) {
+                    f.oldest_unacked
+                        .get_or_create(&GroupLabel { group })
+                        .set(age.unwrap_or(0.0));
+                }
+            }
         }
         Ok(sample)
     }
@@ -683,6 +712,7 @@ mod tests {
             "scangate_facility_up",
             "scangate_facility_clock_offset_seconds",
             "scangate_facility_clock_error_bound_seconds",
+            "scangate_facility_ledger_stream_entries",
         ];
         let with = Telemetry::new(&config(true)).encode();
         let without = Telemetry::new(&config(false)).encode();

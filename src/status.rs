@@ -15,6 +15,7 @@
 use crate::audit;
 use crate::config::{Config, ScannerKind};
 use crate::facility::ClockSample;
+use crate::facility::stream::LedgerStream;
 use crate::outbox::FacilityState;
 use crate::store::space::{Floor, MIB, Space, mib};
 use crate::store::{DB_FILE, Store, StoreError};
@@ -90,6 +91,8 @@ pub struct StoredSample {
     pub database_bytes: u64,
     /// Free space, growth and days left in the state directory.
     pub space: Space,
+    /// The facility ledger stream as the claimer's last trim found it.
+    pub ledger_stream: Option<LedgerStream>,
 }
 
 impl StoredSample {
@@ -101,6 +104,7 @@ impl StoredSample {
         let size = |name: &str| std::fs::metadata(state_dir.join(name)).map_or(0, |m| m.len());
         let database_bytes = size(DB_FILE) + size(&format!("{DB_FILE}-wal"));
         let space = store.space(state_dir, chrono::Utc::now().timestamp_millis())?;
+        let ledger_stream = store.ledger_stream()?;
         Ok(StoredSample {
             pending,
             unresolved,
@@ -111,7 +115,27 @@ impl StoredSample {
             audit_head: head.map(|(_, h)| h),
             database_bytes,
             space,
+            ledger_stream,
         })
+    }
+
+    /// The facility ledger stream's consumer groups at `now_ms` (this
+    /// gateway's clock, put on the facility's by the last measured offset,
+    /// as stream ids are the server's ms): `(group, pending, age in
+    /// seconds of its oldest unacknowledged entry)`.
+    pub fn ledger_groups(&self, now_ms: i64) -> Vec<(String, u64, Option<f64>)> {
+        let offset = self.facility_clock.as_ref().map_or(0.0, |c| c.offset_ms);
+        let facility_now = now_ms as f64 + offset;
+        self.ledger_stream
+            .iter()
+            .flat_map(|s| &s.groups)
+            .map(|g| {
+                let age = g
+                    .oldest_unacked_ms()
+                    .map(|ms| ((facility_now - ms as f64) / 1e3).max(0.0));
+                (g.name.clone(), g.pending, age)
+            })
+            .collect()
     }
 
     /// Age of the oldest undecided scan at `now_ms`, in seconds.
@@ -182,6 +206,35 @@ pub struct FacilityView {
     pub clock_offset_ms: Option<f64>,
     /// ± this (ms).
     pub clock_bound_ms: Option<f64>,
+    /// The facility ledger stream, as the claimer's last trim found it
+    /// (`None`: not trimmed yet).
+    pub ledger_stream: Option<LedgerStreamView>,
+}
+
+/// The facility ledger stream (`scangate:{f}:ledger`).
+#[derive(Debug, Clone, Serialize)]
+pub struct LedgerStreamView {
+    /// When the claimer last looked (trimmed), the server's Unix ms.
+    pub at_ms: i64,
+    /// Entries in it.
+    pub length: u64,
+    /// Age in seconds of the oldest entry some consumer group has not
+    /// acknowledged (`None`: none).
+    pub oldest_unacked_age_s: Option<f64>,
+    /// Each consumer group (none: nothing is ever trimmed).
+    pub groups: Vec<LedgerGroupView>,
+}
+
+/// One consumer group of the ledger stream.
+#[derive(Debug, Clone, Serialize)]
+pub struct LedgerGroupView {
+    /// Its name.
+    pub name: String,
+    /// Entries delivered to it, not acknowledged.
+    pub pending: u64,
+    /// Age in seconds of its oldest unacknowledged entry (`None`: it has
+    /// acknowledged everything).
+    pub oldest_unacked_age_s: Option<f64>,
 }
 
 /// Storage.
@@ -328,6 +381,26 @@ pub fn gather(cfg: &Config, now_ms: i64) -> Result<Status, StoreError> {
             reason: f.and_then(|f| f.reason.clone()),
             clock_offset_ms: stored.facility_clock.as_ref().map(|c| c.offset_ms),
             clock_bound_ms: stored.facility_clock.as_ref().map(|c| c.bound_ms),
+            ledger_stream: stored.ledger_stream.as_ref().map(|s| {
+                let groups: Vec<LedgerGroupView> = stored
+                    .ledger_groups(now_ms)
+                    .into_iter()
+                    .map(|(name, pending, age)| LedgerGroupView {
+                        name,
+                        pending,
+                        oldest_unacked_age_s: age,
+                    })
+                    .collect();
+                LedgerStreamView {
+                    at_ms: s.at_ms,
+                    length: s.length,
+                    oldest_unacked_age_s: groups
+                        .iter()
+                        .filter_map(|g| g.oldest_unacked_age_s)
+                        .reduce(f64::max),
+                    groups,
+                }
+            }),
         }
     });
     let space = &stored.space;
@@ -482,6 +555,33 @@ pub fn render(st: &Status) -> String {
             _ => String::new(),
         };
         let _ = writeln!(out, "facility store: {state}{clock}");
+        if let Some(l) = &f.ledger_stream {
+            let groups = if l.groups.is_empty() {
+                "no consumer group: it is never trimmed, and Redis's memory grows (read it with `scangate ledger export --follow --group NAME`)".to_string()
+            } else {
+                l.groups
+                    .iter()
+                    .map(|g| {
+                        format!(
+                            "group {}: {} pending, {}",
+                            g.name,
+                            g.pending,
+                            g.oldest_unacked_age_s.map_or_else(
+                                || "all acknowledged".to_string(),
+                                |a| format!("oldest unacknowledged {a:.0} s old")
+                            )
+                        )
+                    })
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            };
+            let _ = writeln!(
+                out,
+                "facility ledger stream: {} entries (as of {}); {groups}",
+                l.length,
+                rfc3339_ms(l.at_ms)
+            );
+        }
     }
     let sto = &st.storage;
     let _ = writeln!(

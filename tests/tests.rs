@@ -47,6 +47,7 @@ mod facility_e2e;
 mod facility_failover;
 mod facility_order;
 mod facility_redis;
+mod ledger_stream;
 
 // What facility IT sees: metrics through a real Prometheus and node_exporter,
 // `scangate status`.
