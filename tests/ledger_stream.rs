@@ -157,6 +157,13 @@ fn a_consumer_that_stops_before_acknowledging_gets_those_entries_again_first() {
         "unacknowledged entries were trimmed"
     );
 
+    // One of them deleted by hand meanwhile: it is acknowledged (it would
+    // hold the trim for ever), not delivered.
+    redis::cmd("XDEL")
+        .arg(key(FACILITY))
+        .arg(&first[0])
+        .query::<i64>(&mut redis.connection())
+        .unwrap();
     // Restarted with the same name: those first, then a new one.
     let later = append(&redis, 1);
     let mut seen = Vec::new();
@@ -168,9 +175,9 @@ fn a_consumer_that_stops_before_acknowledging_gets_those_entries_again_first() {
         Ok(())
     })
     .unwrap();
-    assert_eq!(seen, [first, later.clone()]);
+    assert_eq!(seen, [first[1..].to_vec(), later.clone()]);
     let s = f.trim_ledger(0).unwrap();
-    assert_eq!((s.trimmed, s.length), (3, 1), "{s:?}");
+    assert_eq!((s.trimmed, s.length), (2, 1), "{s:?}");
     assert_eq!(
         s.groups[0].oldest_unacked.as_deref(),
         Some(later[0].as_str())

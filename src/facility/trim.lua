@@ -29,8 +29,9 @@ end
 local function before(a, b)
   return a[1] < b[1] or (a[1] == b[1] and a[2] < b[2])
 end
--- The horizon: nothing captured (appended) later than this goes.
-local point = {now_ms - keep, 0}
+-- The horizon: nothing appended later than this goes (an entry of the
+-- horizon's own ms may: with keep 0, everything acknowledged goes).
+local point = {now_ms - keep + 1, 0}
 local out = {}
 local groups = redis.call('XINFO', 'GROUPS', key)
 for _, g in ipairs(groups) do

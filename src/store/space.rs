@@ -63,12 +63,15 @@ impl Store {
         let used = pages.saturating_sub(free_pages) * page;
         let reusable_bytes = free_pages * page;
         // Rows by position: seq grows with admission, which follows capture.
-        let span: (Option<i64>, Option<i64>) = self
-            .conn
-            .query_row("SELECT min(seq), max(seq) FROM scans", [], |r| {
-                Ok((r.get(0)?, r.get(1)?))
-            })
-            .map_err(err)?;
+        // (Two statements: SQLite seeks the rowid for a lone min() or
+        // max(), and scans the table for both in one.)
+        let end = |sql: &str| -> Result<Option<i64>, StoreError> {
+            self.conn.query_row(sql, [], |r| r.get(0)).map_err(err)
+        };
+        let span = (
+            end("SELECT min(seq) FROM scans")?,
+            end("SELECT max(seq) FROM scans")?,
+        );
         let growth_bytes_per_day = match span {
             (Some(first), Some(last)) => {
                 let rows = (last - first + 1).max(1) as u64;

@@ -381,7 +381,7 @@ impl Lane {
             if none {
                 tracing::warn!(
                     redis = %shown, stream = %f.ledger_key(), entries = stream.length,
-                    "no consumer group reads the facility ledger stream {}: it is never trimmed, and the facility Redis's memory grows with every pick ({} entries) until it refuses claims. Fix: have the inventory system read it with a consumer group, e.g. `scangate ledger export --follow --group inventory` (docs/design.md, \"Ledger consumers\")",
+                    "no consumer group reads the facility ledger stream {}: it is never trimmed, and the facility Redis's memory grows with every pick ({} entries) until it refuses claims. Fix: have the inventory system read it with a consumer group, e.g. `scangate ledger export --follow --group inventory` (docs/design.md, \"Ledger consumers and trimming\")",
                     f.ledger_key(), stream.length
                 );
             } else if self.no_group_warned.is_some() {
