@@ -171,52 +171,37 @@ impl Facility {
         block_ms: u64,
     ) -> Result<Vec<Entry>, FacilityError> {
         loop {
-            let (entries, gone) =
-                self.read_group_once(group, consumer, pending, count, block_ms)?;
+            let mut cmd = redis::cmd("XREADGROUP");
+            cmd.arg("GROUP")
+                .arg(group)
+                .arg(consumer)
+                .arg("COUNT")
+                .arg(count);
+            if !pending {
+                cmd.arg("BLOCK").arg(block_ms);
+            }
+            cmd.arg("STREAMS")
+                .arg(self.ledger_key())
+                .arg(if pending { "0" } else { ">" });
+            type Page = Option<Vec<(String, Vec<(String, Option<Vec<(String, String)>>)>)>>;
+            let page: Page = cmd.query(&mut self.conn).map_err(|e| self.unavailable(e))?;
+            let mut entries = Vec::new();
+            let mut gone = Vec::new();
+            for (id, fields) in page.into_iter().flatten().flat_map(|(_, e)| e) {
+                match fields {
+                    Some(fields) => entries.push((id.clone(), entry_json(&id, fields).0)),
+                    // A pending entry deleted by hand (trimming keeps every
+                    // pending entry): nothing to deliver, and it would hold
+                    // the trim for ever.
+                    None => gone.push(id),
+                }
+            }
+            self.ack_ledger(group, &gone)?;
             // (A page of deleted pending entries alone: read on.)
-            if !(pending && entries.is_empty() && gone > 0) {
+            if !(pending && entries.is_empty() && !gone.is_empty()) {
                 return Ok(entries);
             }
         }
-    }
-
-    /// One `XREADGROUP` of [`Facility::read_ledger_group`]; also how many
-    /// pending entries it found deleted (and acknowledged).
-    fn read_group_once(
-        &mut self,
-        group: &str,
-        consumer: &str,
-        pending: bool,
-        count: usize,
-        block_ms: u64,
-    ) -> Result<(Vec<Entry>, usize), FacilityError> {
-        let mut cmd = redis::cmd("XREADGROUP");
-        cmd.arg("GROUP")
-            .arg(group)
-            .arg(consumer)
-            .arg("COUNT")
-            .arg(count);
-        if !pending {
-            cmd.arg("BLOCK").arg(block_ms);
-        }
-        cmd.arg("STREAMS")
-            .arg(self.ledger_key())
-            .arg(if pending { "0" } else { ">" });
-        type Page = Option<Vec<(String, Vec<(String, Option<Vec<(String, String)>>)>)>>;
-        let page: Page = cmd.query(&mut self.conn).map_err(|e| self.unavailable(e))?;
-        let mut entries = Vec::new();
-        let mut gone = Vec::new();
-        for (id, fields) in page.into_iter().flatten().flat_map(|(_, e)| e) {
-            match fields {
-                Some(fields) => entries.push((id.clone(), entry_json(&id, fields).0)),
-                // A pending entry deleted by hand (trimming keeps every
-                // pending entry): nothing to deliver, and it would hold
-                // the trim for ever.
-                None => gone.push(id),
-            }
-        }
-        self.ack_ledger(group, &gone)?;
-        Ok((entries, gone.len()))
     }
 
     /// Acknowledge `ids` for `group`: they are kept, and may be trimmed.
