@@ -354,3 +354,69 @@ fn the_gateway_trims_what_every_consumer_group_acknowledged_and_nothing_unread()
     assert_eq!(st["committed"], 3);
     g.stop();
 }
+
+fn used_memory(redis: &RedisServer) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("memory")
+        .query(&mut redis.connection())
+        .unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix("used_memory:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap()
+}
+
+/// A facility Redis full of acknowledged ledger entries (`noeviction`
+/// refuses every new claim) is trimmed all the same: XTRIM is allowed
+/// past `maxmemory`, and the room comes back.
+#[test]
+fn a_full_redis_is_trimmed_and_takes_writes_again() {
+    let redis = RedisServer::start_temp(&["--maxmemory-policy", "noeviction"]);
+    let mut f = connect(&redis);
+    let mut c = redis.connection();
+    let filler = "x".repeat(400);
+    let mut pipe = redis::pipe();
+    for _ in 0..3000 {
+        pipe.cmd("XADD")
+            .arg(key(FACILITY))
+            .arg("*")
+            .arg("scan_uuid")
+            .arg(&filler)
+            .ignore();
+    }
+    pipe.query::<()>(&mut c).unwrap();
+    f.ensure_ledger_group("inventory").unwrap();
+    loop {
+        let page = f
+            .read_ledger_group("inventory", "c1", false, 1000, 10)
+            .unwrap();
+        if page.is_empty() {
+            break;
+        }
+        f.ack_ledger("inventory", &ids(&page)).unwrap();
+    }
+    let full = used_memory(&redis);
+    redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("maxmemory")
+        .arg(full - 1024)
+        .query::<()>(&mut c)
+        .unwrap();
+    let refused = redis::cmd("XADD")
+        .arg(key(FACILITY))
+        .arg("*")
+        .arg("f")
+        .arg("v")
+        .query::<String>(&mut c);
+    assert!(refused.is_err_and(|e| e.code() == Some("OOM")));
+    let s = f.trim_ledger(0).unwrap();
+    assert_eq!((s.trimmed, s.length), (3000, 0), "{s:?}");
+    assert!(used_memory(&redis) < full - 1024);
+    redis::cmd("XADD")
+        .arg(key(FACILITY))
+        .arg("*")
+        .arg("f")
+        .arg("v")
+        .query::<String>(&mut c)
+        .expect("room again after the trim");
+}
