@@ -99,7 +99,7 @@ enum LedgerCommand {
         /// first entry), printing each entry and flushing before it is
         /// acknowledged (at-least-once: dedup by `scan_uuid`). A restart
         /// with the same `--consumer` first prints what it was given and
-        /// never acknowledged. Runs until killed or its output closes.
+        /// never acknowledged. Runs until killed or its output closes; reconnects when Redis fails.
         #[arg(long, requires = "group")]
         follow: bool,
         /// The consumer group (`--follow`): the facility ledger stream is
@@ -348,17 +348,18 @@ fn dispatch(cmd: Command) -> Result<Exit, Failure> {
             match &settings.redis {
                 // With a facility store, its stream is the ledger.
                 Some(redis) => {
-                    let url = redis.primary_url().map_err(ledger_unreadable)?;
-                    let mut facility = crate::facility::Facility::connect_with_ca(
-                        &url,
-                        redis.ca_pem.clone(),
-                        &cfg.gateway.facility,
-                        cfg.window_ms(),
-                        std::time::Duration::from_secs(cfg.dedup.retention_hours * 3600),
-                        redis.config.connect_timeout(),
-                        redis.config.command_timeout(),
-                    )
-                    .map_err(ledger_unreadable)?;
+                    let connect = || {
+                        crate::facility::Facility::connect_with_ca(
+                            &redis.primary_url()?,
+                            redis.ca_pem.clone(),
+                            &cfg.gateway.facility,
+                            cfg.window_ms(),
+                            std::time::Duration::from_secs(cfg.dedup.retention_hours * 3600),
+                            redis.config.connect_timeout(),
+                            redis.config.command_timeout(),
+                        )
+                    };
+                    let mut facility = connect().map_err(ledger_unreadable)?;
                     match group.filter(|_| follow) {
                         Some(group) => {
                             let consumer = consumer.unwrap_or_else(|| cfg.gateway.id.clone());
@@ -370,8 +371,9 @@ fn dispatch(cmd: Command) -> Result<Exit, Failure> {
                                 }
                             }
                             let block_ms = (redis.config.command_timeout_ms / 2).max(5);
-                            crate::facility::stream::follow(
-                                &mut facility,
+                            crate::facility::stream::follow_reconnecting(
+                                facility,
+                                connect,
                                 &group,
                                 &consumer,
                                 block_ms,
@@ -382,12 +384,7 @@ fn dispatch(cmd: Command) -> Result<Exit, Failure> {
                                     }
                                     out.flush()
                                 },
-                            )
-                            .map_err(|e| {
-                                Failure::Runtime(format!(
-                                    "following the facility ledger stream as consumer {consumer:?} of group {group:?} stopped: {e}. Entries printed and not acknowledged are printed again when it is restarted with the same --group and --consumer (dedup by scan_uuid)"
-                                ))
-                            })?;
+                            );
                         }
                         None => facility
                             .for_each_ledger_entry(since_ms, |v| write_line(&mut out, &v))

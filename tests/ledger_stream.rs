@@ -432,3 +432,44 @@ fn follow_needs_a_group_and_a_facility_redis() {
     assert_eq!(out.code, Some(2), "{out}");
     assert!(out.stderr.contains("no [redis] section"), "{out}");
 }
+
+/// `ledger export --follow` outlives a restart of the facility Redis: it
+/// reconnects and goes on (what it had not acknowledged comes again).
+#[test]
+fn follow_reconnects_after_the_facility_redis_restarts() {
+    let root = tempdir("scangate-follow-");
+    let mut redis = RedisServer::start(
+        &root.path().join("redis"),
+        &["--appendonly", "yes", "--appendfsync", "always"],
+    );
+    let g = Gateway::new(root.path(), "gw-a", &redis);
+    let mut c = redis.connection();
+    let add = |c: &mut redis::Connection, uuid: &str| {
+        redis::cmd("XADD")
+            .arg(key("test-pharmacy"))
+            .arg("*")
+            .arg("scan_uuid")
+            .arg(uuid)
+            .query::<String>(c)
+            .unwrap()
+    };
+    add(&mut c, "before-1");
+    add(&mut c, "before-2");
+    let follower = Follower::start(&g.cfg, "inventory");
+    let got: Vec<_> = follower.take(2);
+    assert_eq!(got[1]["scan_uuid"], "before-2", "{got:?}");
+    redis.restart();
+    wait_until("the restarted Redis to answer", || redis.answers());
+    add(&mut redis.connection(), "after");
+    loop {
+        let line = follower.take(1).remove(0);
+        let uuid = line["scan_uuid"].as_str().unwrap().to_string();
+        if uuid == "after" {
+            break;
+        }
+        assert!(uuid.starts_with("before-"), "{line}");
+    }
+    wait_until("everything acknowledged", || {
+        pending(&redis, "inventory") == 0
+    });
+}

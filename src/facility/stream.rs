@@ -258,3 +258,43 @@ pub fn follow(
         f.ack_ledger(group, &ids)?;
     }
 }
+
+/// [`follow`] on `first`, and when the facility store fails, again on a
+/// new connection from `connect` (after a back-off of 0.1 s … 30 s, each
+/// failure a WARN): a restart of Redis, a failover or a network blip do
+/// not end the consumer. What it printed and had not acknowledged is
+/// delivered again first. Returns when `emit` fails (the reader is gone).
+pub fn follow_reconnecting(
+    first: Facility,
+    mut connect: impl FnMut() -> Result<Facility, FacilityError>,
+    group: &str,
+    consumer: &str,
+    block_ms: u64,
+    mut emit: impl FnMut(&[Entry]) -> std::io::Result<()>,
+) {
+    let mut pause = crate::backoff::Backoff::new(
+        std::time::Duration::from_millis(100),
+        std::time::Duration::from_secs(30),
+    );
+    let mut conn = Ok(first);
+    loop {
+        let failed = match conn {
+            Ok(mut f) => {
+                pause.reset();
+                match follow(&mut f, group, consumer, block_ms, &mut emit) {
+                    Ok(()) => return,
+                    Err(e) => e,
+                }
+            }
+            Err(e) => e,
+        };
+        let wait = pause.failed();
+        tracing::warn!(
+            group,
+            consumer,
+            "following the facility ledger stream as consumer {consumer:?} of group {group:?} failed: {failed}; reconnecting in {wait:?} (entries printed and not acknowledged are printed again)"
+        );
+        std::thread::sleep(wait);
+        conn = connect();
+    }
+}
