@@ -242,8 +242,11 @@ fn pending(redis: &RedisServer, group: &str) -> i64 {
 
 fn stream_status(cfg: &std::path::Path) -> serde_json::Value {
     let out: Outcome = cli_cfg(cfg, &["status", "--json"]).into();
-    let st: serde_json::Value = serde_json::from_str(out.stdout.trim()).unwrap();
-    st["facility"]["ledger_stream"].clone()
+    // (Null while status cannot say, e.g. the database is being opened.)
+    serde_json::from_str::<serde_json::Value>(out.stdout.trim())
+        .map_or(serde_json::Value::Null, |st| {
+            st["facility"]["ledger_stream"].clone()
+        })
 }
 
 /// Restart the gateway and wait for its first trim (at its live lane's
