@@ -116,8 +116,24 @@ enum LedgerCommand {
         #[command(flatten)]
         config: ConfigArg,
         /// Only entries captured at or after this time (RFC 3339).
-        #[arg(long)]
+        #[arg(long, conflicts_with = "follow")]
         since: Option<String>,
+        /// With `[redis]`: keep reading the facility ledger stream as a
+        /// member of consumer group `--group` (created if missing, from the
+        /// first entry), printing each entry and flushing before it is
+        /// acknowledged (at-least-once: dedup by `scan_uuid`). A restart
+        /// with the same `--consumer` first prints what it was given and
+        /// never acknowledged. Runs until killed or its output closes; reconnects when Redis fails.
+        #[arg(long, requires = "group")]
+        follow: bool,
+        /// The consumer group (`--follow`): the facility ledger stream is
+        /// trimmed only past what every group has acknowledged.
+        #[arg(long, requires = "follow")]
+        group: Option<String>,
+        /// This consumer's name within the group (`--follow`; keep it
+        /// stable across restarts). Default: `[gateway] id` (the host name).
+        #[arg(long, requires = "follow")]
+        consumer: Option<String>,
     },
 }
 
@@ -401,7 +417,14 @@ fn dispatch(cmd: Command) -> Result<Exit, Failure> {
             crate::bench::run(&args).map_err(|e| Failure::Runtime(format!("bench failed: {e}")))
         }
         Command::Ledger {
-            command: LedgerCommand::Export { config, since },
+            command:
+                LedgerCommand::Export {
+                    config,
+                    since,
+                    follow,
+                    group,
+                    consumer,
+                },
         } => {
             let since_ms = match since {
                 None => None,
@@ -422,10 +445,43 @@ fn dispatch(cmd: Command) -> Result<Exit, Failure> {
             match &settings.redis {
                 // With a facility store, its stream is the ledger.
                 Some(redis) => {
-                    let mut facility = redis.connect(cfg).map_err(ledger_unreadable)?;
-                    facility
-                        .for_each_ledger_entry(since_ms, |v| write_line(&mut out, &v))
-                        .map_err(ledger_unreadable)?;
+                    let connect = || redis.connect(cfg);
+                    let mut facility = connect().map_err(ledger_unreadable)?;
+                    match group.filter(|_| follow) {
+                        Some(group) => {
+                            let consumer = consumer.unwrap_or_else(|| cfg.gateway.id.clone());
+                            for (flag, name) in [("--group", &group), ("--consumer", &consumer)] {
+                                if name.is_empty() || name.contains(char::is_whitespace) {
+                                    return Err(Failure::Usage(format!(
+                                        "{flag} {name:?} is not a name: use letters, digits, '-', '_' or '.'"
+                                    )));
+                                }
+                            }
+                            let block_ms = (redis.config.command_timeout_ms / 2).max(5);
+                            crate::facility::stream::follow_reconnecting(
+                                facility,
+                                connect,
+                                &group,
+                                &consumer,
+                                block_ms,
+                                |page| {
+                                    use std::io::Write;
+                                    for (_, v) in page {
+                                        write_line(&mut out, v)?;
+                                    }
+                                    out.flush()
+                                },
+                            );
+                        }
+                        None => facility
+                            .for_each_ledger_entry(since_ms, |v| write_line(&mut out, &v))
+                            .map_err(ledger_unreadable)?,
+                    }
+                }
+                None if follow => {
+                    return Err(Failure::Usage(
+                        "--follow reads the facility ledger stream, and this gateway has no [redis] section: its ledger is the embedded one (export it without --follow)".into(),
+                    ));
                 }
                 None => {
                     let store = Store::open_read_only(&cfg.state_dir())?;
@@ -539,6 +595,16 @@ fn dispatch(cmd: Command) -> Result<Exit, Failure> {
                 st.waiting_for_clock = 0;
                 st.reconciliation = None;
             }
+            let dir = cfg.state_dir();
+            let space = store.space(&dir, chrono::Utc::now().timestamp_millis())?;
+            let floor = crate::store::space::Floor::new(&dir, cfg.outbox.min_free_mb);
+            st.disk = Some(crate::outbox::DiskStatus {
+                below_floor: floor.judge(space.free_bytes).is_err(),
+                min_free_bytes: floor.bytes(),
+                warning: crate::status::days_left_warning(&dir, &space, cfg.outbox.warn_days_left),
+                state_dir: dir,
+                space,
+            });
             if json {
                 println!("{}", serde_json::to_string(&st).expect("status serialises"));
             } else {
@@ -556,6 +622,16 @@ fn dispatch(cmd: Command) -> Result<Exit, Failure> {
                         );
                     }
                     None => println!("no undecided scans"),
+                }
+                if let Some(d) = &st.disk {
+                    println!(
+                        "disk: {} in {}",
+                        crate::status::render_space(&d.space, d.min_free_bytes),
+                        d.state_dir.display()
+                    );
+                    if let Some(w) = &d.warning {
+                        println!("WARNING: {w}");
+                    }
                 }
                 if let Some(f) = &st.facility {
                     let since = crate::capture::clock::rfc3339_ms(f.since_ms);

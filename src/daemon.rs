@@ -312,6 +312,7 @@ pub async fn run_with(
             state_dir: state_dir.clone(),
             textfile: cfg.metrics.textfile.clone(),
             interval: Duration::from_secs(cfg.metrics.interval_s),
+            warn_days_left: cfg.outbox.warn_days_left,
         };
         let mut tasks = vec![tokio::spawn(crate::metrics::run(
             telemetry.clone(),
@@ -343,9 +344,11 @@ pub async fn run_with(
                 .is_some_and(|q| q.capacity() < q.max_capacity())
         };
         watch.add(progress.clone(), stall(MIN_STALL), Some(Box::new(waiting)));
+        let floor = crate::store::space::Floor::new(&state_dir, cfg.outbox.min_free_mb);
         stages.thread(Stage::Writer, "outbox-writer", move || {
-            let (stats, undurable) =
-                outbox_writer(store, decider, rx, stop, &telemetry, &progress, recovered);
+            let (stats, undurable) = outbox_writer(
+                store, decider, rx, stop, &telemetry, &progress, recovered, &floor,
+            );
             StageResult::Writer { stats, undurable }
         });
     }
@@ -812,6 +815,7 @@ fn outbox_writer(
     telemetry: &Telemetry,
     progress: &Progress,
     recovered: oneshot::Sender<()>,
+    floor: &crate::store::space::Floor,
 ) -> (GateStats, usize) {
     let mut undurable = 0;
     // Crash recovery: scans made durable before a crash are decided first,
@@ -860,7 +864,7 @@ fn outbox_writer(
             .into_iter()
             .map(|c| (c.scan, (c.durable, c.in_flight)))
             .unzip();
-        match write_until_durable(&mut store, &mut decider, &scans, &stopping, progress) {
+        match write_until_durable(&mut store, &mut decider, &scans, &stopping, progress, floor) {
             Ok(decisions) => {
                 telemetry.decided(&decisions);
                 for d in decisions {
@@ -916,31 +920,50 @@ fn decide_leftovers(store: &mut Store, gate: &mut Gate, telemetry: &Telemetry) -
 /// dropped while the process runs, and no ACK goes out before it succeeds.
 /// Retrying is safe: the outbox is idempotent by scan UUID. Only when
 /// shutdown has been requested and the write keeps failing does it give up
-/// (`Err`), so that a full disk cannot turn SIGTERM into a hang.
+/// (`Err`), so that a full disk cannot turn SIGTERM into a hang. Free space
+/// below `floor` (`[outbox] min_free_mb`) is a refused write like a full
+/// disk's: the space left is for deciding what was already stored.
 fn write_until_durable(
     store: &mut Store,
     decider: &mut Decider,
     scans: &[Scan],
     stopping: &Stop,
     progress: &Progress,
+    floor: &crate::store::space::Floor,
 ) -> Result<Vec<Decision>, ()> {
     let mut pause = Backoff::new(Duration::from_millis(50), Duration::from_secs(5));
     let mut failures_while_stopping = 0;
+    let mut failed = false;
     loop {
         let turn = progress.turn();
-        let written = match decider {
-            Decider::Here(gate) => embedded::admit_and_decide(store, gate, scans).map(|(_, d)| d),
-            Decider::Claimer { facility_id, .. } => {
-                store.admit(facility_id, scans).map(|_| Vec::new())
+        let written = match floor.check() {
+            Err(low) => Err(low.to_string()),
+            Ok(()) => match decider {
+                Decider::Here(gate) => {
+                    embedded::admit_and_decide(store, gate, scans).map(|(_, d)| d)
+                }
+                Decider::Claimer { facility_id, .. } => {
+                    store.admit(facility_id, scans).map(|_| Vec::new())
+                }
             }
+            .map_err(|e| e.to_string()),
         };
         // (A failed attempt that returned is a turn: the back-off is not.)
         drop(turn);
         match written {
-            Ok(decisions) => return Ok(decisions),
+            Ok(decisions) => {
+                if failed {
+                    tracing::info!(
+                        db = %store.path().display(), scans = scans.len(),
+                        "the outbox takes writes again: the waiting scans are stored and acknowledged"
+                    );
+                }
+                return Ok(decisions);
+            }
             Err(e) => {
+                failed = true;
                 tracing::error!(
-                    scans = scans.len(),
+                    db = %store.path().display(), scans = scans.len(),
                     "cannot write scans to the outbox: {e}; retrying in {:?} (no ACK is sent until this succeeds)",
                     pause.peek()
                 );

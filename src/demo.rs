@@ -159,6 +159,7 @@ pub async fn run(redis: Option<String>) -> Result<Exit, String> {
                 command_timeout_ms: 1000,
                 min_replicas_ack: Default::default(),
                 max_clock_error_ms: 250,
+                ledger_stream_keep_days: 7,
                 require_synced_clock: None,
             };
             r.validate()

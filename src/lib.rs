@@ -19,7 +19,8 @@
 //! - [`capture`]: UUIDv7, UTC + boot-time stamps, barcode decoding, the
 //!   content key.
 //! - [`store`]: the SQLite database (one file, WAL, `synchronous=FULL`):
-//!   schema, the writers' turn, read and write transactions.
+//!   schema, the writers' turn, read and write transactions; disk space,
+//!   growth and the `min_free_mb` floor in [`store::space`].
 //! - [`outbox`]: the write-ahead record of every scan; owns the `scans`
 //!   table (every statement on it), its record type and [`outbox::ScanState`].
 //! - [`gate`]: the decision policy — Bloom pre-filter, exact event-time
@@ -29,7 +30,8 @@
 //! - [`ledger`]: one entry per committed scan and the exact twin lookup;
 //!   JSON-lines export.
 //! - [`audit`]: hash-chained decision records; verify and trace.
-//! - [`facility`]: the facility Redis: the claim script, claim rounds, checks.
+//! - [`facility`]: the facility Redis: the claim script, claim rounds, checks;
+//!   the ledger stream's consumer groups and trimming in [`facility::stream`].
 //! - [`daemon`]: the one place that wires the stages together, opens
 //!   their transactions and stops them in order: the embedded store's
 //!   admit-and-decide in [`daemon::embedded`], with `[redis]` the claimer's

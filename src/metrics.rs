@@ -77,11 +77,18 @@ struct BuildLabels {
 
 type FloatGauge = Gauge<f64, AtomicU64>;
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct GroupLabel {
+    group: String,
+}
+
 /// The facility store's gauges (registered only with `[redis]`).
 struct FacilityGauges {
     up: Gauge,
     clock_offset: FloatGauge,
     clock_bound: FloatGauge,
+    stream_entries: Gauge,
+    oldest_unacked: Family<GroupLabel, FloatGauge>,
 }
 
 struct Inner {
@@ -99,6 +106,7 @@ struct Inner {
     last_anchor: FloatGauge,
     database_bytes: Gauge,
     free_bytes: Gauge,
+    days_left: FloatGauge,
     /// What `scangate status` shows of each scanner, by name.
     scanners: Mutex<BTreeMap<String, LiveScanner>>,
     started_ms: i64,
@@ -198,7 +206,20 @@ impl Telemetry {
                 up: Gauge::default(),
                 clock_offset: FloatGauge::default(),
                 clock_bound: FloatGauge::default(),
+                stream_entries: Gauge::default(),
+                oldest_unacked: Family::default(),
             };
+            registry.register(
+                "scangate_facility_ledger_stream_entries",
+                "Entries in the facility ledger stream, as the claimer's last trim found them (-1: not yet)",
+                g.stream_entries.clone(),
+            );
+            g.stream_entries.set(-1);
+            registry.register(
+                "scangate_facility_ledger_oldest_unacked_age_seconds",
+                "Per consumer group of the facility ledger stream: age of its oldest entry not acknowledged (0: none)",
+                g.oldest_unacked.clone(),
+            );
             registry.register(
                 "scangate_facility_up",
                 "1 while the facility Redis answers the claimer (sampled)",
@@ -240,6 +261,12 @@ impl Telemetry {
             "Free space for scangate in the state directory's file system",
             free_bytes.clone(),
         );
+        let days_left = FloatGauge::default();
+        registry.register(
+            "scangate_state_days_left",
+            "Days until the state directory's file system is full at the database's growth of the last 24 hours (-1: unknown or not growing)",
+            days_left.clone(),
+        );
         let mut scanners = BTreeMap::new();
         for sc in &cfg.scanners {
             zero_series(&scans_read, &scanner_up, &last_read, &decisions, &sc.name);
@@ -268,6 +295,7 @@ impl Telemetry {
                 last_anchor,
                 database_bytes,
                 free_bytes,
+                days_left,
                 scanners: Mutex::new(scanners),
                 started_ms: now_ms(),
             }),
@@ -475,7 +503,12 @@ impl Telemetry {
 
     /// Refresh the values kept in the database from `store` (in
     /// `state_dir`).
-    pub fn sample(&self, store: &Store, state_dir: &Path) -> Result<(), crate::store::StoreError> {
+    /// Returns the sample, for what else is judged from it.
+    pub fn sample(
+        &self,
+        store: &Store,
+        state_dir: &Path,
+    ) -> Result<crate::status::StoredSample, crate::store::StoreError> {
         let i = &self.inner;
         let sample = crate::status::StoredSample::read(store, state_dir)?;
         let gauge = |state: ScanState| {
@@ -493,17 +526,28 @@ impl Telemetry {
         i.database_bytes.set(sample.database_bytes as i64);
         i.free_bytes.set(
             sample
+                .space
                 .free_bytes
                 .map_or(-1, |b| b.min(i64::MAX as u64) as i64),
         );
+        i.days_left.set(sample.space.days_left.unwrap_or(-1.0));
         if let Some(f) = &i.facility {
             f.up.set(sample.facility.as_ref().is_some_and(|s| s.answering) as i64);
             if let Some(c) = &sample.facility_clock {
                 f.clock_offset.set(c.offset_ms / 1e3);
                 f.clock_bound.set(c.bound_ms / 1e3);
             }
+            if let Some(s) = &sample.ledger_stream {
+                f.stream_entries.set(s.length.min(i64::MAX as u64) as i64);
+                f.oldest_unacked.clear();
+                for (group, _, age) in sample.ledger_groups(now_ms()) {
+                    f.oldest_unacked
+                        .get_or_create(&GroupLabel { group })
+                        .set(age.unwrap_or(0.0));
+                }
+            }
         }
-        Ok(())
+        Ok(sample)
     }
 }
 
@@ -624,6 +668,8 @@ pub struct Publish {
     pub textfile: Option<PathBuf>,
     /// `[metrics] interval_s`.
     pub interval: Duration,
+    /// `[outbox] warn_days_left`: a WARN when the disk lasts fewer days.
+    pub warn_days_left: u64,
 }
 
 /// Sample the database, rewrite the textfile every `interval` and the
@@ -635,7 +681,10 @@ pub async fn run(telemetry: Telemetry, publish: Publish, mut stop: Stop) {
         state_dir,
         textfile,
         interval,
+        warn_days_left,
     } = publish;
+    // The days-left warning last logged (logged again when it clears).
+    let mut warned = false;
     let mut store: Option<Store> = None;
     let mut last_error: Option<String> = None;
     let mut next_sample = tokio::time::Instant::now();
@@ -665,6 +714,7 @@ pub async fn run(telemetry: Telemetry, publish: Publish, mut stop: Stop) {
         let mut held = store.take();
         let joined = tokio::task::spawn_blocking(move || {
             let mut errors = Vec::new();
+            let mut short = None;
             if sample_now {
                 if held.is_none() {
                     match Store::open_read_only(&dir) {
@@ -672,11 +722,20 @@ pub async fn run(telemetry: Telemetry, publish: Publish, mut stop: Stop) {
                         Err(e) => errors.push(format!("cannot read the database to sample it: {e}")),
                     }
                 }
-                if let Some(s) = &held
-                    && let Err(e) = t.sample(s, &dir)
-                {
-                    errors.push(format!("cannot sample the database: {e}"));
-                    held = None;
+                if let Some(s) = &held {
+                    match t.sample(s, &dir) {
+                        Ok(sample) => {
+                            short = Some(crate::status::days_left_warning(
+                                &dir,
+                                &sample.space,
+                                warn_days_left,
+                            ))
+                        }
+                        Err(e) => {
+                            errors.push(format!("cannot sample the database: {e}"));
+                            held = None;
+                        }
+                    }
                 }
                 if let Some(tf) = &tf
                     && let Err(e) = write_atomically(tf, t.encode().as_bytes(), None)
@@ -691,12 +750,25 @@ pub async fn run(telemetry: Telemetry, publish: Publish, mut stop: Stop) {
             if write_status && let Err(e) = write_atomically(&sp, &live, Some(&db)) {
                 errors.push(format!("cannot write the status file {}: {e}", sp.display()));
             }
-            (held, errors)
+            (held, errors, short)
         })
         .await;
         match joined {
-            Ok((held, errors)) => {
+            Ok((held, errors, short)) => {
                 store = held;
+                match short {
+                    Some(Some(w)) if !warned => {
+                        tracing::warn!("disk space: {w}");
+                        warned = true;
+                    }
+                    Some(None) if warned => {
+                        tracing::info!(
+                            "disk space: the state directory lasts longer than [outbox] warn_days_left again"
+                        );
+                        warned = false;
+                    }
+                    _ => {}
+                }
                 let joined = (!errors.is_empty()).then(|| errors.join("; "));
                 if joined != last_error {
                     match &joined {
@@ -763,11 +835,13 @@ mod tests {
             "scangate_audit_records_total",
             "scangate_database_bytes",
             "scangate_state_free_bytes",
+            "scangate_state_days_left",
         ];
         let facility = [
             "scangate_facility_up",
             "scangate_facility_clock_offset_seconds",
             "scangate_facility_clock_error_bound_seconds",
+            "scangate_facility_ledger_stream_entries",
         ];
         let with = Telemetry::new(&config(true)).encode();
         let without = Telemetry::new(&config(false)).encode();

@@ -15,7 +15,9 @@
 use crate::audit;
 use crate::config::{Config, ScannerKind};
 use crate::facility::ClockSample;
+use crate::facility::stream::LedgerStream;
 use crate::outbox::FacilityState;
+use crate::store::space::{Floor, MIB, Space, mib};
 use crate::store::{DB_FILE, Store, StoreError};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -25,8 +27,8 @@ pub const STATUS_FILE: &str = "status.json";
 /// A status file older than this (three heartbeats) means the daemon is
 /// not running, or hangs.
 pub const STALE_AFTER_MS: i64 = 3 * crate::metrics::STATUS_HEARTBEAT.as_millis() as i64;
-/// Less free space than this in the state directory's file system is a
-/// degraded gateway.
+/// Less free space than this in the state directory's file system (or
+/// twice `[outbox] min_free_mb`, if more) is a degraded gateway.
 pub const LOW_FREE_BYTES: u64 = 100 * 1024 * 1024;
 /// An undecided scan older than this (seconds) is a degraded gateway.
 pub const OLD_UNDECIDED_S: f64 = 60.0;
@@ -87,9 +89,10 @@ pub struct StoredSample {
     pub audit_head: Option<String>,
     /// The database file and its write-ahead log.
     pub database_bytes: u64,
-    /// Free space for scangate in the state directory's file system
-    /// (`None`: unknown).
-    pub free_bytes: Option<u64>,
+    /// Free space, growth and days left in the state directory.
+    pub space: Space,
+    /// The facility ledger stream as the claimer's last trim found it.
+    pub ledger_stream: Option<LedgerStream>,
 }
 
 impl StoredSample {
@@ -100,11 +103,8 @@ impl StoredSample {
         let head = audit::recorded_head(store)?;
         let size = |name: &str| std::fs::metadata(state_dir.join(name)).map_or(0, |m| m.len());
         let database_bytes = size(DB_FILE) + size(&format!("{DB_FILE}-wal"));
-        // (The casts matter on 32-bit ARM, where the counts are u32.)
-        #[allow(clippy::unnecessary_cast)]
-        let free_bytes = nix::sys::statvfs::statvfs(state_dir)
-            .ok()
-            .map(|s| s.blocks_available() as u64 * s.fragment_size() as u64);
+        let space = store.space(state_dir, chrono::Utc::now().timestamp_millis())?;
+        let ledger_stream = store.ledger_stream()?;
         Ok(StoredSample {
             pending,
             unresolved,
@@ -114,8 +114,28 @@ impl StoredSample {
             audit_records: head.as_ref().map_or(0, |(n, _)| (*n).max(0) as u64),
             audit_head: head.map(|(_, h)| h),
             database_bytes,
-            free_bytes,
+            space,
+            ledger_stream,
         })
+    }
+
+    /// The facility ledger stream's consumer groups at `now_ms` (this
+    /// gateway's clock, put on the facility's by the last measured offset,
+    /// as stream ids are the server's ms): `(group, pending, age in
+    /// seconds of its oldest unacknowledged entry)`.
+    pub fn ledger_groups(&self, now_ms: i64) -> Vec<(String, u64, Option<f64>)> {
+        let offset = self.facility_clock.as_ref().map_or(0.0, |c| c.offset_ms);
+        let facility_now = now_ms as f64 + offset;
+        self.ledger_stream
+            .iter()
+            .flat_map(|s| &s.groups)
+            .map(|g| {
+                let age = g
+                    .oldest_unacked_ms()
+                    .map(|ms| ((facility_now - ms as f64) / 1e3).max(0.0));
+                (g.name.clone(), g.pending, age)
+            })
+            .collect()
     }
 
     /// Age of the oldest undecided scan at `now_ms`, in seconds.
@@ -186,6 +206,35 @@ pub struct FacilityView {
     pub clock_offset_ms: Option<f64>,
     /// ± this (ms).
     pub clock_bound_ms: Option<f64>,
+    /// The facility ledger stream, as the claimer's last trim found it
+    /// (`None`: not trimmed yet).
+    pub ledger_stream: Option<LedgerStreamView>,
+}
+
+/// The facility ledger stream (`scangate:{f}:ledger`).
+#[derive(Debug, Clone, Serialize)]
+pub struct LedgerStreamView {
+    /// When the claimer last looked (trimmed), the server's Unix ms.
+    pub at_ms: i64,
+    /// Entries in it.
+    pub length: u64,
+    /// Age in seconds of the oldest entry some consumer group has not
+    /// acknowledged (`None`: none).
+    pub oldest_unacked_age_s: Option<f64>,
+    /// Each consumer group (none: nothing is ever trimmed).
+    pub groups: Vec<LedgerGroupView>,
+}
+
+/// One consumer group of the ledger stream.
+#[derive(Debug, Clone, Serialize)]
+pub struct LedgerGroupView {
+    /// Its name.
+    pub name: String,
+    /// Entries delivered to it, not acknowledged.
+    pub pending: u64,
+    /// Age in seconds of its oldest unacknowledged entry (`None`: it has
+    /// acknowledged everything).
+    pub oldest_unacked_age_s: Option<f64>,
 }
 
 /// Storage.
@@ -193,8 +242,16 @@ pub struct FacilityView {
 pub struct StorageView {
     /// The database file and its write-ahead log, in bytes.
     pub database_bytes: u64,
-    /// Free bytes for scangate in the state directory's file system.
-    pub free_bytes: Option<u64>,
+    /// Free bytes, growth and days left (`free_bytes`, `reusable_bytes`,
+    /// `growth_bytes_per_day`, `days_left`).
+    #[serde(flatten)]
+    pub space: Space,
+    /// `[outbox] warn_days_left`.
+    pub warn_days_left: u64,
+    /// `[outbox] min_free_mb` in bytes: below it no scan is stored or ACKed.
+    pub min_free_bytes: u64,
+    /// Free space is below that floor: the gateway does not ACK.
+    pub below_floor: bool,
 }
 
 /// The audit trail, as its recorded head says (`audit verify` checks it).
@@ -329,14 +386,46 @@ pub fn gather(cfg: &Config, now_ms: i64) -> Result<Status, StoreError> {
             reason: f.and_then(|f| f.reason.clone()),
             clock_offset_ms: stored.facility_clock.as_ref().map(|c| c.offset_ms),
             clock_bound_ms: stored.facility_clock.as_ref().map(|c| c.bound_ms),
+            ledger_stream: stored.ledger_stream.as_ref().map(|s| {
+                let groups: Vec<LedgerGroupView> = stored
+                    .ledger_groups(now_ms)
+                    .into_iter()
+                    .map(|(name, pending, age)| LedgerGroupView {
+                        name,
+                        pending,
+                        oldest_unacked_age_s: age,
+                    })
+                    .collect();
+                LedgerStreamView {
+                    at_ms: s.at_ms,
+                    length: s.length,
+                    oldest_unacked_age_s: groups
+                        .iter()
+                        .filter_map(|g| g.oldest_unacked_age_s)
+                        .reduce(f64::max),
+                    groups,
+                }
+            }),
         }
     });
-    if let Some(free) = stored.free_bytes.filter(|f| *f < LOW_FREE_BYTES) {
+    let space = &stored.space;
+    let floor = Floor::new(&state_dir, cfg.outbox.min_free_mb);
+    let below_floor = floor.judge(space.free_bytes);
+    if let Err(low) = &below_floor {
+        degraded.push(low.to_string());
+    } else if let Some(free) = space
+        .free_bytes
+        .filter(|f| *f < LOW_FREE_BYTES.max(2 * floor.bytes()))
+    {
         degraded.push(format!(
-            "only {} MiB free in {}: scans stop being stored when it is full. Fix: free space there",
-            free / (1024 * 1024),
-            state_dir.display()
+            "only {} free in {}: below {} (the [outbox] min_free_mb floor) scans stop being stored and acknowledged. Fix: free space there",
+            mib(free),
+            state_dir.display(),
+            mib(floor.bytes())
         ));
+    }
+    if let Some(warn) = days_left_warning(&state_dir, space, cfg.outbox.warn_days_left) {
+        degraded.push(warn);
     }
     Ok(Status {
         healthy: degraded.is_empty(),
@@ -356,7 +445,10 @@ pub fn gather(cfg: &Config, now_ms: i64) -> Result<Status, StoreError> {
         facility,
         storage: StorageView {
             database_bytes: stored.database_bytes,
-            free_bytes: stored.free_bytes,
+            space: space.clone(),
+            warn_days_left: cfg.outbox.warn_days_left,
+            min_free_bytes: floor.bytes(),
+            below_floor: below_floor.is_err(),
         },
         audit: {
             // (Unreadable, e.g. to a user outside the service's group: not shown.)
@@ -377,6 +469,44 @@ pub fn gather(cfg: &Config, now_ms: i64) -> Result<Status, StoreError> {
             }
         },
     })
+}
+
+/// The warning when `space` in `state_dir` lasts fewer than `warn_days`
+/// days at the last 24 hours' rate (`None`: more, unknown, or off).
+pub fn days_left_warning(state_dir: &Path, space: &Space, warn_days: u64) -> Option<String> {
+    let days = space
+        .days_left
+        .filter(|d| warn_days > 0 && *d < warn_days as f64)?;
+    Some(format!(
+        "{} is full in {days:.1} days at the last 24 hours' rate ({} a day; {} free, warned below [outbox] warn_days_left = {warn_days}): then no scan is stored or acknowledged. Fix: free space there, or move [gateway] state_dir to a larger disk",
+        state_dir.display(),
+        mib(space.growth_bytes_per_day.unwrap_or(0)),
+        mib(space.free_bytes.unwrap_or(0) + space.reusable_bytes),
+    ))
+}
+
+/// One line on disk space for a technician: free, growth, days left.
+pub fn render_space(space: &Space, min_free_bytes: u64) -> String {
+    let free = space
+        .free_bytes
+        .map_or_else(|| "unknown".into(), |f| mib(f + space.reusable_bytes));
+    let growth = match (space.growth_bytes_per_day, space.days_left) {
+        (Some(g), Some(d)) => format!(", growing {} a day (last 24 h): {d:.0} days left", mib(g)),
+        (Some(_), None) => ", not growing (last 24 h)".into(),
+        _ => String::new(),
+    };
+    let below = space.free_bytes.is_some_and(|f| f < min_free_bytes);
+    format!(
+        "{free} free{growth}{}",
+        if below {
+            format!(
+                "; BELOW the floor of {} MiB: no scan is stored or acknowledged",
+                min_free_bytes / MIB
+            )
+        } else {
+            String::new()
+        }
+    )
 }
 
 /// The status as text, for a technician.
@@ -444,15 +574,40 @@ pub fn render(st: &Status) -> String {
             _ => String::new(),
         };
         let _ = writeln!(out, "facility store: {state}{clock}");
+        if let Some(l) = &f.ledger_stream {
+            let groups = if l.groups.is_empty() {
+                "no consumer group: it is never trimmed, and Redis's memory grows (read it with `scangate ledger export --follow --group NAME`)".to_string()
+            } else {
+                l.groups
+                    .iter()
+                    .map(|g| {
+                        format!(
+                            "group {}: {} pending, {}",
+                            g.name,
+                            g.pending,
+                            g.oldest_unacked_age_s.map_or_else(
+                                || "all acknowledged".to_string(),
+                                |a| format!("oldest unacknowledged {a:.0} s old")
+                            )
+                        )
+                    })
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            };
+            let _ = writeln!(
+                out,
+                "facility ledger stream: {} entries (as of {}); {groups}",
+                l.length,
+                rfc3339_ms(l.at_ms)
+            );
+        }
     }
+    let sto = &st.storage;
     let _ = writeln!(
         out,
-        "storage: database {:.1} MiB, {} free",
-        st.storage.database_bytes as f64 / (1024.0 * 1024.0),
-        st.storage.free_bytes.map_or_else(
-            || "unknown".into(),
-            |f| format!("{:.1} MiB", f as f64 / (1024.0 * 1024.0))
-        )
+        "storage: database {}, {}",
+        mib(sto.database_bytes),
+        render_space(&sto.space, sto.min_free_bytes)
     );
     let _ = writeln!(
         out,

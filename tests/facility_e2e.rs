@@ -411,6 +411,17 @@ fn an_acl_user_with_the_documented_grants_runs_a_gateway_and_one_without_is_refu
     let export: Outcome = cli_cfg(&g.cfg, &["ledger", "export"]).into();
     assert_eq!(export.code, Some(0), "{export}");
     assert_eq!(export.stdout.lines().count(), 2, "{export}");
+    // The grants cover trimming the ledger stream too (its own script).
+    wait_until("the ledger stream's first trim recorded", || {
+        let st: Outcome = cli_cfg(&g.cfg, &["status", "--json"]).into();
+        serde_json::from_str::<serde_json::Value>(st.stdout.trim())
+            .is_ok_and(|v| v["facility"]["ledger_stream"]["at_ms"].is_i64())
+    });
+    let log = g.daemon().log();
+    assert!(
+        !log.contains("trimming the facility ledger stream"),
+        "{log}"
+    );
     g.stop();
 
     as_user(&g, "partial");

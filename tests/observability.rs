@@ -369,7 +369,7 @@ fn status_tells_healthy_unplugged_redis_down_and_stopped_also_to_a_group_member(
 /// The shipped alerting rules load in Prometheus's own checker and fire as
 /// their unit tests say (a scanner unplugged, the facility store down and
 /// back, scans undecided for long, the backlog growing, the clock error
-/// beyond the bound, the disk full within 14 days, the audit anchor stale).
+/// beyond the bound, fewer than 14 days of disk left, the audit anchor stale).
 #[test]
 fn the_shipped_alert_rules_check_and_pass_their_promtool_tests() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("contrib/prometheus");

@@ -26,6 +26,7 @@ mod state_identity;
 
 // Serial scanners on PTYs against the real daemon.
 mod crash_recovery;
+mod disk_space;
 mod serial_ack;
 mod serial_e2e;
 mod serial_framing;
@@ -51,6 +52,7 @@ mod facility_e2e;
 mod facility_failover;
 mod facility_order;
 mod facility_redis;
+mod ledger_stream;
 
 // What facility IT sees: metrics through a real Prometheus and node_exporter,
 // `scangate status`.

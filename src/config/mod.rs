@@ -153,6 +153,23 @@ pub struct OutboxConfig {
     /// needs the bytes once the scan is decided.
     #[serde(default = "default_retention_hours")]
     pub keep_raw_hours: u64,
+    /// Free MiB the state directory's file system must keep: below it the
+    /// outbox writer stores no scan, so no ACK goes out (as on a full
+    /// disk), until space is back (0 = off; default 50).
+    #[serde(default = "default_min_free_mb")]
+    pub min_free_mb: u64,
+    /// Warn (log, `status`) when the free space lasts fewer days than this
+    /// at the last 24 hours' growth (0 = off; default 14).
+    #[serde(default = "default_warn_days_left")]
+    pub warn_days_left: u64,
+}
+
+fn default_min_free_mb() -> u64 {
+    50
+}
+
+fn default_warn_days_left() -> u64 {
+    14
 }
 
 /// `[metrics]` section: where the daemon publishes its Prometheus metrics.
@@ -189,6 +206,8 @@ impl Default for OutboxConfig {
     fn default() -> Self {
         OutboxConfig {
             keep_raw_hours: default_retention_hours(),
+            min_free_mb: default_min_free_mb(),
+            warn_days_left: default_warn_days_left(),
         }
     }
 }
@@ -427,6 +446,20 @@ impl Config {
                 "outbox.keep_raw_hours".into(),
                 format!("{} is out of range", self.outbox.keep_raw_hours),
                 "use 1..=8784 hours (default 72)",
+            ));
+        }
+        if self.outbox.min_free_mb > 1_048_576 {
+            return Err(err(
+                "outbox.min_free_mb".into(),
+                format!("{} is out of range", self.outbox.min_free_mb),
+                "use 0 (off) ..=1048576 MiB (default 50)",
+            ));
+        }
+        if self.outbox.warn_days_left > 3660 {
+            return Err(err(
+                "outbox.warn_days_left".into(),
+                format!("{} is out of range", self.outbox.warn_days_left),
+                "use 0 (off) ..=3660 days (default 14)",
             ));
         }
         if self.dedup.window_ms > self.dedup.retention_hours * 3_600_000 {

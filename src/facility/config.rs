@@ -56,6 +56,13 @@ pub struct RedisConfig {
     /// unresolved. At most a quarter of `[dedup] window_ms`.
     #[serde(default = "default_max_clock_error_ms")]
     pub max_clock_error_ms: u64,
+    /// Days the facility ledger stream keeps an entry even once every
+    /// consumer group has acknowledged it (for `ledger export` without
+    /// `--follow`, and a consumer group added later). Entries some group
+    /// has not acknowledged are never trimmed; without any group nothing
+    /// is (0..=3650, default 7).
+    #[serde(default = "default_ledger_stream_keep_days")]
+    pub ledger_stream_keep_days: u64,
     /// Gone: replaced by facility time and `max_clock_error_ms` (refused
     /// with that message, see [`RedisConfig::validate`]).
     #[serde(default)]
@@ -111,6 +118,10 @@ impl<'de> Deserialize<'de> for ReplicaAck {
         }
         d.deserialize_any(Visitor)
     }
+}
+
+fn default_ledger_stream_keep_days() -> u64 {
+    7
 }
 
 fn default_max_clock_error_ms() -> u64 {
@@ -178,6 +189,13 @@ impl RedisConfig {
                 "max_clock_error_ms",
                 format!("{} is out of range", self.max_clock_error_ms),
                 "use 1..=60000 ms, at most a quarter of [dedup] window_ms (default 250)",
+            ));
+        }
+        if self.ledger_stream_keep_days > 3650 {
+            return Err(Invalid::new(
+                "ledger_stream_keep_days",
+                format!("{} is out of range", self.ledger_stream_keep_days),
+                "use 0..=3650 days (default 7)",
             ));
         }
         if let ReplicaAck::Exactly(n @ 17..) = self.min_replicas_ack {
@@ -267,6 +285,11 @@ impl RedisConfig {
             Some(("rediss", _)) => "rediss",
             _ => "redis",
         }
+    }
+
+    /// How long the ledger stream keeps acknowledged entries, in ms.
+    pub fn ledger_keep_ms(&self) -> i64 {
+        self.ledger_stream_keep_days as i64 * 86_400_000
     }
 
     /// The connect timeout.
@@ -499,6 +522,7 @@ mod tests {
         assert_eq!((r.connect_timeout_ms, r.command_timeout_ms), (1000, 1000));
         assert_eq!(r.min_replicas_ack, super::ReplicaAck::Auto);
         assert_eq!(r.max_clock_error_ms, 250);
+        assert_eq!(r.ledger_stream_keep_days, 7);
         assert_eq!(
             r.url_with_credentials(Some("p@ss word")),
             "rediss://scangate:p%40ss%20word@redis.pharmacy.lan:6379/0"

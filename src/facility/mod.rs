@@ -17,13 +17,16 @@
 //! - `scangate:{<facility>}:scanner:<name>` → `shared`, or `gateway=<id>` for a gateway's own scanner: which
 //!   gateway uses that name (a second one is warned of: a cloned config), refreshed at every connect, expires
 //!   after the retention horizon;
-//! - `scangate:{<facility>}:ledger` → stream, one entry per committed scan; never expires;
+//! - `scangate:{<facility>}:ledger` → stream, one entry per committed scan; never expires, trimmed only
+//!   past what every consumer group has acknowledged and older than `[redis] ledger_stream_keep_days`
+//!   ([`stream`]);
 //! - `scangate:{<facility>}:conflicts` → stream, one entry per pick two gateways committed twice while the store
 //!   had lost data (found by a reconciliation: `scan_uuid`, `gateway`, `twin_uuid`), capped at
 //!   [`CONFLICTS_KEPT`] entries, never expires.
 
 pub mod config;
 pub mod sentinel;
+pub mod stream;
 
 use redis::{Script, Value};
 use std::time::Duration;
@@ -297,7 +300,7 @@ pub struct ScannerClone {
 /// What an ACL user needs (`ACL SETUSER <user> on ><password>` and these):
 /// its keys, the commands scangate sends, and those the claim script runs.
 /// `tests/facility_e2e.rs` runs a gateway as a user with exactly these.
-pub const ACL_GRANTS: &str = "resetkeys ~scangate:* resetchannels -@all +evalsha +script|load +config|get +info +wait +xrange +hmget +hset +get +set +zscore +zrange +zrangebyscore +zadd +zremrangebyscore +xadd +pexpire +time";
+pub const ACL_GRANTS: &str = "resetkeys ~scangate:* resetchannels -@all +evalsha +script|load +config|get +info +wait +xrange +hmget +hset +get +set +zscore +zrange +zrangebyscore +zadd +zremrangebyscore +xadd +pexpire +time +exists +xinfo|groups +xpending +xtrim +xlen";
 
 /// The ACL user a `redis://user:password@host` URL logs in as
 /// (percent-decoded); `default` when it names none.
@@ -1214,27 +1217,11 @@ impl Facility {
                 return Ok(());
             };
             for (id, fields) in page {
-                let mut obj = serde_json::Map::new();
-                obj.insert("stream_id".into(), id.into());
-                let mut captured_ms = None;
-                for (k, v) in fields {
-                    let value = match k.as_str() {
-                        "quantity" => v.parse::<i64>().map_or(v.clone().into(), Into::into),
-                        "clock_synced" => (v == "true").into(),
-                        _ if v.is_empty() => serde_json::Value::Null,
-                        _ => v.clone().into(),
-                    };
-                    if k == "captured_at" {
-                        captured_ms = chrono::DateTime::parse_from_rfc3339(&v)
-                            .ok()
-                            .map(|d| d.timestamp_millis());
-                    }
-                    obj.insert(k, value);
-                }
+                let (obj, captured_ms) = stream::entry_json(&id, fields);
                 if since_ms.is_some_and(|s| captured_ms.is_some_and(|c| c < s)) {
                     continue;
                 }
-                if f(obj.into()).is_err() {
+                if f(obj).is_err() {
                     return Ok(());
                 }
             }

@@ -210,6 +210,25 @@ pub struct OutboxStatus {
     /// while the facility store had lost data (the latest
     /// [`CONFLICTS_SHOWN`]).
     pub conflicts: Vec<ConflictRecord>,
+    /// Disk space in the state directory (filled in by `outbox status`,
+    /// which knows the directory and the floor).
+    pub disk: Option<DiskStatus>,
+}
+
+/// Disk space as `outbox status` shows it ([`OutboxStatus::disk`]).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct DiskStatus {
+    /// The state directory.
+    pub state_dir: std::path::PathBuf,
+    /// Free space, growth, days left.
+    #[serde(flatten)]
+    pub space: crate::store::space::Space,
+    /// `[outbox] min_free_mb` in bytes.
+    pub min_free_bytes: u64,
+    /// Free space is below it: no scan is stored or acknowledged.
+    pub below_floor: bool,
+    /// The days-left warning (`[outbox] warn_days_left`), if due.
+    pub warning: Option<String>,
 }
 
 /// How many conflicts `outbox status` keeps (the audit trail has them all).
@@ -257,6 +276,8 @@ const FACILITY_CLOCK: &str = "facility_clock";
 const RECONCILIATION: &str = "facility_reconciliation";
 /// `meta` key of [`OutboxStatus::conflicts`].
 const CONFLICTS: &str = "facility_conflicts";
+/// `meta` key of the facility ledger stream as the last trim found it.
+const LEDGER_STREAM: &str = "facility_ledger_stream";
 
 /// Whether the facility store answered the claimer's last claims, since
 /// when, and if not why: for `scangate outbox status`, so a technician sees
@@ -458,6 +479,23 @@ impl Store {
     /// (its own small transaction; only on a change).
     pub fn set_waiting_for_clock(&mut self, n: usize) -> Result<(), StoreError> {
         self.put_meta_json(WAITING_FOR_CLOCK, &n)
+    }
+
+    /// Record, for `status`, the facility ledger stream as the last trim
+    /// found it (its own small transaction).
+    pub fn set_ledger_stream(
+        &mut self,
+        stream: &crate::facility::stream::LedgerStream,
+    ) -> Result<(), StoreError> {
+        self.put_meta_json(LEDGER_STREAM, stream)
+    }
+
+    /// The facility ledger stream as the claimer's last trim found it
+    /// (`None` without `[redis]`, or before its first trim).
+    pub fn ledger_stream(
+        &self,
+    ) -> Result<Option<crate::facility::stream::LedgerStream>, StoreError> {
+        self.meta_json(LEDGER_STREAM)
     }
 
     /// Record, for `outbox status`, a reconciliation (its own small

@@ -15,6 +15,7 @@ use turn::{Turn, TurnGuard};
 
 mod checkpoint;
 pub mod identity;
+pub mod space;
 mod turn;
 
 /// File name of the database inside the state directory.

@@ -45,6 +45,9 @@ const CLOCK_SAMPLE_EVERY: Duration = Duration::from_secs(60);
 /// still has this gateway's latest commit, and reads the conflicts other
 /// gateways' reconciliations found (also at its first pass).
 const PROBE_EVERY: Duration = Duration::from_secs(60);
+/// How often the live lane trims the facility ledger stream (and records
+/// what it found for `status`), also at its first pass.
+const TRIM_EVERY: Duration = Duration::from_secs(60);
 
 /// Whether the lane can send claims.
 enum LinkState {
@@ -109,6 +112,10 @@ pub(super) struct Lane {
     clock_waiting: usize,
     /// When the live lane probes for a lost store and reads conflicts next.
     probe_due: Instant,
+    /// When the live lane trims the facility ledger stream next.
+    trim_due: Instant,
+    /// The last trim found no consumer group (warned of once per change).
+    no_group_warned: Option<bool>,
     /// The writer is gone: one last round is sent, then the lane ends.
     stopping: bool,
     last_round_sent: bool,
@@ -207,6 +214,8 @@ impl Lane {
             clock_due: Instant::now() + CLOCK_SAMPLE_EVERY,
             clock_waiting: 0,
             probe_due: Instant::now(),
+            trim_due: Instant::now(),
+            no_group_warned: None,
             stopping: false,
             last_round_sent: false,
             between,
@@ -253,6 +262,7 @@ impl Lane {
         };
         self.sample_clock_if_due();
         self.probe_if_due();
+        self.trim_if_due();
         self.collect(&mut pass);
         self.receive(&mut pass);
         self.send(&mut pass);
@@ -360,6 +370,59 @@ impl Lane {
             let _ = self.reconcile(&m);
         }
         self.read_notices();
+    }
+
+    /// After [`Lane::probe_if_due`], the live lane, while connected and
+    /// nothing is in flight: every [`TRIM_EVERY`] (and at its first pass),
+    /// trim the facility ledger stream to what every consumer group has
+    /// acknowledged and is older than `[redis] ledger_stream_keep_days`
+    /// (one atomic script: several gateways may do it at once), and record
+    /// what it found for `status`. WARNs while no group reads the stream:
+    /// then nothing is trimmed and the facility Redis's memory grows.
+    fn trim_if_due(&mut self) {
+        if self.kind != LaneKind::Live || self.in_flight.is_some() || Instant::now() < self.trim_due
+        {
+            return;
+        }
+        let LinkState::Online(f) = &mut self.state else {
+            return;
+        };
+        self.trim_due = Instant::now() + TRIM_EVERY;
+        let shown = &self.link.shown;
+        let stream = match f.trim_ledger(self.link.redis.ledger_keep_ms()) {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!(
+                    redis = %shown,
+                    "trimming the facility ledger stream {} failed: {e}; tried again in {TRIM_EVERY:?}",
+                    f.ledger_key()
+                );
+                return;
+            }
+        };
+        let none = stream.groups.is_empty();
+        if self.no_group_warned != Some(none) {
+            if none {
+                tracing::warn!(
+                    redis = %shown, stream = %f.ledger_key(), entries = stream.length,
+                    "no consumer group reads the facility ledger stream {}: it is never trimmed, and the facility Redis's memory grows with every pick ({} entries) until it refuses claims. Fix: have the inventory system read it with a consumer group, e.g. `scangate ledger export --follow --group inventory` (docs/design.md, \"Ledger consumers and trimming\")",
+                    f.ledger_key(), stream.length
+                );
+            } else if self.no_group_warned.is_some() {
+                tracing::info!(redis = %shown, groups = stream.groups.len(), "a consumer group reads the facility ledger stream now: acknowledged entries are trimmed");
+            }
+            self.no_group_warned = Some(none);
+        }
+        if stream.trimmed > 0 {
+            tracing::info!(
+                redis = %shown, trimmed = stream.trimmed, entries = stream.length,
+                "trimmed {} entries every consumer group had acknowledged from the facility ledger stream; {} left",
+                stream.trimmed, stream.length
+            );
+        }
+        if let Err(e) = self.store.set_ledger_stream(&stream) {
+            tracing::warn!("recording the facility ledger stream for `status` failed: {e}");
+        }
     }
 
     /// Audit the conflicts other gateways' reconciliations published that
@@ -763,7 +826,7 @@ impl Lane {
             wait = wait.min(CLOCK_POLL); // look again soon: NTP may have synced
         }
         if self.kind == LaneKind::Live && matches!(self.state, LinkState::Online(_)) {
-            let due = self.clock_due.min(self.probe_due);
+            let due = self.clock_due.min(self.probe_due).min(self.trim_due);
             wait = wait.min(due.saturating_duration_since(Instant::now()));
         }
         Next::Wait(wait)

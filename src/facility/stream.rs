@@ -1,0 +1,300 @@
+//! The facility ledger stream (`scangate:{f}:ledger`) as its consumers and
+//! its trimmer see it.
+//!
+//! **Consumers** read it with a consumer group (`XREADGROUP`), each entry
+//! acknowledged (`XACK`) only once the consumer has kept it:
+//! at-least-once, the entry's `scan_uuid` the consumer's idempotency key
+//! (`scangate ledger export --follow --group NAME` is a ready one).
+//! **Trimming** ([`Facility::trim_ledger`], `trim.lua`, atomic) removes
+//! only entries every registered group has acknowledged and that are older
+//! than the horizon (`[redis] ledger_stream_keep_days`); with no group,
+//! nothing. What it found — the stream's length, each group's pending
+//! entries and oldest unacknowledged entry — is what `scangate status`
+//! shows ([`LedgerStream`]).
+
+use super::{Facility, FacilityError};
+use redis::{Script, Value};
+
+/// The trim script (`trim.lua`).
+pub const TRIM_LUA: &str = include_str!("trim.lua");
+
+/// The facility ledger stream as the last trim found it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct LedgerStream {
+    /// When (the server's clock, Unix ms).
+    pub at_ms: i64,
+    /// Entries in the stream after the trim.
+    pub length: u64,
+    /// Entries this trim removed.
+    pub trimmed: u64,
+    /// Every registered consumer group.
+    pub groups: Vec<LedgerGroup>,
+}
+
+/// One consumer group of the ledger stream.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct LedgerGroup {
+    /// Its name.
+    pub name: String,
+    /// Entries delivered to it and not acknowledged yet.
+    pub pending: u64,
+    /// Its oldest entry not acknowledged (pending, or not read yet): the
+    /// stream id (`None`: it has acknowledged everything).
+    pub oldest_unacked: Option<String>,
+}
+
+impl LedgerGroup {
+    /// When its oldest unacknowledged entry was appended (the server's
+    /// Unix ms, from the stream id).
+    pub fn oldest_unacked_ms(&self) -> Option<i64> {
+        self.oldest_unacked.as_deref().and_then(id_ms)
+    }
+}
+
+impl LedgerStream {
+    /// The oldest unacknowledged entry over every group: the group and the
+    /// entry's time (server Unix ms).
+    pub fn oldest_unacked(&self) -> Option<(&str, i64)> {
+        self.groups
+            .iter()
+            .filter_map(|g| Some((g.name.as_str(), g.oldest_unacked_ms()?)))
+            .min_by_key(|(_, ms)| *ms)
+    }
+}
+
+/// The ms part of a stream id (`<ms>-<seq>`).
+pub fn id_ms(id: &str) -> Option<i64> {
+    id.split_once('-').and_then(|(ms, _)| ms.parse().ok())
+}
+
+/// One ledger entry as a consumer reads it: its stream id and the JSON
+/// object `ledger export` prints.
+pub type Entry = (String, serde_json::Value);
+
+/// A stream entry's fields as the JSON object `ledger export` prints (the
+/// field names of [`crate::ledger::LedgerEntry`] plus `stream_id`; quantity
+/// a number, clock_synced a boolean, absent values `null`), and its
+/// capture time (Unix ms) if it has one.
+pub fn entry_json(id: &str, fields: Vec<(String, String)>) -> (serde_json::Value, Option<i64>) {
+    let mut obj = serde_json::Map::new();
+    obj.insert("stream_id".into(), id.into());
+    let mut captured_ms = None;
+    for (k, v) in fields {
+        let value = match k.as_str() {
+            "quantity" => v.parse::<i64>().map_or(v.clone().into(), Into::into),
+            "clock_synced" => (v == "true").into(),
+            _ if v.is_empty() => serde_json::Value::Null,
+            _ => v.clone().into(),
+        };
+        if k == "captured_at" {
+            captured_ms = chrono::DateTime::parse_from_rfc3339(&v)
+                .ok()
+                .map(|d| d.timestamp_millis());
+        }
+        obj.insert(k, value);
+    }
+    (obj.into(), captured_ms)
+}
+
+impl Facility {
+    /// Trim the ledger stream to what every consumer group has
+    /// acknowledged, keeping entries younger than `keep_ms` (the server's
+    /// clock) whatever they say; nothing without a group. One atomic
+    /// script: safe beside other gateways trimming, and beside consumers.
+    pub fn trim_ledger(&mut self, keep_ms: i64) -> Result<LedgerStream, FacilityError> {
+        let reply: Vec<Value> = Script::new(TRIM_LUA)
+            .key(self.ledger_key())
+            .arg(keep_ms)
+            .invoke(&mut self.conn)
+            .map_err(|e| self.unavailable(e))?;
+        let protocol = |what: &str| FacilityError::Protocol {
+            url: self.url.clone(),
+            reply: format!("trim script: {what}"),
+        };
+        let int = |v: &Value| -> Result<i64, FacilityError> {
+            redis::from_redis_value_ref::<i64>(v).map_err(|_| protocol("not a number"))
+        };
+        let text = |v: &Value| -> Result<String, FacilityError> {
+            redis::from_redis_value_ref::<String>(v).map_err(|_| protocol("not a string"))
+        };
+        if reply.len() < 4 {
+            return Err(protocol("too short"));
+        }
+        let mut groups = Vec::new();
+        for g in reply[4..].chunks(3) {
+            let [name, pending, oldest] = g else {
+                return Err(protocol("a group of fewer than 3 fields"));
+            };
+            let oldest = text(oldest)?;
+            groups.push(LedgerGroup {
+                name: text(name)?,
+                pending: int(pending)?.max(0) as u64,
+                oldest_unacked: (!oldest.is_empty()).then_some(oldest),
+            });
+        }
+        Ok(LedgerStream {
+            trimmed: int(&reply[0])?.max(0) as u64,
+            length: int(&reply[1])?.max(0) as u64,
+            at_ms: int(&reply[2])?,
+            groups,
+        })
+    }
+
+    /// Create consumer group `group` on the ledger stream if it is not
+    /// there, reading from the stream's first entry (the stream is made if
+    /// missing). `true` if it was created now.
+    pub fn ensure_ledger_group(&mut self, group: &str) -> Result<bool, FacilityError> {
+        let made: redis::RedisResult<()> = redis::cmd("XGROUP")
+            .arg("CREATE")
+            .arg(self.ledger_key())
+            .arg(group)
+            .arg("0")
+            .arg("MKSTREAM")
+            .query(&mut self.conn);
+        match made {
+            Ok(()) => Ok(true),
+            Err(e) if e.code() == Some("BUSYGROUP") => Ok(false),
+            Err(e) => Err(self.unavailable(e)),
+        }
+    }
+
+    /// Up to `count` ledger entries for `consumer` of `group`, oldest
+    /// first: with `pending`, those delivered to it before and not
+    /// acknowledged (a restart's first reads); else new ones, waiting up
+    /// to `block_ms` for one.
+    pub fn read_ledger_group(
+        &mut self,
+        group: &str,
+        consumer: &str,
+        pending: bool,
+        count: usize,
+        block_ms: u64,
+    ) -> Result<Vec<Entry>, FacilityError> {
+        loop {
+            let mut cmd = redis::cmd("XREADGROUP");
+            cmd.arg("GROUP")
+                .arg(group)
+                .arg(consumer)
+                .arg("COUNT")
+                .arg(count);
+            if !pending {
+                cmd.arg("BLOCK").arg(block_ms);
+            }
+            cmd.arg("STREAMS")
+                .arg(self.ledger_key())
+                .arg(if pending { "0" } else { ">" });
+            type Page = Option<Vec<(String, Vec<(String, Option<Vec<(String, String)>>)>)>>;
+            let page: Page = cmd.query(&mut self.conn).map_err(|e| self.unavailable(e))?;
+            let mut entries = Vec::new();
+            let mut gone = Vec::new();
+            for (id, fields) in page.into_iter().flatten().flat_map(|(_, e)| e) {
+                match fields {
+                    Some(fields) => entries.push((id.clone(), entry_json(&id, fields).0)),
+                    // A pending entry deleted by hand (trimming keeps every
+                    // pending entry): nothing to deliver, and it would hold
+                    // the trim for ever.
+                    None => gone.push(id),
+                }
+            }
+            self.ack_ledger(group, &gone)?;
+            // (A page of deleted pending entries alone: read on.)
+            if !(pending && entries.is_empty() && !gone.is_empty()) {
+                return Ok(entries);
+            }
+        }
+    }
+
+    /// Acknowledge `ids` for `group`: they are kept, and may be trimmed.
+    pub fn ack_ledger(&mut self, group: &str, ids: &[String]) -> Result<(), FacilityError> {
+        if ids.is_empty() {
+            return Ok(());
+        }
+        redis::cmd("XACK")
+            .arg(self.ledger_key())
+            .arg(group)
+            .arg(ids)
+            .query::<i64>(&mut self.conn)
+            .map_err(|e| self.unavailable(e))?;
+        Ok(())
+    }
+}
+
+/// Entries a consumer reads per `XREADGROUP`.
+const FOLLOW_PAGE: usize = 100;
+
+/// Follow the ledger stream as `consumer` of `group` (created if missing,
+/// from the stream's first entry): first the entries delivered to this
+/// consumer before and never acknowledged (a restart after a crash), then
+/// new ones as they come, each page waiting at most `block_ms`. `emit`
+/// gets every page and must have written **and flushed** it when it
+/// returns; only then is the page acknowledged (at-least-once: a crash in
+/// between delivers it again, so a consumer dedups by `scan_uuid`).
+/// Returns when `emit` fails (the reader is gone), unacknowledged; an
+/// error of the facility store ends it too.
+pub fn follow(
+    f: &mut Facility,
+    group: &str,
+    consumer: &str,
+    block_ms: u64,
+    mut emit: impl FnMut(&[Entry]) -> std::io::Result<()>,
+) -> Result<(), FacilityError> {
+    if f.ensure_ledger_group(group)? {
+        tracing::info!(stream = %f.ledger_key(), group, "consumer group created on the facility ledger stream, reading from its first entry");
+    }
+    let mut pending = true;
+    loop {
+        let page = f.read_ledger_group(group, consumer, pending, FOLLOW_PAGE, block_ms)?;
+        if pending && page.is_empty() {
+            pending = false; // caught up with what was delivered before
+            continue;
+        }
+        if page.is_empty() {
+            continue;
+        }
+        if emit(&page).is_err() {
+            return Ok(());
+        }
+        let ids: Vec<String> = page.into_iter().map(|(id, _)| id).collect();
+        f.ack_ledger(group, &ids)?;
+    }
+}
+
+/// [`follow`] on `first`, and when the facility store fails, again on a
+/// new connection from `connect` (after a back-off of 0.1 s … 30 s, each
+/// failure a WARN): a restart of Redis, a failover or a network blip do
+/// not end the consumer. What it printed and had not acknowledged is
+/// delivered again first. Returns when `emit` fails (the reader is gone).
+pub fn follow_reconnecting(
+    first: Facility,
+    mut connect: impl FnMut() -> Result<Facility, FacilityError>,
+    group: &str,
+    consumer: &str,
+    block_ms: u64,
+    mut emit: impl FnMut(&[Entry]) -> std::io::Result<()>,
+) {
+    let mut pause = crate::backoff::Backoff::new(
+        std::time::Duration::from_millis(100),
+        std::time::Duration::from_secs(30),
+    );
+    let mut conn = Ok(first);
+    loop {
+        let failed = match conn {
+            Ok(mut f) => {
+                pause.reset();
+                match follow(&mut f, group, consumer, block_ms, &mut emit) {
+                    Ok(()) => return,
+                    Err(e) => e,
+                }
+            }
+            Err(e) => e,
+        };
+        let wait = pause.failed();
+        tracing::warn!(
+            group,
+            consumer,
+            "following the facility ledger stream as consumer {consumer:?} of group {group:?} failed: {failed}; reconnecting in {wait:?} (entries printed and not acknowledged are printed again)"
+        );
+        std::thread::sleep(wait);
+        conn = connect();
+    }
+}

@@ -1,0 +1,190 @@
+//! Disk space (issue 16, item 6): a state directory on a small tmpfs
+//! (`mount -t tmpfs -o size=4m`, as root) reaching `[outbox] min_free_mb`.
+//! The daemon stops ACKing there, as on a full disk, says why (state
+//! directory, free bytes, floor) in its log, `status` and `outbox status`,
+//! and stores and ACKs the held scan once space is back. Days left at the
+//! database's rate are shown, and warned of below `warn_days_left`.
+
+use crate::util::*;
+use scangate::pty::VirtualScanner;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// A tmpfs mounted for the test; lazily unmounted on drop.
+struct Tmpfs(PathBuf);
+
+impl Tmpfs {
+    /// Mount a tmpfs of `size` at `dir`; `None` where that is not allowed
+    /// (not root).
+    fn mount(dir: &Path, size: &str) -> Option<Tmpfs> {
+        std::fs::create_dir_all(dir).unwrap();
+        let ok = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir)
+            .status()
+            .is_ok_and(|s| s.success());
+        ok.then(|| Tmpfs(dir.to_owned()))
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+    }
+}
+
+fn free(dir: &Path) -> u64 {
+    let s = nix::sys::statvfs::statvfs(dir).unwrap();
+    #[allow(clippy::unnecessary_cast)]
+    let free = s.blocks_available() as u64 * s.fragment_size() as u64;
+    free
+}
+
+/// Fill `dir`'s file system with `file` until `keep` bytes are free.
+fn fill_to(dir: &Path, file: &Path, keep: u64) {
+    let have = free(dir);
+    let add = have.saturating_sub(keep);
+    let old = std::fs::metadata(file).map_or(0, |m| m.len());
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(file)
+        .unwrap();
+    use std::io::Write;
+    let mut f = std::io::BufWriter::new(f);
+    let chunk = vec![0x55u8; 4096];
+    let mut written = 0;
+    while written < add {
+        let n = chunk.len().min((add - written) as usize);
+        f.write_all(&chunk[..n]).unwrap();
+        written += n as u64;
+    }
+    f.flush().unwrap();
+    assert!(old + written > 0);
+}
+
+fn status_json(cfg: &Path) -> (Option<i32>, serde_json::Value) {
+    let out: Outcome = cli_cfg(cfg, &["status", "--json"]).into();
+    let v = serde_json::from_str(out.stdout.trim())
+        .unwrap_or_else(|e| panic!("status is not JSON ({e}): {out}"));
+    (out.code, v)
+}
+
+fn floor_logged(d: &Daemon) -> usize {
+    d.log()
+        .matches("below the floor [outbox] min_free_mb = 2")
+        .count()
+}
+
+#[test]
+fn at_the_floor_the_gateway_stops_acking_says_why_and_resumes_when_space_is_back() {
+    let dir = tempdir("scangate-disk-");
+    let Some(fs) = Tmpfs::mount(&dir.path().join("small"), "4m") else {
+        eprintln!("SKIPPED: cannot mount a tmpfs here (the test needs root)");
+        return;
+    };
+    let state = fs.0.join("state");
+    let filler = fs.0.join("filler");
+    let mut scanner = VirtualScanner::new().unwrap();
+    let spec = ScannerSpec::new("counter-1", scanner.path()).ack();
+    let cfg = write_config(dir.path(), &state, 3000, &[spec]);
+    // A floor of 2 MiB on a 4 MiB file system; warned when it lasts less
+    // than 10 years at the database's rate (it does: a few scans are a
+    // good part of it).
+    let mut text = std::fs::read_to_string(&cfg).unwrap();
+    text += "\n[outbox]\nmin_free_mb = 2\nwarn_days_left = 3650\n";
+    std::fs::write(&cfg, text).unwrap();
+    let mut daemon = Daemon::start(&cfg, &dir.path().join("run.log"));
+    daemon.wait_open(&[scanner.path()]);
+
+    scanner
+        .send(format!("{}\r", dscsa("SN0")).as_bytes())
+        .unwrap();
+    assert_eq!(scanner.read_reply(event_timeout()).unwrap(), [ACK]);
+    wait_all_decided(&cfg, 1);
+
+    // Days left at the rate of the last 24 hours: shown, and warned of.
+    let disk = &outbox_status(&cfg)["disk"];
+    assert!(disk["growth_bytes_per_day"].as_u64().unwrap() > 0, "{disk}");
+    let days = disk["days_left"].as_f64().unwrap();
+    assert!(days > 0.0 && days < 3650.0, "{disk}");
+    assert!(
+        disk["warning"]
+            .as_str()
+            .is_some_and(|w| w.contains("warn_days_left = 3650")),
+        "{disk}"
+    );
+    assert_eq!(disk["below_floor"], false, "{disk}");
+    let (_, st) = status_json(&cfg);
+    assert_eq!(st["storage"]["below_floor"], false, "{st}");
+    assert!(st["storage"]["days_left"].as_f64().is_some(), "{st}");
+
+    // Scans fill the file system up to the floor: space above it is left
+    // for 64 KiB, and scans go on until one is refused.
+    fill_to(&fs.0, &filler, 2 * 1024 * 1024 + 64 * 1024);
+    let mut acked = 1;
+    let mut held = None;
+    for i in 1..200 {
+        let before = floor_logged(&daemon);
+        scanner
+            .send(format!("{}\r", dscsa(&format!("SN{i}"))).as_bytes())
+            .unwrap();
+        let deadline = Instant::now() + event_timeout();
+        let mut reply = Vec::new();
+        while reply.is_empty() && floor_logged(&daemon) == before {
+            assert!(Instant::now() < deadline, "neither ACK nor refusal");
+            reply = scanner.read_reply(POLL).unwrap();
+        }
+        if reply.is_empty() {
+            held = Some(i);
+            break;
+        }
+        assert_eq!(reply, [ACK]);
+        acked += 1;
+    }
+    let held = held.expect("the floor was never reached");
+    assert_eq!(
+        scanner.read_reply(Duration::from_millis(300)).unwrap(),
+        Vec::<u8>::new(),
+        "an ACK went out below the floor"
+    );
+    let log = daemon.log();
+    let line = log
+        .lines()
+        .find(|l| l.contains("below the floor"))
+        .unwrap()
+        .to_string();
+    assert!(line.contains(state.to_str().unwrap()), "{line}");
+    assert!(line.contains("MiB free"), "{line}");
+    // Degraded, naming the floor and why; outbox status says so too.
+    let (code, st) = status_json(&cfg);
+    assert_eq!(code, Some(1), "{st}");
+    assert_eq!(st["storage"]["below_floor"], true, "{st}");
+    assert!(
+        st["degraded"].as_array().unwrap().iter().any(|r| r
+            .as_str()
+            .unwrap()
+            .contains("below the floor [outbox] min_free_mb = 2")),
+        "{st}"
+    );
+    assert_eq!(outbox_status(&cfg)["disk"]["below_floor"], true);
+
+    // Space back: the held scan is stored once and ACKed.
+    std::fs::remove_file(&filler).unwrap();
+    assert_eq!(scanner.read_reply(event_timeout()).unwrap(), [ACK]);
+    wait_all_decided(&cfg, acked + 1);
+    assert_eq!(ledger(&cfg).len() as i64, acked + 1, "held scan SN{held}");
+    wait_until("the log to say writes go through again", || {
+        daemon.log().contains("the outbox takes writes again")
+    });
+    let (_, st) = status_json(&cfg);
+    assert_eq!(st["storage"]["below_floor"], false, "{st}");
+    assert_eq!(
+        daemon.terminate().code(),
+        Some(0),
+        "{}",
+        daemon.log_digest()
+    );
+    drop(fs);
+}
