@@ -346,9 +346,12 @@ pub async fn run_with(
         watch.add(progress.clone(), stall(MIN_STALL), Some(Box::new(waiting)));
         let floor = crate::store::space::Floor::new(&state_dir, cfg.outbox.min_free_mb);
         stages.thread(Stage::Writer, "outbox-writer", move || {
-            let (stats, undurable) = outbox_writer(
-                store, decider, rx, stop, &telemetry, &progress, recovered, &floor,
-            );
+            let hooks = WriterHooks {
+                telemetry: &telemetry,
+                progress: &progress,
+                floor: &floor,
+            };
+            let (stats, undurable) = outbox_writer(store, decider, rx, stop, hooks, recovered);
             StageResult::Writer { stats, undurable }
         });
     }
@@ -800,6 +803,17 @@ enum Decider {
     },
 }
 
+/// What the outbox writer reports to and checks besides its database.
+#[derive(Clone, Copy)]
+struct WriterHooks<'a> {
+    /// Counts and latencies it publishes.
+    telemetry: &'a Telemetry,
+    /// Its turns, watched by the systemd watchdog.
+    progress: &'a Progress,
+    /// `[outbox] min_free_mb`: below it a write is refused like a full disk.
+    floor: &'a crate::store::space::Floor,
+}
+
 /// The outbox writer thread: admit (+ decide, embedded) in one commit → ACK,
 /// batch by batch. Returns the gate's counters (embedded) and how many scans
 /// could not be made durable (only possible when shutdown meets a database
@@ -812,11 +826,14 @@ fn outbox_writer(
     mut decider: Decider,
     mut rx: mpsc::Receiver<Captured>,
     stopping: Stop,
-    telemetry: &Telemetry,
-    progress: &Progress,
+    hooks: WriterHooks<'_>,
     recovered: oneshot::Sender<()>,
-    floor: &crate::store::space::Floor,
 ) -> (GateStats, usize) {
+    let WriterHooks {
+        telemetry,
+        progress,
+        floor,
+    } = hooks;
     let mut undurable = 0;
     // Crash recovery: scans made durable before a crash are decided first,
     // in capture order, before anything new.
