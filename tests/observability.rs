@@ -474,10 +474,20 @@ fn the_last_audit_anchor_is_a_recent_metric_and_in_status() {
 #[test]
 fn every_series_contrib_names_is_one_a_gateway_exposes() {
     let redis = RedisServer::start_temp(&[]);
+    // A consumer group of the facility ledger stream, so its series exist.
+    redis::cmd("XGROUP")
+        .arg("CREATE")
+        .arg("scangate:{test-pharmacy}:ledger")
+        .arg("inventory")
+        .arg("0")
+        .arg("MKSTREAM")
+        .query::<()>(&mut redis.connection())
+        .unwrap();
     let (_dir, _vs, listen, _config, mut daemon) =
         metrics_gateway(&format!("\n[redis]\nurl = {:?}", redis.url()));
     let body = scrape_until(&listen, "/metrics with the facility series", |b| {
         b.contains("scangate_facility_up")
+            && b.contains("scangate_facility_ledger_oldest_unacked_age_seconds")
     });
     let exposed = exposed_names(&body);
     let contrib = Path::new(env!("CARGO_MANIFEST_DIR")).join("contrib");
