@@ -28,7 +28,8 @@
 //!   its record of clock steps.
 //! - [`ledger`]: one entry per committed scan and the exact twin lookup;
 //!   JSON-lines export.
-//! - [`audit`]: hash-chained decision records; verify and trace.
+//! - [`audit`]: hash-chained decision records; verify and trace;
+//!   archives, their verification and pruning by them in [`audit::archive`].
 //! - [`facility`]: the facility Redis: the claim script, claim rounds, checks.
 //! - [`daemon`]: the one place that wires the stages together, opens
 //!   their transactions and stops them in order: the embedded store's

@@ -58,7 +58,7 @@ fn cli_later(config: &Path, days: i64, args: &[&str]) -> Outcome {
         .arg(config)
         .env("LD_PRELOAD", libfaketime())
         .env("FAKETIME", format!("+{days}d"))
-        .env("FAKETIME_DONT_RESET", "1")
+        .env("FAKETIME_DONT_FAKE_MONOTONIC", "1")
         .output()
         .expect("running scangate under libfaketime")
         .into()
