@@ -867,11 +867,15 @@ fn verify_anchors(settings: &Settings, store: &Store, records: i64) -> Result<bo
     let cfg = &settings.config;
     let dir = cfg.state_dir();
     let state_id = store.state_id()?;
+    let first = audit::first_live(store)?.map_or(1, |f| f.0);
     let mut ok = true;
     let mut compare = |by: &str, head: Option<Head>| -> Result<(), Failure> {
         match head {
             None => println!("{by}: no chain head anchored"),
             Some(h) => match audit::check_anchor(store, records, by, &h)? {
+                None if first > h.seq => println!(
+                    "{by}: anchored {h}, since pruned (the checkpoint record names it; its archive holds it)"
+                ),
                 None => println!("{by}: anchored {h}, in the database"),
                 Some(problem) => {
                     ok = false;

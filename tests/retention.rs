@@ -432,3 +432,69 @@ fn decided_outbox_rows_are_removed_and_trace_still_finds_their_records() {
     assert!(trace.stdout.contains("echo suppressed"), "{trace}");
     audit_verify(&config);
 }
+
+/// With `[redis]`, only what the facility store anchored is pruned, the
+/// pruned-then-verified chain still matches that anchor, and a facility
+/// store that does not answer prunes nothing (a real `redis-server`).
+#[test]
+fn with_a_facility_store_only_anchored_records_are_pruned() {
+    let redis = RedisServer::start_temp(&[]);
+    let (dir, state, config) = gateway("ret-redis-");
+    let text = fs::read_to_string(&config).unwrap();
+    fs::write(
+        &config,
+        format!("{text}\n[redis]\nurl = {:?}\n", redis.url()),
+    )
+    .unwrap();
+    let a = dir.path().join("a.scangate-archive");
+    export(&config, &a);
+    let (state_id, hash3): (String, String) = {
+        let db = open_db(&state);
+        (
+            db.query_row("SELECT value FROM meta WHERE key = 'state_id'", [], |r| {
+                r.get(0)
+            })
+            .unwrap(),
+            db.query_row("SELECT hash FROM audit WHERE seq = 3", [], |r| r.get(0))
+                .unwrap(),
+        )
+    };
+    // The daemon anchored record 3 in the facility store, then stopped.
+    redis::cmd("HSET")
+        .arg("scangate:{test-pharmacy}:anchor:test-gw")
+        .arg("state_id")
+        .arg(&state_id)
+        .arg("seq")
+        .arg(3)
+        .arg("hash")
+        .arg(&hash3)
+        .query::<()>(&mut redis.connection())
+        .unwrap();
+    let out = cli_later(
+        &config,
+        800,
+        &["audit", "prune", "--archive", a.to_str().unwrap()],
+    );
+    assert_eq!(out.code, Some(0), "{out}");
+    assert!(out.stdout.contains("pruned records 1..=3 and "), "{out}");
+    // Records 4..=7 and the checkpoint stay.
+    assert_eq!(audit_rows(&state), 5);
+    let out = verify_with(&config, &[&a]);
+    assert_eq!(out.code, Some(0), "{out}");
+    let anchored = "the facility store (gateway test-gw): anchored record 3";
+    assert!(out.stdout.contains(anchored), "{out}");
+    assert!(
+        out.stdout
+            .contains("since pruned (the checkpoint record names it"),
+        "{out}"
+    );
+
+    drop(redis);
+    let out = cli_later(&config, 800, &["audit", "prune"]);
+    assert_eq!(out.code, Some(4), "{out}");
+    assert!(
+        out.stderr.contains("the facility store does not answer"),
+        "{out}"
+    );
+    assert_eq!(audit_rows(&state), 5);
+}
