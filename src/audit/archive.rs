@@ -419,9 +419,10 @@ pub fn export(
             out.display()
         )));
     }
+    // One snapshot for the check and the export (the daemon may be writing).
+    let read = store.read()?;
     require_intact(store, "archived")?;
     let state_id = store.state_id()?;
-    let read = store.read()?;
     let err = |e| store.err_at(e);
     let archived: Option<i64> = read
         .query_row("SELECT max(last_seq) FROM audit_archives", [], |r| r.get(0))
@@ -704,8 +705,10 @@ pub fn prune(store: &mut Store, policy: &PrunePolicy) -> Result<Pruned, ArchiveE
     let head = require_intact(store, "pruned")?;
     let err = |store: &Store, e| store.err_at(e);
     // A prune that was interrupted: finish it first.
-    if let Some(p) = last_checkpoint(store)? {
-        remove(store, p.first_seq, p.through_seq)?;
+    if let (Some(p), Some((first, _))) = (last_checkpoint(store)?, super::first_live(store)?)
+        && first.max(p.first_seq) <= p.through_seq
+    {
+        remove(store, first.max(p.first_seq), p.through_seq)?;
     }
     let Some((first, _)) = super::first_live(store)? else {
         return Ok(Pruned::Nothing("the audit trail is empty".into()));
@@ -746,6 +749,14 @@ pub fn prune(store: &mut Store, policy: &PrunePolicy) -> Result<Pruned, ArchiveE
     let mut why = format!("archived through record {archived}");
     // Limit 2: anchored in the facility store.
     if let Some(anchor) = &policy.facility_anchor {
+        if let Some(h) = anchor
+            && hash_at(store, h.seq)?.is_some_and(|db| db != h.hash)
+        {
+            return Err(ArchiveError::Refused(format!(
+                "record {} of the database is not the one the facility store anchored (hash {}): the chain was rewritten; nothing pruned. Run `scangate audit verify`",
+                h.seq, h.hash
+            )));
+        }
         let anchored = anchor.as_ref().map_or(0, |h| h.seq).min(head.seq);
         if anchored < limit {
             limit = anchored;

@@ -118,6 +118,9 @@ impl Store {
     }
 }
 
+/// `meta` key: decided outbox rows up to this `seq` were removed.
+pub(super) const OUTBOX_PRUNED_THROUGH: &str = "outbox_pruned_through";
+
 /// The states of a decided row (only those are removed).
 const DECIDED: &str = "state IN ('committed', 'suppressed', 'rejected')";
 
@@ -154,6 +157,7 @@ fn prune_chunk(
     let n = tx
         .prepare_cached(&format!("DELETE FROM scans WHERE seq <= ?1 AND {DECIDED}"))?
         .execute([through])?;
+    put_meta(tx, OUTBOX_PRUNED_THROUGH, &through.to_string())?;
     Ok((n as u64, full && i + 1 == rows.len()))
 }
 

@@ -141,10 +141,8 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (boot_id, boot_ms)
     ) WITHOUT ROWID;
     "#,
-    // 6: retention (audit/archive.rs). The archives `audit prune` verified
-    // against this database and pruned by, owned by the audit stage; and
-    // audit records by content key, so `audit trace` finds a label's
-    // records once its outbox rows are pruned (after the dedup horizon).
+    // 6: retention (audit/archive.rs): the archives `audit prune` verified
+    // against this database and pruned by, owned by the audit stage.
     r#"
     CREATE TABLE audit_archives (
         content_sha256 TEXT    PRIMARY KEY,
@@ -158,7 +156,6 @@ const MIGRATIONS: &[&str] = &[
         file           TEXT    NOT NULL,
         registered_ms  INTEGER NOT NULL
     );
-    CREATE INDEX audit_key ON audit (content_key) WHERE content_key IS NOT NULL;
     "#,
 ];
 
