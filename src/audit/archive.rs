@@ -1090,3 +1090,148 @@ pub fn join(
     }
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `n` records decided in 2020 (they decide no scan: enough for the chain).
+    fn old_records(store: &mut Store, n: i64) {
+        let w = store.write().unwrap();
+        let mut chain = Chain::begin(&w).unwrap();
+        for i in 0..n {
+            chain
+                .append(AuditRecord {
+                    seq: 0,
+                    at: format!("2020-01-01T00:00:{i:02}.000Z"),
+                    gateway: "gw".into(),
+                    scanner: "counter-1".into(),
+                    scan_uuid: uuid::Uuid::now_v7().to_string(),
+                    captured_at: "2020-01-01T00:00:00.000Z".into(),
+                    clock_synced: true,
+                    facility_at: None,
+                    clock_offset_ms: None,
+                    clock_error_ms: None,
+                    decision: ScanState::Rejected,
+                    content_key: None,
+                    twin_uuid: None,
+                    reason: Some("test".into()),
+                    raw_len: 3,
+                    conflict: None,
+                    state_reset: None,
+                    ledger_hash: None,
+                    pruned: None,
+                })
+                .unwrap();
+        }
+        chain.finish().unwrap();
+        w.commit().unwrap();
+    }
+
+    fn intact(store: &Store) -> bool {
+        matches!(
+            super::super::verify(store).unwrap(),
+            super::super::Verification::Intact { .. }
+        )
+    }
+
+    /// A prune interrupted after some of its records were removed leaves a
+    /// chain that verifies (the checkpoint names the range), and the next
+    /// prune finishes it. (Without a checkpoint a missing start is broken:
+    /// `tests/audit_tamper.rs`.)
+    #[test]
+    fn an_interrupted_prune_verifies_and_the_next_one_finishes_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Store::open(dir.path()).unwrap();
+        old_records(&mut store, 10);
+        let out = dir.path().join("a.archive");
+        let until = chrono::Utc::now().timestamp_millis();
+        export(&store, until, &out, "gw").unwrap();
+        register(&mut store, &out).unwrap();
+        // What records 6..=10 were, before the prune.
+        let kept: Vec<(i64, String, String, String)> = {
+            let mut q = store
+                .conn
+                .prepare("SELECT seq, record, prev_hash, hash FROM audit WHERE seq > 5")
+                .unwrap();
+            q.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+                .unwrap()
+                .map(Result::unwrap)
+                .collect()
+        };
+        let policy = PrunePolicy {
+            now_ms: until,
+            keep_days: 730,
+            retention_hours: 72,
+            facility_anchor: None,
+        };
+        assert!(matches!(
+            prune(&mut store, &policy).unwrap(),
+            Pruned::Done {
+                through_seq: 10,
+                ..
+            }
+        ));
+        assert!(intact(&store));
+        // As if it had stopped after removing 1..=5: 6..=10 back.
+        let put_back = |store: &mut Store| {
+            let w = store.write().unwrap();
+            for (seq, record, prev, hash) in &kept {
+                w.execute(
+                    "INSERT INTO audit (seq, scan_uuid, record, prev_hash, hash)
+                     VALUES (?1, '', ?2, ?3, ?4)",
+                    params![seq, record, prev, hash],
+                )
+                .unwrap();
+            }
+            w.commit().unwrap();
+        };
+        // (The scan_uuid column must match the record for verify.)
+        put_back(&mut store);
+        store
+            .conn
+            .execute_batch(
+                "UPDATE audit SET scan_uuid = json_extract(record, '$.scan_uuid') WHERE seq <= 10",
+            )
+            .unwrap();
+        assert_eq!(super::super::first_live(&store).unwrap().unwrap().0, 6);
+        assert!(intact(&store), "a start inside the checkpoint's range");
+        match prune(&mut store, &policy).unwrap() {
+            Pruned::Nothing(_) => {}
+            done => panic!("nothing more is archived: {done:?}"),
+        }
+        assert_eq!(super::super::first_live(&store).unwrap().unwrap().0, 11);
+        assert!(intact(&store));
+    }
+
+    /// A file that is not an archive, or is cut short, is an error, not a panic.
+    #[test]
+    fn foreign_and_truncated_files_are_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x");
+        for (content, says) in [
+            (&b""[..], "it is empty"),
+            (b"hello\n", "not a scangate audit archive"),
+            (
+                b"{\"archive\":{\"format\":\"scangate-audit-archive\",\"version\":1}}\n",
+                "without its manifest",
+            ),
+            (
+                b"{\"archive\":{\"format\":\"other\",\"version\":9}}\n",
+                "this scangate reads",
+            ),
+            (
+                b"{\"archive\":{\"format\":\"scangate-audit-archive\",\"version\":1}}\n{\"rec",
+                "truncated",
+            ),
+        ] {
+            std::fs::write(&path, content).unwrap();
+            match verify_file(&path, &[]) {
+                Err(ArchiveError::Broken { problem, .. }) => {
+                    assert!(problem.contains(says), "{problem:?} should say {says:?}")
+                }
+                other => panic!("{content:?}: {other:?}"),
+            }
+        }
+    }
+}
