@@ -20,7 +20,9 @@ use rusqlite::{Connection, OptionalExtension, params};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+pub mod archive;
+
+pub(crate) const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
 pub(crate) const HEAD_KEY: &str = "audit_head";
 
 /// One audit record. Field order is the canonical order.
@@ -84,6 +86,34 @@ pub struct AuditRecord {
     /// written before it existed (their entries are not covered).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ledger_hash: Option<String>,
+    /// Only on a checkpoint record (`scangate audit prune`): the records
+    /// and ledger entries pruned from the database, and the archives that
+    /// hold them. Its `scan_uuid` is the checkpoint's own UUID, its
+    /// decision `pending` (it decides no scan). Absent on every other record.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pruned: Option<AuditPruned>,
+}
+
+/// What a checkpoint record says was pruned ([`AuditRecord::pruned`]).
+/// The live chain then starts at record `through_seq + 1`, whose
+/// `prev_hash` is `through_hash`: `audit verify` accepts that start only
+/// with a checkpoint record naming it, and with the archives checks the
+/// pruned records too.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct AuditPruned {
+    /// The first record pruned (the first in the database before).
+    pub first_seq: i64,
+    /// The last record pruned.
+    pub through_seq: i64,
+    /// Its hash: the `prev_hash` of the first record kept.
+    pub through_hash: String,
+    /// Ledger entries pruned with them (those the pruned records committed).
+    pub ledger_entries: i64,
+    /// The archives holding them: their content SHA-256 (manifest `content_sha256`).
+    pub archives: Vec<String>,
+    /// `[records] keep_days` at the time.
+    pub keep_days: u64,
 }
 
 /// What a state reset started over from ([`AuditRecord::state_reset`]).
@@ -133,7 +163,7 @@ pub struct Chain<'t> {
     emitted: Vec<Emitted>,
 }
 
-fn chain_hash(prev: &str, record: &str) -> String {
+pub(crate) fn chain_hash(prev: &str, record: &str) -> String {
     let mut h = Sha256::new();
     h.update(prev.as_bytes());
     h.update(b"\n");
@@ -236,9 +266,32 @@ pub enum Verification {
     },
 }
 
-/// Walk the whole chain and report the first broken record.
+/// The first record still in the database and its `prev_hash` (the hash
+/// of the last record pruned before it, or 64 zeros): `None` for an empty
+/// chain.
+pub fn first_live(store: &Store) -> Result<Option<(i64, String)>, StoreError> {
+    store
+        .conn
+        .query_row(
+            "SELECT seq, prev_hash FROM audit ORDER BY seq LIMIT 1",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .optional()
+        .map_err(|e| store.err_at(e))
+}
+
+/// Walk the whole chain and report the first broken record. A database
+/// whose first records were pruned (`audit prune`) is walked from the first
+/// record kept, which must be named by a checkpoint record in the chain
+/// ([`AuditPruned`]); the pruned records are checked with their archives
+/// ([`archive::verify_file`]).
 pub fn verify(store: &Store) -> Result<Verification, StoreError> {
     let err = |e| store.err_at(e);
+    // Where the live chain starts: record 1 after the genesis hash, or the
+    // first record kept after a prune (checked below against its checkpoint).
+    let start = first_live(store)?.filter(|(seq, _)| *seq > 1);
+    let mut checkpoint_seen = false;
     let mut q = store
         .conn
         .prepare(
@@ -246,8 +299,10 @@ pub fn verify(store: &Store) -> Result<Verification, StoreError> {
         )
         .map_err(err)?;
     let mut rows = q.query([]).map_err(err)?;
-    let mut prev = GENESIS.to_string();
-    let mut expected = 1;
+    let (mut expected, mut prev) = match &start {
+        Some((seq, prev_hash)) => (*seq, prev_hash.clone()),
+        None => (1, GENESIS.to_string()),
+    };
     while let Some(r) = rows.next().map_err(err)? {
         let seq: i64 = r.get(0).map_err(err)?;
         let uuid: String = r.get(1).map_err(err)?;
@@ -278,7 +333,15 @@ pub fn verify(store: &Store) -> Result<Verification, StoreError> {
             ));
         }
         match serde_json::from_str::<AuditRecord>(&record) {
-            Ok(rec) if rec.seq == seq && rec.scan_uuid == uuid && rec.content_key == key => {}
+            Ok(rec) if rec.seq == seq && rec.scan_uuid == uuid && rec.content_key == key => {
+                // The checkpoint that removed the records before `first`
+                // (all of them, or, while a prune is interrupted, some).
+                if let (Some(p), Some((first, first_prev))) = (&rec.pruned, &start) {
+                    let before = first - 1;
+                    checkpoint_seen |= (p.first_seq..p.through_seq).contains(&before)
+                        || (before == p.through_seq && p.through_hash == *first_prev);
+                }
+            }
             Ok(_) => {
                 return broken(format!(
                     "record {seq}: indexed columns do not match the hashed record (altered)"
@@ -290,6 +353,15 @@ pub fn verify(store: &Store) -> Result<Verification, StoreError> {
         expected += 1;
     }
     let last = expected - 1;
+    if let Some((first, _)) = start.filter(|_| !checkpoint_seen) {
+        return Ok(Verification::Broken {
+            seq: 1,
+            problem: format!(
+                "record 1 is missing (the next one is {first}), and no checkpoint record says records 1..={} were pruned into an archive",
+                first - 1
+            ),
+        });
+    }
     if let Some(head) = store.meta(HEAD_KEY)? {
         let (head_seq, head_hash) = head.split_once(' ').unwrap_or(("", ""));
         let head_seq: i64 = head_seq.parse().unwrap_or(-1);
@@ -345,6 +417,18 @@ pub fn check_anchor(
             records + 1,
             head.seq
         )));
+    }
+    if let Some((first, first_prev)) = first_live(store)?
+        && head.seq < first
+    {
+        // Pruned (`verify` checked the checkpoint that says so); its
+        // archive holds it. The boundary record's hash is still here.
+        return Ok((head.seq == first - 1 && head.hash != first_prev).then(|| {
+            format!(
+                "record {} is not the one {by} saw (hash {}): the chain was rewritten from there or before",
+                head.seq, head.hash
+            )
+        }));
     }
     let hash: Option<String> = store
         .conn
@@ -482,8 +566,8 @@ pub fn verify_ledger(store: &Store) -> Result<LedgerCheck, StoreError> {
 pub struct KeyTrail {
     /// Every audit record of every scan with that key, in chain order.
     pub records: Vec<AuditRecord>,
-    /// Scans with that key in the outbox (transmissions this gateway read),
-    /// counted from the outbox rows, not from the records.
+    /// Scans with that key this gateway read: its outbox rows, and the
+    /// scans recorded whose rows were removed after the dedup horizon.
     pub transmissions: usize,
     /// Twins named by its echoes that are scans of this gateway (so their
     /// commit should be among `records`).
@@ -502,17 +586,50 @@ pub struct KeyTrail {
 pub fn trail_for_key(store: &Store, content_key: &str) -> Result<KeyTrail, StoreError> {
     let err = |e| store.err_at(e);
     let scans = outbox::scans_with_key(&store.conn, content_key).map_err(err)?;
-    let mut records = Vec::new();
+    // Once decided outbox rows were removed (after the dedup horizon), their
+    // scans are found by their records, read whole: there is no index by
+    // content key (its random inserts would cost every scan a page write, as
+    // `ledger_key` did; a trace is rare).
+    let mut records = if outbox::was_pruned(&store.conn).map_err(err)? {
+        records_where(
+            store,
+            "SELECT seq, record FROM audit WHERE content_key = ?1 ORDER BY seq",
+            params![content_key],
+        )?
+    } else {
+        Vec::new()
+    };
+    let mut seen: std::collections::HashSet<i64> = records.iter().map(|r| r.seq).collect();
     for (uuid, _) in &scans {
-        records.extend(records_for_scan(store, uuid)?);
+        for r in records_for_scan(store, uuid)? {
+            if seen.insert(r.seq) {
+                records.push(r);
+            }
+        }
     }
     records.sort_by_key(|r| r.seq);
     let mut local_twins = std::collections::HashSet::new();
     for twin in records.iter().filter_map(|r| r.twin_uuid.as_deref()) {
-        if !local_twins.contains(twin) && outbox::has_scan(&store.conn, twin).map_err(err)? {
+        if !local_twins.contains(twin)
+            && (outbox::has_scan(&store.conn, twin).map_err(err)?
+                || crate::ledger::has_entry(&store.conn, twin).map_err(err)?)
+        {
             local_twins.insert(twin.to_string());
         }
     }
+    // Transmissions: the outbox rows, and the scans recorded whose rows
+    // were removed.
+    let read: std::collections::HashSet<&str> = scans
+        .iter()
+        .map(|(uuid, _)| uuid.as_str())
+        .chain(
+            records
+                .iter()
+                .filter(|r| r.conflict.is_none())
+                .map(|r| r.scan_uuid.as_str()),
+        )
+        .collect();
+    let transmissions = read.len();
     let recorded: std::collections::HashSet<(&str, ScanState)> = records
         .iter()
         .map(|r| (r.scan_uuid.as_str(), r.decision))
@@ -526,7 +643,7 @@ pub fn trail_for_key(store: &Store, content_key: &str) -> Result<KeyTrail, Store
         .cloned()
         .collect();
     Ok(KeyTrail {
-        transmissions: scans.len(),
+        transmissions,
         records,
         local_twins,
         unrecorded,

@@ -3,6 +3,7 @@
 //! meanings are listed once, there; which error gets which code is decided
 //! in `Failure::exit`).
 
+use crate::audit::archive::{self, ArchiveError};
 use crate::audit::{self, Verification};
 use crate::config::{Config, ConfigError, Settings};
 use crate::daemon::DaemonError;
@@ -140,8 +141,41 @@ enum LedgerCommand {
 #[derive(Subcommand)]
 enum AuditCommand {
     /// Check every page of the database file (exit 3 if damaged), then the
-    /// whole hash chain (exit 1 naming the first broken record).
-    Verify(ConfigArg),
+    /// whole hash chain (exit 1 naming the first broken record), the
+    /// ledger and the anchors; with `--archive`, the archives too, joined
+    /// with the database into one chain (they verify without a database).
+    Verify {
+        #[command(flatten)]
+        config: ConfigArg,
+        /// An archive written by `audit export` (repeat for each; any order).
+        #[arg(long, value_name = "FILE")]
+        archive: Vec<PathBuf>,
+    },
+    /// Write the records not archived yet that were decided before DATE,
+    /// with the ledger entries they committed, to a new self-verifying
+    /// archive file. Read-only; works while the daemon runs.
+    Export {
+        #[command(flatten)]
+        config: ConfigArg,
+        /// Archive records decided before this time (RFC 3339, or a date
+        /// YYYY-MM-DD: midnight UTC).
+        #[arg(long, value_name = "DATE")]
+        until: String,
+        /// The archive file to create (never overwritten).
+        #[arg(long, value_name = "FILE")]
+        out: PathBuf,
+    },
+    /// Verify archives against the database and register them, then
+    /// remove the records that are archived, older than `[records]
+    /// keep_days` and (with `[redis]`) anchored, with their ledger entries,
+    /// leaving a checkpoint record. Stop the daemon first.
+    Prune {
+        #[command(flatten)]
+        config: ConfigArg,
+        /// An archive written by `audit export` (repeat for each).
+        #[arg(long, value_name = "FILE")]
+        archive: Vec<PathBuf>,
+    },
     /// Show the committed scan and every echo suppressed against it.
     Trace {
         #[command(flatten)]
@@ -200,6 +234,17 @@ enum Failure {
     /// The facility Redis refuses this gateway or is set up so claims
     /// could be lost (`check-config --online`).
     Facility(crate::facility::FacilityError),
+    /// An audit archive: unreadable, not intact, or refused.
+    Archive(ArchiveError),
+}
+
+impl From<ArchiveError> for Failure {
+    fn from(e: ArchiveError) -> Self {
+        match e {
+            ArchiveError::Store(e) => Failure::Store(e),
+            e => Failure::Archive(e),
+        }
+    }
 }
 
 impl From<ConfigError> for Failure {
@@ -239,6 +284,10 @@ impl Failure {
             // Another process holds the port: the technician picks another.
             Failure::Daemon(DaemonError::MetricsListen(_)) => Exit::Config,
             Failure::Daemon(_) | Failure::Runtime(_) => Exit::Runtime,
+            Failure::Archive(ArchiveError::Broken { .. }) => Exit::CheckFailed,
+            Failure::Archive(ArchiveError::Refused(_)) => Exit::Config,
+            Failure::Archive(ArchiveError::Store(e)) => store(e),
+            Failure::Archive(ArchiveError::Io { .. }) => Exit::Runtime,
         }
     }
 
@@ -250,6 +299,7 @@ impl Failure {
             Failure::Daemon(e) => e.to_string(),
             Failure::Facility(e) => e.to_string(),
             Failure::Usage(m) | Failure::Runtime(m) => m.clone(),
+            Failure::Archive(e) => e.to_string(),
         }
     }
 }
@@ -290,7 +340,11 @@ impl Command {
                 command: LedgerCommand::Export { config: c, .. },
             }
             | Command::Audit {
-                command: AuditCommand::Verify(c) | AuditCommand::Trace { config: c, .. },
+                command:
+                    AuditCommand::Verify { config: c, .. }
+                    | AuditCommand::Export { config: c, .. }
+                    | AuditCommand::Prune { config: c, .. }
+                    | AuditCommand::Trace { config: c, .. },
             }
             | Command::Outbox {
                 command: OutboxCommand::Status { config: c, .. } | OutboxCommand::DecideLocally(c),
@@ -493,41 +547,36 @@ fn dispatch(cmd: Command) -> Result<Exit, Failure> {
             Ok(Exit::Ok)
         }
         Command::Audit {
-            command: AuditCommand::Verify(arg),
+            command: AuditCommand::Verify { config, archive },
+        } => audit_verify(&config, &archive),
+        Command::Audit {
+            command: AuditCommand::Export { config, until, out },
         } => {
-            let settings = resolve(&arg)?;
-            let store = Store::open_read_only(&settings.config.state_dir())?;
-            Store::check_pages(store.path())?;
-            let records = match audit::verify(&store)? {
-                Verification::Intact { records, head } => {
-                    println!("audit chain intact: {records} records, head {head}");
-                    records
-                }
-                Verification::Broken { seq, problem } => {
-                    println!("audit chain BROKEN at record {seq}: {problem}");
-                    return Ok(Exit::CheckFailed);
-                }
-            };
-            match audit::verify_ledger(&store)? {
-                audit::LedgerCheck::Intact { entries, uncovered } => println!(
-                    "ledger intact: {entries} entries, each as its commit record recorded it{}",
-                    if uncovered > 0 {
-                        format!(" ({uncovered} committed before ledger hashes are not covered)")
-                    } else {
-                        String::new()
-                    }
-                ),
-                audit::LedgerCheck::Broken { entry, problem } => {
-                    println!("ledger BROKEN at entry {entry}: {problem}");
-                    return Ok(Exit::CheckFailed);
-                }
-            }
-            Ok(if verify_anchors(&settings, &store, records)? {
-                Exit::Ok
-            } else {
-                Exit::CheckFailed
-            })
+            let until_ms = parse_time(&until, "--until")?;
+            let cfg = load(&config)?;
+            let store = Store::open_read_only(&cfg.state_dir())?;
+            let m = archive::export(&store, until_ms, &out, &cfg.gateway.id)?;
+            println!(
+                "archived records {}..={} ({} records, {} ledger entries; decided {} to {}) to {}, content sha256 {}",
+                m.first_seq,
+                m.last_seq,
+                m.records,
+                m.ledger_entries,
+                m.first_at,
+                m.last_at,
+                out.display(),
+                m.content_sha256
+            );
+            println!(
+                "keep it (copy it off the gateway); `scangate audit prune --archive {}` may then remove these records from the database once they are older than [records] keep_days ({} days)",
+                out.display(),
+                cfg.records.keep_days
+            );
+            Ok(Exit::Ok)
         }
+        Command::Audit {
+            command: AuditCommand::Prune { config, archive },
+        } => audit_prune(&config, &archive),
         Command::Audit {
             command: AuditCommand::Trace { config, id },
         } => {
@@ -845,6 +894,208 @@ fn check_online(settings: &Settings) -> Result<Exit, Failure> {
     Ok(if ok { Exit::Ok } else { Exit::CheckFailed })
 }
 
+/// `--until` and the like: RFC 3339, or a date (midnight UTC).
+fn parse_time(text: &str, what: &str) -> Result<i64, Failure> {
+    if let Ok(t) = chrono::DateTime::parse_from_rfc3339(text) {
+        return Ok(t.timestamp_millis());
+    }
+    chrono::NaiveDate::parse_from_str(text, "%Y-%m-%d")
+        .map(|d| d.and_time(chrono::NaiveTime::MIN).and_utc().timestamp_millis())
+        .map_err(|_| {
+            Failure::Usage(format!(
+                "{what} {text:?} is neither a date (YYYY-MM-DD, midnight UTC) nor an RFC 3339 time; use e.g. 2025-01-01 or 2025-01-01T00:00:00Z"
+            ))
+        })
+}
+
+/// `audit verify [--archive FILE…]`.
+fn audit_verify(config: &ConfigArg, archives: &[PathBuf]) -> Result<Exit, Failure> {
+    let settings = resolve(config)?;
+    let dir = settings.config.state_dir();
+    // Archives verify on their own: no database is needed for them.
+    let store = match Store::open_read_only(&dir) {
+        Ok(store) => Some(store),
+        Err(StoreError::StateDir { .. })
+            if !archives.is_empty() && !dir.join(crate::store::DB_FILE).exists() =>
+        {
+            None
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let mut records = 0;
+    let mut first = None;
+    if let Some(store) = &store {
+        Store::check_pages(store.path())?;
+        match audit::verify(store)? {
+            Verification::Intact { records: r, head } => {
+                first = audit::first_live(store)?;
+                let from = first.as_ref().map_or(1, |f| f.0);
+                println!(
+                    "audit chain intact: {} records{}, head {head}",
+                    r - from + 1,
+                    if from > 1 {
+                        format!(
+                            " ({from}..={r}; 1..={} pruned, named by a checkpoint record)",
+                            from - 1
+                        )
+                    } else {
+                        String::new()
+                    }
+                );
+                records = r;
+            }
+            Verification::Broken { seq, problem } => {
+                println!("audit chain BROKEN at record {seq}: {problem}");
+                return Ok(Exit::CheckFailed);
+            }
+        }
+    }
+    let want: Vec<i64> = first.iter().map(|f| f.0 - 1).filter(|b| *b > 0).collect();
+    let mut checked = Vec::new();
+    let mut ok = true;
+    for path in archives {
+        match archive::verify_file(path, &want) {
+            Ok(c) => {
+                let m = &c.manifest;
+                println!(
+                    "archive {}: intact: records {}..={} ({} records, {} ledger entries{}; decided {} to {}), content sha256 {}",
+                    path.display(),
+                    m.first_seq,
+                    m.last_seq,
+                    m.records,
+                    m.ledger_entries,
+                    if c.uncovered > 0 {
+                        format!(
+                            ", {} committed before ledger hashes not covered",
+                            c.uncovered
+                        )
+                    } else {
+                        String::new()
+                    },
+                    m.first_at,
+                    m.last_at,
+                    m.content_sha256
+                );
+                checked.push((path.clone(), c));
+            }
+            Err(e @ ArchiveError::Broken { .. }) => {
+                ok = false;
+                println!("{e}");
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    if !ok {
+        return Ok(Exit::CheckFailed);
+    }
+    if !archives.is_empty() || first.as_ref().is_some_and(|f| f.0 > 1) {
+        let live = match (&store, &first) {
+            (Some(s), Some((f, prev))) => Some((s, *f, prev.as_str())),
+            _ => None,
+        };
+        let joined = archive::join(&checked, live)?;
+        for line in &joined.lines {
+            println!("{line}");
+        }
+        if !joined.intact {
+            return Ok(Exit::CheckFailed);
+        }
+    }
+    let Some(store) = store else {
+        println!(
+            "no database in {}: the archives were verified on their own",
+            dir.display()
+        );
+        return Ok(Exit::Ok);
+    };
+    match audit::verify_ledger(&store)? {
+        audit::LedgerCheck::Intact { entries, uncovered } => println!(
+            "ledger intact: {entries} entries, each as its commit record recorded it{}",
+            if uncovered > 0 {
+                format!(" ({uncovered} committed before ledger hashes are not covered)")
+            } else {
+                String::new()
+            }
+        ),
+        audit::LedgerCheck::Broken { entry, problem } => {
+            println!("ledger BROKEN at entry {entry}: {problem}");
+            return Ok(Exit::CheckFailed);
+        }
+    }
+    Ok(if verify_anchors(&settings, &store, records)? {
+        Exit::Ok
+    } else {
+        Exit::CheckFailed
+    })
+}
+
+/// `audit prune [--archive FILE…]` (daemon stopped).
+fn audit_prune(config: &ConfigArg, archives: &[PathBuf]) -> Result<Exit, Failure> {
+    let settings = resolve(config)?;
+    let cfg = &settings.config;
+    let dir = cfg.state_dir();
+    let mut store = Store::open(&dir)?;
+    for path in archives {
+        let m = archive::register(&mut store, path)?;
+        println!(
+            "archive {}: intact and matching the database; registered (records {}..={}, content sha256 {})",
+            path.display(),
+            m.first_seq,
+            m.last_seq,
+            m.content_sha256
+        );
+    }
+    let facility_anchor = match &settings.redis {
+        None => None,
+        Some(_) => match facility_anchor(&settings) {
+            Ok(Some((id, seq, hash))) if Some(&id) == store.state_id()?.as_ref() => {
+                Some(Some(crate::store::identity::Head { seq, hash }))
+            }
+            Ok(_) => Some(None),
+            Err(e) => {
+                return Err(Failure::Runtime(format!(
+                    "the facility store does not answer ({e}); nothing pruned: with [redis] only records anchored there are pruned. Reach that server and prune again"
+                )));
+            }
+        },
+    };
+    let policy = archive::PrunePolicy {
+        now_ms: chrono::Utc::now().timestamp_millis(),
+        keep_days: cfg.records.keep_days,
+        retention_hours: cfg.dedup.retention_hours,
+        facility_anchor,
+    };
+    match archive::prune(&mut store, &policy)? {
+        archive::Pruned::Done {
+            first_seq,
+            through_seq,
+            ledger_entries,
+            checkpoint,
+        } => {
+            audit::emit(&checkpoint);
+            crate::store::identity::Anchor::new(&dir)?.tick()?;
+            println!(
+                "pruned records {first_seq}..={through_seq} and {ledger_entries} ledger entries from {}; checkpoint record {} names them and their archives (`scangate audit verify --archive FILE…` checks them)",
+                store.path().display(),
+                checkpoint.last().map_or(0, |c| c.seq)
+            );
+        }
+        archive::Pruned::Nothing(why) => println!("nothing pruned: {why}"),
+    }
+    Ok(Exit::Ok)
+}
+
+/// The head anchored in the facility store for this gateway: (state, seq, hash).
+fn facility_anchor(
+    settings: &Settings,
+) -> Result<Option<(String, i64, String)>, crate::facility::FacilityError> {
+    let cfg = &settings.config;
+    let Some(redis) = &settings.redis else {
+        return Ok(None);
+    };
+    redis.connect(cfg)?.anchor(&cfg.gateway.id)
+}
+
 /// `audit verify`: compare the chain (intact, `records` long) with every
 /// head anchored outside the database that can be reached: the state-id
 /// file and, with `[redis]`, the facility store. Prints one line each;
@@ -854,11 +1105,15 @@ fn verify_anchors(settings: &Settings, store: &Store, records: i64) -> Result<bo
     let cfg = &settings.config;
     let dir = cfg.state_dir();
     let state_id = store.state_id()?;
+    let first = audit::first_live(store)?.map_or(1, |f| f.0);
     let mut ok = true;
     let mut compare = |by: &str, head: Option<Head>| -> Result<(), Failure> {
         match head {
             None => println!("{by}: no chain head anchored"),
             Some(h) => match audit::check_anchor(store, records, by, &h)? {
+                None if first > h.seq => println!(
+                    "{by}: anchored {h}, since pruned (the checkpoint record names it; its archive holds it)"
+                ),
                 None => println!("{by}: anchored {h}, in the database"),
                 Some(problem) => {
                     ok = false;
@@ -876,12 +1131,9 @@ fn verify_anchors(settings: &Settings, store: &Store, records: i64) -> Result<bo
         ),
         file.and_then(|f| f.head),
     )?;
-    if let Some(redis) = &settings.redis {
+    if settings.redis.is_some() {
         let by = format!("the facility store (gateway {})", cfg.gateway.id);
-        let anchor = redis
-            .connect(cfg)
-            .and_then(|mut f| f.anchor(&cfg.gateway.id));
-        match anchor {
+        match facility_anchor(settings) {
             Err(e) => {
                 ok = false;
                 println!(

@@ -273,7 +273,10 @@ pub async fn run_with(
     // the counter must not wait for it.
     {
         let companion = store.companion()?.yielding();
-        let keep = Duration::from_secs(cfg.outbox.keep_raw_hours * 3600);
+        let keep = sweeper::Keep {
+            raw: Duration::from_secs(cfg.outbox.keep_raw_hours * 3600),
+            decided: Duration::from_secs(cfg.dedup.retention_hours * 3600),
+        };
         let stop = stop.clone();
         stages.thread(Stage::Sweeper, "raw-sweeper", move || {
             sweeper::run(companion, keep, stop)

@@ -186,6 +186,7 @@ pub async fn run(redis: Option<String>) -> Result<Exit, String> {
         outbox: Default::default(),
         redis: facility,
         metrics: Default::default(),
+        records: Default::default(),
         scanners: names
             .iter()
             .zip(&scanners)

@@ -41,16 +41,16 @@ impl Exit {
         match self {
             Exit::Ok => "success",
             Exit::CheckFailed => {
-                "a check failed: `status` found the gateway degraded (each reason listed), `audit verify` found a broken record or ledger entry, a lost tail or an anchor it cannot reach, `decode` got an invalid barcode, the demo lost or doubled a scan, `audit trace` found nothing or an echo naming a commit of this gateway that has no readable record, `check-config --online` could not reach the facility Redis or found a scanner's device path unusable"
+                "a check failed: `status` found the gateway degraded (each reason listed), `audit verify` found a broken record or ledger entry, a lost tail, an anchor it cannot reach, or an archive altered, truncated, not an archive or not joining the chain (`audit prune` refuses such an archive too), `decode` got an invalid barcode, the demo lost or doubled a scan, `audit trace` found nothing or an echo naming a commit of this gateway that has no readable record, `check-config --online` could not reach the facility Redis or found a scanner's device path unusable"
             }
             Exit::Config => {
-                "configuration or usage error (the message names the key and the fix; `[metrics] listen` on an address that cannot be bound; an unreadable `[redis]` `password_file` or `ca_file` too, also for `check-config`), or a facility Redis set up so that claims could be lost (`maxmemory-policy` not `noeviction`), that refuses this gateway's window and retention or its credentials (`WRONGPASS`, `NOAUTH`: the message names the ACL user and `[redis] password_file`), or whose ACL user lacks a grant"
+                "configuration or usage error (the message names the key and the fix; `audit export` with nothing to archive or onto an existing file, `audit prune` given another state's archive; `[metrics] listen` on an address that cannot be bound; an unreadable `[redis]` `password_file` or `ca_file` too, also for `check-config`), or a facility Redis set up so that claims could be lost (`maxmemory-policy` not `noeviction`), that refuses this gateway's window and retention or its credentials (`WRONGPASS`, `NOAUTH`: the message names the ACL user and `[redis] password_file`), or whose ACL user lacks a grant"
             }
             Exit::State => {
                 "state error: state directory not writable or in use by another scangate, database corrupt, unreadable or of another schema version (never overwritten), or lost: missing, emptied or replaced by another state's while `state-id` (or its leftovers) says one was here (restore it, or `state reset`); also `run` stopping because the page check it runs after start found damage"
             }
             Exit::Runtime => {
-                "runtime failure (I/O, an internal thread died, output that cannot be written)"
+                "runtime failure (I/O, e.g. an archive file that cannot be read or written; an internal thread died, output that cannot be written; `audit prune` with a facility Redis that does not answer)"
             }
         }
     }

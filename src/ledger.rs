@@ -224,42 +224,68 @@ pub fn for_each(
 ) -> Result<(), StoreError> {
     let mut q = store
         .conn
-        .prepare(
-            "SELECT seq, scan_uuid, gateway, scanner, captured_ms, clock_synced, scan_type,
-                    quantity, gtin, ndc10, lot, serial, expiry, symbology, content_key
-             FROM ledger WHERE captured_ms >= ?1 ORDER BY seq",
-        )
+        .prepare(&format!(
+            "SELECT {ENTRY_COLUMNS} FROM ledger WHERE captured_ms >= ?1 ORDER BY seq"
+        ))
         .map_err(|e| store.err_at(e))?;
     let mut rows = q
         .query([since_ms.unwrap_or(i64::MIN)])
         .map_err(|e| store.err_at(e))?;
     while let Some(r) = rows.next().map_err(|e| store.err_at(e))? {
-        let entry = (|| {
-            Ok::<_, rusqlite::Error>(LedgerEntry {
-                seq: r.get(0)?,
-                scan_uuid: r.get(1)?,
-                gateway: r.get(2)?,
-                scanner: r.get(3)?,
-                captured_at: rfc3339_ms(r.get(4)?),
-                clock_synced: r.get(5)?,
-                scan_type: r.get(6)?,
-                quantity: r.get(7)?,
-                gtin: r.get(8)?,
-                ndc10: r.get(9)?,
-                lot: r.get(10)?,
-                serial: r.get(11)?,
-                expiry: r.get(12)?,
-                symbology: r.get(13)?,
-                content_key: r.get(14)?,
-            })
-        })()
-        .map_err(|e| store.err_at(e))?;
+        let entry = entry_of(r).map_err(|e| store.err_at(e))?;
         if f(entry).is_err() {
             // The reader went away (e.g. `| head`): stop quietly.
             break;
         }
     }
     Ok(())
+}
+
+/// The columns [`entry_of`] reads, in its order.
+const ENTRY_COLUMNS: &str =
+    "seq, scan_uuid, gateway, scanner, captured_ms, clock_synced, scan_type,
+    quantity, gtin, ndc10, lot, serial, expiry, symbology, content_key";
+
+/// A ledger entry from a row of [`ENTRY_COLUMNS`].
+fn entry_of(r: &rusqlite::Row<'_>) -> rusqlite::Result<LedgerEntry> {
+    Ok(LedgerEntry {
+        seq: r.get(0)?,
+        scan_uuid: r.get(1)?,
+        gateway: r.get(2)?,
+        scanner: r.get(3)?,
+        captured_at: rfc3339_ms(r.get(4)?),
+        clock_synced: r.get(5)?,
+        scan_type: r.get(6)?,
+        quantity: r.get(7)?,
+        gtin: r.get(8)?,
+        ndc10: r.get(9)?,
+        lot: r.get(10)?,
+        serial: r.get(11)?,
+        expiry: r.get(12)?,
+        symbology: r.get(13)?,
+        content_key: r.get(14)?,
+    })
+}
+
+/// The entry of committed scan `scan_uuid`, as `ledger export` prints it
+/// (for an archive, beside its commit record).
+pub fn entry_for_scan(conn: &Connection, scan_uuid: &str) -> rusqlite::Result<Option<LedgerEntry>> {
+    use rusqlite::OptionalExtension;
+    conn.prepare_cached(&format!(
+        "SELECT {ENTRY_COLUMNS} FROM ledger WHERE scan_uuid = ?1"
+    ))?
+    .query_row([scan_uuid], entry_of)
+    .optional()
+}
+
+/// Remove the entry of scan `scan_uuid` (pruning: its commit record is
+/// archived and older than `[records] keep_days`, and the entry is past
+/// the dedup horizon, so the gate no longer looks at it). True if there was one.
+pub fn prune_entry(tx: &Connection, scan_uuid: &str) -> rusqlite::Result<bool> {
+    Ok(tx
+        .prepare_cached("DELETE FROM ledger WHERE scan_uuid = ?1")?
+        .execute([scan_uuid])?
+        > 0)
 }
 
 #[cfg(test)]

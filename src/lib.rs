@@ -29,7 +29,8 @@
 //!   its record of clock steps.
 //! - [`ledger`]: one entry per committed scan and the exact twin lookup;
 //!   JSON-lines export.
-//! - [`audit`]: hash-chained decision records; verify and trace.
+//! - [`audit`]: hash-chained decision records; verify and trace;
+//!   archives, their verification and pruning by them in [`audit::archive`].
 //! - [`facility`]: the facility Redis: the claim script, claim rounds, checks;
 //!   the ledger stream's consumer groups and trimming in [`facility::stream`].
 //! - [`daemon`]: the one place that wires the stages together, opens

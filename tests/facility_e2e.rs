@@ -1332,20 +1332,6 @@ fn gateways_must_agree_on_which_scanners_are_shared() {
     b.stop();
 }
 
-/// Debian's libfaketime (package `faketime`, which `.ci/run` installs): it
-/// shifts a process's wall clock, not its boot clock.
-fn libfaketime() -> String {
-    let found = std::fs::read_dir("/usr/lib")
-        .unwrap()
-        .filter_map(Result::ok)
-        .map(|e| e.path().join("faketime/libfaketime.so.1"))
-        .find(|p| p.exists());
-    found
-        .expect("libfaketime.so.1 under /usr/lib/*/faketime: apt-get install faketime")
-        .display()
-        .to_string()
-}
-
 /// A gateway whose wall clock is 1.5 s ahead (an RTC-less board not yet
 /// synchronised; libfaketime here) measures the facility Redis's clock at
 /// start: the offset, within its bound, is in `outbox status`, and a WARN

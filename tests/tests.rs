@@ -22,6 +22,7 @@ mod audit_tamper;
 mod gate;
 mod ledger_chain;
 mod raw_retention;
+mod retention;
 mod state_identity;
 
 // Serial scanners on PTYs against the real daemon.

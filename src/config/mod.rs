@@ -74,6 +74,9 @@ pub struct Config {
     pub redis: Option<RedisConfig>,
     /// `[metrics]`: Prometheus metrics (textfile and/or `/metrics`); off by default.
     pub metrics: MetricsConfig,
+    /// `[records]`: how long audit records and ledger entries stay in the
+    /// database before `scangate audit prune` may remove archived ones.
+    pub records: RecordsConfig,
 }
 
 /// The sections serde reads as they are; `[[scanner]]` is only checked to
@@ -93,6 +96,8 @@ struct Sections {
     redis: Option<RedisConfig>,
     #[serde(default)]
     metrics: MetricsConfig,
+    #[serde(default)]
+    records: RecordsConfig,
 }
 
 /// `[gateway]` section.
@@ -198,6 +203,34 @@ impl Default for MetricsConfig {
             textfile: None,
             listen: None,
             interval_s: default_metrics_interval(),
+        }
+    }
+}
+
+/// `[records]` section: retention of the audit trail and the ledger.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RecordsConfig {
+    /// Days an audit record (and the ledger entry it commits) stays in the
+    /// database; only older records that are in a verified archive (and,
+    /// with `[redis]`, anchored) may be pruned. At least
+    /// [`MIN_KEEP_DAYS`] (21 CFR 1304.04: two years).
+    #[serde(default = "default_keep_days")]
+    pub keep_days: u64,
+}
+
+/// The shortest `[records] keep_days` accepted: two years (21 CFR 1304.04
+/// requires records of controlled substances kept for two years).
+pub const MIN_KEEP_DAYS: u64 = 730;
+
+fn default_keep_days() -> u64 {
+    MIN_KEEP_DAYS
+}
+
+impl Default for RecordsConfig {
+    fn default() -> Self {
+        RecordsConfig {
+            keep_days: default_keep_days(),
         }
     }
 }
@@ -385,6 +418,7 @@ impl Config {
             scanners,
             redis: sections.redis,
             metrics: sections.metrics,
+            records: sections.records,
         };
         cfg.validate(file)?;
         Ok(cfg)
@@ -460,6 +494,13 @@ impl Config {
                 "outbox.warn_days_left".into(),
                 format!("{} is out of range", self.outbox.warn_days_left),
                 "use 0 (off) ..=3660 days (default 14)",
+            ));
+        }
+        if self.records.keep_days < MIN_KEEP_DAYS || self.records.keep_days > 36_600 {
+            return Err(err(
+                "records.keep_days".into(),
+                format!("{} is out of range", self.records.keep_days),
+                "use 730..=36600 days (default 730): records of controlled substances are kept at least two years (21 CFR 1304.04)",
             ));
         }
         if self.dedup.window_ms > self.dedup.retention_hours * 3_600_000 {

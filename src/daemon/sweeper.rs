@@ -1,5 +1,8 @@
 //! The raw-bytes sweeper thread: overwrites what scanners sent once the
-//! scans are decided and `[outbox] keep_raw_hours` old (`Store::clear_raw`).
+//! scans are decided and `[outbox] keep_raw_hours` old (`Store::clear_raw`),
+//! and removes decided outbox rows after the dedup horizon, `[dedup]
+//! retention_hours` (`Store::prune_decided`; the audit record and the
+//! ledger entry are the record of a decision, not the outbox row).
 //!
 //! Before its first sweep it reads every page of the database
 //! (`Store::check_pages`): the daemon starts without waiting for that, and
@@ -22,10 +25,20 @@ use std::time::Duration;
 /// Time between sweeps.
 pub const SWEEP_EVERY: Duration = Duration::from_secs(600);
 
+/// How long the sweeper keeps what.
+#[derive(Debug, Clone, Copy)]
+pub struct Keep {
+    /// `[outbox] keep_raw_hours`: raw bytes of decided scans.
+    pub raw: Duration,
+    /// `[dedup] retention_hours`: decided outbox rows.
+    pub decided: Duration,
+}
+
 /// Check the database's pages, then sweep until `stop` is signalled.
 /// Damage found ends the thread ([`StageResult::Corrupt`]: the database
 /// path, SQLite's words).
-pub fn run(mut store: Store, keep: Duration, stop: Stop) -> StageResult {
+pub fn run(mut store: Store, keeps: Keep, stop: Stop) -> StageResult {
+    let keep = keeps.raw;
     let db = store.path().to_owned();
     loop {
         match Store::check_pages(&db) {
@@ -91,10 +104,44 @@ pub fn run(mut store: Store, keep: Duration, stop: Stop) -> StageResult {
                 "clearing old raw scan bytes failed: {e}; they stay until the next sweep in {SWEEP_EVERY:?}"
             ),
         }
+        if prune_outbox(&mut store, keeps.decided, now_ms, &mut || !stop.is_set()) {
+            return StageResult::Done;
+        }
         if stop.sleep(SWEEP_EVERY) {
             return StageResult::Done;
         }
     }
+}
+
+/// Remove decided outbox rows older than the dedup horizon `keep`, except
+/// committed scans whose ledger entry is still inside it. True if the
+/// stop came meanwhile.
+fn prune_outbox(
+    store: &mut Store,
+    keep: Duration,
+    now_ms: i64,
+    keep_going: &mut dyn FnMut() -> bool,
+) -> bool {
+    let horizon = now_ms - keep.as_millis() as i64;
+    let kept = match crate::ledger::scans_since(&store.conn, horizon) {
+        Ok(scans) => scans.into_iter().map(|s| s.0).collect(),
+        Err(e) => {
+            tracing::warn!(db = %store.path().display(), "removing decided outbox rows: cannot read the ledger: {e}; they stay until the next sweep in {SWEEP_EVERY:?}");
+            return false;
+        }
+    };
+    match store.prune_decided(horizon, &kept, keep_going) {
+        Ok(0) => {}
+        Ok(n) => tracing::info!(
+            removed = n,
+            "removed {n} decided outbox rows older than the dedup horizon ({} h); their audit records and ledger entries stay",
+            keep.as_secs() / 3600
+        ),
+        Err(e) => tracing::warn!(
+            "removing decided outbox rows failed: {e}; they stay until the next sweep in {SWEEP_EVERY:?}"
+        ),
+    }
+    !keep_going()
 }
 
 /// Try to truncate the WAL for up to ~2 s (a reader, such as the claimer's

@@ -475,6 +475,7 @@ impl Gate {
             conflict: None,
             state_reset: None,
             ledger_hash,
+            pruned: None,
         })?;
         match verdict {
             Verdict::Committed => stats.committed += 1,

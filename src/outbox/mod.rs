@@ -636,6 +636,13 @@ pub fn scans_with_key(conn: &Connection, key: &str) -> rusqlite::Result<Vec<(Str
         .collect()
 }
 
+/// Whether decided rows were removed from the outbox after the dedup
+/// horizon ([`Store::prune_decided`]): their scans are then known only by
+/// their audit records and ledger entries.
+pub fn was_pruned(conn: &Connection) -> rusqlite::Result<bool> {
+    Ok(crate::store::get_meta(conn, raw::OUTBOX_PRUNED_THROUGH)?.is_some())
+}
+
 /// Whether scan `scan_uuid` is in this outbox (was read by this gateway).
 pub fn has_scan(conn: &Connection, scan_uuid: &str) -> rusqlite::Result<bool> {
     conn.prepare_cached("SELECT EXISTS (SELECT 1 FROM scans WHERE scan_uuid = ?1)")?

@@ -1,5 +1,7 @@
 //! Raw-bytes retention: what scanners sent is overwritten once the scan is
-//! decided and `[outbox] keep_raw_hours` old (the sweeper thread drives it).
+//! decided and `[outbox] keep_raw_hours` old; and decided rows are removed
+//! after the dedup horizon (the audit record is the record of a decision,
+//! not the outbox row). The sweeper thread drives both.
 
 use crate::store::{Store, StoreError, get_meta, put_meta};
 use rusqlite::{Transaction, params};
@@ -85,6 +87,78 @@ impl Store {
         }
         Ok(sweep)
     }
+}
+
+impl Store {
+    /// Remove decided outbox rows captured and decided before `before_ms`
+    /// (the sweeper passes the dedup horizon, `[dedup] retention_hours`),
+    /// except the scans in `keep` (committed scans whose ledger entry is
+    /// still inside the horizon: a reconciliation re-publishes them from
+    /// their rows). In outbox order, [`CLEAR_CHUNK`] rows per write turn,
+    /// asking `keep_going` between chunks; it stops at the first row that
+    /// is open, younger, or kept, so the outbox stays a contiguous tail.
+    /// Returns the rows removed.
+    pub fn prune_decided(
+        &mut self,
+        before_ms: i64,
+        keep: &std::collections::HashSet<String>,
+        keep_going: &mut dyn FnMut() -> bool,
+    ) -> Result<u64, StoreError> {
+        let mut pruned = 0;
+        while keep_going() {
+            let w = self.write()?;
+            let (n, more) = prune_chunk(&w.tx, before_ms, keep).map_err(|e| w.err(e))?;
+            w.commit()?;
+            pruned += n;
+            if !more {
+                break;
+            }
+        }
+        Ok(pruned)
+    }
+}
+
+/// `meta` key: decided outbox rows up to this `seq` were removed.
+pub(super) const OUTBOX_PRUNED_THROUGH: &str = "outbox_pruned_through";
+
+/// The states of a decided row (only those are removed).
+const DECIDED: &str = "state IN ('committed', 'suppressed', 'rejected')";
+
+/// One chunk of [`Store::prune_decided`]: rows removed, and whether a full
+/// chunk was (so there may be more).
+fn prune_chunk(
+    tx: &Transaction<'_>,
+    before_ms: i64,
+    keep: &std::collections::HashSet<String>,
+) -> rusqlite::Result<(u64, bool)> {
+    let rows: Vec<(i64, String, Option<i64>, i64)> = tx
+        .prepare_cached(&format!(
+            "SELECT seq, scan_uuid, CASE WHEN {DECIDED} THEN decided_ms END, captured_ms
+             FROM scans ORDER BY seq LIMIT ?1"
+        ))?
+        .query_map([CLEAR_CHUNK], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+        })?
+        .collect::<rusqlite::Result<_>>()?;
+    let full = rows.len() as i64 == CLEAR_CHUNK;
+    let through = rows
+        .iter()
+        .take_while(|(_, uuid, decided_ms, captured_ms)| {
+            decided_ms.is_some_and(|d| d < before_ms)
+                && *captured_ms < before_ms
+                && !keep.contains(uuid)
+        })
+        .map(|r| r.0)
+        .enumerate()
+        .last();
+    let Some((i, through)) = through else {
+        return Ok((0, false));
+    };
+    let n = tx
+        .prepare_cached(&format!("DELETE FROM scans WHERE seq <= ?1 AND {DECIDED}"))?
+        .execute([through])?;
+    put_meta(tx, OUTBOX_PRUNED_THROUGH, &through.to_string())?;
+    Ok((n as u64, full && i + 1 == rows.len()))
 }
 
 /// One chunk of [`Store::clear_raw`]: rows cleared, and where it ended.

@@ -394,6 +394,7 @@ pub fn reset(state_dir: &Path, confirm: &str, gateway: &str) -> Result<Reset, St
         raw_len: 0,
         conflict: None,
         ledger_hash: None,
+        pruned: None,
         state_reset: Some(crate::audit::AuditStateReset {
             lost_state_id: lost_id.clone(),
             lost_head_seq: lost_head.as_ref().map(|h| h.seq),

@@ -142,6 +142,22 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (boot_id, boot_ms)
     ) WITHOUT ROWID;
     "#,
+    // 6: retention (audit/archive.rs): the archives `audit prune` verified
+    // against this database and pruned by, owned by the audit stage.
+    r#"
+    CREATE TABLE audit_archives (
+        content_sha256 TEXT    PRIMARY KEY,
+        first_seq      INTEGER NOT NULL,
+        last_seq       INTEGER NOT NULL,
+        prev_hash      TEXT    NOT NULL,
+        last_hash      TEXT    NOT NULL,
+        records        INTEGER NOT NULL,
+        ledger_entries INTEGER NOT NULL,
+        until          TEXT    NOT NULL,
+        file           TEXT    NOT NULL,
+        registered_ms  INTEGER NOT NULL
+    );
+    "#,
 ];
 
 /// Why the database could not be used. Each says which file and what to do.

@@ -63,3 +63,17 @@ impl std::fmt::Display for Outcome {
         )
     }
 }
+
+/// Debian's libfaketime (package `faketime`, which `.ci/run` installs): it
+/// shifts a process's wall clock, not its boot clock.
+pub fn libfaketime() -> String {
+    let found = std::fs::read_dir("/usr/lib")
+        .unwrap()
+        .filter_map(Result::ok)
+        .map(|e| e.path().join("faketime/libfaketime.so.1"))
+        .find(|p| p.exists());
+    found
+        .expect("libfaketime.so.1 under /usr/lib/*/faketime: apt-get install faketime")
+        .display()
+        .to_string()
+}

@@ -252,6 +252,7 @@ fn record_conflicts(
                 }),
                 state_reset: None,
                 ledger_hash: None,
+                pruned: None,
             })
             .map_err(|e| w.err(e))?;
         listed.push(ConflictRecord {
