@@ -151,7 +151,8 @@ impl RedisServer {
     }
 
     /// Whether the server answers on its port (any reply to PING, so a
-    /// password-protected one counts too).
+    /// password-protected one counts too; not `-LOADING`: a restarted
+    /// server reading its AOF refuses commands until it is done).
     pub fn answers(&self) -> bool {
         use std::io::{Read, Write};
         let Ok(mut c) = std::net::TcpStream::connect(("127.0.0.1", self.port)) else {
@@ -159,7 +160,8 @@ impl RedisServer {
         };
         let _ = c.set_read_timeout(Some(Duration::from_millis(200)));
         let mut buf = [0u8; 64];
-        c.write_all(b"PING\r\n").is_ok() && matches!(c.read(&mut buf), Ok(n) if n > 0)
+        c.write_all(b"PING\r\n").is_ok()
+            && matches!(c.read(&mut buf), Ok(n) if n > 0 && !buf[..n].starts_with(b"-LOADING"))
     }
 
     /// A fresh connection to the server.
