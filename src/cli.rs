@@ -20,6 +20,11 @@ use std::process::ExitCode;
     after_help = Exit::summary()
 )]
 struct Cli {
+    /// Log format: journald (native protocol), text or json on stderr;
+    /// auto: journald when stderr is the journal stream ($JOURNAL_STREAM
+    /// names its device and inode), else text.
+    #[arg(long, global = true, value_enum, default_value_t)]
+    log_format: crate::logging::LogFormat,
     #[command(subcommand)]
     command: Command,
 }
@@ -215,32 +220,13 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     // The demo and the benchmark print their own report; keep the log quiet.
     let quiet = matches!(cli.command, Command::Demo { .. } | Command::Bench(_));
-    init_tracing(if quiet { "warn" } else { "info" });
+    crate::logging::init(cli.log_format, if quiet { "warn" } else { "info" });
     match dispatch(cli.command) {
         Ok(exit) => exit.into(),
         Err(f) => {
             eprintln!("scangate: {}", f.message());
             f.exit().into()
         }
-    }
-}
-
-/// Logs to the journal when started by systemd (JOURNAL_STREAM is set),
-/// else to stderr. `RUST_LOG` filters (default `default_level`).
-fn init_tracing(default_level: &str) {
-    use tracing_subscriber::prelude::*;
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
-    let journald = std::env::var_os("JOURNAL_STREAM")
-        .is_some()
-        .then(|| tracing_journald::layer().ok())
-        .flatten();
-    let registry = tracing_subscriber::registry().with(filter);
-    match journald {
-        Some(layer) => registry.with(layer).init(),
-        None => registry
-            .with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr))
-            .init(),
     }
 }
 

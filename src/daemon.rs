@@ -182,12 +182,7 @@ pub async fn run(
             }
             let (kick, lane_stop, lanes) = claimer::lanes(&store, gate, link, first.ok(), {
                 let telemetry = telemetry.clone();
-                move |decisions: &[Decision]| {
-                    telemetry.decided(decisions);
-                    for d in decisions {
-                        tracing::debug!(scan = %d.scan_uuid, decision = %d.verdict.state(), "decided");
-                    }
-                }
+                move |decisions: &[Decision]| report_decisions(&telemetry, decisions)
             })?;
             for lane in lanes {
                 let stage = match lane.kind() {
@@ -618,10 +613,7 @@ fn outbox_writer(
             .unzip();
         match write_until_durable(&mut store, &mut decider, &scans, &stopping) {
             Ok(decisions) => {
-                telemetry.decided(&decisions);
-                for d in decisions {
-                    tracing::debug!(scan = %d.scan_uuid, decision = %d.verdict.state(), "decided");
-                }
+                report_decisions(telemetry, &decisions);
                 for durable in acks.iter().filter_map(|(d, _)| d.as_ref()) {
                     durable.confirm(); // the scanner may have gone; it will resend
                 }
@@ -656,6 +648,26 @@ fn outbox_writer(
     }
 }
 
+/// Decisions made (by the embedded gate or a claimer round): counted,
+/// and logged: a rejected read at WARN with its reason (the audit records
+/// under their own target must not be the only place a reject shows),
+/// every other decision at DEBUG.
+fn report_decisions(telemetry: &crate::metrics::Telemetry, decisions: &[Decision]) {
+    telemetry.decided(decisions);
+    for d in decisions {
+        let decision = d.verdict.state();
+        match &d.verdict {
+            crate::gate::Verdict::Rejected { reason } => tracing::warn!(
+                scanner = %d.scanner, scan_uuid = %d.scan_uuid, decision = %decision, reason = %reason,
+                "scan rejected: {reason}"
+            ),
+            _ => {
+                tracing::debug!(scanner = %d.scanner, scan_uuid = %d.scan_uuid, decision = %decision, "decided")
+            }
+        }
+    }
+}
+
 /// Decide whatever is pending; true if something is still left undecided.
 fn decide_leftovers(
     store: &mut Store,
@@ -663,7 +675,7 @@ fn decide_leftovers(
     telemetry: &crate::metrics::Telemetry,
 ) -> bool {
     match embedded::decide_pending(store, gate) {
-        Ok(decided) => telemetry.decided(&decided),
+        Ok(decided) => report_decisions(telemetry, &decided),
         Err(e) => tracing::error!(
             "deciding pending scans failed: {e}; they stay durable in the outbox and are retried every {RETRY_PENDING:?}"
         ),

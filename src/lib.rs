@@ -41,7 +41,8 @@
 //!   file that [`status`] (`scangate status`) reads with the database.
 //! - Shared by the stages: [`shutdown`] (the one stop token), [`backoff`]
 //!   (the one retry schedule).
-//! - [`cli`]: the `scangate` commands; [`exit`]: their exit codes.
+//! - [`cli`]: the `scangate` commands; [`exit`]: their exit codes;
+//!   [`logging`]: `--log-format` (journald, text, json).
 //! - [`decode_cmd`]: `scangate decode`, the decoder for technicians and tests.
 //! - [`devices_cmd`]: `scangate devices` / `scangate pair`: find and pair scanners.
 //! - [`demo`], [`bench`](mod@bench): a noisy shift on virtual scanners; throughput.
@@ -64,6 +65,7 @@ pub mod facility;
 pub mod gate;
 pub mod invalid;
 pub mod ledger;
+pub mod logging;
 pub mod metrics;
 pub mod outbox;
 pub mod pty;

@@ -47,6 +47,9 @@ mod facility_failover;
 mod facility_order;
 mod facility_redis;
 
+// The log: text, JSON, the journal's native protocol.
+mod logging;
+
 // What facility IT sees: metrics through a real Prometheus and node_exporter,
 // `scangate status`.
 mod observability;
