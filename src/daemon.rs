@@ -182,7 +182,7 @@ pub async fn run(
             }
             let (kick, lane_stop, lanes) = claimer::lanes(&store, gate, link, first.ok(), {
                 let telemetry = telemetry.clone();
-                move |decisions: &[Decision]| report_decisions(&telemetry, decisions)
+                move |decisions: &[Decision]| crate::events::Decided { decisions }.emit(&telemetry)
             })?;
             for lane in lanes {
                 let stage = match lane.kind() {
@@ -226,7 +226,11 @@ pub async fn run(
             .spawn(move || {
                 while !stop.sleep(crate::store::identity::ANCHOR_EVERY) {
                     if let Err(e) = anchor.tick() {
-                        tracing::warn!("cannot anchor the audit chain head: {e}");
+                        crate::events::AnchorFailed {
+                            place: crate::events::AnchorPlace::StateFile,
+                            error: &e,
+                        }
+                        .emit();
                     }
                     if let Some(f) = &mut facility {
                         f.put(&anchor);
@@ -310,7 +314,11 @@ pub async fn run(
     match anchor.join() {
         Ok((mut anchor, mut facility)) => {
             if let Err(e) = anchor.tick() {
-                tracing::warn!("cannot anchor the audit chain head at stop: {e}");
+                crate::events::AnchorFailed {
+                    place: crate::events::AnchorPlace::StateFileAtStop,
+                    error: &e,
+                }
+                .emit();
             }
             if let Some(f) = &mut facility {
                 f.put(&anchor);
@@ -445,7 +453,11 @@ impl FacilityAnchor {
             Ok(()) => self.sent = Some(head.clone()),
             Err(e) => {
                 self.conn = None;
-                tracing::warn!("cannot anchor the audit chain head in the facility store: {e}");
+                crate::events::AnchorFailed {
+                    place: crate::events::AnchorPlace::Facility,
+                    error: &e,
+                }
+                .emit();
             }
         }
     }
@@ -613,14 +625,21 @@ fn outbox_writer(
             .unzip();
         match write_until_durable(&mut store, &mut decider, &scans, &stopping) {
             Ok(decisions) => {
-                report_decisions(telemetry, &decisions);
+                crate::events::Decided {
+                    decisions: &decisions,
+                }
+                .emit(telemetry);
                 for durable in acks.iter().filter_map(|(d, _)| d.as_ref()) {
                     durable.confirm(); // the scanner may have gone; it will resend
                 }
             }
             Err(()) => {
                 for s in &scans {
-                    tracing::error!(scan = %s.uuid, scanner = %s.profile.scanner, "scan NOT stored (database refuses writes during shutdown); it was not acknowledged");
+                    crate::events::ScanNotStored {
+                        scanner: &s.profile.scanner,
+                        scan_uuid: &s.uuid.to_string(),
+                    }
+                    .emit();
                 }
                 undurable += scans.len();
             }
@@ -648,26 +667,6 @@ fn outbox_writer(
     }
 }
 
-/// Decisions made (by the embedded gate or a claimer round): counted,
-/// and logged: a rejected read at WARN with its reason (the audit records
-/// under their own target must not be the only place a reject shows),
-/// every other decision at DEBUG.
-fn report_decisions(telemetry: &crate::metrics::Telemetry, decisions: &[Decision]) {
-    telemetry.decided(decisions);
-    for d in decisions {
-        let decision = d.verdict.state();
-        match &d.verdict {
-            crate::gate::Verdict::Rejected { reason } => tracing::warn!(
-                scanner = %d.scanner, scan_uuid = %d.scan_uuid, decision = %decision, reason = %reason,
-                "scan rejected: {reason}"
-            ),
-            _ => {
-                tracing::debug!(scanner = %d.scanner, scan_uuid = %d.scan_uuid, decision = %decision, "decided")
-            }
-        }
-    }
-}
-
 /// Decide whatever is pending; true if something is still left undecided.
 fn decide_leftovers(
     store: &mut Store,
@@ -675,7 +674,10 @@ fn decide_leftovers(
     telemetry: &crate::metrics::Telemetry,
 ) -> bool {
     match embedded::decide_pending(store, gate) {
-        Ok(decided) => report_decisions(telemetry, &decided),
+        Ok(decided) => crate::events::Decided {
+            decisions: &decided,
+        }
+        .emit(telemetry),
         Err(e) => tracing::error!(
             "deciding pending scans failed: {e}; they stay durable in the outbox and are retried every {RETRY_PENDING:?}"
         ),
@@ -706,11 +708,12 @@ fn write_until_durable(
         match written {
             Ok(decisions) => return Ok(decisions),
             Err(e) => {
-                tracing::error!(
-                    scans = scans.len(),
-                    "cannot write scans to the outbox: {e}; retrying in {:?} (no ACK is sent until this succeeds)",
-                    pause.peek()
-                );
+                crate::events::OutboxWriteFailed {
+                    scans: scans.len(),
+                    error: &e,
+                    retry_in: pause.peek(),
+                }
+                .emit();
                 if stopping.is_set() {
                     failures_while_stopping += 1;
                     if failures_while_stopping >= 3 {

@@ -36,6 +36,8 @@
 //!   live and replay lanes in [`daemon::claimer`], the raw-bytes sweeper in
 //!   [`daemon::sweeper`]; every stage started and heard ending through
 //!   [`daemon::supervisor`].
+//! - [`events`]: the daemon's operational events, one type each, whose
+//!   `emit` logs it and updates its metric.
 //! - [`metrics`]: what the running daemon publishes: Prometheus metrics
 //!   (`[metrics]` textfile, `/metrics` in [`metrics::http`]) and the status
 //!   file that [`status`] (`scangate status`) reads with the database.
@@ -60,6 +62,7 @@ pub mod daemon;
 pub mod decode_cmd;
 pub mod demo;
 pub mod devices_cmd;
+pub mod events;
 pub mod exit;
 pub mod facility;
 pub mod gate;

@@ -1,0 +1,613 @@
+//! The daemon's operational events, typed (as vector's
+//! `src/internal_events/`): one type per event, whose `emit` both logs it
+//! (structured fields, fixed prose) and updates its metric in
+//! [`Telemetry`], so the log and the metrics cannot disagree and the call
+//! site says only *what happened*.
+//!
+//! Field names are the journal's too (upper-cased, [`crate::logging`]):
+//! `scanner`, `device`, `scan_uuid`, `decision`, `reason`. Each event keeps
+//! the log target of the module it happens in, so `RUST_LOG` filters by
+//! module as before.
+//!
+//! Events without a metric of their own (a disk error, an anchor) only
+//! log; they are here all the same, so every operational line is one type.
+
+use crate::gate::{Decision, Verdict};
+use crate::metrics::Telemetry;
+use std::time::Duration;
+
+/// A serial scanner's device was opened.
+pub struct SerialConnected<'a> {
+    /// The scanner's name.
+    pub scanner: &'a str,
+    /// The device path.
+    pub device: &'a str,
+    /// Line speed.
+    pub baud: u32,
+    /// Data bits, parity, stop bits (`8N1`).
+    pub line: String,
+    /// The framing, as `FrameSpec::describe` tells it.
+    pub framing: String,
+    /// Whether ACK/NAK is on.
+    pub ack: bool,
+}
+
+impl SerialConnected<'_> {
+    /// Log it (INFO) and mark the scanner up.
+    pub fn emit(self, telemetry: &Telemetry) {
+        tracing::info!(
+            target: "scangate::source::serial",
+            scanner = %self.scanner, device = %self.device, baud = self.baud,
+            line = %self.line, framing = %self.framing, ack = self.ack,
+            "scanner connected"
+        );
+        telemetry.scanner_connected(self.scanner, self.device);
+    }
+}
+
+/// A serial scanner's device went away (it is reopened).
+pub struct SerialLost<'a> {
+    /// The scanner's name.
+    pub scanner: &'a str,
+    /// The device path.
+    pub device: &'a str,
+    /// Why.
+    pub reason: &'a str,
+    /// Bytes of a frame begun and not finished (never a read).
+    pub partial_bytes: usize,
+}
+
+impl SerialLost<'_> {
+    /// Log it (WARN; the partial frame too, if any) and mark the scanner
+    /// down.
+    pub fn emit(self, telemetry: &Telemetry) {
+        telemetry.scanner_disconnected(self.scanner);
+        if self.partial_bytes > 0 {
+            tracing::warn!(
+                target: "scangate::source::serial",
+                scanner = %self.scanner, device = %self.device, bytes = self.partial_bytes,
+                "scanner went away mid-frame; the partial frame was never a complete read"
+            );
+        }
+        tracing::warn!(
+            target: "scangate::source::serial",
+            scanner = %self.scanner, device = %self.device, reason = %self.reason,
+            "scanner disconnected: {}; reconnecting", self.reason
+        );
+    }
+}
+
+/// A HID scanner's device was opened.
+pub struct HidConnected<'a> {
+    /// The scanner's name.
+    pub scanner: &'a str,
+    /// `pos` or `keyboard`.
+    pub mode: &'a str,
+    /// The device, as the opener describes it.
+    pub device: &'a str,
+}
+
+impl HidConnected<'_> {
+    /// Log it (INFO) and mark the scanner up.
+    pub fn emit(self, telemetry: &Telemetry) {
+        tracing::info!(
+            target: "scangate::source::hid",
+            scanner = %self.scanner, mode = self.mode, device = %self.device,
+            "HID scanner connected"
+        );
+        telemetry.scanner_connected(self.scanner, self.device);
+    }
+}
+
+/// A HID scanner's device went away (it is reopened when it is back).
+pub struct HidLost<'a> {
+    /// The scanner's name.
+    pub scanner: &'a str,
+    /// Why.
+    pub reason: &'a str,
+}
+
+impl HidLost<'_> {
+    /// Log it (WARN) and mark the scanner down.
+    pub fn emit(self, telemetry: &Telemetry) {
+        tracing::warn!(
+            target: "scangate::source::hid",
+            scanner = %self.scanner, reason = %self.reason,
+            "HID scanner disconnected: {}; reopening when it is back", self.reason
+        );
+        telemetry.scanner_disconnected(self.scanner);
+    }
+}
+
+/// A scanner's device was closed because scangate stops.
+pub struct ScannerClosed<'a> {
+    /// The scanner's name.
+    pub scanner: &'a str,
+}
+
+impl ScannerClosed<'_> {
+    /// Log it (DEBUG) and mark the scanner down.
+    pub fn emit(self, telemetry: &Telemetry) {
+        tracing::debug!(target: "scangate::source", scanner = %self.scanner, "scanner closed");
+        telemetry.scanner_disconnected(self.scanner);
+    }
+}
+
+/// A scanner read a scan (before it is durable).
+pub struct ScanRead<'a> {
+    /// The scanner's name.
+    pub scanner: &'a str,
+}
+
+impl ScanRead<'_> {
+    /// Log it (TRACE) and count it.
+    pub fn emit(self, telemetry: &Telemetry) {
+        tracing::trace!(target: "scangate::source", scanner = %self.scanner, "scan read");
+        telemetry.scan_read(self.scanner);
+    }
+}
+
+/// An ACK was written, `took` after its frame was read.
+pub struct Acked<'a> {
+    /// The scanner's name.
+    pub scanner: &'a str,
+    /// Frame read to ACK written.
+    pub took: Duration,
+}
+
+impl Acked<'_> {
+    /// Log it (TRACE) and observe its latency.
+    pub fn emit(self, telemetry: &Telemetry) {
+        tracing::trace!(
+            target: "scangate::source::serial",
+            scanner = %self.scanner, took_us = self.took.as_micros() as u64,
+            "ACK written"
+        );
+        telemetry.acked(self.took);
+    }
+}
+
+/// Decisions were committed (by the embedded gate, or a claimer round).
+pub struct Decided<'a> {
+    /// Them, in the order they were made.
+    pub decisions: &'a [Decision],
+}
+
+impl Decided<'_> {
+    /// Log each — a rejected read at WARN with its reason (not only in its
+    /// audit record: hiding those must not hide rejects), the others at
+    /// DEBUG — and count each ([`Telemetry::count_decision`]).
+    pub fn emit(self, telemetry: &Telemetry) {
+        let now = crate::capture::clock::boot_ns();
+        for d in self.decisions {
+            let decision = d.verdict.state();
+            match &d.verdict {
+                Verdict::Rejected { reason } => tracing::warn!(
+                    target: "scangate::daemon",
+                    scanner = %d.scanner, scan_uuid = %d.scan_uuid, decision = %decision, reason = %reason,
+                    "scan rejected: {reason}"
+                ),
+                _ => tracing::debug!(
+                    target: "scangate::daemon",
+                    scanner = %d.scanner, scan_uuid = %d.scan_uuid, decision = %decision,
+                    "decided"
+                ),
+            }
+            telemetry.count_decision(d, now);
+        }
+    }
+}
+
+/// Scans could not be written to the outbox; the write is retried and no
+/// ACK goes out before it succeeds.
+pub struct OutboxWriteFailed<'a> {
+    /// How many scans the batch holds.
+    pub scans: usize,
+    /// What the database said.
+    pub error: &'a dyn std::fmt::Display,
+    /// When it is tried again.
+    pub retry_in: Duration,
+}
+
+impl OutboxWriteFailed<'_> {
+    /// Log it (ERROR).
+    pub fn emit(self) {
+        tracing::error!(
+            target: "scangate::daemon",
+            scans = self.scans,
+            "cannot write scans to the outbox: {}; retrying in {:?} (no ACK is sent until this succeeds)",
+            self.error, self.retry_in
+        );
+    }
+}
+
+/// A scan read while stopping could not be stored (the database refused
+/// writes); it was not acknowledged.
+pub struct ScanNotStored<'a> {
+    /// The scanner's name.
+    pub scanner: &'a str,
+    /// The scan.
+    pub scan_uuid: &'a str,
+}
+
+impl ScanNotStored<'_> {
+    /// Log it (ERROR).
+    pub fn emit(self) {
+        tracing::error!(
+            target: "scangate::daemon",
+            scan_uuid = %self.scan_uuid, scanner = %self.scanner,
+            "scan NOT stored (database refuses writes during shutdown); it was not acknowledged"
+        );
+    }
+}
+
+/// Where an audit chain head was to be anchored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AnchorPlace {
+    /// The `state-id` file, while running.
+    StateFile,
+    /// The `state-id` file, at stop.
+    StateFileAtStop,
+    /// The facility store.
+    Facility,
+}
+
+/// The audit chain head was anchored outside the database.
+pub struct AnchorWritten<'a> {
+    /// The state's identity.
+    pub state_id: &'a str,
+    /// The head's position.
+    pub seq: i64,
+    /// The head's hash.
+    pub hash: &'a str,
+}
+
+impl AnchorWritten<'_> {
+    /// Log it (INFO, target `scangate::anchor`).
+    pub fn emit(self) {
+        tracing::info!(
+            target: "scangate::anchor",
+            state_id = %self.state_id, audit_head_seq = self.seq, audit_head_hash = %self.hash,
+            "audit chain head anchored"
+        );
+    }
+}
+
+/// Anchoring the audit chain head failed (retried at the next tick).
+pub struct AnchorFailed<'a> {
+    /// Where.
+    pub place: AnchorPlace,
+    /// Why.
+    pub error: &'a dyn std::fmt::Display,
+}
+
+impl AnchorFailed<'_> {
+    /// Log it (WARN).
+    pub fn emit(self) {
+        let e = self.error;
+        match self.place {
+            AnchorPlace::StateFile => tracing::warn!(
+                target: "scangate::daemon",
+                "cannot anchor the audit chain head: {e}"
+            ),
+            AnchorPlace::StateFileAtStop => tracing::warn!(
+                target: "scangate::daemon",
+                "cannot anchor the audit chain head at stop: {e}"
+            ),
+            AnchorPlace::Facility => tracing::warn!(
+                target: "scangate::daemon",
+                "cannot anchor the audit chain head in the facility store: {e}"
+            ),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+    use crate::outbox::ScanState;
+    use std::sync::{Arc, Mutex};
+    use tracing::field::{Field, Visit};
+
+    /// One captured log event: level, target, fields (`message` too).
+    #[derive(Debug, Clone)]
+    struct Logged {
+        level: tracing::Level,
+        target: String,
+        fields: Vec<(String, String)>,
+    }
+
+    impl Logged {
+        fn field(&self, name: &str) -> Option<&str> {
+            self.fields
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, v)| v.as_str())
+        }
+    }
+
+    struct Capture(Arc<Mutex<Vec<Logged>>>);
+
+    struct Fields<'a>(&'a mut Vec<(String, String)>);
+
+    impl Visit for Fields<'_> {
+        fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+            self.0
+                .push((field.name().to_string(), format!("{value:?}")));
+        }
+        fn record_str(&mut self, field: &Field, value: &str) {
+            self.0.push((field.name().to_string(), value.to_string()));
+        }
+    }
+
+    impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Capture {
+        fn on_event(
+            &self,
+            event: &tracing::Event<'_>,
+            _: tracing_subscriber::layer::Context<'_, S>,
+        ) {
+            let mut fields = Vec::new();
+            event.record(&mut Fields(&mut fields));
+            self.0.lock().unwrap().push(Logged {
+                level: *event.metadata().level(),
+                target: event.metadata().target().to_string(),
+                fields,
+            });
+        }
+    }
+
+    /// What `f` logged (every level).
+    fn logged(f: impl FnOnce()) -> Vec<Logged> {
+        use tracing_subscriber::prelude::*;
+        let got = Arc::new(Mutex::new(Vec::new()));
+        let subscriber = tracing_subscriber::registry().with(Capture(got.clone()));
+        tracing::subscriber::with_default(subscriber, f);
+        got.lock().unwrap().clone()
+    }
+
+    fn telemetry() -> Telemetry {
+        let cfg = Config::parse(
+            "[[scanner]]\nname = \"counter-1\"\nkind = \"serial\"\npath = \"/dev/null\"\nscan_type = \"dispense\"\n",
+            None,
+        )
+        .unwrap();
+        Telemetry::new(&cfg)
+    }
+
+    /// The value of the series line starting `prefix` (labels included).
+    fn value(t: &Telemetry, prefix: &str) -> Option<f64> {
+        t.encode()
+            .lines()
+            .find(|l| l.starts_with(prefix))
+            .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+    }
+
+    fn one(logs: &[Logged]) -> &Logged {
+        assert_eq!(logs.len(), 1, "{logs:?}");
+        &logs[0]
+    }
+
+    const UP: &str = "scangate_scanner_up{scanner=\"counter-1\"}";
+
+    #[test]
+    fn scanner_events_log_once_and_move_scanner_up() {
+        let t = telemetry();
+        let logs = logged(|| {
+            SerialConnected {
+                scanner: "counter-1",
+                device: "/dev/ttyUSB0",
+                baud: 9600,
+                line: "8N1".into(),
+                framing: "CR LF".into(),
+                ack: true,
+            }
+            .emit(&t)
+        });
+        let l = one(&logs);
+        assert_eq!(
+            (l.level, l.field("message"), l.field("scanner")),
+            (
+                tracing::Level::INFO,
+                Some("scanner connected"),
+                Some("counter-1")
+            )
+        );
+        assert_eq!(l.target, "scangate::source::serial");
+        assert_eq!(value(&t, UP), Some(1.0));
+        assert!(t.live().scanners[0].connected);
+
+        let logs = logged(|| {
+            SerialLost {
+                scanner: "counter-1",
+                device: "/dev/ttyUSB0",
+                reason: "unplugged",
+                partial_bytes: 0,
+            }
+            .emit(&t)
+        });
+        let l = one(&logs);
+        assert_eq!(
+            (l.level, l.field("reason")),
+            (tracing::Level::WARN, Some("unplugged"))
+        );
+        assert_eq!(value(&t, UP), Some(0.0));
+
+        logged(|| {
+            HidConnected {
+                scanner: "counter-1",
+                mode: "pos",
+                device: "hidraw0",
+            }
+            .emit(&t)
+        });
+        assert_eq!(value(&t, UP), Some(1.0));
+        let logs = logged(|| {
+            HidLost {
+                scanner: "counter-1",
+                reason: "gone",
+            }
+            .emit(&t)
+        });
+        assert_eq!(one(&logs).level, tracing::Level::WARN);
+        assert_eq!(value(&t, UP), Some(0.0));
+
+        logged(|| {
+            HidConnected {
+                scanner: "counter-1",
+                mode: "pos",
+                device: "hidraw0",
+            }
+            .emit(&t)
+        });
+        let logs = logged(|| {
+            ScannerClosed {
+                scanner: "counter-1",
+            }
+            .emit(&t)
+        });
+        assert_eq!(one(&logs).level, tracing::Level::DEBUG);
+        assert_eq!(value(&t, UP), Some(0.0));
+    }
+
+    #[test]
+    fn a_partial_frame_lost_is_one_more_warning() {
+        let t = telemetry();
+        let logs = logged(|| {
+            SerialLost {
+                scanner: "counter-1",
+                device: "/dev/ttyUSB0",
+                reason: "unplugged",
+                partial_bytes: 7,
+            }
+            .emit(&t)
+        });
+        assert_eq!(logs.len(), 2, "{logs:?}");
+        assert_eq!(logs[0].field("bytes"), Some("7"));
+    }
+
+    #[test]
+    fn reads_and_acks_are_counted_and_logged_once() {
+        let t = telemetry();
+        let logs = logged(|| {
+            ScanRead {
+                scanner: "counter-1",
+            }
+            .emit(&t)
+        });
+        assert_eq!(one(&logs).level, tracing::Level::TRACE);
+        assert_eq!(
+            value(&t, "scangate_scans_read_total{scanner=\"counter-1\"}"),
+            Some(1.0)
+        );
+        let logs = logged(|| {
+            Acked {
+                scanner: "counter-1",
+                took: Duration::from_millis(3),
+            }
+            .emit(&t)
+        });
+        one(&logs);
+        assert_eq!(value(&t, "scangate_ack_latency_seconds_count"), Some(1.0));
+    }
+
+    #[test]
+    fn each_decision_is_logged_once_and_counted_a_reject_at_warn_with_its_reason() {
+        let t = telemetry();
+        let d = |verdict: Verdict| Decision {
+            scan_uuid: "u-1".into(),
+            verdict,
+            content_key: None,
+            scanner: "counter-1".into(),
+            read_boot_ns: Some(crate::capture::clock::boot_ns()),
+            was: ScanState::Pending,
+        };
+        let decisions = [
+            d(Verdict::Committed),
+            d(Verdict::Rejected {
+                reason: "bad check digit".into(),
+            }),
+        ];
+        let logs = logged(|| {
+            Decided {
+                decisions: &decisions,
+            }
+            .emit(&t)
+        });
+        assert_eq!(logs.len(), 2, "{logs:?}");
+        assert_eq!(
+            (logs[0].level, logs[0].field("decision")),
+            (tracing::Level::DEBUG, Some("committed"))
+        );
+        let r = &logs[1];
+        assert_eq!(
+            (
+                r.level,
+                r.field("decision"),
+                r.field("reason"),
+                r.field("scan_uuid"),
+                r.field("scanner")
+            ),
+            (
+                tracing::Level::WARN,
+                Some("rejected"),
+                Some("bad check digit"),
+                Some("u-1"),
+                Some("counter-1")
+            )
+        );
+        assert!(r.field("message").unwrap().contains("bad check digit"));
+        for (decision, n) in [("committed", 1.0), ("rejected", 1.0), ("suppressed", 0.0)] {
+            let series = format!(
+                "scangate_decisions_total{{scanner=\"counter-1\",decision=\"{decision}\"}}"
+            );
+            assert_eq!(value(&t, &series), Some(n), "{decision}");
+        }
+        assert_eq!(
+            value(&t, "scangate_commit_latency_seconds_count"),
+            Some(2.0)
+        );
+        assert_eq!(t.live().scanners[0].rejects_today, 1);
+    }
+
+    #[test]
+    fn failures_log_once_at_their_level() {
+        let e = "disk full";
+        let logs = logged(|| {
+            OutboxWriteFailed {
+                scans: 3,
+                error: &e,
+                retry_in: Duration::from_millis(50),
+            }
+            .emit()
+        });
+        assert_eq!(one(&logs).level, tracing::Level::ERROR);
+        assert!(one(&logs).field("message").unwrap().contains("disk full"));
+        let logs = logged(|| {
+            ScanNotStored {
+                scanner: "counter-1",
+                scan_uuid: "u-1",
+            }
+            .emit()
+        });
+        assert_eq!(one(&logs).level, tracing::Level::ERROR);
+        for place in [
+            AnchorPlace::StateFile,
+            AnchorPlace::StateFileAtStop,
+            AnchorPlace::Facility,
+        ] {
+            let logs = logged(|| AnchorFailed { place, error: &e }.emit());
+            assert_eq!(one(&logs).level, tracing::Level::WARN, "{place:?}");
+        }
+        let logs = logged(|| {
+            AnchorWritten {
+                state_id: "s",
+                seq: 4,
+                hash: "h",
+            }
+            .emit()
+        });
+        assert_eq!(one(&logs).target, "scangate::anchor");
+        assert_eq!(one(&logs).field("audit_head_seq"), Some("4"));
+    }
+}
