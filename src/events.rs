@@ -302,6 +302,175 @@ impl AnchorFailed<'_> {
     }
 }
 
+/// A claimer lane found the facility Redis unavailable: an outage begins,
+/// or goes on. (`scangate_facility_up` is sampled from the state the lane
+/// records in the same step, which `scangate status` reads too.)
+pub struct FacilityUnavailable<'a> {
+    /// The Redis, as shown (credentials redacted).
+    pub redis: &'a str,
+    /// `live` or `replay`.
+    pub lane: &'a str,
+    /// Why.
+    pub reason: &'a str,
+    /// Where the outage stands.
+    pub outage: Outage,
+}
+
+/// How far an outage of the facility store has gone ([`FacilityUnavailable`]).
+pub enum Outage {
+    /// It begins.
+    Begins,
+    /// It goes on: the live lane, retried with the next scan.
+    Continues,
+    /// It goes on: the replay lane's retry, the backlog as it stands (or why
+    /// it cannot be read) and when it is tried again.
+    Backlog {
+        /// Scans waiting, and the oldest one's age in seconds.
+        waiting: Result<(i64, i64), String>,
+        /// The next attempt.
+        next: Duration,
+    },
+}
+
+impl FacilityUnavailable<'_> {
+    /// Log it: WARN when the outage begins and at each of the replay lane's
+    /// retries, DEBUG at the live lane's.
+    pub fn emit(self) {
+        let (redis, lane, reason) = (self.redis, self.lane, self.reason);
+        match self.outage {
+            Outage::Begins => tracing::warn!(
+                target: "scangate::daemon::claimer",
+                redis = %redis, lane, reason = %reason,
+                "facility Redis unavailable: {reason}. Scans are kept in the outbox as unresolved and replayed in capture order when it answers"
+            ),
+            Outage::Continues => tracing::debug!(
+                target: "scangate::daemon::claimer",
+                redis = %redis, lane, reason = %reason,
+                "facility Redis still unavailable: {reason}"
+            ),
+            Outage::Backlog {
+                waiting: Ok((waiting, oldest_s)),
+                next,
+            } => tracing::warn!(
+                target: "scangate::daemon::claimer",
+                redis = %redis, lane, reason = %reason, waiting, oldest_s,
+                "facility Redis still unavailable: {reason}. {waiting} scans wait in the outbox, the oldest captured {oldest_s} s ago; next attempt in {next:?}"
+            ),
+            Outage::Backlog {
+                waiting: Err(e),
+                next,
+            } => tracing::warn!(
+                target: "scangate::daemon::claimer",
+                redis = %redis, lane, reason = %reason,
+                "facility Redis still unavailable: {reason} (backlog unknown: {e}); next attempt in {next:?}"
+            ),
+        }
+    }
+}
+
+/// A claimer lane's facility Redis answers again after an outage.
+pub struct FacilityAnswers<'a> {
+    /// The Redis, as shown.
+    pub redis: &'a str,
+    /// `live` or `replay`.
+    pub lane: &'a str,
+    /// How long it was unavailable.
+    pub outage: Duration,
+    /// What the lane does now.
+    pub doing: &'a str,
+}
+
+impl FacilityAnswers<'_> {
+    /// Log it (INFO).
+    pub fn emit(self) {
+        tracing::info!(
+            target: "scangate::daemon::claimer",
+            redis = %self.redis, lane = self.lane, outage_s = self.outage.as_secs(),
+            "facility Redis answers again; {}", self.doing
+        );
+    }
+}
+
+/// The facility Redis's clock was measured and this gateway's offset to
+/// it changed enough to be told. (`scangate_facility_clock_offset_seconds`
+/// is sampled from the measurement the claimer records.)
+pub struct ClockMeasured<'a> {
+    /// The Redis, as shown.
+    pub redis: &'a str,
+    /// The facility's clock minus this gateway's wall clock (ms).
+    pub offset_ms: f64,
+    /// Within ± this (ms).
+    pub bound_ms: f64,
+    /// An offset beyond this (ms) is a problem worth a WARN.
+    pub worth_ms: f64,
+    /// `[dedup] window_ms`, to say what `worth_ms` is a share of.
+    pub window_ms: i64,
+}
+
+impl ClockMeasured<'_> {
+    /// Log it: WARN when the wall clock is off by more than `worth_ms`
+    /// (beyond the bound), else INFO.
+    pub fn emit(self) {
+        let (off, bound, worth) = (self.offset_ms, self.bound_ms, self.worth_ms);
+        let side = if off < 0.0 { "ahead of" } else { "behind" };
+        let how_far = format!(
+            "{:.3} s {side} the facility Redis's (± {bound:.1} ms)",
+            off.abs() / 1e3
+        );
+        if off.abs() - bound > worth {
+            tracing::warn!(
+                target: "scangate::daemon::claimer",
+                redis = %self.redis, offset_ms = off, bound_ms = bound,
+                "this gateway's wall clock is {how_far}, more than {worth:.0} ms ({:.0} % of the {} ms window). Claims are still compared on the facility's clock (each capture's boot-clock stamp mapped through these measurements), but the wall stamps this gateway writes into its audit trail are that far off. Fix: synchronise this gateway's clock (NTP, chrony) with the facility's",
+                worth / self.window_ms as f64 * 100.0,
+                self.window_ms
+            );
+        } else {
+            tracing::info!(
+                target: "scangate::daemon::claimer",
+                redis = %self.redis, offset_ms = off, bound_ms = bound,
+                "facility clock: this gateway's wall clock is {how_far}"
+            );
+        }
+    }
+}
+
+/// Measuring the facility Redis's clock failed.
+pub struct ClockMeasureFailed<'a> {
+    /// The Redis, as shown.
+    pub redis: &'a str,
+    /// Why.
+    pub error: &'a dyn std::fmt::Display,
+}
+
+impl ClockMeasureFailed<'_> {
+    /// Log it (WARN).
+    pub fn emit(self) {
+        tracing::warn!(
+            target: "scangate::daemon::claimer",
+            redis = %self.redis,
+            "measuring the facility Redis's clock failed: {}", self.error
+        );
+    }
+}
+
+/// Publishing the metrics or the status file failed, or works again
+/// (told once per change of what fails).
+pub struct PublishFailed<'a> {
+    /// What fails (`None`: publishing works again).
+    pub errors: Option<&'a str>,
+}
+
+impl PublishFailed<'_> {
+    /// Log it: WARN, or INFO when it works again.
+    pub fn emit(self) {
+        match self.errors {
+            Some(e) => tracing::warn!(target: "scangate::metrics", "metrics/status: {e}; retrying"),
+            None => tracing::info!(target: "scangate::metrics", "metrics/status: published again"),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -609,5 +778,88 @@ mod tests {
         });
         assert_eq!(one(&logs).target, "scangate::anchor");
         assert_eq!(one(&logs).field("audit_head_seq"), Some("4"));
+    }
+
+    #[test]
+    fn facility_events_log_once_at_their_level() {
+        let down = |outage| {
+            logged(|| {
+                FacilityUnavailable {
+                    redis: "redis://f:6379/",
+                    lane: "replay",
+                    reason: "connection refused",
+                    outage,
+                }
+                .emit()
+            })
+        };
+        let begins = down(Outage::Begins);
+        assert_eq!(one(&begins).level, tracing::Level::WARN);
+        assert_eq!(one(&begins).field("reason"), Some("connection refused"));
+        assert_eq!(one(&down(Outage::Continues)).level, tracing::Level::DEBUG);
+        let backlog = down(Outage::Backlog {
+            waiting: Ok((3, 40)),
+            next: Duration::from_secs(1),
+        });
+        assert!(
+            one(&backlog)
+                .field("message")
+                .unwrap()
+                .contains("3 scans wait in the outbox"),
+            "{backlog:?}"
+        );
+        let up = logged(|| {
+            FacilityAnswers {
+                redis: "redis://f:6379/",
+                lane: "live",
+                outage: Duration::from_secs(5),
+                doing: "new scans are claimed as they come",
+            }
+            .emit()
+        });
+        assert_eq!(
+            (one(&up).level, one(&up).field("outage_s")),
+            (tracing::Level::INFO, Some("5"))
+        );
+        let clock = |offset_ms| {
+            logged(|| {
+                ClockMeasured {
+                    redis: "r",
+                    offset_ms,
+                    bound_ms: 2.0,
+                    worth_ms: 150.0,
+                    window_ms: 3000,
+                }
+                .emit()
+            })
+        };
+        let off = clock(-4000.0);
+        assert_eq!(one(&off).level, tracing::Level::WARN);
+        assert!(
+            one(&off)
+                .field("message")
+                .unwrap()
+                .contains("4.000 s ahead of the facility Redis's (± 2.0 ms), more than 150 ms (5 % of the 3000 ms window)"),
+            "{off:?}"
+        );
+        assert_eq!(one(&clock(10.0)).level, tracing::Level::INFO);
+        let e = "timeout";
+        let failed = logged(|| {
+            ClockMeasureFailed {
+                redis: "r",
+                error: &e,
+            }
+            .emit()
+        });
+        assert_eq!(one(&failed).level, tracing::Level::WARN);
+        let publish = logged(|| {
+            PublishFailed {
+                errors: Some("disk full"),
+            }
+            .emit()
+        });
+        assert_eq!(one(&publish).level, tracing::Level::WARN);
+        let again = logged(|| PublishFailed { errors: None }.emit());
+        assert_eq!(one(&again).level, tracing::Level::INFO);
     }
 }

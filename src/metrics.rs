@@ -568,12 +568,11 @@ pub async fn run(telemetry: Telemetry, publish: Publish, mut stop: Stop) {
                 store = held;
                 let joined = (!errors.is_empty()).then(|| errors.join("; "));
                 if joined != last_error {
-                    match &joined {
-                        Some(e) => tracing::warn!("metrics/status: {e}; retrying"),
-                        None if last_error.is_some() => {
-                            tracing::info!("metrics/status: published again")
+                    if joined.is_some() || last_error.is_some() {
+                        crate::events::PublishFailed {
+                            errors: joined.as_deref(),
                         }
-                        None => {}
+                        .emit();
                     }
                     last_error = joined;
                 }

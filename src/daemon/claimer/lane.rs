@@ -23,7 +23,7 @@
 //! the rounds themselves.
 
 use super::reconcile::{self, marker};
-use super::{Between, Link, Peers, Wake, log_backlog, publish};
+use super::{Between, Link, Peers, Wake, backlog, publish};
 use crate::backoff::Backoff;
 use crate::capture::CaptureTime;
 use crate::facility::{Facility, FacilityError, Outcome, Sent};
@@ -605,10 +605,13 @@ impl Lane {
         if let Some(reason) = failed {
             match &self.outage {
                 None => {
-                    tracing::warn!(
-                        redis = %shown, lane = self.name(),
-                        "facility Redis unavailable: {reason}. Scans are kept in the outbox as unresolved and replayed in capture order when it answers"
-                    );
+                    crate::events::FacilityUnavailable {
+                        redis: shown,
+                        lane: self.name(),
+                        reason: &reason,
+                        outage: crate::events::Outage::Begins,
+                    }
+                    .emit();
                     self.outage = Some(Outage {
                         since: Instant::now(),
                         since_ms: chrono::Utc::now().timestamp_millis(),
@@ -616,12 +619,19 @@ impl Lane {
                 }
                 // (The replay lane retries on a timer and says so; the
                 // live lane only on new scans, which wait with the rest.)
-                Some(_) if self.kind == LaneKind::Replay => {
-                    log_backlog(&self.store, shown, &reason, self.retry.peek())
+                Some(_) => crate::events::FacilityUnavailable {
+                    redis: shown,
+                    lane: self.name(),
+                    reason: &reason,
+                    outage: match self.kind {
+                        LaneKind::Replay => crate::events::Outage::Backlog {
+                            waiting: backlog(&self.store),
+                            next: self.retry.peek(),
+                        },
+                        LaneKind::Live => crate::events::Outage::Continues,
+                    },
                 }
-                Some(_) => {
-                    tracing::debug!(redis = %shown, lane = self.name(), "facility Redis still unavailable: {reason}")
-                }
+                .emit(),
             }
             let since_ms = self.outage.as_ref().map_or(0, |o| o.since_ms);
             publish(
@@ -643,11 +653,13 @@ impl Lane {
                     LaneKind::Live => "new scans are claimed as they come",
                     LaneKind::Replay => "unresolved scans are being replayed",
                 };
-                tracing::info!(
-                    redis = %shown, lane = self.name(),
-                    outage_s = outage.since.elapsed().as_secs(),
-                    "facility Redis answers again; {doing}"
-                );
+                crate::events::FacilityAnswers {
+                    redis: shown,
+                    lane: self.name(),
+                    outage: outage.since.elapsed(),
+                    doing,
+                }
+                .emit();
             }
             self.retry.reset();
             let now_ms = chrono::Utc::now().timestamp_millis();
