@@ -454,6 +454,81 @@ impl ClockMeasureFailed<'_> {
     }
 }
 
+/// What a claimer lane failed to do on the local database.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LaneDbStep {
+    /// Reading the open scans to claim.
+    Reading,
+    /// Writing the verdicts of a round (the rows stay open; their claims
+    /// are idempotent).
+    Writing,
+}
+
+/// A claimer lane's local database step failed; retried after a back-off.
+pub struct LaneDbFailed<'a> {
+    /// `live` or `replay`.
+    pub lane: &'a str,
+    /// Which step.
+    pub step: LaneDbStep,
+    /// What SQLite said.
+    pub error: &'a dyn std::fmt::Display,
+    /// When it is tried again.
+    pub retry_in: Duration,
+}
+
+impl LaneDbFailed<'_> {
+    /// Log it (ERROR).
+    pub fn emit(self) {
+        let (lane, e, retry_in) = (self.lane, self.error, self.retry_in);
+        match self.step {
+            LaneDbStep::Reading => tracing::error!(
+                target: "scangate::daemon::claimer",
+                lane,
+                "reading open scans failed on the local database: {e}; retrying in {retry_in:?}"
+            ),
+            LaneDbStep::Writing => tracing::error!(
+                target: "scangate::daemon::claimer",
+                lane,
+                "writing verdicts failed on the local database: {e}; retrying in {retry_in:?}"
+            ),
+        }
+    }
+}
+
+/// Scans began, or ceased, to wait for a close enough measurement of the
+/// facility clock (the replay lane tells it).
+pub struct ClockWaiting<'a> {
+    /// The Redis, as shown.
+    pub redis: &'a str,
+    /// `replay`.
+    pub lane: &'a str,
+    /// How many wait now (0: none any more).
+    pub waiting: usize,
+    /// `[redis] max_clock_error_ms`.
+    pub max_clock_error_ms: u64,
+}
+
+impl ClockWaiting<'_> {
+    /// Log it: WARN when scans begin to wait, INFO when none does any more.
+    pub fn emit(self) {
+        let (redis, lane, now) = (self.redis, self.lane, self.waiting);
+        if now > 0 {
+            tracing::warn!(
+                target: "scangate::daemon::claimer",
+                redis = %redis, lane, waiting = now,
+                "{now} scans wait: their capture times cannot be put on the facility clock within [redis] max_clock_error_ms = {} ms yet (no close enough measurement of it in their boot). They are claimed once the claimer has measured it closer (at every connect and every minute); `outbox status` shows the last measurement",
+                self.max_clock_error_ms
+            );
+        } else {
+            tracing::info!(
+                target: "scangate::daemon::claimer",
+                redis = %redis, lane,
+                "no scan waits for the facility clock any more"
+            );
+        }
+    }
+}
+
 /// Publishing the metrics or the status file failed, or works again
 /// (told once per change of what fails).
 pub struct PublishFailed<'a> {
@@ -861,5 +936,42 @@ mod tests {
         assert_eq!(one(&publish).level, tracing::Level::WARN);
         let again = logged(|| PublishFailed { errors: None }.emit());
         assert_eq!(one(&again).level, tracing::Level::INFO);
+    }
+
+    #[test]
+    fn lane_database_failures_and_clock_waits_log_once() {
+        let e = "disk I/O error";
+        for step in [LaneDbStep::Reading, LaneDbStep::Writing] {
+            let logs = logged(|| {
+                LaneDbFailed {
+                    lane: "live",
+                    step,
+                    error: &e,
+                    retry_in: Duration::from_millis(400),
+                }
+                .emit()
+            });
+            assert_eq!(one(&logs).level, tracing::Level::ERROR, "{step:?}");
+            assert!(
+                one(&logs)
+                    .field("message")
+                    .unwrap()
+                    .contains("retrying in 400ms"),
+                "{logs:?}"
+            );
+        }
+        let waiting = |n| {
+            logged(|| {
+                ClockWaiting {
+                    redis: "r",
+                    lane: "replay",
+                    waiting: n,
+                    max_clock_error_ms: 500,
+                }
+                .emit()
+            })
+        };
+        assert_eq!(one(&waiting(3)).level, tracing::Level::WARN);
+        assert_eq!(one(&waiting(0)).level, tracing::Level::INFO);
     }
 }

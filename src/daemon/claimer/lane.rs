@@ -453,11 +453,13 @@ impl Lane {
         let now = CaptureTime::now();
         let next = pick(&self.store, &mut self.gate, self.kind, &skip, &now, online)
             .inspect_err(|e| {
-                tracing::error!(
-                    lane = self.name(),
-                    "reading open scans failed on the local database: {e}; retrying in {:?}",
-                    self.db_retry.peek()
-                );
+                crate::events::LaneDbFailed {
+                    lane: self.name(),
+                    step: crate::events::LaneDbStep::Reading,
+                    error: e,
+                    retry_in: self.db_retry.peek(),
+                }
+                .emit()
             })
             .ok();
         pass.db_failed = next.is_none();
@@ -578,11 +580,13 @@ impl Lane {
                 }
                 Err(e) => {
                     // The rows stay open; their claims are idempotent.
-                    tracing::error!(
-                        lane = self.name(),
-                        "writing verdicts failed on the local database: {e}; retrying in {:?}",
-                        self.db_retry.peek()
-                    );
+                    crate::events::LaneDbFailed {
+                        lane: self.name(),
+                        step: crate::events::LaneDbStep::Writing,
+                        error: &e,
+                        retry_in: self.db_retry.peek(),
+                    }
+                    .emit();
                     pass.db_failed = true;
                 }
             }
@@ -690,15 +694,14 @@ impl Lane {
                 "recording the scans waiting for the clock for `outbox status` failed: {e}"
             );
         }
-        let shown = &self.link.shown;
-        if was == 0 && now > 0 && self.kind == LaneKind::Replay {
-            tracing::warn!(
-                redis = %shown, lane = self.name(), waiting = now,
-                "{now} scans wait: their capture times cannot be put on the facility clock within [redis] max_clock_error_ms = {} ms yet (no close enough measurement of it in their boot). They are claimed once the claimer has measured it closer (at every connect and every minute); `outbox status` shows the last measurement",
-                self.link.redis.max_clock_error_ms
-            );
-        } else if was > 0 && now == 0 && self.kind == LaneKind::Replay {
-            tracing::info!(redis = %shown, lane = self.name(), "no scan waits for the facility clock any more");
+        if self.kind == LaneKind::Replay && (was == 0) != (now == 0) {
+            crate::events::ClockWaiting {
+                redis: &self.link.shown,
+                lane: self.name(),
+                waiting: now,
+                max_clock_error_ms: self.link.redis.max_clock_error_ms,
+            }
+            .emit();
         }
     }
 
