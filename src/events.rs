@@ -176,7 +176,7 @@ pub struct Decided<'a> {
 impl Decided<'_> {
     /// Log each — a rejected read at WARN with its reason (not only in its
     /// audit record: hiding those must not hide rejects), the others at
-    /// DEBUG — and count each ([`Telemetry::count_decision`]).
+    /// DEBUG — and count each (`Telemetry::count_decision`).
     pub fn emit(self, telemetry: &Telemetry) {
         let now = crate::capture::clock::boot_ns();
         for d in self.decisions {
