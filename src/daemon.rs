@@ -678,9 +678,11 @@ fn decide_leftovers(
             decisions: &decided,
         }
         .emit(telemetry),
-        Err(e) => tracing::error!(
-            "deciding pending scans failed: {e}; they stay durable in the outbox and are retried every {RETRY_PENDING:?}"
-        ),
+        Err(e) => crate::events::DecidingFailed {
+            error: &e,
+            then: crate::events::DecidingThen::RetriedEvery(RETRY_PENDING),
+        }
+        .emit(),
     }
     store.has_pending().unwrap_or(true)
 }

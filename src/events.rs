@@ -529,6 +529,118 @@ impl ClockWaiting<'_> {
     }
 }
 
+/// Deciding scans failed on the local database; they stay durable.
+pub struct DecidingFailed<'a> {
+    /// What SQLite said.
+    pub error: &'a dyn std::fmt::Display,
+    /// What becomes of them.
+    pub then: DecidingThen,
+}
+
+/// What becomes of scans whose decision failed ([`DecidingFailed`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DecidingThen {
+    /// The batch is stored as pending (its decisions rolled back).
+    StoredPending,
+    /// Pending scans are decided again every so often.
+    RetriedEvery(Duration),
+}
+
+impl DecidingFailed<'_> {
+    /// Log it (ERROR).
+    pub fn emit(self) {
+        let e = self.error;
+        match self.then {
+            DecidingThen::StoredPending => tracing::error!(
+                target: "scangate::outbox",
+                "deciding failed; storing the scans as pending to retry: {e}"
+            ),
+            DecidingThen::RetriedEvery(every) => tracing::error!(
+                target: "scangate::daemon",
+                "deciding pending scans failed: {e}; they stay durable in the outbox and are retried every {every:?}"
+            ),
+        }
+    }
+}
+
+/// A step of the raw-bytes sweeper's that failed; retried later.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SweepStep {
+    /// The page check after start could not run (retried every `every`).
+    PageCheck {
+        /// Until the next attempt.
+        every: Duration,
+    },
+    /// Shrinking its page cache.
+    ShrinkCache,
+    /// Overwriting old raw bytes (retried at the next sweep, `every` on).
+    ClearRaw {
+        /// Until the next sweep.
+        every: Duration,
+    },
+    /// Truncating the WAL after clearing.
+    TruncateWal,
+}
+
+/// The raw-bytes sweeper could not do a step.
+pub struct SweepFailed<'a> {
+    /// The database.
+    pub db: &'a std::path::Path,
+    /// Which step.
+    pub step: SweepStep,
+    /// What SQLite said.
+    pub error: &'a dyn std::fmt::Display,
+}
+
+impl SweepFailed<'_> {
+    /// Log it: ERROR when the page check cannot run, else WARN.
+    pub fn emit(self) {
+        let (db, e) = (self.db.display(), self.error);
+        match self.step {
+            SweepStep::PageCheck { every } => tracing::error!(
+                target: "scangate::daemon::sweeper",
+                db = %db,
+                "database integrity check could not run: {e}; raw scan bytes are not swept until it can, next attempt in {every:?}"
+            ),
+            SweepStep::ShrinkCache => tracing::warn!(
+                target: "scangate::daemon::sweeper",
+                db = %db,
+                "raw-bytes sweeper: cannot shrink its page cache: {e}"
+            ),
+            SweepStep::ClearRaw { every } => tracing::warn!(
+                target: "scangate::daemon::sweeper",
+                db = %db,
+                "clearing old raw scan bytes failed: {e}; they stay until the next sweep in {every:?}"
+            ),
+            SweepStep::TruncateWal => tracing::warn!(
+                target: "scangate::daemon::sweeper",
+                db = %db,
+                "truncating the WAL after clearing raw scan bytes failed: {e}"
+            ),
+        }
+    }
+}
+
+/// A passive WAL checkpoint failed (told once; the writer checkpoints by
+/// itself).
+pub struct CheckpointFailed<'a> {
+    /// The database.
+    pub db: &'a std::path::Path,
+    /// What SQLite said.
+    pub error: &'a dyn std::fmt::Display,
+}
+
+impl CheckpointFailed<'_> {
+    /// Log it (WARN).
+    pub fn emit(self) {
+        tracing::warn!(
+            target: "scangate::store::checkpoint",
+            db = %self.db.display(),
+            "WAL checkpoint failed: {}; the writer checkpoints by itself", self.error
+        );
+    }
+}
+
 /// Publishing the metrics or the status file failed, or works again
 /// (told once per change of what fails).
 pub struct PublishFailed<'a> {
@@ -973,5 +1085,40 @@ mod tests {
         };
         assert_eq!(one(&waiting(3)).level, tracing::Level::WARN);
         assert_eq!(one(&waiting(0)).level, tracing::Level::INFO);
+    }
+
+    #[test]
+    fn disk_failures_log_once_at_their_level() {
+        let (e, db) = (
+            "disk I/O error",
+            std::path::Path::new("/var/lib/scangate/scangate.db"),
+        );
+        for then in [
+            DecidingThen::StoredPending,
+            DecidingThen::RetriedEvery(Duration::from_secs(1)),
+        ] {
+            let logs = logged(|| DecidingFailed { error: &e, then }.emit());
+            assert_eq!(one(&logs).level, tracing::Level::ERROR, "{then:?}");
+        }
+        let every = Duration::from_secs(600);
+        for (step, level) in [
+            (SweepStep::PageCheck { every }, tracing::Level::ERROR),
+            (SweepStep::ShrinkCache, tracing::Level::WARN),
+            (SweepStep::ClearRaw { every }, tracing::Level::WARN),
+            (SweepStep::TruncateWal, tracing::Level::WARN),
+        ] {
+            let logs = logged(|| {
+                SweepFailed {
+                    db,
+                    step,
+                    error: &e,
+                }
+                .emit()
+            });
+            assert_eq!(one(&logs).level, level, "{step:?}");
+            assert_eq!(one(&logs).field("db"), Some(db.to_str().unwrap()));
+        }
+        let logs = logged(|| CheckpointFailed { db, error: &e }.emit());
+        assert_eq!(one(&logs).level, tracing::Level::WARN);
     }
 }
