@@ -218,9 +218,17 @@ impl Failure {
 /// Entry point of the binary.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    // The demo and the benchmark print their own report; keep the log quiet.
+    // The demo and the benchmark print their own report (the demo's rejects
+    // in its table); keep the log quiet.
     let quiet = matches!(cli.command, Command::Demo { .. } | Command::Bench(_));
-    crate::logging::init(cli.log_format, if quiet { "warn" } else { "info" });
+    crate::logging::init(
+        cli.log_format,
+        if quiet {
+            "warn,scangate::reject=error"
+        } else {
+            "info"
+        },
+    );
     match dispatch(cli.command) {
         Ok(exit) => exit.into(),
         Err(f) => {

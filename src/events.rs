@@ -16,6 +16,10 @@ use crate::gate::{Decision, Verdict};
 use crate::metrics::Telemetry;
 use std::time::Duration;
 
+/// The log target of rejected reads ([`Decided`]): `RUST_LOG=…,scangate::reject=error`
+/// silences them alone (the demo does, it tabulates them).
+pub const REJECT_TARGET: &str = "scangate::reject";
+
 /// A serial scanner's device was opened.
 pub struct SerialConnected<'a> {
     /// The scanner's name.
@@ -183,7 +187,7 @@ impl Decided<'_> {
             let decision = d.verdict.state();
             match &d.verdict {
                 Verdict::Rejected { reason } => tracing::warn!(
-                    target: "scangate::daemon",
+                    target: REJECT_TARGET,
                     scanner = %d.scanner, scan_uuid = %d.scan_uuid, decision = %decision, reason = %reason,
                     "scan rejected: {reason}"
                 ),
@@ -913,6 +917,7 @@ mod tests {
             )
         );
         assert!(r.field("message").unwrap().contains("bad check digit"));
+        assert_eq!(r.target, REJECT_TARGET);
         for (decision, n) in [("committed", 1.0), ("rejected", 1.0), ("suppressed", 0.0)] {
             let series = format!(
                 "scangate_decisions_total{{scanner=\"counter-1\",decision=\"{decision}\"}}"
