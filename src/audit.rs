@@ -149,6 +149,13 @@ pub struct AuditConflict {
 pub struct Emitted {
     /// Chain position.
     pub seq: i64,
+    /// The record's scanner, scan and decision, as fields of their own
+    /// (`SCANNER=`, `SCAN_UUID=`, `DECISION=` in the journal).
+    pub scanner: String,
+    /// The record's scan.
+    pub scan_uuid: String,
+    /// The record's decision.
+    pub decision: ScanState,
     /// Record hash.
     pub hash: String,
     /// Canonical JSON.
@@ -210,6 +217,9 @@ impl<'t> Chain<'t> {
             ])?;
         self.emitted.push(Emitted {
             seq: rec.seq,
+            scanner: rec.scanner,
+            scan_uuid: rec.scan_uuid,
+            decision: rec.decision,
             hash: hash.clone(),
             record: json,
         });
@@ -231,10 +241,16 @@ impl<'t> Chain<'t> {
     }
 }
 
-/// Emit committed records through tracing.
+/// Emit committed records through tracing (target
+/// [`crate::logging::AUDIT_TARGET`], under its own journal identifier).
 pub fn emit(records: &[Emitted]) {
     for r in records {
-        tracing::info!(target: "scangate::audit", seq = r.seq, hash = %r.hash, record = %r.record, "audit");
+        tracing::info!(
+            target: crate::logging::AUDIT_TARGET,
+            seq = r.seq, scanner = %r.scanner, scan_uuid = %r.scan_uuid, decision = %r.decision,
+            hash = %r.hash, record = %r.record,
+            "audit"
+        );
     }
 }
 

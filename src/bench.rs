@@ -189,13 +189,19 @@ fn decide(
 ) -> Result<(), String> {
     if let Some(t) = metrics {
         for scan in batch {
-            t.scan_read(&scan.profile.scanner);
+            crate::events::ScanRead {
+                scanner: &scan.profile.scanner,
+            }
+            .emit(t);
         }
     }
     let (_, decisions) =
         crate::daemon::embedded::admit_and_decide(store, gate, batch).map_err(|e| e.to_string())?;
     if let Some(t) = metrics {
-        t.decided(&decisions);
+        crate::events::Decided {
+            decisions: &decisions,
+        }
+        .emit(t);
     }
     Ok(())
 }

@@ -32,6 +32,11 @@ const VERSION: &str = concat!(
     after_help = Exit::summary()
 )]
 struct Cli {
+    /// Log format: journald (native protocol), text or json on stderr;
+    /// auto: journald when stderr is the journal stream ($JOURNAL_STREAM
+    /// names its device and inode), else text.
+    #[arg(long, global = true, value_enum, default_value_t)]
+    log_format: crate::logging::LogFormat,
     #[command(subcommand)]
     command: Command,
 }
@@ -307,9 +312,17 @@ impl Failure {
 /// Entry point of the binary.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    // The demo and the benchmark print their own report; keep the log quiet.
+    // The demo and the benchmark print their own report (the demo's rejects
+    // in its table); keep the log quiet.
     let quiet = matches!(cli.command, Command::Demo { .. } | Command::Bench(_));
-    init_tracing(if quiet { "warn" } else { "info" });
+    crate::logging::init(
+        cli.log_format,
+        if quiet {
+            "warn,scangate::reject=error"
+        } else {
+            "info"
+        },
+    );
     // Read before the command runs (it may create what is looked for).
     let no_config_file = cli.command.config().is_some_and(|c| c.path().is_none());
     match dispatch(cli.command) {
@@ -358,25 +371,6 @@ impl Command {
             | Command::Devices(_)
             | Command::Pair(_) => None,
         }
-    }
-}
-
-/// Logs to the journal when started by systemd (JOURNAL_STREAM is set),
-/// else to stderr. `RUST_LOG` filters (default `default_level`).
-fn init_tracing(default_level: &str) {
-    use tracing_subscriber::prelude::*;
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
-    let journald = std::env::var_os("JOURNAL_STREAM")
-        .is_some()
-        .then(|| tracing_journald::layer().ok())
-        .flatten();
-    let registry = tracing_subscriber::registry().with(filter);
-    match journald {
-        Some(layer) => registry.with(layer).init(),
-        None => registry
-            .with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr))
-            .init(),
     }
 }
 

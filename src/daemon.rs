@@ -235,12 +235,7 @@ pub async fn run_with(
             }
             let (kick, lane_stop, lanes) = claimer::lanes(&store, gate, link, first.ok(), {
                 let telemetry = telemetry.clone();
-                move |decisions: &[Decision]| {
-                    telemetry.decided(decisions);
-                    for d in decisions {
-                        tracing::debug!(scan = %d.scan_uuid, decision = %d.verdict.state(), "decided");
-                    }
-                }
+                move |decisions: &[Decision]| crate::events::Decided { decisions }.emit(&telemetry)
             })?;
             for lane in lanes {
                 watch.add(
@@ -293,8 +288,13 @@ pub async fn run_with(
             .spawn(move || {
                 while !stop.sleep(crate::store::identity::ANCHOR_EVERY) {
                     match anchor.tick() {
+                        // (Written, or found current: the head is anchored.)
                         Ok(_) => telemetry.anchored(),
-                        Err(e) => tracing::warn!("cannot anchor the audit chain head: {e}"),
+                        Err(e) => crate::events::AnchorFailed {
+                            place: crate::events::AnchorPlace::StateFile,
+                            error: &e,
+                        }
+                        .emit(),
                     }
                     if let Some(f) = &mut facility {
                         f.put(&anchor);
@@ -482,7 +482,11 @@ pub async fn run_with(
     match anchor.join() {
         Ok((mut anchor, mut facility)) => {
             if let Err(e) = anchor.tick() {
-                tracing::warn!("cannot anchor the audit chain head at stop: {e}");
+                crate::events::AnchorFailed {
+                    place: crate::events::AnchorPlace::StateFileAtStop,
+                    error: &e,
+                }
+                .emit();
             }
             if let Some(f) = &mut facility {
                 f.put(&anchor);
@@ -693,7 +697,11 @@ impl FacilityAnchor {
             Ok(()) => self.sent = Some(head.clone()),
             Err(e) => {
                 self.conn = None;
-                tracing::warn!("cannot anchor the audit chain head in the facility store: {e}");
+                crate::events::AnchorFailed {
+                    place: crate::events::AnchorPlace::Facility,
+                    error: &e,
+                }
+                .emit();
             }
         }
     }
@@ -886,17 +894,21 @@ fn outbox_writer(
             .unzip();
         match write_until_durable(&mut store, &mut decider, &scans, &stopping, progress, floor) {
             Ok(decisions) => {
-                telemetry.decided(&decisions);
-                for d in decisions {
-                    tracing::debug!(scan = %d.scan_uuid, decision = %d.verdict.state(), "decided");
+                crate::events::Decided {
+                    decisions: &decisions,
                 }
+                .emit(telemetry);
                 for durable in acks.iter().filter_map(|(d, _)| d.as_ref()) {
                     durable.confirm(); // the scanner may have gone; it will resend
                 }
             }
             Err(()) => {
                 for s in &scans {
-                    tracing::error!(scan = %s.uuid, scanner = %s.profile.scanner, "scan NOT stored (database refuses writes during shutdown); it was not acknowledged");
+                    crate::events::ScanNotStored {
+                        scanner: &s.profile.scanner,
+                        scan_uuid: &s.uuid.to_string(),
+                    }
+                    .emit();
                 }
                 undurable += scans.len();
             }
@@ -928,10 +940,15 @@ fn outbox_writer(
 /// Decide whatever is pending; true if something is still left undecided.
 fn decide_leftovers(store: &mut Store, gate: &mut Gate, telemetry: &Telemetry) -> bool {
     match embedded::decide_pending(store, gate) {
-        Ok(decided) => telemetry.decided(&decided),
-        Err(e) => tracing::error!(
-            "deciding pending scans failed: {e}; they stay durable in the outbox and are retried every {RETRY_PENDING:?}"
-        ),
+        Ok(decided) => crate::events::Decided {
+            decisions: &decided,
+        }
+        .emit(telemetry),
+        Err(e) => crate::events::DecidingFailed {
+            error: &e,
+            then: crate::events::DecidingThen::RetriedEvery(RETRY_PENDING),
+        }
+        .emit(),
     }
     store.has_pending().unwrap_or(true)
 }
@@ -982,11 +999,13 @@ fn write_until_durable(
             }
             Err(e) => {
                 failed = true;
-                tracing::error!(
-                    db = %store.path().display(), scans = scans.len(),
-                    "cannot write scans to the outbox: {e}; retrying in {:?} (no ACK is sent until this succeeds)",
-                    pause.peek()
-                );
+                crate::events::OutboxWriteFailed {
+                    db: store.path(),
+                    scans: scans.len(),
+                    error: &e,
+                    retry_in: pause.peek(),
+                }
+                .emit();
                 if stopping.is_set() {
                     failures_while_stopping += 1;
                     if failures_while_stopping >= 3 {

@@ -39,13 +39,16 @@
 //!   live and replay lanes in [`daemon::claimer`], the raw-bytes sweeper in
 //!   [`daemon::sweeper`]; every stage started and heard ending through
 //!   [`daemon::supervisor`]; a reload (SIGHUP) in [`daemon::reload`].
+//! - [`events`]: the daemon's operational events, one type each, whose
+//!   `emit` logs it and updates its metric.
 //! - [`metrics`]: what the running daemon publishes: Prometheus metrics
 //!   (`[metrics]` textfile, `/metrics` in [`metrics::http`]) and the status
 //!   file that [`status`] (`scangate status`) reads with the database.
 //! - Shared by the stages: [`shutdown`] (the one stop token), [`backoff`]
 //!   (the one retry schedule), [`notify`] (systemd: readiness, status, the
 //!   watchdog's rule of progress).
-//! - [`cli`]: the `scangate` commands; [`exit`]: their exit codes.
+//! - [`cli`]: the `scangate` commands; [`exit`]: their exit codes;
+//!   [`logging`]: `--log-format` (journald, text, json).
 //! - [`check_config`]: what `scangate check-config` checks beyond the
 //!   config itself (state directory; `--online`: Redis, scanner paths).
 //! - [`decode_cmd`]: `scangate decode`, the decoder for technicians and tests.
@@ -66,11 +69,13 @@ pub mod daemon;
 pub mod decode_cmd;
 pub mod demo;
 pub mod devices_cmd;
+pub mod events;
 pub mod exit;
 pub mod facility;
 pub mod gate;
 pub mod invalid;
 pub mod ledger;
+pub mod logging;
 pub mod metrics;
 pub mod notify;
 pub mod outbox;

@@ -3,7 +3,8 @@
 //! the Prometheus text format 0.0.4) and the live part of `scangate
 //! status` (the status file, [`crate::status::LiveStatus`]).
 //!
-//! [`Telemetry`] is one shared handle: the sources report a scanner's
+//! [`Telemetry`] is one shared handle, updated by the typed events of
+//! [`crate::events`] (each logs and counts): the sources report a scanner's
 //! connects, disconnects, reads and ACKs through it
 //! ([`crate::source::ToOutbox`]); the outbox writer (embedded store) and the
 //! claimer's `observe` callback (facility store) report decisions. Values
@@ -21,7 +22,6 @@
 
 pub mod http;
 
-use crate::capture::clock::boot_ns;
 use crate::config::Config;
 use crate::gate::Decision;
 use crate::outbox::ScanState;
@@ -398,7 +398,7 @@ impl Telemetry {
     }
 
     /// Scanner `name` opened `device`.
-    pub fn scanner_connected(&self, name: &str, device: &str) {
+    pub(crate) fn scanner_connected(&self, name: &str, device: &str) {
         self.inner
             .scanner_up
             .get_or_create(&Self::label(name))
@@ -411,7 +411,7 @@ impl Telemetry {
     }
 
     /// Scanner `name` went away (or stopped).
-    pub fn scanner_disconnected(&self, name: &str) {
+    pub(crate) fn scanner_disconnected(&self, name: &str) {
         self.inner
             .scanner_up
             .get_or_create(&Self::label(name))
@@ -423,7 +423,7 @@ impl Telemetry {
     }
 
     /// Scanner `name` read a scan (before it is durable).
-    pub fn scan_read(&self, name: &str) {
+    pub(crate) fn scan_read(&self, name: &str) {
         let label = Self::label(name);
         let now = now_ms();
         self.inner.scans_read.get_or_create(&label).inc();
@@ -443,38 +443,36 @@ impl Telemetry {
     }
 
     /// An ACK was written `took` after its frame was read.
-    pub fn acked(&self, took: Duration) {
+    pub(crate) fn acked(&self, took: Duration) {
         self.inner.ack_latency.observe(took.as_secs_f64());
     }
 
-    /// Decisions were committed (embedded gate or a claimer round).
-    pub fn decided(&self, decisions: &[Decision]) {
-        let now = boot_ns();
-        for d in decisions {
-            let state = d.verdict.state();
-            // A scan left unresolved again (a retry) is counted once.
-            if state == ScanState::Pending
-                || (state == ScanState::Unresolved && d.was == ScanState::Unresolved)
-            {
-                continue;
-            }
+    /// Count one decision ([`crate::events::Decided`]), made at `now` on
+    /// the boot clock.
+    pub(crate) fn count_decision(&self, d: &Decision, now: i64) {
+        let state = d.verdict.state();
+        // A scan left unresolved again (a retry) is counted once.
+        if state == ScanState::Pending
+            || (state == ScanState::Unresolved && d.was == ScanState::Unresolved)
+        {
+            return;
+        }
+        self.inner
+            .decisions
+            .get_or_create(&DecisionLabels {
+                scanner: d.scanner.clone(),
+                decision: state.as_str(),
+            })
+            .inc();
+        if state.is_final()
+            && let Some(read) = d.read_boot_ns
+        {
             self.inner
-                .decisions
-                .get_or_create(&DecisionLabels {
-                    scanner: d.scanner.clone(),
-                    decision: state.as_str(),
-                })
-                .inc();
-            if state.is_final()
-                && let Some(read) = d.read_boot_ns
-            {
-                self.inner
-                    .commit_latency
-                    .observe((now - read).max(0) as f64 / 1e9);
-            }
-            if state == ScanState::Rejected {
-                self.with_scanner(&d.scanner, |s| s.rejects_today += 1);
-            }
+                .commit_latency
+                .observe((now - read).max(0) as f64 / 1e9);
+        }
+        if state == ScanState::Rejected {
+            self.with_scanner(&d.scanner, |s| s.rejects_today += 1);
         }
     }
 
@@ -771,12 +769,11 @@ pub async fn run(telemetry: Telemetry, publish: Publish, mut stop: Stop) {
                 }
                 let joined = (!errors.is_empty()).then(|| errors.join("; "));
                 if joined != last_error {
-                    match &joined {
-                        Some(e) => tracing::warn!("metrics/status: {e}; retrying"),
-                        None if last_error.is_some() => {
-                            tracing::info!("metrics/status: published again")
+                    if joined.is_some() || last_error.is_some() {
+                        crate::events::PublishFailed {
+                            errors: joined.as_deref(),
                         }
-                        None => {}
+                        .emit();
                     }
                     last_error = joined;
                 }
@@ -795,6 +792,7 @@ pub async fn run(telemetry: Telemetry, publish: Publish, mut stop: Stop) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::capture::clock::boot_ns;
     use crate::gate::Verdict;
 
     fn config(redis: bool) -> Config {
@@ -856,20 +854,21 @@ mod tests {
     #[test]
     fn a_retried_unresolved_scan_counts_once_and_rejects_count_today() {
         let t = Telemetry::new(&config(false));
+        let decided = |d: Decision| crate::events::Decided { decisions: &[d] }.emit(&t);
         t.scan_read("counter-1");
-        t.decided(&[decision(
+        decided(decision(
             Verdict::Unresolved { reason: "x".into() },
             ScanState::Pending,
-        )]);
-        t.decided(&[decision(
+        ));
+        decided(decision(
             Verdict::Unresolved { reason: "x".into() },
             ScanState::Unresolved,
-        )]);
-        t.decided(&[decision(Verdict::Committed, ScanState::Unresolved)]);
-        t.decided(&[decision(
+        ));
+        decided(decision(Verdict::Committed, ScanState::Unresolved));
+        decided(decision(
             Verdict::Rejected { reason: "x".into() },
             ScanState::Pending,
-        )]);
+        ));
         let text = t.encode();
         let count = |d: &str| {
             text.lines()

@@ -55,6 +55,9 @@ mod facility_order;
 mod facility_redis;
 mod ledger_stream;
 
+// The log: text, JSON, the journal's native protocol.
+mod logging;
+
 // What facility IT sees: metrics through a real Prometheus and node_exporter,
 // `scangate status`.
 mod observability;

@@ -18,6 +18,7 @@
 //! signalled.
 
 use super::supervisor::StageResult;
+use crate::events::SweepStep;
 use crate::shutdown::Stop;
 use crate::store::{Store, StoreError};
 use std::time::Duration;
@@ -49,9 +50,12 @@ pub fn run(mut store: Store, keeps: Keep, stop: Stop) -> StageResult {
             Err(StoreError::Corrupt { path, detail }) => {
                 return StageResult::Corrupt { path, detail };
             }
-            Err(e) => tracing::error!(
-                "database integrity check could not run: {e}; raw scan bytes are not swept until it can, next attempt in {SWEEP_EVERY:?}"
-            ),
+            Err(e) => crate::events::SweepFailed {
+                db: &db,
+                step: SweepStep::PageCheck { every: SWEEP_EVERY },
+                error: &e,
+            }
+            .emit(),
         }
         if stop.sleep(SWEEP_EVERY) {
             return StageResult::Done;
@@ -59,7 +63,12 @@ pub fn run(mut store: Store, keeps: Keep, stop: Stop) -> StageResult {
     }
     // A sweep reads each row once: a small page cache is enough.
     if let Err(e) = store.conn.pragma_update(None, "cache_size", -2048) {
-        tracing::warn!(db = %db.display(), "raw-bytes sweeper: cannot shrink its page cache: {e}");
+        crate::events::SweepFailed {
+            db: &db,
+            step: SweepStep::ShrinkCache,
+            error: &e,
+        }
+        .emit();
     }
     let hours = keep.as_secs() / 3600;
     let keep_ms = keep.as_millis() as i64;
@@ -100,9 +109,12 @@ pub fn run(mut store: Store, keeps: Keep, stop: Stop) -> StageResult {
                     return StageResult::Done;
                 }
             }
-            Err(e) => tracing::warn!(
-                "clearing old raw scan bytes failed: {e}; they stay until the next sweep in {SWEEP_EVERY:?}"
-            ),
+            Err(e) => crate::events::SweepFailed {
+                db: &db,
+                step: SweepStep::ClearRaw { every: SWEEP_EVERY },
+                error: &e,
+            }
+            .emit(),
         }
         if prune_outbox(&mut store, keeps.decided, now_ms, &mut || !stop.is_set()) {
             return StageResult::Done;
@@ -153,7 +165,12 @@ fn truncate_soon(store: &Store, keep_going: &mut dyn FnMut() -> bool) -> bool {
             Ok(true) => return true,
             Ok(false) => {}
             Err(e) => {
-                tracing::warn!("truncating the WAL after clearing raw scan bytes failed: {e}");
+                crate::events::SweepFailed {
+                    db: store.path(),
+                    step: SweepStep::TruncateWal,
+                    error: &e,
+                }
+                .emit();
                 return false;
             }
         }

@@ -336,7 +336,11 @@ impl Store {
                 Err(e) => w.err(e), // the transaction rolls back here
             }
         };
-        tracing::error!("deciding failed; storing the scans as pending to retry: {failed}");
+        crate::events::DecidingFailed {
+            error: &failed,
+            then: crate::events::DecidingThen::StoredPending,
+        }
+        .emit();
         let fresh = self.admit(facility, scans)?;
         Ok((fresh, Err(failed)))
     }

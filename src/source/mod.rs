@@ -159,7 +159,7 @@ pub const IN_FLIGHT_PER_SOURCE: usize = 32;
 pub struct ToOutbox {
     queue: mpsc::Sender<Captured>,
     slots: std::sync::Arc<tokio::sync::Semaphore>,
-    telemetry: Option<crate::metrics::Telemetry>,
+    telemetry: crate::metrics::Telemetry,
 }
 
 /// The outbox writer is gone (shutting down).
@@ -167,47 +167,34 @@ pub struct ToOutbox {
 pub struct OutboxClosed;
 
 impl ToOutbox {
-    /// A new source's handle on the shared queue.
+    /// A new source's handle on the shared queue (its events update a
+    /// [`crate::metrics::Telemetry`] of its own until [`Self::with_telemetry`]).
     pub fn new(queue: mpsc::Sender<Captured>) -> ToOutbox {
         ToOutbox {
             queue,
             slots: std::sync::Arc::new(tokio::sync::Semaphore::new(IN_FLIGHT_PER_SOURCE)),
-            telemetry: None,
+            telemetry: crate::metrics::Telemetry::new(&crate::config::Config::default()),
         }
     }
 
-    /// Report this source's connects, reads and ACKs to `telemetry`.
+    /// Report this source's events ([`crate::events`]: connects, reads,
+    /// ACKs) to `telemetry`.
     pub fn with_telemetry(mut self, telemetry: crate::metrics::Telemetry) -> ToOutbox {
-        self.telemetry = Some(telemetry);
+        self.telemetry = telemetry;
         self
     }
 
-    /// Scanner `name` opened `device`.
-    pub fn connected(&self, name: &str, device: &str) {
-        if let Some(t) = &self.telemetry {
-            t.scanner_connected(name, device);
-        }
-    }
-
-    /// Scanner `name` went away, or stopped.
-    pub fn disconnected(&self, name: &str) {
-        if let Some(t) = &self.telemetry {
-            t.scanner_disconnected(name);
-        }
-    }
-
-    /// An ACK was written `took` after its frame was read.
-    pub fn acked(&self, took: std::time::Duration) {
-        if let Some(t) = &self.telemetry {
-            t.acked(took);
-        }
+    /// Where this source's events are counted.
+    pub fn telemetry(&self) -> &crate::metrics::Telemetry {
+        &self.telemetry
     }
 
     /// Queue a scan, waiting for a free slot of this source first.
     pub async fn send(&self, scan: Scan, durable: Option<DurableAck>) -> Result<(), OutboxClosed> {
-        if let Some(t) = &self.telemetry {
-            t.scan_read(&scan.profile.scanner);
+        crate::events::ScanRead {
+            scanner: &scan.profile.scanner,
         }
+        .emit(&self.telemetry);
         let in_flight = self
             .slots
             .clone()

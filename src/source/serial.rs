@@ -134,14 +134,22 @@ pub async fn run(cfg: Scanner<SerialConfig>, out: ToOutbox, mut shutdown: Stop) 
         let open_id = std::fs::metadata(format!("/proc/self/fd/{}", port.as_raw_fd()))
             .ok()
             .map(|m| m.rdev());
-        tracing::info!(
-            scanner = %cfg.name, device = %path, baud = cfg.kind.baud,
-            line = %format!("{}{}{}", cfg.kind.data_bits, parity_letter(cfg.kind.parity), cfg.kind.stop_bits),
-            framing = %spec.describe(), ack = cfg.kind.ack, "scanner connected"
-        );
+        crate::events::SerialConnected {
+            scanner: &cfg.name,
+            device: &path,
+            baud: cfg.kind.baud,
+            line: format!(
+                "{}{}{}",
+                cfg.kind.data_bits,
+                parity_letter(cfg.kind.parity),
+                cfg.kind.stop_bits
+            ),
+            framing: spec.describe(),
+            ack: cfg.kind.ack,
+        }
+        .emit(out.telemetry());
         backoff.reset();
         last_error = None;
-        out.connected(&cfg.name, &path);
         let mut framer = Framer::with_spec(spec.clone());
         let ended = connection(
             &cfg,
@@ -155,18 +163,18 @@ pub async fn run(cfg: Scanner<SerialConfig>, out: ToOutbox, mut shutdown: Stop) 
         )
         .await;
         drop(port);
-        out.disconnected(&cfg.name);
         match ended {
-            Ended::Stop => break,
-            Ended::Lost(reason) => {
-                if framer.partial() > 0 {
-                    tracing::warn!(
-                        scanner = %cfg.name, device = %path, bytes = framer.partial(),
-                        "scanner went away mid-frame; the partial frame was never a complete read"
-                    );
-                }
-                tracing::warn!(scanner = %cfg.name, device = %path, "scanner disconnected: {reason}; reconnecting");
+            Ended::Stop => {
+                crate::events::ScannerClosed { scanner: &cfg.name }.emit(out.telemetry());
+                break;
             }
+            Ended::Lost(reason) => crate::events::SerialLost {
+                scanner: &cfg.name,
+                device: &path,
+                reason: &reason,
+                partial_bytes: framer.partial(),
+            }
+            .emit(out.telemetry()),
         }
     }
     if stats.total.count() + stats.naks > 0 {
@@ -374,7 +382,7 @@ async fn connection(
                 let took = frame_end.elapsed();
                 stats.total.record(took);
                 stats.interval.record(took);
-                out.acked(took);
+                crate::events::Acked { scanner: &cfg.name, took }.emit(out.telemetry());
                 continue;
             }
             read = port.read(&mut buf) => match read {

@@ -43,7 +43,7 @@ impl Checkpointer {
                     if let Err(e) = r
                         && !warned
                     {
-                        tracing::warn!(db = %db.display(), "WAL checkpoint failed: {e}; the writer checkpoints by itself");
+                        crate::events::CheckpointFailed { db: &db, error: &e }.emit();
                         warned = true;
                     }
                     if stopped {

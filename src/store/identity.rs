@@ -494,11 +494,12 @@ impl Anchor {
         file.head = head.clone();
         write(&self.state_dir, &file)?;
         if let Some(h) = &head {
-            tracing::info!(
-                target: "scangate::anchor",
-                state_id = %file.id, audit_head_seq = h.seq, audit_head_hash = %h.hash,
-                "audit chain head anchored"
-            );
+            crate::events::AnchorWritten {
+                state_id: &file.id,
+                seq: h.seq,
+                hash: &h.hash,
+            }
+            .emit();
         }
         self.last = head.clone();
         Ok(head)

@@ -11,7 +11,20 @@ pub fn bin() -> &'static str {
 /// A `scangate` command with an environment that cannot leak the host's
 /// configuration into the test.
 pub fn command() -> Command {
-    let mut c = Command::new(bin());
+    command_via(&[])
+}
+
+/// [`command`] run through `wrapper` (a program and its arguments, to which
+/// the binary's path is appended), e.g. `unshare -m …`.
+pub fn command_via(wrapper: &[&str]) -> Command {
+    let mut c = match wrapper.split_first() {
+        None => Command::new(bin()),
+        Some((program, args)) => {
+            let mut c = Command::new(program);
+            c.args(args).arg(bin());
+            c
+        }
+    };
     c.env_remove("SCANGATE_CONFIG")
         .env_remove("STATE_DIRECTORY")
         .env_remove("JOURNAL_STREAM")

@@ -5,7 +5,7 @@ use super::cli::{Outcome, bin, cli_cfg, command};
 use super::wait::{POLL, event_timeout, wait_until};
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Child, ExitStatus, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 /// A scanner entry for [`write_config`].
@@ -99,13 +99,17 @@ impl Daemon {
             .append(true)
             .open(log)
             .expect("opening the daemon log");
-        let child = command()
-            .args(["run", "--config"])
-            .arg(config)
-            .env("RUST_LOG", "info")
-            .envs(env.iter().copied())
+        let mut cmd = command();
+        run_args(&mut cmd, config);
+        cmd.envs(env.iter().copied()).stderr(Stdio::from(err));
+        Daemon::spawn(cmd, log)
+    }
+
+    /// Start `cmd`, a `scangate run` (see [`run_args`]) whose stderr the
+    /// caller has sent to `log`.
+    pub fn spawn(mut cmd: Command, log: &Path) -> Daemon {
+        let child = cmd
             .stdout(Stdio::null())
-            .stderr(Stdio::from(err))
             .spawn()
             .unwrap_or_else(|e| panic!("cannot start {} run: {e}", bin()));
         Daemon {
@@ -217,6 +221,42 @@ impl Drop for Daemon {
             eprintln!("{}", self.log_digest());
         }
     }
+}
+
+/// Make `cmd` (a [`command`]) `scangate run --config <config>`, logging
+/// at INFO.
+pub fn run_args(cmd: &mut Command, config: &Path) {
+    cmd.args(["run", "--config"])
+        .arg(config)
+        .env("RUST_LOG", "info");
+}
+
+/// A pipe whose read end is copied into `log` (appended, as it comes) by a
+/// thread of its own until every write end is closed: the write end, to
+/// give a daemon as its stderr, and that end's `(device, inode)`, as
+/// systemd puts them in `$JOURNAL_STREAM`.
+pub fn stderr_pipe(log: &Path) -> (std::io::PipeWriter, (u64, u64)) {
+    use std::os::unix::fs::MetadataExt;
+    let (mut reader, writer) = std::io::pipe().expect("creating a pipe");
+    let mut file = fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)
+        .expect("opening the daemon log");
+    std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        let mut buf = [0u8; 8192];
+        while let Ok(n @ 1..) = reader.read(&mut buf) {
+            if file.write_all(&buf[..n]).is_err() {
+                return;
+            }
+        }
+    });
+    let fd = std::os::fd::AsFd::as_fd(&writer)
+        .try_clone_to_owned()
+        .expect("duplicating the pipe's write end");
+    let meta = fs::File::from(fd).metadata().expect("fstat of the pipe");
+    (writer, (meta.dev(), meta.ino()))
 }
 
 /// The files process `pid` holds open right now (from `/proc/<pid>/fd`).

@@ -1,11 +1,12 @@
 //! Helpers for the integration tests, by job: the real `scangate` binary
 //! ([`cli`]) and daemon ([`daemon`]), systemd's notify socket ([`notify`]), a `redis-server` of the test's own
-//! ([`redis_server`]), a Prometheus and node_exporter ([`prometheus`]), labels and scans ([`scans`]), PTYs as serial
+//! ([`redis_server`]), a stand-in for journald ([`journal`]), a Prometheus and node_exporter ([`prometheus`]), labels and scans ([`scans`]), PTYs as serial
 //! scanners ([`pty`]), and waits ([`wait`]). Everything runs in unique
 //! temporary directories.
 
 mod cli;
 mod daemon;
+mod journal;
 mod notify;
 mod prometheus;
 mod pty;
@@ -15,6 +16,7 @@ mod wait;
 
 pub use cli::*;
 pub use daemon::*;
+pub use journal::*;
 pub use notify::*;
 pub use prometheus::*;
 pub use pty::*;

@@ -23,7 +23,7 @@
 //! the rounds themselves.
 
 use super::reconcile::{self, marker};
-use super::{Between, Link, Peers, Wake, log_backlog, publish};
+use super::{Between, Link, Peers, Wake, backlog, publish};
 use crate::backoff::Backoff;
 use crate::capture::CaptureTime;
 use crate::facility::{Facility, FacilityError, Outcome, Sent};
@@ -540,11 +540,13 @@ impl Lane {
         let now = CaptureTime::now();
         let next = pick(&self.store, &mut self.gate, self.kind, &skip, &now, online)
             .inspect_err(|e| {
-                tracing::error!(
-                    lane = self.name(),
-                    "reading open scans failed on the local database: {e}; retrying in {:?}",
-                    self.db_retry.peek()
-                );
+                crate::events::LaneDbFailed {
+                    lane: self.name(),
+                    step: crate::events::LaneDbStep::Reading,
+                    error: e,
+                    retry_in: self.db_retry.peek(),
+                }
+                .emit()
             })
             .ok();
         pass.db_failed = next.is_none();
@@ -665,11 +667,13 @@ impl Lane {
                 }
                 Err(e) => {
                     // The rows stay open; their claims are idempotent.
-                    tracing::error!(
-                        lane = self.name(),
-                        "writing verdicts failed on the local database: {e}; retrying in {:?}",
-                        self.db_retry.peek()
-                    );
+                    crate::events::LaneDbFailed {
+                        lane: self.name(),
+                        step: crate::events::LaneDbStep::Writing,
+                        error: &e,
+                        retry_in: self.db_retry.peek(),
+                    }
+                    .emit();
                     pass.db_failed = true;
                 }
             }
@@ -704,20 +708,30 @@ impl Lane {
                     self.outage.get_or_insert_with(Outage::now);
                 }
                 None => {
-                    tracing::warn!(
-                        redis = %shown, lane = self.name(),
-                        "facility Redis unavailable: {reason}. Scans are kept in the outbox as unresolved and replayed in capture order when it answers"
-                    );
+                    crate::events::FacilityUnavailable {
+                        redis: shown,
+                        lane: self.name(),
+                        reason: &reason,
+                        outage: crate::events::Outage::Begins,
+                    }
+                    .emit();
                     self.outage = Some(Outage::now());
                 }
                 // (The replay lane retries on a timer and says so; the
                 // live lane only on new scans, which wait with the rest.)
-                Some(_) if self.kind == LaneKind::Replay => {
-                    log_backlog(&self.store, shown, &reason, self.retry.peek())
+                Some(_) => crate::events::FacilityUnavailable {
+                    redis: shown,
+                    lane: self.name(),
+                    reason: &reason,
+                    outage: match self.kind {
+                        LaneKind::Replay => crate::events::Outage::Backlog {
+                            waiting: backlog(&self.store),
+                            next: self.retry.peek(),
+                        },
+                        LaneKind::Live => crate::events::Outage::Continues,
+                    },
                 }
-                Some(_) => {
-                    tracing::debug!(redis = %shown, lane = self.name(), "facility Redis still unavailable: {reason}")
-                }
+                .emit(),
             }
             let since_ms = self.outage.as_ref().map_or(0, |o| o.since_ms);
             publish(
@@ -739,11 +753,13 @@ impl Lane {
                     LaneKind::Live => "new scans are claimed as they come",
                     LaneKind::Replay => "unresolved scans are being replayed",
                 };
-                tracing::info!(
-                    redis = %shown, lane = self.name(),
-                    outage_s = outage.since.elapsed().as_secs(),
-                    "facility Redis answers again; {doing}"
-                );
+                crate::events::FacilityAnswers {
+                    redis: shown,
+                    lane: self.name(),
+                    outage: outage.since.elapsed(),
+                    doing,
+                }
+                .emit();
             }
             self.retry.reset();
             let now_ms = chrono::Utc::now().timestamp_millis();
@@ -774,15 +790,14 @@ impl Lane {
                 "recording the scans waiting for the clock for `outbox status` failed: {e}"
             );
         }
-        let shown = &self.link.shown;
-        if was == 0 && now > 0 && self.kind == LaneKind::Replay {
-            tracing::warn!(
-                redis = %shown, lane = self.name(), waiting = now,
-                "{now} scans wait: their capture times cannot be put on the facility clock within [redis] max_clock_error_ms = {} ms yet (no close enough measurement of it in their boot). They are claimed once the claimer has measured it closer (at every connect and every minute); `outbox status` shows the last measurement",
-                self.link.redis.max_clock_error_ms
-            );
-        } else if was > 0 && now == 0 && self.kind == LaneKind::Replay {
-            tracing::info!(redis = %shown, lane = self.name(), "no scan waits for the facility clock any more");
+        if self.kind == LaneKind::Replay && (was == 0) != (now == 0) {
+            crate::events::ClockWaiting {
+                redis: &self.link.shown,
+                lane: self.name(),
+                waiting: now,
+                max_clock_error_ms: self.link.redis.max_clock_error_ms,
+            }
+            .emit();
         }
     }
 

@@ -90,7 +90,11 @@ impl Link {
         let sample = match f.sample_clock() {
             Ok(s) => s,
             Err(e) => {
-                tracing::warn!(redis = %self.shown, "measuring the facility Redis's clock failed: {e}");
+                crate::events::ClockMeasureFailed {
+                    redis: &self.shown,
+                    error: &e,
+                }
+                .emit();
                 return None;
             }
         };
@@ -107,22 +111,14 @@ impl Link {
             changed
         };
         if changed {
-            let (off, bound) = (sample.offset_ms, sample.bound_ms);
-            let side = if off < 0.0 { "ahead of" } else { "behind" };
-            let how_far = format!(
-                "{:.3} s {side} the facility Redis's (± {bound:.1} ms)",
-                off.abs() / 1e3
-            );
-            if off.abs() - bound > worth {
-                tracing::warn!(
-                    redis = %self.shown, offset_ms = off, bound_ms = bound,
-                    "this gateway's wall clock is {how_far}, more than {worth:.0} ms ({:.0} % of the {} ms window). Claims are still compared on the facility's clock (each capture's boot-clock stamp mapped through these measurements), but the wall stamps this gateway writes into its audit trail are that far off. Fix: synchronise this gateway's clock (NTP, chrony) with the facility's",
-                    CLOCK_WORTH_A_WORD * 100.0,
-                    self.window_ms
-                );
-            } else {
-                tracing::info!(redis = %self.shown, offset_ms = off, bound_ms = bound, "facility clock: this gateway's wall clock is {how_far}");
+            crate::events::ClockMeasured {
+                redis: &self.shown,
+                offset_ms: sample.offset_ms,
+                bound_ms: sample.bound_ms,
+                worth_ms: worth,
+                window_ms: self.window_ms,
             }
+            .emit();
         }
         Some(sample)
     }
@@ -282,23 +278,14 @@ impl Link {
     }
 }
 
-/// Log how many scans wait, how old the oldest is, and when the next attempt
-/// is (each failed retry).
-fn log_backlog(store: &Store, shown: &str, reason: &str, next: Duration) {
-    match store.backlog() {
-        Ok((waiting, oldest)) => {
-            let oldest_s = oldest.map_or(0, |ms| {
-                (chrono::Utc::now().timestamp_millis() - ms).max(0) / 1000
-            });
-            tracing::warn!(
-                redis = %shown, waiting, oldest_s,
-                "facility Redis still unavailable: {reason}. {waiting} scans wait in the outbox, the oldest captured {oldest_s} s ago; next attempt in {next:?}"
-            );
-        }
-        Err(e) => {
-            tracing::warn!(redis = %shown, "facility Redis still unavailable: {reason} (backlog unknown: {e}); next attempt in {next:?}")
-        }
-    }
+/// How many scans wait for the facility store and how old the oldest is
+/// (seconds), for the replay lane's retries.
+fn backlog(store: &Store) -> Result<(i64, i64), String> {
+    let (waiting, oldest) = store.backlog().map_err(|e| e.to_string())?;
+    let oldest_s = oldest.map_or(0, |ms| {
+        (chrono::Utc::now().timestamp_millis() - ms).max(0) / 1000
+    });
+    Ok((waiting, oldest_s))
 }
 
 /// Record for `outbox status` whether the facility store answers, if that

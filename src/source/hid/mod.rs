@@ -265,8 +265,12 @@ fn reader(
                 continue;
             }
         };
-        tracing::info!(scanner = %cfg.name, mode, device = %dev.describe(), "HID scanner connected");
-        out.connected(&cfg.name, &dev.describe());
+        crate::events::HidConnected {
+            scanner: &cfg.name,
+            mode,
+            device: &dev.describe(),
+        }
+        .emit(out.telemetry());
         backoff.reset();
         last_error = None;
         // A fresh decoder per connection: nothing read before a reconnect
@@ -298,8 +302,11 @@ fn reader(
                             return;
                         }
                     }
-                    tracing::warn!(scanner = %cfg.name, "HID scanner disconnected: {e}; reopening when it is back");
-                    out.disconnected(&cfg.name);
+                    crate::events::HidLost {
+                        scanner: &cfg.name,
+                        reason: &e.to_string(),
+                    }
+                    .emit(out.telemetry());
                     break;
                 }
             }

@@ -1,0 +1,1132 @@
+//! The daemon's operational events, typed (as vector's
+//! `src/internal_events/`): one type per event, whose `emit` both logs it
+//! (structured fields, fixed prose) and updates its metric in
+//! [`Telemetry`], so the log and the metrics cannot disagree and the call
+//! site says only *what happened*.
+//!
+//! Field names are the journal's too (upper-cased, [`crate::logging`]):
+//! `scanner`, `device`, `scan_uuid`, `decision`, `reason`. Each event keeps
+//! the log target of the module it happens in, so `RUST_LOG` filters by
+//! module as before.
+//!
+//! Events without a metric of their own (a disk error, an anchor) only
+//! log; they are here all the same, so every operational line is one type.
+
+use crate::gate::{Decision, Verdict};
+use crate::metrics::Telemetry;
+use std::time::Duration;
+
+/// The log target of rejected reads ([`Decided`]): `RUST_LOG=…,scangate::reject=error`
+/// silences them alone (the demo does, it tabulates them).
+pub const REJECT_TARGET: &str = "scangate::reject";
+
+/// A serial scanner's device was opened.
+pub struct SerialConnected<'a> {
+    /// The scanner's name.
+    pub scanner: &'a str,
+    /// The device path.
+    pub device: &'a str,
+    /// Line speed.
+    pub baud: u32,
+    /// Data bits, parity, stop bits (`8N1`).
+    pub line: String,
+    /// The framing, as `FrameSpec::describe` tells it.
+    pub framing: String,
+    /// Whether ACK/NAK is on.
+    pub ack: bool,
+}
+
+impl SerialConnected<'_> {
+    /// Log it (INFO) and mark the scanner up.
+    pub fn emit(self, telemetry: &Telemetry) {
+        tracing::info!(
+            target: "scangate::source::serial",
+            scanner = %self.scanner, device = %self.device, baud = self.baud,
+            line = %self.line, framing = %self.framing, ack = self.ack,
+            "scanner connected"
+        );
+        telemetry.scanner_connected(self.scanner, self.device);
+    }
+}
+
+/// A serial scanner's device went away (it is reopened).
+pub struct SerialLost<'a> {
+    /// The scanner's name.
+    pub scanner: &'a str,
+    /// The device path.
+    pub device: &'a str,
+    /// Why.
+    pub reason: &'a str,
+    /// Bytes of a frame begun and not finished (never a read).
+    pub partial_bytes: usize,
+}
+
+impl SerialLost<'_> {
+    /// Log it (WARN; the partial frame too, if any) and mark the scanner
+    /// down.
+    pub fn emit(self, telemetry: &Telemetry) {
+        telemetry.scanner_disconnected(self.scanner);
+        if self.partial_bytes > 0 {
+            tracing::warn!(
+                target: "scangate::source::serial",
+                scanner = %self.scanner, device = %self.device, bytes = self.partial_bytes,
+                "scanner went away mid-frame; the partial frame was never a complete read"
+            );
+        }
+        tracing::warn!(
+            target: "scangate::source::serial",
+            scanner = %self.scanner, device = %self.device, reason = %self.reason,
+            "scanner disconnected: {}; reconnecting", self.reason
+        );
+    }
+}
+
+/// A HID scanner's device was opened.
+pub struct HidConnected<'a> {
+    /// The scanner's name.
+    pub scanner: &'a str,
+    /// `pos` or `keyboard`.
+    pub mode: &'a str,
+    /// The device, as the opener describes it.
+    pub device: &'a str,
+}
+
+impl HidConnected<'_> {
+    /// Log it (INFO) and mark the scanner up.
+    pub fn emit(self, telemetry: &Telemetry) {
+        tracing::info!(
+            target: "scangate::source::hid",
+            scanner = %self.scanner, mode = self.mode, device = %self.device,
+            "HID scanner connected"
+        );
+        telemetry.scanner_connected(self.scanner, self.device);
+    }
+}
+
+/// A HID scanner's device went away (it is reopened when it is back).
+pub struct HidLost<'a> {
+    /// The scanner's name.
+    pub scanner: &'a str,
+    /// Why.
+    pub reason: &'a str,
+}
+
+impl HidLost<'_> {
+    /// Log it (WARN) and mark the scanner down.
+    pub fn emit(self, telemetry: &Telemetry) {
+        tracing::warn!(
+            target: "scangate::source::hid",
+            scanner = %self.scanner, reason = %self.reason,
+            "HID scanner disconnected: {}; reopening when it is back", self.reason
+        );
+        telemetry.scanner_disconnected(self.scanner);
+    }
+}
+
+/// A scanner's device was closed because scangate stops.
+pub struct ScannerClosed<'a> {
+    /// The scanner's name.
+    pub scanner: &'a str,
+}
+
+impl ScannerClosed<'_> {
+    /// Log it (DEBUG) and mark the scanner down.
+    pub fn emit(self, telemetry: &Telemetry) {
+        tracing::debug!(target: "scangate::source", scanner = %self.scanner, "scanner closed");
+        telemetry.scanner_disconnected(self.scanner);
+    }
+}
+
+/// A scanner read a scan (before it is durable).
+pub struct ScanRead<'a> {
+    /// The scanner's name.
+    pub scanner: &'a str,
+}
+
+impl ScanRead<'_> {
+    /// Log it (TRACE) and count it.
+    pub fn emit(self, telemetry: &Telemetry) {
+        tracing::trace!(target: "scangate::source", scanner = %self.scanner, "scan read");
+        telemetry.scan_read(self.scanner);
+    }
+}
+
+/// An ACK was written, `took` after its frame was read.
+pub struct Acked<'a> {
+    /// The scanner's name.
+    pub scanner: &'a str,
+    /// Frame read to ACK written.
+    pub took: Duration,
+}
+
+impl Acked<'_> {
+    /// Log it (TRACE) and observe its latency.
+    pub fn emit(self, telemetry: &Telemetry) {
+        tracing::trace!(
+            target: "scangate::source::serial",
+            scanner = %self.scanner, took_us = self.took.as_micros() as u64,
+            "ACK written"
+        );
+        telemetry.acked(self.took);
+    }
+}
+
+/// Decisions were committed (by the embedded gate, or a claimer round).
+pub struct Decided<'a> {
+    /// Them, in the order they were made.
+    pub decisions: &'a [Decision],
+}
+
+impl Decided<'_> {
+    /// Log each — a rejected read at WARN with its reason (not only in its
+    /// audit record: hiding those must not hide rejects), the others at
+    /// DEBUG — and count each (`Telemetry::count_decision`).
+    pub fn emit(self, telemetry: &Telemetry) {
+        let now = crate::capture::clock::boot_ns();
+        for d in self.decisions {
+            let decision = d.verdict.state();
+            match &d.verdict {
+                Verdict::Rejected { reason } => tracing::warn!(
+                    target: REJECT_TARGET,
+                    scanner = %d.scanner, scan_uuid = %d.scan_uuid, decision = %decision, reason = %reason,
+                    "scan rejected: {reason}"
+                ),
+                _ => tracing::debug!(
+                    target: "scangate::daemon",
+                    scanner = %d.scanner, scan_uuid = %d.scan_uuid, decision = %decision,
+                    "decided"
+                ),
+            }
+            telemetry.count_decision(d, now);
+        }
+    }
+}
+
+/// Scans could not be written to the outbox; the write is retried and no
+/// ACK goes out before it succeeds.
+pub struct OutboxWriteFailed<'a> {
+    /// The database.
+    pub db: &'a std::path::Path,
+    /// How many scans the batch holds.
+    pub scans: usize,
+    /// What the database said.
+    pub error: &'a dyn std::fmt::Display,
+    /// When it is tried again.
+    pub retry_in: Duration,
+}
+
+impl OutboxWriteFailed<'_> {
+    /// Log it (ERROR).
+    pub fn emit(self) {
+        tracing::error!(
+            target: "scangate::daemon",
+            db = %self.db.display(), scans = self.scans,
+            "cannot write scans to the outbox: {}; retrying in {:?} (no ACK is sent until this succeeds)",
+            self.error, self.retry_in
+        );
+    }
+}
+
+/// A scan read while stopping could not be stored (the database refused
+/// writes); it was not acknowledged.
+pub struct ScanNotStored<'a> {
+    /// The scanner's name.
+    pub scanner: &'a str,
+    /// The scan.
+    pub scan_uuid: &'a str,
+}
+
+impl ScanNotStored<'_> {
+    /// Log it (ERROR).
+    pub fn emit(self) {
+        tracing::error!(
+            target: "scangate::daemon",
+            scan_uuid = %self.scan_uuid, scanner = %self.scanner,
+            "scan NOT stored (database refuses writes during shutdown); it was not acknowledged"
+        );
+    }
+}
+
+/// Where an audit chain head was to be anchored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AnchorPlace {
+    /// The `state-id` file, while running.
+    StateFile,
+    /// The `state-id` file, at stop.
+    StateFileAtStop,
+    /// The facility store.
+    Facility,
+}
+
+/// The audit chain head was anchored outside the database.
+pub struct AnchorWritten<'a> {
+    /// The state's identity.
+    pub state_id: &'a str,
+    /// The head's position.
+    pub seq: i64,
+    /// The head's hash.
+    pub hash: &'a str,
+}
+
+impl AnchorWritten<'_> {
+    /// Log it (INFO, target `scangate::anchor`).
+    pub fn emit(self) {
+        tracing::info!(
+            target: "scangate::anchor",
+            state_id = %self.state_id, audit_head_seq = self.seq, audit_head_hash = %self.hash,
+            "audit chain head anchored"
+        );
+    }
+}
+
+/// Anchoring the audit chain head failed (retried at the next tick).
+pub struct AnchorFailed<'a> {
+    /// Where.
+    pub place: AnchorPlace,
+    /// Why.
+    pub error: &'a dyn std::fmt::Display,
+}
+
+impl AnchorFailed<'_> {
+    /// Log it (WARN).
+    pub fn emit(self) {
+        let e = self.error;
+        match self.place {
+            AnchorPlace::StateFile => tracing::warn!(
+                target: "scangate::daemon",
+                "cannot anchor the audit chain head: {e}"
+            ),
+            AnchorPlace::StateFileAtStop => tracing::warn!(
+                target: "scangate::daemon",
+                "cannot anchor the audit chain head at stop: {e}"
+            ),
+            AnchorPlace::Facility => tracing::warn!(
+                target: "scangate::daemon",
+                "cannot anchor the audit chain head in the facility store: {e}"
+            ),
+        }
+    }
+}
+
+/// A claimer lane found the facility Redis unavailable: an outage begins,
+/// or goes on. (`scangate_facility_up` is sampled from the state the lane
+/// records in the same step, which `scangate status` reads too.)
+pub struct FacilityUnavailable<'a> {
+    /// The Redis, as shown (credentials redacted).
+    pub redis: &'a str,
+    /// `live` or `replay`.
+    pub lane: &'a str,
+    /// Why.
+    pub reason: &'a str,
+    /// Where the outage stands.
+    pub outage: Outage,
+}
+
+/// How far an outage of the facility store has gone ([`FacilityUnavailable`]).
+pub enum Outage {
+    /// It begins.
+    Begins,
+    /// It goes on: the live lane, retried with the next scan.
+    Continues,
+    /// It goes on: the replay lane's retry, the backlog as it stands (or why
+    /// it cannot be read) and when it is tried again.
+    Backlog {
+        /// Scans waiting, and the oldest one's age in seconds.
+        waiting: Result<(i64, i64), String>,
+        /// The next attempt.
+        next: Duration,
+    },
+}
+
+impl FacilityUnavailable<'_> {
+    /// Log it: WARN when the outage begins and at each of the replay lane's
+    /// retries, DEBUG at the live lane's.
+    pub fn emit(self) {
+        let (redis, lane, reason) = (self.redis, self.lane, self.reason);
+        match self.outage {
+            Outage::Begins => tracing::warn!(
+                target: "scangate::daemon::claimer",
+                redis = %redis, lane, reason = %reason,
+                "facility Redis unavailable: {reason}. Scans are kept in the outbox as unresolved and replayed in capture order when it answers"
+            ),
+            Outage::Continues => tracing::debug!(
+                target: "scangate::daemon::claimer",
+                redis = %redis, lane, reason = %reason,
+                "facility Redis still unavailable: {reason}"
+            ),
+            Outage::Backlog {
+                waiting: Ok((waiting, oldest_s)),
+                next,
+            } => tracing::warn!(
+                target: "scangate::daemon::claimer",
+                redis = %redis, lane, reason = %reason, waiting, oldest_s,
+                "facility Redis still unavailable: {reason}. {waiting} scans wait in the outbox, the oldest captured {oldest_s} s ago; next attempt in {next:?}"
+            ),
+            Outage::Backlog {
+                waiting: Err(e),
+                next,
+            } => tracing::warn!(
+                target: "scangate::daemon::claimer",
+                redis = %redis, lane, reason = %reason,
+                "facility Redis still unavailable: {reason} (backlog unknown: {e}); next attempt in {next:?}"
+            ),
+        }
+    }
+}
+
+/// A claimer lane's facility Redis answers again after an outage.
+pub struct FacilityAnswers<'a> {
+    /// The Redis, as shown.
+    pub redis: &'a str,
+    /// `live` or `replay`.
+    pub lane: &'a str,
+    /// How long it was unavailable.
+    pub outage: Duration,
+    /// What the lane does now.
+    pub doing: &'a str,
+}
+
+impl FacilityAnswers<'_> {
+    /// Log it (INFO).
+    pub fn emit(self) {
+        tracing::info!(
+            target: "scangate::daemon::claimer",
+            redis = %self.redis, lane = self.lane, outage_s = self.outage.as_secs(),
+            "facility Redis answers again; {}", self.doing
+        );
+    }
+}
+
+/// The facility Redis's clock was measured and this gateway's offset to
+/// it changed enough to be told. (`scangate_facility_clock_offset_seconds`
+/// is sampled from the measurement the claimer records.)
+pub struct ClockMeasured<'a> {
+    /// The Redis, as shown.
+    pub redis: &'a str,
+    /// The facility's clock minus this gateway's wall clock (ms).
+    pub offset_ms: f64,
+    /// Within ± this (ms).
+    pub bound_ms: f64,
+    /// An offset beyond this (ms) is a problem worth a WARN.
+    pub worth_ms: f64,
+    /// `[dedup] window_ms`, to say what `worth_ms` is a share of.
+    pub window_ms: i64,
+}
+
+impl ClockMeasured<'_> {
+    /// Log it: WARN when the wall clock is off by more than `worth_ms`
+    /// (beyond the bound), else INFO.
+    pub fn emit(self) {
+        let (off, bound, worth) = (self.offset_ms, self.bound_ms, self.worth_ms);
+        let side = if off < 0.0 { "ahead of" } else { "behind" };
+        let how_far = format!(
+            "{:.3} s {side} the facility Redis's (± {bound:.1} ms)",
+            off.abs() / 1e3
+        );
+        if off.abs() - bound > worth {
+            tracing::warn!(
+                target: "scangate::daemon::claimer",
+                redis = %self.redis, offset_ms = off, bound_ms = bound,
+                "this gateway's wall clock is {how_far}, more than {worth:.0} ms ({:.0} % of the {} ms window). Claims are still compared on the facility's clock (each capture's boot-clock stamp mapped through these measurements), but the wall stamps this gateway writes into its audit trail are that far off. Fix: synchronise this gateway's clock (NTP, chrony) with the facility's",
+                worth / self.window_ms as f64 * 100.0,
+                self.window_ms
+            );
+        } else {
+            tracing::info!(
+                target: "scangate::daemon::claimer",
+                redis = %self.redis, offset_ms = off, bound_ms = bound,
+                "facility clock: this gateway's wall clock is {how_far}"
+            );
+        }
+    }
+}
+
+/// Measuring the facility Redis's clock failed.
+pub struct ClockMeasureFailed<'a> {
+    /// The Redis, as shown.
+    pub redis: &'a str,
+    /// Why.
+    pub error: &'a dyn std::fmt::Display,
+}
+
+impl ClockMeasureFailed<'_> {
+    /// Log it (WARN).
+    pub fn emit(self) {
+        tracing::warn!(
+            target: "scangate::daemon::claimer",
+            redis = %self.redis,
+            "measuring the facility Redis's clock failed: {}", self.error
+        );
+    }
+}
+
+/// What a claimer lane failed to do on the local database.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LaneDbStep {
+    /// Reading the open scans to claim.
+    Reading,
+    /// Writing the verdicts of a round (the rows stay open; their claims
+    /// are idempotent).
+    Writing,
+}
+
+/// A claimer lane's local database step failed; retried after a back-off.
+pub struct LaneDbFailed<'a> {
+    /// `live` or `replay`.
+    pub lane: &'a str,
+    /// Which step.
+    pub step: LaneDbStep,
+    /// What SQLite said.
+    pub error: &'a dyn std::fmt::Display,
+    /// When it is tried again.
+    pub retry_in: Duration,
+}
+
+impl LaneDbFailed<'_> {
+    /// Log it (ERROR).
+    pub fn emit(self) {
+        let (lane, e, retry_in) = (self.lane, self.error, self.retry_in);
+        match self.step {
+            LaneDbStep::Reading => tracing::error!(
+                target: "scangate::daemon::claimer",
+                lane,
+                "reading open scans failed on the local database: {e}; retrying in {retry_in:?}"
+            ),
+            LaneDbStep::Writing => tracing::error!(
+                target: "scangate::daemon::claimer",
+                lane,
+                "writing verdicts failed on the local database: {e}; retrying in {retry_in:?}"
+            ),
+        }
+    }
+}
+
+/// Scans began, or ceased, to wait for a close enough measurement of the
+/// facility clock (the replay lane tells it).
+pub struct ClockWaiting<'a> {
+    /// The Redis, as shown.
+    pub redis: &'a str,
+    /// `replay`.
+    pub lane: &'a str,
+    /// How many wait now (0: none any more).
+    pub waiting: usize,
+    /// `[redis] max_clock_error_ms`.
+    pub max_clock_error_ms: u64,
+}
+
+impl ClockWaiting<'_> {
+    /// Log it: WARN when scans begin to wait, INFO when none does any more.
+    pub fn emit(self) {
+        let (redis, lane, now) = (self.redis, self.lane, self.waiting);
+        if now > 0 {
+            tracing::warn!(
+                target: "scangate::daemon::claimer",
+                redis = %redis, lane, waiting = now,
+                "{now} scans wait: their capture times cannot be put on the facility clock within [redis] max_clock_error_ms = {} ms yet (no close enough measurement of it in their boot). They are claimed once the claimer has measured it closer (at every connect and every minute); `outbox status` shows the last measurement",
+                self.max_clock_error_ms
+            );
+        } else {
+            tracing::info!(
+                target: "scangate::daemon::claimer",
+                redis = %redis, lane,
+                "no scan waits for the facility clock any more"
+            );
+        }
+    }
+}
+
+/// Deciding scans failed on the local database; they stay durable.
+pub struct DecidingFailed<'a> {
+    /// What SQLite said.
+    pub error: &'a dyn std::fmt::Display,
+    /// What becomes of them.
+    pub then: DecidingThen,
+}
+
+/// What becomes of scans whose decision failed ([`DecidingFailed`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DecidingThen {
+    /// The batch is stored as pending (its decisions rolled back).
+    StoredPending,
+    /// Pending scans are decided again every so often.
+    RetriedEvery(Duration),
+}
+
+impl DecidingFailed<'_> {
+    /// Log it (ERROR).
+    pub fn emit(self) {
+        let e = self.error;
+        match self.then {
+            DecidingThen::StoredPending => tracing::error!(
+                target: "scangate::outbox",
+                "deciding failed; storing the scans as pending to retry: {e}"
+            ),
+            DecidingThen::RetriedEvery(every) => tracing::error!(
+                target: "scangate::daemon",
+                "deciding pending scans failed: {e}; they stay durable in the outbox and are retried every {every:?}"
+            ),
+        }
+    }
+}
+
+/// A step of the raw-bytes sweeper's that failed; retried later.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SweepStep {
+    /// The page check after start could not run (retried every `every`).
+    PageCheck {
+        /// Until the next attempt.
+        every: Duration,
+    },
+    /// Shrinking its page cache.
+    ShrinkCache,
+    /// Overwriting old raw bytes (retried at the next sweep, `every` on).
+    ClearRaw {
+        /// Until the next sweep.
+        every: Duration,
+    },
+    /// Truncating the WAL after clearing.
+    TruncateWal,
+}
+
+/// The raw-bytes sweeper could not do a step.
+pub struct SweepFailed<'a> {
+    /// The database.
+    pub db: &'a std::path::Path,
+    /// Which step.
+    pub step: SweepStep,
+    /// What SQLite said.
+    pub error: &'a dyn std::fmt::Display,
+}
+
+impl SweepFailed<'_> {
+    /// Log it: ERROR when the page check cannot run, else WARN.
+    pub fn emit(self) {
+        let (db, e) = (self.db.display(), self.error);
+        match self.step {
+            SweepStep::PageCheck { every } => tracing::error!(
+                target: "scangate::daemon::sweeper",
+                db = %db,
+                "database integrity check could not run: {e}; raw scan bytes are not swept until it can, next attempt in {every:?}"
+            ),
+            SweepStep::ShrinkCache => tracing::warn!(
+                target: "scangate::daemon::sweeper",
+                db = %db,
+                "raw-bytes sweeper: cannot shrink its page cache: {e}"
+            ),
+            SweepStep::ClearRaw { every } => tracing::warn!(
+                target: "scangate::daemon::sweeper",
+                db = %db,
+                "clearing old raw scan bytes failed: {e}; they stay until the next sweep in {every:?}"
+            ),
+            SweepStep::TruncateWal => tracing::warn!(
+                target: "scangate::daemon::sweeper",
+                db = %db,
+                "truncating the WAL after clearing raw scan bytes failed: {e}"
+            ),
+        }
+    }
+}
+
+/// A passive WAL checkpoint failed (told once; the writer checkpoints by
+/// itself).
+pub struct CheckpointFailed<'a> {
+    /// The database.
+    pub db: &'a std::path::Path,
+    /// What SQLite said.
+    pub error: &'a dyn std::fmt::Display,
+}
+
+impl CheckpointFailed<'_> {
+    /// Log it (WARN).
+    pub fn emit(self) {
+        tracing::warn!(
+            target: "scangate::store::checkpoint",
+            db = %self.db.display(),
+            "WAL checkpoint failed: {}; the writer checkpoints by itself", self.error
+        );
+    }
+}
+
+/// Publishing the metrics or the status file failed, or works again
+/// (told once per change of what fails).
+pub struct PublishFailed<'a> {
+    /// What fails (`None`: publishing works again).
+    pub errors: Option<&'a str>,
+}
+
+impl PublishFailed<'_> {
+    /// Log it: WARN, or INFO when it works again.
+    pub fn emit(self) {
+        match self.errors {
+            Some(e) => tracing::warn!(target: "scangate::metrics", "metrics/status: {e}; retrying"),
+            None => tracing::info!(target: "scangate::metrics", "metrics/status: published again"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+    use crate::outbox::ScanState;
+    use std::sync::{Arc, Mutex};
+    use tracing::field::{Field, Visit};
+
+    /// One captured log event: level, target, fields (`message` too).
+    #[derive(Debug, Clone)]
+    struct Logged {
+        level: tracing::Level,
+        target: String,
+        fields: Vec<(String, String)>,
+    }
+
+    impl Logged {
+        fn field(&self, name: &str) -> Option<&str> {
+            self.fields
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, v)| v.as_str())
+        }
+    }
+
+    struct Capture(Arc<Mutex<Vec<Logged>>>);
+
+    struct Fields<'a>(&'a mut Vec<(String, String)>);
+
+    impl Visit for Fields<'_> {
+        fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+            self.0
+                .push((field.name().to_string(), format!("{value:?}")));
+        }
+        fn record_str(&mut self, field: &Field, value: &str) {
+            self.0.push((field.name().to_string(), value.to_string()));
+        }
+    }
+
+    impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Capture {
+        fn on_event(
+            &self,
+            event: &tracing::Event<'_>,
+            _: tracing_subscriber::layer::Context<'_, S>,
+        ) {
+            let mut fields = Vec::new();
+            event.record(&mut Fields(&mut fields));
+            self.0.lock().unwrap().push(Logged {
+                level: *event.metadata().level(),
+                target: event.metadata().target().to_string(),
+                fields,
+            });
+        }
+    }
+
+    /// What `f` logged (every level).
+    fn logged(f: impl FnOnce()) -> Vec<Logged> {
+        use tracing_subscriber::prelude::*;
+        let got = Arc::new(Mutex::new(Vec::new()));
+        let subscriber = tracing_subscriber::registry().with(Capture(got.clone()));
+        tracing::subscriber::with_default(subscriber, f);
+        got.lock().unwrap().clone()
+    }
+
+    fn telemetry() -> Telemetry {
+        let cfg = Config::parse(
+            "[[scanner]]\nname = \"counter-1\"\nkind = \"serial\"\npath = \"/dev/null\"\nscan_type = \"dispense\"\n",
+            None,
+        )
+        .unwrap();
+        Telemetry::new(&cfg)
+    }
+
+    /// The value of the series line starting `prefix` (labels included).
+    fn value(t: &Telemetry, prefix: &str) -> Option<f64> {
+        t.encode()
+            .lines()
+            .find(|l| l.starts_with(prefix))
+            .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+    }
+
+    fn one(logs: &[Logged]) -> &Logged {
+        assert_eq!(logs.len(), 1, "{logs:?}");
+        &logs[0]
+    }
+
+    const UP: &str = "scangate_scanner_up{scanner=\"counter-1\"}";
+
+    #[test]
+    fn scanner_events_log_once_and_move_scanner_up() {
+        let t = telemetry();
+        let logs = logged(|| {
+            SerialConnected {
+                scanner: "counter-1",
+                device: "/dev/ttyUSB0",
+                baud: 9600,
+                line: "8N1".into(),
+                framing: "CR LF".into(),
+                ack: true,
+            }
+            .emit(&t)
+        });
+        let l = one(&logs);
+        assert_eq!(
+            (l.level, l.field("message"), l.field("scanner")),
+            (
+                tracing::Level::INFO,
+                Some("scanner connected"),
+                Some("counter-1")
+            )
+        );
+        assert_eq!(l.target, "scangate::source::serial");
+        assert_eq!(value(&t, UP), Some(1.0));
+        assert!(t.live().scanners[0].connected);
+
+        let logs = logged(|| {
+            SerialLost {
+                scanner: "counter-1",
+                device: "/dev/ttyUSB0",
+                reason: "unplugged",
+                partial_bytes: 0,
+            }
+            .emit(&t)
+        });
+        let l = one(&logs);
+        assert_eq!(
+            (l.level, l.field("reason")),
+            (tracing::Level::WARN, Some("unplugged"))
+        );
+        assert_eq!(value(&t, UP), Some(0.0));
+
+        logged(|| {
+            HidConnected {
+                scanner: "counter-1",
+                mode: "pos",
+                device: "hidraw0",
+            }
+            .emit(&t)
+        });
+        assert_eq!(value(&t, UP), Some(1.0));
+        let logs = logged(|| {
+            HidLost {
+                scanner: "counter-1",
+                reason: "gone",
+            }
+            .emit(&t)
+        });
+        assert_eq!(one(&logs).level, tracing::Level::WARN);
+        assert_eq!(value(&t, UP), Some(0.0));
+
+        logged(|| {
+            HidConnected {
+                scanner: "counter-1",
+                mode: "pos",
+                device: "hidraw0",
+            }
+            .emit(&t)
+        });
+        let logs = logged(|| {
+            ScannerClosed {
+                scanner: "counter-1",
+            }
+            .emit(&t)
+        });
+        assert_eq!(one(&logs).level, tracing::Level::DEBUG);
+        assert_eq!(value(&t, UP), Some(0.0));
+    }
+
+    #[test]
+    fn a_partial_frame_lost_is_one_more_warning() {
+        let t = telemetry();
+        let logs = logged(|| {
+            SerialLost {
+                scanner: "counter-1",
+                device: "/dev/ttyUSB0",
+                reason: "unplugged",
+                partial_bytes: 7,
+            }
+            .emit(&t)
+        });
+        assert_eq!(logs.len(), 2, "{logs:?}");
+        assert_eq!(logs[0].field("bytes"), Some("7"));
+    }
+
+    #[test]
+    fn reads_and_acks_are_counted_and_logged_once() {
+        let t = telemetry();
+        let logs = logged(|| {
+            ScanRead {
+                scanner: "counter-1",
+            }
+            .emit(&t)
+        });
+        assert_eq!(one(&logs).level, tracing::Level::TRACE);
+        assert_eq!(
+            value(&t, "scangate_scans_read_total{scanner=\"counter-1\"}"),
+            Some(1.0)
+        );
+        let logs = logged(|| {
+            Acked {
+                scanner: "counter-1",
+                took: Duration::from_millis(3),
+            }
+            .emit(&t)
+        });
+        one(&logs);
+        assert_eq!(value(&t, "scangate_ack_latency_seconds_count"), Some(1.0));
+    }
+
+    #[test]
+    fn each_decision_is_logged_once_and_counted_a_reject_at_warn_with_its_reason() {
+        let t = telemetry();
+        let d = |verdict: Verdict| Decision {
+            scan_uuid: "u-1".into(),
+            verdict,
+            content_key: None,
+            scanner: "counter-1".into(),
+            read_boot_ns: Some(crate::capture::clock::boot_ns()),
+            was: ScanState::Pending,
+        };
+        let decisions = [
+            d(Verdict::Committed),
+            d(Verdict::Rejected {
+                reason: "bad check digit".into(),
+            }),
+        ];
+        let logs = logged(|| {
+            Decided {
+                decisions: &decisions,
+            }
+            .emit(&t)
+        });
+        assert_eq!(logs.len(), 2, "{logs:?}");
+        assert_eq!(
+            (logs[0].level, logs[0].field("decision")),
+            (tracing::Level::DEBUG, Some("committed"))
+        );
+        let r = &logs[1];
+        assert_eq!(
+            (
+                r.level,
+                r.field("decision"),
+                r.field("reason"),
+                r.field("scan_uuid"),
+                r.field("scanner")
+            ),
+            (
+                tracing::Level::WARN,
+                Some("rejected"),
+                Some("bad check digit"),
+                Some("u-1"),
+                Some("counter-1")
+            )
+        );
+        assert!(r.field("message").unwrap().contains("bad check digit"));
+        assert_eq!(r.target, REJECT_TARGET);
+        for (decision, n) in [("committed", 1.0), ("rejected", 1.0), ("suppressed", 0.0)] {
+            let series = format!(
+                "scangate_decisions_total{{scanner=\"counter-1\",decision=\"{decision}\"}}"
+            );
+            assert_eq!(value(&t, &series), Some(n), "{decision}");
+        }
+        assert_eq!(
+            value(&t, "scangate_commit_latency_seconds_count"),
+            Some(2.0)
+        );
+        assert_eq!(t.live().scanners[0].rejects_today, 1);
+    }
+
+    #[test]
+    fn failures_log_once_at_their_level() {
+        let e = "disk full";
+        let logs = logged(|| {
+            OutboxWriteFailed {
+                db: std::path::Path::new("/state/scangate.db"),
+                scans: 3,
+                error: &e,
+                retry_in: Duration::from_millis(50),
+            }
+            .emit()
+        });
+        assert_eq!(one(&logs).level, tracing::Level::ERROR);
+        assert!(one(&logs).field("message").unwrap().contains("disk full"));
+        let logs = logged(|| {
+            ScanNotStored {
+                scanner: "counter-1",
+                scan_uuid: "u-1",
+            }
+            .emit()
+        });
+        assert_eq!(one(&logs).level, tracing::Level::ERROR);
+        for place in [
+            AnchorPlace::StateFile,
+            AnchorPlace::StateFileAtStop,
+            AnchorPlace::Facility,
+        ] {
+            let logs = logged(|| AnchorFailed { place, error: &e }.emit());
+            assert_eq!(one(&logs).level, tracing::Level::WARN, "{place:?}");
+        }
+        let logs = logged(|| {
+            AnchorWritten {
+                state_id: "s",
+                seq: 4,
+                hash: "h",
+            }
+            .emit()
+        });
+        assert_eq!(one(&logs).target, "scangate::anchor");
+        assert_eq!(one(&logs).field("audit_head_seq"), Some("4"));
+    }
+
+    #[test]
+    fn facility_events_log_once_at_their_level() {
+        let down = |outage| {
+            logged(|| {
+                FacilityUnavailable {
+                    redis: "redis://f:6379/",
+                    lane: "replay",
+                    reason: "connection refused",
+                    outage,
+                }
+                .emit()
+            })
+        };
+        let begins = down(Outage::Begins);
+        assert_eq!(one(&begins).level, tracing::Level::WARN);
+        assert_eq!(one(&begins).field("reason"), Some("connection refused"));
+        assert_eq!(one(&down(Outage::Continues)).level, tracing::Level::DEBUG);
+        let backlog = down(Outage::Backlog {
+            waiting: Ok((3, 40)),
+            next: Duration::from_secs(1),
+        });
+        assert!(
+            one(&backlog)
+                .field("message")
+                .unwrap()
+                .contains("3 scans wait in the outbox"),
+            "{backlog:?}"
+        );
+        let up = logged(|| {
+            FacilityAnswers {
+                redis: "redis://f:6379/",
+                lane: "live",
+                outage: Duration::from_secs(5),
+                doing: "new scans are claimed as they come",
+            }
+            .emit()
+        });
+        assert_eq!(
+            (one(&up).level, one(&up).field("outage_s")),
+            (tracing::Level::INFO, Some("5"))
+        );
+        let clock = |offset_ms| {
+            logged(|| {
+                ClockMeasured {
+                    redis: "r",
+                    offset_ms,
+                    bound_ms: 2.0,
+                    worth_ms: 150.0,
+                    window_ms: 3000,
+                }
+                .emit()
+            })
+        };
+        let off = clock(-4000.0);
+        assert_eq!(one(&off).level, tracing::Level::WARN);
+        assert!(
+            one(&off)
+                .field("message")
+                .unwrap()
+                .contains("4.000 s ahead of the facility Redis's (± 2.0 ms), more than 150 ms (5 % of the 3000 ms window)"),
+            "{off:?}"
+        );
+        assert_eq!(one(&clock(10.0)).level, tracing::Level::INFO);
+        let e = "timeout";
+        let failed = logged(|| {
+            ClockMeasureFailed {
+                redis: "r",
+                error: &e,
+            }
+            .emit()
+        });
+        assert_eq!(one(&failed).level, tracing::Level::WARN);
+        let publish = logged(|| {
+            PublishFailed {
+                errors: Some("disk full"),
+            }
+            .emit()
+        });
+        assert_eq!(one(&publish).level, tracing::Level::WARN);
+        let again = logged(|| PublishFailed { errors: None }.emit());
+        assert_eq!(one(&again).level, tracing::Level::INFO);
+    }
+
+    #[test]
+    fn lane_database_failures_and_clock_waits_log_once() {
+        let e = "disk I/O error";
+        for step in [LaneDbStep::Reading, LaneDbStep::Writing] {
+            let logs = logged(|| {
+                LaneDbFailed {
+                    lane: "live",
+                    step,
+                    error: &e,
+                    retry_in: Duration::from_millis(400),
+                }
+                .emit()
+            });
+            assert_eq!(one(&logs).level, tracing::Level::ERROR, "{step:?}");
+            assert!(
+                one(&logs)
+                    .field("message")
+                    .unwrap()
+                    .contains("retrying in 400ms"),
+                "{logs:?}"
+            );
+        }
+        let waiting = |n| {
+            logged(|| {
+                ClockWaiting {
+                    redis: "r",
+                    lane: "replay",
+                    waiting: n,
+                    max_clock_error_ms: 500,
+                }
+                .emit()
+            })
+        };
+        assert_eq!(one(&waiting(3)).level, tracing::Level::WARN);
+        assert_eq!(one(&waiting(0)).level, tracing::Level::INFO);
+    }
+
+    #[test]
+    fn disk_failures_log_once_at_their_level() {
+        let (e, db) = (
+            "disk I/O error",
+            std::path::Path::new("/var/lib/scangate/scangate.db"),
+        );
+        for then in [
+            DecidingThen::StoredPending,
+            DecidingThen::RetriedEvery(Duration::from_secs(1)),
+        ] {
+            let logs = logged(|| DecidingFailed { error: &e, then }.emit());
+            assert_eq!(one(&logs).level, tracing::Level::ERROR, "{then:?}");
+        }
+        let every = Duration::from_secs(600);
+        for (step, level) in [
+            (SweepStep::PageCheck { every }, tracing::Level::ERROR),
+            (SweepStep::ShrinkCache, tracing::Level::WARN),
+            (SweepStep::ClearRaw { every }, tracing::Level::WARN),
+            (SweepStep::TruncateWal, tracing::Level::WARN),
+        ] {
+            let logs = logged(|| {
+                SweepFailed {
+                    db,
+                    step,
+                    error: &e,
+                }
+                .emit()
+            });
+            assert_eq!(one(&logs).level, level, "{step:?}");
+            assert_eq!(one(&logs).field("db"), Some(db.to_str().unwrap()));
+        }
+        let logs = logged(|| CheckpointFailed { db, error: &e }.emit());
+        assert_eq!(one(&logs).level, tracing::Level::WARN);
+    }
+}
