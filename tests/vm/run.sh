@@ -45,10 +45,13 @@ if [ ${#need[@]} -gt 0 ]; then
     apt-get update
     DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${need[@]}"
 fi
-command -v cargo-deb >/dev/null 2>&1 || cargo install --locked cargo-deb
+command -v cargo-deb >/dev/null 2>&1 || cargo install --locked cargo-deb --version 3.8.0
 
-# 1. The package, from this tree.
-case $arch in
+# 1. The package, from this tree (or SCANGATE_VM_DEB, one built already).
+case ${SCANGATE_VM_DEB:+given}$arch in
+given*)
+    deb=$SCANGATE_VM_DEB
+    ;;
 amd64)
     cargo deb --locked
     deb=$(ls -t target/debian/scangate_*_amd64.deb | head -n1)
