@@ -30,44 +30,12 @@ use crate::exit::Exit;
 use crate::gate::{Gate, GateConfig};
 use crate::metrics::Telemetry;
 use crate::store::Store;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-/// Benchmark arguments.
-#[derive(clap::Args, Debug, Clone)]
-pub struct BenchArgs {
-    /// Reads in the throughput phase.
-    #[arg(long, default_value_t = 1_000_000)]
-    pub scans: u64,
-    /// Reads per outbox/gate transaction in the throughput phase.
-    #[arg(long, default_value_t = 1024)]
-    pub batch: usize,
-    /// Offered reads per second in the latency phase.
-    #[arg(long, default_value_t = 200)]
-    pub rate: u64,
-    /// Duration of the latency phase in seconds.
-    #[arg(long, default_value_t = 10)]
-    pub seconds: u64,
-    /// Directory for the database (default: a temporary directory).
-    #[arg(long)]
-    pub dir: Option<PathBuf>,
-    /// Decide through this facility Redis (`redis://…`) instead of the
-    /// embedded store: this thread admits (durable) as the daemon's outbox
-    /// writer does, the daemon's claimer lanes decide.
-    #[arg(long)]
-    pub redis: Option<String>,
-    /// With `--redis`: first build a backlog of this many `unresolved`
-    /// scans (an outage), then time how fast it drains while a live stream
-    /// of `--rate` scans/s is decided ahead of it.
-    #[arg(long, default_value_t = 0)]
-    pub backlog: u64,
-    /// Count reads and decisions in the daemon's metrics and publish them
-    /// every second (embedded store only), as `[metrics]` does.
-    #[arg(long)]
-    pub metrics: bool,
-}
+/// Benchmark arguments (defined with the other clap definitions).
+pub use crate::cli::args::BenchArgs;
 
 /// Synthetic but realistic reads: ~70 % unique serialised DSCSA picks,
 /// ~10 % UPC-A NDC reads, ~20 % echoes of the previous read.

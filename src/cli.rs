@@ -9,7 +9,8 @@ use crate::config::{Config, ConfigError, Settings};
 use crate::daemon::DaemonError;
 use crate::exit::Exit;
 use crate::store::{Store, StoreError};
-use clap::{Parser, Subcommand};
+use args::{AuditCommand, Cli, Command, ConfigArg, LedgerCommand, OutboxCommand, StateCommand};
+use clap::{CommandFactory, FromArgMatches};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -24,205 +25,7 @@ const VERSION: &str = concat!(
     ")"
 );
 
-#[derive(Parser)]
-#[command(
-    name = "scangate",
-    version = VERSION,
-    about = "Barcode-scan ingestion for pharmacy-floor gateways: write-ahead outbox, exact echo suppression, hash-chained audit",
-    after_help = Exit::summary()
-)]
-struct Cli {
-    /// Log format: journald (native protocol), text or json on stderr;
-    /// auto: journald when stderr is the journal stream ($JOURNAL_STREAM
-    /// names its device and inode), else text.
-    #[arg(long, global = true, value_enum, default_value_t)]
-    log_format: crate::logging::LogFormat,
-    #[command(subcommand)]
-    command: Command,
-}
-
-#[derive(clap::Args, Clone)]
-struct ConfigArg {
-    /// Config file (TOML). Without it (and without SCANGATE_CONFIG):
-    /// /etc/scangate/scangate.toml if it exists, else built-in defaults,
-    /// embedded store, state in $STATE_DIRECTORY or ./scangate-state.
-    #[arg(long, short = 'c', env = "SCANGATE_CONFIG")]
-    config: Option<PathBuf>,
-}
-
-#[derive(Subcommand)]
-enum Command {
-    /// Run the daemon until SIGTERM/SIGINT; SIGHUP re-reads the config
-    /// (scanners added, removed or changed start and stop alone).
-    Run(ConfigArg),
-    /// Validate the configuration without touching hardware: also that
-    /// the state directory is writable by the service user and the
-    /// `[redis]` password and CA files readable.
-    CheckConfig {
-        #[command(flatten)]
-        config: ConfigArg,
-        /// Also check what the config points to over the network and on
-        /// the machine: the facility Redis (credentials, eviction policy,
-        /// persistence, version, clock offset) and each scanner's device
-        /// path. Writes nothing to Redis, opens no scanner.
-        #[arg(long)]
-        online: bool,
-    },
-    /// Play a noisy pharmacy shift on virtual serial scanners and report.
-    Demo {
-        /// Decide through this facility Redis (`redis://host:port/`) instead
-        /// of the embedded store.
-        #[arg(long)]
-        redis: Option<String>,
-    },
-    /// Measure throughput and latency on a real SQLite file.
-    Bench(crate::bench::BenchArgs),
-    /// The ledger of committed scans.
-    Ledger {
-        #[command(subcommand)]
-        command: LedgerCommand,
-    },
-    /// The hash-chained audit trail.
-    Audit {
-        #[command(subcommand)]
-        command: AuditCommand,
-    },
-    /// The gateway's health at one glance: scanners, outbox, facility
-    /// store, storage, audit. Exit 0 healthy, 1 degraded (each reason
-    /// listed). Read-only; works while the daemon is stopped.
-    Status {
-        #[command(flatten)]
-        config: ConfigArg,
-        /// Print JSON instead of text.
-        #[arg(long)]
-        json: bool,
-    },
-    /// The write-ahead outbox.
-    Outbox {
-        #[command(subcommand)]
-        command: OutboxCommand,
-    },
-    /// The state directory's identity.
-    State {
-        #[command(subcommand)]
-        command: StateCommand,
-    },
-    /// Decode barcode text (GS as the raw byte, `<GS>`, `\x1d` or `^]`); exit 1 if any is invalid.
-    Decode(crate::decode_cmd::DecodeArgs),
-    /// List HID and serial scanner candidates with a config snippet and udev rule each.
-    Devices(crate::devices_cmd::DevicesArgs),
-    /// Pair a HID scanner by scanning with it: append its entry and udev rules.
-    Pair(crate::devices_cmd::PairArgs),
-}
-
-#[derive(Subcommand)]
-enum LedgerCommand {
-    /// Print ledger entries as JSON lines.
-    Export {
-        #[command(flatten)]
-        config: ConfigArg,
-        /// Only entries captured at or after this time (RFC 3339).
-        #[arg(long, conflicts_with = "follow")]
-        since: Option<String>,
-        /// With `[redis]`: keep reading the facility ledger stream as a
-        /// member of consumer group `--group` (created if missing, from the
-        /// first entry), printing each entry and flushing before it is
-        /// acknowledged (at-least-once: dedup by `scan_uuid`). A restart
-        /// with the same `--consumer` first prints what it was given and
-        /// never acknowledged. Runs until killed or its output closes; reconnects when Redis fails.
-        #[arg(long, requires = "group")]
-        follow: bool,
-        /// The consumer group (`--follow`): the facility ledger stream is
-        /// trimmed only past what every group has acknowledged.
-        #[arg(long, requires = "follow")]
-        group: Option<String>,
-        /// This consumer's name within the group (`--follow`; keep it
-        /// stable across restarts). Default: `[gateway] id` (the host name).
-        #[arg(long, requires = "follow")]
-        consumer: Option<String>,
-    },
-}
-
-#[derive(Subcommand)]
-enum AuditCommand {
-    /// Check every page of the database file (exit 3 if damaged), then the
-    /// whole hash chain (exit 1 naming the first broken record), the
-    /// ledger and the anchors; with `--archive`, the archives too, joined
-    /// with the database into one chain (they verify without a database).
-    Verify {
-        #[command(flatten)]
-        config: ConfigArg,
-        /// An archive written by `audit export` (repeat for each; any order).
-        #[arg(long, value_name = "FILE")]
-        archive: Vec<PathBuf>,
-    },
-    /// Write the records not archived yet that were decided before DATE,
-    /// with the ledger entries they committed, to a new self-verifying
-    /// archive file. Read-only; works while the daemon runs.
-    Export {
-        #[command(flatten)]
-        config: ConfigArg,
-        /// Archive records decided before this time (RFC 3339, or a date
-        /// YYYY-MM-DD: midnight UTC).
-        #[arg(long, value_name = "DATE")]
-        until: String,
-        /// The archive file to create (never overwritten).
-        #[arg(long, value_name = "FILE")]
-        out: PathBuf,
-    },
-    /// Verify archives against the database and register them, then
-    /// remove the records that are archived, older than `[records]
-    /// keep_days` and (with `[redis]`) anchored, with their ledger entries,
-    /// leaving a checkpoint record. Stop the daemon first.
-    Prune {
-        #[command(flatten)]
-        config: ConfigArg,
-        /// An archive written by `audit export` (repeat for each).
-        #[arg(long, value_name = "FILE")]
-        archive: Vec<PathBuf>,
-    },
-    /// Show the committed scan and every echo suppressed against it.
-    Trace {
-        #[command(flatten)]
-        config: ConfigArg,
-        /// A scan UUID or a content key.
-        id: String,
-    },
-}
-
-#[derive(Subcommand)]
-enum OutboxCommand {
-    /// Counts by state and the age of the oldest undecided scan.
-    Status {
-        #[command(flatten)]
-        config: ConfigArg,
-        /// Print JSON instead of text.
-        #[arg(long)]
-        json: bool,
-    },
-    /// Decide the scans a facility Redis left unresolved with this
-    /// gateway's own store, for a gateway whose `[redis]` is gone for good.
-    /// Stop the daemon first. A scan whose claim Redis did record (its
-    /// reply was lost) is then decided again here, so use it only when the
-    /// facility ledger is abandoned.
-    DecideLocally(ConfigArg),
-}
-
-#[derive(Subcommand)]
-enum StateCommand {
-    /// Start over after the database was lost (missing, emptied or
-    /// replaced): move what is in its place aside, create a new database
-    /// and audit the reset as the first record of its chain, naming the
-    /// lost state and its last anchored chain head. Stop the daemon first.
-    Reset {
-        #[command(flatten)]
-        config: ConfigArg,
-        /// The lost state's identity, as the refusal names it (typed
-        /// confirmation).
-        #[arg(long)]
-        confirm: String,
-    },
-}
+pub mod args;
 
 /// Why a command failed; each message says what happened and what to do.
 enum Failure {
@@ -311,7 +114,10 @@ impl Failure {
 
 /// Entry point of the binary.
 pub fn main() -> ExitCode {
-    let cli = Cli::parse();
+    // (`--version` names the commit and target, which `build.rs` knows
+    // only for the binary, not for the man page it generates.)
+    let cli = Cli::from_arg_matches(&Cli::command().version(VERSION).get_matches())
+        .unwrap_or_else(|e| e.exit());
     // The demo and the benchmark print their own report (the demo's rejects
     // in its table); keep the log quiet.
     let quiet = matches!(cli.command, Command::Demo { .. } | Command::Bench(_));

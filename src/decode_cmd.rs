@@ -76,31 +76,8 @@ use serde::Serialize;
 use std::ffi::OsString;
 use std::io::Write;
 
-/// Arguments of `scangate decode`.
-#[derive(clap::Args, Debug, Clone)]
-pub struct DecodeArgs {
-    /// Print exactly one JSON object per input (one per line) instead of text.
-    #[arg(long)]
-    pub json: bool,
-    /// Treat every argument as one raw HID report in hex and decode them
-    /// as this scanner mode does: `pos` or `keyboard`.
-    #[arg(long, value_name = "MODE", value_parser = ["pos", "keyboard"])]
-    pub hid: Option<String>,
-    /// Keyboard layout for `--hid keyboard`: `us` (default) or `de`.
-    #[arg(long, value_name = "L", requires = "hid", value_parser = ["us", "de"])]
-    pub layout: Option<String>,
-    /// GS convention for `--hid keyboard`: auto, ctrl-], f8, none, substitute:STRING.
-    #[arg(long, value_name = "G", requires = "hid")]
-    pub gs: Option<String>,
-    /// Keys that end a scan for `--hid keyboard`: enter (default), tab, both, none.
-    #[arg(long, value_name = "K", requires = "hid", value_parser = ["enter", "tab", "both", "none"])]
-    pub terminator: Option<String>,
-    /// Barcode text, one scanned frame per argument. GS (0x1D) as the raw
-    /// byte or written as `<GS>`, `\x1d` or `^]`. With `--hid`: one raw
-    /// report per argument, in hex.
-    #[arg(required = true, value_name = "TEXT")]
-    pub text: Vec<OsString>,
-}
+/// Arguments of `scangate decode` (defined with the other clap definitions).
+pub use crate::cli::args::DecodeArgs;
 
 /// Parse one report written in hex (`0200…`, `02 00 …`, `02:00:…`).
 pub fn parse_hex_report(s: &str) -> Result<Vec<u8>, String> {

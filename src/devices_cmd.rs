@@ -22,31 +22,12 @@ use crate::exit::Exit;
 use crate::source::hid::device::{DeviceOpener, HidapiOpener};
 use crate::source::hid::devices::{self, HidCandidate, SerialCandidate};
 use crate::source::hid::{HidDecoder, READ_SLICE};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
-/// Arguments of `scangate devices`.
-#[derive(clap::Args, Debug, Clone)]
-pub struct DevicesArgs {}
-
-/// Arguments of `scangate pair`.
-#[derive(clap::Args, Debug, Clone)]
-pub struct PairArgs {
-    /// Name of the new scanner (letters, digits, '-', '_', '.').
-    pub name: String,
-    /// Config file to append the `[[scanner]]` entry to.
-    #[arg(long, short = 'c', env = "SCANGATE_CONFIG")]
-    pub config: PathBuf,
-    /// udev rules file to append the scanner's rules to.
-    #[arg(long, default_value = "/etc/udev/rules.d/99-scangate.rules")]
-    pub rules: PathBuf,
-    /// What a read from it means: receive, dispense, waste, return, adjust.
-    #[arg(long, default_value = "dispense")]
-    pub scan_type: String,
-    /// Give up after this many seconds without a scan.
-    #[arg(long, default_value_t = 120)]
-    pub timeout: u64,
-}
+/// Arguments of `scangate devices` and `scangate pair` (defined with the
+/// other clap definitions).
+pub use crate::cli::args::{DevicesArgs, PairArgs};
 
 /// The `[[scanner]]` entry for a HID candidate (`name` as given).
 pub fn hid_snippet(name: &str, c: &HidCandidate, scan_type: &str) -> String {

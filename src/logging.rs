@@ -30,19 +30,7 @@ pub const IDENTIFIER: &str = "scangate";
 /// The journal's `SYSLOG_IDENTIFIER` of the audit records.
 pub const AUDIT_IDENTIFIER: &str = "scangate-audit";
 
-/// `--log-format`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
-pub enum LogFormat {
-    /// journald if stderr is the journal stream (`$JOURNAL_STREAM`), else text.
-    #[default]
-    Auto,
-    /// Plain text on stderr.
-    Text,
-    /// One JSON object per line on stderr.
-    Json,
-    /// The journal's native protocol.
-    Journald,
-}
+pub use crate::cli::args::LogFormat;
 
 /// `$JOURNAL_STREAM` ("DEVICE:INODE", decimal) as numbers.
 fn parse_journal_stream(value: &str) -> Option<(u64, u64)> {
