@@ -6,8 +6,10 @@
 //! [`scanner_paths`]): the facility Redis (credentials, eviction policy,
 //! persistence, version, clock offset) and the scanners' device paths.
 //!
-//! `check-config` runs as the service user in the unit's `ExecStartPre`,
-//! so writability is checked as the user running it; run as root, it is
+//! A technician runs `check-config` as the service user (`runuser -u
+//! scangate`; the unit does not run it: an `ExecStartPre` exiting 2 is
+//! restarted, `RestartPreventExitStatus=` heeds the main process only), so
+//! writability is checked as the user running it; run as root, it is
 //! checked as [`SERVICE_USER`] by the directory's owner, group and mode
 //! bits (ACLs are not consulted) and a problem is a warning, since root
 //! itself could write there.
@@ -62,7 +64,9 @@ pub fn may_write(user: &UserIds, uid: u32, gid: u32, mode: u32) -> bool {
 }
 
 /// The state directory is writable by the service user (or, if it does
-/// not exist yet, its nearest existing parent, where `run` creates it).
+/// not exist yet, its nearest existing parent, where `run` creates it; a
+/// parent it cannot write is a warning, not an error: systemd's
+/// `StateDirectory=` creates the directory when the service starts).
 /// Returns the lines to print (a warning among them when run as root and
 /// [`SERVICE_USER`] could not write there); an error as `run` would
 /// report it.
@@ -96,11 +100,22 @@ pub fn state_dir(dir: &Path) -> Result<Vec<String>, StoreError> {
     // SAFETY: geteuid has no preconditions and cannot fail.
     let euid = unsafe { libc::geteuid() };
     if euid != 0 {
-        nix::unistd::access(
+        let writable = nix::unistd::access(
             &existing,
             nix::unistd::AccessFlags::W_OK | nix::unistd::AccessFlags::X_OK,
-        )
-        .map_err(|e| {
+        );
+        if let Err(e) = writable
+            && existing != absolute
+        {
+            // Not there yet, and this user cannot create it: under systemd
+            // the unit's StateDirectory= creates it, as the service user's,
+            // when the service starts (a technician runs check-config as
+            // that user right after installing the package, before that).
+            return Ok(vec![format!(
+                "WARNING: {place}: this user (uid {euid}) cannot create it there ({e}). Under systemd that is expected: the unit's StateDirectory= creates it for the service user at start. Elsewhere `run` fails with exit 3 until it is created writable for this user (mkdir, chown), or [gateway] state_dir names another place"
+            )]);
+        }
+        writable.map_err(|e| {
             refused(std::io::Error::new(
                 std::io::ErrorKind::PermissionDenied,
                 format!(

@@ -19,17 +19,9 @@ here=tests/vm
 # on the host to be built, and every step is several times slower).
 arch=${SCANGATE_VM_ARCH:-amd64}
 
-# Checks that need work not merged yet (the daemon's sd-notify, SIGHUP
-# reload, watchdog and journald fields; the hardened unit). They run and
-# report XFAIL while they fail; XPASS when one passes: delete it here then.
-EXPECTED_TO_FAIL=(
-    ready_before_active          # Type=notify + READY=1 (notify helper)
-    status_text                  # STATUS= (notify helper)
-    watchdog_restart             # WatchdogSec= + WATCHDOG=1 (notify helper)
-    reload_adds_scanner          # ExecReload= / SIGHUP (notify helper)
-    journal_fields               # SCANNER=, SCAN_UUID=, DECISION=, scangate-audit (journald helper)
-    systemd_analyze_security     # exposure <= 2.0 (hardening of the unit)
-)
+# Checks known to fail, by name (they run and report XFAIL while they fail;
+# XPASS when one passes: delete it here then). None today.
+EXPECTED_TO_FAIL=()
 
 out=${SCANGATE_VM_OUT:-target/vm}
 mkdir -p "$out"
