@@ -319,3 +319,113 @@ fn a_lost_tail_is_named_from_the_anchors_outside_the_database() {
     assert_eq!(out.code, Some(1), "{out}");
     assert!(out.stdout.contains("NOT reachable"), "{out}");
 }
+
+/// Issue 16, the power cut's damage for real: the WAL loses its last
+/// frames (SQLite then stops at the last intact commit before them). A
+/// reader of the test's own holds a snapshot so the checkpointer cannot
+/// copy the later commits into the database file; after a SIGKILL of the
+/// daemon and of that reader, the WAL is cut back to where it stood at the
+/// snapshot. The database then ends at the snapshot's record, verifies on
+/// its own, and `audit verify` names the lost tail from the facility
+/// store's anchor.
+#[test]
+fn wal_frames_lost_after_a_sigkill_are_named_from_the_facility_anchor() {
+    let redis = RedisServer::start_temp(&[]);
+    let dir = tempdir("scangate-wal-");
+    let state = dir.path().join("state");
+    let db = state.join("scangate.db");
+    let mut vs = VirtualScanner::new().unwrap();
+    let spec = ScannerSpec::new("counter-1", vs.path()).ack();
+    let config = write_config(dir.path(), &state, WINDOW_MS, &[spec]);
+    let text = fs::read_to_string(&config).unwrap();
+    fs::write(
+        &config,
+        format!("{text}\n[redis]\nurl = {:?}\n", redis.url()),
+    )
+    .unwrap();
+    let mut daemon = Daemon::start(&config, &dir.path().join("daemon.log"));
+    daemon.wait_open(&[vs.path()]);
+    let mut conn = redis.connection();
+    let key = "scangate:{test-pharmacy}:anchor:test-gw";
+    let mut anchored = |seq: i64| {
+        wait_until(&format!("the facility store anchors record {seq}"), || {
+            redis::cmd("HGET")
+                .arg(key)
+                .arg("seq")
+                .query::<Option<i64>>(&mut conn)
+                .ok()
+                .flatten()
+                == Some(seq)
+        })
+    };
+    let picks = |range: std::ops::Range<i64>| -> Vec<u8> {
+        range
+            .flat_map(|i| frame(&dscsa(&format!("W{i:07}"))))
+            .collect()
+    };
+    vs.send(&picks(0..20)).unwrap();
+    wait_acks(&mut vs, 20);
+    anchored(20);
+
+    // The reader: a snapshot at record 20, and the WAL's size then.
+    let mut reader = std::process::Command::new("python3")
+        .arg("-c")
+        .arg(
+            "import os, sqlite3, sys, time\n\
+             c = sqlite3.connect('file:' + sys.argv[1] + '?mode=ro', uri=True, isolation_level=None)\n\
+             c.execute('BEGIN')\n\
+             n = c.execute('SELECT count(*) FROM audit').fetchone()[0]\n\
+             print(n, os.path.getsize(sys.argv[1] + '-wal'), flush=True)\n\
+             time.sleep(3600)\n",
+        )
+        .arg(&db)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3 runs the snapshot reader");
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(reader.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    let (records, wal_at_snapshot) = line
+        .trim()
+        .split_once(' ')
+        .map(|(a, b)| (a.parse::<i64>().unwrap(), b.parse::<u64>().unwrap()))
+        .unwrap_or_else(|| panic!("the reader said {line:?}"));
+    assert_eq!(records, 20, "the snapshot holds the first 20 records");
+
+    vs.send(&picks(20..40)).unwrap();
+    wait_acks(&mut vs, 20);
+    anchored(40);
+    daemon.kill9();
+    reader.kill().unwrap();
+    reader.wait().unwrap();
+
+    // The power cut: the WAL's frames after the snapshot are gone.
+    let wal = state.join("scangate.db-wal");
+    let len = fs::metadata(&wal).unwrap().len();
+    assert!(
+        len > wal_at_snapshot,
+        "the later commits are in the WAL only ({len} bytes, {wal_at_snapshot} at the snapshot)"
+    );
+    fs::OpenOptions::new()
+        .write(true)
+        .open(&wal)
+        .unwrap()
+        .set_len(wal_at_snapshot)
+        .unwrap();
+
+    let out: Outcome = cli_cfg(&config, &["audit", "verify"]).into();
+    assert_eq!(out.code, Some(1), "verify must name the lost tail: {out}");
+    assert!(
+        out.stdout.contains("audit chain intact: 20 records"),
+        "the database ends at the snapshot: {out}"
+    );
+    assert!(
+        out.stdout.contains(
+            "audit chain TAIL LOST: the database ends at record 20; the facility store (gateway test-gw) saw record 40"
+        ),
+        "{out}"
+    );
+}
