@@ -205,3 +205,30 @@ fn the_daemon_sweeps_scans_decided_longer_ago_than_keep_raw_hours() {
     );
     assert!(daemon.terminate().success(), "{}", daemon.log_digest());
 }
+
+/// Once the sweeper has removed every decided outbox row (a quiet weekend
+/// past the dedup horizon), the next scans must not reuse outbox positions
+/// already swept: their raw bytes would be skipped by the sweep's cursor
+/// and kept long past `keep_raw_hours`.
+#[test]
+fn raw_bytes_are_cleared_after_the_outbox_was_emptied_by_a_prune() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = Store::open(dir.path()).unwrap();
+    let mut gate = test_gate(&store);
+    let reads: Vec<_> = (0..5)
+        .map(|i| read_at(&dscsa(&format!("QUIET{i:04}")), i * 10))
+        .collect();
+    scangate::daemon::embedded::submit(&mut store, &mut gate, &reads).unwrap();
+    let later = chrono::Utc::now().timestamp_millis() + 1000;
+    assert_eq!(store.clear_raw(later, &mut || true).unwrap().cleared, 5);
+    let none = std::collections::HashSet::new();
+    store.prune_decided(later, &none, &mut || true).unwrap();
+
+    // Monday: a wristband scanned by mistake, rejected, then swept.
+    scangate::daemon::embedded::submit(&mut store, &mut gate, &[read_at(WRISTBAND, 100)]).unwrap();
+    let later = chrono::Utc::now().timestamp_millis() + 1000;
+    let sweep = store.clear_raw(later, &mut || true).unwrap();
+    assert_eq!(sweep.cleared, 1, "the new scan's raw bytes were skipped");
+    assert!(store.truncate_wal().unwrap());
+    assert!(raw_lengths(dir.path()).iter().all(|&n| n == 0));
+}

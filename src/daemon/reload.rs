@@ -91,6 +91,14 @@ pub fn plan(old: &Settings, new: &Settings) -> Result<Plan, Vec<String>> {
         "outbox.keep_raw_hours",
         o.outbox.keep_raw_hours == n.outbox.keep_raw_hours,
     );
+    key(
+        "outbox.min_free_mb",
+        o.outbox.min_free_mb == n.outbox.min_free_mb,
+    );
+    key(
+        "outbox.warn_days_left",
+        o.outbox.warn_days_left == n.outbox.warn_days_left,
+    );
     key("metrics.textfile", o.metrics.textfile == n.metrics.textfile);
     key("metrics.listen", o.metrics.listen == n.metrics.listen);
     key(
@@ -299,6 +307,22 @@ mod tests {
         assert_eq!(
             plan(&old, &new).unwrap_err(),
             ["gateway.state_dir", "dedup.window_ms"]
+        );
+    }
+
+    /// The disk floor and the days-left warning are fixed at start (the
+    /// outbox writer's `Floor`, the metrics thread): a reload that changes
+    /// them must say so, not report "nothing changed" and keep the old ones.
+    #[test]
+    fn the_disk_floor_and_days_left_warning_need_a_restart() {
+        let old = settings(&format!("{BASE}{}", serial("a", "/dev/ttyUSB0")));
+        let new = settings(&format!(
+            "{BASE}[outbox]\nmin_free_mb = 500\nwarn_days_left = 30\n{}",
+            serial("a", "/dev/ttyUSB0")
+        ));
+        assert_eq!(
+            plan(&old, &new).unwrap_err(),
+            ["outbox.min_free_mb", "outbox.warn_days_left"]
         );
     }
 

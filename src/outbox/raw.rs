@@ -141,10 +141,17 @@ fn prune_chunk(
         })?
         .collect::<rusqlite::Result<_>>()?;
     let full = rows.len() as i64 == CLEAR_CHUNK;
+    // The newest row always stays: `seq` is not AUTOINCREMENT, so an empty
+    // table would hand out positions again that the raw sweep's cursor
+    // (`raw_cleared_through`) has passed.
+    let newest: i64 = tx
+        .prepare_cached("SELECT coalesce(max(seq), 0) FROM scans")?
+        .query_row([], |r| r.get(0))?;
     let through = rows
         .iter()
-        .take_while(|(_, uuid, decided_ms, captured_ms)| {
-            decided_ms.is_some_and(|d| d < before_ms)
+        .take_while(|(seq, uuid, decided_ms, captured_ms)| {
+            *seq < newest
+                && decided_ms.is_some_and(|d| d < before_ms)
                 && *captured_ms < before_ms
                 && !keep.contains(uuid)
         })

@@ -72,9 +72,19 @@ impl Store {
             end("SELECT min(seq) FROM scans")?,
             end("SELECT max(seq) FROM scans")?,
         );
+        // The audit trail holds a record of every scan kept, long after the
+        // sweeper removed its outbox row (`[dedup] retention_hours`): the
+        // bytes in use are spread over the longer of the two.
+        let audited = match (
+            end("SELECT min(seq) FROM audit")?,
+            end("SELECT max(seq) FROM audit")?,
+        ) {
+            (Some(first), Some(last)) => last - first + 1,
+            _ => 0,
+        };
         let growth_bytes_per_day = match span {
             (Some(first), Some(last)) => {
-                let rows = (last - first + 1).max(1) as u64;
+                let rows = (last - first + 1).max(audited).max(1) as u64;
                 let recent = last - self.first_seq_since(first, last, now_ms - RATE_WINDOW_MS)? + 1;
                 Some(used / rows * recent.max(0) as u64)
             }
@@ -195,6 +205,19 @@ mod tests {
         assert!(Floor::new(Path::new("/x"), 0).judge(Some(0)).is_ok());
     }
 
+    /// A decided outbox row `u<i>` captured at `t`.
+    fn insert_rejected(store: &Store, i: usize, t: i64) {
+        store
+            .conn
+            .execute(
+                "INSERT INTO scans (scan_uuid, scanner, scan_type, quantity, captured_ms,
+                   boot_id, boot_ns, clock_synced, raw, state)
+                 VALUES (?1, 's', 'dispense', 1, ?2, 'b', 0, 1, x'00', 'rejected')",
+                rusqlite::params![format!("u{i}"), t],
+            )
+            .unwrap();
+    }
+
     #[test]
     fn growth_is_bytes_per_row_times_the_last_days_rows() {
         let dir = tempfile::tempdir().unwrap();
@@ -211,15 +234,7 @@ mod tests {
             .chain((0..10).map(|i| now - 3_600_000 + i))
             .collect();
         for (i, t) in times.iter().enumerate() {
-            store
-                .conn
-                .execute(
-                    "INSERT INTO scans (scan_uuid, scanner, scan_type, quantity, captured_ms,
-                       boot_id, boot_ns, clock_synced, raw, state)
-                     VALUES (?1, 's', 'dispense', 1, ?2, 'b', 0, 1, x'00', 'rejected')",
-                    rusqlite::params![format!("u{i}"), t],
-                )
-                .unwrap();
+            insert_rejected(&store, i, *t);
         }
         let s = store.space(dir.path(), now).unwrap();
         let used = {
@@ -234,5 +249,37 @@ mod tests {
         assert_eq!(s.growth_bytes_per_day, Some(used / 40 * 10));
         assert!(s.free_bytes.is_some());
         assert!(s.days_left.is_some_and(|d| d > 0.0));
+    }
+
+    /// Decided outbox rows removed after the dedup horizon (their audit
+    /// records stay) do not make the database look as if it grew by
+    /// everything it holds each day.
+    #[test]
+    fn growth_counts_the_rows_whose_audit_records_are_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let now = chrono::Utc::now().timestamp_millis();
+        let day = 24 * 3600 * 1000;
+        let times: Vec<i64> = (0..30)
+            .map(|i| now - 5 * day + i)
+            .chain((0..10).map(|i| now - 3_600_000 + i))
+            .collect();
+        for (i, t) in times.iter().enumerate() {
+            insert_rejected(&store, i, *t);
+            store
+                .conn
+                .execute(
+                    "INSERT INTO audit (scan_uuid, record, prev_hash, hash) VALUES (?1, '{}', '', '')",
+                    [format!("u{i}")],
+                )
+                .unwrap();
+        }
+        let before = store.space(dir.path(), now).unwrap().growth_bytes_per_day;
+        store
+            .conn
+            .execute("DELETE FROM scans WHERE seq <= 30", [])
+            .unwrap();
+        let after = store.space(dir.path(), now).unwrap().growth_bytes_per_day;
+        assert!(after <= before, "{after:?} > {before:?}");
     }
 }
