@@ -139,6 +139,12 @@ impl Progress {
         Turn(self)
     }
 
+    /// A step of a long turn done (one round of a reconciliation that
+    /// re-publishes a whole horizon): progress, though the turn goes on.
+    pub fn advance(&self) {
+        self.inner.turns.fetch_add(1, Ordering::SeqCst);
+    }
+
     /// Work was handed to the loop (before waking it).
     pub fn offer(&self) {
         self.inner.offered.fetch_add(1, Ordering::SeqCst);
@@ -284,6 +290,26 @@ mod tests {
             watch.check(t0 + Duration::from_secs(104)).is_empty(),
             "it moved"
         );
+    }
+
+    #[test]
+    fn a_long_turn_that_advances_is_not_wedged() {
+        // A reconciliation re-publishing a whole horizon inside one pass.
+        let p = Progress::new("claimer's live lane");
+        let mut watch = Watch::default();
+        watch.add(p.clone(), Duration::from_secs(2), None);
+        let t0 = Instant::now();
+        let _turn = p.turn();
+        for s in 1..=10 {
+            p.advance();
+            assert!(
+                watch.check(t0 + Duration::from_secs(s)).is_empty(),
+                "a round every second is progress ({s} s)"
+            );
+        }
+        // Rounds stop: wedged a bound after the stall was first seen.
+        assert!(watch.check(t0 + Duration::from_secs(11)).is_empty());
+        assert_eq!(watch.check(t0 + Duration::from_secs(13)).len(), 1);
     }
 
     #[test]

@@ -29,6 +29,7 @@ use crate::capture::CaptureTime;
 use crate::facility::{Facility, FacilityError, Outcome, Sent};
 use crate::gate::facility::{LaneKind, Picked, Round};
 use crate::gate::{Decision, Gate, GateStats, Verdict};
+use crate::notify::Progress;
 use crate::store::{Store, StoreError};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, MutexGuard, PoisonError};
@@ -120,6 +121,9 @@ pub(super) struct Lane {
     stopping: bool,
     last_round_sent: bool,
     between: Arc<Between>,
+    /// Its progress, for the watchdog (the thread counts each pass; a
+    /// reconciliation counts each of its rounds too).
+    progress: Progress,
 }
 
 /// What one pass saw, for the steps after it and the wait.
@@ -177,6 +181,7 @@ impl Lane {
         link: Link,
         first: Option<Facility>,
         between: Arc<Between>,
+        progress: Progress,
     ) -> Lane {
         gate.set_facility_time(link.redis.max_clock_error_ms as i64);
         if kind == LaneKind::Replay {
@@ -219,6 +224,7 @@ impl Lane {
             stopping: false,
             last_round_sent: false,
             between,
+            progress,
         }
     }
 
@@ -475,6 +481,7 @@ impl Lane {
             now_ms,
             retention_ms,
             lost,
+            &self.progress,
         ) {
             Ok(Some(r)) => {
                 tracing::warn!(

@@ -470,6 +470,7 @@ pub fn lanes(
             link.clone(),
             None,
             between.clone(),
+            replay_progress.clone(),
         ),
         peers: Peers {
             wake: released,
@@ -487,6 +488,7 @@ pub fn lanes(
             link,
             first,
             between,
+            live_progress.clone(),
         ),
         peers: Peers {
             wake: kicked,

@@ -90,6 +90,7 @@ pub(super) fn reconcile(
     now_ms: i64,
     retention_ms: i64,
     lost: &str,
+    progress: &crate::notify::Progress,
 ) -> Result<Option<Reconciliation>, Failed> {
     if pending(store).is_none() {
         if f.has_decision(lost)? {
@@ -108,6 +109,9 @@ pub(super) fn reconcile(
     let mut republished = 0;
     let mut conflicts: Vec<(ScanRow, String)> = Vec::new();
     for chunk in scans.chunks(REPUBLISH_ROUND) {
+        // (Each round is progress: a horizon of commits takes many, and the
+        // watchdog must not take the whole reconciliation for a wedge.)
+        progress.advance();
         let mut rows = Vec::with_capacity(chunk.len());
         for (uuid, captured_ms, synced) in chunk {
             match outbox::row_of(&store.conn, uuid).map_err(err)? {
