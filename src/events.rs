@@ -586,6 +586,18 @@ pub enum SweepStep {
     },
     /// Truncating the WAL after clearing.
     TruncateWal,
+    /// Reading the ledger before removing decided outbox rows (retried at
+    /// the next sweep, `every` on).
+    ReadLedger {
+        /// Until the next sweep.
+        every: Duration,
+    },
+    /// Removing decided outbox rows (retried at the next sweep, `every`
+    /// on; told without the `db` field).
+    Prune {
+        /// Until the next sweep.
+        every: Duration,
+    },
 }
 
 /// The raw-bytes sweeper could not do a step.
@@ -622,6 +634,85 @@ impl SweepFailed<'_> {
                 target: "scangate::daemon::sweeper",
                 db = %db,
                 "truncating the WAL after clearing raw scan bytes failed: {e}"
+            ),
+            SweepStep::ReadLedger { every } => tracing::warn!(
+                target: "scangate::daemon::sweeper",
+                db = %db,
+                "removing decided outbox rows: cannot read the ledger: {e}; they stay until the next sweep in {every:?}"
+            ),
+            SweepStep::Prune { every } => tracing::warn!(
+                target: "scangate::daemon::sweeper",
+                "removing decided outbox rows failed: {e}; they stay until the next sweep in {every:?}"
+            ),
+        }
+    }
+}
+
+/// What the raw-bytes sweeper did (INFO; a row holding the raw bytes back
+/// WARN).
+pub enum Swept<'a> {
+    /// The page check after start passed.
+    IntegrityPassed {
+        /// The database.
+        db: &'a std::path::Path,
+    },
+    /// Raw bytes of decided scans were overwritten.
+    RawCleared {
+        /// How many scans.
+        cleared: u64,
+        /// `[outbox] keep_raw_hours`.
+        keep_raw_hours: u64,
+        /// Whether the WAL was truncated after.
+        wal_truncated: bool,
+    },
+    /// An undecided row keeps the raw bytes of it and every later scan.
+    HeldBy {
+        /// The row.
+        seq: i64,
+        /// Its state.
+        state: &'a dyn std::fmt::Display,
+        /// How long it has waited (hours).
+        age_h: i64,
+    },
+    /// Decided outbox rows older than the dedup horizon were removed.
+    Pruned {
+        /// How many.
+        removed: u64,
+        /// The horizon (hours).
+        horizon_h: u64,
+    },
+}
+
+impl Swept<'_> {
+    /// Log it: INFO, a row holding the raw bytes back WARN.
+    pub fn emit(self) {
+        match self {
+            Swept::IntegrityPassed { db } => tracing::info!(
+                target: "scangate::daemon::sweeper",
+                db = %db.display(),
+                "database integrity check passed"
+            ),
+            Swept::RawCleared {
+                cleared,
+                keep_raw_hours,
+                wal_truncated,
+            } => tracing::info!(
+                target: "scangate::daemon::sweeper",
+                cleared,
+                keep_raw_hours,
+                wal_truncated,
+                "overwrote the raw bytes of {cleared} scans decided more than {keep_raw_hours} h ago"
+            ),
+            Swept::HeldBy { seq, state, age_h } => tracing::warn!(
+                target: "scangate::daemon::sweeper",
+                seq,
+                state = %state,
+                "outbox row {seq} has waited {age_h} h for a decision ({state}); the raw bytes of it and of every later scan are kept until it is decided (see `scangate outbox status`)"
+            ),
+            Swept::Pruned { removed, horizon_h } => tracing::info!(
+                target: "scangate::daemon::sweeper",
+                removed,
+                "removed {removed} decided outbox rows older than the dedup horizon ({horizon_h} h); their audit records and ledger entries stay"
             ),
         }
     }
@@ -660,6 +751,803 @@ impl PublishFailed<'_> {
         match self.errors {
             Some(e) => tracing::warn!(target: "scangate::metrics", "metrics/status: {e}; retrying"),
             None => tracing::info!(target: "scangate::metrics", "metrics/status: published again"),
+        }
+    }
+}
+
+/// The daemon starts: its state, identity and scanners.
+pub struct Starting<'a> {
+    /// The database.
+    pub db: &'a std::path::Path,
+    /// `[gateway] facility`.
+    pub facility: &'a str,
+    /// `[gateway] id`.
+    pub gateway: &'a str,
+    /// How many scanners are configured.
+    pub scanners: usize,
+    /// `[dedup] window_ms`.
+    pub window_ms: u64,
+    /// Whether a facility Redis decides (else the embedded gate).
+    pub facility_redis: bool,
+}
+
+impl Starting<'_> {
+    /// Log it (INFO).
+    pub fn emit(self) {
+        tracing::info!(
+            target: "scangate::daemon",
+            db = %self.db.display(), facility = %self.facility, gateway = %self.gateway,
+            scanners = self.scanners, window_ms = self.window_ms,
+            store = if self.facility_redis { "facility redis" } else { "embedded" },
+            "scangate starting"
+        );
+    }
+}
+
+/// What the configuration the daemon starts with leaves undone (WARN).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StartWarning {
+    /// Scans wait for a facility store that is no longer configured.
+    NoFacilityStore {
+        /// How many.
+        waiting: i64,
+    },
+    /// No scanner is configured.
+    NoScanners,
+}
+
+impl StartWarning {
+    /// Log it (WARN).
+    pub fn emit(self) {
+        match self {
+            StartWarning::NoFacilityStore { waiting } => tracing::warn!(
+                target: "scangate::daemon",
+                scans = waiting,
+                "{waiting} scans wait for a facility store that is not configured ([redis]): they stay undecided. Fix: restore the [redis] section, or, if the facility store is gone for good, stop scangate and run `scangate outbox decide-locally`"
+            ),
+            StartWarning::NoScanners => tracing::warn!(
+                target: "scangate::daemon",
+                "no [[scanner]] is configured: nothing will be read. Fix: add a [[scanner]] section for each scanner (`scangate devices` lists what is attached) and restart"
+            ),
+        }
+    }
+}
+
+/// Where the daemon's life stands (INFO): ready, stopping, stopped.
+pub enum Lifecycle<'a> {
+    /// Every scanner is up (or the setup time is over): systemd is told.
+    Ready {
+        /// The status line.
+        status: &'a str,
+    },
+    /// Asked to stop.
+    Stopping,
+    /// Draining takes long: the stop timeout is extended.
+    StopExtended {
+        /// The status line (`stopping: draining for N s`).
+        line: &'a str,
+        /// By how much.
+        by: Duration,
+    },
+    /// Stopped, with what was decided.
+    Stopped {
+        /// The counts.
+        stats: &'a crate::gate::GateStats,
+    },
+}
+
+impl Lifecycle<'_> {
+    /// Log it (INFO).
+    pub fn emit(self) {
+        match self {
+            Lifecycle::Ready { status } => {
+                tracing::info!(target: "scangate::daemon", status = %status, "ready")
+            }
+            Lifecycle::Stopping => tracing::info!(
+                target: "scangate::daemon",
+                "stopping: closing scanners, draining the outbox"
+            ),
+            Lifecycle::StopExtended { line, by } => tracing::info!(
+                target: "scangate::daemon",
+                "{line}; the stop timeout is extended by {by:?}"
+            ),
+            Lifecycle::Stopped { stats } => tracing::info!(
+                target: "scangate::daemon",
+                committed = stats.committed,
+                suppressed = stats.suppressed,
+                rejected = stats.rejected,
+                exact_lookups = stats.exact_lookups,
+                lookups_saved_by_bloom = stats.lookups_saved,
+                "scangate stopped"
+            ),
+        }
+    }
+}
+
+/// How a stage of the daemon ended when it should not have (ERROR, the
+/// anchor thread's panic a WARN).
+pub enum StageFailed<'a> {
+    /// A stage panicked (`the {stage} {why}`).
+    Panicked {
+        /// The stage, as told.
+        stage: &'a dyn std::fmt::Display,
+        /// `panicked: …`.
+        why: &'a str,
+    },
+    /// A scanner's task panicked while a reload stopped it.
+    ScannerPanickedOnReload {
+        /// The scanner.
+        scanner: &'a str,
+        /// `panicked: …`.
+        why: &'a str,
+    },
+    /// The database failed its integrity check.
+    Corrupt {
+        /// The database.
+        db: &'a std::path::Path,
+        /// What the check found.
+        detail: &'a str,
+        /// Whether the daemon stops for it (else it was found stopping).
+        stopping: bool,
+    },
+    /// A scanner's task ended (it should run until shutdown).
+    ScannerEnded {
+        /// How.
+        detail: &'a str,
+    },
+    /// The outbox writer stopped.
+    WriterStopped,
+    /// The facility claimer stopped.
+    ClaimerStopped,
+    /// The outbox writer found the facility claimer gone.
+    ClaimerGone,
+    /// The raw-bytes sweeper stopped.
+    SweeperStopped {
+        /// How.
+        why: &'a str,
+    },
+    /// The anchor thread panicked (WARN).
+    AnchorThreadPanicked,
+    /// A metrics/status publisher task failed.
+    PublisherFailed {
+        /// How.
+        error: &'a dyn std::fmt::Display,
+    },
+}
+
+impl StageFailed<'_> {
+    /// Log it: ERROR, the anchor thread's panic WARN.
+    pub fn emit(self) {
+        match self {
+            StageFailed::Panicked { stage, why } => {
+                tracing::error!(target: "scangate::daemon", "the {stage} {why}")
+            }
+            StageFailed::ScannerPanickedOnReload { scanner, why } => tracing::error!(
+                target: "scangate::daemon",
+                scanner = %scanner,
+                "the scanner's task {why} while a reload stopped it"
+            ),
+            StageFailed::Corrupt {
+                db,
+                detail,
+                stopping: false,
+            } => tracing::error!(
+                target: "scangate::daemon",
+                db = %db.display(),
+                "the database failed its integrity check: {detail}"
+            ),
+            StageFailed::Corrupt {
+                db,
+                detail,
+                stopping: true,
+            } => tracing::error!(
+                target: "scangate::daemon",
+                db = %db.display(),
+                "the database failed its integrity check: {detail}; stopping"
+            ),
+            StageFailed::ScannerEnded { detail } => tracing::error!(
+                target: "scangate::daemon",
+                "a scanner task ended unexpectedly ({detail}); stopping"
+            ),
+            StageFailed::WriterStopped => tracing::error!(
+                target: "scangate::daemon",
+                "the outbox writer stopped unexpectedly; closing scanners"
+            ),
+            StageFailed::ClaimerStopped => tracing::error!(
+                target: "scangate::daemon",
+                "the facility claimer stopped unexpectedly; stopping"
+            ),
+            StageFailed::ClaimerGone => tracing::error!(
+                target: "scangate::daemon",
+                "the facility claimer is gone; stopping"
+            ),
+            StageFailed::SweeperStopped { why } => tracing::error!(
+                target: "scangate::daemon",
+                "the raw-bytes sweeper stopped unexpectedly ({why}); stopping"
+            ),
+            StageFailed::AnchorThreadPanicked => tracing::warn!(
+                target: "scangate::daemon",
+                "the anchor thread panicked; the chain head was not anchored at stop"
+            ),
+            StageFailed::PublisherFailed { error } => tracing::error!(
+                target: "scangate::daemon",
+                "the metrics/status publisher failed: {error}"
+            ),
+        }
+    }
+}
+
+/// The outbox takes writes again after [`OutboxWriteFailed`].
+pub struct OutboxWritesAgain<'a> {
+    /// The database.
+    pub db: &'a std::path::Path,
+    /// How many scans the batch holds.
+    pub scans: usize,
+}
+
+impl OutboxWritesAgain<'_> {
+    /// Log it (INFO).
+    pub fn emit(self) {
+        tracing::info!(
+            target: "scangate::daemon",
+            db = %self.db.display(), scans = self.scans,
+            "the outbox takes writes again: the waiting scans are stored and acknowledged"
+        );
+    }
+}
+
+/// A reload (SIGHUP) was applied (INFO, target `scangate::reload`): the
+/// scanners as reloaded are set in `Telemetry` (`scangate_scanner_up`).
+pub struct Reloaded<'a> {
+    /// Scanners added.
+    pub added: usize,
+    /// Removed.
+    pub removed: usize,
+    /// Changed.
+    pub changed: usize,
+    /// The plan, as told.
+    pub described: &'a str,
+    /// The scanners now configured.
+    pub scanners: &'a [String],
+}
+
+impl Reloaded<'_> {
+    /// Log it (INFO) and set the scanners.
+    pub fn emit(self, telemetry: &Telemetry) {
+        let (added, removed, changed) = (self.added, self.removed, self.changed);
+        tracing::info!(
+            target: "scangate::reload",
+            added, removed, changed,
+            "configuration reloaded: {}", self.described
+        );
+        telemetry.set_scanners(self.scanners);
+    }
+}
+
+/// A reload (SIGHUP) was refused or failed (target `scangate::reload`);
+/// the daemon runs on with the configuration it had.
+pub enum ReloadRefused<'a> {
+    /// Keys changed that need a restart (WARN).
+    NeedsRestart {
+        /// The keys.
+        keys: &'a [String],
+    },
+    /// The file does not parse (ERROR).
+    ConfigError {
+        /// ` (line N)` or empty.
+        at: &'a str,
+        /// Why.
+        error: &'a dyn std::fmt::Display,
+        /// How many scanners the running configuration has.
+        scanners: usize,
+    },
+    /// Reading the file did not finish (ERROR).
+    ReadFailed {
+        /// The file, as shown.
+        shown: &'a str,
+        /// Why.
+        error: &'a dyn std::fmt::Display,
+    },
+}
+
+impl ReloadRefused<'_> {
+    /// Log it: WARN when a restart is needed, else ERROR.
+    pub fn emit(self) {
+        match self {
+            ReloadRefused::NeedsRestart { keys } => tracing::warn!(
+                target: "scangate::reload",
+                keys = %keys.join(", "),
+                "reload refused: {} changed, which needs a restart (`systemctl restart scangate`); still running with the configuration it started with (scanners as last reloaded)",
+                keys.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", ")
+            ),
+            ReloadRefused::ConfigError {
+                at,
+                error,
+                scanners,
+            } => tracing::error!(
+                target: "scangate::reload",
+                "reload refused: configuration error{at}: {error}. Still running with the configuration read before ({scanners} scanner(s)); fix the file and reload again (`scangate check-config` shows the problem)"
+            ),
+            ReloadRefused::ReadFailed { shown, error } => tracing::error!(
+                target: "scangate::reload",
+                "reload failed: reading {shown} did not finish ({error}); still running with the configuration read before"
+            ),
+        }
+    }
+}
+
+/// A claimer lane connected to the facility Redis (INFO): what the server
+/// reports.
+pub struct FacilityConnected<'a> {
+    /// The Redis, as shown (credentials redacted).
+    pub redis: &'a str,
+    /// The server it reached (a sentinel's choice).
+    pub server: &'a str,
+    /// `live` or `replay`.
+    pub lane: &'a str,
+    /// What `INFO` said.
+    pub info: &'a crate::facility::ServerInfo,
+}
+
+impl FacilityConnected<'_> {
+    /// Log it (INFO).
+    pub fn emit(self) {
+        let (info, lane) = (self.info, self.lane);
+        tracing::info!(
+            target: "scangate::daemon::claimer",
+            redis = %self.redis, server = %self.server, lane, version = %info.version, maxmemory_policy = %info.maxmemory_policy,
+            appendonly = %info.appendonly, save = %info.save, role = %info.role,
+            replicas = info.connected_replicas, "facility Redis connected"
+        );
+    }
+}
+
+/// What a connect found wrong with the facility store (WARN).
+pub enum FacilityWarning<'a> {
+    /// It is a read-only replica: it refuses claims.
+    ReadOnlyReplica {
+        /// The Redis, as shown.
+        redis: &'a str,
+    },
+    /// Its append-only file is off.
+    AppendOnlyOff {
+        /// The Redis, as shown.
+        redis: &'a str,
+    },
+    /// A scanner of this gateway has the name of another gateway's.
+    ScannerClone {
+        /// The Redis, as shown.
+        redis: &'a str,
+        /// The scanner.
+        scanner: &'a str,
+        /// This gateway.
+        gateway: &'a str,
+        /// The other one.
+        other_gateway: &'a str,
+    },
+    /// This gateway's scanners could not be recorded in it.
+    ScannersNotRecorded {
+        /// The Redis, as shown.
+        redis: &'a str,
+        /// Why.
+        error: &'a dyn std::fmt::Display,
+    },
+}
+
+impl FacilityWarning<'_> {
+    /// Log it (WARN).
+    pub fn emit(self) {
+        match self {
+            FacilityWarning::ReadOnlyReplica { redis } => tracing::warn!(
+                target: "scangate::daemon::claimer",
+                redis = %redis,
+                "facility Redis is a read-only replica of another server: it refuses claims, so scans wait in the outbox until it is promoted. Point [redis] url at the primary"
+            ),
+            FacilityWarning::AppendOnlyOff { redis } => tracing::warn!(
+                target: "scangate::daemon::claimer",
+                redis = %redis,
+                "facility Redis has appendonly off: a Redis crash can lose recent claims; this gateway still suppresses echoes of its own commits"
+            ),
+            FacilityWarning::ScannerClone {
+                redis,
+                scanner,
+                gateway,
+                other_gateway,
+            } => tracing::warn!(
+                target: "scangate::daemon::claimer",
+                redis = %redis, scanner = %scanner, other_gateway = %other_gateway,
+                "scanner {scanner:?} of this gateway ({gateway}) has the name of a scanner of gateway {other_gateway:?} (a cloned config?). Each counts its own reads; name them apart so the ledger tells them apart. Fix: rename one, or, if it is one scanner heard by both gateways, set shared = true in its [[scanner]] on both"
+            ),
+            FacilityWarning::ScannersNotRecorded { redis, error } => tracing::warn!(
+                target: "scangate::daemon::claimer",
+                redis = %redis,
+                "could not record this gateway's scanners in the facility store ({error}); a cloned scanner name goes unnoticed until the next connect"
+            ),
+        }
+    }
+}
+
+/// What confirms a claim round: the replicas waited for (told at connect
+/// and when the count changes).
+pub enum Confirmation<'a> {
+    /// Replicas are connected but none is waited for (WARN).
+    Unwaited {
+        /// The Redis, as shown.
+        redis: &'a str,
+        /// `live` or `replay`.
+        lane: &'a str,
+        /// Replicas connected.
+        connected: u32,
+    },
+    /// No replica is connected: the primary's answer decides (INFO).
+    PrimaryOnly {
+        /// The Redis, as shown.
+        redis: &'a str,
+        /// `live` or `replay`.
+        lane: &'a str,
+        /// The WAITAOF clause, or empty.
+        disk: &'a str,
+    },
+    /// `wanted` of `connected` replicas confirm (INFO).
+    Replicas {
+        /// The Redis, as shown.
+        redis: &'a str,
+        /// `live` or `replay`.
+        lane: &'a str,
+        /// Replicas connected.
+        connected: u32,
+        /// Replicas waited for.
+        wanted: u32,
+        /// The WAITAOF clause, or empty.
+        disk: &'a str,
+    },
+    /// Fewer replicas are connected than before (WARN).
+    ReplicasLeft {
+        /// The Redis, as shown.
+        redis: &'a str,
+        /// `live` or `replay`.
+        lane: &'a str,
+        /// Replicas connected now.
+        now: u32,
+        /// Before.
+        before: u32,
+    },
+}
+
+impl Confirmation<'_> {
+    /// Log it: WARN when replicas are not waited for or left, else INFO.
+    pub fn emit(self) {
+        match self {
+            Confirmation::Unwaited {
+                redis,
+                lane,
+                connected,
+            } => tracing::warn!(
+                target: "scangate::daemon::claimer",
+                redis = %redis, lane, replicas = connected,
+                "{connected} replicas are connected to the facility Redis, but min_replicas_ack = 0: claims count as decided before any replica has them, so a failover can lose committed picks from the facility ledger. Fix: remove min_replicas_ack (default \"auto\": every connected replica)"
+            ),
+            Confirmation::PrimaryOnly { redis, lane, disk } => tracing::info!(
+                target: "scangate::daemon::claimer",
+                redis = %redis, lane, replicas = 0,
+                "claims count as decided when the primary answers{disk}: no replica is connected (a replica attached later is waited for from the next check, at most a minute on; one that was not connected cannot safely be promoted)"
+            ),
+            Confirmation::Replicas {
+                redis,
+                lane,
+                connected,
+                wanted,
+                disk,
+            } => tracing::info!(
+                target: "scangate::daemon::claimer",
+                redis = %redis, lane, replicas = connected, wanted,
+                "claims count as decided once {wanted} of {connected} connected replicas confirmed them (WAIT){disk}; until then the scans wait as unresolved"
+            ),
+            Confirmation::ReplicasLeft {
+                redis,
+                lane,
+                now,
+                before,
+            } => tracing::warn!(
+                target: "scangate::daemon::claimer",
+                redis = %redis, lane, replicas = now, before,
+                "the facility Redis now reports {now} connected replicas, {before} before: claims are confirmed by {now} from now on. A replica that left cannot safely be promoted until it has caught up again; if the primary itself was cut off from its replicas (a network partition), claims it takes now are only in its own memory. Fix: bring the replica back (or set min_replicas_ack to a number to hold claims until that many confirm)"
+            ),
+        }
+    }
+}
+
+/// What the claimer could not record in the local database for `outbox
+/// status` (or its clock mapping); written again later.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Recording {
+    /// Whether the facility store answers (the claimer's).
+    FacilityState,
+    /// The start-up connection's clock sample (a lane's).
+    FirstClockSample,
+    /// A clock sample: captures are mapped through the earlier ones.
+    ClockSample,
+    /// The facility clock, for `outbox status`.
+    FacilityClock,
+    /// The scanner clones.
+    ScannerClones,
+    /// The facility ledger stream, for `status`.
+    LedgerStream,
+    /// The scans waiting for the clock.
+    WaitingForClock,
+}
+
+/// Recording something of the claimer's in the local database failed.
+pub struct RecordingFailed<'a> {
+    /// What.
+    pub what: Recording,
+    /// What SQLite said.
+    pub error: &'a dyn std::fmt::Display,
+}
+
+impl RecordingFailed<'_> {
+    /// Log it (WARN).
+    pub fn emit(self) {
+        let e = self.error;
+        match self.what {
+            Recording::FacilityState => tracing::warn!(
+                target: "scangate::daemon::claimer",
+                "recording the facility store's state for `outbox status` failed: {e}"
+            ),
+            Recording::FirstClockSample => tracing::warn!(
+                target: "scangate::daemon::claimer::lane",
+                "recording the facility clock sample failed: {e}"
+            ),
+            Recording::ClockSample => tracing::warn!(
+                target: "scangate::daemon::claimer::lane",
+                "recording the facility clock sample failed: {e}; captures are mapped through the earlier ones"
+            ),
+            Recording::FacilityClock => tracing::warn!(
+                target: "scangate::daemon::claimer::lane",
+                "recording the facility clock for `outbox status` failed: {e}"
+            ),
+            Recording::ScannerClones => tracing::warn!(
+                target: "scangate::daemon::claimer::lane",
+                "recording the scanner clones for `outbox status` failed: {e}"
+            ),
+            Recording::LedgerStream => tracing::warn!(
+                target: "scangate::daemon::claimer::lane",
+                "recording the facility ledger stream for `status` failed: {e}"
+            ),
+            Recording::WaitingForClock => tracing::warn!(
+                target: "scangate::daemon::claimer::lane",
+                "recording the scans waiting for the clock for `outbox status` failed: {e}"
+            ),
+        }
+    }
+}
+
+/// The claimer's trim step of the facility ledger stream.
+pub enum LedgerTrim<'a> {
+    /// Trimming failed (WARN), tried again in `every`.
+    Failed {
+        /// The Redis, as shown.
+        redis: &'a str,
+        /// The stream's key.
+        stream: &'a str,
+        /// Why.
+        error: &'a dyn std::fmt::Display,
+        /// Until the next attempt.
+        every: Duration,
+    },
+    /// No consumer group reads it: it is never trimmed (WARN).
+    NoGroup {
+        /// The Redis, as shown.
+        redis: &'a str,
+        /// The stream's key.
+        stream: &'a str,
+        /// Its length.
+        entries: u64,
+    },
+    /// A consumer group reads it now (INFO).
+    GroupReads {
+        /// The Redis, as shown.
+        redis: &'a str,
+        /// How many groups.
+        groups: usize,
+    },
+    /// Acknowledged entries were trimmed (INFO).
+    Trimmed {
+        /// The Redis, as shown.
+        redis: &'a str,
+        /// How many.
+        trimmed: u64,
+        /// How many are left.
+        entries: u64,
+    },
+}
+
+impl LedgerTrim<'_> {
+    /// Log it: WARN when it failed or nobody reads the stream, else INFO.
+    pub fn emit(self) {
+        match self {
+            LedgerTrim::Failed {
+                redis,
+                stream,
+                error,
+                every,
+            } => tracing::warn!(
+                target: "scangate::daemon::claimer::lane",
+                redis = %redis,
+                "trimming the facility ledger stream {stream} failed: {error}; tried again in {every:?}"
+            ),
+            LedgerTrim::NoGroup {
+                redis,
+                stream,
+                entries,
+            } => tracing::warn!(
+                target: "scangate::daemon::claimer::lane",
+                redis = %redis, stream = %stream, entries,
+                "no consumer group reads the facility ledger stream {stream}: it is never trimmed, and the facility Redis's memory grows with every pick ({entries} entries) until it refuses claims. Fix: have the inventory system read it with a consumer group, e.g. `scangate ledger export --follow --group inventory` (docs/design.md, \"Ledger consumers and trimming\")"
+            ),
+            LedgerTrim::GroupReads { redis, groups } => tracing::info!(
+                target: "scangate::daemon::claimer::lane",
+                redis = %redis, groups,
+                "a consumer group reads the facility ledger stream now: acknowledged entries are trimmed"
+            ),
+            LedgerTrim::Trimmed {
+                redis,
+                trimmed,
+                entries,
+            } => tracing::info!(
+                target: "scangate::daemon::claimer::lane",
+                redis = %redis, trimmed, entries,
+                "trimmed {trimmed} entries every consumer group had acknowledged from the facility ledger stream; {entries} left"
+            ),
+        }
+    }
+}
+
+/// The facility Redis refuses this gateway's credentials (ERROR): scans
+/// wait as unresolved.
+pub struct FacilityRefuses<'a> {
+    /// The Redis, as shown.
+    pub redis: &'a str,
+    /// `live` or `replay`.
+    pub lane: &'a str,
+    /// What it said.
+    pub reason: &'a str,
+}
+
+impl FacilityRefuses<'_> {
+    /// Log it (ERROR).
+    pub fn emit(self) {
+        let reason = self.reason;
+        tracing::error!(
+            target: "scangate::daemon::claimer::lane",
+            redis = %self.redis, lane = self.lane,
+            "facility Redis refuses this gateway: {reason}. Scans are kept in the outbox as unresolved (`scangate status` shows the gateway degraded), and claimed in capture order once it lets this gateway in again"
+        );
+    }
+}
+
+/// The facility store lost data: the reconciliation's course (WARN).
+pub enum Reconcile<'a> {
+    /// A commit of this gateway's is missing: re-publishing begins.
+    Begins {
+        /// The Redis, as shown.
+        redis: &'a str,
+        /// `live` or `replay`.
+        lane: &'a str,
+        /// The commit found missing.
+        lost: &'a str,
+        /// The retention horizon (hours).
+        hours: i64,
+    },
+    /// It is done.
+    Done {
+        /// The Redis, as shown.
+        redis: &'a str,
+        /// `live` or `replay`.
+        lane: &'a str,
+        /// What it did.
+        done: &'a crate::outbox::Reconciliation,
+    },
+    /// It failed; tried again at the next claim.
+    Failed {
+        /// The Redis, as shown.
+        redis: &'a str,
+        /// `live` or `replay`.
+        lane: &'a str,
+        /// Why.
+        error: &'a dyn std::fmt::Display,
+    },
+    /// A committed scan of the ledger is not in the outbox.
+    NotInOutbox {
+        /// The scan.
+        scan: &'a str,
+    },
+    /// A conflict: both gateways committed one label.
+    Conflict {
+        /// This gateway's scan.
+        scan: &'a str,
+        /// The other's.
+        other_scan: &'a str,
+        /// The other gateway, if known.
+        other_gateway: Option<&'a str>,
+        /// How the other gateway is named in prose (`gateway g-2`).
+        by: &'a str,
+    },
+    /// Another gateway's reconciliation found conflicts with this one's.
+    ConflictsNoticed {
+        /// The Redis, as shown.
+        redis: &'a str,
+        /// How many.
+        conflicts: usize,
+    },
+    /// The conflicts stream could not be read; read again in `every`.
+    NoticesUnreadable {
+        /// The Redis, as shown.
+        redis: &'a str,
+        /// Why.
+        error: &'a dyn std::fmt::Display,
+        /// Until the next read.
+        every: Duration,
+    },
+}
+
+impl Reconcile<'_> {
+    /// Log it (WARN).
+    pub fn emit(self) {
+        match self {
+            Reconcile::Begins {
+                redis,
+                lane,
+                lost,
+                hours,
+            } => tracing::warn!(
+                target: "scangate::daemon::claimer::lane",
+                redis = %redis, lane, lost,
+                "facility Redis {redis} has lost data: this gateway's commit {lost} is not there (emptied or replaced, a lagging replica promoted, or an older backup restored). Re-publishing this gateway's commits of the last {hours} h before claiming new scans"
+            ),
+            Reconcile::Done { redis, lane, done } => tracing::warn!(
+                target: "scangate::daemon::claimer::lane",
+                redis = %redis, lane, republished = done.republished, conflicts = done.conflicts, took_ms = done.took_ms,
+                "reconciled with facility Redis {redis}: re-published {} commits of this gateway in {} ms (each keeps its scan UUID: ledger consumers dedup by it); {} conflict(s){}. New scans are claimed again",
+                done.republished, done.took_ms, done.conflicts,
+                if done.conflicts > 0 { ": picks another gateway committed too while the store had lost data (see `scangate outbox status`)" } else { "" }
+            ),
+            Reconcile::Failed { redis, lane, error } => tracing::warn!(
+                target: "scangate::daemon::claimer::lane",
+                redis = %redis, lane,
+                "reconciling with facility Redis {redis} failed: {error}. No new scan is claimed until it succeeds; it is tried again at the next claim"
+            ),
+            Reconcile::NotInOutbox { scan } => tracing::warn!(
+                target: "scangate::daemon::claimer::reconcile",
+                scan = %scan,
+                "committed scan {scan} is in this gateway's ledger but not in its outbox: it cannot be re-published (run `scangate audit verify`)"
+            ),
+            Reconcile::Conflict {
+                scan,
+                other_scan,
+                other_gateway,
+                by,
+            } => {
+                tracing::warn!(
+                    target: "scangate::daemon::claimer::reconcile",
+                    scan = %scan, other_scan = %other_scan, other_gateway = other_gateway.unwrap_or("unknown"),
+                    "conflict: this gateway's committed scan {scan} and {by}'s scan {other_scan} were both committed as picks of one label while the facility store had lost data; the facility ledger keeps one entry, but both gateways' ledgers have theirs. Check which is right and correct the ledger by hand (`scangate audit trace {scan}`)"
+                );
+            }
+            Reconcile::ConflictsNoticed { redis, conflicts } => tracing::warn!(
+                target: "scangate::daemon::claimer::lane",
+                redis = %redis, conflicts,
+                "another gateway's reconciliation found {conflicts} conflict(s) with this gateway's commits (see above, `scangate outbox status` and `scangate audit trace <scan>`)"
+            ),
+            Reconcile::NoticesUnreadable {
+                redis,
+                error,
+                every,
+            } => tracing::warn!(
+                target: "scangate::daemon::claimer::lane",
+                redis = %redis,
+                "reading the facility's conflicts stream failed: {error}; read again in {every:?}"
+            ),
         }
     }
 }
@@ -1128,5 +2016,130 @@ mod tests {
         }
         let logs = logged(|| CheckpointFailed { db, error: &e }.emit());
         assert_eq!(one(&logs).level, tracing::Level::WARN);
+    }
+
+    #[test]
+    fn lifecycle_events_log_once_with_their_fields() {
+        let db = std::path::Path::new("/var/lib/scangate/scangate.db");
+        let logs = logged(|| {
+            Starting {
+                db,
+                facility: "f-1",
+                gateway: "g-1",
+                scanners: 2,
+                window_ms: 3000,
+                facility_redis: false,
+            }
+            .emit()
+        });
+        let l = one(&logs);
+        assert_eq!(
+            (
+                l.level,
+                l.field("message"),
+                l.field("store"),
+                l.field("scanners")
+            ),
+            (
+                tracing::Level::INFO,
+                Some("scangate starting"),
+                Some("embedded"),
+                Some("2")
+            )
+        );
+        assert_eq!(l.target, "scangate::daemon");
+        let stats = crate::gate::GateStats {
+            committed: 5,
+            ..Default::default()
+        };
+        let logs = logged(|| Lifecycle::Stopped { stats: &stats }.emit());
+        assert_eq!(
+            (one(&logs).level, one(&logs).field("committed")),
+            (tracing::Level::INFO, Some("5"))
+        );
+        let logs = logged(|| {
+            Lifecycle::StopExtended {
+                line: "stopping: draining for 3 s",
+                by: Duration::from_secs(10),
+            }
+            .emit()
+        });
+        assert_eq!(
+            one(&logs).field("message"),
+            Some("stopping: draining for 3 s; the stop timeout is extended by 10s")
+        );
+        let logs = logged(|| StartWarning::NoFacilityStore { waiting: 4 }.emit());
+        assert_eq!(
+            (one(&logs).level, one(&logs).field("scans")),
+            (tracing::Level::WARN, Some("4"))
+        );
+        let logs = logged(|| {
+            StageFailed::Panicked {
+                stage: &"outbox writer",
+                why: "panicked: boom",
+            }
+            .emit()
+        });
+        assert_eq!(
+            (one(&logs).level, one(&logs).field("message")),
+            (
+                tracing::Level::ERROR,
+                Some("the outbox writer panicked: boom")
+            )
+        );
+        let logs = logged(|| {
+            StageFailed::Corrupt {
+                db,
+                detail: "bad page",
+                stopping: true,
+            }
+            .emit()
+        });
+        assert_eq!(one(&logs).field("db"), Some(db.to_str().unwrap()));
+        assert_eq!(
+            one(&logged(|| StageFailed::AnchorThreadPanicked.emit())).level,
+            tracing::Level::WARN
+        );
+    }
+
+    #[test]
+    fn a_reload_sets_the_scanners_and_a_refusal_names_the_keys() {
+        let t = telemetry();
+        let names = ["counter-1".to_string(), "counter-2".to_string()];
+        let logs = logged(|| {
+            Reloaded {
+                added: 1,
+                removed: 0,
+                changed: 0,
+                described: "added counter-2",
+                scanners: &names,
+            }
+            .emit(&t)
+        });
+        let l = one(&logs);
+        assert_eq!(
+            (l.level, l.target.as_str(), l.field("added")),
+            (tracing::Level::INFO, "scangate::reload", Some("1"))
+        );
+        assert_eq!(
+            value(&t, "scangate_scanner_up{scanner=\"counter-2\"}"),
+            Some(0.0)
+        );
+        let keys = ["gateway.id".to_string()];
+        let logs = logged(|| ReloadRefused::NeedsRestart { keys: &keys }.emit());
+        assert_eq!(
+            (one(&logs).level, one(&logs).field("keys")),
+            (tracing::Level::WARN, Some("gateway.id"))
+        );
+        let e = "expected `=`";
+        let logs = logged(|| {
+            ReloadRefused::ConfigError {
+                at: " (line 3)",
+                error: &e,
+                scanners: 1,
+            }
+            .emit()
+        });
+        assert_eq!(one(&logs).level, tracing::Level::ERROR);
     }
 }
