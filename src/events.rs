@@ -1552,6 +1552,381 @@ impl Reconcile<'_> {
     }
 }
 
+/// Over which time an ACK latency summary runs ([`AckLatency`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AckSpan {
+    /// The last report interval.
+    Last(Duration),
+    /// Since start (told when the scanner's task ends).
+    SinceStart,
+}
+
+/// A serial scanner's ACK latency summary (INFO, target
+/// `scangate::ack_latency`; the histogram is `scangate_ack_latency_seconds`,
+/// observed by [`Acked`]).
+pub struct AckLatency<'a> {
+    /// The scanner's name.
+    pub scanner: &'a str,
+    /// NAKs written in the span.
+    pub naks: u64,
+    /// The span.
+    pub span: AckSpan,
+    /// The latency summary.
+    pub summary: &'a dyn std::fmt::Display,
+}
+
+impl AckLatency<'_> {
+    /// Log it (INFO).
+    pub fn emit(self) {
+        let (scanner, naks, summary) = (self.scanner, self.naks, self.summary);
+        match self.span {
+            AckSpan::Last(every) => tracing::info!(
+                target: "scangate::ack_latency",
+                scanner, naks,
+                "ACK latency (frame end read -> ACK written), last {}s: {summary}",
+                every.as_secs()
+            ),
+            AckSpan::SinceStart => tracing::info!(
+                target: "scangate::ack_latency",
+                scanner = %scanner, naks,
+                "ACK latency (frame end read -> ACK written) since start: {summary}"
+            ),
+        }
+    }
+}
+
+/// A scanner's device could not be opened or written, or its reader not
+/// started.
+pub enum SourceFailed<'a> {
+    /// A serial device did not open (WARN; told once per reason).
+    SerialOpen {
+        /// The scanner's name.
+        scanner: &'a str,
+        /// The device path.
+        device: &'a str,
+        /// Why.
+        error: &'a str,
+        /// The back-off's longest wait.
+        every: Duration,
+    },
+    /// Writing a NAK failed (WARN).
+    Nak {
+        /// The scanner's name.
+        scanner: &'a str,
+        /// Why.
+        error: &'a dyn std::fmt::Display,
+    },
+    /// A HID device did not open (WARN; told once per reason).
+    HidOpen {
+        /// The scanner's name.
+        scanner: &'a str,
+        /// `pos` or `keyboard`.
+        mode: &'a str,
+        /// Why.
+        error: &'a dyn std::fmt::Display,
+        /// What is done about it.
+        hint: &'a str,
+        /// The back-off's longest wait.
+        every: Duration,
+    },
+    /// The HID reader thread did not start (ERROR).
+    HidThread {
+        /// The scanner's name.
+        scanner: &'a str,
+        /// Why.
+        error: &'a dyn std::fmt::Display,
+    },
+}
+
+impl SourceFailed<'_> {
+    /// Log it: ERROR when the HID reader did not start, else WARN.
+    pub fn emit(self) {
+        match self {
+            SourceFailed::SerialOpen {
+                scanner,
+                device,
+                error,
+                every,
+            } => tracing::warn!(
+                target: "scangate::source::serial",
+                scanner = %scanner, device = %device,
+                "cannot open scanner: {error}; retrying every {}s at most, and as soon as the device \
+                 appears. Check the cable, the udev rule for /dev/scangate/{scanner} and the service \
+                 user's access (dialout group)",
+                every.as_secs()
+            ),
+            SourceFailed::Nak { scanner, error } => tracing::warn!(
+                target: "scangate::source::serial",
+                scanner = %scanner,
+                "writing NAK failed: {error}"
+            ),
+            SourceFailed::HidOpen {
+                scanner,
+                mode,
+                error,
+                hint,
+                every,
+            } => tracing::warn!(
+                target: "scangate::source::hid",
+                scanner = %scanner, mode,
+                "cannot open HID scanner: {error}; {hint} (checked every {}s at most)",
+                every.as_secs()
+            ),
+            SourceFailed::HidThread { scanner, error } => tracing::error!(
+                target: "scangate::source::hid",
+                scanner = %scanner,
+                "cannot start the HID reader thread: {error}"
+            ),
+        }
+    }
+}
+
+/// A keyboard-wedge scanner's evdev nodes grabbed, or not (target
+/// `scangate::source::hid::device`).
+pub enum HidGrab<'a> {
+    /// No evdev node was found to grab (ERROR).
+    NoNode {
+        /// The scanner's name.
+        scanner: &'a str,
+        /// The hidraw device.
+        device: &'a std::path::Path,
+        /// Its name under /sys/class/hidraw.
+        name: &'a str,
+    },
+    /// A node could not be grabbed (ERROR).
+    Failed {
+        /// The scanner's name.
+        scanner: &'a str,
+        /// The node.
+        node: &'a std::path::Path,
+        /// Why.
+        why: &'a dyn std::fmt::Display,
+    },
+    /// These nodes are grabbed (INFO).
+    Grabbed {
+        /// The scanner's name.
+        scanner: &'a str,
+        /// The nodes.
+        nodes: &'a [&'a std::path::Path],
+    },
+}
+
+impl HidGrab<'_> {
+    /// Log it: ERROR when a node is not grabbed, else INFO.
+    pub fn emit(self) {
+        match self {
+            HidGrab::NoNode {
+                scanner,
+                device,
+                name,
+            } => tracing::error!(
+                target: "scangate::source::hid::device",
+                scanner, device = %device.display(),
+                "SECURITY: found no evdev node of this keyboard-wedge scanner to grab; if the kernel \
+                 created one, every scan is also typed into the console / login prompt. Check /sys/class/hidraw/{name}"
+            ),
+            HidGrab::Failed { scanner, node, why } => tracing::error!(
+                target: "scangate::source::hid::device",
+                scanner, node = %node.display(),
+                "SECURITY: cannot grab (EVIOCGRAB) {}: {why}; this scanner's keystrokes also reach the \
+                 console, login prompt or desktop. Give the service user read access to the event node \
+                 (udev rule) and make sure no other program grabs it. Scanning continues.",
+                node.display()
+            ),
+            HidGrab::Grabbed { scanner, nodes } => tracing::info!(
+                target: "scangate::source::hid::device",
+                scanner, nodes = ?nodes,
+                "keyboard-wedge scanner grabbed: its keystrokes go only to scangate"
+            ),
+        }
+    }
+}
+
+/// A stage that has work made no progress within its bound, or makes
+/// progress again (the watchdog's view, target `scangate::notify`).
+pub enum Wedge<'a> {
+    /// No progress for `bound`: the watchdog pings stop (ERROR).
+    Stuck {
+        /// The stage.
+        stage: &'a str,
+        /// Its bound.
+        bound: Duration,
+    },
+    /// It makes progress again (INFO).
+    Moves {
+        /// The stage.
+        stage: &'a str,
+    },
+}
+
+impl Wedge<'_> {
+    /// Log it: ERROR when stuck, INFO when it moves again.
+    pub fn emit(self) {
+        match self {
+            Wedge::Stuck { stage, bound } => tracing::error!(
+                target: "scangate::notify",
+                stage,
+                "the {stage} has made no progress for {bound:?} while it has work: the watchdog pings stop, so systemd restarts scangate (scans are safe in the outbox)"
+            ),
+            Wedge::Moves { stage } => tracing::info!(
+                target: "scangate::notify",
+                stage,
+                "the {stage} makes progress again; watchdog pings resume"
+            ),
+        }
+    }
+}
+
+/// `ledger export --follow` with a consumer group (target
+/// `scangate::facility::stream`).
+pub enum LedgerFollow<'a> {
+    /// The group was created, reading from the first entry (INFO).
+    GroupCreated {
+        /// The stream's key.
+        stream: &'a str,
+        /// The group.
+        group: &'a str,
+    },
+    /// Following failed; it reconnects after `wait` (WARN).
+    Failed {
+        /// The group.
+        group: &'a str,
+        /// The consumer.
+        consumer: &'a str,
+        /// Why.
+        error: &'a dyn std::fmt::Display,
+        /// Until it reconnects.
+        wait: Duration,
+    },
+}
+
+impl LedgerFollow<'_> {
+    /// Log it: INFO when the group is created, WARN when following failed.
+    pub fn emit(self) {
+        match self {
+            LedgerFollow::GroupCreated { stream, group } => tracing::info!(
+                target: "scangate::facility::stream",
+                stream = %stream, group,
+                "consumer group created on the facility ledger stream, reading from its first entry"
+            ),
+            LedgerFollow::Failed {
+                group,
+                consumer,
+                error,
+                wait,
+            } => tracing::warn!(
+                target: "scangate::facility::stream",
+                group,
+                consumer,
+                "following the facility ledger stream as consumer {consumer:?} of group {group:?} failed: {error}; reconnecting in {wait:?} (entries printed and not acknowledged are printed again)"
+            ),
+        }
+    }
+}
+
+/// A database older than state identities takes its state directory's
+/// (WARN, target `scangate::store`).
+pub struct StateIdentityAdopted<'a> {
+    /// The database.
+    pub db: &'a std::path::Path,
+    /// The identity it takes.
+    pub state_id: &'a str,
+}
+
+impl StateIdentityAdopted<'_> {
+    /// Log it (WARN).
+    pub fn emit(self) {
+        tracing::warn!(
+            target: "scangate::store",
+            db = %self.db.display(), state_id = %self.state_id,
+            "the database has no state identity (written before identities): it takes this state directory's"
+        );
+    }
+}
+
+/// The state directory's disk space runs short of `[outbox]
+/// warn_days_left`, or lasts again (target `scangate::metrics`; the gauges
+/// are sampled with it).
+pub enum DiskSpace<'a> {
+    /// It runs short (WARN): what the sampler says.
+    Short {
+        /// The warning.
+        warning: &'a dyn std::fmt::Display,
+    },
+    /// It lasts longer than `warn_days_left` again (INFO).
+    Lasts,
+}
+
+impl DiskSpace<'_> {
+    /// Log it: WARN when short, INFO when it lasts again.
+    pub fn emit(self) {
+        match self {
+            DiskSpace::Short { warning } => {
+                tracing::warn!(target: "scangate::metrics", "disk space: {warning}")
+            }
+            DiskSpace::Lasts => tracing::info!(
+                target: "scangate::metrics",
+                "disk space: the state directory lasts longer than [outbox] warn_days_left again"
+            ),
+        }
+    }
+}
+
+/// Where serving the metrics failed ([`MetricsFailed`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MetricsStep {
+    /// Sampling the database for the metrics and the status file (ERROR,
+    /// target `scangate::metrics`).
+    Sampling,
+    /// Accepting a connection on `[metrics] listen` (WARN, target
+    /// `scangate::metrics::http`).
+    Accept,
+}
+
+/// Sampling or serving the metrics failed (retried).
+pub struct MetricsFailed<'a> {
+    /// Where.
+    pub step: MetricsStep,
+    /// Why.
+    pub error: &'a dyn std::fmt::Display,
+}
+
+impl MetricsFailed<'_> {
+    /// Log it: ERROR when sampling failed, WARN when accepting did.
+    pub fn emit(self) {
+        let e = self.error;
+        match self.step {
+            MetricsStep::Sampling => {
+                tracing::error!(target: "scangate::metrics", "metrics/status sampling failed: {e}")
+            }
+            MetricsStep::Accept => tracing::warn!(
+                target: "scangate::metrics::http",
+                "[metrics] listen: accept failed: {e}"
+            ),
+        }
+    }
+}
+
+/// An audit record could not be parsed and is left out of what was read
+/// (WARN, target `scangate::audit`).
+pub struct AuditRecordUnreadable<'a> {
+    /// Its position.
+    pub seq: i64,
+    /// Why.
+    pub error: &'a dyn std::fmt::Display,
+}
+
+impl AuditRecordUnreadable<'_> {
+    /// Log it (WARN).
+    pub fn emit(self) {
+        tracing::warn!(
+            target: "scangate::audit",
+            "audit record {} is unreadable ({}) and left out; run `scangate audit verify`",
+            self.seq, self.error
+        );
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -2141,5 +2516,215 @@ mod tests {
             .emit()
         });
         assert_eq!(one(&logs).level, tracing::Level::ERROR);
+    }
+
+    #[test]
+    fn claimer_events_keep_their_module_targets_and_levels() {
+        let info = crate::facility::ServerInfo {
+            version: "7.2.4".into(),
+            maxmemory_policy: "noeviction".into(),
+            appendonly: "yes".into(),
+            save: String::new(),
+            role: "master".into(),
+            connected_replicas: 1,
+            has_waitaof: true,
+        };
+        let logs = logged(|| {
+            FacilityConnected {
+                redis: "redis://f:6379/",
+                server: "f:6379",
+                lane: "live",
+                info: &info,
+            }
+            .emit()
+        });
+        let l = one(&logs);
+        assert_eq!(
+            (
+                l.level,
+                l.target.as_str(),
+                l.field("replicas"),
+                l.field("role")
+            ),
+            (
+                tracing::Level::INFO,
+                "scangate::daemon::claimer",
+                Some("1"),
+                Some("master")
+            )
+        );
+        let unwaited = logged(|| {
+            Confirmation::Unwaited {
+                redis: "r",
+                lane: "live",
+                connected: 2,
+            }
+            .emit()
+        });
+        assert_eq!(one(&unwaited).level, tracing::Level::WARN);
+        let e = "disk I/O error";
+        for (what, target) in [
+            (Recording::FacilityState, "scangate::daemon::claimer"),
+            (Recording::LedgerStream, "scangate::daemon::claimer::lane"),
+        ] {
+            let logs = logged(|| RecordingFailed { what, error: &e }.emit());
+            assert_eq!(
+                (one(&logs).level, one(&logs).target.as_str()),
+                (tracing::Level::WARN, target)
+            );
+        }
+        let done = crate::outbox::Reconciliation {
+            at_ms: 0,
+            lost_marker: "m".into(),
+            republished: 12,
+            conflicts: 1,
+            took_ms: 30,
+        };
+        let logs = logged(|| {
+            Reconcile::Done {
+                redis: "r",
+                lane: "replay",
+                done: &done,
+            }
+            .emit()
+        });
+        assert_eq!(one(&logs).field("republished"), Some("12"));
+        assert!(
+            one(&logs)
+                .field("message")
+                .unwrap()
+                .contains("1 conflict(s): picks")
+        );
+        let logs = logged(|| {
+            Reconcile::Conflict {
+                scan: "u-1",
+                other_scan: "u-2",
+                other_gateway: None,
+                by: "another gateway",
+            }
+            .emit()
+        });
+        assert_eq!(
+            (
+                one(&logs).target.as_str(),
+                one(&logs).field("other_gateway")
+            ),
+            ("scangate::daemon::claimer::reconcile", Some("unknown"))
+        );
+        let refused = logged(|| {
+            FacilityRefuses {
+                redis: "r",
+                lane: "live",
+                reason: "WRONGPASS",
+            }
+            .emit()
+        });
+        assert_eq!(one(&refused).level, tracing::Level::ERROR);
+        let trimmed = logged(|| {
+            LedgerTrim::Trimmed {
+                redis: "r",
+                trimmed: 5,
+                entries: 7,
+            }
+            .emit()
+        });
+        assert_eq!(
+            (one(&trimmed).level, one(&trimmed).field("trimmed")),
+            (tracing::Level::INFO, Some("5"))
+        );
+    }
+
+    #[test]
+    fn source_and_watchdog_events_log_once_with_their_fields() {
+        let h = "p50 1 ms";
+        let logs = logged(|| {
+            AckLatency {
+                scanner: "counter-1",
+                naks: 2,
+                span: AckSpan::Last(Duration::from_secs(60)),
+                summary: &h,
+            }
+            .emit()
+        });
+        let l = one(&logs);
+        assert_eq!(
+            (l.target.as_str(), l.field("naks"), l.field("scanner")),
+            ("scangate::ack_latency", Some("2"), Some("counter-1"))
+        );
+        assert!(l.field("message").unwrap().contains("last 60s: p50 1 ms"));
+        let logs = logged(|| {
+            HidGrab::NoNode {
+                scanner: "counter-1",
+                device: std::path::Path::new("/dev/hidraw0"),
+                name: "hidraw0",
+            }
+            .emit()
+        });
+        assert_eq!(
+            (one(&logs).level, one(&logs).target.as_str()),
+            (tracing::Level::ERROR, "scangate::source::hid::device")
+        );
+        let e = "permission denied";
+        let logs = logged(|| {
+            SourceFailed::SerialOpen {
+                scanner: "counter-1",
+                device: "/dev/ttyUSB0",
+                error: e,
+                every: Duration::from_secs(5),
+            }
+            .emit()
+        });
+        assert_eq!(
+            (one(&logs).level, one(&logs).field("device")),
+            (tracing::Level::WARN, Some("/dev/ttyUSB0"))
+        );
+        let logs = logged(|| {
+            Wedge::Stuck {
+                stage: "outbox writer",
+                bound: Duration::from_secs(30),
+            }
+            .emit()
+        });
+        assert_eq!(
+            (one(&logs).level, one(&logs).field("stage")),
+            (tracing::Level::ERROR, Some("outbox writer"))
+        );
+        assert_eq!(
+            one(&logged(|| Wedge::Moves {
+                stage: "outbox writer"
+            }
+            .emit()))
+            .level,
+            tracing::Level::INFO
+        );
+        let w = "2 days left";
+        assert_eq!(
+            one(&logged(|| DiskSpace::Short { warning: &w }.emit())).level,
+            tracing::Level::WARN
+        );
+        assert_eq!(
+            one(&logged(|| DiskSpace::Lasts.emit())).level,
+            tracing::Level::INFO
+        );
+        for (step, level, target) in [
+            (
+                MetricsStep::Sampling,
+                tracing::Level::ERROR,
+                "scangate::metrics",
+            ),
+            (
+                MetricsStep::Accept,
+                tracing::Level::WARN,
+                "scangate::metrics::http",
+            ),
+        ] {
+            let logs = logged(|| MetricsFailed { step, error: &e }.emit());
+            assert_eq!(
+                (one(&logs).level, one(&logs).target.as_str()),
+                (level, target)
+            );
+        }
+        let logs = logged(|| AuditRecordUnreadable { seq: 9, error: &e }.emit());
+        assert_eq!(one(&logs).target, "scangate::audit");
     }
 }
