@@ -693,9 +693,7 @@ fn records_where(
         let (seq, text) = row.map_err(err)?;
         match serde_json::from_str(&text) {
             Ok(rec) => out.push(rec),
-            Err(e) => tracing::warn!(
-                "audit record {seq} is unreadable ({e}) and left out; run `scangate audit verify`"
-            ),
+            Err(e) => crate::events::AuditRecordUnreadable { seq, error: &e }.emit(),
         }
     }
     Ok(out)

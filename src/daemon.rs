@@ -54,6 +54,7 @@ pub mod sweeper;
 use crate::backoff::Backoff;
 use crate::capture::Scan;
 use crate::config::Settings;
+use crate::events;
 use crate::gate::facility::LaneKind;
 use crate::gate::{Decision, Gate, GateConfig, GateStats};
 use crate::metrics::{Summary, Telemetry};
@@ -189,19 +190,19 @@ pub async fn run_with(
     if cfg.redis.is_none() {
         let waiting = store.unresolved()?;
         if waiting > 0 {
-            tracing::warn!(
-                scans = waiting,
-                "{waiting} scans wait for a facility store that is not configured ([redis]): they stay undecided. Fix: restore the [redis] section, or, if the facility store is gone for good, stop scangate and run `scangate outbox decide-locally`"
-            );
+            events::StartWarning::NoFacilityStore { waiting }.emit();
         }
     }
     let gate = Gate::new(GateConfig::from_config(cfg), &store)?;
-    tracing::info!(
-        db = %store.path().display(), facility = %cfg.gateway.facility, gateway = %cfg.gateway.id,
-        scanners = cfg.scanners.len(), window_ms = cfg.dedup.window_ms,
-        store = if cfg.redis.is_some() { "facility redis" } else { "embedded" },
-        "scangate starting"
-    );
+    events::Starting {
+        db: store.path(),
+        facility: &cfg.gateway.facility,
+        gateway: &cfg.gateway.id,
+        scanners: cfg.scanners.len(),
+        window_ms: cfg.dedup.window_ms,
+        facility_redis: cfg.redis.is_some(),
+    }
+    .emit();
     let telemetry = crate::metrics::Telemetry::new(cfg);
     let listener = match cfg.metrics.listen {
         Some(addr) => Some(crate::metrics::http::bind(addr).await?),
@@ -259,9 +260,7 @@ pub async fn run_with(
         }
     };
     if cfg.scanners.is_empty() {
-        tracing::warn!(
-            "no [[scanner]] is configured: nothing will be read. Fix: add a [[scanner]] section for each scanner (`scangate devices` lists what is attached) and restart"
-        );
+        events::StartWarning::NoScanners.emit();
     }
     // Every page is read after start, on the sweeper's thread, before its
     // first sweep: on a gateway's SD card a year of scans takes minutes, and
@@ -375,7 +374,7 @@ pub async fn run_with(
     let early = loop {
         tokio::select! {
             _ = &mut shutdown => {
-                tracing::info!("stopping: closing scanners, draining the outbox");
+                events::Lifecycle::Stopping.emit();
                 break None;
             }
             Some(ended) = stages.next() => {
@@ -383,7 +382,7 @@ pub async fn run_with(
                     && scanners.ended(&mut stages, &stopper, name)
                 {
                     if let StageResult::Panicked(why) = &ended.result {
-                        tracing::error!(scanner = %name, "the scanner's task {why} while a reload stopped it");
+                        events::StageFailed::ScannerPanickedOnReload { scanner: name, why }.emit();
                     }
                     continue;
                 }
@@ -403,26 +402,21 @@ pub async fn run_with(
                     let plan = reload::plan(&running, &new);
                     match plan {
                         Ok(plan) => {
-                            tracing::info!(
-                                target: "scangate::reload",
-                                added = plan.added.len(), removed = plan.removed.len(), changed = plan.changed.len(),
-                                "configuration reloaded: {}", plan.describe()
-                            );
-                            telemetry.set_scanners(
-                                &new.config.scanners.iter().map(|s| s.name.clone()).collect::<Vec<_>>(),
-                            );
+                            events::Reloaded {
+                                added: plan.added.len(),
+                                removed: plan.removed.len(),
+                                changed: plan.changed.len(),
+                                described: &plan.describe(),
+                                scanners: &new.config.scanners.iter().map(|s| s.name.clone()).collect::<Vec<_>>(),
+                            }
+                            .emit(&telemetry);
                             if let Some(link) = &facility_link {
                                 link.set_scanners(&new.config);
                             }
                             scanners.apply(&mut stages, &stopper, plan);
                             running = new;
                         }
-                        Err(keys) => tracing::warn!(
-                            target: "scangate::reload",
-                            keys = %keys.join(", "),
-                            "reload refused: {} changed, which needs a restart (`systemctl restart scangate`); still running with the configuration it started with (scanners as last reloaded)",
-                            keys.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", ")
-                        ),
+                        Err(keys) => events::ReloadRefused::NeedsRestart { keys: &keys }.emit(),
                     }
                 }
                 if ready {
@@ -436,7 +430,7 @@ pub async fn run_with(
                     let summary = telemetry.summary();
                     if summary.scanners_up == summary.scanners || at.elapsed() >= SCANNERS_SETUP {
                         ready = true;
-                        tracing::info!(status = %line, "ready");
+                        events::Lifecycle::Ready { status: &line }.emit();
                         notifier.ready(&line);
                         shown = line;
                     }
@@ -471,7 +465,7 @@ pub async fn run_with(
                     let wedged = watch.check(Instant::now());
                     if wedged.is_empty() && took < EXTEND_AT_MOST {
                         let line = format!("stopping: draining for {} s", took.as_secs());
-                        tracing::info!("{line}; the stop timeout is extended by {EXTEND_BY:?}");
+                        events::Lifecycle::StopExtended { line: &line, by: EXTEND_BY }.emit();
                         notifier.extend_timeout(EXTEND_BY, &line);
                     }
                 }
@@ -492,13 +486,11 @@ pub async fn run_with(
                 f.put(&anchor);
             }
         }
-        Err(_) => {
-            tracing::warn!("the anchor thread panicked; the chain head was not anchored at stop")
-        }
+        Err(_) => events::StageFailed::AnchorThreadPanicked.emit(),
     }
     for task in publishing {
         if let Err(e) = task.await {
-            tracing::error!("the metrics/status publisher failed: {e}");
+            events::StageFailed::PublisherFailed { error: &e }.emit();
         }
     }
 
@@ -512,7 +504,11 @@ pub async fn run_with(
             } => (stats, undurable) = (s, u),
             StageResult::Lane(s) => lanes = Some(lanes.unwrap_or_default().plus(&s)),
             StageResult::Panicked(why) => {
-                tracing::error!("the {stage} {why}");
+                events::StageFailed::Panicked {
+                    stage: &stage,
+                    why: &why,
+                }
+                .emit();
                 match stage {
                     Stage::Writer => writer_panicked = true,
                     Stage::LiveLane | Stage::ReplayLane => claimer_panicked = true,
@@ -526,7 +522,12 @@ pub async fn run_with(
             }
             StageResult::Corrupt { path, detail } => {
                 // (Found while stopping: reported all the same.)
-                tracing::error!(db = %path.display(), "the database failed its integrity check: {detail}");
+                events::StageFailed::Corrupt {
+                    db: &path,
+                    detail: &detail,
+                    stopping: false,
+                }
+                .emit();
                 failed = failed.or(Some(DaemonError::CorruptWhileRunning { path, detail }));
             }
             StageResult::Done => {}
@@ -549,14 +550,7 @@ pub async fn run_with(
     }
     // With [redis], the lanes decided.
     let stats = lanes.unwrap_or(stats);
-    tracing::info!(
-        committed = stats.committed,
-        suppressed = stats.suppressed,
-        rejected = stats.rejected,
-        exact_lookups = stats.exact_lookups,
-        lookups_saved_by_bloom = stats.lookups_saved,
-        "scangate stopped"
-    );
+    events::Lifecycle::Stopped { stats: &stats }.emit();
     Ok(RunReport { stats })
 }
 
@@ -600,15 +594,20 @@ async fn reloaded(running: &Settings, path: Option<PathBuf>) -> Option<Settings>
         Ok((Ok(new), _)) => Some(new),
         Ok((Err(e), line)) => {
             let at = line.map(|l| format!(" (line {l})")).unwrap_or_default();
-            tracing::error!(
-                target: "scangate::reload",
-                "reload refused: configuration error{at}: {e}. Still running with the configuration read before ({} scanner(s)); fix the file and reload again (`scangate check-config` shows the problem)",
-                running.config.scanners.len()
-            );
+            events::ReloadRefused::ConfigError {
+                at: &at,
+                error: &e,
+                scanners: running.config.scanners.len(),
+            }
+            .emit();
             None
         }
         Err(e) => {
-            tracing::error!(target: "scangate::reload", "reload failed: reading {shown} did not finish ({e}); still running with the configuration read before");
+            events::ReloadRefused::ReadFailed {
+                shown: &shown,
+                error: &e,
+            }
+            .emit();
             None
         }
     }
@@ -752,7 +751,12 @@ fn ended_early(ended: StageEnded, state_dir: &Path) -> DaemonError {
     let StageEnded { stage, result } = ended;
     match (stage, result) {
         (_, StageResult::Corrupt { path, detail }) => {
-            tracing::error!(db = %path.display(), "the database failed its integrity check: {detail}; stopping");
+            events::StageFailed::Corrupt {
+                db: &path,
+                detail: &detail,
+                stopping: true,
+            }
+            .emit();
             DaemonError::CorruptWhileRunning { path, detail }
         }
         // A scanner's task runs until shutdown (it reconnects by itself);
@@ -763,14 +767,18 @@ fn ended_early(ended: StageEnded, state_dir: &Path) -> DaemonError {
                 StageResult::Panicked(why) => why,
                 _ => "it returned".to_string(),
             };
-            tracing::error!("a scanner task ended unexpectedly ({detail}); stopping");
+            events::StageFailed::ScannerEnded { detail: &detail }.emit();
             DaemonError::SourceEnded(detail)
         }
         (Stage::Writer, result) => {
-            tracing::error!("the outbox writer stopped unexpectedly; closing scanners");
+            events::StageFailed::WriterStopped.emit();
             match result {
                 StageResult::Panicked(why) => {
-                    tracing::error!("the outbox writer {why}");
+                    events::StageFailed::Panicked {
+                        stage: &"outbox writer",
+                        why: &why,
+                    }
+                    .emit();
                     DaemonError::WriterPanicked(state_dir.to_owned())
                 }
                 // It returns early only when nobody decides its scans: the
@@ -779,9 +787,13 @@ fn ended_early(ended: StageEnded, state_dir: &Path) -> DaemonError {
             }
         }
         (Stage::LiveLane | Stage::ReplayLane, result) => {
-            tracing::error!("the facility claimer stopped unexpectedly; stopping");
+            events::StageFailed::ClaimerStopped.emit();
             if let StageResult::Panicked(why) = result {
-                tracing::error!("the facility claimer {why}");
+                events::StageFailed::Panicked {
+                    stage: &"facility claimer",
+                    why: &why,
+                }
+                .emit();
             }
             DaemonError::ClaimerPanicked(state_dir.to_owned())
         }
@@ -790,7 +802,7 @@ fn ended_early(ended: StageEnded, state_dir: &Path) -> DaemonError {
                 StageResult::Panicked(why) => why,
                 _ => "it returned".to_string(),
             };
-            tracing::error!("the raw-bytes sweeper stopped unexpectedly ({why}); stopping");
+            events::StageFailed::SweeperStopped { why: &why }.emit();
             DaemonError::SweeperPanicked(why)
         }
     }
@@ -919,7 +931,7 @@ fn outbox_writer(
                 if !kick.kick() {
                     // Nobody would ever decide these scans: stop, so the
                     // service restarts (they stay durable in the outbox).
-                    tracing::error!("the facility claimer is gone; stopping");
+                    events::StageFailed::ClaimerGone.emit();
                     break;
                 }
             }
@@ -990,10 +1002,11 @@ fn write_until_durable(
         match written {
             Ok(decisions) => {
                 if failed {
-                    tracing::info!(
-                        db = %store.path().display(), scans = scans.len(),
-                        "the outbox takes writes again: the waiting scans are stored and acknowledged"
-                    );
+                    events::OutboxWritesAgain {
+                        db: store.path(),
+                        scans: scans.len(),
+                    }
+                    .emit();
                 }
                 return Ok(decisions);
             }

@@ -586,6 +586,18 @@ pub enum SweepStep {
     },
     /// Truncating the WAL after clearing.
     TruncateWal,
+    /// Reading the ledger before removing decided outbox rows (retried at
+    /// the next sweep, `every` on).
+    ReadLedger {
+        /// Until the next sweep.
+        every: Duration,
+    },
+    /// Removing decided outbox rows (retried at the next sweep, `every`
+    /// on; told without the `db` field).
+    Prune {
+        /// Until the next sweep.
+        every: Duration,
+    },
 }
 
 /// The raw-bytes sweeper could not do a step.
@@ -622,6 +634,85 @@ impl SweepFailed<'_> {
                 target: "scangate::daemon::sweeper",
                 db = %db,
                 "truncating the WAL after clearing raw scan bytes failed: {e}"
+            ),
+            SweepStep::ReadLedger { every } => tracing::warn!(
+                target: "scangate::daemon::sweeper",
+                db = %db,
+                "removing decided outbox rows: cannot read the ledger: {e}; they stay until the next sweep in {every:?}"
+            ),
+            SweepStep::Prune { every } => tracing::warn!(
+                target: "scangate::daemon::sweeper",
+                "removing decided outbox rows failed: {e}; they stay until the next sweep in {every:?}"
+            ),
+        }
+    }
+}
+
+/// What the raw-bytes sweeper did (INFO; a row holding the raw bytes back
+/// WARN).
+pub enum Swept<'a> {
+    /// The page check after start passed.
+    IntegrityPassed {
+        /// The database.
+        db: &'a std::path::Path,
+    },
+    /// Raw bytes of decided scans were overwritten.
+    RawCleared {
+        /// How many scans.
+        cleared: u64,
+        /// `[outbox] keep_raw_hours`.
+        keep_raw_hours: u64,
+        /// Whether the WAL was truncated after.
+        wal_truncated: bool,
+    },
+    /// An undecided row keeps the raw bytes of it and every later scan.
+    HeldBy {
+        /// The row.
+        seq: i64,
+        /// Its state.
+        state: &'a dyn std::fmt::Display,
+        /// How long it has waited (hours).
+        age_h: i64,
+    },
+    /// Decided outbox rows older than the dedup horizon were removed.
+    Pruned {
+        /// How many.
+        removed: u64,
+        /// The horizon (hours).
+        horizon_h: u64,
+    },
+}
+
+impl Swept<'_> {
+    /// Log it: INFO, a row holding the raw bytes back WARN.
+    pub fn emit(self) {
+        match self {
+            Swept::IntegrityPassed { db } => tracing::info!(
+                target: "scangate::daemon::sweeper",
+                db = %db.display(),
+                "database integrity check passed"
+            ),
+            Swept::RawCleared {
+                cleared,
+                keep_raw_hours,
+                wal_truncated,
+            } => tracing::info!(
+                target: "scangate::daemon::sweeper",
+                cleared,
+                keep_raw_hours,
+                wal_truncated,
+                "overwrote the raw bytes of {cleared} scans decided more than {keep_raw_hours} h ago"
+            ),
+            Swept::HeldBy { seq, state, age_h } => tracing::warn!(
+                target: "scangate::daemon::sweeper",
+                seq,
+                state = %state,
+                "outbox row {seq} has waited {age_h} h for a decision ({state}); the raw bytes of it and of every later scan are kept until it is decided (see `scangate outbox status`)"
+            ),
+            Swept::Pruned { removed, horizon_h } => tracing::info!(
+                target: "scangate::daemon::sweeper",
+                removed,
+                "removed {removed} decided outbox rows older than the dedup horizon ({horizon_h} h); their audit records and ledger entries stay"
             ),
         }
     }
@@ -661,6 +752,1178 @@ impl PublishFailed<'_> {
             Some(e) => tracing::warn!(target: "scangate::metrics", "metrics/status: {e}; retrying"),
             None => tracing::info!(target: "scangate::metrics", "metrics/status: published again"),
         }
+    }
+}
+
+/// The daemon starts: its state, identity and scanners.
+pub struct Starting<'a> {
+    /// The database.
+    pub db: &'a std::path::Path,
+    /// `[gateway] facility`.
+    pub facility: &'a str,
+    /// `[gateway] id`.
+    pub gateway: &'a str,
+    /// How many scanners are configured.
+    pub scanners: usize,
+    /// `[dedup] window_ms`.
+    pub window_ms: u64,
+    /// Whether a facility Redis decides (else the embedded gate).
+    pub facility_redis: bool,
+}
+
+impl Starting<'_> {
+    /// Log it (INFO).
+    pub fn emit(self) {
+        tracing::info!(
+            target: "scangate::daemon",
+            db = %self.db.display(), facility = %self.facility, gateway = %self.gateway,
+            scanners = self.scanners, window_ms = self.window_ms,
+            store = if self.facility_redis { "facility redis" } else { "embedded" },
+            "scangate starting"
+        );
+    }
+}
+
+/// What the configuration the daemon starts with leaves undone (WARN).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StartWarning {
+    /// Scans wait for a facility store that is no longer configured.
+    NoFacilityStore {
+        /// How many.
+        waiting: i64,
+    },
+    /// No scanner is configured.
+    NoScanners,
+}
+
+impl StartWarning {
+    /// Log it (WARN).
+    pub fn emit(self) {
+        match self {
+            StartWarning::NoFacilityStore { waiting } => tracing::warn!(
+                target: "scangate::daemon",
+                scans = waiting,
+                "{waiting} scans wait for a facility store that is not configured ([redis]): they stay undecided. Fix: restore the [redis] section, or, if the facility store is gone for good, stop scangate and run `scangate outbox decide-locally`"
+            ),
+            StartWarning::NoScanners => tracing::warn!(
+                target: "scangate::daemon",
+                "no [[scanner]] is configured: nothing will be read. Fix: add a [[scanner]] section for each scanner (`scangate devices` lists what is attached) and restart"
+            ),
+        }
+    }
+}
+
+/// Where the daemon's life stands (INFO): ready, stopping, stopped.
+pub enum Lifecycle<'a> {
+    /// Every scanner is up (or the setup time is over): systemd is told.
+    Ready {
+        /// The status line.
+        status: &'a str,
+    },
+    /// Asked to stop.
+    Stopping,
+    /// Draining takes long: the stop timeout is extended.
+    StopExtended {
+        /// The status line (`stopping: draining for N s`).
+        line: &'a str,
+        /// By how much.
+        by: Duration,
+    },
+    /// Stopped, with what was decided.
+    Stopped {
+        /// The counts.
+        stats: &'a crate::gate::GateStats,
+    },
+}
+
+impl Lifecycle<'_> {
+    /// Log it (INFO).
+    pub fn emit(self) {
+        match self {
+            Lifecycle::Ready { status } => {
+                tracing::info!(target: "scangate::daemon", status = %status, "ready")
+            }
+            Lifecycle::Stopping => tracing::info!(
+                target: "scangate::daemon",
+                "stopping: closing scanners, draining the outbox"
+            ),
+            Lifecycle::StopExtended { line, by } => tracing::info!(
+                target: "scangate::daemon",
+                "{line}; the stop timeout is extended by {by:?}"
+            ),
+            Lifecycle::Stopped { stats } => tracing::info!(
+                target: "scangate::daemon",
+                committed = stats.committed,
+                suppressed = stats.suppressed,
+                rejected = stats.rejected,
+                exact_lookups = stats.exact_lookups,
+                lookups_saved_by_bloom = stats.lookups_saved,
+                "scangate stopped"
+            ),
+        }
+    }
+}
+
+/// How a stage of the daemon ended when it should not have (ERROR, the
+/// anchor thread's panic a WARN).
+pub enum StageFailed<'a> {
+    /// A stage panicked (`the {stage} {why}`).
+    Panicked {
+        /// The stage, as told.
+        stage: &'a dyn std::fmt::Display,
+        /// `panicked: …`.
+        why: &'a str,
+    },
+    /// A scanner's task panicked while a reload stopped it.
+    ScannerPanickedOnReload {
+        /// The scanner.
+        scanner: &'a str,
+        /// `panicked: …`.
+        why: &'a str,
+    },
+    /// The database failed its integrity check.
+    Corrupt {
+        /// The database.
+        db: &'a std::path::Path,
+        /// What the check found.
+        detail: &'a str,
+        /// Whether the daemon stops for it (else it was found stopping).
+        stopping: bool,
+    },
+    /// A scanner's task ended (it should run until shutdown).
+    ScannerEnded {
+        /// How.
+        detail: &'a str,
+    },
+    /// The outbox writer stopped.
+    WriterStopped,
+    /// The facility claimer stopped.
+    ClaimerStopped,
+    /// The outbox writer found the facility claimer gone.
+    ClaimerGone,
+    /// The raw-bytes sweeper stopped.
+    SweeperStopped {
+        /// How.
+        why: &'a str,
+    },
+    /// The anchor thread panicked (WARN).
+    AnchorThreadPanicked,
+    /// A metrics/status publisher task failed.
+    PublisherFailed {
+        /// How.
+        error: &'a dyn std::fmt::Display,
+    },
+}
+
+impl StageFailed<'_> {
+    /// Log it: ERROR, the anchor thread's panic WARN.
+    pub fn emit(self) {
+        match self {
+            StageFailed::Panicked { stage, why } => {
+                tracing::error!(target: "scangate::daemon", "the {stage} {why}")
+            }
+            StageFailed::ScannerPanickedOnReload { scanner, why } => tracing::error!(
+                target: "scangate::daemon",
+                scanner = %scanner,
+                "the scanner's task {why} while a reload stopped it"
+            ),
+            StageFailed::Corrupt {
+                db,
+                detail,
+                stopping: false,
+            } => tracing::error!(
+                target: "scangate::daemon",
+                db = %db.display(),
+                "the database failed its integrity check: {detail}"
+            ),
+            StageFailed::Corrupt {
+                db,
+                detail,
+                stopping: true,
+            } => tracing::error!(
+                target: "scangate::daemon",
+                db = %db.display(),
+                "the database failed its integrity check: {detail}; stopping"
+            ),
+            StageFailed::ScannerEnded { detail } => tracing::error!(
+                target: "scangate::daemon",
+                "a scanner task ended unexpectedly ({detail}); stopping"
+            ),
+            StageFailed::WriterStopped => tracing::error!(
+                target: "scangate::daemon",
+                "the outbox writer stopped unexpectedly; closing scanners"
+            ),
+            StageFailed::ClaimerStopped => tracing::error!(
+                target: "scangate::daemon",
+                "the facility claimer stopped unexpectedly; stopping"
+            ),
+            StageFailed::ClaimerGone => tracing::error!(
+                target: "scangate::daemon",
+                "the facility claimer is gone; stopping"
+            ),
+            StageFailed::SweeperStopped { why } => tracing::error!(
+                target: "scangate::daemon",
+                "the raw-bytes sweeper stopped unexpectedly ({why}); stopping"
+            ),
+            StageFailed::AnchorThreadPanicked => tracing::warn!(
+                target: "scangate::daemon",
+                "the anchor thread panicked; the chain head was not anchored at stop"
+            ),
+            StageFailed::PublisherFailed { error } => tracing::error!(
+                target: "scangate::daemon",
+                "the metrics/status publisher failed: {error}"
+            ),
+        }
+    }
+}
+
+/// The outbox takes writes again after [`OutboxWriteFailed`].
+pub struct OutboxWritesAgain<'a> {
+    /// The database.
+    pub db: &'a std::path::Path,
+    /// How many scans the batch holds.
+    pub scans: usize,
+}
+
+impl OutboxWritesAgain<'_> {
+    /// Log it (INFO).
+    pub fn emit(self) {
+        tracing::info!(
+            target: "scangate::daemon",
+            db = %self.db.display(), scans = self.scans,
+            "the outbox takes writes again: the waiting scans are stored and acknowledged"
+        );
+    }
+}
+
+/// A reload (SIGHUP) was applied (INFO, target `scangate::reload`): the
+/// scanners as reloaded are set in `Telemetry` (`scangate_scanner_up`).
+pub struct Reloaded<'a> {
+    /// Scanners added.
+    pub added: usize,
+    /// Removed.
+    pub removed: usize,
+    /// Changed.
+    pub changed: usize,
+    /// The plan, as told.
+    pub described: &'a str,
+    /// The scanners now configured.
+    pub scanners: &'a [String],
+}
+
+impl Reloaded<'_> {
+    /// Log it (INFO) and set the scanners.
+    pub fn emit(self, telemetry: &Telemetry) {
+        let (added, removed, changed) = (self.added, self.removed, self.changed);
+        tracing::info!(
+            target: "scangate::reload",
+            added, removed, changed,
+            "configuration reloaded: {}", self.described
+        );
+        telemetry.set_scanners(self.scanners);
+    }
+}
+
+/// A reload (SIGHUP) was refused or failed (target `scangate::reload`);
+/// the daemon runs on with the configuration it had.
+pub enum ReloadRefused<'a> {
+    /// Keys changed that need a restart (WARN).
+    NeedsRestart {
+        /// The keys.
+        keys: &'a [String],
+    },
+    /// The file does not parse (ERROR).
+    ConfigError {
+        /// ` (line N)` or empty.
+        at: &'a str,
+        /// Why.
+        error: &'a dyn std::fmt::Display,
+        /// How many scanners the running configuration has.
+        scanners: usize,
+    },
+    /// Reading the file did not finish (ERROR).
+    ReadFailed {
+        /// The file, as shown.
+        shown: &'a str,
+        /// Why.
+        error: &'a dyn std::fmt::Display,
+    },
+}
+
+impl ReloadRefused<'_> {
+    /// Log it: WARN when a restart is needed, else ERROR.
+    pub fn emit(self) {
+        match self {
+            ReloadRefused::NeedsRestart { keys } => tracing::warn!(
+                target: "scangate::reload",
+                keys = %keys.join(", "),
+                "reload refused: {} changed, which needs a restart (`systemctl restart scangate`); still running with the configuration it started with (scanners as last reloaded)",
+                keys.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", ")
+            ),
+            ReloadRefused::ConfigError {
+                at,
+                error,
+                scanners,
+            } => tracing::error!(
+                target: "scangate::reload",
+                "reload refused: configuration error{at}: {error}. Still running with the configuration read before ({scanners} scanner(s)); fix the file and reload again (`scangate check-config` shows the problem)"
+            ),
+            ReloadRefused::ReadFailed { shown, error } => tracing::error!(
+                target: "scangate::reload",
+                "reload failed: reading {shown} did not finish ({error}); still running with the configuration read before"
+            ),
+        }
+    }
+}
+
+/// A claimer lane connected to the facility Redis (INFO): what the server
+/// reports.
+pub struct FacilityConnected<'a> {
+    /// The Redis, as shown (credentials redacted).
+    pub redis: &'a str,
+    /// The server it reached (a sentinel's choice).
+    pub server: &'a str,
+    /// `live` or `replay`.
+    pub lane: &'a str,
+    /// What `INFO` said.
+    pub info: &'a crate::facility::ServerInfo,
+}
+
+impl FacilityConnected<'_> {
+    /// Log it (INFO).
+    pub fn emit(self) {
+        let (info, lane) = (self.info, self.lane);
+        tracing::info!(
+            target: "scangate::daemon::claimer",
+            redis = %self.redis, server = %self.server, lane, version = %info.version, maxmemory_policy = %info.maxmemory_policy,
+            appendonly = %info.appendonly, save = %info.save, role = %info.role,
+            replicas = info.connected_replicas, "facility Redis connected"
+        );
+    }
+}
+
+/// What a connect found wrong with the facility store (WARN).
+pub enum FacilityWarning<'a> {
+    /// It is a read-only replica: it refuses claims.
+    ReadOnlyReplica {
+        /// The Redis, as shown.
+        redis: &'a str,
+    },
+    /// Its append-only file is off.
+    AppendOnlyOff {
+        /// The Redis, as shown.
+        redis: &'a str,
+    },
+    /// A scanner of this gateway has the name of another gateway's.
+    ScannerClone {
+        /// The Redis, as shown.
+        redis: &'a str,
+        /// The scanner.
+        scanner: &'a str,
+        /// This gateway.
+        gateway: &'a str,
+        /// The other one.
+        other_gateway: &'a str,
+    },
+    /// This gateway's scanners could not be recorded in it.
+    ScannersNotRecorded {
+        /// The Redis, as shown.
+        redis: &'a str,
+        /// Why.
+        error: &'a dyn std::fmt::Display,
+    },
+}
+
+impl FacilityWarning<'_> {
+    /// Log it (WARN).
+    pub fn emit(self) {
+        match self {
+            FacilityWarning::ReadOnlyReplica { redis } => tracing::warn!(
+                target: "scangate::daemon::claimer",
+                redis = %redis,
+                "facility Redis is a read-only replica of another server: it refuses claims, so scans wait in the outbox until it is promoted. Point [redis] url at the primary"
+            ),
+            FacilityWarning::AppendOnlyOff { redis } => tracing::warn!(
+                target: "scangate::daemon::claimer",
+                redis = %redis,
+                "facility Redis has appendonly off: a Redis crash can lose recent claims; this gateway still suppresses echoes of its own commits"
+            ),
+            FacilityWarning::ScannerClone {
+                redis,
+                scanner,
+                gateway,
+                other_gateway,
+            } => tracing::warn!(
+                target: "scangate::daemon::claimer",
+                redis = %redis, scanner = %scanner, other_gateway = %other_gateway,
+                "scanner {scanner:?} of this gateway ({gateway}) has the name of a scanner of gateway {other_gateway:?} (a cloned config?). Each counts its own reads; name them apart so the ledger tells them apart. Fix: rename one, or, if it is one scanner heard by both gateways, set shared = true in its [[scanner]] on both"
+            ),
+            FacilityWarning::ScannersNotRecorded { redis, error } => tracing::warn!(
+                target: "scangate::daemon::claimer",
+                redis = %redis,
+                "could not record this gateway's scanners in the facility store ({error}); a cloned scanner name goes unnoticed until the next connect"
+            ),
+        }
+    }
+}
+
+/// What confirms a claim round: the replicas waited for (told at connect
+/// and when the count changes).
+pub enum Confirmation<'a> {
+    /// Replicas are connected but none is waited for (WARN).
+    Unwaited {
+        /// The Redis, as shown.
+        redis: &'a str,
+        /// `live` or `replay`.
+        lane: &'a str,
+        /// Replicas connected.
+        connected: u32,
+    },
+    /// No replica is connected: the primary's answer decides (INFO).
+    PrimaryOnly {
+        /// The Redis, as shown.
+        redis: &'a str,
+        /// `live` or `replay`.
+        lane: &'a str,
+        /// The WAITAOF clause, or empty.
+        disk: &'a str,
+    },
+    /// `wanted` of `connected` replicas confirm (INFO).
+    Replicas {
+        /// The Redis, as shown.
+        redis: &'a str,
+        /// `live` or `replay`.
+        lane: &'a str,
+        /// Replicas connected.
+        connected: u32,
+        /// Replicas waited for.
+        wanted: u32,
+        /// The WAITAOF clause, or empty.
+        disk: &'a str,
+    },
+    /// Fewer replicas are connected than before (WARN).
+    ReplicasLeft {
+        /// The Redis, as shown.
+        redis: &'a str,
+        /// `live` or `replay`.
+        lane: &'a str,
+        /// Replicas connected now.
+        now: u32,
+        /// Before.
+        before: u32,
+    },
+}
+
+impl Confirmation<'_> {
+    /// Log it: WARN when replicas are not waited for or left, else INFO.
+    pub fn emit(self) {
+        match self {
+            Confirmation::Unwaited {
+                redis,
+                lane,
+                connected,
+            } => tracing::warn!(
+                target: "scangate::daemon::claimer",
+                redis = %redis, lane, replicas = connected,
+                "{connected} replicas are connected to the facility Redis, but min_replicas_ack = 0: claims count as decided before any replica has them, so a failover can lose committed picks from the facility ledger. Fix: remove min_replicas_ack (default \"auto\": every connected replica)"
+            ),
+            Confirmation::PrimaryOnly { redis, lane, disk } => tracing::info!(
+                target: "scangate::daemon::claimer",
+                redis = %redis, lane, replicas = 0,
+                "claims count as decided when the primary answers{disk}: no replica is connected (a replica attached later is waited for from the next check, at most a minute on; one that was not connected cannot safely be promoted)"
+            ),
+            Confirmation::Replicas {
+                redis,
+                lane,
+                connected,
+                wanted,
+                disk,
+            } => tracing::info!(
+                target: "scangate::daemon::claimer",
+                redis = %redis, lane, replicas = connected, wanted,
+                "claims count as decided once {wanted} of {connected} connected replicas confirmed them (WAIT){disk}; until then the scans wait as unresolved"
+            ),
+            Confirmation::ReplicasLeft {
+                redis,
+                lane,
+                now,
+                before,
+            } => tracing::warn!(
+                target: "scangate::daemon::claimer",
+                redis = %redis, lane, replicas = now, before,
+                "the facility Redis now reports {now} connected replicas, {before} before: claims are confirmed by {now} from now on. A replica that left cannot safely be promoted until it has caught up again; if the primary itself was cut off from its replicas (a network partition), claims it takes now are only in its own memory. Fix: bring the replica back (or set min_replicas_ack to a number to hold claims until that many confirm)"
+            ),
+        }
+    }
+}
+
+/// What the claimer could not record in the local database for `outbox
+/// status` (or its clock mapping); written again later.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Recording {
+    /// Whether the facility store answers (the claimer's).
+    FacilityState,
+    /// The start-up connection's clock sample (a lane's).
+    FirstClockSample,
+    /// A clock sample: captures are mapped through the earlier ones.
+    ClockSample,
+    /// The facility clock, for `outbox status`.
+    FacilityClock,
+    /// The scanner clones.
+    ScannerClones,
+    /// The facility ledger stream, for `status`.
+    LedgerStream,
+    /// The scans waiting for the clock.
+    WaitingForClock,
+}
+
+/// Recording something of the claimer's in the local database failed.
+pub struct RecordingFailed<'a> {
+    /// What.
+    pub what: Recording,
+    /// What SQLite said.
+    pub error: &'a dyn std::fmt::Display,
+}
+
+impl RecordingFailed<'_> {
+    /// Log it (WARN).
+    pub fn emit(self) {
+        let e = self.error;
+        match self.what {
+            Recording::FacilityState => tracing::warn!(
+                target: "scangate::daemon::claimer",
+                "recording the facility store's state for `outbox status` failed: {e}"
+            ),
+            Recording::FirstClockSample => tracing::warn!(
+                target: "scangate::daemon::claimer::lane",
+                "recording the facility clock sample failed: {e}"
+            ),
+            Recording::ClockSample => tracing::warn!(
+                target: "scangate::daemon::claimer::lane",
+                "recording the facility clock sample failed: {e}; captures are mapped through the earlier ones"
+            ),
+            Recording::FacilityClock => tracing::warn!(
+                target: "scangate::daemon::claimer::lane",
+                "recording the facility clock for `outbox status` failed: {e}"
+            ),
+            Recording::ScannerClones => tracing::warn!(
+                target: "scangate::daemon::claimer::lane",
+                "recording the scanner clones for `outbox status` failed: {e}"
+            ),
+            Recording::LedgerStream => tracing::warn!(
+                target: "scangate::daemon::claimer::lane",
+                "recording the facility ledger stream for `status` failed: {e}"
+            ),
+            Recording::WaitingForClock => tracing::warn!(
+                target: "scangate::daemon::claimer::lane",
+                "recording the scans waiting for the clock for `outbox status` failed: {e}"
+            ),
+        }
+    }
+}
+
+/// The claimer's trim step of the facility ledger stream.
+pub enum LedgerTrim<'a> {
+    /// Trimming failed (WARN), tried again in `every`.
+    Failed {
+        /// The Redis, as shown.
+        redis: &'a str,
+        /// The stream's key.
+        stream: &'a str,
+        /// Why.
+        error: &'a dyn std::fmt::Display,
+        /// Until the next attempt.
+        every: Duration,
+    },
+    /// No consumer group reads it: it is never trimmed (WARN).
+    NoGroup {
+        /// The Redis, as shown.
+        redis: &'a str,
+        /// The stream's key.
+        stream: &'a str,
+        /// Its length.
+        entries: u64,
+    },
+    /// A consumer group reads it now (INFO).
+    GroupReads {
+        /// The Redis, as shown.
+        redis: &'a str,
+        /// How many groups.
+        groups: usize,
+    },
+    /// Acknowledged entries were trimmed (INFO).
+    Trimmed {
+        /// The Redis, as shown.
+        redis: &'a str,
+        /// How many.
+        trimmed: u64,
+        /// How many are left.
+        entries: u64,
+    },
+}
+
+impl LedgerTrim<'_> {
+    /// Log it: WARN when it failed or nobody reads the stream, else INFO.
+    pub fn emit(self) {
+        match self {
+            LedgerTrim::Failed {
+                redis,
+                stream,
+                error,
+                every,
+            } => tracing::warn!(
+                target: "scangate::daemon::claimer::lane",
+                redis = %redis,
+                "trimming the facility ledger stream {stream} failed: {error}; tried again in {every:?}"
+            ),
+            LedgerTrim::NoGroup {
+                redis,
+                stream,
+                entries,
+            } => tracing::warn!(
+                target: "scangate::daemon::claimer::lane",
+                redis = %redis, stream = %stream, entries,
+                "no consumer group reads the facility ledger stream {stream}: it is never trimmed, and the facility Redis's memory grows with every pick ({entries} entries) until it refuses claims. Fix: have the inventory system read it with a consumer group, e.g. `scangate ledger export --follow --group inventory` (docs/design.md, \"Ledger consumers and trimming\")"
+            ),
+            LedgerTrim::GroupReads { redis, groups } => tracing::info!(
+                target: "scangate::daemon::claimer::lane",
+                redis = %redis, groups,
+                "a consumer group reads the facility ledger stream now: acknowledged entries are trimmed"
+            ),
+            LedgerTrim::Trimmed {
+                redis,
+                trimmed,
+                entries,
+            } => tracing::info!(
+                target: "scangate::daemon::claimer::lane",
+                redis = %redis, trimmed, entries,
+                "trimmed {trimmed} entries every consumer group had acknowledged from the facility ledger stream; {entries} left"
+            ),
+        }
+    }
+}
+
+/// The facility Redis refuses this gateway's credentials (ERROR): scans
+/// wait as unresolved.
+pub struct FacilityRefuses<'a> {
+    /// The Redis, as shown.
+    pub redis: &'a str,
+    /// `live` or `replay`.
+    pub lane: &'a str,
+    /// What it said.
+    pub reason: &'a str,
+}
+
+impl FacilityRefuses<'_> {
+    /// Log it (ERROR).
+    pub fn emit(self) {
+        let reason = self.reason;
+        tracing::error!(
+            target: "scangate::daemon::claimer::lane",
+            redis = %self.redis, lane = self.lane,
+            "facility Redis refuses this gateway: {reason}. Scans are kept in the outbox as unresolved (`scangate status` shows the gateway degraded), and claimed in capture order once it lets this gateway in again"
+        );
+    }
+}
+
+/// The facility store lost data: the reconciliation's course (WARN).
+pub enum Reconcile<'a> {
+    /// A commit of this gateway's is missing: re-publishing begins.
+    Begins {
+        /// The Redis, as shown.
+        redis: &'a str,
+        /// `live` or `replay`.
+        lane: &'a str,
+        /// The commit found missing.
+        lost: &'a str,
+        /// The retention horizon (hours).
+        hours: i64,
+    },
+    /// It is done.
+    Done {
+        /// The Redis, as shown.
+        redis: &'a str,
+        /// `live` or `replay`.
+        lane: &'a str,
+        /// What it did.
+        done: &'a crate::outbox::Reconciliation,
+    },
+    /// It failed; tried again at the next claim.
+    Failed {
+        /// The Redis, as shown.
+        redis: &'a str,
+        /// `live` or `replay`.
+        lane: &'a str,
+        /// Why.
+        error: &'a dyn std::fmt::Display,
+    },
+    /// A committed scan of the ledger is not in the outbox.
+    NotInOutbox {
+        /// The scan.
+        scan: &'a str,
+    },
+    /// A conflict: both gateways committed one label.
+    Conflict {
+        /// This gateway's scan.
+        scan: &'a str,
+        /// The other's.
+        other_scan: &'a str,
+        /// The other gateway, if known.
+        other_gateway: Option<&'a str>,
+        /// How the other gateway is named in prose (`gateway g-2`).
+        by: &'a str,
+    },
+    /// Another gateway's reconciliation found conflicts with this one's.
+    ConflictsNoticed {
+        /// The Redis, as shown.
+        redis: &'a str,
+        /// How many.
+        conflicts: usize,
+    },
+    /// The conflicts stream could not be read; read again in `every`.
+    NoticesUnreadable {
+        /// The Redis, as shown.
+        redis: &'a str,
+        /// Why.
+        error: &'a dyn std::fmt::Display,
+        /// Until the next read.
+        every: Duration,
+    },
+}
+
+impl Reconcile<'_> {
+    /// Log it (WARN).
+    pub fn emit(self) {
+        match self {
+            Reconcile::Begins {
+                redis,
+                lane,
+                lost,
+                hours,
+            } => tracing::warn!(
+                target: "scangate::daemon::claimer::lane",
+                redis = %redis, lane, lost,
+                "facility Redis {redis} has lost data: this gateway's commit {lost} is not there (emptied or replaced, a lagging replica promoted, or an older backup restored). Re-publishing this gateway's commits of the last {hours} h before claiming new scans"
+            ),
+            Reconcile::Done { redis, lane, done } => tracing::warn!(
+                target: "scangate::daemon::claimer::lane",
+                redis = %redis, lane, republished = done.republished, conflicts = done.conflicts, took_ms = done.took_ms,
+                "reconciled with facility Redis {redis}: re-published {} commits of this gateway in {} ms (each keeps its scan UUID: ledger consumers dedup by it); {} conflict(s){}. New scans are claimed again",
+                done.republished, done.took_ms, done.conflicts,
+                if done.conflicts > 0 { ": picks another gateway committed too while the store had lost data (see `scangate outbox status`)" } else { "" }
+            ),
+            Reconcile::Failed { redis, lane, error } => tracing::warn!(
+                target: "scangate::daemon::claimer::lane",
+                redis = %redis, lane,
+                "reconciling with facility Redis {redis} failed: {error}. No new scan is claimed until it succeeds; it is tried again at the next claim"
+            ),
+            Reconcile::NotInOutbox { scan } => tracing::warn!(
+                target: "scangate::daemon::claimer::reconcile",
+                scan = %scan,
+                "committed scan {scan} is in this gateway's ledger but not in its outbox: it cannot be re-published (run `scangate audit verify`)"
+            ),
+            Reconcile::Conflict {
+                scan,
+                other_scan,
+                other_gateway,
+                by,
+            } => {
+                tracing::warn!(
+                    target: "scangate::daemon::claimer::reconcile",
+                    scan = %scan, other_scan = %other_scan, other_gateway = other_gateway.unwrap_or("unknown"),
+                    "conflict: this gateway's committed scan {scan} and {by}'s scan {other_scan} were both committed as picks of one label while the facility store had lost data; the facility ledger keeps one entry, but both gateways' ledgers have theirs. Check which is right and correct the ledger by hand (`scangate audit trace {scan}`)"
+                );
+            }
+            Reconcile::ConflictsNoticed { redis, conflicts } => tracing::warn!(
+                target: "scangate::daemon::claimer::lane",
+                redis = %redis, conflicts,
+                "another gateway's reconciliation found {conflicts} conflict(s) with this gateway's commits (see above, `scangate outbox status` and `scangate audit trace <scan>`)"
+            ),
+            Reconcile::NoticesUnreadable {
+                redis,
+                error,
+                every,
+            } => tracing::warn!(
+                target: "scangate::daemon::claimer::lane",
+                redis = %redis,
+                "reading the facility's conflicts stream failed: {error}; read again in {every:?}"
+            ),
+        }
+    }
+}
+
+/// Over which time an ACK latency summary runs ([`AckLatency`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AckSpan {
+    /// The last report interval.
+    Last(Duration),
+    /// Since start (told when the scanner's task ends).
+    SinceStart,
+}
+
+/// A serial scanner's ACK latency summary (INFO, target
+/// `scangate::ack_latency`; the histogram is `scangate_ack_latency_seconds`,
+/// observed by [`Acked`]).
+pub struct AckLatency<'a> {
+    /// The scanner's name.
+    pub scanner: &'a str,
+    /// NAKs written in the span.
+    pub naks: u64,
+    /// The span.
+    pub span: AckSpan,
+    /// The latency summary.
+    pub summary: &'a dyn std::fmt::Display,
+}
+
+impl AckLatency<'_> {
+    /// Log it (INFO).
+    pub fn emit(self) {
+        let (scanner, naks, summary) = (self.scanner, self.naks, self.summary);
+        match self.span {
+            AckSpan::Last(every) => tracing::info!(
+                target: "scangate::ack_latency",
+                scanner, naks,
+                "ACK latency (frame end read -> ACK written), last {}s: {summary}",
+                every.as_secs()
+            ),
+            AckSpan::SinceStart => tracing::info!(
+                target: "scangate::ack_latency",
+                scanner = %scanner, naks,
+                "ACK latency (frame end read -> ACK written) since start: {summary}"
+            ),
+        }
+    }
+}
+
+/// A scanner's device could not be opened or written, or its reader not
+/// started.
+pub enum SourceFailed<'a> {
+    /// A serial device did not open (WARN; told once per reason).
+    SerialOpen {
+        /// The scanner's name.
+        scanner: &'a str,
+        /// The device path.
+        device: &'a str,
+        /// Why.
+        error: &'a str,
+        /// The back-off's longest wait.
+        every: Duration,
+    },
+    /// Writing a NAK failed (WARN).
+    Nak {
+        /// The scanner's name.
+        scanner: &'a str,
+        /// Why.
+        error: &'a dyn std::fmt::Display,
+    },
+    /// A HID device did not open (WARN; told once per reason).
+    HidOpen {
+        /// The scanner's name.
+        scanner: &'a str,
+        /// `pos` or `keyboard`.
+        mode: &'a str,
+        /// Why.
+        error: &'a dyn std::fmt::Display,
+        /// What is done about it.
+        hint: &'a str,
+        /// The back-off's longest wait.
+        every: Duration,
+    },
+    /// The HID reader thread did not start (ERROR).
+    HidThread {
+        /// The scanner's name.
+        scanner: &'a str,
+        /// Why.
+        error: &'a dyn std::fmt::Display,
+    },
+}
+
+impl SourceFailed<'_> {
+    /// Log it: ERROR when the HID reader did not start, else WARN.
+    pub fn emit(self) {
+        match self {
+            SourceFailed::SerialOpen {
+                scanner,
+                device,
+                error,
+                every,
+            } => tracing::warn!(
+                target: "scangate::source::serial",
+                scanner = %scanner, device = %device,
+                "cannot open scanner: {error}; retrying every {}s at most, and as soon as the device \
+                 appears. Check the cable, the udev rule for /dev/scangate/{scanner} and the service \
+                 user's access (dialout group)",
+                every.as_secs()
+            ),
+            SourceFailed::Nak { scanner, error } => tracing::warn!(
+                target: "scangate::source::serial",
+                scanner = %scanner,
+                "writing NAK failed: {error}"
+            ),
+            SourceFailed::HidOpen {
+                scanner,
+                mode,
+                error,
+                hint,
+                every,
+            } => tracing::warn!(
+                target: "scangate::source::hid",
+                scanner = %scanner, mode,
+                "cannot open HID scanner: {error}; {hint} (checked every {}s at most)",
+                every.as_secs()
+            ),
+            SourceFailed::HidThread { scanner, error } => tracing::error!(
+                target: "scangate::source::hid",
+                scanner = %scanner,
+                "cannot start the HID reader thread: {error}"
+            ),
+        }
+    }
+}
+
+/// A keyboard-wedge scanner's evdev nodes grabbed, or not (target
+/// `scangate::source::hid::device`).
+pub enum HidGrab<'a> {
+    /// No evdev node was found to grab (ERROR).
+    NoNode {
+        /// The scanner's name.
+        scanner: &'a str,
+        /// The hidraw device.
+        device: &'a std::path::Path,
+        /// Its name under /sys/class/hidraw.
+        name: &'a str,
+    },
+    /// A node could not be grabbed (ERROR).
+    Failed {
+        /// The scanner's name.
+        scanner: &'a str,
+        /// The node.
+        node: &'a std::path::Path,
+        /// Why.
+        why: &'a dyn std::fmt::Display,
+    },
+    /// These nodes are grabbed (INFO).
+    Grabbed {
+        /// The scanner's name.
+        scanner: &'a str,
+        /// The nodes.
+        nodes: &'a [&'a std::path::Path],
+    },
+}
+
+impl HidGrab<'_> {
+    /// Log it: ERROR when a node is not grabbed, else INFO.
+    pub fn emit(self) {
+        match self {
+            HidGrab::NoNode {
+                scanner,
+                device,
+                name,
+            } => tracing::error!(
+                target: "scangate::source::hid::device",
+                scanner, device = %device.display(),
+                "SECURITY: found no evdev node of this keyboard-wedge scanner to grab; if the kernel \
+                 created one, every scan is also typed into the console / login prompt. Check /sys/class/hidraw/{name}"
+            ),
+            HidGrab::Failed { scanner, node, why } => tracing::error!(
+                target: "scangate::source::hid::device",
+                scanner, node = %node.display(),
+                "SECURITY: cannot grab (EVIOCGRAB) {}: {why}; this scanner's keystrokes also reach the \
+                 console, login prompt or desktop. Give the service user read access to the event node \
+                 (udev rule) and make sure no other program grabs it. Scanning continues.",
+                node.display()
+            ),
+            HidGrab::Grabbed { scanner, nodes } => tracing::info!(
+                target: "scangate::source::hid::device",
+                scanner, nodes = ?nodes,
+                "keyboard-wedge scanner grabbed: its keystrokes go only to scangate"
+            ),
+        }
+    }
+}
+
+/// A stage that has work made no progress within its bound, or makes
+/// progress again (the watchdog's view, target `scangate::notify`).
+pub enum Wedge<'a> {
+    /// No progress for `bound`: the watchdog pings stop (ERROR).
+    Stuck {
+        /// The stage.
+        stage: &'a str,
+        /// Its bound.
+        bound: Duration,
+    },
+    /// It makes progress again (INFO).
+    Moves {
+        /// The stage.
+        stage: &'a str,
+    },
+}
+
+impl Wedge<'_> {
+    /// Log it: ERROR when stuck, INFO when it moves again.
+    pub fn emit(self) {
+        match self {
+            Wedge::Stuck { stage, bound } => tracing::error!(
+                target: "scangate::notify",
+                stage,
+                "the {stage} has made no progress for {bound:?} while it has work: the watchdog pings stop, so systemd restarts scangate (scans are safe in the outbox)"
+            ),
+            Wedge::Moves { stage } => tracing::info!(
+                target: "scangate::notify",
+                stage,
+                "the {stage} makes progress again; watchdog pings resume"
+            ),
+        }
+    }
+}
+
+/// `ledger export --follow` with a consumer group (target
+/// `scangate::facility::stream`).
+pub enum LedgerFollow<'a> {
+    /// The group was created, reading from the first entry (INFO).
+    GroupCreated {
+        /// The stream's key.
+        stream: &'a str,
+        /// The group.
+        group: &'a str,
+    },
+    /// Following failed; it reconnects after `wait` (WARN).
+    Failed {
+        /// The group.
+        group: &'a str,
+        /// The consumer.
+        consumer: &'a str,
+        /// Why.
+        error: &'a dyn std::fmt::Display,
+        /// Until it reconnects.
+        wait: Duration,
+    },
+}
+
+impl LedgerFollow<'_> {
+    /// Log it: INFO when the group is created, WARN when following failed.
+    pub fn emit(self) {
+        match self {
+            LedgerFollow::GroupCreated { stream, group } => tracing::info!(
+                target: "scangate::facility::stream",
+                stream = %stream, group,
+                "consumer group created on the facility ledger stream, reading from its first entry"
+            ),
+            LedgerFollow::Failed {
+                group,
+                consumer,
+                error,
+                wait,
+            } => tracing::warn!(
+                target: "scangate::facility::stream",
+                group,
+                consumer,
+                "following the facility ledger stream as consumer {consumer:?} of group {group:?} failed: {error}; reconnecting in {wait:?} (entries printed and not acknowledged are printed again)"
+            ),
+        }
+    }
+}
+
+/// A database older than state identities takes its state directory's
+/// (WARN, target `scangate::store`).
+pub struct StateIdentityAdopted<'a> {
+    /// The database.
+    pub db: &'a std::path::Path,
+    /// The identity it takes.
+    pub state_id: &'a str,
+}
+
+impl StateIdentityAdopted<'_> {
+    /// Log it (WARN).
+    pub fn emit(self) {
+        tracing::warn!(
+            target: "scangate::store",
+            db = %self.db.display(), state_id = %self.state_id,
+            "the database has no state identity (written before identities): it takes this state directory's"
+        );
+    }
+}
+
+/// The state directory's disk space runs short of `[outbox]
+/// warn_days_left`, or lasts again (target `scangate::metrics`; the gauges
+/// are sampled with it).
+pub enum DiskSpace<'a> {
+    /// It runs short (WARN): what the sampler says.
+    Short {
+        /// The warning.
+        warning: &'a dyn std::fmt::Display,
+    },
+    /// It lasts longer than `warn_days_left` again (INFO).
+    Lasts,
+}
+
+impl DiskSpace<'_> {
+    /// Log it: WARN when short, INFO when it lasts again.
+    pub fn emit(self) {
+        match self {
+            DiskSpace::Short { warning } => {
+                tracing::warn!(target: "scangate::metrics", "disk space: {warning}")
+            }
+            DiskSpace::Lasts => tracing::info!(
+                target: "scangate::metrics",
+                "disk space: the state directory lasts longer than [outbox] warn_days_left again"
+            ),
+        }
+    }
+}
+
+/// Where serving the metrics failed ([`MetricsFailed`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MetricsStep {
+    /// Sampling the database for the metrics and the status file (ERROR,
+    /// target `scangate::metrics`).
+    Sampling,
+    /// Accepting a connection on `[metrics] listen` (WARN, target
+    /// `scangate::metrics::http`).
+    Accept,
+}
+
+/// Sampling or serving the metrics failed (retried).
+pub struct MetricsFailed<'a> {
+    /// Where.
+    pub step: MetricsStep,
+    /// Why.
+    pub error: &'a dyn std::fmt::Display,
+}
+
+impl MetricsFailed<'_> {
+    /// Log it: ERROR when sampling failed, WARN when accepting did.
+    pub fn emit(self) {
+        let e = self.error;
+        match self.step {
+            MetricsStep::Sampling => {
+                tracing::error!(target: "scangate::metrics", "metrics/status sampling failed: {e}")
+            }
+            MetricsStep::Accept => tracing::warn!(
+                target: "scangate::metrics::http",
+                "[metrics] listen: accept failed: {e}"
+            ),
+        }
+    }
+}
+
+/// An audit record could not be parsed and is left out of what was read
+/// (WARN, target `scangate::audit`).
+pub struct AuditRecordUnreadable<'a> {
+    /// Its position.
+    pub seq: i64,
+    /// Why.
+    pub error: &'a dyn std::fmt::Display,
+}
+
+impl AuditRecordUnreadable<'_> {
+    /// Log it (WARN).
+    pub fn emit(self) {
+        tracing::warn!(
+            target: "scangate::audit",
+            "audit record {} is unreadable ({}) and left out; run `scangate audit verify`",
+            self.seq, self.error
+        );
     }
 }
 
@@ -1128,5 +2391,340 @@ mod tests {
         }
         let logs = logged(|| CheckpointFailed { db, error: &e }.emit());
         assert_eq!(one(&logs).level, tracing::Level::WARN);
+    }
+
+    #[test]
+    fn lifecycle_events_log_once_with_their_fields() {
+        let db = std::path::Path::new("/var/lib/scangate/scangate.db");
+        let logs = logged(|| {
+            Starting {
+                db,
+                facility: "f-1",
+                gateway: "g-1",
+                scanners: 2,
+                window_ms: 3000,
+                facility_redis: false,
+            }
+            .emit()
+        });
+        let l = one(&logs);
+        assert_eq!(
+            (
+                l.level,
+                l.field("message"),
+                l.field("store"),
+                l.field("scanners")
+            ),
+            (
+                tracing::Level::INFO,
+                Some("scangate starting"),
+                Some("embedded"),
+                Some("2")
+            )
+        );
+        assert_eq!(l.target, "scangate::daemon");
+        let stats = crate::gate::GateStats {
+            committed: 5,
+            ..Default::default()
+        };
+        let logs = logged(|| Lifecycle::Stopped { stats: &stats }.emit());
+        assert_eq!(
+            (one(&logs).level, one(&logs).field("committed")),
+            (tracing::Level::INFO, Some("5"))
+        );
+        let logs = logged(|| {
+            Lifecycle::StopExtended {
+                line: "stopping: draining for 3 s",
+                by: Duration::from_secs(10),
+            }
+            .emit()
+        });
+        assert_eq!(
+            one(&logs).field("message"),
+            Some("stopping: draining for 3 s; the stop timeout is extended by 10s")
+        );
+        let logs = logged(|| StartWarning::NoFacilityStore { waiting: 4 }.emit());
+        assert_eq!(
+            (one(&logs).level, one(&logs).field("scans")),
+            (tracing::Level::WARN, Some("4"))
+        );
+        let logs = logged(|| {
+            StageFailed::Panicked {
+                stage: &"outbox writer",
+                why: "panicked: boom",
+            }
+            .emit()
+        });
+        assert_eq!(
+            (one(&logs).level, one(&logs).field("message")),
+            (
+                tracing::Level::ERROR,
+                Some("the outbox writer panicked: boom")
+            )
+        );
+        let logs = logged(|| {
+            StageFailed::Corrupt {
+                db,
+                detail: "bad page",
+                stopping: true,
+            }
+            .emit()
+        });
+        assert_eq!(one(&logs).field("db"), Some(db.to_str().unwrap()));
+        assert_eq!(
+            one(&logged(|| StageFailed::AnchorThreadPanicked.emit())).level,
+            tracing::Level::WARN
+        );
+    }
+
+    #[test]
+    fn a_reload_sets_the_scanners_and_a_refusal_names_the_keys() {
+        let t = telemetry();
+        let names = ["counter-1".to_string(), "counter-2".to_string()];
+        let logs = logged(|| {
+            Reloaded {
+                added: 1,
+                removed: 0,
+                changed: 0,
+                described: "added counter-2",
+                scanners: &names,
+            }
+            .emit(&t)
+        });
+        let l = one(&logs);
+        assert_eq!(
+            (l.level, l.target.as_str(), l.field("added")),
+            (tracing::Level::INFO, "scangate::reload", Some("1"))
+        );
+        assert_eq!(
+            value(&t, "scangate_scanner_up{scanner=\"counter-2\"}"),
+            Some(0.0)
+        );
+        let keys = ["gateway.id".to_string()];
+        let logs = logged(|| ReloadRefused::NeedsRestart { keys: &keys }.emit());
+        assert_eq!(
+            (one(&logs).level, one(&logs).field("keys")),
+            (tracing::Level::WARN, Some("gateway.id"))
+        );
+        let e = "expected `=`";
+        let logs = logged(|| {
+            ReloadRefused::ConfigError {
+                at: " (line 3)",
+                error: &e,
+                scanners: 1,
+            }
+            .emit()
+        });
+        assert_eq!(one(&logs).level, tracing::Level::ERROR);
+    }
+
+    #[test]
+    fn claimer_events_keep_their_module_targets_and_levels() {
+        let info = crate::facility::ServerInfo {
+            version: "7.2.4".into(),
+            maxmemory_policy: "noeviction".into(),
+            appendonly: "yes".into(),
+            save: String::new(),
+            role: "master".into(),
+            connected_replicas: 1,
+            has_waitaof: true,
+        };
+        let logs = logged(|| {
+            FacilityConnected {
+                redis: "redis://f:6379/",
+                server: "f:6379",
+                lane: "live",
+                info: &info,
+            }
+            .emit()
+        });
+        let l = one(&logs);
+        assert_eq!(
+            (
+                l.level,
+                l.target.as_str(),
+                l.field("replicas"),
+                l.field("role")
+            ),
+            (
+                tracing::Level::INFO,
+                "scangate::daemon::claimer",
+                Some("1"),
+                Some("master")
+            )
+        );
+        let unwaited = logged(|| {
+            Confirmation::Unwaited {
+                redis: "r",
+                lane: "live",
+                connected: 2,
+            }
+            .emit()
+        });
+        assert_eq!(one(&unwaited).level, tracing::Level::WARN);
+        let e = "disk I/O error";
+        for (what, target) in [
+            (Recording::FacilityState, "scangate::daemon::claimer"),
+            (Recording::LedgerStream, "scangate::daemon::claimer::lane"),
+        ] {
+            let logs = logged(|| RecordingFailed { what, error: &e }.emit());
+            assert_eq!(
+                (one(&logs).level, one(&logs).target.as_str()),
+                (tracing::Level::WARN, target)
+            );
+        }
+        let done = crate::outbox::Reconciliation {
+            at_ms: 0,
+            lost_marker: "m".into(),
+            republished: 12,
+            conflicts: 1,
+            took_ms: 30,
+        };
+        let logs = logged(|| {
+            Reconcile::Done {
+                redis: "r",
+                lane: "replay",
+                done: &done,
+            }
+            .emit()
+        });
+        assert_eq!(one(&logs).field("republished"), Some("12"));
+        assert!(
+            one(&logs)
+                .field("message")
+                .unwrap()
+                .contains("1 conflict(s): picks")
+        );
+        let logs = logged(|| {
+            Reconcile::Conflict {
+                scan: "u-1",
+                other_scan: "u-2",
+                other_gateway: None,
+                by: "another gateway",
+            }
+            .emit()
+        });
+        assert_eq!(
+            (
+                one(&logs).target.as_str(),
+                one(&logs).field("other_gateway")
+            ),
+            ("scangate::daemon::claimer::reconcile", Some("unknown"))
+        );
+        let refused = logged(|| {
+            FacilityRefuses {
+                redis: "r",
+                lane: "live",
+                reason: "WRONGPASS",
+            }
+            .emit()
+        });
+        assert_eq!(one(&refused).level, tracing::Level::ERROR);
+        let trimmed = logged(|| {
+            LedgerTrim::Trimmed {
+                redis: "r",
+                trimmed: 5,
+                entries: 7,
+            }
+            .emit()
+        });
+        assert_eq!(
+            (one(&trimmed).level, one(&trimmed).field("trimmed")),
+            (tracing::Level::INFO, Some("5"))
+        );
+    }
+
+    #[test]
+    fn source_and_watchdog_events_log_once_with_their_fields() {
+        let h = "p50 1 ms";
+        let logs = logged(|| {
+            AckLatency {
+                scanner: "counter-1",
+                naks: 2,
+                span: AckSpan::Last(Duration::from_secs(60)),
+                summary: &h,
+            }
+            .emit()
+        });
+        let l = one(&logs);
+        assert_eq!(
+            (l.target.as_str(), l.field("naks"), l.field("scanner")),
+            ("scangate::ack_latency", Some("2"), Some("counter-1"))
+        );
+        assert!(l.field("message").unwrap().contains("last 60s: p50 1 ms"));
+        let logs = logged(|| {
+            HidGrab::NoNode {
+                scanner: "counter-1",
+                device: std::path::Path::new("/dev/hidraw0"),
+                name: "hidraw0",
+            }
+            .emit()
+        });
+        assert_eq!(
+            (one(&logs).level, one(&logs).target.as_str()),
+            (tracing::Level::ERROR, "scangate::source::hid::device")
+        );
+        let e = "permission denied";
+        let logs = logged(|| {
+            SourceFailed::SerialOpen {
+                scanner: "counter-1",
+                device: "/dev/ttyUSB0",
+                error: e,
+                every: Duration::from_secs(5),
+            }
+            .emit()
+        });
+        assert_eq!(
+            (one(&logs).level, one(&logs).field("device")),
+            (tracing::Level::WARN, Some("/dev/ttyUSB0"))
+        );
+        let logs = logged(|| {
+            Wedge::Stuck {
+                stage: "outbox writer",
+                bound: Duration::from_secs(30),
+            }
+            .emit()
+        });
+        assert_eq!(
+            (one(&logs).level, one(&logs).field("stage")),
+            (tracing::Level::ERROR, Some("outbox writer"))
+        );
+        assert_eq!(
+            one(&logged(|| Wedge::Moves {
+                stage: "outbox writer"
+            }
+            .emit()))
+            .level,
+            tracing::Level::INFO
+        );
+        let w = "2 days left";
+        assert_eq!(
+            one(&logged(|| DiskSpace::Short { warning: &w }.emit())).level,
+            tracing::Level::WARN
+        );
+        assert_eq!(
+            one(&logged(|| DiskSpace::Lasts.emit())).level,
+            tracing::Level::INFO
+        );
+        for (step, level, target) in [
+            (
+                MetricsStep::Sampling,
+                tracing::Level::ERROR,
+                "scangate::metrics",
+            ),
+            (
+                MetricsStep::Accept,
+                tracing::Level::WARN,
+                "scangate::metrics::http",
+            ),
+        ] {
+            let logs = logged(|| MetricsFailed { step, error: &e }.emit());
+            assert_eq!(
+                (one(&logs).level, one(&logs).target.as_str()),
+                (level, target)
+            );
+        }
+        let logs = logged(|| AuditRecordUnreadable { seq: 9, error: &e }.emit());
+        assert_eq!(one(&logs).target, "scangate::audit");
     }
 }

@@ -756,13 +756,11 @@ pub async fn run(telemetry: Telemetry, publish: Publish, mut stop: Stop) {
                 store = held;
                 match short {
                     Some(Some(w)) if !warned => {
-                        tracing::warn!("disk space: {w}");
+                        crate::events::DiskSpace::Short { warning: &w }.emit();
                         warned = true;
                     }
                     Some(None) if warned => {
-                        tracing::info!(
-                            "disk space: the state directory lasts longer than [outbox] warn_days_left again"
-                        );
+                        crate::events::DiskSpace::Lasts.emit();
                         warned = false;
                     }
                     _ => {}
@@ -778,7 +776,11 @@ pub async fn run(telemetry: Telemetry, publish: Publish, mut stop: Stop) {
                     last_error = joined;
                 }
             }
-            Err(e) => tracing::error!("metrics/status sampling failed: {e}"),
+            Err(e) => crate::events::MetricsFailed {
+                step: crate::events::MetricsStep::Sampling,
+                error: &e,
+            }
+            .emit(),
         }
         let wait =
             STATUS_EVERY.min(next_sample.saturating_duration_since(tokio::time::Instant::now()));

@@ -232,19 +232,16 @@ impl Watch {
         }
         for name in &wedged {
             if !self.wedged.contains(name) {
-                tracing::error!(
-                    stage = name,
-                    "the {name} has made no progress for {:?} while it has work: the watchdog pings stop, so systemd restarts scangate (scans are safe in the outbox)",
-                    self.bound_of(name)
-                );
+                crate::events::Wedge::Stuck {
+                    stage: name,
+                    bound: self.bound_of(name),
+                }
+                .emit();
             }
         }
         for name in &self.wedged {
             if !wedged.contains(name) {
-                tracing::info!(
-                    stage = name,
-                    "the {name} makes progress again; watchdog pings resume"
-                );
+                crate::events::Wedge::Moves { stage: name }.emit();
             }
         }
         self.wedged = wedged;

@@ -18,7 +18,7 @@
 //! signalled.
 
 use super::supervisor::StageResult;
-use crate::events::SweepStep;
+use crate::events::{SweepStep, Swept};
 use crate::shutdown::Stop;
 use crate::store::{Store, StoreError};
 use std::time::Duration;
@@ -44,7 +44,7 @@ pub fn run(mut store: Store, keeps: Keep, stop: Stop) -> StageResult {
     loop {
         match Store::check_pages(&db) {
             Ok(()) => {
-                tracing::info!(db = %db.display(), "database integrity check passed");
+                Swept::IntegrityPassed { db: &db }.emit();
                 break;
             }
             Err(StoreError::Corrupt { path, detail }) => {
@@ -87,23 +87,21 @@ pub fn run(mut store: Store, keeps: Keep, stop: Stop) -> StageResult {
                     wal_owed = !truncate_soon(&store, &mut keep_going);
                 }
                 if sweep.cleared > 0 {
-                    tracing::info!(
-                        cleared = sweep.cleared,
-                        keep_raw_hours = hours,
-                        wal_truncated = !wal_owed,
-                        "overwrote the raw bytes of {} scans decided more than {hours} h ago",
-                        sweep.cleared
-                    );
+                    Swept::RawCleared {
+                        cleared: sweep.cleared,
+                        keep_raw_hours: hours,
+                        wal_truncated: !wal_owed,
+                    }
+                    .emit();
                 }
                 if let Some(held) = sweep.held_by.filter(|h| h.captured_ms < now_ms - keep_ms) {
                     let age_h = (now_ms - held.captured_ms) / 3_600_000;
-                    tracing::warn!(
-                        seq = held.seq,
-                        state = %held.state,
-                        "outbox row {} has waited {age_h} h for a decision ({}); the raw bytes of it and of every later scan are kept until it is decided (see `scangate outbox status`)",
-                        held.seq,
-                        held.state
-                    );
+                    Swept::HeldBy {
+                        seq: held.seq,
+                        state: &held.state,
+                        age_h,
+                    }
+                    .emit();
                 }
                 if sweep.interrupted {
                     return StageResult::Done;
@@ -138,20 +136,28 @@ fn prune_outbox(
     let kept = match crate::ledger::scans_since(&store.conn, horizon) {
         Ok(scans) => scans.into_iter().map(|s| s.0).collect(),
         Err(e) => {
-            tracing::warn!(db = %store.path().display(), "removing decided outbox rows: cannot read the ledger: {e}; they stay until the next sweep in {SWEEP_EVERY:?}");
+            crate::events::SweepFailed {
+                db: store.path(),
+                step: SweepStep::ReadLedger { every: SWEEP_EVERY },
+                error: &e,
+            }
+            .emit();
             return false;
         }
     };
     match store.prune_decided(horizon, &kept, keep_going) {
         Ok(0) => {}
-        Ok(n) => tracing::info!(
-            removed = n,
-            "removed {n} decided outbox rows older than the dedup horizon ({} h); their audit records and ledger entries stay",
-            keep.as_secs() / 3600
-        ),
-        Err(e) => tracing::warn!(
-            "removing decided outbox rows failed: {e}; they stay until the next sweep in {SWEEP_EVERY:?}"
-        ),
+        Ok(n) => Swept::Pruned {
+            removed: n,
+            horizon_h: keep.as_secs() / 3600,
+        }
+        .emit(),
+        Err(e) => crate::events::SweepFailed {
+            db: store.path(),
+            step: SweepStep::Prune { every: SWEEP_EVERY },
+            error: &e,
+        }
+        .emit(),
     }
     !keep_going()
 }

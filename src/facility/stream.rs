@@ -239,7 +239,11 @@ pub fn follow(
     mut emit: impl FnMut(&[Entry]) -> std::io::Result<()>,
 ) -> Result<(), FacilityError> {
     if f.ensure_ledger_group(group)? {
-        tracing::info!(stream = %f.ledger_key(), group, "consumer group created on the facility ledger stream, reading from its first entry");
+        crate::events::LedgerFollow::GroupCreated {
+            stream: &f.ledger_key(),
+            group,
+        }
+        .emit();
     }
     let mut pending = true;
     loop {
@@ -289,11 +293,13 @@ pub fn follow_reconnecting(
             Err(e) => e,
         };
         let wait = pause.failed();
-        tracing::warn!(
+        crate::events::LedgerFollow::Failed {
             group,
             consumer,
-            "following the facility ledger stream as consumer {consumer:?} of group {group:?} failed: {failed}; reconnecting in {wait:?} (entries printed and not acknowledged are printed again)"
-        );
+            error: &failed,
+            wait,
+        }
+        .emit();
         std::thread::sleep(wait);
         conn = connect();
     }

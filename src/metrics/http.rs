@@ -62,7 +62,11 @@ pub async fn serve(listener: TcpListener, telemetry: Telemetry, mut stop: Stop) 
             }
             Err(e) => {
                 // E.g. out of file descriptors: wait a moment, go on.
-                tracing::warn!("[metrics] listen: accept failed: {e}");
+                crate::events::MetricsFailed {
+                    step: crate::events::MetricsStep::Accept,
+                    error: &e,
+                }
+                .emit();
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
         }

@@ -77,12 +77,13 @@ struct AckStats {
 impl AckStats {
     fn log_interval(&mut self, scanner: &str) {
         if self.interval.count() + self.interval_naks > 0 {
-            tracing::info!(
-                target: "scangate::ack_latency",
-                scanner, naks = self.interval_naks,
-                "ACK latency (frame end read -> ACK written), last {}s: {}",
-                REPORT_EVERY.as_secs(), self.interval
-            );
+            crate::events::AckLatency {
+                scanner,
+                naks: self.interval_naks,
+                span: crate::events::AckSpan::Last(REPORT_EVERY),
+                summary: &self.interval,
+            }
+            .emit();
         }
         self.interval.reset();
         self.interval_naks = 0;
@@ -117,13 +118,13 @@ pub async fn run(cfg: Scanner<SerialConfig>, out: ToOutbox, mut shutdown: Stop) 
             Err(e) => {
                 let msg = e.to_string();
                 if last_error.as_deref() != Some(msg.as_str()) {
-                    tracing::warn!(
-                        scanner = %cfg.name, device = %path,
-                        "cannot open scanner: {msg}; retrying every {}s at most, and as soon as the device \
-                         appears. Check the cable, the udev rule for /dev/scangate/{} and the service \
-                         user's access (dialout group)",
-                        BACKOFF_MAX.as_secs(), cfg.name
-                    );
+                    crate::events::SourceFailed::SerialOpen {
+                        scanner: &cfg.name,
+                        device: &path,
+                        error: &msg,
+                        every: BACKOFF_MAX,
+                    }
+                    .emit();
                     last_error = Some(msg);
                 }
                 wait_to_retry(&cfg.kind.path, seen, backoff.failed(), &mut shutdown).await;
@@ -178,11 +179,13 @@ pub async fn run(cfg: Scanner<SerialConfig>, out: ToOutbox, mut shutdown: Stop) 
         }
     }
     if stats.total.count() + stats.naks > 0 {
-        tracing::info!(
-            target: "scangate::ack_latency",
-            scanner = %cfg.name, naks = stats.naks,
-            "ACK latency (frame end read -> ACK written) since start: {}", stats.total
-        );
+        crate::events::AckLatency {
+            scanner: &cfg.name,
+            naks: stats.naks,
+            span: crate::events::AckSpan::SinceStart,
+            summary: &stats.total,
+        }
+        .emit();
     }
 }
 
@@ -423,7 +426,11 @@ async fn connection(
             let usable = scan.decoded.is_ok();
             if cfg.kind.ack && !usable {
                 if let Err(e) = port.write_all(&[NAK]).await {
-                    tracing::warn!(scanner = %cfg.name, "writing NAK failed: {e}");
+                    crate::events::SourceFailed::Nak {
+                        scanner: &cfg.name,
+                        error: &e,
+                    }
+                    .emit();
                 }
                 stats.naks += 1;
                 stats.interval_naks += 1;

@@ -429,10 +429,11 @@ impl Store {
             Some(db_id) => id.id = db_id.clone(),
             None => {
                 if id_file.is_some() {
-                    tracing::warn!(
-                        db = %self.path.display(), state_id = %id.id,
-                        "the database has no state identity (written before identities): it takes this state directory's"
-                    );
+                    crate::events::StateIdentityAdopted {
+                        db: &self.path,
+                        state_id: &id.id,
+                    }
+                    .emit();
                 }
                 let w = self.write()?;
                 put_meta(&w, identity::META_KEY, &id.id).map_err(|e| w.err(e))?;

@@ -26,6 +26,7 @@ use super::reconcile::{self, marker};
 use super::{Between, Link, Peers, Wake, backlog, publish};
 use crate::backoff::Backoff;
 use crate::capture::CaptureTime;
+use crate::events::{Reconcile, Recording};
 use crate::facility::{Facility, FacilityError, Outcome, Sent};
 use crate::gate::facility::{LaneKind, Picked, Round};
 use crate::gate::{Decision, Gate, GateStats, Verdict};
@@ -192,7 +193,11 @@ impl Lane {
             // The start-up connection's measurement (the live lane's; the
             // lanes' gates share what they learn).
             if let Err(e) = gate.learn_clock(&mut store, clock) {
-                tracing::warn!("recording the facility clock sample failed: {e}");
+                crate::events::RecordingFailed {
+                    what: Recording::FirstClockSample,
+                    error: &e,
+                }
+                .emit();
             }
         }
         let state = match first {
@@ -297,7 +302,11 @@ impl Lane {
         match self.link.connect_for(self.name()) {
             Ok(f) => {
                 if let Err(e) = self.store.set_scanner_clones(f.clones()) {
-                    tracing::warn!("recording the scanner clones for `outbox status` failed: {e}");
+                    crate::events::RecordingFailed {
+                        what: Recording::ScannerClones,
+                        error: &e,
+                    }
+                    .emit();
                 }
                 if let Some(clock) = f.clock().cloned() {
                     self.record_clock(&clock);
@@ -398,36 +407,48 @@ impl Lane {
         let stream = match f.trim_ledger(self.link.redis.ledger_keep_ms()) {
             Ok(s) => s,
             Err(e) => {
-                tracing::warn!(
-                    redis = %shown,
-                    "trimming the facility ledger stream {} failed: {e}; tried again in {TRIM_EVERY:?}",
-                    f.ledger_key()
-                );
+                crate::events::LedgerTrim::Failed {
+                    redis: shown,
+                    stream: &f.ledger_key(),
+                    error: &e,
+                    every: TRIM_EVERY,
+                }
+                .emit();
                 return;
             }
         };
         let none = stream.groups.is_empty();
         if self.no_group_warned != Some(none) {
             if none {
-                tracing::warn!(
-                    redis = %shown, stream = %f.ledger_key(), entries = stream.length,
-                    "no consumer group reads the facility ledger stream {}: it is never trimmed, and the facility Redis's memory grows with every pick ({} entries) until it refuses claims. Fix: have the inventory system read it with a consumer group, e.g. `scangate ledger export --follow --group inventory` (docs/design.md, \"Ledger consumers and trimming\")",
-                    f.ledger_key(), stream.length
-                );
+                crate::events::LedgerTrim::NoGroup {
+                    redis: shown,
+                    stream: &f.ledger_key(),
+                    entries: stream.length,
+                }
+                .emit();
             } else if self.no_group_warned.is_some() {
-                tracing::info!(redis = %shown, groups = stream.groups.len(), "a consumer group reads the facility ledger stream now: acknowledged entries are trimmed");
+                crate::events::LedgerTrim::GroupReads {
+                    redis: shown,
+                    groups: stream.groups.len(),
+                }
+                .emit();
             }
             self.no_group_warned = Some(none);
         }
         if stream.trimmed > 0 {
-            tracing::info!(
-                redis = %shown, trimmed = stream.trimmed, entries = stream.length,
-                "trimmed {} entries every consumer group had acknowledged from the facility ledger stream; {} left",
-                stream.trimmed, stream.length
-            );
+            crate::events::LedgerTrim::Trimmed {
+                redis: shown,
+                trimmed: stream.trimmed,
+                entries: stream.length,
+            }
+            .emit();
         }
         if let Err(e) = self.store.set_ledger_stream(&stream) {
-            tracing::warn!("recording the facility ledger stream for `status` failed: {e}");
+            crate::events::RecordingFailed {
+                what: Recording::LedgerStream,
+                error: &e,
+            }
+            .emit();
         }
     }
 
@@ -439,14 +460,17 @@ impl Lane {
         };
         match reconcile::read_notices(f, &mut self.store, self.gate.gateway()) {
             Ok(0) => {}
-            Ok(n) => tracing::warn!(
-                redis = %self.link.shown, conflicts = n,
-                "another gateway's reconciliation found {n} conflict(s) with this gateway's commits (see above, `scangate outbox status` and `scangate audit trace <scan>`)"
-            ),
-            Err(e) => tracing::warn!(
-                redis = %self.link.shown,
-                "reading the facility's conflicts stream failed: {e}; read again in {PROBE_EVERY:?}"
-            ),
+            Ok(n) => Reconcile::ConflictsNoticed {
+                redis: &self.link.shown,
+                conflicts: n,
+            }
+            .emit(),
+            Err(e) => Reconcile::NoticesUnreadable {
+                redis: &self.link.shown,
+                error: &e,
+                every: PROBE_EVERY,
+            }
+            .emit(),
         }
     }
 
@@ -468,11 +492,13 @@ impl Lane {
             return Err("facility Redis not connected".into());
         };
         let shown = &self.link.shown;
-        tracing::warn!(
-            redis = %shown, lane, lost,
-            "facility Redis {shown} has lost data: this gateway's commit {lost} is not there (emptied or replaced, a lagging replica promoted, or an older backup restored). Re-publishing this gateway's commits of the last {} h before claiming new scans",
-            retention_ms / 3_600_000
-        );
+        Reconcile::Begins {
+            redis: shown,
+            lane,
+            lost,
+            hours: retention_ms / 3_600_000,
+        }
+        .emit();
         let now_ms = self.gate.facility_now();
         match reconcile::reconcile(
             f,
@@ -484,20 +510,22 @@ impl Lane {
             &self.progress,
         ) {
             Ok(Some(r)) => {
-                tracing::warn!(
-                    redis = %shown, lane, republished = r.republished, conflicts = r.conflicts, took_ms = r.took_ms,
-                    "reconciled with facility Redis {shown}: re-published {} commits of this gateway in {} ms (each keeps its scan UUID: ledger consumers dedup by it); {} conflict(s){}. New scans are claimed again",
-                    r.republished, r.took_ms, r.conflicts,
-                    if r.conflicts > 0 { ": picks another gateway committed too while the store had lost data (see `scangate outbox status`)" } else { "" }
-                );
+                Reconcile::Done {
+                    redis: shown,
+                    lane,
+                    done: &r,
+                }
+                .emit();
                 Ok(())
             }
             Ok(None) => Ok(()),
             Err(e) => {
-                tracing::warn!(
-                    redis = %shown, lane,
-                    "reconciling with facility Redis {shown} failed: {e}. No new scan is claimed until it succeeds; it is tried again at the next claim"
-                );
+                Reconcile::Failed {
+                    redis: shown,
+                    lane,
+                    error: &e,
+                }
+                .emit();
                 Err(format!("reconciling with the facility store failed: {e}"))
             }
         }
@@ -524,12 +552,18 @@ impl Lane {
     /// and `outbox status` shows it.
     fn record_clock(&mut self, clock: &crate::facility::ClockSample) {
         if let Err(e) = self.gate.learn_clock(&mut self.store, clock) {
-            tracing::warn!(
-                "recording the facility clock sample failed: {e}; captures are mapped through the earlier ones"
-            );
+            crate::events::RecordingFailed {
+                what: Recording::ClockSample,
+                error: &e,
+            }
+            .emit();
         }
         if let Err(e) = self.store.set_facility_clock(clock) {
-            tracing::warn!("recording the facility clock for `outbox status` failed: {e}");
+            crate::events::RecordingFailed {
+                what: Recording::FacilityClock,
+                error: &e,
+            }
+            .emit();
         }
     }
 
@@ -708,10 +742,12 @@ impl Lane {
             self.access_reported |= self.access_refused;
             match &self.outage {
                 _ if refused_anew => {
-                    tracing::error!(
-                        redis = %shown, lane = self.name(),
-                        "facility Redis refuses this gateway: {reason}. Scans are kept in the outbox as unresolved (`scangate status` shows the gateway degraded), and claimed in capture order once it lets this gateway in again"
-                    );
+                    crate::events::FacilityRefuses {
+                        redis: shown,
+                        lane: self.name(),
+                        reason: &reason,
+                    }
+                    .emit();
                     self.outage.get_or_insert_with(Outage::now);
                 }
                 None => {
@@ -793,9 +829,11 @@ impl Lane {
             && was != now
             && let Err(e) = self.store.set_waiting_for_clock(now)
         {
-            tracing::warn!(
-                "recording the scans waiting for the clock for `outbox status` failed: {e}"
-            );
+            crate::events::RecordingFailed {
+                what: Recording::WaitingForClock,
+                error: &e,
+            }
+            .emit();
         }
         if self.kind == LaneKind::Replay && (was == 0) != (now == 0) {
             crate::events::ClockWaiting {

@@ -144,11 +144,13 @@ impl Link {
         )
         .map_err(|e| self.settings.name_credential(e))?;
         let info = f.check_server()?;
-        tracing::info!(
-            redis = %self.shown, server = %f.server(), lane, version = %info.version, maxmemory_policy = %info.maxmemory_policy,
-            appendonly = %info.appendonly, save = %info.save, role = %info.role,
-            replicas = info.connected_replicas, "facility Redis connected"
-        );
+        crate::events::FacilityConnected {
+            redis: &self.shown,
+            server: f.server(),
+            lane,
+            info: &info,
+        }
+        .emit();
         if info.role == "slave" && self.redis.uses_sentinel() {
             // The sentinel named a node that is (or is again) a replica: it
             // has not seen the failover through yet. Ask again after the
@@ -166,16 +168,10 @@ impl Link {
         f.set_on_disk(info.has_waitaof && info.appendonly == "yes");
         self.log_confirmation(&f, lane, info.connected_replicas);
         if info.role == "slave" {
-            tracing::warn!(
-                redis = %self.shown,
-                "facility Redis is a read-only replica of another server: it refuses claims, so scans wait in the outbox until it is promoted. Point [redis] url at the primary"
-            );
+            crate::events::FacilityWarning::ReadOnlyReplica { redis: &self.shown }.emit();
         }
         if info.appendonly != "yes" {
-            tracing::warn!(
-                redis = %self.shown,
-                "facility Redis has appendonly off: a Redis crash can lose recent claims; this gateway still suppresses echoes of its own commits"
-            );
+            crate::events::FacilityWarning::AppendOnlyOff { redis: &self.shown }.emit();
         }
         // (A replica refuses the record as it refuses claims: it is made at
         // the next connect to a primary.)
@@ -188,19 +184,22 @@ impl Link {
             match f.register_scanners(&self.gateway, &scanners) {
                 Ok(clones) => {
                     for c in &clones {
-                        tracing::warn!(
-                            redis = %self.shown, scanner = %c.scanner, other_gateway = %c.other_gateway,
-                            "scanner {:?} of this gateway ({}) has the name of a scanner of gateway {:?} (a cloned config?). Each counts its own reads; name them apart so the ledger tells them apart. Fix: rename one, or, if it is one scanner heard by both gateways, set shared = true in its [[scanner]] on both",
-                            c.scanner, self.gateway, c.other_gateway
-                        );
+                        crate::events::FacilityWarning::ScannerClone {
+                            redis: &self.shown,
+                            scanner: &c.scanner,
+                            gateway: &self.gateway,
+                            other_gateway: &c.other_gateway,
+                        }
+                        .emit();
                     }
                     f.set_clones(clones);
                 }
                 Err(e @ FacilityError::ScannerDiffers { .. }) => return Err(e),
-                Err(e) => tracing::warn!(
-                    redis = %self.shown,
-                    "could not record this gateway's scanners in the facility store ({e}); a cloned scanner name goes unnoticed until the next connect"
-                ),
+                Err(e) => crate::events::FacilityWarning::ScannersNotRecorded {
+                    redis: &self.shown,
+                    error: &e,
+                }
+                .emit(),
             }
         }
         if let Some(clock) = self.sample_clock(&mut f) {
@@ -234,20 +233,28 @@ impl Link {
             false => "",
         };
         if wanted == 0 && connected > 0 {
-            tracing::warn!(
-                redis = %self.shown, lane, replicas = connected,
-                "{connected} replicas are connected to the facility Redis, but min_replicas_ack = 0: claims count as decided before any replica has them, so a failover can lose committed picks from the facility ledger. Fix: remove min_replicas_ack (default \"auto\": every connected replica)"
-            );
+            crate::events::Confirmation::Unwaited {
+                redis: &self.shown,
+                lane,
+                connected,
+            }
+            .emit();
         } else if wanted == 0 {
-            tracing::info!(
-                redis = %self.shown, lane, replicas = 0,
-                "claims count as decided when the primary answers{disk}: no replica is connected (a replica attached later is waited for from the next check, at most a minute on; one that was not connected cannot safely be promoted)"
-            );
+            crate::events::Confirmation::PrimaryOnly {
+                redis: &self.shown,
+                lane,
+                disk,
+            }
+            .emit();
         } else {
-            tracing::info!(
-                redis = %self.shown, lane, replicas = connected, wanted,
-                "claims count as decided once {wanted} of {connected} connected replicas confirmed them (WAIT){disk}; until then the scans wait as unresolved"
-            );
+            crate::events::Confirmation::Replicas {
+                redis: &self.shown,
+                lane,
+                connected,
+                wanted,
+                disk,
+            }
+            .emit();
         }
     }
 
@@ -263,10 +270,13 @@ impl Link {
                 let before = f.min_replicas();
                 f.set_min_replicas(n, self.redis.command_timeout() / 2);
                 if n < before {
-                    tracing::warn!(
-                        redis = %self.shown, lane, replicas = n, before,
-                        "the facility Redis now reports {n} connected replicas, {before} before: claims are confirmed by {n} from now on. A replica that left cannot safely be promoted until it has caught up again; if the primary itself was cut off from its replicas (a network partition), claims it takes now are only in its own memory. Fix: bring the replica back (or set min_replicas_ack to a number to hold claims until that many confirm)"
-                    );
+                    crate::events::Confirmation::ReplicasLeft {
+                        redis: &self.shown,
+                        lane,
+                        now: n,
+                        before,
+                    }
+                    .emit();
                 }
                 self.log_confirmation(f, lane, n);
             }
@@ -314,7 +324,11 @@ fn publish(
         *shown = Some(state.clone());
     }
     if let Err(e) = store.set_facility_state(&state) {
-        tracing::warn!("recording the facility store's state for `outbox status` failed: {e}");
+        crate::events::RecordingFailed {
+            what: crate::events::Recording::FacilityState,
+            error: &e,
+        }
+        .emit();
         // Written again at the next observation.
         *shown.lock().unwrap_or_else(PoisonError::into_inner) = None;
     }

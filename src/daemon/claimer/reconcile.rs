@@ -116,10 +116,7 @@ pub(super) fn reconcile(
         for (uuid, captured_ms, synced) in chunk {
             match outbox::row_of(&store.conn, uuid).map_err(err)? {
                 Some(row) => rows.push((row, *captured_ms, *synced)),
-                None => tracing::warn!(
-                    scan = %uuid,
-                    "committed scan {uuid} is in this gateway's ledger but not in its outbox: it cannot be re-published (run `scangate audit verify`)"
-                ),
+                None => crate::events::Reconcile::NotInOutbox { scan: uuid }.emit(),
             }
         }
         // Claimed again as committed: on the time its ledger entry has
@@ -226,11 +223,13 @@ fn record_conflicts(
         let by = other_gateway
             .as_deref()
             .map_or_else(|| "another gateway".to_string(), |g| format!("gateway {g}"));
-        tracing::warn!(
-            scan = %row.uuid, other_scan = %other, other_gateway = other_gateway.as_deref().unwrap_or("unknown"),
-            "conflict: this gateway's committed scan {} and {by}'s scan {other} were both committed as picks of one label while the facility store had lost data; the facility ledger keeps one entry, but both gateways' ledgers have theirs. Check which is right and correct the ledger by hand (`scangate audit trace {}`)",
-            row.uuid, row.uuid
-        );
+        crate::events::Reconcile::Conflict {
+            scan: &row.uuid,
+            other_scan: &other,
+            other_gateway: other_gateway.as_deref(),
+            by: &by,
+        }
+        .emit();
         chain
             .append(AuditRecord {
                 seq: 0,

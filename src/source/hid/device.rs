@@ -193,25 +193,24 @@ fn grab_device(scanner: &str, hidraw: &Path) -> Grab {
         .unwrap_or_default();
     let nodes = devices::evdev_nodes(Path::new(devices::SYS), &name);
     if nodes.is_empty() {
-        tracing::error!(
-            scanner, device = %hidraw.display(),
-            "SECURITY: found no evdev node of this keyboard-wedge scanner to grab; if the kernel \
-             created one, every scan is also typed into the console / login prompt. Check /sys/class/hidraw/{name}"
-        );
+        crate::events::HidGrab::NoNode {
+            scanner,
+            device: hidraw,
+            name: &name,
+        }
+        .emit();
         return Grab::default();
     }
     let (grab, failed) = Grab::all(&nodes);
     for (node, why) in &failed {
-        tracing::error!(
-            scanner, node = %node.display(),
-            "SECURITY: cannot grab (EVIOCGRAB) {}: {why}; this scanner's keystrokes also reach the \
-             console, login prompt or desktop. Give the service user read access to the event node \
-             (udev rule) and make sure no other program grabs it. Scanning continues.",
-            node.display()
-        );
+        crate::events::HidGrab::Failed { scanner, node, why }.emit();
     }
     if !grab.nodes().is_empty() {
-        tracing::info!(scanner, nodes = ?grab.nodes(), "keyboard-wedge scanner grabbed: its keystrokes go only to scangate");
+        crate::events::HidGrab::Grabbed {
+            scanner,
+            nodes: &grab.nodes(),
+        }
+        .emit();
     }
     grab
 }

@@ -223,7 +223,11 @@ pub async fn run_with(
         Ok(_) => {
             let _ = done_rx.await;
         }
-        Err(e) => tracing::error!(scanner = %name, "cannot start the HID reader thread: {e}"),
+        Err(e) => crate::events::SourceFailed::HidThread {
+            scanner: &name,
+            error: &e,
+        }
+        .emit(),
     }
 }
 
@@ -254,11 +258,14 @@ fn reader(
                         DeviceErrorKind::NotFound => "waiting for it to be plugged in",
                         _ => "retrying",
                     };
-                    tracing::warn!(
-                        scanner = %cfg.name, mode,
-                        "cannot open HID scanner: {e}; {hint} (checked every {}s at most)",
-                        BACKOFF_MAX.as_secs()
-                    );
+                    crate::events::SourceFailed::HidOpen {
+                        scanner: &cfg.name,
+                        mode,
+                        error: &e,
+                        hint,
+                        every: BACKOFF_MAX,
+                    }
+                    .emit();
                     last_error = Some(e.message);
                 }
                 shutdown.sleep(backoff.failed());
