@@ -239,6 +239,51 @@ fn state_reset_takes_the_lost_identity_and_audits_the_reset_first() {
     assert!(again.stderr.contains("nothing to reset"), "{again}");
 }
 
+/// A running gateway with a facility Redis of its own and one ACKing PTY
+/// scanner: the anchors' tests.
+struct Anchored {
+    redis: RedisServer,
+    _dir: tempfile::TempDir,
+    state: PathBuf,
+    config: PathBuf,
+    vs: VirtualScanner,
+    daemon: Daemon,
+}
+
+fn anchored_gateway(prefix: &str) -> Anchored {
+    let redis = RedisServer::start_temp(&[]);
+    let dir = tempdir(prefix);
+    let state = dir.path().join("state");
+    let vs = VirtualScanner::new().unwrap();
+    let spec = ScannerSpec::new("counter-1", vs.path()).ack();
+    let config = write_config(dir.path(), &state, WINDOW_MS, &[spec]);
+    append_redis(&config, &redis);
+    let mut daemon = Daemon::start(&config, &dir.path().join("daemon.log"));
+    daemon.wait_open(&[vs.path()]);
+    Anchored {
+        redis,
+        _dir: dir,
+        state,
+        config,
+        vs,
+        daemon,
+    }
+}
+
+/// Until the facility store's anchor of this gateway is record `seq`.
+fn wait_anchored(redis: &RedisServer, seq: i64) {
+    let mut conn = redis.connection();
+    wait_until(&format!("the facility store anchors record {seq}"), || {
+        redis::cmd("HGET")
+            .arg("scangate:{test-pharmacy}:anchor:test-gw")
+            .arg("seq")
+            .query::<Option<i64>>(&mut conn)
+            .ok()
+            .flatten()
+            == Some(seq)
+    });
+}
+
 /// Issue 16, item 3: the chain head is anchored outside the file (the
 /// state-id file, the log, the facility Redis). The database loses its
 /// tail after a SIGKILL (the WAL frames of the last 20 decisions gone:
@@ -246,37 +291,21 @@ fn state_reset_takes_the_lost_identity_and_audits_the_reset_first() {
 /// still verifies, but `audit verify` names the lost tail from the anchors.
 #[test]
 fn a_lost_tail_is_named_from_the_anchors_outside_the_database() {
-    let redis = RedisServer::start_temp(&[]);
-    let dir = tempdir("scangate-anchor-");
-    let state = dir.path().join("state");
-    let mut vs = VirtualScanner::new().unwrap();
-    let spec = ScannerSpec::new("counter-1", vs.path()).ack();
-    let config = write_config(dir.path(), &state, WINDOW_MS, &[spec]);
-    let text = fs::read_to_string(&config).unwrap();
-    fs::write(
-        &config,
-        format!("{text}\n[redis]\nurl = {:?}\n", redis.url()),
-    )
-    .unwrap();
-    let mut daemon = Daemon::start(&config, &dir.path().join("daemon.log"));
-    daemon.wait_open(&[vs.path()]);
+    let Anchored {
+        redis,
+        _dir,
+        state,
+        config,
+        mut vs,
+        mut daemon,
+    } = anchored_gateway("scangate-anchor-");
     const PICKS: i64 = 40;
     let burst: Vec<u8> = (0..PICKS)
         .flat_map(|i| frame(&dscsa(&format!("T{i:07}"))))
         .collect();
     vs.send(&burst).unwrap();
     wait_acks(&mut vs, PICKS as usize);
-    let mut conn = redis.connection();
-    let key = "scangate:{test-pharmacy}:anchor:test-gw";
-    wait_until("the facility store anchors all 40 records", || {
-        redis::cmd("HGET")
-            .arg(key)
-            .arg("seq")
-            .query::<Option<i64>>(&mut conn)
-            .ok()
-            .flatten()
-            == Some(PICKS)
-    });
+    wait_anchored(&redis, PICKS);
     assert!(
         daemon.log().contains("audit_head_seq"),
         "the head goes to the log too: {}",
@@ -331,34 +360,15 @@ fn a_lost_tail_is_named_from_the_anchors_outside_the_database() {
 /// lost tail from the facility store's anchor.
 #[test]
 fn wal_frames_lost_after_a_sigkill_are_named_from_the_facility_anchor() {
-    let redis = RedisServer::start_temp(&[]);
-    let dir = tempdir("scangate-wal-");
-    let state = dir.path().join("state");
+    let Anchored {
+        redis,
+        _dir,
+        state,
+        config,
+        mut vs,
+        mut daemon,
+    } = anchored_gateway("scangate-wal-");
     let db = state.join("scangate.db");
-    let mut vs = VirtualScanner::new().unwrap();
-    let spec = ScannerSpec::new("counter-1", vs.path()).ack();
-    let config = write_config(dir.path(), &state, WINDOW_MS, &[spec]);
-    let text = fs::read_to_string(&config).unwrap();
-    fs::write(
-        &config,
-        format!("{text}\n[redis]\nurl = {:?}\n", redis.url()),
-    )
-    .unwrap();
-    let mut daemon = Daemon::start(&config, &dir.path().join("daemon.log"));
-    daemon.wait_open(&[vs.path()]);
-    let mut conn = redis.connection();
-    let key = "scangate:{test-pharmacy}:anchor:test-gw";
-    let mut anchored = |seq: i64| {
-        wait_until(&format!("the facility store anchors record {seq}"), || {
-            redis::cmd("HGET")
-                .arg(key)
-                .arg("seq")
-                .query::<Option<i64>>(&mut conn)
-                .ok()
-                .flatten()
-                == Some(seq)
-        })
-    };
     let picks = |range: std::ops::Range<i64>| -> Vec<u8> {
         range
             .flat_map(|i| frame(&dscsa(&format!("W{i:07}"))))
@@ -366,7 +376,7 @@ fn wal_frames_lost_after_a_sigkill_are_named_from_the_facility_anchor() {
     };
     vs.send(&picks(0..20)).unwrap();
     wait_acks(&mut vs, 20);
-    anchored(20);
+    wait_anchored(&redis, 20);
 
     // The reader: a snapshot at record 20.
     let mut reader = std::process::Command::new("python3")
@@ -392,7 +402,7 @@ fn wal_frames_lost_after_a_sigkill_are_named_from_the_facility_anchor() {
 
     vs.send(&picks(20..40)).unwrap();
     wait_acks(&mut vs, 20);
-    anchored(40);
+    wait_anchored(&redis, 40);
     daemon.kill9();
     reader.kill().unwrap();
     reader.wait().unwrap();
