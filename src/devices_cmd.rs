@@ -29,8 +29,37 @@ use std::time::{Duration, Instant};
 /// other clap definitions).
 pub use crate::cli::args::{DevicesArgs, PairArgs};
 
-/// The `[[scanner]]` entry for a HID candidate (`name` as given).
-pub fn hid_snippet(name: &str, c: &HidCandidate, scan_type: &str) -> String {
+/// What tells a HID candidate apart from the other interfaces plugged in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Keys<'a> {
+    /// Its serial number, when it has one.
+    serial: Option<&'a str>,
+    /// Its USB port path, when it has no serial number or shares it with
+    /// another interface of the same VID:PID and mode (cheap scanners
+    /// often all report one serial): two identical scanners are then told
+    /// apart by the port they are plugged into.
+    port: Option<&'a str>,
+}
+
+fn keys<'a>(c: &'a HidCandidate, all: &[HidCandidate]) -> Keys<'a> {
+    let shared = all.iter().any(|o| {
+        o.devnode != c.devnode
+            && (o.vendor_id, o.product_id) == (c.vendor_id, c.product_id)
+            && o.mode() == c.mode()
+            && o.serial_number == c.serial_number
+    });
+    let serial = c.serial_number.as_deref();
+    Keys {
+        serial,
+        port: (serial.is_none() || shared)
+            .then_some(c.usb_port.as_deref())
+            .flatten(),
+    }
+}
+
+/// The `[[scanner]]` entry for HID candidate `c` (`name` as given), with
+/// the match keys that select it among `all` the interfaces plugged in.
+pub fn hid_snippet(name: &str, c: &HidCandidate, all: &[HidCandidate], scan_type: &str) -> String {
     let mode = c.mode().unwrap_or(HidMode::Pos);
     let mut s = format!(
         "[[scanner]]\nname = {name:?}\nkind = \"hid\"\nmode = \"{}\"\nvendor_id = 0x{:04x}\nproduct_id = 0x{:04x}\n",
@@ -38,35 +67,43 @@ pub fn hid_snippet(name: &str, c: &HidCandidate, scan_type: &str) -> String {
         c.vendor_id,
         c.product_id
     );
-    match (&c.serial_number, &c.usb_port) {
-        (Some(sn), _) => s += &format!("serial_number = {sn:?}\n"),
-        (None, Some(port)) => s += &format!("usb_port = {port:?}\n"),
-        (None, None) => {}
+    let k = keys(c, all);
+    if let Some(sn) = k.serial {
+        s += &format!("serial_number = {sn:?}\n");
+    }
+    if let Some(port) = k.port {
+        s += &format!("usb_port = {port:?}\n");
     }
     s += &format!("scan_type = {scan_type:?}\n");
     s
 }
 
 fn usb_match(vid: u16, pid: u16, serial: Option<&str>, port: Option<&str>) -> String {
+    // (udev: ATTRS and KERNELS must all match one device above the node:
+    // the USB device, whose kernel name is its port path.)
     let mut m = format!("ATTRS{{idVendor}}==\"{vid:04x}\", ATTRS{{idProduct}}==\"{pid:04x}\"");
-    match (serial, port) {
-        (Some(sn), _) => m += &format!(", ATTRS{{serial}}==\"{sn}\""),
-        (None, Some(p)) => m += &format!(", KERNELS==\"{p}\""),
-        (None, None) => {}
+    if let Some(sn) = serial {
+        m += &format!(", ATTRS{{serial}}==\"{sn}\"");
+    }
+    if let Some(p) = port {
+        m += &format!(", KERNELS==\"{p}\"");
     }
     m
 }
 
-/// udev rule lines for a HID candidate: the hidraw node (stable name,
-/// access for the service), and for a keyboard wedge its event nodes
-/// (access, so the daemon can grab them).
-pub fn hid_udev_rules(name: &str, c: &HidCandidate) -> Vec<String> {
-    let m = usb_match(
-        c.vendor_id,
-        c.product_id,
-        c.serial_number.as_deref(),
-        c.usb_port.as_deref(),
-    );
+/// udev rule lines for HID candidate `c` among `all`: the hidraw node
+/// (stable name, access for the service), and for a keyboard wedge its
+/// event nodes (access, so the daemon can grab them). A HID device with no
+/// USB device above it (Bluetooth, uhid) has no USB attributes to match:
+/// its rule matches the kernel's HID id (`0005:0C2E:0B61.*`).
+pub fn hid_udev_rules(name: &str, c: &HidCandidate, all: &[HidCandidate]) -> Vec<String> {
+    let m = match (&c.usb_port, &c.hid_id) {
+        (None, Some(id)) => format!("KERNELS==\"{id}.*\""),
+        _ => {
+            let k = keys(c, all);
+            usb_match(c.vendor_id, c.product_id, k.serial, k.port)
+        }
+    };
     let mut rules = vec![format!(
         "SUBSYSTEM==\"hidraw\", {m}, SYMLINK+=\"scangate/{name}\", GROUP=\"scangate\", MODE=\"0660\""
     )];
@@ -87,11 +124,12 @@ pub fn serial_snippet(name: &str, scan_type: &str) -> String {
 
 /// The udev rule for a serial candidate.
 pub fn serial_udev_rule(name: &str, c: &SerialCandidate) -> Option<String> {
+    let serial = c.serial_number.as_deref();
     let m = usb_match(
         c.vendor_id?,
         c.product_id?,
-        c.serial_number.as_deref(),
-        c.usb_port.as_deref(),
+        serial,
+        serial.is_none().then_some(c.usb_port.as_deref()).flatten(),
     );
     Some(format!(
         "SUBSYSTEM==\"tty\", {m}, SYMLINK+=\"scangate/{name}\", GROUP=\"dialout\", MODE=\"0660\""
@@ -129,11 +167,11 @@ pub fn render(hid: &[HidCandidate], serial: &[SerialCandidate]) -> String {
         if c.mode().is_some() {
             let name = format!("hid-{i}");
             out += "    config:\n";
-            for l in hid_snippet(&name, c, "dispense").lines() {
+            for l in hid_snippet(&name, c, hid, "dispense").lines() {
                 out += &format!("      {l}\n");
             }
             out += "    udev:\n";
-            for r in hid_udev_rules(&name, c) {
+            for r in hid_udev_rules(&name, c, hid) {
                 out += &format!("      {r}\n");
             }
         }
@@ -239,7 +277,7 @@ pub fn run_pair(args: &PairArgs) -> Exit {
         }
     };
     let unpaired: Vec<HidCandidate> = all
-        .into_iter()
+        .iter()
         .filter(|c| {
             let Some(mode) = c.mode() else { return false };
             !existing
@@ -248,6 +286,7 @@ pub fn run_pair(args: &PairArgs) -> Exit {
                 .filter_map(|s| s.as_hid())
                 .any(|h| h.mode() == mode && devices::Matcher::of(h).matches(c, mode))
         })
+        .cloned()
         .collect();
     if unpaired.is_empty() {
         eprintln!(
@@ -267,12 +306,12 @@ pub fn run_pair(args: &PairArgs) -> Exit {
         );
         return Exit::CheckFailed;
     };
-    let snippet = hid_snippet(&args.name, &c, &args.scan_type);
+    let snippet = hid_snippet(&args.name, &c, &all, &args.scan_type);
     if let Err(e) = add_entry(&args.config, &snippet) {
         eprintln!("scangate: {e}");
         return Exit::Runtime;
     }
-    let rules = hid_udev_rules(&args.name, &c).join("\n") + "\n";
+    let rules = hid_udev_rules(&args.name, &c, &all).join("\n") + "\n";
     if let Err(e) = append(&args.rules, &rules) {
         eprintln!(
             "scangate: the config entry was written, but {} could not be: {e}; add these lines by hand:\n{rules}",
@@ -348,6 +387,7 @@ mod tests {
             product: Some("Xenon".into()),
             serial_number: None,
             usb_port: Some("1-1.3".into()),
+            hid_id: Some("0003:0C2E:0B61".into()),
             usage_page: devices::USAGE_PAGE_DESKTOP,
             usage: devices::USAGE_KEYBOARD,
         }
@@ -356,13 +396,13 @@ mod tests {
     #[test]
     fn snippets_parse_and_rules_match_by_port_without_serial() {
         let c = kbd();
-        let snippet = hid_snippet("counter-2", &c, "dispense");
+        let snippet = hid_snippet("counter-2", &c, &[], "dispense");
         let cfg = Config::parse(&snippet, None).unwrap();
         let s = cfg.scanners[0].as_hid().unwrap();
         assert_eq!(s.mode(), HidMode::Keyboard);
         assert_eq!((s.vendor_id, s.product_id), (Some(0x0c2e), Some(0x0b61)));
         assert_eq!(s.usb_port.as_deref(), Some("1-1.3"));
-        let rules = hid_udev_rules("counter-2", &c);
+        let rules = hid_udev_rules("counter-2", &c, &[]);
         assert_eq!(rules.len(), 2, "hidraw + event nodes for a keyboard wedge");
         assert!(rules[0].contains("KERNELS==\"1-1.3\""), "{rules:?}");
         assert!(
@@ -376,11 +416,64 @@ mod tests {
             usage: 2,
             ..c
         };
-        let snippet = hid_snippet("rx", &pos, "receive");
+        let snippet = hid_snippet("rx", &pos, &[], "receive");
         assert!(snippet.contains("serial_number = \"SN1\""), "{snippet}");
+        assert!(!snippet.contains("usb_port"), "{snippet}");
         Config::parse(&snippet, None).unwrap();
-        assert_eq!(hid_udev_rules("rx", &pos).len(), 1);
+        assert_eq!(hid_udev_rules("rx", &pos, &[]).len(), 1);
         Config::parse(&serial_snippet("s", "dispense"), None).unwrap();
+    }
+
+    #[test]
+    fn identical_scanners_sharing_a_serial_are_told_apart_by_port() {
+        let a = HidCandidate {
+            serial_number: Some("00000000".into()),
+            ..kbd()
+        };
+        let b = HidCandidate {
+            devnode: "/dev/hidraw5".into(),
+            usb_port: Some("1-1.4".into()),
+            ..a.clone()
+        };
+        let all = [a.clone(), b.clone()];
+        for (c, port) in [(&a, "1-1.3"), (&b, "1-1.4")] {
+            let snippet = hid_snippet("x", c, &all, "dispense");
+            assert!(
+                snippet.contains(&format!("usb_port = \"{port}\"")),
+                "{snippet}"
+            );
+            let cfg = Config::parse(&snippet, None).unwrap();
+            let m = devices::Matcher::of(cfg.scanners[0].as_hid().unwrap());
+            let hits: Vec<_> = all
+                .iter()
+                .filter(|o| m.matches(o, HidMode::Keyboard))
+                .collect();
+            assert_eq!(hits, vec![c], "{snippet}");
+            for r in hid_udev_rules("x", c, &all) {
+                assert!(r.contains(&format!("KERNELS==\"{port}\"")), "{r}");
+                assert!(r.contains("ATTRS{serial}==\"00000000\""), "{r}");
+            }
+        }
+        // One of them alone: its serial is enough.
+        let alone = hid_snippet("x", &a, std::slice::from_ref(&a), "dispense");
+        assert!(!alone.contains("usb_port"), "{alone}");
+    }
+
+    #[test]
+    fn a_hid_device_without_usb_parent_is_matched_by_its_hid_id() {
+        let bt = HidCandidate {
+            usb_port: None,
+            hid_id: Some("0005:0C2E:0B61".into()),
+            serial_number: Some("SN1".into()),
+            usage_page: devices::USAGE_PAGE_POS,
+            usage: 2,
+            ..kbd()
+        };
+        let rules = hid_udev_rules("bt", &bt, &[]);
+        assert_eq!(
+            rules,
+            vec!["SUBSYSTEM==\"hidraw\", KERNELS==\"0005:0C2E:0B61.*\", SYMLINK+=\"scangate/bt\", GROUP=\"scangate\", MODE=\"0660\"".to_string()]
+        );
     }
 
     #[test]
@@ -397,7 +490,7 @@ mod tests {
     fn add_entry_refuses_an_entry_that_would_not_parse() {
         let dir = tempfile::tempdir().unwrap();
         let cfg = dir.path().join("scangate.toml");
-        let snippet = hid_snippet("a", &kbd(), "dispense");
+        let snippet = hid_snippet("a", &kbd(), &[], "dispense");
         add_entry(&cfg, &snippet).unwrap();
         // The same name again: invalid, the file is unchanged.
         let before = std::fs::read_to_string(&cfg).unwrap();

@@ -9,7 +9,13 @@ of channel, none of them the console (which is only kept as a log):
   - QMP: USB devices plugged and unplugged (device_add / device_del);
   - one unix socket per scanner: the host side of a qemu usb-serial device
     (FTDI 0403:6001 in the guest, driven by the kernel's ftdi_sio). The host
-    is the scanner: it sends frames (label + CR LF) and reads the ACKs.
+    is the scanner: it sends frames (label + CR LF) and reads the ACKs;
+  - QMP input-send-event: the host types into qemu usb-kbd keyboards
+    (0627:0001, usbhid in the guest), each bound to a display of its own,
+    as a keyboard-wedge scanner types;
+  - vmhid (tests/vm/vmhid.c) in the guest: a HID POS scanner on /dev/uhid
+    the host drives through a FIFO, and a second reader of a keyboard's
+    evdev node that counts the key events it sees.
 
 Each check writes one line to the results file: PASS, FAIL, XFAIL (failed,
 and named in SCANGATE_VM_EXPECTED_TO_FAIL), XPASS (passed although named
@@ -29,6 +35,8 @@ import time
 
 SCALE = float(os.environ.get("SCANGATE_VM_TIME_SCALE", "1"))
 EXPECTED_TO_FAIL = set(os.environ.get("SCANGATE_VM_EXPECTED_TO_FAIL", "").split())
+# SCANGATE_VM_ONLY=check1,check2: run only these (and the ones every check
+# needs: apt_install, enable_now_starts), while working on them.
 
 CONF = "/etc/scangate/scangate.toml"
 GTIN = "00307773105025"
@@ -213,7 +221,60 @@ class Scanner:
         raise CheckFailed(f"{self.name}: no ACK for {serial} within {seconds * SCALE:.0f} s")
 
 
-def config(scanners, redis=None):
+class Keyboards:
+    """The qemu usb-kbd keyboards, typed into with QMP input-send-event as
+    a keyboard-wedge scanner types: each is bound to a display of its own
+    (run.sh) and an event naming that display reaches that keyboard only.
+    A scanner set to a layout sends the keys that type each character in
+    that layout; characters here are what DSCSA labels use."""
+
+    # name: (display, layout)
+    KEYBOARDS = {"us": ("gpu0", "us"), "de": ("gpu1", "de"), "new": ("gpu2", "us")}
+    # Seconds between characters. qemu's HID keyboard queues 16 key events
+    # and drops what does not fit; the guest polls it every few ms.
+    GAP = 0.05
+
+    def __init__(self, qmp):
+        self.qmp = qmp
+
+    @staticmethod
+    def keys(ch, layout):
+        """(modifiers, key) as qemu QKeyCodes for one character."""
+        if ch == "\x1d":
+            # GS as Ctrl+]: Ctrl with the key at the US ] position (usage
+            # 0x30), in either layout.
+            return ["ctrl"], "bracket_right"
+        if ch == "\r":
+            return [], "ret"
+        if ch.isascii() and ch.isdigit():
+            return [], ch
+        if ch.isascii() and ch.isalpha():
+            q = ch.lower()
+            if layout == "de" and q in "yz":
+                q = "z" if q == "y" else "y"  # QWERTZ
+            return (["shift"] if ch.isupper() else []), q
+        if ch == "]":
+            return (["alt_r"], "9") if layout == "de" else ([], "bracket_right")
+        raise ValueError(f"no key for {ch!r} in layout {layout}")
+
+    def type(self, name, text):
+        display, layout = self.KEYBOARDS[name]
+
+        def ev(q, down):
+            return {"type": "key", "data": {"down": down, "key": {"type": "qcode", "data": q}}}
+
+        for ch in text:
+            mods, q = self.keys(ch, layout)
+            events = [ev(m, True) for m in mods] + [ev(q, True), ev(q, False)]
+            events += [ev(m, False) for m in reversed(mods)]
+            self.qmp.cmd("input-send-event", device=display, events=events)
+            time.sleep(self.GAP)
+
+
+def config(scanners, redis=None, extra=""):
+    """The gateway config: serial scanners by name (on /dev/scangate/<name>,
+    at 19200 baud: the termios check reads it back), then `extra` (HID
+    scanner entries), then [redis]."""
     text = (
         '[gateway]\nfacility = "vm-pharmacy"\nid = "vm-gw-1"\nstate_dir = "/var/lib/scangate"\n\n'
         # A resend after a missed ACK is an echo, not a second pick.
@@ -222,8 +283,9 @@ def config(scanners, redis=None):
     for name in scanners:
         text += (
             f'[[scanner]]\nname = "{name}"\nkind = "serial"\npath = "/dev/scangate/{name}"\n'
-            'scan_type = "dispense"\nack = true\n\n'
+            'scan_type = "dispense"\nack = true\nbaud = 19200\n\n'
         )
+    text += extra
     if redis:
         text += f'[redis]\nurl = "{redis}"\n'
     return text
@@ -251,6 +313,9 @@ class Run:
         self.deb = deb
         self.failed = []
         self.serial_no = 0
+        self.kb = Keyboards(qmp)
+        self.pos_id = 0
+        self.hid_entries = []
 
     def record(self, status, name, detail=""):
         line = f"{status:5} {name}" + (f"  {detail}" if detail else "")
@@ -405,7 +470,7 @@ class Run:
 
     def hotplug(self):
         check(not self.opened("late"), "late is open before it was plugged in")
-        self.qmp.cmd("device_add", driver="usb-serial", id="u3", chardev="c3", serial="SCAN3", bus="xhci.0")
+        self.qmp.cmd("device_add", driver="usb-serial", id="u3", chardev="c3", serial="SCAN3", bus="xhci.0", port="3")
         self.wait_opened("late")
         self.sc["late"].scan(self.new_serial())
         self.ledger_has_all_acked()
@@ -415,7 +480,7 @@ class Run:
         self.qmp.cmd("device_del", id="u3")
         wait_for("/dev/scangate/late gone", lambda: self.g.run("test -e /dev/scangate/late")[0] != 0, 60)
         check(self.active(), "the service stopped when its scanner was unplugged")
-        self.qmp.cmd("device_add", driver="usb-serial", id="u3", chardev="c3", serial="SCAN3", bus="xhci.0")
+        self.qmp.cmd("device_add", driver="usb-serial", id="u3", chardev="c3", serial="SCAN3", bus="xhci.0", port="3")
         self.wait_opened("late")
         self.sc["late"].scan(self.new_serial())
         self.sc["counter-1"].scan(self.new_serial())
@@ -423,7 +488,7 @@ class Run:
         return "unplugged (device_del), replugged, reopened, scan ACKed"
 
     def reload(self):
-        self.qmp.cmd("device_add", driver="usb-serial", id="u2", chardev="c2", serial="SCAN2", bus="xhci.0")
+        self.qmp.cmd("device_add", driver="usb-serial", id="u2", chardev="c2", serial="SCAN2", bus="xhci.0", port="2")
         wait_for("/dev/scangate/counter-2", lambda: self.g.run("test -c /dev/scangate/counter-2")[0] == 0, 60)
         self.g.ok(write_file(CONF, config(["counter-1", "late", "counter-2"])))
         pid = self.main_pid()
@@ -496,6 +561,7 @@ class Run:
         return f"exit 0, all {n} ACKed scans in the ledger"
 
     def broken_config(self):
+        self.g.ok("systemctl stop scangate", timeout=120)
         self.g.ok(write_file(CONF, config(["counter-1"]) + "\n[gateway2]\nbogus = 1\n"))
         rc, out = self.g.run(f"runuser -u scangate -- scangate check-config --config {CONF} 2>&1")
         check(rc == 2, f"check-config exited {rc}: {out}")
@@ -541,6 +607,359 @@ class Run:
         wait_for(f"{serial} in the facility ledger (Redis)", lambda: serial in self.g.run(export)[1], 60, 2)
         return "password from LoadCredential=; claimed in the guest's Redis"
 
+    # -- HID and USB-serial on the guest's kernel (issue 19)
+
+    def holds(self, dev):
+        """The daemon (MainPID) holds device node `dev` (a path or udev
+        symlink, resolved in the guest) open."""
+        rc, _ = self.g.run(
+            f"dev=$(readlink -f {dev}) && [ -c \"$dev\" ] && "
+            f"pid=$(systemctl show -p MainPID --value scangate) && [ \"$pid\" != 0 ] && "
+            f"ls -l /proc/$pid/fd 2>/dev/null | grep -q \" $dev\\$\"",
+            timeout=20,
+        )
+        return rc == 0
+
+    def wait_holds(self, devs, seconds=90):
+        for d in devs:
+            wait_for(f"the daemon to open {d}", lambda d=d: self.holds(d), seconds, 1)
+
+    def entries(self):
+        """The ledger, as dicts (scangate ledger export: JSON lines)."""
+        return [json.loads(l) for l in self.ledger().splitlines() if l.startswith("{")]
+
+    def wait_entry(self, serial, seconds=60):
+        def find():
+            hits = [e for e in self.entries() if e.get("serial") == serial]
+            return hits or None
+        hits = wait_for(f"{serial} in the ledger", find, seconds, 1)
+        check(len(hits) == 1, f"{serial} is in the ledger {len(hits)} times")
+        return hits[0]
+
+    def expect_entry(self, serial, scanner, lot, seconds=60):
+        """The scan reached the ledger once, from `scanner`, exactly as the
+        label was made (GTIN, serial, lot, expiry, AIM id)."""
+        e = self.wait_entry(serial, seconds)
+        got = {k: e.get(k) for k in ("scanner", "gtin", "serial", "lot", "expiry", "symbology")}
+        want = {"scanner": scanner, "gtin": GTIN, "serial": serial, "lot": lot,
+                "expiry": "2028-12-31", "symbology": "]d2"}
+        check(got == want, f"ledger entry {got}, expected {want}")
+        return e
+
+    def usb_hidraw(self, port):
+        """The hidraw node of the USB device on `port` (1-4), or None."""
+        rc, out = self.g.run(f"ls /sys/bus/usb/devices/{port}/{port}:1.0/*/hidraw/ 2>/dev/null")
+        return f"/dev/{out.split()[0]}" if rc == 0 and out.split() else None
+
+    def usb_event(self, port):
+        rc, out = self.g.run(f"ls -d /sys/bus/usb/devices/{port}/{port}:1.0/*/input/input*/event* 2>/dev/null")
+        check(rc == 0 and out.split(), f"no evdev node for the keyboard on USB port {port}")
+        return "/dev/input/" + out.split()[0].rsplit("/", 1)[1]
+
+    def type_label(self, kbd, serial, lot="LOTZY7", enter=True):
+        text = label(serial).replace("10LOT7A", "10" + lot)
+        self.kb.type(kbd, text + ("\r" if enter else ""))
+
+    def start_watch(self, node):
+        """A second reader of evdev `node` (vmhid watch): its log path."""
+        log = f"/run/vmhid-watch-{node.rsplit('/', 1)[1]}.log"
+        self.g.ok(f"rm -f {log}; setsid /vmtest/vmhid watch {node} {log} </dev/null >/dev/null 2>&1 &")
+        wait_for(f"vmhid watching {node}", lambda: "ready" in self.g.run(f"cat {log}")[1], 20, 0.3)
+        return log
+
+    def stop_watch(self, log):
+        """Stop a watcher (it drains its node first): the key events it saw."""
+        self.g.run(f"pkill -TERM -f '^/vmtest/vmhid watch .* {log}$'")
+        out = wait_for(f"{log} ended", lambda: (lambda o: o if " end " in o else None)(self.g.run(f"cat {log}")[1]), 20, 0.3)
+        return int(re.search(r" end (\d+)", out).group(1))
+
+    def vcs1(self):
+        """What tty1 (the console's login prompt) shows."""
+        return self.g.run("cat /dev/vcs1 | tr -s ' '")[1]
+
+    def login_prompt(self):
+        """A fresh login prompt on tty1: anything typed there is echoed."""
+        self.g.ok("systemctl unmask getty@tty1 >/dev/null 2>&1; systemctl restart getty@tty1")
+        wait_for("the login prompt on tty1", lambda: "login:" in self.vcs1(), 30, 0.5)
+
+    def pos(self, verb, *args):
+        """A command to the uhid HID POS scanner; waits for it to be done.
+        Returns the guest's monotonic time it was done at."""
+        self.pos_id += 1
+        cid = self.pos_id
+        line = " ".join([verb, str(cid), *args])
+        self.g.ok(f"echo '{line}' > /run/vmhid-pos.fifo")
+
+        def done():
+            for l in self.g.run("cat /run/vmhid-pos.log")[1].splitlines():
+                t, _, rest = l.partition(" ")
+                if rest == f"done {cid}":
+                    return float(t)
+                check(not rest.startswith(f"fail {cid} "), f"vmhid pos: {rest}")
+            return None
+        return wait_for(f"vmhid pos {verb} {cid}", done, 30, 0.2)
+
+    def pos_events(self, word):
+        """Guest monotonic times of the uhid device's `word` events (open, close)."""
+        out = self.g.run("cat /run/vmhid-pos.log")[1]
+        return [float(l.split(" ", 1)[0]) for l in out.splitlines() if l.endswith(" " + word)]
+
+    def pos_scan(self, data, torn=False):
+        """Send `data` (a label without its AIM id) as one HID POS scan."""
+        return self.pos("torn" if torn else "scan", "]d2", data.encode().hex())
+
+    def hid_config(self, blocks):
+        return config(["counter-1"], extra="".join(blocks))
+
+    # -- the checks
+
+    def serial_termios_nak(self):
+        self.ensure_running_with(["counter-1"])
+        out = self.g.ok("stty -F /dev/scangate/counter-1 -a")
+        check("speed 19200 baud" in out, f"the tty is not at the configured 19200 baud: {out[:200]}")
+        for flag in ("-icanon", "-echo", "-icrnl", "-opost"):
+            check(re.search(rf"(^|\s){re.escape(flag)}(\s|$)", out), f"the tty is not raw ({flag} missing): {out}")
+        sc = self.sc["counter-1"]
+        good = self.new_serial()
+        bad = label(good).replace(GTIN, GTIN[:-1] + "6")  # a misread: bad check digit
+        sc.drain()
+        sc.sock.sendall((bad + "\r\n").encode())
+        end = deadline(30)
+        got = b""
+        while time.monotonic() < end and not got:
+            r, _, _ = select.select([sc.sock], [], [], 0.5)
+            if r:
+                try:
+                    got = sc.sock.recv(16)
+                except BlockingIOError:
+                    pass
+        check(got == bytes([0x15]), f"a misread frame got {got!r} back, not NAK (0x15)")
+        sc.scan(good)
+        e = self.wait_entry(good)
+        bad_in = [x for x in self.entries() if x.get("gtin") == GTIN[:-1] + "6"]
+        check(not bad_in, f"the NAKed misread is in the ledger: {bad_in}")
+        return f"19200 baud, raw; misread NAKed, its resend ACKed and in the ledger once (seq {e['seq']})"
+
+    def serial_replug_mid_shift(self):
+        self.ensure_running_with(["counter-1"])
+        sc = self.sc["counter-1"]
+        sent = []
+        errors = []
+        stop = threading.Event()
+
+        def shift():
+            try:
+                while not stop.is_set():
+                    serial = self.new_serial()
+                    sent.append(serial)
+                    sc.scan(serial, seconds=120)
+            except Exception as e:
+                errors.append(str(e))
+
+        t = threading.Thread(target=shift)
+        t.start()
+        try:
+            for _ in range(2):
+                wait_for("a few scans ACKed", lambda n=len(sc.acked): len(sc.acked) >= n + 3, 60, 0.2)
+                self.qmp.cmd("device_del", id="u1")
+                wait_for("/dev/scangate/counter-1 gone", lambda: self.g.run("test -e /dev/scangate/counter-1")[0] != 0, 60)
+                self.qmp.cmd("device_add", driver="usb-serial", id="u1", chardev="c1", serial="SCAN1", bus="xhci.0", port="1")
+                self.wait_opened("counter-1")
+            wait_for("scans ACKed after the replug", lambda n=len(sc.acked): len(sc.acked) >= n + 3, 60, 0.2)
+        finally:
+            stop.set()
+            t.join()
+        check(not errors, f"the scanner during the replugs: {errors}")
+        counts = {}
+        for e in self.entries():
+            counts[e.get("serial")] = counts.get(e.get("serial"), 0) + 1
+        lost = [s for s in sc.acked if counts.get(s, 0) == 0]
+        doubled = [s for s in sent if counts.get(s, 0) > 1]
+        check(not lost and not doubled, f"ACKed but lost: {lost}; doubled: {doubled}")
+        return f"unplugged and replugged twice mid-shift: {len(sent)} scans sent, all ACKed ones in the ledger once"
+
+    def hid_setup(self):
+        """The HID POS scanner appears (uhid), `scangate devices` lists every
+        device with its ready config and udev lines, and those lines are
+        installed: the two identical keyboards by port, the POS device by
+        its HID id."""
+        self.g.ok(
+            "rm -f /run/vmhid-pos.fifo /run/vmhid-pos.log && mkfifo /run/vmhid-pos.fifo && "
+            "(setsid /vmtest/vmhid pos /run/vmhid-pos.fifo /run/vmhid-pos.log 0c2e 0b61 POS0001 "
+            "</dev/null >/dev/null 2>&1 &)"
+        )
+        wait_for("vmhid pos ready", lambda: "ready" in self.g.run("cat /run/vmhid-pos.log")[1], 20, 0.3)
+        self.pos("create")
+        wait_for("the POS device's hidraw node", lambda: self.g.run(
+            "ls /sys/devices/virtual/misc/uhid/*/hidraw/ 2>/dev/null | grep -q hidraw")[0] == 0, 30, 0.3)
+        listing = self.g.ok("scangate devices")
+        blocks = {}
+        for part in re.split(r"\n(?=  /dev/)", listing):
+            m = re.match(r"  (/dev/\S+)\s+([0-9a-f]{4}:[0-9a-f]{4})", part)
+            if m:
+                blocks[m.group(1)] = part
+        kbds = {port: self.usb_hidraw(port) for port in ("1-4", "1-5")}
+        pos_node = "/dev/" + self.g.ok("ls /sys/devices/virtual/misc/uhid/*/hidraw/").split()[0]
+        for port, node in kbds.items():
+            b = blocks.get(node, "")
+            check("0627:0001" in b and "QEMU USB Keyboard" in b and "serial: SAME0001" in b
+                  and f"USB port: {port}" in b and "usage page: 0x0001 usage 0x06" in b
+                  and "mode: keyboard" in b, f"{node} (USB port {port}) listed as: {b!r}")
+            check(f'usb_port = "{port}"' in b and f'KERNELS=="{port}"' in b,
+                  f"two keyboards share VID:PID and serial; {node}'s snippet and rules must name its port {port}: {b!r}")
+        b = blocks.get(pos_node, "")
+        check("0c2e:0b61" in b and "serial: POS0001" in b and "usage page: 0x008c" in b and "mode: pos" in b
+              and 'KERNELS=="0003:0C2E:0B61.*"' in b, f"{pos_node} (uhid HID POS) listed as: {b!r}")
+        ftdi = blocks.get(self.g.ok("readlink -f /dev/scangate/counter-1").strip(), "")
+        check("0403:6001" in ftdi and "serial: SCAN1" in ftdi, f"the FTDI adapter listed as: {ftdi!r}")
+
+        def entry(node, name, extra):
+            b = blocks[node]
+            old = re.search(r'name = "(hid-\d+)"', b).group(1)
+            cfg = re.search(r"    config:\n((?:      .*\n)+)", b + "\n").group(1)
+            rules = re.search(r"    udev:\n((?:      .*\n)+)", b + "\n").group(1)
+            cfg = "".join(l[6:] + "\n" for l in cfg.splitlines()).replace(f'"{old}"', f'"{name}"') + extra + "\n"
+            rules = "".join(l[6:] + "\n" for l in rules.splitlines()).replace(f"scangate/{old}", f"scangate/{name}")
+            return cfg, rules
+
+        parts = [
+            entry(kbds["1-4"], "wedge-us", 'layout = "us"\nframe_timeout_ms = 2000\n'),
+            entry(kbds["1-5"], "wedge-de", 'layout = "de"\nframe_timeout_ms = 2000\n'),
+            entry(pos_node, "pos-1", ""),
+        ]
+        self.hid_entries = [c for c, _ in parts]
+        rules = "".join(r for _, r in parts)
+        self.g.ok(
+            f"printf '%s' '{base64.b64encode(rules.encode()).decode()}' | base64 -d "
+            ">> /etc/udev/rules.d/99-scangate.rules && udevadm control --reload && "
+            "udevadm trigger --action=add && udevadm settle"
+        )
+        for name in ("wedge-us", "wedge-de", "pos-1"):
+            wait_for(f"/dev/scangate/{name}", lambda n=name: self.g.run(f"test -c /dev/scangate/{n}")[0] == 0, 30, 0.5)
+        self.g.ok(write_file(CONF, self.hid_config(self.hid_entries)))
+        self.g.run("systemctl reset-failed scangate")
+        self.g.ok("systemctl restart scangate", timeout=180)
+        wait_for("scangate active", self.active, 60)
+        self.wait_hid_open()
+        return f"devices listed; config and udev lines from `scangate devices` in use ({', '.join(kbds.values())}, {pos_node})"
+
+    def wait_hid_open(self):
+        nodes = ["/dev/scangate/wedge-us", "/dev/scangate/wedge-de", "/dev/scangate/pos-1"]
+        nodes += [self.usb_event(p) for p in ("1-4", "1-5")]
+        self.wait_holds(nodes)
+
+    def wedge_layouts(self):
+        us, de = self.new_serial(), self.new_serial()
+        self.type_label("us", us)
+        self.type_label("de", de)
+        self.expect_entry(us, "wedge-us", "LOTZY7")
+        self.expect_entry(de, "wedge-de", "LOTZY7")
+        return (f"typed with QMP input-send-event: {us} (US layout) on USB port 1-4 -> wedge-us, "
+                f"{de} (German: ] as AltGr+9, Y/Z swapped, GS as Ctrl+]) on 1-5 -> wedge-de")
+
+    def wedge_no_leak(self):
+        self.login_prompt()
+        logs = {p: self.start_watch(self.usb_event(p)) for p in ("1-4", "1-5")}
+        us, de = self.new_serial(), self.new_serial()
+        self.type_label("us", us)
+        self.type_label("de", de)
+        self.expect_entry(us, "wedge-us", "LOTZY7")
+        self.expect_entry(de, "wedge-de", "LOTZY7")
+        seen = {p: self.stop_watch(log) for p, log in logs.items()}
+        check(all(n == 0 for n in seen.values()), f"key events another reader saw while scangate ran: {seen}")
+        screen = self.vcs1()
+        check(us not in screen and de not in screen and "LOTZY7" not in screen,
+              f"the scans reached tty1: {screen.strip()[-200:]!r}")
+        return "scans in the ledger; another evdev reader saw 0 key events; nothing on tty1 (/dev/vcs1)"
+
+    def wedge_released_on_stop(self):
+        self.g.ok("systemctl stop scangate", timeout=120)
+        self.login_prompt()
+        log = self.start_watch(self.usb_event("1-4"))
+        word = f"released{self.new_serial()}"
+        self.kb.type("us", word)
+        wait_for(f"{word!r} on tty1", lambda: word in self.vcs1(), 30, 0.5)
+        n = self.stop_watch(log)
+        check(n >= 2 * len(word), f"the evdev reader saw {n} key events for {len(word)} keys typed")
+        self.g.ok("systemctl start scangate", timeout=180)
+        wait_for("scangate active", self.active, 60)
+        self.wait_hid_open()
+        return f"after systemctl stop: {word!r} on tty1, {n} key events at the other reader"
+
+    def pos_scans(self):
+        short = self.new_serial()
+        self.pos_scan(label(short)[3:])
+        long_serial = self.new_serial()
+        # A long DataMatrix: 3 reports of up to 56 bytes.
+        long = f"01{GTIN}1728123121{long_serial}\x1d10LOTLONG{'X' * 12}\x1d240{'R' * 30}\x1d91{'Q' * 60}"
+        check(len(long) > 112, "the long label must need three reports")
+        self.pos_scan(long)
+        self.expect_entry(short, "pos-1", "LOT7A")
+        self.expect_entry(long_serial, "pos-1", "LOTLONG" + "X" * 12)
+        return f"one-report scan and a {len(long)}-byte scan in 3 reports, both in the ledger"
+
+    def pos_unplug(self):
+        torn_serial = self.new_serial()
+        torn = f"01{GTIN}1728123121{torn_serial}\x1d10LOTTORN\x1d91{'T' * 60}"
+        opens_before = len(self.pos_events("open"))
+        self.pos_scan(torn, torn=True)
+        self.pos("destroy")
+        wait_for("the torn scan audited as rejected", lambda: "device went away mid-scan" in self.g.run(
+            "journalctl -t scangate-audit -o cat --output-fields=RECORD --no-pager | grep '\"decision\":\"rejected\"' | tail -n 5")[1], 30, 0.5)
+        created = self.pos("create")
+        opened = wait_for("scangate to reopen the re-created device",
+                          lambda: [t for t in self.pos_events("open") if t >= created], 30, 0.2)
+        reopen = opened[0] - created
+        check(len(self.pos_events("open")) > opens_before, "no open after the re-create")
+        check(reopen <= 3.0 * SCALE, f"reopened {reopen:.2f} s after the device came back (polling is every 1 s)")
+        after = self.new_serial()
+        self.pos_scan(label(after)[3:])
+        self.expect_entry(after, "pos-1", "LOT7A")
+        check(not [e for e in self.entries() if e.get("serial") == torn_serial or "TORN" in (e.get("lot") or "")],
+              "the torn scan reached the ledger")
+        return f"torn scan rejected and audited, never merged; reopened {reopen:.2f} s after re-create; next scan in the ledger"
+
+    def pair(self):
+        self.qmp.cmd("device_add", driver="usb-kbd", id="k3", display="gpu2", serial="", bus="xhci.0", port="6")
+        wait_for("the third keyboard's hidraw node", lambda: self.usb_hidraw("1-6"), 60, 0.5)
+        self.login_prompt()
+        result = {}
+
+        def run_pair():
+            result["pair"] = self.g.run(
+                f"scangate pair wedge-new --config {CONF} --scan-type dispense --timeout 90 2>&1", timeout=120)
+
+        t = threading.Thread(target=run_pair)
+        t.start()
+        typed = []
+        try:
+            time.sleep(1)
+            while t.is_alive() and len(typed) < 10:
+                typed.append(self.new_serial())
+                self.type_label("new", typed[-1])
+                t.join(4 * SCALE)
+        finally:
+            t.join()
+        rc, out = result["pair"]
+        check(rc == 0, f"scangate pair exited {rc}: {out.strip()[-600:]}")
+        conf = self.g.ok(f"cat {CONF}")
+        check('name = "wedge-new"' in conf and 'usb_port = "1-6"' in conf, f"the paired entry: {conf[-300:]!r}")
+        rules = self.g.ok("cat /etc/udev/rules.d/99-scangate.rules")
+        check('KERNELS=="1-6", SYMLINK+="scangate/wedge-new"' in rules, f"no udev rule for wedge-new: {rules[-400:]!r}")
+        screen = self.vcs1()
+        check(not any(s in screen for s in typed), f"the pairing scan reached tty1: {screen.strip()[-200:]!r}")
+        self.g.ok("udevadm control --reload && udevadm trigger && udevadm settle")
+        link = self.g.ok("readlink -f /dev/scangate/wedge-new").strip()
+        check(link == self.usb_hidraw("1-6"), f"/dev/scangate/wedge-new -> {link}, not the third keyboard's hidraw")
+        pid = self.main_pid()
+        self.g.ok("systemctl reload scangate", timeout=90)
+        self.wait_holds(["/dev/scangate/wedge-new", self.usb_event("1-6")])
+        check(self.main_pid() == pid, "the reload restarted the daemon")
+        serial = self.new_serial()
+        self.type_label("new", serial)
+        self.expect_entry(serial, "wedge-new", "LOTZY7")
+        return f"paired by a scan (after {len(typed)} label(s)), udev symlink {link}, reloaded, its scan in the ledger"
+
     def run(self):
         # (name, check, the checks after it are skipped if it fails)
         running = ["counter-1", "late", "counter-2"]
@@ -561,10 +980,22 @@ class Run:
             ("reload_adds_scanner", self.reload, False),
             ("watchdog_restart", lambda: (self.ensure_running_with(running), self.watchdog())[1], False),
             ("stop_drains_exit0", lambda: (self.ensure_running_with(running), self.stop())[1], False),
+            ("usb_serial_termios_and_nak", self.serial_termios_nak, False),
+            ("usb_serial_replug_mid_shift", self.serial_replug_mid_shift, False),
+            ("hid_devices_listed_and_installed", self.hid_setup, False),
+            ("hid_wedge_us_and_de_layouts", self.wedge_layouts, False),
+            ("hid_wedge_grabbed_no_leak", self.wedge_no_leak, False),
+            ("hid_wedge_released_after_stop", self.wedge_released_on_stop, False),
+            ("hid_pos_uhid_scans", self.pos_scans, False),
+            ("hid_pos_unplug_torn_and_reopen", self.pos_unplug, False),
+            ("hid_pair_end_to_end", self.pair, False),
             ("broken_config_exit2_no_restart", self.broken_config, False),
             ("load_credential_redis", self.credential, False),
         ]
+        only = set(filter(None, os.environ.get("SCANGATE_VM_ONLY", "").split(",")))
         for name, fn, needed in checks:
+            if only and name not in only and not needed:
+                continue  # (the checks the others need run always)
             if not self.step(name, fn) and needed:
                 for rest, _, _ in checks[[c[0] for c in checks].index(name) + 1:]:
                     self.record("SKIP", rest, f"after {name} failed")

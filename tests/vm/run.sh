@@ -79,17 +79,31 @@ else
     echo "guest image: $cache (cached)"
 fi
 
-# 3. The second disk: the .deb and the guest agent, fresh each run.
+# 3. The second disk: the .deb, the guest agent and vmhid (the guest's HID
+# helper: an evdev reader and a uhid HID POS scanner; built static here, the
+# guest has no compiler), fresh each run.
 work=$(mktemp -d /tmp/sgvm.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 mkdir "$work/inputs"
 cp "$deb" "$work/inputs/"
 cp "$here/agent.sh" "$work/inputs/agent.sh"
+case $arch in
+amd64) guest_cc=gcc ;;
+arm64) guest_cc=aarch64-linux-gnu-gcc ;;
+esac
+"$guest_cc" -O2 -static -Wall -Wextra -Werror -o "$work/inputs/vmhid" "$here/vmhid.c"
 mkfs.ext4 -q -L vmtest -d "$work/inputs" "$work/inputs.img" 128M
 
 # 4. Boot once and run every check. TCG: KVM is not usable on these
 # machines. No network. The chardevs c2 and c3 have no device yet: drive.py
 # plugs them in with QMP device_add during the checks.
+# USB ports are pinned (xhci with 8 USB 2 ports: guest paths 1-1 … 1-8):
+# usb-serial SCAN1 on 1, SCAN2 and SCAN3 hot-plugged on 2 and 3; two
+# identical keyboards (qemu usb-kbd 0627:0001, the same serial string) on 4
+# and 5, and a third hot-plugged on 6 for `scangate pair`. QMP
+# input-send-event types into one keyboard only when it is bound to a
+# display of its own and the event names that display, so each keyboard
+# has one (gpu0..gpu2; no display backend: -display none).
 case $arch in
 amd64) machine=(qemu-system-x86_64 -accel tcg) console=ttyS0 ;;
 arm64) machine=(qemu-system-aarch64 -M virt -cpu max -accel tcg) console=ttyAMA0 ;;
@@ -105,11 +119,16 @@ qemu=(
     -device virtio-serial-pci
     -chardev "socket,id=ctl,path=$work/ctl.sock,server=on,wait=off"
     -device virtserialport,chardev=ctl,name=scangate.ctl
-    -device qemu-xhci,id=xhci
+    -device virtio-gpu-pci,id=gpu0
+    -device secondary-vga,id=gpu1
+    -device secondary-vga,id=gpu2
+    -device qemu-xhci,id=xhci,p2=8,p3=8
     -chardev "socket,id=c1,path=$work/s1.sock,server=on,wait=off"
     -chardev "socket,id=c2,path=$work/s2.sock,server=on,wait=off"
     -chardev "socket,id=c3,path=$work/s3.sock,server=on,wait=off"
-    -device usb-serial,id=u1,chardev=c1,serial=SCAN1,bus=xhci.0
+    -device usb-serial,id=u1,chardev=c1,serial=SCAN1,bus=xhci.0,port=1
+    -device usb-kbd,id=k1,display=gpu0,serial=SAME0001,bus=xhci.0,port=4
+    -device usb-kbd,id=k2,display=gpu1,serial=SAME0001,bus=xhci.0,port=5
 )
 qemu_json=$(python3 -c 'import json,sys; print(json.dumps(sys.argv[1:]))' "${qemu[@]}")
 rc=0

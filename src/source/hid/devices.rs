@@ -35,7 +35,12 @@ pub struct HidCandidate {
     /// USB serial number string.
     pub serial_number: Option<String>,
     /// USB port path (`1-1.3`): the physical port, stable across replugs.
+    /// None for a HID device with no USB device above it (Bluetooth, uhid).
     pub usb_port: Option<String>,
+    /// The kernel's HID id, `BBBB:VVVV:PPPP` (bus, vendor, product: the
+    /// HID device's sysfs name without its instance number), which udev
+    /// can match for any bus.
+    pub hid_id: Option<String>,
     /// Top-level usage page of the report descriptor.
     pub usage_page: u16,
     /// Top-level usage.
@@ -125,15 +130,24 @@ pub fn enumerate_hid() -> Result<Vec<HidCandidate>, String> {
         let devnode = PathBuf::from(d.path().to_string_lossy().into_owned());
         // One hidraw node may list several top-level collections; prefer
         // the one scangate can read.
+        let hidraw = devnode
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
         let cand = HidCandidate {
-            usb_port: devnode
-                .file_name()
-                .and_then(|n| usb_port_of(Path::new(SYS), &n.to_string_lossy())),
+            usb_port: usb_port_of(Path::new(SYS), &hidraw),
+            hid_id: hid_id_of(Path::new(SYS), &hidraw),
             devnode,
             vendor_id: d.vendor_id(),
             product_id: d.product_id(),
-            manufacturer: d.manufacturer_string().map(str::to_owned),
-            product: d.product_string().map(str::to_owned),
+            manufacturer: d
+                .manufacturer_string()
+                .map(str::to_owned)
+                .filter(|s| !s.is_empty()),
+            product: d
+                .product_string()
+                .map(str::to_owned)
+                .filter(|s| !s.is_empty()),
             serial_number: d
                 .serial_number()
                 .map(str::to_owned)
@@ -170,6 +184,15 @@ fn hid_device_dir(sys: &Path, hidraw: &str) -> Option<PathBuf> {
     let node = sys.join("class/hidraw").join(hidraw).canonicalize().ok()?;
     // …/<hid device>/hidraw/hidrawN
     Some(node.parent()?.parent()?.to_owned())
+}
+
+/// The HID id (`0003:0C2E:0B61`) of `hidrawN`, from the name of its HID
+/// device in sysfs under `sys` (`0003:0C2E:0B61.0004`).
+pub fn hid_id_of(sys: &Path, hidraw: &str) -> Option<String> {
+    let dir = hid_device_dir(sys, hidraw)?;
+    let name = dir.file_name()?.to_string_lossy().into_owned();
+    let (id, _instance) = name.rsplit_once('.')?;
+    (id.len() == 14 && id.split(':').count() == 3).then(|| id.to_owned())
 }
 
 /// The USB port path (`1-1.3`) of `hidrawN`, from sysfs under `sys`.
@@ -372,6 +395,14 @@ mod tests {
         std::os::unix::fs::symlink(pos.join("hidraw/hidraw1"), sys.join("class/hidraw/hidraw1"))
             .unwrap();
         std::os::unix::fs::symlink(&tty, sys.join("class/tty/ttyACM0")).unwrap();
+        // A HID device with no USB device above it (uhid, as Bluetooth).
+        let virt = sys.join("devices/virtual/misc/uhid/0003:0C2E:0B61.0009");
+        fs::create_dir_all(virt.join("hidraw/hidraw2")).unwrap();
+        std::os::unix::fs::symlink(
+            virt.join("hidraw/hidraw2"),
+            sys.join("class/hidraw/hidraw2"),
+        )
+        .unwrap();
         fs::create_dir_all(sys.join("devices/virtual/tty/tty0")).unwrap();
         std::os::unix::fs::symlink(
             sys.join("devices/virtual/tty/tty0"),
@@ -387,6 +418,11 @@ mod tests {
         assert_eq!(usb_port_of(t.path(), "hidraw0").as_deref(), Some("1-1.3"));
         assert_eq!(usb_port_of(t.path(), "hidraw1").as_deref(), Some("1-1.3"));
         assert_eq!(usb_port_of(t.path(), "hidraw9"), None);
+        assert_eq!(usb_port_of(t.path(), "hidraw2"), None, "not a USB device");
+        for (node, id) in [("hidraw0", "0003:0C2E:0B61"), ("hidraw2", "0003:0C2E:0B61")] {
+            assert_eq!(hid_id_of(t.path(), node).as_deref(), Some(id), "{node}");
+        }
+        assert_eq!(hid_id_of(t.path(), "hidraw9"), None);
         let want = vec![
             PathBuf::from("/dev/input/event3"),
             PathBuf::from("/dev/input/event7"),
