@@ -932,8 +932,12 @@ class Run:
         t = threading.Thread(target=run_pair)
         t.start()
         typed = []
+        event = self.usb_event("1-6")
         try:
-            time.sleep(1)
+            # pair grabs the keyboards it listens to: type once it holds
+            # this one's evdev node (typed earlier, a scan would reach tty1).
+            wait_for(f"scangate pair to open {event}", lambda: not t.is_alive() or self.g.run(
+                f"ls -l /proc/[0-9]*/fd 2>/dev/null | grep -q ' {event}$'")[0] == 0, 60, 0.3)
             while t.is_alive() and len(typed) < 10:
                 typed.append(self.new_serial())
                 self.type_label("new", typed[-1])
