@@ -232,7 +232,7 @@ class Keyboards:
     KEYBOARDS = {"us": ("gpu0", "us"), "de": ("gpu1", "de"), "new": ("gpu2", "us")}
     # Seconds between characters. qemu's HID keyboard queues 16 key events
     # and drops what does not fit; the guest polls it every few ms.
-    GAP = 0.05
+    GAP = 0.1
 
     def __init__(self, qmp):
         self.qmp = qmp
@@ -318,6 +318,7 @@ class Run:
         self.hid_entries = []
 
     def record(self, status, name, detail=""):
+        detail = " | ".join(l for l in detail.splitlines() if l.strip())  # one line per check
         line = f"{status:5} {name}" + (f"  {detail}" if detail else "")
         print(line, flush=True)
         self.results.write(line + "\n")
@@ -353,13 +354,7 @@ class Run:
 
     def opened(self, name):
         """The daemon (MainPID) holds /dev/scangate/<name> open."""
-        rc, _ = self.g.run(
-            f"dev=$(readlink -f /dev/scangate/{name}) && [ -c \"$dev\" ] && "
-            f"pid=$(systemctl show -p MainPID --value scangate) && [ \"$pid\" != 0 ] && "
-            f"ls -l /proc/$pid/fd 2>/dev/null | grep -q \" $dev\\$\"",
-            timeout=20,
-        )
-        return rc == 0
+        return self.holds(f"/dev/scangate/{name}")
 
     def wait_opened(self, name, seconds=90):
         wait_for(f"the daemon to open /dev/scangate/{name}", lambda: self.opened(name), seconds, 1)
@@ -872,6 +867,23 @@ class Run:
               f"the scans reached tty1: {screen.strip()[-200:]!r}")
         return "scans in the ledger; another evdev reader saw 0 key events; nothing on tty1 (/dev/vcs1)"
 
+    def wedge_replugged_grabbed_again(self):
+        self.qmp.cmd("device_del", id="k2")
+        wait_for("the second keyboard gone", lambda: not self.usb_hidraw("1-5"), 60, 0.5)
+        self.qmp.cmd("device_add", driver="usb-kbd", id="k2", display="gpu1", serial="SAME0001", bus="xhci.0", port="5")
+        wait_for("the second keyboard back", lambda: self.usb_hidraw("1-5"), 60, 0.5)
+        event = self.usb_event("1-5")
+        self.wait_holds(["/dev/scangate/wedge-de", event], 30)
+        self.login_prompt()
+        log = self.start_watch(event)
+        de = self.new_serial()
+        self.type_label("de", de)
+        self.expect_entry(de, "wedge-de", "LOTZY7")
+        n = self.stop_watch(log)
+        check(n == 0, f"after the replug another reader of {event} saw {n} key events")
+        check(de not in self.vcs1(), "after the replug the scan reached tty1")
+        return f"unplugged and replugged (QMP device_del/device_add): reopened, {event} grabbed again, scan in the ledger"
+
     def wedge_released_on_stop(self):
         self.g.ok("systemctl stop scangate", timeout=120)
         self.login_prompt()
@@ -923,28 +935,29 @@ class Run:
         self.qmp.cmd("device_add", driver="usb-kbd", id="k3", display="gpu2", serial="", bus="xhci.0", port="6")
         wait_for("the third keyboard's hidraw node", lambda: self.usb_hidraw("1-6"), 60, 0.5)
         self.login_prompt()
-        result = {}
-
-        def run_pair():
-            result["pair"] = self.g.run(
-                f"scangate pair wedge-new --config {CONF} --scan-type dispense --timeout 90 2>&1", timeout=120)
-
-        t = threading.Thread(target=run_pair)
-        t.start()
-        typed = []
+        # pair runs in the background in the guest (the agent runs one
+        # command at a time, and the test asks it things meanwhile).
+        self.g.ok(
+            "rm -f /run/pair.out /run/pair.rc; (setsid sh -c "
+            f"'scangate pair wedge-new --config {CONF} --scan-type dispense --timeout 90 "
+            "> /run/pair.out 2>&1; echo $? > /run/pair.rc' </dev/null >/dev/null 2>&1 &)"
+        )
         event = self.usb_event("1-6")
-        try:
-            # pair grabs the keyboards it listens to: type once it holds
-            # this one's evdev node (typed earlier, a scan would reach tty1).
-            wait_for(f"scangate pair to open {event}", lambda: not t.is_alive() or self.g.run(
-                f"ls -l /proc/[0-9]*/fd 2>/dev/null | grep -q ' {event}$'")[0] == 0, 60, 0.3)
-            while t.is_alive() and len(typed) < 10:
-                typed.append(self.new_serial())
-                self.type_label("new", typed[-1])
-                t.join(4 * SCALE)
-        finally:
-            t.join()
-        rc, out = result["pair"]
+        # pair grabs the keyboards it listens to: type once it holds this
+        # one (typed earlier, a scan would reach tty1).
+        wait_for(f"scangate pair to grab {event}", lambda: re.search(rf"{event}\b|^ENDED", self.g.run(
+            "grep 'scanner grabbed' /run/pair.out; test -e /run/pair.rc && echo ENDED")[1], re.M), 60, 0.3)
+        typed = []
+        rc = None
+        while rc is None and len(typed) < 10:
+            typed.append(self.new_serial())
+            self.type_label("new", typed[-1])
+            end = deadline(4)
+            while rc is None and time.monotonic() < end:
+                got, out = self.g.run("cat /run/pair.rc 2>/dev/null")
+                rc = int(out) if got == 0 and out.strip() else None
+                time.sleep(0.3)
+        out = self.g.run("cat /run/pair.out")[1]
         check(rc == 0, f"scangate pair exited {rc}: {out.strip()[-600:]}")
         conf = self.g.ok(f"cat {CONF}")
         check('name = "wedge-new"' in conf and 'usb_port = "1-6"' in conf, f"the paired entry: {conf[-300:]!r}")
@@ -989,6 +1002,7 @@ class Run:
             ("hid_devices_listed_and_installed", self.hid_setup, False),
             ("hid_wedge_us_and_de_layouts", self.wedge_layouts, False),
             ("hid_wedge_grabbed_no_leak", self.wedge_no_leak, False),
+            ("hid_wedge_replugged_grabbed_again", self.wedge_replugged_grabbed_again, False),
             ("hid_wedge_released_after_stop", self.wedge_released_on_stop, False),
             ("hid_pos_uhid_scans", self.pos_scans, False),
             ("hid_pos_unplug_torn_and_reopen", self.pos_unplug, False),
