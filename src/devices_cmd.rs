@@ -8,8 +8,9 @@
 //! plugged in it says so (exit 0).
 //!
 //! `pair NAME --config FILE` opens every HID scanner interface not already
-//! claimed by a `[[scanner]]` of FILE, waits for the next complete scan on
-//! any of them (a technician pairs by scanning a barcode), then appends the
+//! claimed by a `[[scanner]]` of FILE, waits for the next scan on any of
+//! them that decodes (a technician pairs by scanning a product's barcode;
+//! text typed on a keyboard pairs nothing), then appends the
 //! scanner's entry to FILE (checked to parse first) and its udev rules to
 //! `--rules` (default `/etc/udev/rules.d/99-scangate.rules`). Serial
 //! scanners are paired by hand from the `devices` snippet.
@@ -295,7 +296,7 @@ pub fn run_pair(args: &PairArgs) -> Exit {
         return Exit::CheckFailed;
     }
     eprintln!(
-        "waiting up to {} s for a scan on any of {} unpaired HID scanner interface(s): scan any barcode with the scanner to pair",
+        "waiting up to {} s for a scan on any of {} unpaired HID scanner interface(s): scan a product's barcode with the scanner to pair it",
         args.timeout,
         unpaired.len()
     );
@@ -331,10 +332,13 @@ pub fn run_pair(args: &PairArgs) -> Exit {
     Exit::Ok
 }
 
-/// Read every candidate on its own thread until one yields a complete,
-/// non-rejected scan; return that candidate.
+/// Read every candidate on its own thread until one yields a scan that
+/// decodes as a barcode; return that candidate. A read that does not
+/// decode (text typed on the gateway's own keyboard, which pairing grabs
+/// too, or a barcode scangate cannot read) pairs nothing: it is named on
+/// stderr (its reason only, never its data) and the wait goes on.
 fn wait_for_scan(cands: &[HidCandidate], timeout: Duration) -> Option<HidCandidate> {
-    let (tx, rx) = std::sync::mpsc::channel::<usize>();
+    let (tx, rx) = std::sync::mpsc::channel::<(usize, Result<(), String>)>();
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     for (i, c) in cands.iter().enumerate() {
         let tx = tx.clone();
@@ -360,18 +364,30 @@ fn wait_for_scan(cands: &[HidCandidate], timeout: Duration) -> Option<HidCandida
                         Ok(None) => decoder.expire(Instant::now(), &mut raws),
                         Err(_) => return,
                     }
-                    if raws.iter().any(|r| r.framing_error.is_none()) {
-                        let _ = tx.send(i);
-                        return;
+                    let year = crate::capture::CaptureTime::now().year();
+                    for raw in raws.drain(..) {
+                        let decoded = raw.decode(year).map(|_| ()).map_err(|e| e.to_string());
+                        if tx.send((i, decoded)).is_err() {
+                            return;
+                        }
                     }
-                    raws.clear();
                 }
             });
     }
     drop(tx);
-    let got = rx.recv_timeout(timeout).ok();
+    let deadline = Instant::now() + timeout;
+    let paired = loop {
+        match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+            Ok((i, Ok(()))) => break Some(cands[i].clone()),
+            Ok((i, Err(why))) => eprintln!(
+                "a read on {} did not decode ({why}): nothing paired; scan a product's barcode (GS1 DataMatrix, UPC/EAN) with the new scanner",
+                cands[i].devnode.display()
+            ),
+            Err(_) => break None,
+        }
+    };
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    got.map(|i| cands[i].clone())
+    paired
 }
 
 #[cfg(test)]

@@ -947,6 +947,12 @@ class Run:
         # one (typed earlier, a scan would reach tty1).
         wait_for(f"scangate pair to grab {event}", lambda: re.search(rf"{event}\b|^ENDED", self.g.run(
             "grep 'scanner grabbed' /run/pair.out; test -e /run/pair.rc && echo ENDED")[1], re.M), 60, 0.3)
+        # Text typed on a keyboard (the gateway's own, grabbed too while
+        # pair waits) pairs nothing: pair says so and waits on.
+        self.kb.type("new", "notabarcode\r")
+        got = wait_for("pair to refuse text that is not a barcode", lambda: self.g.run(
+            "grep -h 'did not decode' /run/pair.out; test -e /run/pair.rc && echo ENDED")[1], 30, 0.3)
+        check("ENDED" not in got, f"pair ended on typed text: {self.g.run('cat /run/pair.out')[1][-400:]}")
         typed = []
         rc = None
         while rc is None and len(typed) < 10:
@@ -964,7 +970,7 @@ class Run:
         rules = self.g.ok("cat /etc/udev/rules.d/99-scangate.rules")
         check('KERNELS=="1-6", SYMLINK+="scangate/wedge-new"' in rules, f"no udev rule for wedge-new: {rules[-400:]!r}")
         screen = self.vcs1()
-        check(not any(s in screen for s in typed), f"the pairing scan reached tty1: {screen.strip()[-200:]!r}")
+        check(not any(s in screen for s in typed + ["notabarcode"]), f"the pairing scans reached tty1: {screen.strip()[-200:]!r}")
         self.g.ok("udevadm control --reload && udevadm trigger && udevadm settle")
         link = self.g.ok("readlink -f /dev/scangate/wedge-new").strip()
         check(link == self.usb_hidraw("1-6"), f"/dev/scangate/wedge-new -> {link}, not the third keyboard's hidraw")
@@ -975,7 +981,8 @@ class Run:
         serial = self.new_serial()
         self.type_label("new", serial)
         self.expect_entry(serial, "wedge-new", "LOTZY7")
-        return f"paired by a scan (after {len(typed)} label(s)), udev symlink {link}, reloaded, its scan in the ledger"
+        return (f"typed text refused; paired by a scan (after {len(typed)} label(s)), udev symlink {link}, "
+                "reloaded, its scan in the ledger")
 
     def run(self):
         # (name, check, the checks after it are skipped if it fails)
