@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# The VM test (issue 18): the amd64 .deb built from this tree, installed with
-# `apt install` in a Debian 12 guest under a real systemd and udevd, its
-# scanners qemu usb-serial devices the host drives. One boot per run.
+# The VM test (issues 18 and 19): the amd64 .deb built from this tree,
+# installed with `apt install` in a Debian 12 guest under a real systemd and
+# udevd, its scanners on the guest's kernel: qemu usb-serial adapters
+# (ftdi_sio) and usb-kbd keyboards (usbhid) the host drives over QMP and
+# chardev sockets, and a HID POS scanner on /dev/uhid (vmhid.c). One boot
+# per run; SCANGATE_VM_ONLY=check,… runs some checks (drive.py).
 #
 #   tests/vm/run.sh            # .ci/run calls it after the other steps
 #
