@@ -576,3 +576,72 @@ fn a_refused_round_on_a_server_with_waitaof_leaves_the_connection_in_step() {
         [Outcome::Committed]
     );
 }
+
+/// On a server with `WAITAOF` (Valkey, appendonly), an ACL user with the
+/// grants scangate names for it claims; one with only the grants a Redis
+/// 7.0 takes is refused when the server is checked (at start), naming
+/// `+waitaof`, not when its first round comes (each round ends with
+/// `WAITAOF`: every claim would have been refused).
+#[test]
+fn acl_grants_for_a_server_with_waitaof_are_checked_at_start() {
+    if std::process::Command::new("valkey-server")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!(
+            "SKIPPED: valkey-server is not installed (apt-get install -t bookworm-backports valkey-server; .ci/run does)"
+        );
+        return;
+    }
+    let dir = crate::util::tempdir("scangate-waitaof-acl-");
+    let server = RedisServer::start_binary("valkey-server", dir.path(), &["--appendonly", "yes"]);
+    let mut c = server.connection();
+    let mut acl = redis::cmd("ACL");
+    acl.arg("SETUSER").arg("gw").arg("on").arg(">pw");
+    for g in scangate::facility::ACL_GRANTS.split_whitespace() {
+        acl.arg(g);
+    }
+    for (user, extra) in [("gw", scangate::facility::ACL_GRANTS_WAITAOF), ("old", "")] {
+        let mut acl = redis::cmd("ACL");
+        acl.arg("SETUSER").arg(user).arg("on").arg(">pw");
+        for g in scangate::facility::ACL_GRANTS
+            .split_whitespace()
+            .chain([extra])
+        {
+            if !g.is_empty() {
+                acl.arg(g);
+            }
+        }
+        let _: () = acl.query(&mut c).expect("ACL SETUSER");
+    }
+    let connect = |user: &str| {
+        Facility::connect(
+            &server
+                .url()
+                .replace("redis://", &format!("redis://{user}:pw@")),
+            "f1",
+            WINDOW_MS,
+            Duration::from_secs(72 * 3600),
+            Duration::from_secs(2),
+            Duration::from_secs(2),
+        )
+        .unwrap()
+    };
+    let mut old = connect("old");
+    let refused = old.check_server().unwrap_err();
+    assert!(
+        matches!(refused, FacilityError::NoPermission { .. })
+            && refused.to_string().contains("+waitaof"),
+        "{refused}"
+    );
+    let mut gw = connect("gw");
+    let info = gw.check_server().unwrap();
+    assert!(info.has_waitaof && info.appendonly == "yes", "{info:?}");
+    gw.set_on_disk(true);
+    let got = gw.claim_batch(&[claim("a1", "ka", 0)]);
+    assert!(
+        matches!(got.as_deref(), Ok([Outcome::Committed])),
+        "{got:?}"
+    );
+}

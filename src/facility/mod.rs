@@ -120,7 +120,7 @@ pub enum FacilityError {
     /// The ACL user may not run a command scangate needs (`NOPERM`, or a
     /// command inside the claim script refused): nothing was claimed.
     #[error(
-        "facility Redis {url}: the ACL user {user:?} may not run what scangate needs ({detail}). Fix: on the server, `ACL SETUSER {user} {ACL_GRANTS}` (see [redis] username in config/scangate.toml), or configure a user that has these"
+        "facility Redis {url}: the ACL user {user:?} may not run what scangate needs ({detail}). Fix: on the server, `ACL SETUSER {user} {ACL_GRANTS}`, on Redis 7.2 or later and Valkey with `{ACL_GRANTS_WAITAOF}` too (see [redis] username in config/scangate.toml), or configure a user that has these"
     )]
     NoPermission {
         /// The server, without credentials.
@@ -299,8 +299,15 @@ pub struct ScannerClone {
 
 /// What an ACL user needs (`ACL SETUSER <user> on ><password>` and these):
 /// its keys, the commands scangate sends, and those the claim script runs.
-/// `tests/facility_e2e.rs` runs a gateway as a user with exactly these.
+/// `tests/facility_e2e.rs` runs a gateway as a user with exactly these. A
+/// server with `WAITAOF` needs [`ACL_GRANTS_WAITAOF`] as well.
 pub const ACL_GRANTS: &str = "resetkeys ~scangate:* resetchannels -@all +evalsha +script|load +config|get +info +wait +xrange +hmget +hset +get +set +zscore +zrange +zrangebyscore +zadd +zremrangebyscore +xadd +pexpire +time +exists +xinfo|groups +xpending +xtrim +xlen";
+
+/// What an ACL user needs besides [`ACL_GRANTS`] on a server with
+/// `WAITAOF` (Redis 7.2 and later, Valkey), which confirms every round on
+/// disk when `appendonly` is on. Not in `ACL_GRANTS`: Redis 7.0 refuses a
+/// command it does not know in `ACL SETUSER`.
+pub const ACL_GRANTS_WAITAOF: &str = "+waitaof";
 
 /// The ACL user a `redis://user:password@host` URL logs in as
 /// (percent-decoded); `default` when it names none.
@@ -602,6 +609,17 @@ impl Facility {
             });
         }
         self.check_settings()?;
+        if has_waitaof(&version) && appendonly == "yes" {
+            // Every round will end with WAITAOF (Facility::set_on_disk): an
+            // ACL user that may not run it would have every claim refused.
+            // With nothing to wait for, it answers at once.
+            let _: (i64, i64) = redis::cmd("WAITAOF")
+                .arg(0)
+                .arg(0)
+                .arg(0)
+                .query(&mut self.conn)
+                .map_err(|source| failed(&self.url, &self.user, source))?;
+        }
         Ok(ServerInfo {
             has_waitaof: has_waitaof(&version),
             version,
