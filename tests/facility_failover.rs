@@ -339,14 +339,7 @@ fn confirmation_switched_off_while_a_replica_is_attached_is_warned_of() {
 /// this runs with Valkey (bookworm-backports, installed by `.ci/run`).
 #[test]
 fn on_a_server_with_waitaof_claims_also_wait_for_the_primarys_aof() {
-    if Command::new("valkey-server")
-        .arg("--version")
-        .output()
-        .is_err()
-    {
-        eprintln!(
-            "SKIPPED: valkey-server is not installed (apt-get install -t bookworm-backports valkey-server; .ci/run does): WAITAOF is not tested"
-        );
+    if !RedisServer::valkey_installed() {
         return;
     }
     let root = tempdir("scangate-waitaof-");

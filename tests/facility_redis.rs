@@ -545,14 +545,7 @@ fn a_claim_whose_marker_the_server_lacks_is_refused_with_nothing_changed() {
 /// round's stale WAITAOF reply and failed, every time).
 #[test]
 fn a_refused_round_on_a_server_with_waitaof_leaves_the_connection_in_step() {
-    if std::process::Command::new("valkey-server")
-        .arg("--version")
-        .output()
-        .is_err()
-    {
-        eprintln!(
-            "SKIPPED: valkey-server is not installed (apt-get install -t bookworm-backports valkey-server; .ci/run does)"
-        );
+    if !RedisServer::valkey_installed() {
         return;
     }
     let dir = crate::util::tempdir("scangate-waitaof-lost-");
@@ -584,14 +577,7 @@ fn a_refused_round_on_a_server_with_waitaof_leaves_the_connection_in_step() {
 /// `WAITAOF`: every claim would have been refused).
 #[test]
 fn acl_grants_for_a_server_with_waitaof_are_checked_at_start() {
-    if std::process::Command::new("valkey-server")
-        .arg("--version")
-        .output()
-        .is_err()
-    {
-        eprintln!(
-            "SKIPPED: valkey-server is not installed (apt-get install -t bookworm-backports valkey-server; .ci/run does)"
-        );
+    if !RedisServer::valkey_installed() {
         return;
     }
     let dir = crate::util::tempdir("scangate-waitaof-acl-");

@@ -56,6 +56,23 @@ impl RedisServer {
         server
     }
 
+    /// Whether `valkey-server` is installed (Valkey 8 from
+    /// bookworm-backports, which `.ci/run` installs: the `WAITAOF` tests
+    /// need Redis 7.2 or later and Debian 12's redis-server is 7.0). When
+    /// it is not, says so on stderr: the caller skips its test.
+    pub fn valkey_installed() -> bool {
+        let there = std::process::Command::new("valkey-server")
+            .arg("--version")
+            .output()
+            .is_ok();
+        if !there {
+            eprintln!(
+                "SKIPPED: valkey-server is not installed (apt-get install -t bookworm-backports valkey-server; .ci/run does): WAITAOF is not tested"
+            );
+        }
+        there
+    }
+
     fn start_unspawned(dir: &Path, extra: &[&str]) -> RedisServer {
         fs::create_dir_all(dir).expect("redis dir");
         RedisServer {
