@@ -674,6 +674,9 @@ pub enum Swept<'a> {
         /// How long it has waited (hours).
         age_h: i64,
     },
+    /// A WAL truncation owed since a sweep (readers were in the way) was
+    /// done: the cleared bytes are gone from the WAL too.
+    WalTruncated,
     /// Decided outbox rows older than the dedup horizon were removed.
     Pruned {
         /// How many.
@@ -702,6 +705,11 @@ impl Swept<'_> {
                 keep_raw_hours,
                 wal_truncated,
                 "overwrote the raw bytes of {cleared} scans decided more than {keep_raw_hours} h ago"
+            ),
+            Swept::WalTruncated => tracing::info!(
+                target: "scangate::daemon::sweeper",
+                wal_truncated = true,
+                "the WAL was truncated: the raw bytes cleared by the last sweep are gone from it too"
             ),
             Swept::HeldBy { seq, state, age_h } => tracing::warn!(
                 target: "scangate::daemon::sweeper",

@@ -3,7 +3,8 @@
 //! file, and through the daemon's sweeper thread.
 
 use crate::util::{
-    Daemon, ScannerSpec, dscsa, open_db, read_at, tempdir, test_gate, wait_until, write_config,
+    Daemon, ScannerSpec, dscsa, open_db, read_at, tempdir, test_gate, wait_until, wait_until_for,
+    write_config,
 };
 use scangate::gate::Verdict;
 use scangate::store::Store;
@@ -145,6 +146,23 @@ fn a_sweep_stops_between_chunks_when_asked() {
 
 #[test]
 fn the_daemon_sweeps_scans_decided_longer_ago_than_keep_raw_hours() {
+    sweep_old_scans(false);
+}
+
+/// A reader in the way of the WAL truncation after a sweep: it is tried
+/// again every `WAL_RETRY` until it succeeds, and then the cleared bytes
+/// are gone from the files (before, it waited for the next sweep, ten
+/// minutes later).
+#[test]
+fn a_wal_truncation_kept_from_happening_by_a_reader_is_tried_again() {
+    sweep_old_scans(true);
+}
+
+/// The daemon over a database with two scans decided two hours ago and one
+/// just now, `keep_raw_hours = 1`; with `reader`, a connection of the test
+/// holds a read snapshot from before the daemon starts until the sweep is
+/// logged, so the WAL cannot be truncated after it.
+fn sweep_old_scans(reader: bool) {
     let dir = tempdir("raw-sweep");
     let state = dir.path().join("state");
     {
@@ -181,6 +199,15 @@ fn the_daemon_sweeps_scans_decided_longer_ago_than_keep_raw_hours() {
     text += "\n[outbox]\nkeep_raw_hours = 1\n";
     std::fs::write(&config, text).unwrap();
 
+    let snapshot = reader.then(|| {
+        let c = rusqlite::Connection::open(state.join("scangate.db")).unwrap();
+        c.execute_batch("BEGIN").unwrap();
+        let n: i64 = c
+            .query_row("SELECT count(*) FROM scans", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(n, 3);
+        c
+    });
     let mut daemon = Daemon::start(&config, &dir.path().join("daemon.log"));
     daemon.wait_open(&[scanner.path()]);
     // Logged once the sweep (and its WAL truncation) is done.
@@ -189,15 +216,29 @@ fn the_daemon_sweeps_scans_decided_longer_ago_than_keep_raw_hours() {
             .log()
             .contains("overwrote the raw bytes of 2 scans decided more than 1 h ago")
     });
-    assert!(
-        daemon.log().contains("wal_truncated=true"),
-        "{}",
-        daemon.log()
-    );
+    if let Some(c) = snapshot {
+        assert!(
+            daemon.log().contains("wal_truncated=false"),
+            "the WAL was truncated under a reader's snapshot: {}",
+            daemon.log()
+        );
+        assert!(
+            on_disk(&state, WRISTBAND),
+            "the test's snapshot should have kept the old pages"
+        );
+        drop(c);
+    }
     assert_eq!(raw_lengths(&state)[..2], [0, 0]);
     assert!(
         raw_lengths(&state)[2] > 0,
         "a scan decided just now was cleared"
+    );
+    // Gone from the WAL too once it is truncated: right after the sweep,
+    // or (a reader in the way) at a retry WAL_RETRY later.
+    wait_until_for(
+        "the WAL truncated after the sweep (wal_truncated=true in the log)",
+        scangate::daemon::sweeper::WAL_RETRY * 3,
+        || daemon.log().contains("wal_truncated=true"),
     );
     assert!(
         !on_disk(&state, WRISTBAND),

@@ -14,8 +14,9 @@
 //! It owns a third connection (rusqlite blocks, so it has its own thread)
 //! and takes the writers' turn one short chunk at a time, so the counter's
 //! scans never wait behind a long sweep. It sweeps at start and then every
-//! [`SWEEP_EVERY`]; it stops, between two chunks, as soon as the stop is
-//! signalled.
+//! [`SWEEP_EVERY`] (a WAL truncation a reader kept from happening after a
+//! sweep is tried again every [`WAL_RETRY`]); it stops, between two chunks,
+//! as soon as the stop is signalled.
 
 use super::supervisor::StageResult;
 use crate::events::{SweepStep, Swept};
@@ -25,6 +26,11 @@ use std::time::Duration;
 
 /// Time between sweeps.
 pub const SWEEP_EVERY: Duration = Duration::from_secs(600);
+
+/// Time between tries of a WAL truncation still owed after a sweep (a
+/// reader was in the way for all of [`truncate_soon`]'s tries): the
+/// cleared bytes' old page images stay in the WAL until it succeeds.
+pub const WAL_RETRY: Duration = Duration::from_secs(10);
 
 /// How long the sweeper keeps what.
 #[derive(Debug, Clone, Copy)]
@@ -117,8 +123,22 @@ pub fn run(mut store: Store, keeps: Keep, stop: Stop) -> StageResult {
         if prune_outbox(&mut store, keeps.decided, now_ms, &mut || !stop.is_set()) {
             return StageResult::Done;
         }
-        if stop.sleep(SWEEP_EVERY) {
-            return StageResult::Done;
+        // Until the next sweep; a truncation still owed is tried again
+        // every WAL_RETRY meanwhile.
+        let next = std::time::Instant::now() + SWEEP_EVERY;
+        loop {
+            let left = next.saturating_duration_since(std::time::Instant::now());
+            let pause = if wal_owed { left.min(WAL_RETRY) } else { left };
+            if stop.sleep(pause) {
+                return StageResult::Done;
+            }
+            if std::time::Instant::now() >= next {
+                break;
+            }
+            if wal_owed && truncate_soon(&store, &mut || !stop.is_set()) {
+                wal_owed = false;
+                Swept::WalTruncated.emit();
+            }
         }
     }
 }
