@@ -2,7 +2,7 @@
 //! what it leaves in its state directory (outbox, ledger, database).
 
 use super::cli::{Outcome, bin, cli_cfg, command};
-use super::wait::{POLL, event_timeout, wait_until};
+use super::wait::{POLL, event_timeout, wait_progressing, wait_until};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -285,24 +285,26 @@ pub fn count(status: &serde_json::Value, field: &str) -> i64 {
         .unwrap_or_else(|| panic!("outbox status has no numeric {field}: {status}"))
 }
 
-/// Wait until the outbox holds `transmissions` scans, all decided.
+/// Wait until the outbox holds `transmissions` scans, all decided (for as
+/// long as decisions keep coming: a long backlog on a loaded machine is
+/// slow, not stuck).
 pub fn wait_all_decided(config: &Path, transmissions: i64) -> serde_json::Value {
     let mut last = serde_json::Value::Null;
-    wait_until(
+    wait_progressing(
         &format!("{transmissions} transmissions in the outbox, all decided"),
         || {
             let out: Outcome = cli_cfg(config, &["outbox", "status", "--json"]).into();
             if out.code != Some(0) {
-                return false; // the database may not exist yet
+                return (false, -1); // the database may not exist yet
             }
             let Ok(st) = serde_json::from_str::<serde_json::Value>(out.stdout.trim()) else {
-                return false;
+                return (false, -1);
             };
             let decided =
                 count(&st, "committed") + count(&st, "suppressed") + count(&st, "rejected");
             let open = count(&st, "pending") + count(&st, "unresolved");
             last = st;
-            decided == transmissions && open == 0
+            (decided == transmissions && open == 0, decided)
         },
     );
     last

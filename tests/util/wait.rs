@@ -41,6 +41,31 @@ pub fn wait_until_for(what: &str, timeout: Duration, mut cond: impl FnMut() -> b
     }
 }
 
+/// Poll `poll` every [`POLL`] until it says done; `poll` also gives a
+/// figure of progress (scans decided so far). Long work that keeps going
+/// is waited for however long it takes (how fast is the benchmarks'
+/// business); the wait fails, naming `what` and where it stood, when the
+/// figure has not moved for [`event_timeout`].
+pub fn wait_progressing(what: &str, mut poll: impl FnMut() -> (bool, i64)) {
+    let stall = event_timeout();
+    let mut last: Option<i64> = None;
+    let mut moved = Instant::now();
+    loop {
+        let (done, progress) = poll();
+        if done {
+            return;
+        }
+        if last != Some(progress) {
+            last = Some(progress);
+            moved = Instant::now();
+        }
+        if moved.elapsed() >= stall {
+            panic!("no progress for {stall:?} (stuck at {progress}) waiting for: {what}");
+        }
+        std::thread::sleep(POLL);
+    }
+}
+
 /// `SCANGATE_TEST_TIME_SCALE`, read once.
 fn time_scale() -> u32 {
     static SCALE: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
