@@ -15,14 +15,18 @@
 //! `--rules` (default `/etc/udev/rules.d/99-scangate.rules`). Serial
 //! scanners are paired by hand from the `devices` snippet.
 //!
-//! Exit codes: 0 ok; 1 `pair` saw no scan before `--timeout`; 2 usage or
+//! While `pair` waits, every keyboard it listens to is grabbed (the test
+//! scan types nowhere), the gateway's own too: Esc on one cancels.
+//!
+//! Exit codes: 0 ok; 1 `pair` saw no scan before `--timeout`, or was
+//! cancelled; 2 usage or
 //! configuration error; 4 enumeration or a file could not be written.
 
 use crate::config::{Config, HidMode};
 use crate::exit::Exit;
 use crate::source::hid::device::{DeviceOpener, HidapiOpener};
 use crate::source::hid::devices::{self, HidCandidate, SerialCandidate};
-use crate::source::hid::{HidDecoder, READ_SLICE};
+use crate::source::hid::{HidDecoder, READ_SLICE, keyboard};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -296,16 +300,26 @@ pub fn run_pair(args: &PairArgs) -> Exit {
         return Exit::CheckFailed;
     }
     eprintln!(
-        "waiting up to {} s for a scan on any of {} unpaired HID scanner interface(s): scan a product's barcode with the scanner to pair it",
+        "waiting up to {} s for a scan on any of {} unpaired HID scanner interface(s): scan a product's barcode with the scanner to pair it (Esc on a keyboard cancels: keyboards are grabbed meanwhile)",
         args.timeout,
         unpaired.len()
     );
-    let Some(c) = wait_for_scan(&unpaired, Duration::from_secs(args.timeout)) else {
-        eprintln!(
-            "scangate: no scan within {} s; nothing was written",
-            args.timeout
-        );
-        return Exit::CheckFailed;
+    let c = match wait_for_scan(&unpaired, Duration::from_secs(args.timeout)) {
+        Waited::Scan(c) => c,
+        Waited::Cancelled(c) => {
+            eprintln!(
+                "scangate: cancelled (Esc on {}); nothing was written",
+                c.devnode.display()
+            );
+            return Exit::CheckFailed;
+        }
+        Waited::TimedOut => {
+            eprintln!(
+                "scangate: no scan within {} s; nothing was written",
+                args.timeout
+            );
+            return Exit::CheckFailed;
+        }
     };
     let snippet = hid_snippet(&args.name, &c, &all, &args.scan_type);
     if let Err(e) = add_entry(&args.config, &snippet) {
@@ -332,13 +346,33 @@ pub fn run_pair(args: &PairArgs) -> Exit {
     Exit::Ok
 }
 
+/// What a pairing reader thread heard.
+enum Heard {
+    /// A read: it decodes, or why not.
+    Read(usize, Result<(), String>),
+    /// Esc pressed on a keyboard: the technician cancels.
+    Cancel(usize),
+}
+
+/// How the wait for a pairing scan ended.
+enum Waited {
+    /// This candidate sent a scan that decodes.
+    Scan(HidCandidate),
+    /// Esc on this keyboard.
+    Cancelled(HidCandidate),
+    /// Nothing within the timeout.
+    TimedOut,
+}
+
 /// Read every candidate on its own thread until one yields a scan that
-/// decodes as a barcode; return that candidate. A read that does not
-/// decode (text typed on the gateway's own keyboard, which pairing grabs
-/// too, or a barcode scangate cannot read) pairs nothing: it is named on
-/// stderr (its reason only, never its data) and the wait goes on.
-fn wait_for_scan(cands: &[HidCandidate], timeout: Duration) -> Option<HidCandidate> {
-    let (tx, rx) = std::sync::mpsc::channel::<(usize, Result<(), String>)>();
+/// decodes as a barcode. A read that does not decode (text typed on the
+/// gateway's own keyboard, which pairing grabs too, or a barcode scangate
+/// cannot read) pairs nothing: it is named on stderr (its reason only,
+/// never its data) and the wait goes on. Esc on any keyboard listened to
+/// cancels (the gateway's own keyboard is grabbed: Ctrl+C on it would not
+/// reach the terminal).
+fn wait_for_scan(cands: &[HidCandidate], timeout: Duration) -> Waited {
+    let (tx, rx) = std::sync::mpsc::channel::<Heard>();
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     for (i, c) in cands.iter().enumerate() {
         let tx = tx.clone();
@@ -359,6 +393,13 @@ fn wait_for_scan(cands: &[HidCandidate], timeout: Duration) -> Option<HidCandida
                 while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                     match dev.read_report(READ_SLICE) {
                         Ok(Some(r)) => {
+                            let escape = mode == HidMode::Keyboard
+                                && keyboard::split_report(&r)
+                                    .is_ok_and(|(_, keys)| keys.contains(&keyboard::USAGE_ESCAPE));
+                            if escape {
+                                let _ = tx.send(Heard::Cancel(i));
+                                return;
+                            }
                             decoder.push(&r, Instant::now(), &mut raws);
                         }
                         Ok(None) => decoder.expire(Instant::now(), &mut raws),
@@ -367,7 +408,7 @@ fn wait_for_scan(cands: &[HidCandidate], timeout: Duration) -> Option<HidCandida
                     let year = crate::capture::CaptureTime::now().year();
                     for raw in raws.drain(..) {
                         let decoded = raw.decode(year).map(|_| ()).map_err(|e| e.to_string());
-                        if tx.send((i, decoded)).is_err() {
+                        if tx.send(Heard::Read(i, decoded)).is_err() {
                             return;
                         }
                     }
@@ -376,18 +417,19 @@ fn wait_for_scan(cands: &[HidCandidate], timeout: Duration) -> Option<HidCandida
     }
     drop(tx);
     let deadline = Instant::now() + timeout;
-    let paired = loop {
+    let waited = loop {
         match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
-            Ok((i, Ok(()))) => break Some(cands[i].clone()),
-            Ok((i, Err(why))) => eprintln!(
+            Ok(Heard::Read(i, Ok(()))) => break Waited::Scan(cands[i].clone()),
+            Ok(Heard::Read(i, Err(why))) => eprintln!(
                 "a read on {} did not decode ({why}): nothing paired; scan a product's barcode (GS1 DataMatrix, UPC/EAN) with the new scanner",
                 cands[i].devnode.display()
             ),
-            Err(_) => break None,
+            Ok(Heard::Cancel(i)) => break Waited::Cancelled(cands[i].clone()),
+            Err(_) => break Waited::TimedOut,
         }
     };
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    paired
+    waited
 }
 
 #[cfg(test)]

@@ -246,6 +246,8 @@ class Keyboards:
             return ["ctrl"], "bracket_right"
         if ch == "\r":
             return [], "ret"
+        if ch == "\x1b":
+            return [], "esc"
         if ch.isascii() and ch.isdigit():
             return [], ch
         if ch.isascii() and ch.isalpha():
@@ -935,18 +937,40 @@ class Run:
         self.qmp.cmd("device_add", driver="usb-kbd", id="k3", display="gpu2", serial="", bus="xhci.0", port="6")
         wait_for("the third keyboard's hidraw node", lambda: self.usb_hidraw("1-6"), 60, 0.5)
         self.login_prompt()
-        # pair runs in the background in the guest (the agent runs one
-        # command at a time, and the test asks it things meanwhile).
-        self.g.ok(
-            "rm -f /run/pair.out /run/pair.rc; (setsid sh -c "
-            f"'scangate pair wedge-new --config {CONF} --scan-type dispense --timeout 90 "
-            "> /run/pair.out 2>&1; echo $? > /run/pair.rc' </dev/null >/dev/null 2>&1 &)"
-        )
         event = self.usb_event("1-6")
-        # pair grabs the keyboards it listens to: type once it holds this
-        # one (typed earlier, a scan would reach tty1).
-        wait_for(f"scangate pair to grab {event}", lambda: re.search(rf"{event}\b|^ENDED", self.g.run(
-            "grep 'scanner grabbed' /run/pair.out; test -e /run/pair.rc && echo ENDED")[1], re.M), 60, 0.3)
+
+        def start_pair():
+            # In the background in the guest (the agent runs one command
+            # at a time, and the test asks it things meanwhile).
+            self.g.ok(
+                "rm -f /run/pair.out /run/pair.rc; (setsid sh -c "
+                f"'scangate pair wedge-new --config {CONF} --scan-type dispense --timeout 90 "
+                "> /run/pair.out 2>&1; echo $? > /run/pair.rc' </dev/null >/dev/null 2>&1 &)"
+            )
+            # pair grabs the keyboards it listens to: type once it holds
+            # this one (typed earlier, a scan would reach tty1).
+            wait_for(f"scangate pair to grab {event}", lambda: re.search(rf"{event}\b|^ENDED", self.g.run(
+                "grep 'scanner grabbed' /run/pair.out; test -e /run/pair.rc && echo ENDED")[1], re.M), 60, 0.3)
+
+        def pair_rc(seconds):
+            end = deadline(seconds)
+            while time.monotonic() < end:
+                got, out = self.g.run("cat /run/pair.rc 2>/dev/null")
+                if got == 0 and out.strip():
+                    return int(out)
+                time.sleep(0.3)
+            return None
+
+        # Esc on a keyboard pair listens to cancels (the gateway's own
+        # keyboard is grabbed too: Ctrl+C on it would not reach a shell).
+        conf_before = self.g.ok(f"cat {CONF}")
+        start_pair()
+        self.kb.type("new", "\x1b")
+        rc = pair_rc(30)
+        out = self.g.run("cat /run/pair.out")[1]
+        check(rc == 1 and "cancelled (Esc on" in out, f"Esc: pair exited {rc}: {out.strip()[-300:]}")
+        check(self.g.ok(f"cat {CONF}") == conf_before, "a cancelled pair changed the config")
+        start_pair()
         # Text typed on a keyboard (the gateway's own, grabbed too while
         # pair waits) pairs nothing: pair says so and waits on.
         self.kb.type("new", "notabarcode\r")
@@ -958,11 +982,7 @@ class Run:
         while rc is None and len(typed) < 10:
             typed.append(self.new_serial())
             self.type_label("new", typed[-1])
-            end = deadline(4)
-            while rc is None and time.monotonic() < end:
-                got, out = self.g.run("cat /run/pair.rc 2>/dev/null")
-                rc = int(out) if got == 0 and out.strip() else None
-                time.sleep(0.3)
+            rc = pair_rc(4)
         out = self.g.run("cat /run/pair.out")[1]
         check(rc == 0, f"scangate pair exited {rc}: {out.strip()[-600:]}")
         conf = self.g.ok(f"cat {CONF}")
@@ -981,7 +1001,7 @@ class Run:
         serial = self.new_serial()
         self.type_label("new", serial)
         self.expect_entry(serial, "wedge-new", "LOTZY7")
-        return (f"typed text refused; paired by a scan (after {len(typed)} label(s)), udev symlink {link}, "
+        return (f"Esc cancelled a first pair; typed text refused; paired by a scan (after {len(typed)} label(s)), udev symlink {link}, "
                 "reloaded, its scan in the ledger")
 
     def run(self):

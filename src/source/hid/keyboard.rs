@@ -46,6 +46,20 @@
 use super::layout::{Layout, LayoutKey};
 use crate::capture::RawScan;
 
+/// Usage of Escape.
+pub const USAGE_ESCAPE: u8 = 0x29;
+
+/// The modifier byte and the six key slots of a keyboard report (8 bytes,
+/// or 9 with a report id first); any other length is not one.
+pub fn split_report(report: &[u8]) -> Result<(u8, [u8; 6]), Skipped> {
+    let body: &[u8; 8] = match report.len() {
+        8 => report.try_into().expect("8 bytes"),
+        9 => report[1..].try_into().expect("8 bytes"),
+        n => return Err(Skipped::NotAKeyboardReport(n)),
+    };
+    Ok((body[0], body[2..].try_into().expect("6 slots")))
+}
+
 /// Usage of F8 (F1 = 0x3A).
 pub const USAGE_F8: u8 = 0x41;
 /// Usage of the key HID calls "] and }" (US position).
@@ -165,16 +179,10 @@ impl KeyDecoder {
 
     /// Decode one report, appending its keystrokes to `out`.
     pub fn push(&mut self, report: &[u8], out: &mut Vec<Stroke>) -> Result<(), Skipped> {
-        let body: &[u8; 8] = match report.len() {
-            8 => report.try_into().expect("8 bytes"),
-            9 => report[1..].try_into().expect("8 bytes"),
-            n => return Err(Skipped::NotAKeyboardReport(n)),
-        };
-        let keys: [u8; 6] = body[2..].try_into().expect("6 slots");
+        let (mods, keys) = split_report(report)?;
         if keys.iter().any(|&k| (0x01..=0x03).contains(&k)) {
             return Err(Skipped::Rollover);
         }
-        let mods = body[0];
         for &usage in keys.iter() {
             if usage == 0 || self.held.contains(&usage) {
                 continue;
