@@ -583,29 +583,23 @@ fn acl_grants_for_a_server_with_waitaof_are_checked_at_start() {
     let dir = crate::util::tempdir("scangate-waitaof-acl-");
     let server = RedisServer::start_binary("valkey-server", dir.path(), &["--appendonly", "yes"]);
     let mut c = server.connection();
-    let mut acl = redis::cmd("ACL");
-    acl.arg("SETUSER").arg("gw").arg("on").arg(">pw");
-    for g in scangate::facility::ACL_GRANTS.split_whitespace() {
-        acl.arg(g);
-    }
-    for (user, extra) in [("gw", scangate::facility::ACL_GRANTS_WAITAOF), ("old", "")] {
+    for (user, extra) in [
+        ("gw", Some(scangate::facility::ACL_GRANTS_WAITAOF)),
+        ("old", None),
+    ] {
         let mut acl = redis::cmd("ACL");
         acl.arg("SETUSER").arg(user).arg("on").arg(">pw");
         for g in scangate::facility::ACL_GRANTS
             .split_whitespace()
-            .chain([extra])
+            .chain(extra)
         {
-            if !g.is_empty() {
-                acl.arg(g);
-            }
+            acl.arg(g);
         }
         let _: () = acl.query(&mut c).expect("ACL SETUSER");
     }
-    let connect = |user: &str| {
+    let connect_to = |url: &str| {
         Facility::connect(
-            &server
-                .url()
-                .replace("redis://", &format!("redis://{user}:pw@")),
+            url,
             "f1",
             WINDOW_MS,
             Duration::from_secs(72 * 3600),
@@ -614,14 +608,20 @@ fn acl_grants_for_a_server_with_waitaof_are_checked_at_start() {
         )
         .unwrap()
     };
-    let mut old = connect("old");
-    let refused = old.check_server().unwrap_err();
+    let as_user = |user: &str| {
+        connect_to(
+            &server
+                .url()
+                .replace("redis://", &format!("redis://{user}:pw@")),
+        )
+    };
+    let refused = as_user("old").check_server().unwrap_err();
     assert!(
         matches!(refused, FacilityError::NoPermission { .. })
             && refused.to_string().contains("+waitaof"),
         "{refused}"
     );
-    let mut gw = connect("gw");
+    let mut gw = as_user("gw");
     let info = gw.check_server().unwrap();
     assert!(info.has_waitaof && info.appendonly == "yes", "{info:?}");
     gw.set_on_disk(true);
@@ -630,4 +630,14 @@ fn acl_grants_for_a_server_with_waitaof_are_checked_at_start() {
         matches!(got.as_deref(), Ok([Outcome::Committed])),
         "{got:?}"
     );
+    // A replica refuses WAITAOF whoever asks: the check still tells it by
+    // its role (the caller waits for a promotion), not as unavailable.
+    let port = server.port.to_string();
+    let replica = RedisServer::start_binary(
+        "valkey-server",
+        &dir.path().join("replica"),
+        &["--appendonly", "yes", "--replicaof", "127.0.0.1", &port],
+    );
+    let info = connect_to(&replica.url()).check_server().unwrap();
+    assert_eq!(info.role, "slave", "{info:?}");
 }

@@ -609,10 +609,12 @@ impl Facility {
             });
         }
         self.check_settings()?;
-        if has_waitaof(&version) && appendonly == "yes" {
+        if has_waitaof(&version) && appendonly == "yes" && role == "master" {
             // Every round will end with WAITAOF (Facility::set_on_disk): an
             // ACL user that may not run it would have every claim refused.
-            // With nothing to wait for, it answers at once.
+            // With nothing to wait for, it answers at once. (A replica
+            // refuses WAITAOF itself; it refuses claims anyway, and the
+            // caller tells it by its role.)
             let _: (i64, i64) = redis::cmd("WAITAOF")
                 .arg(0)
                 .arg(0)
