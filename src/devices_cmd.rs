@@ -20,7 +20,8 @@
 //!
 //! Exit codes: 0 ok; 1 `pair` saw no scan before `--timeout`, or was
 //! cancelled; 2 usage or
-//! configuration error; 4 enumeration or a file could not be written.
+//! configuration error; 4 enumeration, reading every candidate, or a file
+//! could not be written.
 
 use crate::config::{Config, HidMode};
 use crate::exit::Exit;
@@ -320,6 +321,12 @@ pub fn run_pair(args: &PairArgs) -> Exit {
             );
             return Exit::CheckFailed;
         }
+        Waited::AllFailed => {
+            eprintln!(
+                "scangate: none of the scanner interfaces could be read (above: why); nothing was written. Run pair as root, or check that the device is still plugged in"
+            );
+            return Exit::Runtime;
+        }
     };
     let snippet = hid_snippet(&args.name, &c, &all, &args.scan_type);
     if let Err(e) = add_entry(&args.config, &snippet) {
@@ -352,6 +359,8 @@ enum Heard {
     Read(usize, Result<(), String>),
     /// Esc pressed on a keyboard: the technician cancels.
     Cancel(usize),
+    /// The interface could not be opened or read (why): its thread ended.
+    Failed(usize, String),
 }
 
 /// How the wait for a pairing scan ended.
@@ -362,6 +371,8 @@ enum Waited {
     Cancelled(HidCandidate),
     /// Nothing within the timeout.
     TimedOut,
+    /// Every interface failed (each was named on stderr).
+    AllFailed,
 }
 
 /// Read every candidate on its own thread until one yields a scan that
@@ -385,8 +396,12 @@ fn wait_for_scan(cands: &[HidCandidate], timeout: Duration) -> Waited {
         let _ = std::thread::Builder::new()
             .name(format!("pair-{i}"))
             .spawn(move || {
-                let Ok(mut dev) = HidapiOpener::from_config(&cfg).open() else {
-                    return;
+                let mut dev = match HidapiOpener::from_config(&cfg).open() {
+                    Ok(dev) => dev,
+                    Err(e) => {
+                        let _ = tx.send(Heard::Failed(i, e.to_string()));
+                        return;
+                    }
                 };
                 let mut decoder = HidDecoder::from_config(&cfg);
                 let mut raws = Vec::new();
@@ -403,7 +418,10 @@ fn wait_for_scan(cands: &[HidCandidate], timeout: Duration) -> Waited {
                             decoder.push(&r, Instant::now(), &mut raws);
                         }
                         Ok(None) => decoder.expire(Instant::now(), &mut raws),
-                        Err(_) => return,
+                        Err(e) => {
+                            let _ = tx.send(Heard::Failed(i, e.to_string()));
+                            return;
+                        }
                     }
                     let year = crate::capture::CaptureTime::now().year();
                     for raw in raws.drain(..) {
@@ -425,7 +443,12 @@ fn wait_for_scan(cands: &[HidCandidate], timeout: Duration) -> Waited {
                 cands[i].devnode.display()
             ),
             Ok(Heard::Cancel(i)) => break Waited::Cancelled(cands[i].clone()),
-            Err(_) => break Waited::TimedOut,
+            Ok(Heard::Failed(i, why)) => eprintln!(
+                "scangate: cannot read {} while pairing: {why}",
+                cands[i].devnode.display()
+            ),
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break Waited::AllFailed,
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => break Waited::TimedOut,
         }
     };
     stop.store(true, std::sync::atomic::Ordering::Relaxed);

@@ -50,7 +50,7 @@ impl Exit {
                 "state error: state directory not writable or in use by another scangate, database corrupt, unreadable or of another schema version (never overwritten), or lost: missing, emptied or replaced by another state's while `state-id` (or its leftovers) says one was here (restore it, or `state reset`); also `run` stopping because the page check it runs after start found damage"
             }
             Exit::Runtime => {
-                "runtime failure (I/O, e.g. an archive file that cannot be read or written; an internal thread died, output that cannot be written; `audit prune` with a facility Redis that does not answer)"
+                "runtime failure (I/O, e.g. an archive file that cannot be read or written; an internal thread died, output that cannot be written; `audit prune` with a facility Redis that does not answer; `pair` able to read none of the scanner interfaces, e.g. not run as root)"
             }
         }
     }

@@ -961,6 +961,11 @@ class Run:
                 time.sleep(0.3)
             return None
 
+        # Without access to the new keyboard (not root, no udev rule yet):
+        # pair says it cannot read it, at once, and exits 4.
+        rc, out = self.g.run(f"runuser -u scangate -- scangate pair wedge-new --config {CONF} --timeout 60 2>&1", 90)
+        check(rc == 4 and "cannot read" in out and "Permission denied" in out,
+              f"pair without access exited {rc}: {out.strip()[-400:]}")
         # Esc on a keyboard pair listens to cancels (the gateway's own
         # keyboard is grabbed too: Ctrl+C on it would not reach a shell).
         conf_before = self.g.ok(f"cat {CONF}")
@@ -1001,7 +1006,7 @@ class Run:
         serial = self.new_serial()
         self.type_label("new", serial)
         self.expect_entry(serial, "wedge-new", "LOTZY7")
-        return (f"Esc cancelled a first pair; typed text refused; paired by a scan (after {len(typed)} label(s)), udev symlink {link}, "
+        return (f"without access: exit 4 at once; Esc cancelled a first pair; typed text refused; paired by a scan (after {len(typed)} label(s)), udev symlink {link}, "
                 "reloaded, its scan in the ledger")
 
     def run(self):
