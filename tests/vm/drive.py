@@ -653,9 +653,10 @@ class Run:
         check(rc == 0 and out.split(), f"no evdev node for the keyboard on USB port {port}")
         return "/dev/input/" + out.split()[0].rsplit("/", 1)[1]
 
-    def type_label(self, kbd, serial, lot="LOTZY7", enter=True):
+    def type_label(self, kbd, serial, lot="LOTZY7"):
+        """Type a DSCSA label (lot `lot`) and Enter on keyboard `kbd`."""
         text = label(serial).replace("10LOT7A", "10" + lot)
-        self.kb.type(kbd, text + ("\r" if enter else ""))
+        self.kb.type(kbd, text + "\r")
 
     def start_watch(self, node):
         """A second reader of evdev `node` (vmhid watch): its log path."""
