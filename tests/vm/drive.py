@@ -1086,7 +1086,13 @@ def main():
             rc, journal = guest.run("journalctl -b --no-pager -o short-monotonic", timeout=60)
             with open(os.path.join(a.out, "guest-journal.txt"), "w") as f:
                 f.write(journal)
-            guest.run("systemctl --no-block poweroff", timeout=30)
+            try:
+                guest.run("systemctl --no-block poweroff", timeout=30)
+            except (ConnectionError, CheckFailed):
+                # The guest may close the channel (its agent stopped by the
+                # poweroff) before the answer is written: that is the
+                # poweroff working, not a failed check.
+                pass
         failed = bool(r.failed)
         try:
             vm.wait(timeout=120 * SCALE)
