@@ -38,7 +38,21 @@ command -v mkfs.ext4 >/dev/null 2>&1 || need+=(e2fsprogs)
 command -v python3 >/dev/null 2>&1 || need+=(python3)
 if [ ${#need[@]} -gt 0 ]; then
     apt-get update
-    DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${need[@]}"
+    # Debian's qemu packages must all be of one version. A machine that came
+    # with a newer qemu-utils (these came with bookworm-backports' 10.x)
+    # cannot take bookworm's qemu-system (7.2, which the checks are verified
+    # on): apt refuses ("qemu-utils : Breaks: qemu-system-common"). So
+    # qemu-utils goes to the qemu-system candidate's version with it.
+    for p in "${need[@]}"; do
+        case $p in qemu-system-*) ;; *) continue ;; esac
+        want=$(apt-cache policy "$p" | awk '/Candidate:/ { print $2 }')
+        have=$(dpkg-query -W -f='${Version}' qemu-utils 2>/dev/null || true)
+        if [ -n "$have" ] && [ -n "$want" ] && [ "$have" != "$want" ]; then
+            need+=("qemu-utils=$want")
+        fi
+        break
+    done
+    DEBIAN_FRONTEND=noninteractive apt-get install -y --allow-downgrades --no-install-recommends "${need[@]}"
 fi
 command -v cargo-deb >/dev/null 2>&1 || cargo install --locked cargo-deb --version 3.8.0
 
