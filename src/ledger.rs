@@ -204,6 +204,20 @@ pub fn scans_since(conn: &Connection, since_ms: i64) -> rusqlite::Result<Vec<(St
         .collect()
 }
 
+/// The scan of the entry of committed scan `scan_uuid`, as
+/// [`scans_since`] gives each.
+pub fn scan_of(
+    conn: &Connection,
+    scan_uuid: &str,
+) -> rusqlite::Result<Option<(String, i64, bool)>> {
+    use rusqlite::OptionalExtension;
+    conn.prepare_cached(
+        "SELECT scan_uuid, captured_ms, clock_synced FROM ledger WHERE scan_uuid = ?1",
+    )?
+    .query_row([scan_uuid], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+    .optional()
+}
+
 /// Whether scan `scan_uuid` is in this ledger (committed by this gateway).
 pub fn has_entry(conn: &Connection, scan_uuid: &str) -> rusqlite::Result<bool> {
     conn.prepare_cached("SELECT EXISTS (SELECT 1 FROM ledger WHERE scan_uuid = ?1)")?

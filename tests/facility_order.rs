@@ -309,3 +309,76 @@ fn a_backlog_scan_without_a_trusted_time_never_waits_for_a_new_one() {
     );
     assert_eq!(redis.ledger("f1").len(), 1);
 }
+
+/// The two lanes record their rounds in another order than the facility
+/// store ran them: here the store commits the live lane's pick M, then the
+/// replay lane's backlog scan A, and the replay lane writes its verdict
+/// first, so M is the newest entry of the local ledger. The store is then
+/// restored from a snapshot taken between the two (it has M, not A). The
+/// newest ledger entry alone would not tell (before, a claim checked only
+/// it: A was missing from the facility for good); each lane's latest
+/// commit is a marker too, so the next claim is refused naming A.
+#[test]
+fn a_lost_commit_of_either_lane_is_detected_whatever_order_the_lanes_recorded_in() {
+    let (_root, mut redis, mut store, mut replay, mut facility) = facility_rig("scangate-order-");
+    let mut live = replay.lane();
+    let mut live_store = store.companion().unwrap();
+    let profile = dispense("c1");
+    let now = CaptureTime::now();
+    let retention = std::time::Duration::from_secs(72 * 3600);
+
+    let a = read(&profile, "SN-A", 0);
+    store.admit("f1", std::slice::from_ref(&a)).unwrap();
+    scangate::daemon::claimer::round(&mut store, &mut replay, None, "Redis is down", &now).unwrap();
+    let m = read(&profile, "SN-M", 1000);
+    live_store.admit("f1", std::slice::from_ref(&m)).unwrap();
+    let ahead =
+        scangate::daemon::claimer::pick(&live_store, &mut live, LaneKind::Live, &[], &now, true)
+            .unwrap();
+    let backlog =
+        scangate::daemon::claimer::pick(&store, &mut replay, LaneKind::Replay, &[], &now, true)
+            .unwrap();
+    let live_answer = facility.claim_batch(&ahead.claims("gw")).unwrap();
+    let _: () = redis::cmd("SAVE").query(&mut redis.connection()).unwrap();
+    let replay_answer = facility.claim_batch(&backlog.claims("gw")).unwrap();
+    scangate::daemon::claimer::record(&mut store, &mut replay, backlog, Ok(replay_answer)).unwrap();
+    scangate::daemon::claimer::record(&mut live_store, &mut live, ahead, Ok(live_answer)).unwrap();
+    assert_eq!(verdict(&store, &a), Verdict::Committed);
+    assert_eq!(verdict(&store, &m), Verdict::Committed);
+
+    redis.restart();
+    let connect = std::time::Duration::from_secs(2);
+    let mut facility = scangate::facility::Facility::connect(
+        &redis.url(),
+        "f1",
+        3000,
+        retention,
+        connect,
+        connect,
+    )
+    .unwrap();
+    assert!(facility.has_decision(&m.uuid.to_string()).unwrap());
+    assert!(
+        !facility.has_decision(&a.uuid.to_string()).unwrap(),
+        "restored from the snapshot taken before A's claim"
+    );
+
+    let markers = scangate::daemon::claimer::markers(
+        &store,
+        live.facility_now(),
+        retention.as_millis() as i64,
+    );
+    assert_eq!(markers, vec![m.uuid.to_string(), a.uuid.to_string()]);
+    let n = read(&profile, "SN-N", 2000);
+    live_store.admit("f1", std::slice::from_ref(&n)).unwrap();
+    let next =
+        scangate::daemon::claimer::pick(&live_store, &mut live, LaneKind::Live, &[], &now, true)
+            .unwrap();
+    match facility.claim_batch_checked(&next.claims("gw"), &markers) {
+        Err(scangate::facility::FacilityError::Lost { marker, .. }) => {
+            assert_eq!(marker, a.uuid.to_string())
+        }
+        other => panic!("expected the loss of A to be found, got {other:?}"),
+    }
+    assert_eq!(redis.ledger("f1").len(), 1, "nothing was claimed: only M");
+}

@@ -517,7 +517,9 @@ fn a_claim_whose_marker_the_server_lacks_is_refused_with_nothing_changed() {
     let round: Vec<Claim> = (0..200)
         .map(|i| claim(&format!("r{i}"), &format!("k{i}"), 10))
         .collect();
-    match gw.claim_batch_checked(&round, Some("gone")) {
+    // Two markers (the ledger's latest commit and a lane's), one missing:
+    // refused, naming that one.
+    match gw.claim_batch_checked(&round, &["m1".into(), "gone".into()]) {
         Err(FacilityError::Lost { marker, url }) => {
             assert_eq!(marker, "gone");
             assert!(url.contains(&server.port.to_string()), "{url}");
@@ -527,7 +529,7 @@ fn a_claim_whose_marker_the_server_lacks_is_refused_with_nothing_changed() {
     assert_eq!(xlen(&server), 1, "a refused round changed the ledger");
     assert_eq!(del(&server, "scangate:{f1}:scan:r0"), 0);
     // The same connection: the refused round's replies were all read.
-    let outcomes = gw.claim_batch_checked(&round, Some("m1")).unwrap();
+    let outcomes = gw.claim_batch_checked(&round, &["m1".into()]).unwrap();
     assert!(outcomes.iter().all(|o| *o == Outcome::Committed));
     assert_eq!(xlen(&server), 201);
     assert!(gw.has_decision("m1").unwrap());
@@ -560,7 +562,7 @@ fn a_refused_round_on_a_server_with_waitaof_leaves_the_connection_in_step() {
         .map(|i| claim(&format!("r{i}"), &format!("k{i}"), 10))
         .collect();
     assert!(matches!(
-        gw.claim_batch_checked(&round, Some("gone")),
+        gw.claim_batch_checked(&round, &["gone".into()]),
         Err(FacilityError::Lost { .. })
     ));
     assert!(matches!(gw.has_decision("m1"), Ok(true)));
@@ -640,4 +642,54 @@ fn acl_grants_for_a_server_with_waitaof_are_checked_at_start() {
     );
     let info = connect_to(&replica.url()).check_server().unwrap();
     assert_eq!(info.role, "slave", "{info:?}");
+}
+
+/// A round whose answers did not come within the command timeout (the
+/// server paused) leaves them owed on the connection; the claimer drops
+/// such a connection, and the claim itself never takes them for a later
+/// round's: here a round of 129 claims (two calls) times out, and an echo
+/// claimed next on the same connection would have been answered by the
+/// first round's second call ("committed", one decision for one claim).
+/// It fails instead, and on a fresh connection the echo is suppressed.
+#[test]
+fn a_round_never_takes_the_replies_a_timed_out_round_left_owed() {
+    use nix::sys::signal::Signal;
+    let server = RedisServer::start_temp(&[]);
+    let mut gw = Facility::connect(
+        &server.url(),
+        "f1",
+        WINDOW_MS,
+        Duration::from_secs(72 * 3600),
+        Duration::from_secs(2),
+        Duration::from_millis(300),
+    )
+    .unwrap();
+    gw.check_server().unwrap();
+    assert_eq!(
+        gw.claim_batch(&[claim("l1", "kl", 0)]).unwrap(),
+        [Outcome::Committed]
+    );
+    server.signal(Signal::SIGSTOP);
+    let round: Vec<Claim> = (0..129)
+        .map(|i| claim(&format!("r{i}"), &format!("k{i}"), 10))
+        .collect();
+    let timed_out = gw.claim_batch(&round);
+    server.signal(Signal::SIGCONT);
+    assert!(
+        matches!(timed_out, Err(FacilityError::Unavailable { .. })),
+        "{timed_out:?}"
+    );
+    // The paused server runs the round now; its replies wait on the socket.
+    wait_until("the timed-out round to be run", || xlen(&server) == 130);
+    let echo = [claim("e1", "kl", 20)];
+    let answer = gw.claim_batch(&echo);
+    assert!(
+        matches!(answer, Err(FacilityError::Protocol { .. })),
+        "an answer owed to the earlier round was taken for this one: {answer:?}"
+    );
+    let mut fresh = gateway(&server);
+    assert_eq!(
+        fresh.claim_batch(&echo).unwrap(),
+        [Outcome::Suppressed { twin: "l1".into() }]
+    );
 }

@@ -14,30 +14,38 @@
 --
 -- KEYS[2i-1] scangate:{facility}:scan:<scan_uuid>     decision (string, expires)
 -- KEYS[2i]   scangate:{facility}:seen:<content_key>   committed capture times (zset, expires)
--- KEYS[#KEYS-2] scangate:{facility}:scan:<marker_uuid> only with a marker (below)
+-- KEYS[#KEYS-1-m .. #KEYS-2] scangate:{facility}:scan:<marker_uuid>, one per
+--                marker (below), in the order ARGV[4] names them
 -- KEYS[#KEYS-1] scangate:{facility}:settings          window_ms, retention_ms (hash, expires)
 -- KEYS[#KEYS] scangate:{facility}:ledger              ledger (stream, never expires)
 -- ARGV[1] window_ms   ARGV[2] retention_ms   ARGV[3] n (ledger fields per entry)
--- ARGV[4] the marker: the caller's latest commit it has recorded ('' for none)
+-- ARGV[4] the markers, m scan UUIDs separated by spaces ('' for none): the
+--         caller's latest commits it has recorded (its ledger's and each of
+--         its claimer lanes')
 -- ARGV[5 .. 4+n] the ledger field names (the same for every scan of the call)
 -- then per scan: scan_uuid, captured_ms, followed by its n field values
 -- Returns one "committed" or "suppressed <twin_uuid>" per scan, or, with
 -- nothing changed, the error "SCANGATE_SETTINGS <window_ms> <retention_ms>"
 -- (- for a field not set) when the facility already runs with other
--- settings than the caller's, or "SCANGATE_LOST <marker_uuid>" when the
+-- settings than the caller's, or "SCANGATE_LOST <marker_uuid>" when a
 -- marker's decision is not here: the store lost data the caller relies on
 -- (emptied, replaced, a lagging replica promoted, an old backup restored),
 -- and the caller must re-publish its commits before it claims new scans.
 local w = tonumber(ARGV[1])
 local retention = tonumber(ARGV[2])
 local n = tonumber(ARGV[3])
-local marker = ARGV[4]
 local settings = KEYS[#KEYS - 1]
 local ledger = KEYS[#KEYS]
--- Replication and snapshots keep a prefix of the history, so if the
--- caller's newest commit is here, so are all its earlier ones.
-if marker ~= '' and not redis.call('GET', KEYS[#KEYS - 2]) then
-  return redis.error_reply('SCANGATE_LOST ' .. marker)
+-- Replication and snapshots keep a prefix of the history, so if the newest
+-- commit of each of the caller's lanes is here, so are all their earlier ones.
+local markers = {}
+for uuid in string.gmatch(ARGV[4], '%S+') do
+  markers[#markers + 1] = uuid
+end
+for k, uuid in ipairs(markers) do
+  if not redis.call('GET', KEYS[#KEYS - 2 - #markers + k]) then
+    return redis.error_reply('SCANGATE_LOST ' .. uuid)
+  end
 end
 -- One window and one retention for the whole facility: a scan must be judged
 -- the same whichever gateway reads it, and a gateway with a shorter retention

@@ -895,17 +895,17 @@ impl Facility {
     /// caller passes them in capture order. Retrying a batch after a lost
     /// reply is safe: each scan's first decision is returned again.
     pub fn claim_batch(&mut self, claims: &[Claim]) -> Result<Vec<Outcome>, FacilityError> {
-        self.claim_batch_checked(claims, None)
+        self.claim_batch_checked(claims, &[])
     }
 
-    /// [`Facility::claim_batch`] checked against `marker` (see
+    /// [`Facility::claim_batch`] checked against `markers` (see
     /// [`Facility::send_claims_checked`]).
     pub fn claim_batch_checked(
         &mut self,
         claims: &[Claim],
-        marker: Option<&str>,
+        markers: &[String],
     ) -> Result<Vec<Outcome>, FacilityError> {
-        let sent = self.send_claims_checked(claims, marker)?;
+        let sent = self.send_claims_checked(claims, markers)?;
         self.recv_claims(sent)
     }
 
@@ -989,16 +989,17 @@ impl Facility {
     /// Redis runs a connection's commands in the order sent, so a later
     /// batch is claimed after this one.
     pub fn send_claims(&mut self, claims: &[Claim]) -> Result<Sent, FacilityError> {
-        self.send_claims_checked(claims, None)
+        self.send_claims_checked(claims, &[])
     }
 
     /// [`Facility::send_claims`], each call first checking that the
-    /// server has `marker` (this gateway's latest recorded commit): if not,
-    /// it refuses with [`FacilityError::Lost`], nothing changed.
+    /// server has the decision of every one of `markers` (this gateway's
+    /// latest recorded commits, `claimer::markers`): if one is missing,
+    /// it refuses with [`FacilityError::Lost`] naming it, nothing changed.
     pub fn send_claims_checked(
         &mut self,
         claims: &[Claim],
-        marker: Option<&str>,
+        markers: &[String],
     ) -> Result<Sent, FacilityError> {
         let mut packed = Vec::with_capacity(claims.len() * 512);
         if !claims.is_empty() {
@@ -1029,12 +1030,12 @@ impl Facility {
             rest = after;
             let mut cmd = redis::cmd("EVALSHA");
             cmd.arg(self.script.get_hash())
-                .arg(2 * chunk.len() + 2 + usize::from(marker.is_some()));
+                .arg(2 * chunk.len() + 2 + markers.len());
             for c in chunk {
                 cmd.arg(self.key("scan", &c.scan_uuid))
                     .arg(self.key("seen", &c.content_key));
             }
-            if let Some(m) = marker {
+            for m in markers {
                 cmd.arg(self.key("scan", m));
             }
             cmd.arg(self.settings_key())
@@ -1042,7 +1043,7 @@ impl Facility {
                 .arg(self.window_ms)
                 .arg(self.retention_ms)
                 .arg(head.fields.len())
-                .arg(marker.unwrap_or_default());
+                .arg(markers.join(" "));
             for (name, _) in &head.fields {
                 cmd.arg(*name);
             }
@@ -1092,7 +1093,20 @@ impl Facility {
         if sent.calls == 0 {
             return Ok(Vec::new());
         }
-        self.reply()?; // SCRIPT LOAD
+        // SCRIPT LOAD answers the script's SHA: anything else is a reply
+        // owed to an earlier command that failed (a connection out of
+        // step), whose decisions must never be taken for this round's.
+        let loaded = self.reply()?;
+        if redis::from_redis_value::<String>(loaded.clone())
+            .ok()
+            .as_deref()
+            != Some(self.script.get_hash())
+        {
+            return Err(FacilityError::Protocol {
+                url: self.url.clone(),
+                reply: format!("{loaded:?} where SCRIPT LOAD's answer was due"),
+            });
+        }
         let mut outcomes = Vec::with_capacity(sent.claims);
         for call in 0..sent.calls {
             let reply = match self.reply() {

@@ -50,12 +50,13 @@ pub const AHEAD: usize = 960;
 /// lane (`daemon/claimer.rs`), each with its own SQLite and Redis
 /// connections, so a pick at the counter is never queued behind a round of
 /// an hour's backlog (docs/design.md, "Two lanes").
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum LaneKind {
     /// New (`pending`) scans as they arrive, in capture order: claimed at
     /// once unless an older waiting scan has their content key within the
     /// window (they are held back until it is decided); offline, audited
     /// as unresolved.
+    #[default]
     Live,
     /// The backlog (`unresolved` scans), oldest first, in rounds of
     /// [`ROUND`]; offline, nothing (they are audited already).
@@ -92,6 +93,8 @@ impl Round {
 /// Open scans picked for one round, with what this gateway decided alone.
 #[derive(Default)]
 pub struct Picked {
+    /// The lane that picked it.
+    lane: LaneKind,
     rows: Vec<ScanRow>,
     verdicts: Vec<Option<Verdict>>,
     /// Per row: how its capture was put on facility time (claimable rows).
@@ -160,6 +163,25 @@ impl Picked {
             .filter(|(_, v)| v.is_none())
             .map(|(row, _)| claim_for(row, gateway))
             .collect()
+    }
+
+    /// The lane that picked it.
+    pub fn lane(&self) -> LaneKind {
+        self.lane
+    }
+
+    /// Of the claims ([`Picked::claims`]) answered by `outcomes`, the last
+    /// one committed: the latest commit of this round in the facility
+    /// store's own order (a call decides its claims in the order given).
+    pub fn last_committed(&self, outcomes: &[Outcome]) -> Option<&str> {
+        self.rows
+            .iter()
+            .zip(&self.verdicts)
+            .filter(|(_, v)| v.is_none())
+            .zip(outcomes)
+            .filter(|(_, o)| matches!(o, Outcome::Committed))
+            .last()
+            .map(|((row, _), _)| row.uuid.as_str())
     }
 }
 
@@ -287,6 +309,7 @@ impl Gate {
         };
         let more = full && rows.len() > stuck;
         Ok(Picked {
+            lane,
             rows,
             verdicts,
             clocks,

@@ -22,7 +22,7 @@
 //! [`round`] are the steps' transactions, for tests and tools that drive
 //! the rounds themselves.
 
-use super::reconcile::{self, marker};
+use super::reconcile::{self, markers};
 use super::{Between, Link, Peers, Wake, backlog, publish};
 use crate::backoff::Backoff;
 use crate::capture::CaptureTime;
@@ -366,23 +366,33 @@ impl Lane {
         }
         self.probe_due = Instant::now() + PROBE_EVERY;
         let pending = reconcile::pending(&self.store);
-        let mine = marker(&self.store, self.gate.facility_now(), self.retention_ms());
-        let lost = match (&mut self.state, mine) {
-            (LinkState::Online(f), Some(m)) => match f.has_decision(&m) {
-                Ok(true) => None,
-                Ok(false) => Some(m),
+        let mine = markers(&self.store, self.gate.facility_now(), self.retention_ms());
+        let LinkState::Online(f) = &mut self.state else {
+            return;
+        };
+        let mut lost = None;
+        for m in mine {
+            match f.has_decision(&m) {
+                Ok(true) => {}
+                Ok(false) => {
+                    lost = Some(m);
+                    break;
+                }
                 Err(e) => {
-                    tracing::debug!(redis = %self.link.shown, "probing the facility Redis for this gateway's latest commit failed: {e}");
+                    tracing::debug!(redis = %self.link.shown, "probing the facility Redis for this gateway's latest commits failed: {e}");
+                    self.connect_afresh(&e.to_string());
                     return;
                 }
-            },
-            _ => None,
-        };
+            }
+        }
         // A reconciliation cut short after its marker was back (its
         // conflicts not yet recorded or published) is finished first.
         if let Some(m) = pending.or(lost) {
             // (A failure is logged; the next claim or probe tries again.)
-            let _ = self.reconcile(&m);
+            if let Err(reason) = self.reconcile(&m) {
+                self.connect_afresh(&reason);
+                return;
+            }
         }
         self.read_notices();
     }
@@ -414,6 +424,7 @@ impl Lane {
                     every: TRIM_EVERY,
                 }
                 .emit();
+                self.connect_afresh(&e.to_string());
                 return;
             }
         };
@@ -465,13 +476,30 @@ impl Lane {
                 conflicts: n,
             }
             .emit(),
-            Err(e) => Reconcile::NoticesUnreadable {
-                redis: &self.link.shown,
-                error: &e,
-                every: PROBE_EVERY,
+            Err(e) => {
+                Reconcile::NoticesUnreadable {
+                    redis: &self.link.shown,
+                    error: &e,
+                    every: PROBE_EVERY,
+                }
+                .emit();
+                self.connect_afresh(&e.to_string());
             }
-            .emit(),
         }
+    }
+
+    /// After a failure outside a claim round (the probe, a reconciliation
+    /// it began, the trim, the conflicts stream), connect again at once: the
+    /// connection may still owe replies to what failed (a reconciliation's
+    /// pipelined calls), which a later command would read as its own. (A
+    /// failed claim round drops the connection through [`Lane::account`].)
+    /// Offline, as after any failed connect, if that fails.
+    fn connect_afresh(&mut self, reason: &str) {
+        self.state = LinkState::Offline {
+            reason: reason.to_string(),
+            retry_at: Instant::now(),
+        };
+        self.connect_if_due();
     }
 
     /// The retention horizon in ms.
@@ -540,9 +568,9 @@ impl Lane {
     ) -> Result<Vec<Outcome>, String> {
         self.reconcile(lost)?;
         let claims = picked.claims(self.gate.gateway());
-        let marker = marker(&self.store, self.gate.facility_now(), self.retention_ms());
+        let markers = markers(&self.store, self.gate.facility_now(), self.retention_ms());
         let claimed = match &mut self.state {
-            LinkState::Online(f) => f.claim_batch_checked(&claims, marker.as_deref()),
+            LinkState::Online(f) => f.claim_batch_checked(&claims, &markers),
             LinkState::Offline { reason, .. } => return Err(reason.clone()),
         };
         claimed.map_err(|e| self.noted(e))
@@ -665,11 +693,11 @@ impl Lane {
             pass.unclaimed = Some((next, Ok(Vec::new())));
             return;
         }
-        let marker = marker(&self.store, self.gate.facility_now(), self.retention_ms());
+        let markers = markers(&self.store, self.gate.facility_now(), self.retention_ms());
         let between = self.between.clone();
         let _sending = reconciling(&between);
         match &mut self.state {
-            LinkState::Online(f) => match f.send_claims_checked(&claims, marker.as_deref()) {
+            LinkState::Online(f) => match f.send_claims_checked(&claims, &markers) {
                 Ok(sent) => self.in_flight = Some((next, sent)),
                 Err(e) => {
                     pass.failure = Some(e.to_string());
@@ -948,7 +976,8 @@ pub fn pick(
 }
 
 /// Write a picked round's verdicts ([`Gate::record`]) in one transaction,
-/// then settle them.
+/// with the round's last commit as its lane's marker
+/// ([`reconcile::note_commit`]), then settle them.
 pub fn record(
     store: &mut Store,
     gate: &mut Gate,
@@ -958,8 +987,17 @@ pub fn record(
     if picked.is_empty() {
         return Ok(Round::default());
     }
+    let lane = picked.lane();
+    let last = claimed
+        .as_ref()
+        .ok()
+        .and_then(|outcomes| picked.last_committed(outcomes))
+        .map(str::to_owned);
     let w = store.write()?;
     let recorded = gate.record(&w, picked, claimed).map_err(|e| w.err(e))?;
+    if let Some(uuid) = last {
+        reconcile::note_commit(&w.tx, lane, &uuid, gate.facility_now()).map_err(|e| w.err(e))?;
+    }
     w.commit()?;
     Ok(gate.settle_round(recorded))
 }

@@ -22,6 +22,7 @@ mod reconcile;
 const CLOCK_WORTH_A_WORD: f64 = 0.05;
 
 pub use lane::{pick, record, round};
+pub use reconcile::markers;
 
 use crate::config::Config;
 use crate::facility::config::{RedisConfig, RedisSettings, ReplicaAck};

@@ -4,13 +4,18 @@
 //! claim, idempotent by scan UUID, before it claims new scans
 //! (docs/design.md, "Reconciliation").
 //!
-//! Every claim carries a **marker**, this gateway's latest commit recorded
-//! in its own ledger ([`marker`]); the claim script refuses with nothing
-//! changed when the marker's decision is missing
-//! ([`FacilityError::Lost`]). Replication and snapshots keep a prefix of
-//! the history, so a store that has a gateway's newest commit has all its
-//! earlier ones. The live lane also probes the marker every minute, so an
-//! idle gateway notices too. Detected, the lane holds the claimer's
+//! Every claim carries **markers** ([`markers`]): this gateway's latest
+//! commit recorded in its own ledger, and each claimer lane's latest
+//! commit; the claim script refuses with nothing changed when a marker's
+//! decision is missing ([`FacilityError::Lost`]). Replication and snapshots
+//! keep a prefix of the history, so a store that has a lane's newest commit
+//! has all the lane's earlier ones: a lane sends its rounds one after
+//! another and records them in that order. The two lanes' rounds are not
+//! recorded in the order the store ran them (each lane writes its verdicts
+//! when its answer comes), so the newest ledger entry alone could be older
+//! in the store's history than another lane's commit that a lost suffix
+//! took: hence one marker per lane. The live lane also probes the markers
+//! every minute, so an idle gateway notices too. Detected, the lane holds the claimer's
 //! reconciliation lock (the other lane's sends wait on it), re-publishes
 //! ([`reconcile`]), then claims again. A re-published scan the facility
 //! suppresses as an echo of another scan is a **conflict**: another
@@ -22,7 +27,7 @@
 use crate::audit::{self, AuditConflict, AuditRecord, Chain};
 use crate::capture::clock::rfc3339_ms;
 use crate::facility::{Claim, Facility, FacilityError, Outcome};
-use crate::gate::facility::claim_for;
+use crate::gate::facility::{LaneKind, claim_for};
 use crate::outbox::{self, ConflictRecord, Reconciliation, ScanRow};
 use crate::store::{Store, StoreError};
 use std::time::Instant;
@@ -63,17 +68,63 @@ pub(super) fn pending(store: &Store) -> Option<String> {
     store.meta(PENDING).ok().flatten().filter(|m| !m.is_empty())
 }
 
-/// This gateway's marker: its latest commit recorded in its own ledger,
-/// captured within the retention (less [`MARKER_MARGIN_MS`]) before
-/// `now_ms` — facility time, as the ledger's capture times and the decision
-/// keys' expiry are. `None` (no check this round) when there is none, or
-/// the database cannot say.
-pub(super) fn marker(store: &Store, now_ms: i64, retention_ms: i64) -> Option<String> {
+/// `meta` key of `lane`'s latest commit (`<scan_uuid> <facility ms>`).
+fn lane_marker_key(lane: LaneKind) -> &'static str {
+    match lane {
+        LaneKind::Live => "facility_marker_live",
+        LaneKind::Replay => "facility_marker_replay",
+    }
+}
+
+/// Note in `tx`, the transaction that records a round of `lane`, that
+/// `scan_uuid` is the lane's latest commit, recorded at `facility_ms`
+/// (facility time: its decision key, set when it was claimed just before,
+/// expires a retention after about then).
+pub(super) fn note_commit(
+    tx: &rusqlite::Connection,
+    lane: LaneKind,
+    scan_uuid: &str,
+    facility_ms: i64,
+) -> rusqlite::Result<()> {
+    crate::store::put_meta(
+        tx,
+        lane_marker_key(lane),
+        &format!("{scan_uuid} {facility_ms}"),
+    )
+}
+
+/// This gateway's markers, the commits whose decisions the facility store
+/// must have (docs/design.md, "Reconciliation"): its latest commit recorded
+/// in its own ledger, captured within the retention (less
+/// [`MARKER_MARGIN_MS`]) before `now_ms` — facility time, as the ledger's
+/// capture times and the decision keys' expiry are — and each lane's latest
+/// commit ([`note_commit`]) recorded within that horizon. Empty (no check
+/// this round) when there is none, or the database cannot say.
+pub fn markers(store: &Store, now_ms: i64, retention_ms: i64) -> Vec<String> {
     let since = now_ms - retention_ms + MARKER_MARGIN_MS;
-    crate::ledger::latest_since(&store.conn, since)
-        .inspect_err(|e| tracing::debug!("reading the latest commit for the claim's marker: {e}"))
-        .ok()
-        .flatten()
+    let mut out = Vec::with_capacity(3);
+    match crate::ledger::latest_since(&store.conn, since) {
+        Ok(latest) => out.extend(latest),
+        Err(e) => tracing::debug!("reading the latest commit for the claim's marker: {e}"),
+    }
+    for lane in [LaneKind::Live, LaneKind::Replay] {
+        let noted = match store.meta(lane_marker_key(lane)) {
+            Ok(noted) => noted,
+            Err(e) => {
+                tracing::debug!(
+                    "reading the {lane:?} lane's latest commit for the claim's marker: {e}"
+                );
+                continue;
+            }
+        };
+        let Some((uuid, at)) = noted.as_deref().and_then(|v| v.split_once(' ')) else {
+            continue;
+        };
+        if at.parse::<i64>().is_ok_and(|at| at >= since) && !out.iter().any(|m| m == uuid) {
+            out.push(uuid.to_string());
+        }
+    }
+    out
 }
 
 /// Re-publish this gateway's commits of the retention horizon before
@@ -102,10 +153,14 @@ pub(super) fn reconcile(
     let at_ms = chrono::Utc::now().timestamp_millis();
     let err = |e| store.err_at(e);
     let mut scans = crate::ledger::scans_since(&store.conn, now_ms - retention_ms).map_err(err)?;
-    if let Some(at) = scans.iter().position(|s| s.0 == lost) {
-        let marker = scans.remove(at);
-        scans.push(marker);
-    }
+    // The lost marker last; also one captured before the horizon (a lane's
+    // marker is new by when it was claimed: a late replay of an old scan),
+    // or every claim would be refused for it again.
+    let marker = match scans.iter().position(|s| s.0 == lost) {
+        Some(at) => Some(scans.remove(at)),
+        None => crate::ledger::scan_of(&store.conn, lost).map_err(err)?,
+    };
+    scans.extend(marker);
     let mut republished = 0;
     let mut conflicts: Vec<(ScanRow, String)> = Vec::new();
     for chunk in scans.chunks(REPUBLISH_ROUND) {
