@@ -397,6 +397,30 @@ impl FacilityAnswers<'_> {
     }
 }
 
+/// A claimer round committed scans captured longer ago than the
+/// facility's retention (less the window): the facility store may have
+/// forgotten another gateway's read of the same pick, so each may be a
+/// second entry for it (each commit's audit record says so).
+pub struct CommittedPastRetention {
+    /// How many in this round.
+    pub scans: usize,
+    /// The facility's retention.
+    pub retention: Duration,
+}
+
+impl CommittedPastRetention {
+    /// Log it (WARN).
+    pub fn emit(self) {
+        let hours = self.retention.as_secs() / 3600;
+        tracing::warn!(
+            target: "scangate::gate",
+            scans = self.scans, retention_h = hours,
+            "committed {} scan(s) captured longer ago than the facility's retention of {hours} h (a backlog older than that, after a long outage): the facility store keeps capture times for the retention only, so another gateway's read of the same pick may no longer be known to it; `audit trace` shows each ('past the facility's retention'): check the facility ledger for a twin",
+            self.scans
+        );
+    }
+}
+
 /// The facility Redis's clock was measured and this gateway's offset to
 /// it changed enough to be told. (`scangate_facility_clock_offset_seconds`
 /// is sampled from the measurement the claimer records.)
@@ -2327,6 +2351,17 @@ mod tests {
         assert_eq!(one(&publish).level, tracing::Level::WARN);
         let again = logged(|| PublishFailed { errors: None }.emit());
         assert_eq!(one(&again).level, tracing::Level::INFO);
+        let past = logged(|| {
+            CommittedPastRetention {
+                scans: 2,
+                retention: Duration::from_secs(72 * 3600),
+            }
+            .emit()
+        });
+        assert_eq!(one(&past).level, tracing::Level::WARN);
+        assert_eq!(one(&past).target, "scangate::gate");
+        assert_eq!(one(&past).field("scans"), Some("2"));
+        assert_eq!(one(&past).field("retention_h"), Some("72"));
     }
 
     #[test]

@@ -382,3 +382,55 @@ fn a_lost_commit_of_either_lane_is_detected_whatever_order_the_lanes_recorded_in
     }
     assert_eq!(redis.ledger("f1").len(), 1, "nothing was claimed: only M");
 }
+
+/// A backlog older than the facility's retention (a gateway cut off from
+/// Redis for longer): the facility store keeps capture times for the
+/// retention only, so another gateway's read of the same pick may be
+/// forgotten there. The scan is committed (a pick must not go missing
+/// from the ledger), and its audit record says it was claimed past the
+/// retention; one captured within it says nothing of the kind.
+#[test]
+fn a_scan_claimed_past_the_facility_retention_is_committed_and_audited_as_such() {
+    let (_root, _redis, mut store, mut gate, mut facility) = facility_rig("scangate-order-");
+    let profile = dispense("c1");
+    let now = CaptureTime::now();
+    let hour = 3_600_000;
+    let at = |serial: &str, ago_ms: i64| {
+        scan(
+            &profile,
+            dscsa(serial),
+            capture_time(now.utc_ms - ago_ms, "boot-a", 1000, true),
+        )
+    };
+    let old = at("SN-OLD", 73 * hour);
+    let young = at("SN-YOUNG", 71 * hour);
+    store.admit("f1", &[old.clone(), young.clone()]).unwrap();
+    scangate::daemon::claimer::round(&mut store, &mut gate, None, "Redis is down", &now).unwrap();
+    while scangate::daemon::claimer::round(&mut store, &mut gate, Some(&mut facility), "", &now)
+        .unwrap()
+        .open
+        > 0
+    {}
+    assert_eq!(verdict(&store, &old), Verdict::Committed);
+    assert_eq!(verdict(&store, &young), Verdict::Committed);
+    let reason = |s: &Scan| -> Option<String> {
+        let record: String = store
+            .read()
+            .unwrap()
+            .query_row(
+                "SELECT record FROM audit WHERE scan_uuid = ?1 ORDER BY seq DESC LIMIT 1",
+                [s.uuid.to_string()],
+                |r| r.get(0),
+            )
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_str(&record).unwrap();
+        assert_eq!(v["decision"], "committed", "{v}");
+        v["reason"].as_str().map(str::to_owned)
+    };
+    let said = reason(&old).expect("a reason on the commit past the retention");
+    assert!(
+        said.contains("past the facility's retention of 72 h") && said.contains("73.0 h"),
+        "{said}"
+    );
+    assert_eq!(reason(&young), None);
+}

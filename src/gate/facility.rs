@@ -405,6 +405,7 @@ impl Gate {
         if rows.is_empty() {
             return Ok(Recorded::default());
         }
+        let claimed_rows: Vec<bool> = verdicts.iter().map(Option::is_none).collect();
         let facility_error = match claimed {
             Ok(outcomes) => {
                 let open = verdicts.iter_mut().filter(|v| v.is_none());
@@ -431,19 +432,35 @@ impl Gate {
         let now_ms = chrono::Utc::now().timestamp_millis();
         let open = rows.len();
         let mut decisions = Vec::with_capacity(open);
-        for ((row, verdict), clock) in rows.into_iter().zip(verdicts).zip(clocks) {
+        let past = PastRetention::at(self.facility_now(), self.cfg.retention, self.cfg.window_ms);
+        let mut committed_past = 0;
+        for (((row, verdict), clock), claimed) in
+            rows.into_iter().zip(verdicts).zip(clocks).zip(claimed_rows)
+        {
             // A claim reply shorter than the claims is caught by
             // `recv_claims`; an unanswered row stays open, never guessed.
             let Some(verdict) = verdict else { continue };
+            let note = (claimed && verdict == Verdict::Committed)
+                .then(|| past.note(row.time.utc_ms))
+                .flatten();
+            committed_past += usize::from(note.is_some());
             decisions.extend(self.record_one(
                 tx,
                 &mut chain,
                 row,
                 verdict,
                 clock.as_ref(),
+                note,
                 now_ms,
                 &mut stats,
             )?);
+        }
+        if committed_past > 0 {
+            crate::events::CommittedPastRetention {
+                scans: committed_past,
+                retention: self.cfg.retention,
+            }
+            .emit();
         }
         Ok(Recorded {
             decided: Some(Decided {
@@ -479,6 +496,44 @@ impl Gate {
 pub struct Recorded {
     decided: Option<Decided>,
     round: Round,
+}
+
+/// Which captures the facility store may have forgotten twins of: its
+/// capture times are kept for the retention (pruned on the server's clock,
+/// and the sets expire a retention after their last commit), so a scan
+/// claimed more than the retention less the window after its capture (a
+/// backlog older than the retention, after a long outage) is judged
+/// against a memory that may lack another gateway's read of the same pick.
+/// Its commit stands (a pick must not go missing from the ledger); its
+/// audit record says so, and a WARN.
+struct PastRetention {
+    /// Captures before this (facility time, ms).
+    before_ms: i64,
+    /// The retention, for the note.
+    retention: std::time::Duration,
+    /// Facility time now, for the note.
+    now_ms: i64,
+}
+
+impl PastRetention {
+    fn at(now_ms: i64, retention: std::time::Duration, window_ms: i64) -> PastRetention {
+        PastRetention {
+            before_ms: now_ms - retention.as_millis() as i64 + window_ms,
+            retention,
+            now_ms,
+        }
+    }
+
+    /// The audit note for a commit captured at `captured_ms`, if it is past.
+    fn note(&self, captured_ms: i64) -> Option<String> {
+        (captured_ms < self.before_ms).then(|| {
+            format!(
+                "claimed {:.1} h after its capture, past the facility's retention of {} h: another gateway's read of this pick before then may be forgotten by the facility store, so check the facility ledger for a twin",
+                (self.now_ms - captured_ms) as f64 / 3_600_000.0,
+                self.retention.as_secs() / 3600
+            )
+        })
+    }
 }
 
 /// The claim for one open scan, with the ledger entry's fields (also for

@@ -356,8 +356,9 @@ impl Gate {
             let verdict = self
                 .local_verdict(tx, &row, &mut stats)?
                 .unwrap_or(Verdict::Committed);
-            decisions
-                .extend(self.record_one(tx, &mut chain, row, verdict, None, now_ms, &mut stats)?);
+            decisions.extend(
+                self.record_one(tx, &mut chain, row, verdict, None, None, now_ms, &mut stats)?,
+            );
         }
         Ok(Decided {
             decisions,
@@ -408,6 +409,7 @@ impl Gate {
     /// already unresolved writes nothing (it was audited the first time).
     /// `clock`: how a facility claim's capture was put on facility time
     /// (`row.time` then holds it; the record keeps the wall stamp as well).
+    /// `note`: what else the record's reason must say of the decision.
     #[allow(clippy::too_many_arguments)]
     fn record_one(
         &mut self,
@@ -416,6 +418,7 @@ impl Gate {
         row: ScanRow,
         verdict: Verdict,
         clock: Option<&facility_time::ClockUsed>,
+        note: Option<String>,
         now_ms: i64,
         stats: &mut GateStats,
     ) -> rusqlite::Result<Option<Decision>> {
@@ -449,8 +452,13 @@ impl Gate {
             }
             _ => (None, None),
         };
+        let notes: Vec<String> = clock
+            .and_then(|c| c.note.clone())
+            .into_iter()
+            .chain(note)
+            .collect();
         let reason = reason
-            .or_else(|| clock.and_then(|c| c.note.clone()))
+            .or_else(|| (!notes.is_empty()).then(|| notes.join("; ")))
             .or_else(|| self.audit_note.clone());
         let decided_ms = verdict.is_final().then_some(now_ms);
         outbox::set_verdict(tx, row.seq, verdict.state(), twin.as_deref(), decided_ms)?;
