@@ -46,20 +46,6 @@ fn facility_captured_at(redis: &RedisServer) -> Vec<String> {
         .collect()
 }
 
-/// The audit record of `scan` (the last one).
-fn audit_of(store: &scangate::store::Store, scan: &Scan) -> serde_json::Value {
-    let record: String = store
-        .read()
-        .unwrap()
-        .query_row(
-            "SELECT record FROM audit WHERE scan_uuid = ?1 ORDER BY seq DESC LIMIT 1",
-            [scan.uuid.to_string()],
-            |r| r.get(0),
-        )
-        .unwrap();
-    serde_json::from_str(&record).unwrap()
-}
-
 #[test]
 fn a_read_before_the_facility_clock_is_measured_waits_then_is_claimed_on_facility_time() {
     let (_root, redis, mut store, mut gate, mut facility) = setup();

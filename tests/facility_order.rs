@@ -414,16 +414,7 @@ fn a_scan_claimed_past_the_facility_retention_is_committed_and_audited_as_such()
     assert_eq!(verdict(&store, &old), Verdict::Committed);
     assert_eq!(verdict(&store, &young), Verdict::Committed);
     let reason = |s: &Scan| -> Option<String> {
-        let record: String = store
-            .read()
-            .unwrap()
-            .query_row(
-                "SELECT record FROM audit WHERE scan_uuid = ?1 ORDER BY seq DESC LIMIT 1",
-                [s.uuid.to_string()],
-                |r| r.get(0),
-            )
-            .unwrap();
-        let v: serde_json::Value = serde_json::from_str(&record).unwrap();
+        let v = audit_of(&store, s);
         assert_eq!(v["decision"], "committed", "{v}");
         v["reason"].as_str().map(str::to_owned)
     };

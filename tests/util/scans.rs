@@ -85,6 +85,20 @@ pub fn verdict(store: &Store, scan: &Scan) -> Verdict {
         .verdict
 }
 
+/// The latest audit record of `scan`.
+pub fn audit_of(store: &Store, scan: &Scan) -> serde_json::Value {
+    let record: String = store
+        .read()
+        .unwrap()
+        .query_row(
+            "SELECT record FROM audit WHERE scan_uuid = ?1 ORDER BY seq DESC LIMIT 1",
+            [scan.uuid.to_string()],
+            |r| r.get(0),
+        )
+        .unwrap();
+    serde_json::from_str(&record).unwrap()
+}
+
 /// The gate settings the tests use: window 3 s, retention 72 h.
 pub fn gate_config(facility: &str, gateway: &str) -> GateConfig {
     GateConfig {
