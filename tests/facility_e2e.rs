@@ -608,12 +608,20 @@ impl Proxy {
 }
 
 /// A started gateway that reaches `redis` through a [`Proxy`] that already
-/// swallows every reply.
+/// swallows every reply — once its live lane's first pass has probed,
+/// read the conflicts stream and trimmed (its WARN that no group reads
+/// the stream comes last): one of those failing would reconnect, through
+/// the proxy, and fail, so no claim would be sent at all.
 fn started_behind_a_reply_eating_proxy(root: &Path, redis: &RedisServer) -> (Proxy, Gateway) {
     let proxy = Proxy::start(redis.port);
     let mut g = Gateway::new(root, "gw-a", redis);
     proxy.route(&g, redis);
     g.start();
+    let d = g.daemon();
+    wait_until("the live lane's first trim", || {
+        d.log()
+            .contains("no consumer group reads the facility ledger stream")
+    });
     proxy
         .drop_replies
         .store(true, std::sync::atomic::Ordering::SeqCst);

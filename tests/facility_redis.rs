@@ -576,7 +576,9 @@ fn a_refused_round_on_a_server_with_waitaof_leaves_the_connection_in_step() {
 /// grants scangate names for it claims; one with only the grants a Redis
 /// 7.0 takes is refused when the server is checked (at start), naming
 /// `+waitaof`, not when its first round comes (each round ends with
-/// `WAITAOF`: every claim would have been refused).
+/// `WAITAOF`: every claim would have been refused). A replica's rounds do
+/// not wait for `WAITAOF` (`ServerInfo::confirms_on_disk`): it refuses it,
+/// which failed every round, also one asking again for a decision it has.
 #[test]
 fn acl_grants_for_a_server_with_waitaof_are_checked_at_start() {
     if !RedisServer::valkey_installed() {
@@ -640,8 +642,26 @@ fn acl_grants_for_a_server_with_waitaof_are_checked_at_start() {
         &dir.path().join("replica"),
         &["--appendonly", "yes", "--replicaof", "127.0.0.1", &port],
     );
-    let info = connect_to(&replica.url()).check_server().unwrap();
+    let mut on_replica = connect_to(&replica.url());
+    let info = on_replica.check_server().unwrap();
     assert_eq!(info.role, "slave", "{info:?}");
+    // No round on it waits for WAITAOF (which it would refuse): it still
+    // answers a claim it has the decision of (asked again after a lost
+    // reply), and refuses a new one as read-only.
+    assert!(!info.confirms_on_disk(), "{info:?}");
+    on_replica.set_on_disk(info.confirms_on_disk());
+    wait_until("the replica to have a1's decision", || {
+        on_replica.has_decision("a1").unwrap_or(false)
+    });
+    let again = on_replica.claim_batch(&[claim("a1", "ka", 0)]);
+    assert!(
+        matches!(again.as_deref(), Ok([Outcome::Committed])),
+        "{again:?}"
+    );
+    assert!(matches!(
+        on_replica.claim_batch(&[claim("b1", "kb", 0)]),
+        Err(FacilityError::ReadOnly { .. })
+    ));
 }
 
 /// A round whose answers did not come within the command timeout (the

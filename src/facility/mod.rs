@@ -438,6 +438,17 @@ pub struct ServerInfo {
     pub has_waitaof: bool,
 }
 
+impl ServerInfo {
+    /// Whether each round is to wait for the server's own AOF fsync
+    /// ([`Facility::set_on_disk`]): a primary with `WAITAOF` and
+    /// `appendonly yes`. Not a replica: it refuses `WAITAOF` from anyone,
+    /// which would fail every round, also one that only asks again for
+    /// decisions it has (a replica answers those, as the design promises).
+    pub fn confirms_on_disk(&self) -> bool {
+        self.has_waitaof && self.appendonly == "yes" && self.role != "slave"
+    }
+}
+
 /// Whether a server of `INFO` `redis_version` `version` has `WAITAOF`
 /// (7.2 and later; Valkey reports 7.2.4).
 fn has_waitaof(version: &str) -> bool {

@@ -161,12 +161,15 @@ impl Link {
             });
         }
         // WAIT answers within half the command timeout, so a missing replica
-        // is reported as such, not as a read timeout.
-        f.set_min_replicas(
-            self.redis.min_replicas_ack.wanted(info.connected_replicas),
-            self.redis.command_timeout() / 2,
-        );
-        f.set_on_disk(info.has_waitaof && info.appendonly == "yes");
+        // is reported as such, not as a read timeout. (Not on a replica: it
+        // refuses WAIT, as WAITAOF, and every round with it; it writes
+        // nothing, and answers decisions it has.)
+        let wanted = match info.role.as_str() {
+            "slave" => 0,
+            _ => self.redis.min_replicas_ack.wanted(info.connected_replicas),
+        };
+        f.set_min_replicas(wanted, self.redis.command_timeout() / 2);
+        f.set_on_disk(info.confirms_on_disk());
         self.log_confirmation(&f, lane, info.connected_replicas);
         if info.role == "slave" {
             crate::events::FacilityWarning::ReadOnlyReplica { redis: &self.shown }.emit();
