@@ -257,7 +257,8 @@ pub struct StorageView {
 /// The audit trail, as its recorded head says (`audit verify` checks it).
 #[derive(Debug, Clone, Serialize)]
 pub struct AuditView {
-    /// Records.
+    /// Records written: the head's position (records `audit prune`
+    /// removed after archiving them count too).
     pub records: u64,
     /// The last record's hash.
     pub head: Option<String>,
@@ -611,7 +612,7 @@ pub fn render(st: &Status) -> String {
     );
     let _ = writeln!(
         out,
-        "audit: {} record(s), head {}; {}",
+        "audit: {} record(s) written, head {}; {}",
         st.audit.records,
         st.audit.head.as_deref().unwrap_or("-"),
         match (st.audit.anchored_seq, st.audit.anchored_at_ms) {

@@ -23,13 +23,16 @@ there: take it off that list) or SKIP. Exit status 1 if any check FAILed.
 Stdlib only."""
 
 import base64
+import fcntl
 import json
 import os
 import re
 import select
 import socket
+import struct
 import subprocess
 import sys
+import termios
 import threading
 import time
 
@@ -192,6 +195,24 @@ class Scanner:
         self.sock = connect_unix(path)
         self.sock.setblocking(False)
         self.acked = []  # serials whose ACK came
+        # Cleared while its USB device is unplugged: an unplugged scanner
+        # sends nothing (and qemu 7.2 crashes on chardev input that reaches
+        # a usb-serial device being deleted: usb_wakeup on a device already
+        # off its bus, SIGSEGV). Sends wait for it, under send_lock.
+        self.plugged = threading.Event()
+        self.plugged.set()
+        self.send_lock = threading.Lock()
+
+    def unplugging(self):
+        """Stop sending (a scan awaiting its ACK waits on, and is sent again
+        once replugged) and wait until qemu has read everything sent."""
+        with self.send_lock:
+            self.plugged.clear()
+        wait_for(f"{self.name}: qemu to read what was sent", lambda: self.unread() == 0, 10, 0.05)
+
+    def unread(self):
+        """Bytes sent that qemu has not read yet (SIOCOUTQ)."""
+        return struct.unpack("i", fcntl.ioctl(self.sock.fileno(), termios.TIOCOUTQ, b"\0\0\0\0"))[0]
 
     def drain(self):
         try:
@@ -206,7 +227,12 @@ class Scanner:
         self.drain()
         end = deadline(seconds)
         while time.monotonic() < end:
-            self.sock.sendall((label(serial) + "\r\n").encode())
+            if not self.plugged.wait(max(0.0, end - time.monotonic())):
+                break
+            with self.send_lock:
+                if not self.plugged.is_set():
+                    continue  # (unplugged meanwhile)
+                self.sock.sendall((label(serial) + "\r\n").encode())
             resend = min(end, time.monotonic() + resend_every * SCALE)
             while time.monotonic() < resend:
                 r, _, _ = select.select([self.sock], [], [], 0.2)
@@ -473,11 +499,22 @@ class Run:
         self.ledger_has_all_acked()
         return "plugged after start (QMP device_add), opened, scan ACKed and in the ledger"
 
+    def unplug_serial(self, name, dev):
+        """Pull USB-serial scanner `name` (qemu device `dev`) out."""
+        self.sc[name].unplugging()
+        self.qmp.cmd("device_del", id=dev)
+        wait_for(f"/dev/scangate/{name} gone", lambda: self.g.run(f"test -e /dev/scangate/{name}")[0] != 0, 60)
+
+    def plug_serial(self, name, dev, chardev, serial, port):
+        """Plug USB-serial scanner `name` (qemu device `dev` on `chardev`,
+        USB serial number `serial`, xhci port `port`) in; it sends again."""
+        self.qmp.cmd("device_add", driver="usb-serial", id=dev, chardev=chardev, serial=serial, bus="xhci.0", port=port)
+        self.sc[name].plugged.set()
+
     def replug(self):
-        self.qmp.cmd("device_del", id="u3")
-        wait_for("/dev/scangate/late gone", lambda: self.g.run("test -e /dev/scangate/late")[0] != 0, 60)
+        self.unplug_serial("late", "u3")
         check(self.active(), "the service stopped when its scanner was unplugged")
-        self.qmp.cmd("device_add", driver="usb-serial", id="u3", chardev="c3", serial="SCAN3", bus="xhci.0", port="3")
+        self.plug_serial("late", "u3", "c3", "SCAN3", "3")
         self.wait_opened("late")
         self.sc["late"].scan(self.new_serial())
         self.sc["counter-1"].scan(self.new_serial())
@@ -759,9 +796,8 @@ class Run:
         try:
             for _ in range(2):
                 wait_for("a few scans ACKed", lambda n=len(sc.acked): len(sc.acked) >= n + 3, 60, 0.2)
-                self.qmp.cmd("device_del", id="u1")
-                wait_for("/dev/scangate/counter-1 gone", lambda: self.g.run("test -e /dev/scangate/counter-1")[0] != 0, 60)
-                self.qmp.cmd("device_add", driver="usb-serial", id="u1", chardev="c1", serial="SCAN1", bus="xhci.0", port="1")
+                self.unplug_serial("counter-1", "u1")
+                self.plug_serial("counter-1", "u1", "c1", "SCAN1", "1")
                 self.wait_opened("counter-1")
             wait_for("scans ACKed after the replug", lambda n=len(sc.acked): len(sc.acked) >= n + 3, 60, 0.2)
         finally:
