@@ -278,6 +278,7 @@ fn dispatch(cmd: Command) -> Result<Exit, Failure> {
                     follow,
                     group,
                     consumer,
+                    claim_idle_secs,
                 },
         } => {
             let since_ms = match since {
@@ -318,6 +319,8 @@ fn dispatch(cmd: Command) -> Result<Exit, Failure> {
                                 &group,
                                 &consumer,
                                 block_ms,
+                                (claim_idle_secs > 0)
+                                    .then(|| std::time::Duration::from_secs(claim_idle_secs)),
                                 |page| {
                                     use std::io::Write;
                                     for (_, v) in page {

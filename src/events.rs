@@ -1830,12 +1830,38 @@ pub enum LedgerFollow<'a> {
         /// Until it reconnects.
         wait: Duration,
     },
+    /// Entries delivered to other consumers of the group and left
+    /// unacknowledged longer than `idle` were claimed by this one (WARN:
+    /// a consumer is gone, or stuck).
+    Claimed {
+        /// The group.
+        group: &'a str,
+        /// The consumer that claimed them.
+        consumer: &'a str,
+        /// How many.
+        entries: usize,
+        /// The idle time they had reached at least.
+        idle: Duration,
+    },
 }
 
 impl LedgerFollow<'_> {
-    /// Log it: INFO when the group is created, WARN when following failed.
+    /// Log it: INFO when the group is created, WARN when following failed
+    /// or entries were claimed from another consumer.
     pub fn emit(self) {
         match self {
+            LedgerFollow::Claimed {
+                group,
+                consumer,
+                entries,
+                idle,
+            } => tracing::warn!(
+                target: "scangate::facility::stream",
+                group,
+                consumer,
+                entries,
+                "consumer {consumer:?} of group {group:?} claimed {entries} entries another consumer was given and left unacknowledged for over {idle:?} (gone, or stuck); they are printed again here (dedup by scan_uuid)"
+            ),
             LedgerFollow::GroupCreated { stream, group } => tracing::info!(
                 target: "scangate::facility::stream",
                 stream = %stream, group,
@@ -2769,5 +2795,29 @@ mod tests {
         }
         let logs = logged(|| AuditRecordUnreadable { seq: 9, error: &e }.emit());
         assert_eq!(one(&logs).target, "scangate::audit");
+    }
+
+    #[test]
+    fn ledger_follow_events_log_once_at_their_level() {
+        let claimed = logged(|| {
+            LedgerFollow::Claimed {
+                group: "inventory",
+                consumer: "new",
+                entries: 3,
+                idle: Duration::from_secs(3600),
+            }
+            .emit()
+        });
+        assert_eq!(one(&claimed).level, tracing::Level::WARN);
+        assert_eq!(one(&claimed).field("entries"), Some("3"));
+        assert_eq!(one(&claimed).target, "scangate::facility::stream");
+        let created = logged(|| {
+            LedgerFollow::GroupCreated {
+                stream: "scangate:{f}:ledger",
+                group: "inventory",
+            }
+            .emit()
+        });
+        assert_eq!(one(&created).level, tracing::Level::INFO);
     }
 }

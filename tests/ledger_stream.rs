@@ -145,7 +145,7 @@ fn a_consumer_that_stops_before_acknowledging_gets_those_entries_again_first() {
     let first = append(&redis, 3);
     // Written out, then the consumer dies before its acknowledgement.
     let mut seen = Vec::new();
-    stream::follow(&mut f, "inventory", "c1", 10, |page| {
+    stream::follow(&mut f, "inventory", "c1", 10, None, |page| {
         seen.push(ids(page));
         Err(std::io::Error::other("stdout closed"))
     })
@@ -167,7 +167,7 @@ fn a_consumer_that_stops_before_acknowledging_gets_those_entries_again_first() {
     // Restarted with the same name: those first, then a new one.
     let later = append(&redis, 1);
     let mut seen = Vec::new();
-    stream::follow(&mut f, "inventory", "c1", 10, |page| {
+    stream::follow(&mut f, "inventory", "c1", 10, None, |page| {
         seen.push(ids(page));
         if seen.len() == 2 {
             return Err(std::io::Error::other("stop"));
@@ -181,6 +181,47 @@ fn a_consumer_that_stops_before_acknowledging_gets_those_entries_again_first() {
     assert_eq!(
         s.groups[0].oldest_unacked.as_deref(),
         Some(later[0].as_str())
+    );
+}
+
+/// A consumer gone for good under another name: what the group gave it and
+/// it never acknowledged would hold the trim for ever. A follower claims
+/// the entries left idle longer than its `claim_idle` (`XAUTOCLAIM`),
+/// prints and acknowledges them, then goes on with new ones; entries not
+/// idle that long it leaves to their consumer.
+#[test]
+fn entries_a_gone_consumer_left_unacknowledged_are_claimed_once_idle() {
+    let redis = RedisServer::start_temp(&[]);
+    let mut f = connect(&redis);
+    let first = append(&redis, 3);
+    stream::follow(&mut f, "inventory", "old", 10, None, |_| {
+        Err(std::io::Error::other("the old consumer dies"))
+    })
+    .unwrap();
+    assert_eq!(pending(&redis, FACILITY, "inventory"), 3);
+    // Not idle for an hour yet: nobody takes them.
+    let (cursor, none) = f
+        .claim_idle_ledger("inventory", "new", 3_600_000, "0-0", 100)
+        .unwrap();
+    assert_eq!((cursor.as_str(), none.len()), ("0-0", 0));
+    let later = append(&redis, 1);
+    let mut seen = Vec::new();
+    let idle = Some(Duration::ZERO);
+    stream::follow(&mut f, "inventory", "new", 10, idle, |page| {
+        seen.push(ids(page));
+        if seen.len() == 2 {
+            return Err(std::io::Error::other("stop"));
+        }
+        Ok(())
+    })
+    .unwrap();
+    assert_eq!(seen, [first.clone(), later.clone()]);
+    let s = f.trim_ledger(0).unwrap();
+    assert_eq!((s.trimmed, s.length), (3, 1), "{s:?}");
+    assert_eq!(
+        pending(&redis, FACILITY, "inventory"),
+        1,
+        "only the last page"
     );
 }
 
@@ -231,9 +272,10 @@ impl Drop for Follower {
     }
 }
 
-fn pending(redis: &RedisServer, group: &str) -> i64 {
+/// How many entries `group` of `facility`'s ledger stream has pending.
+fn pending(redis: &RedisServer, facility: &str, group: &str) -> i64 {
     let summary: (i64, Option<String>, Option<String>, redis::Value) = redis::cmd("XPENDING")
-        .arg(key("test-pharmacy"))
+        .arg(key(facility))
         .arg(group)
         .query(&mut redis.connection())
         .unwrap();
@@ -302,7 +344,7 @@ fn the_gateway_trims_what_every_consumer_group_acknowledged_and_nothing_unread()
         "{lines:?}"
     );
     wait_until("inventory's entries acknowledged", || {
-        pending(&redis, "inventory") == 0
+        pending(&redis, "test-pharmacy", "inventory") == 0
     });
     drop(inventory);
 
@@ -340,7 +382,7 @@ fn the_gateway_trims_what_every_consumer_group_acknowledged_and_nothing_unread()
     let audit = Follower::start(&g.cfg, "audit");
     audit.take(3);
     wait_until("audit's entries acknowledged", || {
-        pending(&redis, "audit") == 0
+        pending(&redis, "test-pharmacy", "audit") == 0
     });
     drop(audit);
     let s = restart_and_await_trim(&mut g);
@@ -473,6 +515,6 @@ fn follow_reconnects_after_the_facility_redis_restarts() {
         assert!(uuid.starts_with("before-"), "{line}");
     }
     wait_until("everything acknowledged", || {
-        pending(&redis, "inventory") == 0
+        pending(&redis, "test-pharmacy", "inventory") == 0
     });
 }

@@ -127,6 +127,18 @@ pub enum LedgerCommand {
         /// stable across restarts). Default: `[gateway] id` (the host name).
         #[arg(long, requires = "follow")]
         consumer: Option<String>,
+        /// Entries the group gave another consumer that has left them
+        /// unacknowledged this many seconds (it is gone, or stuck) are
+        /// claimed and printed by this one (`--follow`; looked for at
+        /// start and every minute; 0: never). They would hold the stream's
+        /// trim for ever.
+        #[arg(
+            long,
+            requires = "follow",
+            default_value_t = 3600,
+            value_name = "SECONDS"
+        )]
+        claim_idle_secs: u64,
     },
 }
 

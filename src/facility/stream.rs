@@ -204,6 +204,52 @@ impl Facility {
         }
     }
 
+    /// Up to `count` entries of `group` delivered to any consumer and not
+    /// acknowledged for at least `min_idle_ms`, from `cursor` (`0-0` to
+    /// begin), claimed for `consumer` (`XAUTOCLAIM`: they are its pending
+    /// entries now), and the cursor to go on from (`0-0` when done).
+    /// Entries deleted meanwhile leave the pending list without a word.
+    pub fn claim_idle_ledger(
+        &mut self,
+        group: &str,
+        consumer: &str,
+        min_idle_ms: u64,
+        cursor: &str,
+        count: usize,
+    ) -> Result<(String, Vec<Entry>), FacilityError> {
+        let reply: Vec<Value> = redis::cmd("XAUTOCLAIM")
+            .arg(self.ledger_key())
+            .arg(group)
+            .arg(consumer)
+            .arg(min_idle_ms)
+            .arg(cursor)
+            .arg("COUNT")
+            .arg(count)
+            .query(&mut self.conn)
+            .map_err(|e| self.unavailable(e))?;
+        let protocol = |what: &str| FacilityError::Protocol {
+            url: self.url.clone(),
+            reply: format!("XAUTOCLAIM: {what}"),
+        };
+        let (Some(next), Some(claimed)) = (reply.first(), reply.get(1)) else {
+            return Err(protocol("fewer than 2 parts"));
+        };
+        let next: String = redis::from_redis_value_ref(next).map_err(|_| protocol("no cursor"))?;
+        // (Redis 6.2 answers nil for an entry deleted meanwhile.)
+        type Claimed = Vec<Option<(String, Vec<(String, String)>)>>;
+        let claimed: Claimed =
+            redis::from_redis_value_ref(claimed).map_err(|_| protocol("entries unreadable"))?;
+        let entries = claimed
+            .into_iter()
+            .flatten()
+            .map(|(id, fields)| {
+                let json = entry_json(&id, fields).0;
+                (id, json)
+            })
+            .collect();
+        Ok((next, entries))
+    }
+
     /// Acknowledge `ids` for `group`: they are kept, and may be trimmed.
     pub fn ack_ledger(&mut self, group: &str, ids: &[String]) -> Result<(), FacilityError> {
         if ids.is_empty() {
@@ -222,10 +268,17 @@ impl Facility {
 /// Entries a consumer reads per `XREADGROUP`.
 const FOLLOW_PAGE: usize = 100;
 
+/// How often a follower looks for entries other consumers left idle.
+const CLAIM_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// Follow the ledger stream as `consumer` of `group` (created if missing,
 /// from the stream's first entry): first the entries delivered to this
 /// consumer before and never acknowledged (a restart after a crash), then
-/// new ones as they come, each page waiting at most `block_ms`. `emit`
+/// new ones as they come, each page waiting at most `block_ms`. With
+/// `claim_idle`, then and every [`CLAIM_EVERY`], the entries other
+/// consumers of the group were given and left unacknowledged that long are
+/// claimed and printed too (a consumer gone under another name would hold
+/// the trim for ever). `emit`
 /// gets every page and must have written **and flushed** it when it
 /// returns; only then is the page acknowledged (at-least-once: a crash in
 /// between delivers it again, so a consumer dedups by `scan_uuid`).
@@ -236,6 +289,7 @@ pub fn follow(
     group: &str,
     consumer: &str,
     block_ms: u64,
+    claim_idle: Option<std::time::Duration>,
     mut emit: impl FnMut(&[Entry]) -> std::io::Result<()>,
 ) -> Result<(), FacilityError> {
     if f.ensure_ledger_group(group)? {
@@ -246,7 +300,37 @@ pub fn follow(
         .emit();
     }
     let mut pending = true;
+    let mut claim_due = std::time::Instant::now();
     loop {
+        if let Some(idle) = claim_idle.filter(|_| !pending)
+            && std::time::Instant::now() >= claim_due
+        {
+            claim_due = std::time::Instant::now() + CLAIM_EVERY;
+            let idle_ms = idle.as_millis() as u64;
+            let mut cursor = "0-0".to_string();
+            loop {
+                let (next, page) =
+                    f.claim_idle_ledger(group, consumer, idle_ms, &cursor, FOLLOW_PAGE)?;
+                if !page.is_empty() {
+                    crate::events::LedgerFollow::Claimed {
+                        group,
+                        consumer,
+                        entries: page.len(),
+                        idle,
+                    }
+                    .emit();
+                    if emit(&page).is_err() {
+                        return Ok(());
+                    }
+                    let ids: Vec<String> = page.into_iter().map(|(id, _)| id).collect();
+                    f.ack_ledger(group, &ids)?;
+                }
+                if next == "0-0" {
+                    break;
+                }
+                cursor = next;
+            }
+        }
         let page = f.read_ledger_group(group, consumer, pending, FOLLOW_PAGE, block_ms)?;
         if pending && page.is_empty() {
             pending = false; // caught up with what was delivered before
@@ -274,6 +358,7 @@ pub fn follow_reconnecting(
     group: &str,
     consumer: &str,
     block_ms: u64,
+    claim_idle: Option<std::time::Duration>,
     mut emit: impl FnMut(&[Entry]) -> std::io::Result<()>,
 ) {
     let mut pause = crate::backoff::Backoff::new(
@@ -285,7 +370,7 @@ pub fn follow_reconnecting(
         let failed = match conn {
             Ok(mut f) => {
                 pause.reset();
-                match follow(&mut f, group, consumer, block_ms, &mut emit) {
+                match follow(&mut f, group, consumer, block_ms, claim_idle, &mut emit) {
                     Ok(()) => return,
                     Err(e) => e,
                 }
