@@ -1843,6 +1843,17 @@ pub enum LedgerFollow<'a> {
         /// The idle time they had reached at least.
         idle: Duration,
     },
+    /// The server refuses `XAUTOCLAIM` (the ACL user lacks
+    /// `+xautoclaim`, or a Redis before 6.2): this follower claims
+    /// nothing and goes on (WARN).
+    ClaimRefused {
+        /// The group.
+        group: &'a str,
+        /// The consumer.
+        consumer: &'a str,
+        /// What the server said.
+        error: &'a dyn std::fmt::Display,
+    },
 }
 
 impl LedgerFollow<'_> {
@@ -1861,6 +1872,16 @@ impl LedgerFollow<'_> {
                 consumer,
                 entries,
                 "consumer {consumer:?} of group {group:?} claimed {entries} entries another consumer was given and left unacknowledged for over {idle:?} (gone, or stuck); they are printed again here (dedup by scan_uuid)"
+            ),
+            LedgerFollow::ClaimRefused {
+                group,
+                consumer,
+                error,
+            } => tracing::warn!(
+                target: "scangate::facility::stream",
+                group,
+                consumer,
+                "consumer {consumer:?} of group {group:?} cannot claim what other consumers left unacknowledged: {error}; it follows the stream without (grant the ACL user +xautoclaim, Redis 6.2 or later; or pass --claim-idle-secs 0)"
             ),
             LedgerFollow::GroupCreated { stream, group } => tracing::info!(
                 target: "scangate::facility::stream",
@@ -2819,5 +2840,21 @@ mod tests {
             .emit()
         });
         assert_eq!(one(&created).level, tracing::Level::INFO);
+        let refused = logged(|| {
+            LedgerFollow::ClaimRefused {
+                group: "inventory",
+                consumer: "new",
+                error: &"NOPERM",
+            }
+            .emit()
+        });
+        assert_eq!(one(&refused).level, tracing::Level::WARN);
+        assert!(
+            one(&refused)
+                .field("message")
+                .unwrap()
+                .contains("+xautoclaim"),
+            "{refused:?}"
+        );
     }
 }

@@ -338,9 +338,13 @@ fn a_lost_commit_of_either_lane_is_detected_whatever_order_the_lanes_recorded_in
     let backlog =
         scangate::daemon::claimer::pick(&store, &mut replay, LaneKind::Replay, &[], &now, true)
             .unwrap();
+    let mut ahead = ahead;
+    let mut backlog = backlog;
     let live_answer = facility.claim_batch(&ahead.claims("gw")).unwrap();
+    ahead.answered_fresh(facility.fresh());
     let _: () = redis::cmd("SAVE").query(&mut redis.connection()).unwrap();
     let replay_answer = facility.claim_batch(&backlog.claims("gw")).unwrap();
+    backlog.answered_fresh(facility.fresh());
     scangate::daemon::claimer::record(&mut store, &mut replay, backlog, Ok(replay_answer)).unwrap();
     scangate::daemon::claimer::record(&mut live_store, &mut live, ahead, Ok(live_answer)).unwrap();
     assert_eq!(verdict(&store, &a), Verdict::Committed);
@@ -424,4 +428,40 @@ fn a_scan_claimed_past_the_facility_retention_is_committed_and_audited_as_such()
         "{said}"
     );
     assert_eq!(reason(&young), None);
+}
+
+/// A round whose reply was lost is claimed again and answered from the
+/// earlier decisions: those keep the earlier call's place in the store's
+/// history (and their keys its expiry), so they do not move the lane's
+/// marker; the lane's last commit made in a round stays one.
+#[test]
+fn a_commit_answered_again_after_a_lost_reply_is_no_lane_marker() {
+    let (_root, _redis, mut store, mut live, mut facility) = facility_rig("scangate-order-");
+    let profile = dispense("c1");
+    let now = CaptureTime::now();
+    let retention_ms = 72 * 3_600_000;
+    let x = read(&profile, "SN-X", 0);
+    store.admit("f1", std::slice::from_ref(&x)).unwrap();
+    let live_round = |store: &mut scangate::store::Store,
+                      live: &mut scangate::gate::Gate,
+                      facility: &mut scangate::facility::Facility| {
+        let mut picked =
+            scangate::daemon::claimer::pick(store, live, LaneKind::Live, &[], &now, true).unwrap();
+        let answer = facility.claim_batch(&picked.claims("gw")).unwrap();
+        picked.answered_fresh(facility.fresh());
+        scangate::daemon::claimer::record(store, live, picked, Ok(answer)).unwrap();
+    };
+    live_round(&mut store, &mut live, &mut facility);
+    // Y is claimed, and the reply lost: it stays open, and is claimed again.
+    let y = read(&profile, "SN-Y", 1000);
+    store.admit("f1", std::slice::from_ref(&y)).unwrap();
+    let lost = scangate::daemon::claimer::pick(&store, &mut live, LaneKind::Live, &[], &now, true)
+        .unwrap();
+    facility.claim_batch(&lost.claims("gw")).unwrap();
+    drop(lost);
+    live_round(&mut store, &mut live, &mut facility);
+    assert_eq!(facility.fresh(), [false]);
+    assert_eq!(verdict(&store, &y), Verdict::Committed);
+    let markers = scangate::daemon::claimer::markers(&store, live.facility_now(), retention_ms);
+    assert_eq!(markers, vec![y.uuid.to_string(), x.uuid.to_string()]);
 }

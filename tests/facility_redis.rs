@@ -501,6 +501,28 @@ fn a_read_only_replica_still_answers_claims_that_were_decided() {
     }
 }
 
+/// A decision answered again (a retried claim, its reply lost) says so:
+/// it has the earlier call's place in the store's history, and its key
+/// expires as that call set it, so it must not become a lane's marker.
+#[test]
+fn a_decision_answered_again_is_told_from_one_made_now() {
+    let server = RedisServer::start_temp(&[]);
+    let mut gw = gateway(&server);
+    let round = [claim("a1", "ka", 0), claim("e1", "ka", 10)];
+    let first = gw.claim_batch(&round).unwrap();
+    assert_eq!(gw.fresh(), [true, true]);
+    let again = gw.claim_batch(&[round[0].clone(), round[1].clone(), claim("b1", "kb", 20)]);
+    assert_eq!(again.unwrap()[..2], first[..]);
+    assert_eq!(gw.fresh(), [false, false, true]);
+    // Found by identity in the seen set alone (the decision key gone).
+    assert_eq!(del(&server, "scangate:{f1}:scan:a1"), 1);
+    assert_eq!(
+        gw.claim_batch(&[claim("a1", "ka", 0)]).unwrap(),
+        [Outcome::Committed]
+    );
+    assert_eq!(gw.fresh(), [false]);
+}
+
 /// A claim whose marker (the caller's latest commit) the server lacks is
 /// refused with `Lost`, nothing changed, by every call of a round (here
 /// two calls of 128 and 72); the connection goes on. With the marker

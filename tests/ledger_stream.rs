@@ -225,6 +225,49 @@ fn entries_a_gone_consumer_left_unacknowledged_are_claimed_once_idle() {
     );
 }
 
+/// A follower whose ACL user may not `XAUTOCLAIM` (the grants documented
+/// before it claimed) follows the stream all the same, claiming nothing
+/// (a WARN says why), instead of failing and reconnecting for ever.
+#[test]
+fn a_follower_that_may_not_claim_follows_all_the_same() {
+    let redis = RedisServer::start_temp(&[]);
+    let _: () = redis::cmd("ACL")
+        .arg("SETUSER")
+        .arg("inv")
+        .arg("on")
+        .arg(">pw")
+        .arg("resetkeys")
+        .arg("~scangate:*")
+        .arg("-@all")
+        .arg(&["+script|load", "+xgroup|create", "+xreadgroup", "+xack"])
+        .query(&mut redis.connection())
+        .unwrap();
+    let mut f = Facility::connect(
+        &redis.url().replace("redis://", "redis://inv:pw@"),
+        FACILITY,
+        3000,
+        Duration::from_secs(3600),
+        Duration::from_secs(2),
+        Duration::from_secs(2),
+    )
+    .unwrap();
+    let first = append(&redis, 2);
+    let mut seen = Vec::new();
+    stream::follow(
+        &mut f,
+        "inventory",
+        "c1",
+        10,
+        Some(Duration::ZERO),
+        |page| {
+            seen.push(ids(page));
+            Err(std::io::Error::other("stop"))
+        },
+    )
+    .unwrap();
+    assert_eq!(seen, [first]);
+}
+
 /// `scangate ledger export --follow` for `group`, its lines as they come.
 struct Follower {
     child: Child,

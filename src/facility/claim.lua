@@ -24,7 +24,8 @@
 --         its claimer lanes')
 -- ARGV[5 .. 4+n] the ledger field names (the same for every scan of the call)
 -- then per scan: scan_uuid, captured_ms, followed by its n field values
--- Returns one "committed" or "suppressed <twin_uuid>" per scan, or, with
+-- Returns one "committed" or "suppressed <twin_uuid>" per scan ("=" in
+-- front when the scan was decided by an earlier call), or, with
 -- nothing changed, the error "SCANGATE_SETTINGS <window_ms> <retention_ms>"
 -- (- for a field not set) when the facility already runs with other
 -- settings than the caller's, or "SCANGATE_LOST <marker_uuid>" when a
@@ -86,6 +87,10 @@ while a <= last do
   if not decision and redis.call('ZSCORE', seen_key, uuid) then
     decision = 'committed' -- its own earlier commit, found by identity
   end
+  -- An earlier decision is answered with '=' in front: it was made by an
+  -- earlier call (a retry after a lost reply), whose place in the store's
+  -- history it has, and its key expires as that call set it.
+  local again = decision
   if not decision then
     -- The earliest committed capture time first: for a new label (most
     -- scans) it answers alone, and it says whether pruning is due.
@@ -120,7 +125,11 @@ while a <= last do
     redis.call('SET', scan_key, decision, 'PX', retention)
     wrote = true
   end
-  out[#out + 1] = decision
+  if again then
+    out[#out + 1] = '=' .. decision
+  else
+    out[#out + 1] = decision
+  end
 end
 -- Last: Redis refuses a script's first write when it is out of memory, and
 -- only that one, so a write that is always allowed (PEXPIRE) must not come

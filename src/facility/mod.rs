@@ -479,6 +479,10 @@ pub struct Facility {
     replica_timeout: Duration,
     /// Each round also waits for the primary's own AOF fsync (`WAITAOF 1 0`).
     on_disk: bool,
+    /// See [`Facility::fresh`].
+    fresh: Vec<bool>,
+    /// The last [`Facility::check_server`] found a read-only replica.
+    replica: bool,
     /// What [`Facility::register_scanners`] found at connect.
     clones: Vec<ScannerClone>,
     /// The clock sample taken at connect.
@@ -539,6 +543,8 @@ impl Facility {
             min_replicas: 0,
             replica_timeout: command_timeout,
             on_disk: false,
+            fresh: Vec::new(),
+            replica: false,
             clones: Vec::new(),
             clock: None,
         })
@@ -561,6 +567,12 @@ impl Facility {
     /// ([`Facility::set_on_disk`]).
     pub fn on_disk(&self) -> bool {
         self.on_disk
+    }
+
+    /// Whether the last [`Facility::check_server`] found a read-only
+    /// replica (it refuses `WAIT` and `WAITAOF`: no round waits there).
+    pub fn is_replica(&self) -> bool {
+        self.replica
     }
 
     /// The replicas every claim round waits for ([`Facility::set_min_replicas`]).
@@ -633,6 +645,7 @@ impl Facility {
                 .query(&mut self.conn)
                 .map_err(|source| failed(&self.url, &self.user, source))?;
         }
+        self.replica = role == "slave";
         Ok(ServerInfo {
             has_waitaof: has_waitaof(&version),
             version,
@@ -1118,7 +1131,9 @@ impl Facility {
                 reply: format!("{loaded:?} where SCRIPT LOAD's answer was due"),
             });
         }
+        self.fresh.clear();
         let mut outcomes = Vec::with_capacity(sent.claims);
+        let mut fresh = Vec::with_capacity(sent.claims);
         for call in 0..sent.calls {
             let reply = match self.reply() {
                 Err(lost @ FacilityError::Lost { .. }) => {
@@ -1139,13 +1154,14 @@ impl Facility {
                 }
                 other => other?,
             };
-            match reply {
-                Value::Array(items) => {
-                    for v in items {
-                        outcomes.push(self.outcome(v)?);
-                    }
-                }
-                other => outcomes.push(self.outcome(other)?),
+            let items = match reply {
+                Value::Array(items) => items,
+                other => vec![other],
+            };
+            for v in items {
+                let (outcome, made) = self.outcome(v)?;
+                outcomes.push(outcome);
+                fresh.push(made);
             }
         }
         let acked = if self.min_replicas > 0 {
@@ -1182,6 +1198,7 @@ impl Facility {
                 url: self.url.clone(),
             });
         }
+        self.fresh = fresh;
         Ok(outcomes)
     }
 
@@ -1217,24 +1234,42 @@ impl Facility {
         failed(&self.url, &self.user, source)
     }
 
-    fn outcome(&self, v: Value) -> Result<Outcome, FacilityError> {
+    /// A claim's answer, and whether this call made the decision (`false`:
+    /// answered again from an earlier call's, "=" in front).
+    fn outcome(&self, v: Value) -> Result<(Outcome, bool), FacilityError> {
         let text = match &v {
             Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
             Value::SimpleString(s) => s.clone(),
             other => format!("{other:?}"),
         };
-        if text == "committed" {
-            return Ok(Outcome::Committed);
+        let (decided, fresh) = match text.strip_prefix('=') {
+            Some(earlier) => (earlier, false),
+            None => (text.as_str(), true),
+        };
+        if decided == "committed" {
+            return Ok((Outcome::Committed, fresh));
         }
-        if let Some(twin) = text.strip_prefix("suppressed ") {
-            return Ok(Outcome::Suppressed {
-                twin: twin.to_string(),
-            });
+        if let Some(twin) = decided.strip_prefix("suppressed ") {
+            return Ok((
+                Outcome::Suppressed {
+                    twin: twin.to_string(),
+                },
+                fresh,
+            ));
         }
         Err(FacilityError::Protocol {
             url: self.url.clone(),
             reply: text,
         })
+    }
+
+    /// For each claim the last round [`Facility::recv_claims`] answered,
+    /// in order: whether that round made its decision (`false`: answered
+    /// again from an earlier round's — a retry after a lost reply — which
+    /// has that round's place in the store's history, and whose key
+    /// expires as that round set it). Empty until a round was answered.
+    pub fn fresh(&self) -> &[bool] {
+        &self.fresh
     }
 }
 

@@ -235,18 +235,27 @@ impl Facility {
             return Err(protocol("fewer than 2 parts"));
         };
         let next: String = redis::from_redis_value_ref(next).map_err(|_| protocol("no cursor"))?;
-        // (Redis 6.2 answers nil for an entry deleted meanwhile.)
-        type Claimed = Vec<Option<(String, Vec<(String, String)>)>>;
-        let claimed: Claimed =
-            redis::from_redis_value_ref(claimed).map_err(|_| protocol("entries unreadable"))?;
-        let entries = claimed
-            .into_iter()
-            .flatten()
-            .map(|(id, fields)| {
-                let json = entry_json(&id, fields).0;
-                (id, json)
-            })
-            .collect();
+        let Value::Array(claimed) = claimed else {
+            return Err(protocol("entries not an array"));
+        };
+        let mut entries = Vec::new();
+        let mut gone = Vec::new();
+        for item in claimed {
+            // Redis 7 lists entries deleted meanwhile apart, and drops them
+            // from the pending list; 6.2 answers them with nil fields and
+            // keeps them pending (acknowledged here, as by a read).
+            type Claimed = Option<(String, Option<Vec<(String, String)>>)>;
+            match redis::from_redis_value_ref::<Claimed>(item) {
+                Ok(Some((id, Some(fields)))) => {
+                    let json = entry_json(&id, fields).0;
+                    entries.push((id, json));
+                }
+                Ok(Some((id, None))) => gone.push(id),
+                Ok(None) => {}
+                Err(_) => return Err(protocol("an entry unreadable")),
+            }
+        }
+        self.ack_ledger(group, &gone)?;
         Ok((next, entries))
     }
 
@@ -300,6 +309,7 @@ pub fn follow(
         .emit();
     }
     let mut pending = true;
+    let mut claim_idle = claim_idle;
     let mut claim_due = std::time::Instant::now();
     loop {
         if let Some(idle) = claim_idle.filter(|_| !pending)
@@ -309,8 +319,22 @@ pub fn follow(
             let idle_ms = idle.as_millis() as u64;
             let mut cursor = "0-0".to_string();
             loop {
-                let (next, page) =
-                    f.claim_idle_ledger(group, consumer, idle_ms, &cursor, FOLLOW_PAGE)?;
+                let claimed = f.claim_idle_ledger(group, consumer, idle_ms, &cursor, FOLLOW_PAGE);
+                let (next, page) = match claimed {
+                    Err(e) if refused_for_good(&e) => {
+                        // (An ACL user without +xautoclaim, or a Redis
+                        // before 6.2: following goes on without it.)
+                        crate::events::LedgerFollow::ClaimRefused {
+                            group,
+                            consumer,
+                            error: &e,
+                        }
+                        .emit();
+                        claim_idle = None;
+                        break;
+                    }
+                    other => other?,
+                };
                 if !page.is_empty() {
                     crate::events::LedgerFollow::Claimed {
                         group,
@@ -344,6 +368,21 @@ pub fn follow(
         }
         let ids: Vec<String> = page.into_iter().map(|(id, _)| id).collect();
         f.ack_ledger(group, &ids)?;
+    }
+}
+
+/// Whether the server refuses the command itself (`NOPERM`, or a command
+/// it does not know): trying again will not help.
+fn refused_for_good(e: &FacilityError) -> bool {
+    match e {
+        FacilityError::NoPermission { .. } => true,
+        FacilityError::Unavailable { source, .. } => {
+            source.code() == Some("ERR")
+                && source
+                    .detail()
+                    .is_some_and(|d| d.contains("unknown command"))
+        }
+        _ => false,
     }
 }
 

@@ -95,6 +95,9 @@ impl Round {
 pub struct Picked {
     /// The lane that picked it.
     lane: LaneKind,
+    /// Per claim, whether the facility made its decision in the round
+    /// that answered it ([`Picked::answered_fresh`]; `None`: not said).
+    fresh: Option<Vec<bool>>,
     rows: Vec<ScanRow>,
     verdicts: Vec<Option<Verdict>>,
     /// Per row: how its capture was put on facility time (claimable rows).
@@ -170,16 +173,27 @@ impl Picked {
         self.lane
     }
 
+    /// Say, per claim, whether the round that answered them made its
+    /// decision ([`crate::facility::Facility::fresh`] after it).
+    pub fn answered_fresh(&mut self, fresh: &[bool]) {
+        self.fresh = Some(fresh.to_vec());
+    }
+
     /// Of the claims ([`Picked::claims`]) answered by `outcomes`, the last
-    /// one committed: the latest commit of this round in the facility
-    /// store's own order (a call decides its claims in the order given).
+    /// one the answering round committed ([`Picked::answered_fresh`]): the
+    /// latest commit of this round in the facility store's own order (a
+    /// call decides its claims in the order given). Not one answered again
+    /// from an earlier round's decision (a retry after a lost reply): it
+    /// has that round's place in the store's history, and its key expires
+    /// as that round set it. `None` too when freshness was not said.
     pub fn last_committed(&self, outcomes: &[Outcome]) -> Option<&str> {
+        let fresh = self.fresh.as_deref()?;
         self.rows
             .iter()
             .zip(&self.verdicts)
             .filter(|(_, v)| v.is_none())
-            .zip(outcomes)
-            .filter(|(_, o)| matches!(o, Outcome::Committed))
+            .zip(outcomes.iter().zip(fresh))
+            .filter(|(_, (o, made))| matches!(o, Outcome::Committed) && **made)
             .last()
             .map(|((row, _), _)| row.uuid.as_str())
     }
@@ -310,6 +324,7 @@ impl Gate {
         let more = full && rows.len() > stuck;
         Ok(Picked {
             lane,
+            fresh: None,
             rows,
             verdicts,
             clocks,
@@ -455,13 +470,7 @@ impl Gate {
                 &mut stats,
             )?);
         }
-        if committed_past > 0 {
-            crate::events::CommittedPastRetention {
-                scans: committed_past,
-                retention: self.cfg.retention,
-            }
-            .emit();
-        }
+
         Ok(Recorded {
             decided: Some(Decided {
                 decisions,
@@ -475,15 +484,27 @@ impl Gate {
                 facility_error,
                 waiting_for_clock,
             },
+            committed_past,
         })
     }
 
     /// A recorded round, once its transaction committed: its counters
     /// applied, its audit records emitted, its decisions in the round.
     pub fn settle_round(&mut self, recorded: Recorded) -> Round {
-        let Recorded { decided, mut round } = recorded;
+        let Recorded {
+            decided,
+            mut round,
+            committed_past,
+        } = recorded;
         if let Some(decided) = decided {
             round.decisions = self.settle(decided);
+        }
+        if committed_past > 0 {
+            crate::events::CommittedPastRetention {
+                scans: committed_past,
+                retention: self.cfg.retention,
+            }
+            .emit();
         }
         round
     }
@@ -496,6 +517,8 @@ impl Gate {
 pub struct Recorded {
     decided: Option<Decided>,
     round: Round,
+    /// Commits claimed past the facility's retention ([`PastRetention`]).
+    committed_past: usize,
 }
 
 /// Which captures the facility store may have forgotten twins of: its

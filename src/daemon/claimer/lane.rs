@@ -118,6 +118,10 @@ pub(super) struct Lane {
     trim_due: Instant,
     /// The last trim found no consumer group (warned of once per change).
     no_group_warned: Option<bool>,
+    /// A reconnect after a failure outside a claim round
+    /// ([`Lane::connect_afresh`]) failed: the pass accounts it as a failed
+    /// connect (an outage, the back-off).
+    afresh_failed: bool,
     /// The writer is gone: one last round is sent, then the lane ends.
     stopping: bool,
     last_round_sent: bool,
@@ -226,6 +230,7 @@ impl Lane {
             probe_due: Instant::now(),
             trim_due: Instant::now(),
             no_group_warned: None,
+            afresh_failed: false,
             stopping: false,
             last_round_sent: false,
             between,
@@ -274,6 +279,7 @@ impl Lane {
         self.sample_clock_if_due();
         self.probe_if_due();
         self.trim_if_due();
+        pass.connect_failed |= std::mem::take(&mut self.afresh_failed);
         self.collect(&mut pass);
         self.receive(&mut pass);
         self.send(&mut pass);
@@ -499,7 +505,7 @@ impl Lane {
             reason: reason.to_string(),
             retry_at: Instant::now(),
         };
-        self.connect_if_due();
+        self.afresh_failed = !self.connect_if_due();
     }
 
     /// The retention horizon in ms.
@@ -648,6 +654,11 @@ impl Lane {
             Ok(answered) => answered.map_err(|e| self.noted(e)),
             Err(reason) => Err(reason),
         };
+        // (Whichever answered them, the facility's last answered round is
+        // theirs.)
+        if let (Ok(_), LinkState::Online(f)) = (&claimed, &self.state) {
+            picked.answered_fresh(f.fresh());
+        }
         if claimed.is_err() && self.settings_refused {
             // Picked before the refusal was known: its echoes were judged
             // by a window that is not the facility's. (Only on a failed
@@ -1017,11 +1028,15 @@ pub fn round(
 ) -> Result<Round, StoreError> {
     let mut round = Round::default();
     for lane in [LaneKind::Replay, LaneKind::Live] {
-        let picked = pick(store, gate, lane, &[], now, redis.is_some())?;
+        let mut picked = pick(store, gate, lane, &[], now, redis.is_some())?;
         let claims = picked.claims(gate.gateway());
         let claimed = match redis.as_deref_mut() {
             _ if claims.is_empty() => Ok(Vec::new()),
-            Some(f) => f.claim_batch(&claims).map_err(|e| e.to_string()),
+            Some(f) => {
+                let claimed = f.claim_batch(&claims).map_err(|e| e.to_string());
+                picked.answered_fresh(f.fresh());
+                claimed
+            }
             None => Err(offline_reason.to_string()),
         };
         round = round.and(record(store, gate, picked, claimed)?);

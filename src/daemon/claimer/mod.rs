@@ -164,13 +164,16 @@ impl Link {
         // is reported as such, not as a read timeout. (Not on a replica: it
         // refuses WAIT, as WAITAOF, and every round with it; it writes
         // nothing, and answers decisions it has.)
-        let wanted = match info.role.as_str() {
-            "slave" => 0,
-            _ => self.redis.min_replicas_ack.wanted(info.connected_replicas),
+        let (connected, wanted) = match f.is_replica() {
+            true => (0, 0),
+            false => (
+                info.connected_replicas,
+                self.redis.min_replicas_ack.wanted(info.connected_replicas),
+            ),
         };
         f.set_min_replicas(wanted, self.redis.command_timeout() / 2);
         f.set_on_disk(info.confirms_on_disk());
-        self.log_confirmation(&f, lane, info.connected_replicas);
+        self.log_confirmation(&f, lane, connected);
         if info.role == "slave" {
             crate::events::FacilityWarning::ReadOnlyReplica { redis: &self.shown }.emit();
         }
@@ -266,7 +269,7 @@ impl Link {
     /// primary reports connected and wait for that many from now on (logged
     /// when it changes). A failed read is left to the next claim round.
     pub fn refresh_confirmation(&self, f: &mut Facility, lane: &str) {
-        if self.redis.min_replicas_ack != ReplicaAck::Auto {
+        if self.redis.min_replicas_ack != ReplicaAck::Auto || f.is_replica() {
             return;
         }
         match f.connected_replicas() {
