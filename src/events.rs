@@ -421,6 +421,34 @@ impl CommittedPastRetention {
     }
 }
 
+/// Two measurements of the facility clock in a row are not one continuous
+/// clock: it stepped between them (a failover to a server whose clock
+/// differs, or a step of the server's own clock). Facility time is the
+/// one clock every gateway compares captures on, so this is a WARN; a
+/// capture read between the two measurements is claimed with the step in
+/// its error (`gate::facility_time`).
+pub struct FacilityClockStepped {
+    /// How far (ms, signed: later is positive).
+    pub step_ms: f64,
+    /// `[dedup] window_ms`: a step beyond it can let two gateways' reads of
+    /// one pick fall outside each other's window.
+    pub window_ms: i64,
+}
+
+impl FacilityClockStepped {
+    /// Log it (WARN).
+    pub fn emit(self) {
+        let step = self.step_ms;
+        let window = self.window_ms;
+        tracing::warn!(
+            target: "scangate::gate",
+            step_ms = step,
+            window_ms = window,
+            "the facility Redis's clock stepped by {step:.0} ms between two measurements (a failover to a server whose clock differs, or a step of the server's clock): scans read between them are claimed with that in their clock error, and until every gateway has measured the clock again their reads of one pick may be {step:.0} ms apart on facility time (the echo window is {window} ms). Keep the facility Redis and its replicas on NTP"
+        );
+    }
+}
+
 /// The facility Redis's clock was measured and this gateway's offset to
 /// it changed enough to be told. (`scangate_facility_clock_offset_seconds`
 /// is sampled from the measurement the claimer records.)
@@ -2816,6 +2844,23 @@ mod tests {
         }
         let logs = logged(|| AuditRecordUnreadable { seq: 9, error: &e }.emit());
         assert_eq!(one(&logs).target, "scangate::audit");
+    }
+
+    #[test]
+    fn a_facility_clock_step_is_a_warning_with_its_size() {
+        let logs = logged(|| {
+            FacilityClockStepped {
+                step_ms: 5000.0,
+                window_ms: 3000,
+            }
+            .emit()
+        });
+        assert_eq!(one(&logs).level, tracing::Level::WARN);
+        assert_eq!(one(&logs).field("step_ms"), Some("5000.0"));
+        assert!(
+            one(&logs).field("message").unwrap().contains("5000 ms"),
+            "{logs:?}"
+        );
     }
 
     #[test]

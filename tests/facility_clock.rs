@@ -46,6 +46,12 @@ fn facility_captured_at(redis: &RedisServer) -> Vec<String> {
         .collect()
 }
 
+/// Audit record `a` has a reason, and it says `what`.
+fn assert_reason(a: &serde_json::Value, what: &str) {
+    let reason = a["reason"].as_str().unwrap_or_default();
+    assert!(reason.contains(what), "{a}");
+}
+
 #[test]
 fn a_read_before_the_facility_clock_is_measured_waits_then_is_claimed_on_facility_time() {
     let (_root, redis, mut store, mut gate, mut facility) = setup();
@@ -177,13 +183,38 @@ fn a_read_no_measurement_can_map_closer_is_claimed_and_its_record_says_how_far_o
     assert_eq!(redis.ledger("f1").len(), 1);
     let a = audit_of(&store, &early);
     assert_eq!(a["clock_error_ms"], 361);
-    assert!(
-        a["reason"]
-            .as_str()
-            .unwrap()
-            .contains("no later measurement"),
-        "{a}"
-    );
+    assert_reason(&a, "no later measurement");
+}
+
+/// The facility clock stepped between two measurements (a failover to a
+/// server whose clock is 5 s ahead): a read between them is not
+/// interpolated across the step (before, its error was a few ms), but
+/// mapped through the measurement before it alone, with the step in its
+/// error: claimed (no later measurement can place it better), its audit
+/// record saying how far off it may be.
+#[test]
+fn a_read_between_measurements_across_a_clock_step_carries_the_step_in_its_error() {
+    let (_root, redis, mut store, mut gate, mut facility) = setup();
+    gate.learn_clock(&mut store, &clock_sample("boot-b", 60_000, T0, 1.0))
+        .unwrap();
+    let between = read("SN1", capture_time(5, "boot-b", 90_000, false));
+    store.admit("f1", std::slice::from_ref(&between)).unwrap();
+    // Continuous, the facility would read T0 + 60 s: it reads T0 + 65 s.
+    gate.learn_clock(
+        &mut store,
+        &clock_sample("boot-b", 120_000, T0 + 65_000, 1.0),
+    )
+    .unwrap();
+    let now = capture_time(5, "boot-b", 120_500, false);
+    let r = scangate::daemon::claimer::round(&mut store, &mut gate, Some(&mut facility), "", &now)
+        .unwrap();
+    assert_eq!(r.decisions[0].verdict, Verdict::Committed);
+    let a = audit_of(&store, &between);
+    // 1 ms bound + 100 ppm of 30 s (3 ms) + the 5 000 ms step.
+    assert_eq!(a["clock_error_ms"], 5_004, "{a}");
+    assert_eq!(a["facility_at"], "2027-01-15T08:00:30.000Z", "{a}");
+    assert_reason(&a, "no later measurement");
+    assert_eq!(redis.ledger("f1").len(), 1);
 }
 
 #[test]

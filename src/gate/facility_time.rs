@@ -17,6 +17,15 @@
 //! them, which cancels a constant frequency error and leaves its variation
 //! — whichever of these is tightest.
 //!
+//! Two samples whose offsets differ by more than their bounds and
+//! [`DRIFT_PPM`] of the time between them allow are not one continuous
+//! clock: the facility's stepped between them (a failover to a server whose
+//! clock differs, or a step of the server's own clock). A capture between
+//! them is not interpolated across the step: it is mapped through the
+//! tighter of the two alone, the step added to its error (where it fell
+//! relative to the step is not known), and [`FacilityClock::learn`] says
+//! how far the clock stepped.
+//!
 //! The samples are kept in `clock_samples` (this module owns the table),
 //! written when measured and reloaded at start, so a backlog read before a
 //! restart is mapped after it.
@@ -110,8 +119,10 @@ impl FacilityClock {
     }
 
     /// Keep a new measurement in memory, dropping its boot's samples more
-    /// than `keep_ms` of boot clock before it.
-    pub fn learn(&mut self, sample: &ClockSample, keep_ms: i64) {
+    /// than `keep_ms` of boot clock before it. Returns how far the facility
+    /// clock stepped (ms, signed) since the sample before it, if the two
+    /// are not one continuous clock ([`stepped`]).
+    pub fn learn(&mut self, sample: &ClockSample, keep_ms: i64) -> Option<f64> {
         let s = Sample {
             boot_ms: sample.boot_ms,
             boot_offset_ms: sample.boot_offset_ms,
@@ -119,6 +130,10 @@ impl FacilityClock {
         };
         let samples = self.boots.entry(sample.boot_id.clone()).or_default();
         let at = samples.partition_point(|o| o.boot_ms < s.boot_ms);
+        let step = at
+            .checked_sub(1)
+            .and_then(|i| stepped(&samples[i], &s))
+            .map(|_| s.boot_offset_ms - samples[at - 1].boot_offset_ms);
         if samples.get(at).is_some_and(|o| o.boot_ms == s.boot_ms) {
             samples[at] = s;
         } else {
@@ -126,6 +141,7 @@ impl FacilityClock {
         }
         let old = samples.partition_point(|o| o.boot_ms < s.boot_ms - keep_ms);
         samples.drain(..old);
+        step
     }
 
     /// Record a measurement in `clock_samples` (inside the caller's
@@ -229,12 +245,17 @@ impl FacilityClock {
         if let (Some(a), Some(b)) = (before, next)
             && b.boot_ms > a.boot_ms
         {
-            let f = (boot_ms - a.boot_ms as f64) / (b.boot_ms - a.boot_ms) as f64;
-            let offset = a.boot_offset_ms + f * (b.boot_offset_ms - a.boot_offset_ms);
-            let near = distance(a).min(distance(b));
-            let error = a.bound_ms.max(b.bound_ms) + near * BRACKETED_DRIFT_PPM / 1e6;
-            if error < best.1 {
-                best = (offset, error);
+            if let Some(step) = stepped(a, b) {
+                // Either side of the step: the one taken may be wrong by it.
+                best.1 += step;
+            } else {
+                let f = (boot_ms - a.boot_ms as f64) / (b.boot_ms - a.boot_ms) as f64;
+                let offset = a.boot_offset_ms + f * (b.boot_offset_ms - a.boot_offset_ms);
+                let near = distance(a).min(distance(b));
+                let error = a.bound_ms.max(b.bound_ms) + near * BRACKETED_DRIFT_PPM / 1e6;
+                if error < best.1 {
+                    best = (offset, error);
+                }
             }
         }
         let (offset, error) = best;
@@ -246,6 +267,15 @@ impl FacilityClock {
             improvable: after == samples.len(),
         })
     }
+}
+
+/// How far apart (ms) the offsets of samples `a` and `b` (in boot-clock
+/// order) are, if more than their bounds and [`DRIFT_PPM`] of the time
+/// between them allow: the facility clock stepped between them.
+fn stepped(a: &Sample, b: &Sample) -> Option<f64> {
+    let apart = (b.boot_offset_ms - a.boot_offset_ms).abs();
+    let drift = (b.boot_ms - a.boot_ms).abs() as f64 * DRIFT_PPM / 1e6;
+    (apart > a.bound_ms + b.bound_ms + drift).then_some(apart)
 }
 
 #[cfg(test)]
@@ -298,6 +328,29 @@ mod tests {
         // A quarter of the way: offset 1009; 900 s from the nearer sample.
         assert_eq!(m.facility_ms, 1_001_009);
         assert_eq!(m.error_ms, 11, "2 ms bound + 10 ppm of 900 s");
+    }
+
+    #[test]
+    fn a_capture_is_not_interpolated_across_a_step_of_the_facility_clock() {
+        let mut c = FacilityClock::default();
+        assert_eq!(c.learn(&sample(100_000, 1_000.0, 1.0), i64::MAX / 2), None);
+        // An hour later the facility's clock reads 5 s later than it ran:
+        // a failover to a server whose clock differs (100 ppm of an hour
+        // is 360 ms).
+        let step = c.learn(&sample(3_700_000, 6_000.0, 2.0), i64::MAX / 2);
+        assert_eq!(step, Some(5_000.0));
+        let m = c.map(&at(1_000_000, 0)).unwrap();
+        // 900 s after the first: its offset alone (1 ms + 100 ppm of 900 s
+        // = 91 ms), not the interpolation (2 250 ms off if the step came
+        // late), and the step added to the error.
+        assert_eq!(m.facility_ms, 1_001_000);
+        assert_eq!(m.error_ms, 5_091);
+        assert!(!m.improvable, "no later sample can place it better");
+        // Back within the bounds: one clock again.
+        assert_eq!(
+            c.learn(&sample(3_760_000, 6_001.0, 2.0), i64::MAX / 2),
+            None
+        );
     }
 
     #[test]

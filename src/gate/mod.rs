@@ -289,7 +289,14 @@ impl Gate {
         let w = store.write()?;
         FacilityClock::store(&w.tx, sample, keep_ms).map_err(|e| w.err(e))?;
         w.commit()?;
-        self.known().clock.learn(sample, keep_ms);
+        let step = self.known().clock.learn(sample, keep_ms);
+        if let Some(step_ms) = step {
+            crate::events::FacilityClockStepped {
+                step_ms,
+                window_ms: self.cfg.window_ms,
+            }
+            .emit();
+        }
         Ok(())
     }
 
