@@ -436,16 +436,26 @@ pub struct FacilityClockStepped {
 }
 
 impl FacilityClockStepped {
-    /// Log it (WARN).
+    /// Log it: WARN from 5 % of the window on (a server's NTP slewing its
+    /// clock quickly moves it by a few ms too: INFO).
     pub fn emit(self) {
         let step = self.step_ms;
         let window = self.window_ms;
-        tracing::warn!(
-            target: "scangate::gate",
-            step_ms = step,
-            window_ms = window,
-            "the facility Redis's clock stepped by {step:.0} ms between two measurements (a failover to a server whose clock differs, or a step of the server's clock): scans read between them are claimed with that in their clock error, and until every gateway has measured the clock again their reads of one pick may be {step:.0} ms apart on facility time (the echo window is {window} ms). Keep the facility Redis and its replicas on NTP"
-        );
+        if step.abs() * 20.0 >= window as f64 {
+            tracing::warn!(
+                target: "scangate::gate",
+                step_ms = step,
+                window_ms = window,
+                "the facility Redis's clock stepped by {step:.0} ms between two measurements (a failover to a server whose clock differs, or a step of the server's clock): scans read between them are claimed with that in their clock error, and until every gateway has measured the clock again their reads of one pick may be {step:.0} ms apart on facility time (the echo window is {window} ms). Keep the facility Redis and its replicas on NTP"
+            );
+        } else {
+            tracing::info!(
+                target: "scangate::gate",
+                step_ms = step,
+                window_ms = window,
+                "the facility Redis's clock moved by {step:.0} ms between two measurements, more than drift explains (its NTP adjusting it?): scans read between them are claimed with that in their clock error"
+            );
+        }
     }
 }
 
@@ -2861,6 +2871,14 @@ mod tests {
             one(&logs).field("message").unwrap().contains("5000 ms"),
             "{logs:?}"
         );
+        let slewed = logged(|| {
+            FacilityClockStepped {
+                step_ms: -40.0,
+                window_ms: 3000,
+            }
+            .emit()
+        });
+        assert_eq!(one(&slewed).level, tracing::Level::INFO);
     }
 
     #[test]
