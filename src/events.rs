@@ -1527,7 +1527,8 @@ pub enum Reconcile<'a> {
         /// Why.
         error: &'a dyn std::fmt::Display,
     },
-    /// A committed scan of the ledger is not in the outbox.
+    /// A committed scan of the ledger is not in the outbox: re-published
+    /// from its ledger entry.
     NotInOutbox {
         /// The scan.
         scan: &'a str,
@@ -1590,7 +1591,7 @@ impl Reconcile<'_> {
             Reconcile::NotInOutbox { scan } => tracing::warn!(
                 target: "scangate::daemon::claimer::reconcile",
                 scan = %scan,
-                "committed scan {scan} is in this gateway's ledger but not in its outbox: it cannot be re-published (run `scangate audit verify`)"
+                "committed scan {scan} is in this gateway's ledger but no longer in its outbox (the sweeper removes decided rows by the wall clock, which may have been stepped): it is re-published from its ledger entry"
             ),
             Reconcile::Conflict {
                 scan,

@@ -1543,6 +1543,47 @@ fn committed_scan(g: &Gateway, serial: &str) -> String {
     .unwrap_or_else(|e| panic!("no committed scan of {serial}: {e}"))
 }
 
+/// A commit whose outbox row is gone (the sweeper removes decided rows by
+/// the gateway's wall clock, which may have been stepped on) is
+/// re-published from its ledger entry when the store lost data. Before, it
+/// was skipped ("not in its outbox"), and the newest commit — the marker —
+/// was never re-published, so every claim was refused for it again.
+#[test]
+fn a_commit_whose_outbox_row_is_gone_is_republished_from_its_ledger_entry() {
+    let (root, mut redis) = facility(&[]);
+    let mut a = Gateway::new(root.path(), "gw-a", &redis);
+    a.start();
+    read_labels(&mut a, 0..3, 3);
+    a.stop();
+    let gone = local_ledger(&a);
+    let db = rusqlite::Connection::open(a.cfg.parent().unwrap().join("state/scangate.db")).unwrap();
+    let removed = db
+        .execute(
+            "DELETE FROM scans WHERE scan_uuid IN (?1, ?2)",
+            [&gone[0], &gone[2]],
+        )
+        .unwrap();
+    assert_eq!(removed, 2);
+    drop(db);
+    redis.restart();
+    a.start();
+    read_labels(&mut a, 3..4, 2);
+    wait_until("every commit back in the facility ledger", || {
+        redis.ledger("test-pharmacy").len() == 4
+    });
+    assert_each_pick_once(&redis, 4);
+    let mut local = local_ledger(&a);
+    local.sort();
+    assert_eq!(facility_uuids(&redis), local);
+    let log = a.daemon().log();
+    assert_eq!(
+        log.matches("re-published from its ledger entry").count(),
+        2,
+        "{log}"
+    );
+    a.stop();
+}
+
 #[test]
 fn redis_replaced_by_an_empty_one_mid_shift_two_gateways_converge_to_every_pick_once() {
     let (root, mut redis) = facility(&[]);

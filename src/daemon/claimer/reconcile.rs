@@ -169,10 +169,19 @@ pub(super) fn reconcile(
         progress.advance();
         let mut rows = Vec::with_capacity(chunk.len());
         for (uuid, captured_ms, synced) in chunk {
-            match outbox::row_of(&store.conn, uuid).map_err(err)? {
-                Some(row) => rows.push((row, *captured_ms, *synced)),
-                None => crate::events::Reconcile::NotInOutbox { scan: uuid }.emit(),
-            }
+            // An outbox row the sweeper removed (it goes by the wall clock,
+            // which may have been stepped on): the ledger entry has every
+            // field the claim needs.
+            let row = match outbox::row_of(&store.conn, uuid).map_err(err)? {
+                Some(row) => Some(row),
+                None => {
+                    crate::events::Reconcile::NotInOutbox { scan: uuid }.emit();
+                    crate::ledger::entry_for_scan(&store.conn, uuid)
+                        .map_err(err)?
+                        .map(|e| row_of_entry(e, *captured_ms))
+                }
+            };
+            rows.extend(row.map(|row| (row, *captured_ms, *synced)));
         }
         // Claimed again as committed: on the time its ledger entry has
         // (facility time), not its outbox row's wall stamp (which a
@@ -216,6 +225,35 @@ pub(super) fn reconcile(
     store.set_reconciliation(&done)?;
     store.set_meta(PENDING, "")?;
     Ok(Some(done))
+}
+
+/// Committed scan `e` (captured at `captured_ms`) as an outbox row, for a
+/// scan whose row is gone: what the claim and a conflict's audit record
+/// need (its raw frame's length is not kept there: 0).
+fn row_of_entry(e: crate::ledger::LedgerEntry, captured_ms: i64) -> ScanRow {
+    ScanRow {
+        seq: 0,
+        state: outbox::ScanState::Committed,
+        uuid: e.scan_uuid,
+        scanner: e.scanner,
+        scan_type: e.scan_type,
+        quantity: e.quantity,
+        time: crate::capture::CaptureTime {
+            utc_ms: captured_ms,
+            boot_ns: 0,
+            boot_id: String::new(),
+            synced: e.clock_synced,
+        },
+        raw_len: 0,
+        symbology: Some(e.symbology),
+        gtin: e.gtin,
+        ndc10: e.ndc10,
+        lot: e.lot,
+        serial: e.serial,
+        expiry: e.expiry,
+        content_key: Some(e.content_key),
+        reject_reason: None,
+    }
 }
 
 /// Read the facility's conflicts stream past this gateway's cursor and
