@@ -1114,6 +1114,7 @@ impl Facility {
     /// still owe replies, so drop it and connect again (the claimer does),
     /// and the claims are retried by UUID.
     pub fn recv_claims(&mut self, sent: Sent) -> Result<Vec<Outcome>, FacilityError> {
+        self.fresh.clear();
         if sent.calls == 0 {
             return Ok(Vec::new());
         }
@@ -1131,7 +1132,6 @@ impl Facility {
                 reply: format!("{loaded:?} where SCRIPT LOAD's answer was due"),
             });
         }
-        self.fresh.clear();
         let mut outcomes = Vec::with_capacity(sent.claims);
         let mut fresh = Vec::with_capacity(sent.claims);
         for call in 0..sent.calls {
@@ -1267,7 +1267,7 @@ impl Facility {
     /// in order: whether that round made its decision (`false`: answered
     /// again from an earlier round's — a retry after a lost reply — which
     /// has that round's place in the store's history, and whose key
-    /// expires as that round set it). Empty until a round was answered.
+    /// expires as that round set it). Empty after a round that failed.
     pub fn fresh(&self) -> &[bool] {
         &self.fresh
     }
