@@ -417,17 +417,28 @@ fn a_scan_claimed_past_the_facility_retention_is_committed_and_audited_as_such()
     {}
     assert_eq!(verdict(&store, &old), Verdict::Committed);
     assert_eq!(verdict(&store, &young), Verdict::Committed);
-    let reason = |s: &Scan| -> Option<String> {
-        let v = audit_of(&store, s);
+    let reason = |store: &scangate::store::Store, s: &Scan| -> Option<String> {
+        let v = audit_of(store, s);
         assert_eq!(v["decision"], "committed", "{v}");
         v["reason"].as_str().map(str::to_owned)
     };
-    let said = reason(&old).expect("a reason on the commit past the retention");
+    let said = reason(&store, &old).expect("a reason on the commit past the retention");
     assert!(
         said.contains("past the facility's retention of 72 h") && said.contains("73.0 h"),
         "{said}"
     );
-    assert_eq!(reason(&young), None);
+    assert_eq!(reason(&store, &young), None);
+    // Claimed once already (its reply lost), then answered again from that
+    // round's decision: that round judged it, and this one says nothing.
+    let judged = at("SN-JUDGED", 73 * hour);
+    store.admit("f1", std::slice::from_ref(&judged)).unwrap();
+    let lost = scangate::daemon::claimer::pick(&store, &mut gate, LaneKind::Live, &[], &now, true)
+        .unwrap();
+    facility.claim_batch(&lost.claims("gw")).unwrap();
+    drop(lost);
+    scangate::daemon::claimer::round(&mut store, &mut gate, Some(&mut facility), "", &now).unwrap();
+    assert_eq!(facility.fresh(), [false]);
+    assert_eq!(reason(&store, &judged), None);
 }
 
 /// A round whose reply was lost is claimed again and answered from the

@@ -208,7 +208,8 @@ impl Facility {
     /// acknowledged for at least `min_idle_ms`, from `cursor` (`0-0` to
     /// begin), claimed for `consumer` (`XAUTOCLAIM`: they are its pending
     /// entries now), and the cursor to go on from (`0-0` when done).
-    /// Entries deleted meanwhile leave the pending list without a word.
+    /// Entries deleted meanwhile are dropped from the pending list (by
+    /// Redis 7 itself; on 6.2, acknowledged here) and not returned.
     pub fn claim_idle_ledger(
         &mut self,
         group: &str,
@@ -316,43 +317,10 @@ pub fn follow(
             && std::time::Instant::now() >= claim_due
         {
             claim_due = std::time::Instant::now() + CLAIM_EVERY;
-            let idle_ms = idle.as_millis() as u64;
-            let mut cursor = "0-0".to_string();
-            loop {
-                let claimed = f.claim_idle_ledger(group, consumer, idle_ms, &cursor, FOLLOW_PAGE);
-                let (next, page) = match claimed {
-                    Err(e) if refused_for_good(&e) => {
-                        // (An ACL user without +xautoclaim, or a Redis
-                        // before 6.2: following goes on without it.)
-                        crate::events::LedgerFollow::ClaimRefused {
-                            group,
-                            consumer,
-                            error: &e,
-                        }
-                        .emit();
-                        claim_idle = None;
-                        break;
-                    }
-                    other => other?,
-                };
-                if !page.is_empty() {
-                    crate::events::LedgerFollow::Claimed {
-                        group,
-                        consumer,
-                        entries: page.len(),
-                        idle,
-                    }
-                    .emit();
-                    if emit(&page).is_err() {
-                        return Ok(());
-                    }
-                    let ids: Vec<String> = page.into_iter().map(|(id, _)| id).collect();
-                    f.ack_ledger(group, &ids)?;
-                }
-                if next == "0-0" {
-                    break;
-                }
-                cursor = next;
+            match claim_idle_entries(f, group, consumer, idle, &mut emit)? {
+                Delivered::All => {}
+                Delivered::ReaderGone => return Ok(()),
+                Delivered::Refused => claim_idle = None,
             }
         }
         let page = f.read_ledger_group(group, consumer, pending, FOLLOW_PAGE, block_ms)?;
@@ -360,15 +328,86 @@ pub fn follow(
             pending = false; // caught up with what was delivered before
             continue;
         }
-        if page.is_empty() {
-            continue;
-        }
-        if emit(&page).is_err() {
+        if !deliver(f, group, page, &mut emit)? {
             return Ok(());
         }
-        let ids: Vec<String> = page.into_iter().map(|(id, _)| id).collect();
-        f.ack_ledger(group, &ids)?;
     }
+}
+
+/// How [`claim_idle_entries`] ended.
+enum Delivered {
+    /// Every idle entry was claimed, printed and acknowledged.
+    All,
+    /// `emit` failed: the reader is gone.
+    ReaderGone,
+    /// The server refuses `XAUTOCLAIM` (said in a WARN).
+    Refused,
+}
+
+/// Claim, print and acknowledge, page by page, every entry of `group` left
+/// unacknowledged for `idle` by any consumer ([`Facility::claim_idle_ledger`]).
+fn claim_idle_entries(
+    f: &mut Facility,
+    group: &str,
+    consumer: &str,
+    idle: std::time::Duration,
+    emit: &mut impl FnMut(&[Entry]) -> std::io::Result<()>,
+) -> Result<Delivered, FacilityError> {
+    let idle_ms = idle.as_millis() as u64;
+    let mut cursor = "0-0".to_string();
+    loop {
+        let (next, page) = match f.claim_idle_ledger(group, consumer, idle_ms, &cursor, FOLLOW_PAGE)
+        {
+            Err(e) if refused_for_good(&e) => {
+                // (An ACL user without +xautoclaim, or a Redis before 6.2:
+                // following goes on without it.)
+                crate::events::LedgerFollow::ClaimRefused {
+                    group,
+                    consumer,
+                    error: &e,
+                }
+                .emit();
+                return Ok(Delivered::Refused);
+            }
+            other => other?,
+        };
+        if !page.is_empty() {
+            crate::events::LedgerFollow::Claimed {
+                group,
+                consumer,
+                entries: page.len(),
+                idle,
+            }
+            .emit();
+        }
+        if !deliver(f, group, page, emit)? {
+            return Ok(Delivered::ReaderGone);
+        }
+        if next == "0-0" {
+            return Ok(Delivered::All);
+        }
+        cursor = next;
+    }
+}
+
+/// Hand `page` to `emit`, then acknowledge it for `group`: false (nothing
+/// acknowledged) if `emit` failed, the reader gone. An empty page is
+/// delivered without a word.
+fn deliver(
+    f: &mut Facility,
+    group: &str,
+    page: Vec<Entry>,
+    emit: &mut impl FnMut(&[Entry]) -> std::io::Result<()>,
+) -> Result<bool, FacilityError> {
+    if page.is_empty() {
+        return Ok(true);
+    }
+    if emit(&page).is_err() {
+        return Ok(false);
+    }
+    let ids: Vec<String> = page.into_iter().map(|(id, _)| id).collect();
+    f.ack_ledger(group, &ids)?;
+    Ok(true)
 }
 
 /// Whether the server refuses the command itself (`NOPERM`, or a command

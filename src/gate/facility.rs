@@ -415,12 +415,19 @@ impl Gate {
             clocks,
             waiting_for_clock,
             more,
+            fresh,
             ..
         } = picked;
         if rows.is_empty() {
             return Ok(Recorded::default());
         }
-        let claimed_rows: Vec<bool> = verdicts.iter().map(Option::is_none).collect();
+        // Per row: decided by the round that answered it (a claim, not
+        // answered again from an earlier round's decision; not said: so).
+        let mut fresh = fresh.into_iter().flatten();
+        let made_now: Vec<bool> = verdicts
+            .iter()
+            .map(|v| v.is_none() && fresh.next().unwrap_or(true))
+            .collect();
         let facility_error = match claimed {
             Ok(outcomes) => {
                 let open = verdicts.iter_mut().filter(|v| v.is_none());
@@ -449,13 +456,13 @@ impl Gate {
         let mut decisions = Vec::with_capacity(open);
         let past = PastRetention::at(self.facility_now(), self.cfg.retention, self.cfg.window_ms);
         let mut committed_past = 0;
-        for (((row, verdict), clock), claimed) in
-            rows.into_iter().zip(verdicts).zip(clocks).zip(claimed_rows)
+        for (((row, verdict), clock), made_now) in
+            rows.into_iter().zip(verdicts).zip(clocks).zip(made_now)
         {
             // A claim reply shorter than the claims is caught by
             // `recv_claims`; an unanswered row stays open, never guessed.
             let Some(verdict) = verdict else { continue };
-            let note = (claimed && verdict == Verdict::Committed)
+            let note = (made_now && verdict == Verdict::Committed)
                 .then(|| past.note(row.time.utc_ms))
                 .flatten();
             committed_past += usize::from(note.is_some());
@@ -470,7 +477,6 @@ impl Gate {
                 &mut stats,
             )?);
         }
-
         Ok(Recorded {
             decided: Some(Decided {
                 decisions,
@@ -528,7 +534,8 @@ pub struct Recorded {
 /// backlog older than the retention, after a long outage) is judged
 /// against a memory that may lack another gateway's read of the same pick.
 /// Its commit stands (a pick must not go missing from the ledger); its
-/// audit record says so, and a WARN.
+/// audit record says so, and a WARN. (Not a commit answered again from an
+/// earlier round's decision: that round judged it.)
 struct PastRetention {
     /// Captures before this (facility time, ms).
     before_ms: i64,

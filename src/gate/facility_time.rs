@@ -132,8 +132,9 @@ impl FacilityClock {
         let at = samples.partition_point(|o| o.boot_ms < s.boot_ms);
         let step = at
             .checked_sub(1)
-            .and_then(|i| stepped(&samples[i], &s))
-            .map(|_| s.boot_offset_ms - samples[at - 1].boot_offset_ms);
+            .map(|i| &samples[i])
+            .filter(|before| stepped(before, &s).is_some())
+            .map(|before| s.boot_offset_ms - before.boot_offset_ms);
         if samples.get(at).is_some_and(|o| o.boot_ms == s.boot_ms) {
             samples[at] = s;
         } else {
