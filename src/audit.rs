@@ -14,7 +14,8 @@
 //! must not leak into the trail, and rejection reasons are written without
 //! the data.
 
-use crate::outbox::{self, ScanState};
+use crate::model::ScanState;
+use crate::outbox::{self};
 use crate::store::{Store, StoreError};
 use rusqlite::{Connection, OptionalExtension, params};
 use serde::{Deserialize, Serialize};

@@ -15,7 +15,8 @@
 //! itself could write there.
 
 use crate::config::{Config, RedisSettings, ScannerKind};
-use crate::facility::{ClockSample, FacilityError, ServerInfo};
+use crate::facility::FacilityError;
+use crate::model::{ClockSample, ServerInfo};
 use crate::store::StoreError;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};

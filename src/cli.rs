@@ -8,6 +8,7 @@ use crate::audit::{self, Verification};
 use crate::config::{Config, ConfigError, Settings};
 use crate::daemon::DaemonError;
 use crate::exit::Exit;
+use crate::model::ScanState;
 use crate::store::{Store, StoreError};
 use args::{AuditCommand, Cli, Command, ConfigArg, LedgerCommand, OutboxCommand, StateCommand};
 use clap::{CommandFactory, FromArgMatches};
@@ -603,7 +604,6 @@ fn dispatch(cmd: Command) -> Result<Exit, Failure> {
                     .filter(|d| d.verdict.state() == state)
                     .count()
             };
-            use crate::outbox::ScanState;
             println!(
                 "{handed} unresolved scans handed to this gateway's own store; decided {}: committed {}, suppressed {}, rejected {}",
                 decided.len(),

@@ -12,8 +12,8 @@
 //! Events without a metric of their own (a disk error, an anchor) only
 //! log; they are here all the same, so every operational line is one type.
 
-use crate::gate::{Decision, Verdict};
 use crate::metrics::Telemetry;
+use crate::model::{Decision, Verdict};
 use std::time::Duration;
 
 /// The log target of rejected reads ([`Decided`]): `RUST_LOG=…,scangate::reject=error`
@@ -902,7 +902,7 @@ pub enum Lifecycle<'a> {
     /// Stopped, with what was decided.
     Stopped {
         /// The counts.
-        stats: &'a crate::gate::GateStats,
+        stats: &'a crate::model::GateStats,
     },
 }
 
@@ -1156,7 +1156,7 @@ pub struct FacilityConnected<'a> {
     /// `live` or `replay`.
     pub lane: &'a str,
     /// What `INFO` said.
-    pub info: &'a crate::facility::ServerInfo,
+    pub info: &'a crate::model::ServerInfo,
 }
 
 impl FacilityConnected<'_> {
@@ -1516,7 +1516,7 @@ pub enum Reconcile<'a> {
         /// `live` or `replay`.
         lane: &'a str,
         /// What it did.
-        done: &'a crate::outbox::Reconciliation,
+        done: &'a crate::model::Reconciliation,
     },
     /// It failed; tried again at the next claim.
     Failed {
@@ -2049,7 +2049,7 @@ impl AuditRecordUnreadable<'_> {
 mod tests {
     use super::*;
     use crate::config::Config;
-    use crate::outbox::ScanState;
+    use crate::model::ScanState;
     use std::sync::{Arc, Mutex};
     use tracing::field::{Field, Visit};
 
@@ -2552,7 +2552,7 @@ mod tests {
             )
         );
         assert_eq!(l.target, "scangate::daemon");
-        let stats = crate::gate::GateStats {
+        let stats = crate::model::GateStats {
             committed: 5,
             ..Default::default()
         };
@@ -2649,7 +2649,7 @@ mod tests {
 
     #[test]
     fn claimer_events_keep_their_module_targets_and_levels() {
-        let info = crate::facility::ServerInfo {
+        let info = crate::model::ServerInfo {
             version: "7.2.4".into(),
             maxmemory_policy: "noeviction".into(),
             appendonly: "yes".into(),
@@ -2702,7 +2702,7 @@ mod tests {
                 (tracing::Level::WARN, target)
             );
         }
-        let done = crate::outbox::Reconciliation {
+        let done = crate::model::Reconciliation {
             at_ms: 0,
             lost_marker: "m".into(),
             republished: 12,

@@ -22,7 +22,7 @@
 //!   schema, the writers' turn, read and write transactions; disk space,
 //!   growth and the `min_free_mb` floor in [`store::space`].
 //! - [`outbox`]: the write-ahead record of every scan; owns the `scans`
-//!   table (every statement on it), its record type and [`outbox::ScanState`].
+//!   table (every statement on it), its record type and [`crate::model::ScanState`].
 //! - [`gate`]: the decision policy — Bloom pre-filter, exact event-time
 //!   window check; with a facility Redis ([`gate::facility`]) which scans
 //!   to claim and in what order. Handed a transaction; owns no table but
@@ -77,6 +77,7 @@ pub mod invalid;
 pub mod ledger;
 pub mod logging;
 pub mod metrics;
+pub mod model;
 pub mod notify;
 pub mod outbox;
 pub mod pty;

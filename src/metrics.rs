@@ -23,8 +23,8 @@
 pub mod http;
 
 use crate::config::Config;
-use crate::gate::Decision;
-use crate::outbox::ScanState;
+use crate::model::Decision;
+use crate::model::ScanState;
 use crate::shutdown::Stop;
 use crate::status::{LiveScanner, LiveStatus};
 use crate::store::Store;
@@ -795,7 +795,7 @@ pub async fn run(telemetry: Telemetry, publish: Publish, mut stop: Stop) {
 mod tests {
     use super::*;
     use crate::capture::clock::boot_ns;
-    use crate::gate::Verdict;
+    use crate::model::Verdict;
 
     fn config(redis: bool) -> Config {
         let text = format!(

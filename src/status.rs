@@ -14,9 +14,9 @@
 
 use crate::audit;
 use crate::config::{Config, ScannerKind};
-use crate::facility::ClockSample;
-use crate::facility::stream::LedgerStream;
-use crate::outbox::FacilityState;
+use crate::model::ClockSample;
+use crate::model::FacilityState;
+use crate::model::LedgerStream;
 use crate::store::space::{Floor, MIB, Space, mib};
 use crate::store::{DB_FILE, Store, StoreError};
 use serde::{Deserialize, Serialize};

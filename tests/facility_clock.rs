@@ -7,7 +7,7 @@
 
 use crate::util::*;
 use scangate::capture::{CaptureTime, Scan};
-use scangate::gate::Verdict;
+use scangate::model::Verdict;
 
 const T0: i64 = 1_800_000_000_000; // the true time of the read (UTC ms)
 

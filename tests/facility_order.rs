@@ -5,8 +5,8 @@
 
 use crate::util::*;
 use scangate::capture::{CaptureTime, Profile, Scan};
-use scangate::gate::Verdict;
 use scangate::gate::facility::{LaneKind, ROUND};
+use scangate::model::Verdict;
 
 const T0: i64 = 1_800_000_000_000;
 

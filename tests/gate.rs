@@ -4,7 +4,8 @@
 use crate::util::{capture_time, dispense, dscsa, scan, test_gate};
 use scangate::capture::Scan;
 use scangate::config::ScanType;
-use scangate::gate::{Gate, Verdict};
+use scangate::gate::Gate;
+use scangate::model::Verdict;
 use scangate::store::Store;
 
 const WINDOW_MS: i64 = 3000;

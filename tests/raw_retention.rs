@@ -6,7 +6,7 @@ use crate::util::{
     Daemon, ScannerSpec, dscsa, open_db, read_at, tempdir, test_gate, wait_until, wait_until_for,
     write_config,
 };
-use scangate::gate::Verdict;
+use scangate::model::Verdict;
 use scangate::store::Store;
 use std::path::Path;
 

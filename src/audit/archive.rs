@@ -31,7 +31,7 @@
 //! verifies.
 
 use super::{AuditPruned, AuditRecord, Chain, Emitted, GENESIS, chain_hash};
-use crate::outbox::ScanState;
+use crate::model::ScanState;
 use crate::store::identity::Head;
 use crate::store::{Store, StoreError};
 use rusqlite::{OptionalExtension, params};

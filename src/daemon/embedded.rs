@@ -5,7 +5,8 @@
 //! tests: the one way to run the embedded pipeline synchronously.
 
 use crate::capture::Scan;
-use crate::gate::{DECIDE_BATCH, Decision, Gate, Verdict, decision_of};
+use crate::gate::{DECIDE_BATCH, Gate, decision_of};
+use crate::model::{Decision, Verdict};
 use crate::store::{Store, StoreError};
 
 /// Make `scans` durable and decide them in one transaction (one fsync).
@@ -68,7 +69,7 @@ pub fn submit(
                     content_key: None,
                     scanner: s.profile.scanner.clone(),
                     read_boot_ns: None,
-                    was: crate::outbox::ScanState::Pending,
+                    was: crate::model::ScanState::Pending,
                 })
             })
         })

@@ -4,7 +4,7 @@
 //! that ends before the stop, and, while stopping, for each stage in the
 //! stop order.
 
-use crate::gate::GateStats;
+use crate::model::GateStats;
 use std::collections::HashSet;
 use std::fmt;
 use std::future::Future;

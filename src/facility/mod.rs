@@ -28,6 +28,7 @@ pub mod config;
 pub mod sentinel;
 pub mod stream;
 
+use crate::model::{ClockSample, ScannerClone, ServerInfo};
 use redis::{Script, Value};
 use std::time::Duration;
 
@@ -259,44 +260,6 @@ impl FacilityError {
 /// trip is kept (Cristian's method).
 const CLOCK_ROUND_TRIPS: usize = 5;
 
-/// One measurement of the facility Redis's clock (`TIME`) against this
-/// gateway's clocks, by Cristian's method: of several round trips, the
-/// shortest; the server read its clock somewhere within it, so the offset
-/// is known to ± half of it.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct ClockSample {
-    /// The facility's time minus this gateway's wall clock, in ms: negative
-    /// when this gateway's clock is ahead.
-    pub offset_ms: f64,
-    /// The offset is within ± this many ms (half the round trip).
-    pub bound_ms: f64,
-    /// The facility's time minus this gateway's boot clock
-    /// (`CLOCK_BOOTTIME`), in ms: a capture of this boot mapped to facility
-    /// time is its boot stamp plus this.
-    pub boot_offset_ms: f64,
-    /// The boot `boot_offset_ms` belongs to.
-    pub boot_id: String,
-    /// When it was measured (this gateway's wall clock, Unix ms).
-    pub at_ms: i64,
-    /// The boot clock when it was measured (ms), mid-way through the
-    /// chosen round trip.
-    #[serde(default)]
-    pub boot_ms: i64,
-}
-
-/// A scanner name this gateway uses as its own that another gateway of the
-/// facility uses too (neither declares it `shared`): a cloned config. Its
-/// reads still count on each gateway (the gateway id is in their content
-/// keys); the names should differ, so a reader of the ledger tells them
-/// apart.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct ScannerClone {
-    /// The scanner name.
-    pub scanner: String,
-    /// The other gateway that uses it.
-    pub other_gateway: String,
-}
-
 /// What an ACL user needs (`ACL SETUSER <user> on ><password>` and these):
 /// its keys, the commands scangate sends, and those the claim script runs.
 /// `tests/facility_e2e.rs` runs a gateway as a user with exactly these. A
@@ -416,37 +379,6 @@ fn info_field<'a>(info: &'a str, name: &str) -> Option<&'a str> {
     info.lines()
         .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
         .map(str::trim)
-}
-
-/// Facts logged at start-up.
-#[derive(Debug, Clone)]
-pub struct ServerInfo {
-    /// `redis_version`.
-    pub version: String,
-    /// `maxmemory-policy`.
-    pub maxmemory_policy: String,
-    /// `appendonly` (AOF on or off).
-    pub appendonly: String,
-    /// `save` (RDB snapshots).
-    pub save: String,
-    /// `role` from `INFO replication`: `master`, or `slave` for a
-    /// read-only replica (which refuses every claim).
-    pub role: String,
-    /// `connected_slaves` from `INFO replication`: the replicas attached.
-    pub connected_replicas: u32,
-    /// The server has `WAITAOF` (Redis 7.2 and later, Valkey).
-    pub has_waitaof: bool,
-}
-
-impl ServerInfo {
-    /// Whether each round is to wait for the server's own AOF fsync
-    /// ([`Facility::set_on_disk`]): a primary with `WAITAOF` and
-    /// `appendonly yes`. Not a replica: it refuses `WAITAOF` from anyone,
-    /// which would fail every round, also one that only asks again for
-    /// decisions it has (a replica answers those, as the design promises).
-    pub fn confirms_on_disk(&self) -> bool {
-        self.has_waitaof && self.appendonly == "yes" && self.role != "slave"
-    }
 }
 
 /// Whether a server of `INFO` `redis_version` `version` has `WAITAOF`

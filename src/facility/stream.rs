@@ -13,59 +13,11 @@
 //! shows ([`LedgerStream`]).
 
 use super::{Facility, FacilityError};
+use crate::model::{LedgerGroup, LedgerStream};
 use redis::{Script, Value};
 
 /// The trim script (`trim.lua`).
 pub const TRIM_LUA: &str = include_str!("trim.lua");
-
-/// The facility ledger stream as the last trim found it.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct LedgerStream {
-    /// When (the server's clock, Unix ms).
-    pub at_ms: i64,
-    /// Entries in the stream after the trim.
-    pub length: u64,
-    /// Entries this trim removed.
-    pub trimmed: u64,
-    /// Every registered consumer group.
-    pub groups: Vec<LedgerGroup>,
-}
-
-/// One consumer group of the ledger stream.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct LedgerGroup {
-    /// Its name.
-    pub name: String,
-    /// Entries delivered to it and not acknowledged yet.
-    pub pending: u64,
-    /// Its oldest entry not acknowledged (pending, or not read yet): the
-    /// stream id (`None`: it has acknowledged everything).
-    pub oldest_unacked: Option<String>,
-}
-
-impl LedgerGroup {
-    /// When its oldest unacknowledged entry was appended (the server's
-    /// Unix ms, from the stream id).
-    pub fn oldest_unacked_ms(&self) -> Option<i64> {
-        self.oldest_unacked.as_deref().and_then(id_ms)
-    }
-}
-
-impl LedgerStream {
-    /// The oldest unacknowledged entry over every group: the group and the
-    /// entry's time (server Unix ms).
-    pub fn oldest_unacked(&self) -> Option<(&str, i64)> {
-        self.groups
-            .iter()
-            .filter_map(|g| Some((g.name.as_str(), g.oldest_unacked_ms()?)))
-            .min_by_key(|(_, ms)| *ms)
-    }
-}
-
-/// The ms part of a stream id (`<ms>-<seq>`).
-pub fn id_ms(id: &str) -> Option<i64> {
-    id.split_once('-').and_then(|(ms, _)| ms.parse().ok())
-}
 
 /// One ledger entry as a consumer reads it: its stream id and the JSON
 /// object `ledger export` prints.

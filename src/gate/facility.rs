@@ -23,11 +23,12 @@
 //! backlog replays (docs/design.md, "Two lanes" and "Replay order").
 
 use super::facility_time::ClockUsed;
-use super::{Decided, Decision, Gate, Verdict};
+use super::{Decided, Gate};
 use crate::audit::Chain;
 use crate::capture::CaptureTime;
 use crate::capture::clock::rfc3339_ms;
 use crate::facility::{Claim, Outcome};
+use crate::model::{Decision, Verdict};
 use crate::outbox::ScanRow;
 use crate::outbox::open::{self, Open};
 use rusqlite::Connection;

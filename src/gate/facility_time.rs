@@ -31,7 +31,7 @@
 //! restart is mapped after it.
 
 use crate::capture::CaptureTime;
-use crate::facility::ClockSample;
+use crate::model::ClockSample;
 use rusqlite::{Connection, params};
 use std::collections::HashMap;
 

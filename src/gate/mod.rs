@@ -28,7 +28,9 @@ use crate::audit::{AuditRecord, Chain};
 use crate::capture::clock::rfc3339_ms;
 use crate::capture::key_bytes;
 use crate::config::Config;
-use crate::outbox::{self, ScanRow, ScanState};
+use crate::model::ScanState;
+use crate::model::{Decision, GateStats, Verdict};
+use crate::outbox::{self, ScanRow};
 use crate::store::{Store, StoreError};
 use bloom::Bloom;
 use clock_steps::BootOffsets;
@@ -40,119 +42,6 @@ use std::time::Duration;
 /// Rows decided per transaction by the embedded gate (one fsync each); the
 /// facility gate uses smaller rounds (`facility::ROUND`).
 pub const DECIDE_BATCH: usize = 4096;
-
-/// What the gate decided.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-#[serde(tag = "decision", rename_all = "lowercase")]
-pub enum Verdict {
-    /// A new physical movement: one ledger entry was appended.
-    Committed,
-    /// An echo of the committed scan `twin`.
-    Suppressed {
-        /// UUID of the committed scan this one echoes.
-        twin: String,
-    },
-    /// Failed validation.
-    Rejected {
-        /// Why (never contains the scanned data).
-        reason: String,
-    },
-    /// Waiting for the facility store (unreachable or unconfirmed); retried
-    /// through the same claim until it ends.
-    Unresolved {
-        /// Why it could not be decided yet.
-        reason: String,
-    },
-    /// Not decided yet (still in the outbox).
-    Pending,
-}
-
-impl Verdict {
-    /// The state it leaves the scan in (in the outbox and the audit trail).
-    pub fn state(&self) -> ScanState {
-        match self {
-            Verdict::Committed => ScanState::Committed,
-            Verdict::Suppressed { .. } => ScanState::Suppressed,
-            Verdict::Rejected { .. } => ScanState::Rejected,
-            Verdict::Unresolved { .. } => ScanState::Unresolved,
-            Verdict::Pending => ScanState::Pending,
-        }
-    }
-
-    /// Committed, suppressed or rejected: the scan's last state.
-    pub fn is_final(&self) -> bool {
-        self.state().is_final()
-    }
-}
-
-/// One decision about one scan.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct Decision {
-    /// The scan.
-    pub scan_uuid: String,
-    /// The verdict.
-    #[serde(flatten)]
-    pub verdict: Verdict,
-    /// Its content key (absent for rejected scans).
-    pub content_key: Option<String>,
-    /// The scanner that read it (for metrics and `status`).
-    #[serde(skip)]
-    pub scanner: String,
-    /// When it was read on this boot's clock (`CLOCK_BOOTTIME`, ns), if it
-    /// was read during this boot: the read → decision latency.
-    #[serde(skip)]
-    pub read_boot_ns: Option<i64>,
-    /// Its state before this decision (`unresolved` again: a retry).
-    #[serde(skip)]
-    pub was: ScanState,
-}
-
-/// Counters since start.
-#[derive(Debug, Clone, Copy, Default, serde::Serialize)]
-pub struct GateStats {
-    /// Decisions made.
-    pub decided: u64,
-    /// Committed.
-    pub committed: u64,
-    /// Suppressed.
-    pub suppressed: u64,
-    /// Rejected.
-    pub rejected: u64,
-    /// Times a scan became unresolved (facility store unreachable).
-    pub unresolved: u64,
-    /// Exact lookups performed.
-    pub exact_lookups: u64,
-    /// Exact lookups the Bloom filter made unnecessary.
-    pub lookups_saved: u64,
-}
-
-impl GateStats {
-    /// The sum of two gates' counts (the facility claimer's two lanes).
-    pub fn plus(&self, other: &GateStats) -> GateStats {
-        GateStats {
-            decided: self.decided + other.decided,
-            committed: self.committed + other.committed,
-            suppressed: self.suppressed + other.suppressed,
-            rejected: self.rejected + other.rejected,
-            unresolved: self.unresolved + other.unresolved,
-            exact_lookups: self.exact_lookups + other.exact_lookups,
-            lookups_saved: self.lookups_saved + other.lookups_saved,
-        }
-    }
-
-    /// The counts accumulated since `earlier`.
-    pub fn since(&self, earlier: &GateStats) -> GateStats {
-        GateStats {
-            decided: self.decided - earlier.decided,
-            committed: self.committed - earlier.committed,
-            suppressed: self.suppressed - earlier.suppressed,
-            rejected: self.rejected - earlier.rejected,
-            unresolved: self.unresolved - earlier.unresolved,
-            exact_lookups: self.exact_lookups - earlier.exact_lookups,
-            lookups_saved: self.lookups_saved - earlier.lookups_saved,
-        }
-    }
-}
 
 /// The gate's settings.
 #[derive(Debug, Clone)]
@@ -283,7 +172,7 @@ impl Gate {
     pub fn learn_clock(
         &self,
         store: &mut Store,
-        sample: &crate::facility::ClockSample,
+        sample: &crate::model::ClockSample,
     ) -> Result<(), StoreError> {
         let keep_ms = self.cfg.retention.as_millis() as i64;
         let w = store.write()?;

@@ -18,81 +18,11 @@ pub mod open;
 pub mod raw;
 
 use crate::capture::{CaptureTime, Scan};
-use crate::facility::{ClockSample, ScannerClone};
+use crate::model::{
+    ClockSample, ConflictRecord, FacilityState, Reconciliation, ScanState, ScannerClone,
+};
 use crate::store::{Store, StoreError};
-use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ToSql, ToSqlOutput, ValueRef};
 use rusqlite::{Connection, OptionalExtension, Transaction, params};
-use std::fmt;
-
-/// Where a scan is in its life; stored by name in `scans.state`.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
-)]
-#[serde(rename_all = "lowercase")]
-pub enum ScanState {
-    /// Durable, not decided yet.
-    Pending,
-    /// Waiting for exact knowledge (the facility store did not answer).
-    Unresolved,
-    /// A new physical movement: it has a ledger entry.
-    Committed,
-    /// An echo of a committed scan (its twin).
-    Suppressed,
-    /// Failed validation.
-    Rejected,
-}
-
-impl ScanState {
-    /// Every state, in the order `outbox status` lists them.
-    pub const ALL: [ScanState; 5] = [
-        ScanState::Pending,
-        ScanState::Unresolved,
-        ScanState::Committed,
-        ScanState::Suppressed,
-        ScanState::Rejected,
-    ];
-
-    /// The stored name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ScanState::Pending => "pending",
-            ScanState::Unresolved => "unresolved",
-            ScanState::Committed => "committed",
-            ScanState::Suppressed => "suppressed",
-            ScanState::Rejected => "rejected",
-        }
-    }
-
-    /// The state stored as `name`.
-    pub fn parse(name: &str) -> Option<ScanState> {
-        ScanState::ALL.into_iter().find(|s| s.as_str() == name)
-    }
-
-    /// Committed, suppressed or rejected: the scan's last state.
-    pub fn is_final(self) -> bool {
-        !matches!(self, ScanState::Pending | ScanState::Unresolved)
-    }
-}
-
-impl fmt::Display for ScanState {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl ToSql for ScanState {
-    fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
-        Ok(ToSqlOutput::from(self.as_str()))
-    }
-}
-
-impl FromSql for ScanState {
-    fn column_result(value: ValueRef<'_>) -> FromSqlResult<Self> {
-        let name = value.as_str()?;
-        ScanState::parse(name)
-            .ok_or_else(|| FromSqlError::Other(format!("{name:?} is not a scan state").into()))
-    }
-}
 
 /// A scan as the outbox holds it, the one record of its columns (the raw
 /// bytes only as their length): what the gate decides, the ledger entry's
@@ -234,35 +164,6 @@ pub struct DiskStatus {
 /// How many conflicts `outbox status` keeps (the audit trail has them all).
 pub const CONFLICTS_SHOWN: usize = 100;
 
-/// One reconciliation ([`OutboxStatus::reconciliation`]).
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct Reconciliation {
-    /// When it began (Unix ms, wall clock).
-    pub at_ms: i64,
-    /// This gateway's commit the store had lost (how it was detected).
-    pub lost_marker: String,
-    /// Commits of the retention horizon re-published.
-    pub republished: usize,
-    /// Of them, suppressed as echoes of another gateway's commit (conflicts).
-    pub conflicts: usize,
-    /// How long it took.
-    pub took_ms: i64,
-}
-
-/// A pick committed here and, as a separate pick, by another gateway
-/// while the facility store had lost data ([`OutboxStatus::conflicts`]).
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct ConflictRecord {
-    /// This gateway's committed scan.
-    pub scan_uuid: String,
-    /// The other gateway's committed scan.
-    pub other_scan_uuid: String,
-    /// The other gateway, when known.
-    pub other_gateway: Option<String>,
-    /// When it was found (Unix ms, wall clock).
-    pub at_ms: i64,
-}
-
 /// `meta` key of [`FacilityState`].
 const FACILITY_STATE: &str = "facility_state";
 /// `meta` key of [`OutboxStatus::scanner_clones`].
@@ -278,19 +179,6 @@ const RECONCILIATION: &str = "facility_reconciliation";
 const CONFLICTS: &str = "facility_conflicts";
 /// `meta` key of the facility ledger stream as the last trim found it.
 const LEDGER_STREAM: &str = "facility_ledger_stream";
-
-/// Whether the facility store answered the claimer's last claims, since
-/// when, and if not why: for `scangate outbox status`, so a technician sees
-/// the reason without reading the logs.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct FacilityState {
-    /// Claims are answered.
-    pub answering: bool,
-    /// Since when (Unix ms, wall clock).
-    pub since_ms: i64,
-    /// Why not, while not answering.
-    pub reason: Option<String>,
-}
 
 impl OutboxStatus {
     /// Every scan in the outbox, whatever its state.
@@ -489,16 +377,14 @@ impl Store {
     /// found it (its own small transaction).
     pub fn set_ledger_stream(
         &mut self,
-        stream: &crate::facility::stream::LedgerStream,
+        stream: &crate::model::LedgerStream,
     ) -> Result<(), StoreError> {
         self.put_meta_json(LEDGER_STREAM, stream)
     }
 
     /// The facility ledger stream as the claimer's last trim found it
     /// (`None` without `[redis]`, or before its first trim).
-    pub fn ledger_stream(
-        &self,
-    ) -> Result<Option<crate::facility::stream::LedgerStream>, StoreError> {
+    pub fn ledger_stream(&self) -> Result<Option<crate::model::LedgerStream>, StoreError> {
         self.meta_json(LEDGER_STREAM)
     }
 

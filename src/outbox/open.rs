@@ -7,7 +7,8 @@
 //! written once per state (the `per_state!` macro), never with the state as
 //! a parameter.
 
-use super::{COLUMNS, ScanRow, ScanState};
+use super::{COLUMNS, ScanRow};
+use crate::model::ScanState;
 use rusqlite::{Connection, OptionalExtension, params};
 
 /// The two open states, one per claimer lane.

@@ -3,10 +3,9 @@
 //! after the dedup horizon (the audit record is the record of a decision,
 //! not the outbox row). The sweeper thread drives both.
 
+use crate::model::ScanState;
 use crate::store::{Store, StoreError, get_meta, put_meta};
 use rusqlite::{Transaction, params};
-
-use super::ScanState;
 
 /// Rows looked at per transaction when raw bytes are cleared, so the
 /// writers' turn is held for a few milliseconds at a time.

@@ -381,7 +381,7 @@ pub fn reset(state_dir: &Path, confirm: &str, gateway: &str) -> Result<Reset, St
         facility_at: None,
         clock_offset_ms: None,
         clock_error_ms: None,
-        decision: crate::outbox::ScanState::Pending,
+        decision: crate::model::ScanState::Pending,
         content_key: None,
         twin_uuid: None,
         reason: Some(format!(

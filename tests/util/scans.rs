@@ -3,8 +3,9 @@
 
 use scangate::capture::{CaptureTime, Profile, RawScan, Scan};
 use scangate::config::ScanType;
-use scangate::facility::ClockSample;
-use scangate::gate::{Gate, GateConfig, Verdict, decision_of};
+use scangate::gate::{Gate, GateConfig, decision_of};
+use scangate::model::ClockSample;
+use scangate::model::Verdict;
 use scangate::store::Store;
 use std::time::Duration;
 

@@ -28,8 +28,9 @@ use crate::backoff::Backoff;
 use crate::capture::CaptureTime;
 use crate::events::{Reconcile, Recording};
 use crate::facility::{Facility, FacilityError, Outcome, Sent};
+use crate::gate::Gate;
 use crate::gate::facility::{LaneKind, Picked, Round};
-use crate::gate::{Decision, Gate, GateStats, Verdict};
+use crate::model::{Decision, GateStats, Verdict};
 use crate::notify::Progress;
 use crate::store::{Store, StoreError};
 use std::sync::atomic::Ordering;
@@ -584,7 +585,7 @@ impl Lane {
 
     /// Keep a clock sample: captures are mapped through it (both lanes),
     /// and `outbox status` shows it.
-    fn record_clock(&mut self, clock: &crate::facility::ClockSample) {
+    fn record_clock(&mut self, clock: &crate::model::ClockSample) {
         if let Err(e) = self.gate.learn_clock(&mut self.store, clock) {
             crate::events::RecordingFailed {
                 what: Recording::ClockSample,

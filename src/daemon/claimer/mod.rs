@@ -26,11 +26,13 @@ pub use reconcile::markers;
 
 use crate::config::Config;
 use crate::facility::config::{RedisConfig, RedisSettings, ReplicaAck};
-use crate::facility::{ClockSample, Facility, FacilityError};
+use crate::facility::{Facility, FacilityError};
+use crate::gate::Gate;
 use crate::gate::facility::LaneKind;
-use crate::gate::{Decision, Gate, GateStats};
+use crate::model::ClockSample;
+use crate::model::FacilityState;
+use crate::model::{Decision, GateStats};
 use crate::notify::Progress;
-use crate::outbox::FacilityState;
 use crate::store::{Store, StoreError};
 use lane::{Lane, Next};
 use std::sync::atomic::AtomicBool;

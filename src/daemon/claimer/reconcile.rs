@@ -28,7 +28,8 @@ use crate::audit::{self, AuditConflict, AuditRecord, Chain};
 use crate::capture::clock::rfc3339_ms;
 use crate::facility::{Claim, Facility, FacilityError, Outcome};
 use crate::gate::facility::{LaneKind, claim_for};
-use crate::outbox::{self, ConflictRecord, Reconciliation, ScanRow};
+use crate::model::{ConflictRecord, Reconciliation};
+use crate::outbox::{self, ScanRow};
 use crate::store::{Store, StoreError};
 use std::time::Instant;
 
@@ -233,7 +234,7 @@ pub(super) fn reconcile(
 fn row_of_entry(e: crate::ledger::LedgerEntry, captured_ms: i64) -> ScanRow {
     ScanRow {
         seq: 0,
-        state: outbox::ScanState::Committed,
+        state: crate::model::ScanState::Committed,
         uuid: e.scan_uuid,
         scanner: e.scanner,
         scan_type: e.scan_type,
@@ -332,7 +333,7 @@ fn record_conflicts(
                 scan_uuid: row.uuid.clone(),
                 captured_at: rfc3339_ms(row.time.utc_ms),
                 clock_synced: row.time.synced,
-                decision: outbox::ScanState::Committed,
+                decision: crate::model::ScanState::Committed,
                 content_key: row.content_key.clone(),
                 twin_uuid: None,
                 reason: Some(format!(

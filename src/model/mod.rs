@@ -1,0 +1,19 @@
+//! The ground floor: the vocabulary several stages speak. Nothing here
+//! imports a pipeline stage; every stage, the Redis adapter, the events and
+//! the commands import from here.
+//!
+//! - [`scan`]: [`ScanState`], where a scan is in its life;
+//! - [`decision`]: [`Verdict`], [`Decision`], [`GateStats`];
+//! - [`facility`]: what is known of the facility store (its clock, its
+//!   state, its server, its ledger stream, reconciliations).
+
+pub mod decision;
+pub mod facility;
+pub mod scan;
+
+pub use decision::{Decision, GateStats, Verdict};
+pub use facility::{
+    ClockSample, ConflictRecord, FacilityState, LedgerGroup, LedgerStream, Reconciliation,
+    ScannerClone, ServerInfo,
+};
+pub use scan::ScanState;
