@@ -22,9 +22,10 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 pub mod archive;
+pub mod reset;
 
 pub(crate) const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
-pub(crate) const HEAD_KEY: &str = "audit_head";
+use crate::store::identity::AUDIT_HEAD_KEY as HEAD_KEY;
 
 /// One audit record. Field order is the canonical order.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]

@@ -551,10 +551,10 @@ fn dispatch(cmd: Command) -> Result<Exit, Failure> {
         Command::State {
             command: StateCommand::Reset { config, confirm },
         } => {
-            use crate::store::identity::{self, Reset};
+            use crate::audit::reset::{Reset, reset};
             let cfg = load(&config)?;
             let dir = cfg.state_dir();
-            match identity::reset(&dir, &confirm, &cfg.gateway.id)? {
+            match reset(&dir, &confirm, &cfg.gateway.id)? {
                 Reset::Done {
                     new_id,
                     lost_id,

@@ -23,6 +23,10 @@ use std::path::{Path, PathBuf};
 pub const ID_FILE: &str = "state-id";
 /// `meta` key of the identity inside the database.
 pub(crate) const META_KEY: &str = "state_id";
+/// `meta` key of the audit chain's head (`<seq>:<hash>`): the audit trail
+/// keeps it there with every record it appends, and the identity file
+/// anchors it outside the database ([`Anchor`]).
+pub const AUDIT_HEAD_KEY: &str = "audit_head";
 /// What `state reset --confirm` takes for a state that lost its database
 /// before identities existed (no identity file).
 pub const UNIDENTIFIED: &str = "unidentified";
@@ -222,9 +226,7 @@ pub(crate) fn inspect(db: &Path) -> Result<Found, StoreError> {
     let meta = |key: &str| super::get_meta(&conn, key).map_err(err);
     Ok(Found::Database {
         id: meta(META_KEY)?,
-        head: meta(crate::audit::HEAD_KEY)?
-            .as_deref()
-            .and_then(Head::parse),
+        head: meta(AUDIT_HEAD_KEY)?.as_deref().and_then(Head::parse),
     })
 }
 
@@ -303,18 +305,14 @@ pub(crate) fn check(
     }
 }
 
-/// What `scangate state reset` did, or why it did nothing.
-#[derive(Debug)]
-pub enum Reset {
-    /// A new state was started; its first audit record names the lost one.
-    Done {
-        /// The new state's identity.
-        new_id: String,
-        /// The lost state's.
-        lost_id: String,
-        /// Files moved aside (full paths), in place of the database.
-        moved_aside: Vec<PathBuf>,
-    },
+/// Where a state reset stands once the store has done its part
+/// ([`begin_reset`]): the audit trail writes the new chain's first record
+/// (`audit::reset`).
+pub enum ResetStart {
+    /// The lost database was moved aside and a new, empty one created; its
+    /// identity is not written yet (it goes in with the chain's first
+    /// record, [`set_id`]).
+    Begun(Box<Begun>),
     /// The state directory's database is there and its own: nothing to reset.
     Intact {
         /// Its identity.
@@ -327,20 +325,34 @@ pub enum Reset {
     },
 }
 
-/// `scangate state reset --confirm <id>`: when this state directory lost
-/// its database (or it was replaced), move whatever is in its place aside
-/// (never deleted), create a new database with a new identity, and write
-/// the reset as the first record of its audit chain, naming the lost
-/// state's identity and its last anchored head. Holds the state
-/// directory's lock (the daemon must be stopped).
-pub fn reset(state_dir: &Path, confirm: &str, gateway: &str) -> Result<Reset, StoreError> {
+/// A reset under way: the new database, open and locked.
+pub struct Begun {
+    /// The new, empty database.
+    pub store: super::Store,
+    /// The state directory's lock, held until the reset is done.
+    pub lock: nix::fcntl::Flock<std::fs::File>,
+    /// The new state's identity.
+    pub new: StateId,
+    /// The lost state's identity ([`UNIDENTIFIED`] if it had none).
+    pub lost_id: String,
+    /// The lost state's last anchored chain head.
+    pub lost_head: Option<Head>,
+    /// Files moved aside (full paths), in place of the database.
+    pub moved_aside: Vec<PathBuf>,
+}
+
+/// The store's part of `scangate state reset --confirm <id>`: when this
+/// state directory lost its database (or it was replaced), move whatever is
+/// in its place aside (never deleted) and create a new database. Holds the
+/// state directory's lock (the daemon must be stopped).
+pub fn begin_reset(state_dir: &Path, confirm: &str) -> Result<ResetStart, StoreError> {
     let had_lock = state_dir.join(LOCK_FILE).exists();
     let lock = super::lock_state_dir(state_dir)?;
     let db = state_dir.join(DB_FILE);
     let id_file = read(state_dir)?;
     let found = inspect(&db)?;
     if check(state_dir, id_file.as_ref(), &found, had_lock).is_ok() {
-        return Ok(Reset::Intact {
+        return Ok(ResetStart::Intact {
             id: match found {
                 Found::Database { id, .. } => id,
                 _ => None,
@@ -351,7 +363,7 @@ pub fn reset(state_dir: &Path, confirm: &str, gateway: &str) -> Result<Reset, St
         .as_ref()
         .map_or_else(|| UNIDENTIFIED.to_string(), |f| f.id.clone());
     if confirm != lost_id {
-        return Ok(Reset::WrongConfirm { expected: lost_id });
+        return Ok(ResetStart::WrongConfirm { expected: lost_id });
     }
     let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%SZ");
     let mut moved_aside = Vec::new();
@@ -366,74 +378,21 @@ pub fn reset(state_dir: &Path, confirm: &str, gateway: &str) -> Result<Reset, St
             moved_aside.push(to);
         }
     }
-    let mut store = super::Store::open_file(&db, false)?;
-    let new = StateId::new();
-    let lost_head = id_file.as_ref().and_then(|f| f.head.clone());
-    let now_ms = chrono::Utc::now().timestamp_millis();
-    let record = crate::audit::AuditRecord {
-        seq: 0,
-        at: crate::capture::clock::rfc3339_ms(now_ms),
-        gateway: gateway.to_string(),
-        scanner: String::new(),
-        scan_uuid: new.id.clone(),
-        captured_at: crate::capture::clock::rfc3339_ms(now_ms),
-        clock_synced: crate::capture::clock::CaptureTime::now().synced,
-        facility_at: None,
-        clock_offset_ms: None,
-        clock_error_ms: None,
-        decision: crate::model::ScanState::Pending,
-        content_key: None,
-        twin_uuid: None,
-        reason: Some(format!(
-            "state reset (scangate state reset): the database of state {lost_id} was lost; {}; this chain starts over with an empty ledger",
-            lost_head.as_ref().map_or_else(
-                || "no audit record of it was anchored".to_string(),
-                |h| format!("its audit chain was last anchored at {h}")
-            )
-        )),
-        raw_len: 0,
-        conflict: None,
-        ledger_hash: None,
-        pruned: None,
-        state_reset: Some(crate::audit::AuditStateReset {
-            lost_state_id: lost_id.clone(),
-            lost_head_seq: lost_head.as_ref().map(|h| h.seq),
-            lost_head_hash: lost_head.as_ref().map(|h| h.hash.clone()),
-            moved_aside: moved_aside
-                .iter()
-                .filter_map(|p| p.file_name())
-                .map(|n| n.to_string_lossy().into_owned())
-                .collect(),
-        }),
-    };
-    let emitted = {
-        let w = store.write()?;
-        super::put_meta(&w, META_KEY, &new.id).map_err(|e| w.err(e))?;
-        let mut chain = crate::audit::Chain::begin(&w).map_err(|e| w.err(e))?;
-        chain.append(record).map_err(|e| w.err(e))?;
-        let emitted = chain.finish().map_err(|e| w.err(e))?;
-        w.commit()?;
-        emitted
-    };
-    crate::audit::emit(&emitted);
-    let head = emitted.last().map(|e| Head {
-        seq: e.seq,
-        hash: e.hash.clone(),
-    });
-    write(
-        state_dir,
-        &StateId {
-            head,
-            ..new.clone()
-        },
-    )?;
-    drop(store);
-    drop(lock);
-    Ok(Reset::Done {
-        new_id: new.id,
+    let store = super::Store::open_file(&db, false)?;
+    Ok(ResetStart::Begun(Box::new(Begun {
+        store,
+        lock,
+        new: StateId::new(),
         lost_id,
+        lost_head: id_file.and_then(|f| f.head),
         moved_aside,
-    })
+    })))
+}
+
+/// Write the state's identity into its database, inside `tx` (the
+/// transaction of the new chain's first record, on a reset).
+pub fn set_id(tx: &Connection, id: &str) -> rusqlite::Result<()> {
+    super::put_meta(tx, META_KEY, id)
 }
 
 /// How often at most the running daemon anchors the chain head outside
@@ -480,7 +439,7 @@ impl Anchor {
     /// Anchor the committed head if it moved since the last time; returns it.
     pub fn tick(&mut self) -> Result<Option<Head>, StoreError> {
         let db = self.state_dir.join(DB_FILE);
-        let head = super::get_meta(&self.conn, crate::audit::HEAD_KEY)
+        let head = super::get_meta(&self.conn, AUDIT_HEAD_KEY)
             .map_err(|e| classify(&db, e))?
             .as_deref()
             .and_then(Head::parse);

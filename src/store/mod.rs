@@ -421,7 +421,7 @@ impl Store {
     ) -> Result<(), StoreError> {
         let in_db = self.meta(identity::META_KEY)?;
         let head = self
-            .meta(crate::audit::HEAD_KEY)?
+            .meta(identity::AUDIT_HEAD_KEY)?
             .as_deref()
             .and_then(identity::Head::parse);
         let mut id = id_file.clone().unwrap_or_default();
