@@ -13,7 +13,7 @@
 //! Peak RSS is the process's high-water mark (`VmHWM`).
 //!
 //! With `--metrics` every read and decision is also counted in the
-//! daemon's metrics ([`crate::metrics::Telemetry`]) and, every second, the
+//! daemon's metrics ([`crate::telemetry::Telemetry`]) and, every second, the
 //! database is sampled and the metrics are encoded and written to
 //! `scangate.prom` beside it, as `[metrics]` makes the daemon do (its cost,
 //! measured against a run without).
@@ -26,10 +26,11 @@ mod facility;
 
 use crate::capture::{CaptureTime, Profile, RawScan, Scan};
 use crate::config::ScanType;
+use crate::daemon::publish::StoredSample;
 use crate::exit::Exit;
 use crate::gate::{Gate, GateConfig};
-use crate::metrics::Telemetry;
 use crate::store::Store;
+use crate::telemetry::Telemetry;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -179,16 +180,18 @@ fn decide(
 fn publish_metrics(
     dir: &std::path::Path,
 ) -> (Telemetry, Arc<AtomicBool>, std::thread::JoinHandle<()>) {
-    let telemetry = Telemetry::new(&crate::config::Config::default());
+    let telemetry = Telemetry::new(&[], None);
     let stop = Arc::new(AtomicBool::new(false));
     let (t, flag, dir) = (telemetry.clone(), stop.clone(), dir.to_owned());
     let thread = std::thread::spawn(move || {
         let store = Store::open_read_only(&dir).ok();
         while !flag.load(Ordering::Relaxed) {
-            if let Some(store) = &store {
-                let _ = t.sample(store, &dir);
+            if let Some(store) = &store
+                && let Ok(sample) = StoredSample::read(store, &dir)
+            {
+                t.record(&sample.figures(chrono::Utc::now().timestamp_millis()));
             }
-            let _ = crate::metrics::write_atomically(
+            let _ = crate::daemon::publish::write_atomically(
                 &dir.join("scangate.prom"),
                 t.encode().as_bytes(),
                 None,

@@ -170,7 +170,10 @@ pub struct FacilityFound {
 /// policy, the facility's window and retention) and measure its clock.
 /// Writes nothing there.
 pub fn facility(cfg: &Config, redis: &RedisSettings) -> Result<FacilityFound, FacilityError> {
-    let mut f = redis.connect(cfg)?;
+    let mut f = {
+        let (facility, window_ms, retention) = cfg.facility_terms();
+        crate::facility::connect(redis, facility, window_ms, retention)?
+    };
     let info = f.check_server()?;
     let clock = f.sample_clock()?;
     Ok(FacilityFound {

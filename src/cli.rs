@@ -301,7 +301,10 @@ fn dispatch(cmd: Command) -> Result<Exit, Failure> {
             match &settings.redis {
                 // With a facility store, its stream is the ledger.
                 Some(redis) => {
-                    let connect = || redis.connect(cfg);
+                    let connect = || {
+                        let (f, w, r) = cfg.facility_terms();
+                        crate::facility::connect(redis, f, w, r)
+                    };
                     let mut facility = connect().map_err(ledger_unreadable)?;
                     match group.filter(|_| follow) {
                         Some(group) => {
@@ -454,7 +457,11 @@ fn dispatch(cmd: Command) -> Result<Exit, Failure> {
             st.disk = Some(crate::outbox::DiskStatus {
                 below_floor: floor.judge(space.free_bytes).is_err(),
                 min_free_bytes: floor.bytes(),
-                warning: crate::status::days_left_warning(&dir, &space, cfg.outbox.warn_days_left),
+                warning: crate::store::space::days_left_warning(
+                    &dir,
+                    &space,
+                    cfg.outbox.warn_days_left,
+                ),
                 state_dir: dir,
                 space,
             });
@@ -896,7 +903,11 @@ fn facility_anchor(
     let Some(redis) = &settings.redis else {
         return Ok(None);
     };
-    redis.connect(cfg)?.anchor(&cfg.gateway.id)
+    {
+        let (f, w, r) = cfg.facility_terms();
+        crate::facility::connect(redis, f, w, r)?
+    }
+    .anchor(&cfg.gateway.id)
 }
 
 /// `audit verify`: compare the chain (intact, `records` long) with every

@@ -21,7 +21,7 @@
 //! short write turn at a time.
 //!
 //! **Publishing.** Sources, writer and claimer report to one
-//! [`crate::metrics::Telemetry`]; `metrics::run` (status file, database
+//! [`crate::telemetry::Telemetry`]; `metrics::run` (status file, database
 //! samples, `[metrics] textfile`) and the `[metrics] listen` server run as
 //! tasks beside the stages, not as stages: their failures are logged and
 //! retried, never a reason to stop reading scans. They end on the stop token.
@@ -47,6 +47,8 @@
 
 pub mod claimer;
 pub mod embedded;
+pub mod metrics_http;
+pub mod publish;
 pub mod reload;
 pub mod supervisor;
 pub mod sweeper;
@@ -57,12 +59,12 @@ use crate::config::Settings;
 use crate::events;
 use crate::gate::facility::LaneKind;
 use crate::gate::{Gate, GateConfig};
-use crate::metrics::{Summary, Telemetry};
 use crate::model::{Decision, GateStats};
 use crate::notify::{Notifier, Progress, Watch};
 use crate::shutdown::{Stop, Stopper};
 use crate::source::Captured;
 use crate::store::{Store, StoreError};
+use crate::telemetry::{Summary, Telemetry};
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -89,7 +91,7 @@ pub enum DaemonError {
     Store(#[from] StoreError),
     /// `[metrics] listen` cannot be bound.
     #[error(transparent)]
-    MetricsListen(#[from] crate::metrics::http::BindError),
+    MetricsListen(#[from] crate::daemon::metrics_http::BindError),
     /// The facility Redis is reachable but set up so that claims could be
     /// lost (e.g. it may evict keys), or refuses this gateway (credentials,
     /// a grant, its settings): [`crate::facility::FacilityError::needs_technician`].
@@ -204,9 +206,13 @@ pub async fn run_with(
         facility_redis: cfg.redis.is_some(),
     }
     .emit();
-    let telemetry = crate::metrics::Telemetry::new(cfg);
+    let scanner_names: Vec<String> = cfg.scanners.iter().map(|s| s.name.clone()).collect();
+    let telemetry = crate::telemetry::Telemetry::new(
+        &scanner_names,
+        cfg.redis.as_ref().map(|r| r.max_clock_error_ms),
+    );
     let listener = match cfg.metrics.listen {
-        Some(addr) => Some(crate::metrics::http::bind(addr).await?),
+        Some(addr) => Some(crate::daemon::metrics_http::bind(addr).await?),
         None => None,
     };
     let mut stages = Supervisor::default();
@@ -311,19 +317,19 @@ pub async fn run_with(
     // Metrics and the status file: outside the supervisor, they never stop
     // the gateway (failures are logged and retried).
     let publishing = {
-        let publish = crate::metrics::Publish {
+        let publish = crate::daemon::publish::Publish {
             state_dir: state_dir.clone(),
             textfile: cfg.metrics.textfile.clone(),
             interval: Duration::from_secs(cfg.metrics.interval_s),
             warn_days_left: cfg.outbox.warn_days_left,
         };
-        let mut tasks = vec![tokio::spawn(crate::metrics::run(
+        let mut tasks = vec![tokio::spawn(crate::daemon::publish::run(
             telemetry.clone(),
             publish,
             stop.clone(),
         ))];
         if let Some(listener) = listener {
-            tasks.push(tokio::spawn(crate::metrics::http::serve(
+            tasks.push(tokio::spawn(crate::daemon::metrics_http::serve(
                 listener,
                 telemetry.clone(),
                 stop.clone(),
@@ -654,7 +660,7 @@ struct FacilityAnchor {
 impl FacilityAnchor {
     fn new(cfg: &crate::config::Config, redis: &crate::config::RedisSettings) -> FacilityAnchor {
         FacilityAnchor {
-            url: redis.primary_url().map_err(|e| e.to_string()),
+            url: crate::facility::primary_url(redis).map_err(|e| e.to_string()),
             ca_pem: redis.ca_pem.clone(),
             facility: cfg.gateway.facility.clone(),
             gateway: cfg.gateway.id.clone(),

@@ -5,144 +5,29 @@
 //! What only the running daemon knows — which scanner is connected to which
 //! device, the reads and rejects of today — it publishes in the status file
 //! ([`STATUS_FILE`] in the state directory, [`LiveStatus`]), rewritten
-//! atomically every [`crate::metrics::STATUS_EVERY`] while it changes and
-//! every [`crate::metrics::STATUS_HEARTBEAT`] while not. A state directory
+//! atomically every [`crate::telemetry::STATUS_EVERY`] while it changes and
+//! every [`crate::telemetry::STATUS_HEARTBEAT`] while not. A state directory
 //! whose lock nobody holds, or a file older than [`STALE_AFTER_MS`], means
 //! the daemon is not running. Everything else is read from the database, read-only: the
 //! command never writes, and works for any member of the service's group
 //! with read access, daemon running or stopped.
 
-use crate::audit;
 use crate::config::{Config, ScannerKind};
-use crate::model::ClockSample;
-use crate::model::FacilityState;
-use crate::model::LedgerStream;
-use crate::store::space::{Floor, MIB, Space, mib};
-use crate::store::{DB_FILE, Store, StoreError};
-use serde::{Deserialize, Serialize};
+use crate::daemon::publish::StoredSample;
+use crate::store::space::{Floor, MIB, Space, days_left_warning, mib};
+use crate::store::{Store, StoreError};
+use crate::telemetry::live::{LiveStatus, STATUS_FILE};
+use serde::Serialize;
 use std::path::Path;
 
-/// File name of the status file in the state directory.
-pub const STATUS_FILE: &str = "status.json";
 /// A status file older than this (three heartbeats) means the daemon is
 /// not running, or hangs.
-pub const STALE_AFTER_MS: i64 = 3 * crate::metrics::STATUS_HEARTBEAT.as_millis() as i64;
+pub const STALE_AFTER_MS: i64 = 3 * crate::telemetry::STATUS_HEARTBEAT.as_millis() as i64;
 /// Less free space than this in the state directory's file system (or
 /// twice `[outbox] min_free_mb`, if more) is a degraded gateway.
 pub const LOW_FREE_BYTES: u64 = 100 * 1024 * 1024;
 /// An undecided scan older than this (seconds) is a degraded gateway.
 pub const OLD_UNDECIDED_S: f64 = 60.0;
-
-/// One scanner as the running daemon sees it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LiveScanner {
-    /// Its `[[scanner]] name`.
-    pub name: String,
-    /// The device it has open (or had, last).
-    pub device: Option<String>,
-    /// Its device is open.
-    pub connected: bool,
-    /// Since when connected or disconnected (Unix ms; `None`: never
-    /// connected since the daemon started).
-    pub since_ms: Option<i64>,
-    /// Its last read (Unix ms) since the daemon started.
-    pub last_read_ms: Option<i64>,
-    /// Reads today (local time; counted since the daemon started).
-    pub reads_today: u64,
-    /// Of them, rejected.
-    pub rejects_today: u64,
-    /// The day counted.
-    pub day: chrono::NaiveDate,
-}
-
-/// The status file's contents.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct LiveStatus {
-    /// When it was written (Unix ms).
-    pub written_ms: i64,
-    /// The daemon's process id.
-    pub pid: u32,
-    /// When the daemon started (Unix ms).
-    pub started_ms: i64,
-    /// How often it is rewritten (ms).
-    pub every_ms: i64,
-    /// Every configured scanner.
-    pub scanners: Vec<LiveScanner>,
-}
-
-/// What the database says, read-only (also sampled for metrics).
-#[derive(Debug, Clone)]
-pub struct StoredSample {
-    /// Scans waiting for their first decision.
-    pub pending: i64,
-    /// Scans waiting for the facility store.
-    pub unresolved: i64,
-    /// Capture time of the oldest of them (Unix ms).
-    pub oldest_ms: Option<i64>,
-    /// The facility store as the claimer last saw it.
-    pub facility: Option<FacilityState>,
-    /// The facility clock as the claimer last measured it.
-    pub facility_clock: Option<ClockSample>,
-    /// Audit records (the recorded chain head's position).
-    pub audit_records: u64,
-    /// The recorded chain head's hash.
-    pub audit_head: Option<String>,
-    /// The database file and its write-ahead log.
-    pub database_bytes: u64,
-    /// Free space, growth and days left in the state directory.
-    pub space: Space,
-    /// The facility ledger stream as the claimer's last trim found it.
-    pub ledger_stream: Option<LedgerStream>,
-}
-
-impl StoredSample {
-    /// Read it from `store` (in `state_dir`).
-    pub fn read(store: &Store, state_dir: &Path) -> Result<StoredSample, StoreError> {
-        let (pending, unresolved, oldest_ms) = store.undecided()?;
-        let (facility, facility_clock) = store.facility_view()?;
-        let head = audit::recorded_head(store)?;
-        let size = |name: &str| std::fs::metadata(state_dir.join(name)).map_or(0, |m| m.len());
-        let database_bytes = size(DB_FILE) + size(&format!("{DB_FILE}-wal"));
-        let space = store.space(state_dir, chrono::Utc::now().timestamp_millis())?;
-        let ledger_stream = store.ledger_stream()?;
-        Ok(StoredSample {
-            pending,
-            unresolved,
-            oldest_ms,
-            facility,
-            facility_clock,
-            audit_records: head.as_ref().map_or(0, |(n, _)| (*n).max(0) as u64),
-            audit_head: head.map(|(_, h)| h),
-            database_bytes,
-            space,
-            ledger_stream,
-        })
-    }
-
-    /// The facility ledger stream's consumer groups at `now_ms` (this
-    /// gateway's clock, put on the facility's by the last measured offset,
-    /// as stream ids are the server's ms): `(group, pending, age in
-    /// seconds of its oldest unacknowledged entry)`.
-    pub fn ledger_groups(&self, now_ms: i64) -> Vec<(String, u64, Option<f64>)> {
-        let offset = self.facility_clock.as_ref().map_or(0.0, |c| c.offset_ms);
-        let facility_now = now_ms as f64 + offset;
-        self.ledger_stream
-            .iter()
-            .flat_map(|s| &s.groups)
-            .map(|g| {
-                let age = g
-                    .oldest_unacked_ms()
-                    .map(|ms| ((facility_now - ms as f64) / 1e3).max(0.0));
-                (g.name.clone(), g.pending, age)
-            })
-            .collect()
-    }
-
-    /// Age of the oldest undecided scan at `now_ms`, in seconds.
-    pub fn oldest_age_s(&self, now_ms: i64) -> Option<f64> {
-        self.oldest_ms.map(|ms| (now_ms - ms).max(0) as f64 / 1e3)
-    }
-}
 
 /// The daemon, as its status file tells.
 #[derive(Debug, Clone, Serialize)]
@@ -470,20 +355,6 @@ pub fn gather(cfg: &Config, now_ms: i64) -> Result<Status, StoreError> {
             }
         },
     })
-}
-
-/// The warning when `space` in `state_dir` lasts fewer than `warn_days`
-/// days at the last 24 hours' rate (`None`: more, unknown, or off).
-pub fn days_left_warning(state_dir: &Path, space: &Space, warn_days: u64) -> Option<String> {
-    let days = space
-        .days_left
-        .filter(|d| warn_days > 0 && *d < warn_days as f64)?;
-    Some(format!(
-        "{} is full in {days:.1} days at the last 24 hours' rate ({} a day; {} free, warned below [outbox] warn_days_left = {warn_days}): then no scan is stored or acknowledged. Fix: free space there, or move [gateway] state_dir to a larger disk",
-        state_dir.display(),
-        mib(space.growth_bytes_per_day.unwrap_or(0)),
-        mib(space.free_bytes.unwrap_or(0) + space.reusable_bytes),
-    ))
 }
 
 /// One line on disk space for a technician: free, growth, days left.

@@ -586,6 +586,17 @@ impl Config {
     pub fn window_ms(&self) -> i64 {
         self.dedup.window_ms as i64
     }
+
+    /// `[dedup] retention_hours`: how long a commit is remembered.
+    pub fn retention(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(self.dedup.retention_hours * 3600)
+    }
+
+    /// What a connection to the facility store is for: this gateway's
+    /// facility, window and retention (`facility::connect`).
+    pub fn facility_terms(&self) -> (&str, i64, std::time::Duration) {
+        (&self.gateway.facility, self.window_ms(), self.retention())
+    }
 }
 
 /// The configuration with everything it points to read: what `run` works

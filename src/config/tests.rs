@@ -465,3 +465,127 @@ fn toml_syntax_errors_name_line_and_column() {
     assert_eq!(line_column("a\nbé\nc", 5), (2, 3));
     assert_eq!(line_column("", 0), (1, 1));
 }
+
+// `[redis]`, the facility store's section.
+
+/// The commented `[redis]` block of the shipped example, uncommented.
+fn example_redis_block() -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/scangate.toml");
+    let text = std::fs::read_to_string(path).unwrap();
+    let start = text
+        .find("# [redis]\n")
+        .expect("the example documents [redis]");
+    text[start..]
+        .lines()
+        .filter_map(|l| l.strip_prefix("# "))
+        .filter(|l| !l.starts_with('#'))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn the_documented_redis_section_parses_with_its_defaults() {
+    let c = Config::parse(&example_redis_block(), None).unwrap();
+    let r = c.redis.unwrap();
+    assert_eq!(r.url, "rediss://redis.pharmacy.lan:6379/0");
+    assert!(r.ca_file.is_some());
+    assert_eq!((r.connect_timeout_ms, r.command_timeout_ms), (1000, 1000));
+    assert_eq!(
+        r.min_replicas_ack,
+        crate::facility::config::ReplicaAck::Auto
+    );
+    assert_eq!(r.max_clock_error_ms, 250);
+    assert_eq!(r.ledger_stream_keep_days, 7);
+    assert_eq!(
+        r.url_with_credentials(Some("p@ss word")),
+        "rediss://scangate:p%40ss%20word@redis.pharmacy.lan:6379/0"
+    );
+}
+
+/// The example tells a technician the same ACL grants as the refusal
+/// message (`facility::ACL_GRANTS`, which a test runs a gateway with).
+#[test]
+fn the_documented_acl_grants_are_the_ones_scangate_needs() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/scangate.toml");
+    let text = std::fs::read_to_string(path).unwrap();
+    let documented: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("# #"))
+        .skip_while(|l| !l.contains("ACL SETUSER"))
+        .take_while(|l| !l.contains("(the claim script"))
+        .flat_map(str::split_whitespace)
+        .filter(|w| w.starts_with(['+', '-', '~']) || w.starts_with("reset"))
+        .collect();
+    let needed: Vec<&str> = crate::facility::ACL_GRANTS.split_whitespace().collect();
+    assert_eq!(documented, needed);
+}
+
+#[test]
+fn sentinels_name_the_primary_and_url_keeps_scheme_and_database() {
+    use crate::facility::config::ReplicaAck;
+    let text = "[redis]\nurl = \"rediss:///2\"\nusername = \"u\"\n\
+                sentinels = [\"s1:26379\", \"[::1]:26380\"]\nservice_name = \"scangate\"\n\
+                min_replicas_ack = 0\n";
+    let r = Config::parse(text, None).unwrap().redis.unwrap();
+    assert!(r.uses_sentinel());
+    assert_eq!(r.scheme(), "rediss");
+    assert_eq!(r.min_replicas_ack, ReplicaAck::Exactly(0));
+    assert_eq!(
+        r.url_at(Some("10.0.0.7:6379"), Some("pw")),
+        "rediss://u:pw@10.0.0.7:6379/2"
+    );
+    let text =
+        "[redis]\nsentinels = [\"s1:26379\"]\nservice_name = \"m\"\nmin_replicas_ack = \"auto\"\n";
+    let r = Config::parse(text, None).unwrap().redis.unwrap();
+    assert_eq!(
+        (r.scheme(), r.min_replicas_ack),
+        ("redis", ReplicaAck::Auto)
+    );
+    assert_eq!(r.url_at(Some("h:1"), None), "redis://h:1/");
+    assert_eq!(ReplicaAck::Auto.wanted(2), 2);
+    assert_eq!(ReplicaAck::Exactly(1).wanted(2), 1);
+}
+
+#[test]
+fn bad_redis_values_name_the_key() {
+    let bad = |text: &str| Config::parse(text, None).unwrap_err().key;
+    assert_eq!(bad("[redis]\nurl = \"http://x\"\n"), "redis.url");
+    assert_eq!(bad("[redis]\nurl = \"redis://u:secret@x\"\n"), "redis.url");
+    assert_eq!(
+        bad("[redis]\nurl = \"redis://x\"\ncommand_timeout_ms = 0\n"),
+        "redis.command_timeout_ms"
+    );
+    assert_eq!(
+        bad("[redis]\nurl = \"redis://x\"\nmax_retries = 3\n"),
+        "redis.max_retries"
+    );
+    assert_eq!(bad("[redis]\ncommand_timeout_ms = 100\n"), "redis.url");
+    assert_eq!(
+        bad("[redis]\nurl = \"redis://x\"\nmin_replicas_ack = \"all\"\n"),
+        "redis.min_replicas_ack"
+    );
+    assert_eq!(
+        bad("[redis]\nurl = \"redis://x\"\nmin_replicas_ack = 17\n"),
+        "redis.min_replicas_ack"
+    );
+    assert_eq!(
+        bad("[redis]\nsentinels = [\"s1:26379\"]\n"),
+        "redis.service_name"
+    );
+    assert_eq!(
+        bad("[redis]\nurl = \"redis://x\"\nservice_name = \"m\"\n"),
+        "redis.service_name"
+    );
+    assert_eq!(
+        bad("[redis]\nsentinels = [\"s1\"]\nservice_name = \"m\"\n"),
+        "redis.sentinels[0]"
+    );
+    assert_eq!(
+        bad(
+            "[redis]\nurl = \"redis://x:6379/0\"\nsentinels = [\"s1:26379\"]\nservice_name = \"m\"\n"
+        ),
+        "redis.url"
+    );
+    let e = Config::parse("[redis]\nurl = \"redis://u:secret@x\"\n", None).unwrap_err();
+    assert!(!e.to_string().contains("secret"), "{e}");
+}

@@ -169,7 +169,7 @@ pub(crate) struct Scanners {
     /// reload: its device is closed first).
     next: BTreeMap<String, ScannerConfig>,
     tx: mpsc::Sender<Captured>,
-    telemetry: crate::metrics::Telemetry,
+    telemetry: crate::telemetry::Telemetry,
     gateway: String,
 }
 
@@ -177,7 +177,7 @@ impl Scanners {
     /// No scanner yet; each will send into `tx`.
     pub(crate) fn new(
         tx: mpsc::Sender<Captured>,
-        telemetry: crate::metrics::Telemetry,
+        telemetry: crate::telemetry::Telemetry,
         gateway: &str,
     ) -> Scanners {
         Scanners {

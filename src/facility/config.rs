@@ -142,10 +142,7 @@ impl RedisConfig {
         } else if !(self.url.starts_with("redis://") || self.url.starts_with("rediss://")) {
             return Err(Invalid::new(
                 "url",
-                format!(
-                    "{:?} is not a redis:// or rediss:// URL",
-                    super::redact(&self.url)
-                ),
+                format!("{:?} is not a redis:// or rediss:// URL", redact(&self.url)),
                 "write e.g. url = \"redis://redis.pharmacy.lan:6379/0\" (rediss:// for TLS)",
             ));
         }
@@ -266,7 +263,7 @@ impl RedisConfig {
                 "url",
                 format!(
                     "{:?} names a server, but with sentinels the primary's address comes from them",
-                    super::redact(&self.url)
+                    redact(&self.url)
                 ),
                 "leave url out, or keep only the scheme and database, e.g. url = \"rediss:///0\" for TLS",
             ));
@@ -416,203 +413,35 @@ impl RedisSettings {
         &self.password_source
     }
 
-    /// Connect to the primary ([`RedisSettings::primary_url`]) for `cfg`'s
-    /// facility, window and retention, with this section's CA and
-    /// timeouts; refused credentials name where the password came from.
-    /// For the commands (`check-config --online`, `ledger export`, `audit
-    /// verify`); the claimer connects through its own link.
-    pub fn connect(
-        &self,
-        cfg: &crate::config::Config,
-    ) -> Result<super::Facility, super::FacilityError> {
-        let url = self.primary_url()?;
-        super::Facility::connect_with_ca(
-            &url,
-            self.ca_pem.clone(),
-            &cfg.gateway.facility,
-            cfg.window_ms(),
-            Duration::from_secs(cfg.dedup.retention_hours * 3600),
-            self.config.connect_timeout(),
-            self.config.command_timeout(),
-        )
-        .map_err(|e| self.name_credential(e))
-    }
-
-    /// `e`, if the server refused the credentials
-    /// ([`super::FacilityError::AuthRefused`]), naming where the password
-    /// came from.
-    pub fn name_credential(&self, e: super::FacilityError) -> super::FacilityError {
-        match e {
-            super::FacilityError::AuthRefused {
-                url, user, detail, ..
-            } => super::FacilityError::AuthRefused {
-                url,
-                user,
-                detail,
-                credential: self.password_source.clone(),
-            },
-            e => e,
-        }
-    }
-
     /// The URL with the user name and password filled in (a secret: never
-    /// log it; [`super::redact`] the configured `url` instead).
+    /// log it; [`redact`] the configured `url` instead).
     pub fn url(&self) -> String {
         self.config.url_with_credentials(self.password.as_deref())
     }
 
-    /// The URL of the primary (a secret, as [`RedisSettings::url`]): with
-    /// `sentinels`, the server they name now
-    /// ([`super::sentinel::primary_of`]), else `url`.
-    pub fn primary_url(&self) -> Result<String, super::FacilityError> {
-        let c = &self.config;
-        match &c.service_name {
-            Some(service) if c.uses_sentinel() => {
-                let addr = super::sentinel::primary_of(
-                    &c.sentinels,
-                    service,
-                    c.scheme(),
-                    self.ca_pem.as_deref(),
-                    c.connect_timeout(),
-                    c.command_timeout(),
-                )?;
-                Ok(c.url_at(Some(&addr), self.password.as_deref()))
-            }
-            _ => Ok(self.url()),
-        }
+    /// The password, if one is set (a secret: never log it).
+    pub fn password(&self) -> Option<&str> {
+        self.password.as_deref()
     }
 }
 
 impl fmt::Debug for RedisSettings {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RedisSettings")
-            .field("url", &super::redact(&self.config.url))
+            .field("url", &redact(&self.config.url))
             .field("password", &self.password.as_ref().map(|_| "<redacted>"))
             .field("ca_pem", &self.ca_pem.as_ref().map(Vec::len))
             .finish()
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use crate::config::Config;
-    use std::path::Path;
-
-    /// The commented `[redis]` block of the shipped example, uncommented.
-    fn example_redis_block() -> String {
-        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/scangate.toml");
-        let text = std::fs::read_to_string(path).unwrap();
-        let start = text
-            .find("# [redis]\n")
-            .expect("the example documents [redis]");
-        text[start..]
-            .lines()
-            .filter_map(|l| l.strip_prefix("# "))
-            .filter(|l| !l.starts_with('#'))
-            .collect::<Vec<_>>()
-            .join("\n")
-    }
-
-    #[test]
-    fn the_documented_redis_section_parses_with_its_defaults() {
-        let c = Config::parse(&example_redis_block(), None).unwrap();
-        let r = c.redis.unwrap();
-        assert_eq!(r.url, "rediss://redis.pharmacy.lan:6379/0");
-        assert!(r.ca_file.is_some());
-        assert_eq!((r.connect_timeout_ms, r.command_timeout_ms), (1000, 1000));
-        assert_eq!(r.min_replicas_ack, super::ReplicaAck::Auto);
-        assert_eq!(r.max_clock_error_ms, 250);
-        assert_eq!(r.ledger_stream_keep_days, 7);
-        assert_eq!(
-            r.url_with_credentials(Some("p@ss word")),
-            "rediss://scangate:p%40ss%20word@redis.pharmacy.lan:6379/0"
-        );
-    }
-
-    /// The example tells a technician the same ACL grants as the refusal
-    /// message (`facility::ACL_GRANTS`, which a test runs a gateway with).
-    #[test]
-    fn the_documented_acl_grants_are_the_ones_scangate_needs() {
-        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/scangate.toml");
-        let text = std::fs::read_to_string(path).unwrap();
-        let documented: Vec<&str> = text
-            .lines()
-            .filter_map(|l| l.strip_prefix("# #"))
-            .skip_while(|l| !l.contains("ACL SETUSER"))
-            .take_while(|l| !l.contains("(the claim script"))
-            .flat_map(str::split_whitespace)
-            .filter(|w| w.starts_with(['+', '-', '~']) || w.starts_with("reset"))
-            .collect();
-        let needed: Vec<&str> = crate::facility::ACL_GRANTS.split_whitespace().collect();
-        assert_eq!(documented, needed);
-    }
-
-    #[test]
-    fn sentinels_name_the_primary_and_url_keeps_scheme_and_database() {
-        use super::ReplicaAck;
-        let text = "[redis]\nurl = \"rediss:///2\"\nusername = \"u\"\n\
-                    sentinels = [\"s1:26379\", \"[::1]:26380\"]\nservice_name = \"scangate\"\n\
-                    min_replicas_ack = 0\n";
-        let r = Config::parse(text, None).unwrap().redis.unwrap();
-        assert!(r.uses_sentinel());
-        assert_eq!(r.scheme(), "rediss");
-        assert_eq!(r.min_replicas_ack, ReplicaAck::Exactly(0));
-        assert_eq!(
-            r.url_at(Some("10.0.0.7:6379"), Some("pw")),
-            "rediss://u:pw@10.0.0.7:6379/2"
-        );
-        let text = "[redis]\nsentinels = [\"s1:26379\"]\nservice_name = \"m\"\nmin_replicas_ack = \"auto\"\n";
-        let r = Config::parse(text, None).unwrap().redis.unwrap();
-        assert_eq!(
-            (r.scheme(), r.min_replicas_ack),
-            ("redis", ReplicaAck::Auto)
-        );
-        assert_eq!(r.url_at(Some("h:1"), None), "redis://h:1/");
-        assert_eq!(ReplicaAck::Auto.wanted(2), 2);
-        assert_eq!(ReplicaAck::Exactly(1).wanted(2), 1);
-    }
-
-    #[test]
-    fn bad_redis_values_name_the_key() {
-        let bad = |text: &str| Config::parse(text, None).unwrap_err().key;
-        assert_eq!(bad("[redis]\nurl = \"http://x\"\n"), "redis.url");
-        assert_eq!(bad("[redis]\nurl = \"redis://u:secret@x\"\n"), "redis.url");
-        assert_eq!(
-            bad("[redis]\nurl = \"redis://x\"\ncommand_timeout_ms = 0\n"),
-            "redis.command_timeout_ms"
-        );
-        assert_eq!(
-            bad("[redis]\nurl = \"redis://x\"\nmax_retries = 3\n"),
-            "redis.max_retries"
-        );
-        assert_eq!(bad("[redis]\ncommand_timeout_ms = 100\n"), "redis.url");
-        assert_eq!(
-            bad("[redis]\nurl = \"redis://x\"\nmin_replicas_ack = \"all\"\n"),
-            "redis.min_replicas_ack"
-        );
-        assert_eq!(
-            bad("[redis]\nurl = \"redis://x\"\nmin_replicas_ack = 17\n"),
-            "redis.min_replicas_ack"
-        );
-        assert_eq!(
-            bad("[redis]\nsentinels = [\"s1:26379\"]\n"),
-            "redis.service_name"
-        );
-        assert_eq!(
-            bad("[redis]\nurl = \"redis://x\"\nservice_name = \"m\"\n"),
-            "redis.service_name"
-        );
-        assert_eq!(
-            bad("[redis]\nsentinels = [\"s1\"]\nservice_name = \"m\"\n"),
-            "redis.sentinels[0]"
-        );
-        assert_eq!(
-            bad(
-                "[redis]\nurl = \"redis://x:6379/0\"\nsentinels = [\"s1:26379\"]\nservice_name = \"m\"\n"
-            ),
-            "redis.url"
-        );
-        let e = Config::parse("[redis]\nurl = \"redis://u:secret@x\"\n", None).unwrap_err();
-        assert!(!e.to_string().contains("secret"), "{e}");
+/// `url` without a password, for messages and logs.
+pub fn redact(url: &str) -> String {
+    match url.split_once("://") {
+        Some((scheme, rest)) => match rest.rsplit_once('@') {
+            Some((_, host)) => format!("{scheme}://***@{host}"),
+            None => url.to_string(),
+        },
+        None => url.to_string(),
     }
 }

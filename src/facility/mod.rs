@@ -25,8 +25,12 @@
 //!   [`CONFLICTS_KEPT`] entries, never expires.
 
 pub mod config;
+pub mod connect;
 pub mod sentinel;
 pub mod stream;
+
+pub use config::redact;
+pub use connect::{connect, name_credential, primary_url};
 
 use crate::model::{ClockSample, ScannerClone, ServerInfo};
 use redis::{Script, Value};
@@ -1249,17 +1253,6 @@ pub fn stream_field(fields: &[(String, String)], name: &str) -> String {
         .find(|(k, _)| k == name)
         .map(|(_, v)| v.clone())
         .unwrap_or_default()
-}
-
-/// `url` without a password, for messages and logs.
-pub fn redact(url: &str) -> String {
-    match url.split_once("://") {
-        Some((scheme, rest)) => match rest.rsplit_once('@') {
-            Some((_, host)) => format!("{scheme}://***@{host}"),
-            None => url.to_string(),
-        },
-        None => url.to_string(),
-    }
 }
 
 #[cfg(test)]

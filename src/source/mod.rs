@@ -159,7 +159,7 @@ pub const IN_FLIGHT_PER_SOURCE: usize = 32;
 pub struct ToOutbox {
     queue: mpsc::Sender<Captured>,
     slots: std::sync::Arc<tokio::sync::Semaphore>,
-    telemetry: crate::metrics::Telemetry,
+    telemetry: crate::telemetry::Telemetry,
 }
 
 /// The outbox writer is gone (shutting down).
@@ -168,24 +168,24 @@ pub struct OutboxClosed;
 
 impl ToOutbox {
     /// A new source's handle on the shared queue (its events update a
-    /// [`crate::metrics::Telemetry`] of its own until [`Self::with_telemetry`]).
+    /// [`crate::telemetry::Telemetry`] of its own until [`Self::with_telemetry`]).
     pub fn new(queue: mpsc::Sender<Captured>) -> ToOutbox {
         ToOutbox {
             queue,
             slots: std::sync::Arc::new(tokio::sync::Semaphore::new(IN_FLIGHT_PER_SOURCE)),
-            telemetry: crate::metrics::Telemetry::new(&crate::config::Config::default()),
+            telemetry: crate::telemetry::Telemetry::new(&[], None),
         }
     }
 
     /// Report this source's events ([`crate::events`]: connects, reads,
     /// ACKs) to `telemetry`.
-    pub fn with_telemetry(mut self, telemetry: crate::metrics::Telemetry) -> ToOutbox {
+    pub fn with_telemetry(mut self, telemetry: crate::telemetry::Telemetry) -> ToOutbox {
         self.telemetry = telemetry;
         self
     }
 
     /// Where this source's events are counted.
-    pub fn telemetry(&self) -> &crate::metrics::Telemetry {
+    pub fn telemetry(&self) -> &crate::telemetry::Telemetry {
         &self.telemetry
     }
 

@@ -191,6 +191,20 @@ impl Floor {
     }
 }
 
+/// The warning when `space` in `state_dir` lasts fewer than `warn_days`
+/// days at the last 24 hours' rate (`None`: more, unknown, or off).
+pub fn days_left_warning(state_dir: &Path, space: &Space, warn_days: u64) -> Option<String> {
+    let days = space
+        .days_left
+        .filter(|d| warn_days > 0 && *d < warn_days as f64)?;
+    Some(format!(
+        "{} is full in {days:.1} days at the last 24 hours' rate ({} a day; {} free, warned below [outbox] warn_days_left = {warn_days}): then no scan is stored or acknowledged. Fix: free space there, or move [gateway] state_dir to a larger disk",
+        state_dir.display(),
+        mib(space.growth_bytes_per_day.unwrap_or(0)),
+        mib(space.free_bytes.unwrap_or(0) + space.reusable_bytes),
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -135,7 +135,7 @@ impl Link {
     fn connect_for(&self, lane: &str) -> Result<Facility, FacilityError> {
         // With Sentinel: whichever server is the primary now (after a
         // failover, the promoted one).
-        let url = self.settings.primary_url()?;
+        let url = crate::facility::primary_url(&self.settings)?;
         let mut f = Facility::connect_with_ca(
             &url,
             self.ca_pem.clone(),
@@ -145,7 +145,7 @@ impl Link {
             self.redis.connect_timeout(),
             self.redis.command_timeout(),
         )
-        .map_err(|e| self.settings.name_credential(e))?;
+        .map_err(|e| crate::facility::name_credential(&self.settings, e))?;
         let info = f.check_server()?;
         crate::events::FacilityConnected {
             redis: &self.shown,

@@ -1,33 +1,26 @@
-//! What the running daemon tells the outside: Prometheus metrics
-//! (`[metrics]`: a node_exporter textfile and/or a `/metrics` endpoint, in
-//! the Prometheus text format 0.0.4) and the live part of `scangate
-//! status` (the status file, [`crate::status::LiveStatus`]).
+//! What the running daemon counts and tells the outside: the Prometheus
+//! metrics and the live part of `scangate status` ([`live::LiveStatus`]).
+//! A leaf: it imports no pipeline stage, only the shared vocabulary.
 //!
 //! [`Telemetry`] is one shared handle, updated by the typed events of
-//! [`crate::events`] (each logs and counts): the sources report a scanner's
-//! connects, disconnects, reads and ACKs through it
-//! ([`crate::source::ToOutbox`]); the outbox writer (embedded store) and the
-//! claimer's `observe` callback (facility store) report decisions. Values
-//! that live in the database (undecided scans, facility state and clock,
-//! audit records, sizes) are sampled from a read-only connection every
-//! `[metrics] interval_s` by [`run`], which also rewrites the textfile and,
-//! every [`STATUS_EVERY`] while it changes (else every
-//! [`STATUS_HEARTBEAT`]), the status file.
+//! [`crate::events`] (each logs and counts): the sources report a
+//! scanner's connects, disconnects, reads and ACKs; the outbox writer
+//! (embedded store) and the claimer (facility store) report decisions.
+//! Values that live in the database (undecided scans, facility state and
+//! clock, audit records, sizes) are sampled by the daemon's publisher
+//! every `[metrics] interval_s` and set here ([`Telemetry::record`]); the
+//! publisher also writes the textfile and the status file, and the
+//! `/metrics` endpoint serves [`Telemetry::encode`].
 //!
 //! `scangate_audit_last_anchor_timestamp_seconds` is set by the anchor
-//! thread ([`Telemetry::anchored`]) each time it has anchored the chain head
-//! outside the database or found it anchored already (every
-//! [`crate::store::identity::ANCHOR_EVERY`]): a stale value means the head
-//! is no longer being anchored.
+//! thread ([`Telemetry::anchored`]) each time it has anchored the chain
+//! head outside the database or found it anchored already: a stale value
+//! means the head is no longer being anchored.
 
-pub mod http;
+pub mod live;
 
-use crate::config::Config;
-use crate::model::Decision;
-use crate::model::ScanState;
-use crate::shutdown::Stop;
-use crate::status::{LiveScanner, LiveStatus};
-use crate::store::Store;
+use crate::model::{Decision, ScanState};
+use live::{LiveScanner, LiveStatus};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -35,7 +28,6 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -129,9 +121,14 @@ fn now_ms() -> i64 {
 }
 
 impl Telemetry {
-    /// Metrics for a gateway with this configuration: every configured
-    /// scanner starts disconnected, with zero reads.
-    pub fn new(cfg: &Config) -> Telemetry {
+    /// Metrics for a gateway with these scanners (each starts
+    /// disconnected, with zero reads) and, with a facility store, its
+    /// `[redis] max_clock_error_ms` (the facility series are registered
+    /// only then).
+    pub fn new(
+        scanners_configured: &[String],
+        facility_max_clock_error_ms: Option<u64>,
+    ) -> Telemetry {
         let mut registry = Registry::default();
         let build = Family::<BuildLabels, Gauge>::default();
         build
@@ -194,9 +191,9 @@ impl Telemetry {
             "Scan read to its final decision (scans read during this boot)",
             commit_latency.clone(),
         );
-        let facility = cfg.redis.as_ref().map(|redis| {
+        let facility = facility_max_clock_error_ms.map(|max_clock_error_ms| {
             let max_clock_error = FloatGauge::default();
-            max_clock_error.set(redis.max_clock_error_ms as f64 / 1e3);
+            max_clock_error.set(max_clock_error_ms as f64 / 1e3);
             registry.register(
                 "scangate_facility_max_clock_error_seconds",
                 "[redis] max_clock_error_ms as configured: a capture whose facility time is less certain than this waits",
@@ -268,9 +265,9 @@ impl Telemetry {
             days_left.clone(),
         );
         let mut scanners = BTreeMap::new();
-        for sc in &cfg.scanners {
-            zero_series(&scans_read, &scanner_up, &last_read, &decisions, &sc.name);
-            scanners.insert(sc.name.clone(), LiveScanner::new(&sc.name));
+        for name in scanners_configured {
+            zero_series(&scans_read, &scanner_up, &last_read, &decisions, name);
+            scanners.insert(name.clone(), LiveScanner::new(name));
         }
         for state in [ScanState::Pending, ScanState::Unresolved] {
             undecided
@@ -499,58 +496,78 @@ impl Telemetry {
         }
     }
 
-    /// Refresh the values kept in the database from `store` (in
-    /// `state_dir`).
-    /// Returns the sample, for what else is judged from it.
-    pub fn sample(
-        &self,
-        store: &Store,
-        state_dir: &Path,
-    ) -> Result<crate::status::StoredSample, crate::store::StoreError> {
+    /// Set the values sampled from the database.
+    pub fn record(&self, s: &Sampled) {
         let i = &self.inner;
-        let sample = crate::status::StoredSample::read(store, state_dir)?;
         let gauge = |state: ScanState| {
             i.undecided.get_or_create(&StateLabel {
                 state: state.as_str(),
             })
         };
-        gauge(ScanState::Pending).set(sample.pending);
-        gauge(ScanState::Unresolved).set(sample.unresolved);
-        i.oldest_age
-            .set(sample.oldest_age_s(now_ms()).unwrap_or(0.0));
+        gauge(ScanState::Pending).set(s.pending);
+        gauge(ScanState::Unresolved).set(s.unresolved);
+        i.oldest_age.set(s.oldest_age_s.unwrap_or(0.0));
         let seen = i.audit_records.get();
-        i.audit_records
-            .inc_by(sample.audit_records.saturating_sub(seen));
-        i.database_bytes.set(sample.database_bytes as i64);
-        i.free_bytes.set(
-            sample
-                .space
-                .free_bytes
-                .map_or(-1, |b| b.min(i64::MAX as u64) as i64),
-        );
-        i.days_left.set(sample.space.days_left.unwrap_or(-1.0));
+        i.audit_records.inc_by(s.audit_records.saturating_sub(seen));
+        i.database_bytes.set(s.database_bytes as i64);
+        i.free_bytes
+            .set(s.free_bytes.map_or(-1, |b| b.min(i64::MAX as u64) as i64));
+        i.days_left.set(s.days_left.unwrap_or(-1.0));
         if let Some(f) = &i.facility {
-            f.up.set(sample.facility.as_ref().is_some_and(|s| s.answering) as i64);
-            if let Some(c) = &sample.facility_clock {
-                f.clock_offset.set(c.offset_ms / 1e3);
-                f.clock_bound.set(c.bound_ms / 1e3);
+            f.up.set(s.facility_up as i64);
+            if let Some((offset_ms, bound_ms)) = s.facility_clock {
+                f.clock_offset.set(offset_ms / 1e3);
+                f.clock_bound.set(bound_ms / 1e3);
             }
-            if let Some(s) = &sample.ledger_stream {
-                f.stream_entries.set(s.length.min(i64::MAX as u64) as i64);
+            if let Some(stream) = &s.ledger_stream {
+                f.stream_entries
+                    .set(stream.length.min(i64::MAX as u64) as i64);
                 f.oldest_unacked.clear();
-                for (group, _, age) in sample.ledger_groups(now_ms()) {
+                for (group, age) in &stream.oldest_unacked_s {
                     f.oldest_unacked
-                        .get_or_create(&GroupLabel { group })
+                        .get_or_create(&GroupLabel {
+                            group: group.clone(),
+                        })
                         .set(age.unwrap_or(0.0));
                 }
             }
         }
-        Ok(sample)
     }
 }
 
-fn today() -> chrono::NaiveDate {
-    chrono::Local::now().date_naive()
+/// The values sampled from the database every `[metrics] interval_s`
+/// ([`Telemetry::record`]).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Sampled {
+    /// Scans waiting for their first decision.
+    pub pending: i64,
+    /// Scans waiting for the facility store.
+    pub unresolved: i64,
+    /// Age of the oldest of them, in seconds.
+    pub oldest_age_s: Option<f64>,
+    /// Audit records (the chain head's position).
+    pub audit_records: u64,
+    /// The database file and its write-ahead log.
+    pub database_bytes: u64,
+    /// Free space for scangate in the state directory's file system.
+    pub free_bytes: Option<u64>,
+    /// Days until that file system is full at the last day's growth.
+    pub days_left: Option<f64>,
+    /// The facility store answered the claimer, as it last recorded.
+    pub facility_up: bool,
+    /// The facility clock's offset and its error bound (ms), as last measured.
+    pub facility_clock: Option<(f64, f64)>,
+    /// The facility ledger stream as the last trim found it.
+    pub ledger_stream: Option<SampledStream>,
+}
+
+/// The facility ledger stream in [`Sampled`].
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SampledStream {
+    /// Entries in it.
+    pub length: u64,
+    /// Per consumer group, the age (s) of its oldest unacknowledged entry.
+    pub oldest_unacked_s: Vec<(String, Option<f64>)>,
 }
 
 /// What [`Telemetry::summary`] reports.
@@ -601,223 +618,12 @@ fn zero_series(
     }
 }
 
-impl LiveScanner {
-    /// A configured scanner before its first connect.
-    fn new(name: &str) -> LiveScanner {
-        LiveScanner {
-            name: name.to_string(),
-            device: None,
-            connected: false,
-            since_ms: None,
-            last_read_ms: None,
-            reads_today: 0,
-            rejects_today: 0,
-            day: today(),
-        }
-    }
-
-    /// Start today's counts afresh after midnight (local time).
-    fn roll_day(&mut self) {
-        let day = today();
-        if self.day != day {
-            self.day = day;
-            self.reads_today = 0;
-            self.rejects_today = 0;
-        }
-    }
-}
-
-/// Write `contents` to `path` atomically: a temporary file in the same
-/// directory (its name does not end in `.prom`, so node_exporter never reads
-/// it), then a rename over `path`. The file gets the permission bits and
-/// group of `like` (whoever may read that may read it), else `rw-r--r--`.
-pub fn write_atomically(path: &Path, contents: &[u8], like: Option<&Path>) -> std::io::Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::{MetadataExt, PermissionsExt};
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".scangate-")
-        .suffix(".tmp")
-        .tempfile_in(dir)?;
-    tmp.write_all(contents)?;
-    let like = like.and_then(|p| std::fs::metadata(p).ok());
-    if let Some(m) = &like
-        && m.gid() != tmp.as_file().metadata()?.gid()
-    {
-        // Only the owner (or root) may do this; a failure keeps the
-        // process's own group.
-        let _ = std::os::unix::fs::fchown(tmp.as_file(), None, Some(m.gid()));
-    }
-    let mode = like.map_or(0o644, |m| m.permissions().mode() & 0o666);
-    tmp.as_file()
-        .set_permissions(std::fs::Permissions::from_mode(mode))?;
-    tmp.persist(path).map_err(|e| e.error)?;
-    Ok(())
-}
-
-/// What [`run`] publishes where.
-pub struct Publish {
-    /// The state directory (database, status file).
-    pub state_dir: PathBuf,
-    /// `[metrics] textfile`.
-    pub textfile: Option<PathBuf>,
-    /// `[metrics] interval_s`.
-    pub interval: Duration,
-    /// `[outbox] warn_days_left`: a WARN when the disk lasts fewer days.
-    pub warn_days_left: u64,
-}
-
-/// Sample the database, rewrite the textfile every `interval` and the
-/// status file every [`STATUS_EVERY`], until `stop`. Failures are logged
-/// (once per kind of failure) and retried at the next tick: metrics never
-/// stop the gateway.
-pub async fn run(telemetry: Telemetry, publish: Publish, mut stop: Stop) {
-    let Publish {
-        state_dir,
-        textfile,
-        interval,
-        warn_days_left,
-    } = publish;
-    // The days-left warning last logged (logged again when it clears).
-    let mut warned = false;
-    let mut store: Option<Store> = None;
-    let mut last_error: Option<String> = None;
-    let mut next_sample = tokio::time::Instant::now();
-    let status_path = state_dir.join(crate::status::STATUS_FILE);
-    let db = state_dir.join(crate::store::DB_FILE);
-    let mut published: Option<(Vec<LiveScanner>, tokio::time::Instant)> = None;
-    loop {
-        let now = tokio::time::Instant::now();
-        let sample_now = now >= next_sample;
-        if sample_now {
-            next_sample = now + interval;
-        }
-        let live = telemetry.live();
-        let write_status = published.as_ref().is_none_or(|(scanners, at)| {
-            *scanners != live.scanners || now.duration_since(*at) >= STATUS_HEARTBEAT
-        });
-        if write_status {
-            published = Some((live.scanners.clone(), now));
-        }
-        let (t, dir, tf, sp, db) = (
-            telemetry.clone(),
-            state_dir.clone(),
-            textfile.clone(),
-            status_path.clone(),
-            db.clone(),
-        );
-        let mut held = store.take();
-        let joined = tokio::task::spawn_blocking(move || {
-            let mut errors = Vec::new();
-            let mut short = None;
-            if sample_now {
-                if held.is_none() {
-                    match Store::open_read_only(&dir) {
-                        Ok(s) => held = Some(s),
-                        Err(e) => errors.push(format!("cannot read the database to sample it: {e}")),
-                    }
-                }
-                if let Some(s) = &held {
-                    match t.sample(s, &dir) {
-                        Ok(sample) => {
-                            short = Some(crate::status::days_left_warning(
-                                &dir,
-                                &sample.space,
-                                warn_days_left,
-                            ))
-                        }
-                        Err(e) => {
-                            errors.push(format!("cannot sample the database: {e}"));
-                            held = None;
-                        }
-                    }
-                }
-                if let Some(tf) = &tf
-                    && let Err(e) = write_atomically(tf, t.encode().as_bytes(), None)
-                {
-                    errors.push(format!(
-                        "cannot write [metrics] textfile {}: {e}. Fix: make its directory writable for the service user (Debian's is /var/lib/prometheus/node-exporter)",
-                        tf.display()
-                    ));
-                }
-            }
-            let live = serde_json::to_vec(&live).expect("status serialises");
-            if write_status && let Err(e) = write_atomically(&sp, &live, Some(&db)) {
-                errors.push(format!("cannot write the status file {}: {e}", sp.display()));
-            }
-            (held, errors, short)
-        })
-        .await;
-        match joined {
-            Ok((held, errors, short)) => {
-                store = held;
-                match short {
-                    Some(Some(w)) if !warned => {
-                        crate::events::DiskSpace::Short { warning: &w }.emit();
-                        warned = true;
-                    }
-                    Some(None) if warned => {
-                        crate::events::DiskSpace::Lasts.emit();
-                        warned = false;
-                    }
-                    _ => {}
-                }
-                let joined = (!errors.is_empty()).then(|| errors.join("; "));
-                if joined != last_error {
-                    if joined.is_some() || last_error.is_some() {
-                        crate::events::PublishFailed {
-                            errors: joined.as_deref(),
-                        }
-                        .emit();
-                    }
-                    last_error = joined;
-                }
-            }
-            Err(e) => crate::events::MetricsFailed {
-                step: crate::events::MetricsStep::Sampling,
-                error: &e,
-            }
-            .emit(),
-        }
-        let wait =
-            STATUS_EVERY.min(next_sample.saturating_duration_since(tokio::time::Instant::now()));
-        tokio::select! {
-            _ = tokio::time::sleep(wait) => {}
-            _ = stop.wait() => break,
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::capture::clock::boot_ns;
-    use crate::model::Verdict;
 
-    fn config(redis: bool) -> Config {
-        let text = format!(
-            "[[scanner]]\nname = \"counter-1\"\nkind = \"serial\"\npath = \"/dev/null\"\nscan_type = \"dispense\"\n{}",
-            if redis {
-                "[redis]\nurl = \"redis://127.0.0.1:6379/0\"\n"
-            } else {
-                ""
-            }
-        );
-        Config::parse(&text, None).unwrap()
-    }
-
-    fn decision(verdict: Verdict, was: ScanState) -> Decision {
-        Decision {
-            scan_uuid: "u".into(),
-            verdict,
-            content_key: None,
-            scanner: "counter-1".into(),
-            read_boot_ns: Some(boot_ns()),
-            was,
-        }
+    fn telemetry(redis: bool) -> Telemetry {
+        Telemetry::new(&["counter-1".to_string()], redis.then_some(500))
     }
 
     #[test]
@@ -843,54 +649,13 @@ mod tests {
             "scangate_facility_clock_error_bound_seconds",
             "scangate_facility_ledger_stream_entries",
         ];
-        let with = Telemetry::new(&config(true)).encode();
-        let without = Telemetry::new(&config(false)).encode();
+        let with = telemetry(true).encode();
+        let without = telemetry(false).encode();
         for n in names {
             assert!(with.contains(n) && without.contains(n), "{n}:\n{with}");
         }
         for n in facility {
             assert!(with.contains(n) && !without.contains(n), "{n}");
         }
-    }
-
-    #[test]
-    fn a_retried_unresolved_scan_counts_once_and_rejects_count_today() {
-        let t = Telemetry::new(&config(false));
-        let decided = |d: Decision| crate::events::Decided { decisions: &[d] }.emit(&t);
-        t.scan_read("counter-1");
-        decided(decision(
-            Verdict::Unresolved { reason: "x".into() },
-            ScanState::Pending,
-        ));
-        decided(decision(
-            Verdict::Unresolved { reason: "x".into() },
-            ScanState::Unresolved,
-        ));
-        decided(decision(Verdict::Committed, ScanState::Unresolved));
-        decided(decision(
-            Verdict::Rejected { reason: "x".into() },
-            ScanState::Pending,
-        ));
-        let text = t.encode();
-        let count = |d: &str| {
-            text.lines()
-                .find(|l| {
-                    l.starts_with("scangate_decisions_total") && l.contains(&format!("\"{d}\""))
-                })
-                .and_then(|l| l.rsplit(' ').next())
-                .map(str::to_string)
-        };
-        assert_eq!(count("unresolved").as_deref(), Some("1"), "{text}");
-        assert_eq!(count("committed").as_deref(), Some("1"), "{text}");
-        assert_eq!(count("rejected").as_deref(), Some("1"), "{text}");
-        assert!(
-            text.contains("scangate_commit_latency_seconds_count 2"),
-            "{text}"
-        );
-        let live = t.live();
-        assert_eq!(
-            (live.scanners[0].reads_today, live.scanners[0].rejects_today),
-            (1, 1)
-        );
     }
 }

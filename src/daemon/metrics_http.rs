@@ -8,8 +8,8 @@
 //! [`READ_TIMEOUT`] to send its request head of at most [`MAX_HEAD`] bytes;
 //! anything else is answered 400, 404 or 405 and closed.
 
-use super::Telemetry;
 use crate::shutdown::Stop;
+use crate::telemetry::Telemetry;
 use std::net::SocketAddr;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

@@ -1,0 +1,341 @@
+//! The daemon's life: starting, each stage's start and end, a stage failing, a reload, a stage wedged.
+
+use crate::telemetry::Telemetry;
+use std::time::Duration;
+
+/// The daemon starts: its state, identity and scanners.
+pub struct Starting<'a> {
+    /// The database.
+    pub db: &'a std::path::Path,
+    /// `[gateway] facility`.
+    pub facility: &'a str,
+    /// `[gateway] id`.
+    pub gateway: &'a str,
+    /// How many scanners are configured.
+    pub scanners: usize,
+    /// `[dedup] window_ms`.
+    pub window_ms: u64,
+    /// Whether a facility Redis decides (else the embedded gate).
+    pub facility_redis: bool,
+}
+
+impl Starting<'_> {
+    /// Log it (INFO).
+    pub fn emit(self) {
+        tracing::info!(
+            target: "scangate::daemon",
+            db = %self.db.display(), facility = %self.facility, gateway = %self.gateway,
+            scanners = self.scanners, window_ms = self.window_ms,
+            store = if self.facility_redis { "facility redis" } else { "embedded" },
+            "scangate starting"
+        );
+    }
+}
+
+/// What the configuration the daemon starts with leaves undone (WARN).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StartWarning {
+    /// Scans wait for a facility store that is no longer configured.
+    NoFacilityStore {
+        /// How many.
+        waiting: i64,
+    },
+    /// No scanner is configured.
+    NoScanners,
+}
+
+impl StartWarning {
+    /// Log it (WARN).
+    pub fn emit(self) {
+        match self {
+            StartWarning::NoFacilityStore { waiting } => tracing::warn!(
+                target: "scangate::daemon",
+                scans = waiting,
+                "{waiting} scans wait for a facility store that is not configured ([redis]): they stay undecided. Fix: restore the [redis] section, or, if the facility store is gone for good, stop scangate and run `scangate outbox decide-locally`"
+            ),
+            StartWarning::NoScanners => tracing::warn!(
+                target: "scangate::daemon",
+                "no [[scanner]] is configured: nothing will be read. Fix: add a [[scanner]] section for each scanner (`scangate devices` lists what is attached) and restart"
+            ),
+        }
+    }
+}
+
+/// Where the daemon's life stands (INFO): ready, stopping, stopped.
+pub enum Lifecycle<'a> {
+    /// Every scanner is up (or the setup time is over): systemd is told.
+    Ready {
+        /// The status line.
+        status: &'a str,
+    },
+    /// Asked to stop.
+    Stopping,
+    /// Draining takes long: the stop timeout is extended.
+    StopExtended {
+        /// The status line (`stopping: draining for N s`).
+        line: &'a str,
+        /// By how much.
+        by: Duration,
+    },
+    /// Stopped, with what was decided.
+    Stopped {
+        /// The counts.
+        stats: &'a crate::model::GateStats,
+    },
+}
+
+impl Lifecycle<'_> {
+    /// Log it (INFO).
+    pub fn emit(self) {
+        match self {
+            Lifecycle::Ready { status } => {
+                tracing::info!(target: "scangate::daemon", status = %status, "ready")
+            }
+            Lifecycle::Stopping => tracing::info!(
+                target: "scangate::daemon",
+                "stopping: closing scanners, draining the outbox"
+            ),
+            Lifecycle::StopExtended { line, by } => tracing::info!(
+                target: "scangate::daemon",
+                "{line}; the stop timeout is extended by {by:?}"
+            ),
+            Lifecycle::Stopped { stats } => tracing::info!(
+                target: "scangate::daemon",
+                committed = stats.committed,
+                suppressed = stats.suppressed,
+                rejected = stats.rejected,
+                exact_lookups = stats.exact_lookups,
+                lookups_saved_by_bloom = stats.lookups_saved,
+                "scangate stopped"
+            ),
+        }
+    }
+}
+
+/// How a stage of the daemon ended when it should not have (ERROR, the
+/// anchor thread's panic a WARN).
+pub enum StageFailed<'a> {
+    /// A stage panicked (`the {stage} {why}`).
+    Panicked {
+        /// The stage, as told.
+        stage: &'a dyn std::fmt::Display,
+        /// `panicked: …`.
+        why: &'a str,
+    },
+    /// A scanner's task panicked while a reload stopped it.
+    ScannerPanickedOnReload {
+        /// The scanner.
+        scanner: &'a str,
+        /// `panicked: …`.
+        why: &'a str,
+    },
+    /// The database failed its integrity check.
+    Corrupt {
+        /// The database.
+        db: &'a std::path::Path,
+        /// What the check found.
+        detail: &'a str,
+        /// Whether the daemon stops for it (else it was found stopping).
+        stopping: bool,
+    },
+    /// A scanner's task ended (it should run until shutdown).
+    ScannerEnded {
+        /// How.
+        detail: &'a str,
+    },
+    /// The outbox writer stopped.
+    WriterStopped,
+    /// The facility claimer stopped.
+    ClaimerStopped,
+    /// The outbox writer found the facility claimer gone.
+    ClaimerGone,
+    /// The raw-bytes sweeper stopped.
+    SweeperStopped {
+        /// How.
+        why: &'a str,
+    },
+    /// The anchor thread panicked (WARN).
+    AnchorThreadPanicked,
+    /// A metrics/status publisher task failed.
+    PublisherFailed {
+        /// How.
+        error: &'a dyn std::fmt::Display,
+    },
+}
+
+impl StageFailed<'_> {
+    /// Log it: ERROR, the anchor thread's panic WARN.
+    pub fn emit(self) {
+        match self {
+            StageFailed::Panicked { stage, why } => {
+                tracing::error!(target: "scangate::daemon", "the {stage} {why}")
+            }
+            StageFailed::ScannerPanickedOnReload { scanner, why } => tracing::error!(
+                target: "scangate::daemon",
+                scanner = %scanner,
+                "the scanner's task {why} while a reload stopped it"
+            ),
+            StageFailed::Corrupt {
+                db,
+                detail,
+                stopping: false,
+            } => tracing::error!(
+                target: "scangate::daemon",
+                db = %db.display(),
+                "the database failed its integrity check: {detail}"
+            ),
+            StageFailed::Corrupt {
+                db,
+                detail,
+                stopping: true,
+            } => tracing::error!(
+                target: "scangate::daemon",
+                db = %db.display(),
+                "the database failed its integrity check: {detail}; stopping"
+            ),
+            StageFailed::ScannerEnded { detail } => tracing::error!(
+                target: "scangate::daemon",
+                "a scanner task ended unexpectedly ({detail}); stopping"
+            ),
+            StageFailed::WriterStopped => tracing::error!(
+                target: "scangate::daemon",
+                "the outbox writer stopped unexpectedly; closing scanners"
+            ),
+            StageFailed::ClaimerStopped => tracing::error!(
+                target: "scangate::daemon",
+                "the facility claimer stopped unexpectedly; stopping"
+            ),
+            StageFailed::ClaimerGone => tracing::error!(
+                target: "scangate::daemon",
+                "the facility claimer is gone; stopping"
+            ),
+            StageFailed::SweeperStopped { why } => tracing::error!(
+                target: "scangate::daemon",
+                "the raw-bytes sweeper stopped unexpectedly ({why}); stopping"
+            ),
+            StageFailed::AnchorThreadPanicked => tracing::warn!(
+                target: "scangate::daemon",
+                "the anchor thread panicked; the chain head was not anchored at stop"
+            ),
+            StageFailed::PublisherFailed { error } => tracing::error!(
+                target: "scangate::daemon",
+                "the metrics/status publisher failed: {error}"
+            ),
+        }
+    }
+}
+
+/// A reload (SIGHUP) was applied (INFO, target `scangate::reload`): the
+/// scanners as reloaded are set in `Telemetry` (`scangate_scanner_up`).
+pub struct Reloaded<'a> {
+    /// Scanners added.
+    pub added: usize,
+    /// Removed.
+    pub removed: usize,
+    /// Changed.
+    pub changed: usize,
+    /// The plan, as told.
+    pub described: &'a str,
+    /// The scanners now configured.
+    pub scanners: &'a [String],
+}
+
+impl Reloaded<'_> {
+    /// Log it (INFO) and set the scanners.
+    pub fn emit(self, telemetry: &Telemetry) {
+        let (added, removed, changed) = (self.added, self.removed, self.changed);
+        tracing::info!(
+            target: "scangate::reload",
+            added, removed, changed,
+            "configuration reloaded: {}", self.described
+        );
+        telemetry.set_scanners(self.scanners);
+    }
+}
+
+/// A reload (SIGHUP) was refused or failed (target `scangate::reload`);
+/// the daemon runs on with the configuration it had.
+pub enum ReloadRefused<'a> {
+    /// Keys changed that need a restart (WARN).
+    NeedsRestart {
+        /// The keys.
+        keys: &'a [String],
+    },
+    /// The file does not parse (ERROR).
+    ConfigError {
+        /// ` (line N)` or empty.
+        at: &'a str,
+        /// Why.
+        error: &'a dyn std::fmt::Display,
+        /// How many scanners the running configuration has.
+        scanners: usize,
+    },
+    /// Reading the file did not finish (ERROR).
+    ReadFailed {
+        /// The file, as shown.
+        shown: &'a str,
+        /// Why.
+        error: &'a dyn std::fmt::Display,
+    },
+}
+
+impl ReloadRefused<'_> {
+    /// Log it: WARN when a restart is needed, else ERROR.
+    pub fn emit(self) {
+        match self {
+            ReloadRefused::NeedsRestart { keys } => tracing::warn!(
+                target: "scangate::reload",
+                keys = %keys.join(", "),
+                "reload refused: {} changed, which needs a restart (`systemctl restart scangate`); still running with the configuration it started with (scanners as last reloaded)",
+                keys.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", ")
+            ),
+            ReloadRefused::ConfigError {
+                at,
+                error,
+                scanners,
+            } => tracing::error!(
+                target: "scangate::reload",
+                "reload refused: configuration error{at}: {error}. Still running with the configuration read before ({scanners} scanner(s)); fix the file and reload again (`scangate check-config` shows the problem)"
+            ),
+            ReloadRefused::ReadFailed { shown, error } => tracing::error!(
+                target: "scangate::reload",
+                "reload failed: reading {shown} did not finish ({error}); still running with the configuration read before"
+            ),
+        }
+    }
+}
+
+/// A stage that has work made no progress within its bound, or makes
+/// progress again (the watchdog's view, target `scangate::notify`).
+pub enum Wedge<'a> {
+    /// No progress for `bound`: the watchdog pings stop (ERROR).
+    Stuck {
+        /// The stage.
+        stage: &'a str,
+        /// Its bound.
+        bound: Duration,
+    },
+    /// It makes progress again (INFO).
+    Moves {
+        /// The stage.
+        stage: &'a str,
+    },
+}
+
+impl Wedge<'_> {
+    /// Log it: ERROR when stuck, INFO when it moves again.
+    pub fn emit(self) {
+        match self {
+            Wedge::Stuck { stage, bound } => tracing::error!(
+                target: "scangate::notify",
+                stage,
+                "the {stage} has made no progress for {bound:?} while it has work: the watchdog pings stop, so systemd restarts scangate (scans are safe in the outbox)"
+            ),
+            Wedge::Moves { stage } => tracing::info!(
+                target: "scangate::notify",
+                stage,
+                "the {stage} makes progress again; watchdog pings resume"
+            ),
+        }
+    }
+}

@@ -1,0 +1,43 @@
+//! The daemon's operational events, typed (as vector's
+//! `src/internal_events/`): one type per event, whose `emit` both logs it
+//! (structured fields, fixed prose) and updates its metric in
+//! [`Telemetry`], so the log and the metrics cannot disagree and the call
+//! site says only *what happened*.
+//!
+//! Field names are the journal's too (upper-cased, [`crate::logging`]):
+//! `scanner`, `device`, `scan_uuid`, `decision`, `reason`. Each event keeps
+//! the log target of the module it happens in, so `RUST_LOG` filters by
+//! module as before.
+//!
+//! Events without a metric of their own (a disk error, an anchor) only
+//! log; they are here all the same, so every operational line is one type.
+//!
+//! One file per component; each event is re-exported here, so a call
+//! site names `events::X`.
+
+mod claimer;
+mod daemon;
+mod facility_clock;
+mod gate;
+mod ledger_stream;
+mod outbox;
+mod publish;
+mod reconcile;
+mod source;
+mod store;
+mod sweeper;
+
+pub use claimer::*;
+pub use daemon::*;
+pub use facility_clock::*;
+pub use gate::*;
+pub use ledger_stream::*;
+pub use outbox::*;
+pub use publish::*;
+pub use reconcile::*;
+pub use source::*;
+pub use store::*;
+pub use sweeper::*;
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,345 @@
+//! The scanners: a device opened, lost or closed, a read, an ACK and its latency, a source failing, a HID device grabbed.
+
+use crate::telemetry::Telemetry;
+use std::time::Duration;
+
+/// A serial scanner's device was opened.
+pub struct SerialConnected<'a> {
+    /// The scanner's name.
+    pub scanner: &'a str,
+    /// The device path.
+    pub device: &'a str,
+    /// Line speed.
+    pub baud: u32,
+    /// Data bits, parity, stop bits (`8N1`).
+    pub line: String,
+    /// The framing, as `FrameSpec::describe` tells it.
+    pub framing: String,
+    /// Whether ACK/NAK is on.
+    pub ack: bool,
+}
+
+impl SerialConnected<'_> {
+    /// Log it (INFO) and mark the scanner up.
+    pub fn emit(self, telemetry: &Telemetry) {
+        tracing::info!(
+            target: "scangate::source::serial",
+            scanner = %self.scanner, device = %self.device, baud = self.baud,
+            line = %self.line, framing = %self.framing, ack = self.ack,
+            "scanner connected"
+        );
+        telemetry.scanner_connected(self.scanner, self.device);
+    }
+}
+
+/// A serial scanner's device went away (it is reopened).
+pub struct SerialLost<'a> {
+    /// The scanner's name.
+    pub scanner: &'a str,
+    /// The device path.
+    pub device: &'a str,
+    /// Why.
+    pub reason: &'a str,
+    /// Bytes of a frame begun and not finished (never a read).
+    pub partial_bytes: usize,
+}
+
+impl SerialLost<'_> {
+    /// Log it (WARN; the partial frame too, if any) and mark the scanner
+    /// down.
+    pub fn emit(self, telemetry: &Telemetry) {
+        telemetry.scanner_disconnected(self.scanner);
+        if self.partial_bytes > 0 {
+            tracing::warn!(
+                target: "scangate::source::serial",
+                scanner = %self.scanner, device = %self.device, bytes = self.partial_bytes,
+                "scanner went away mid-frame; the partial frame was never a complete read"
+            );
+        }
+        tracing::warn!(
+            target: "scangate::source::serial",
+            scanner = %self.scanner, device = %self.device, reason = %self.reason,
+            "scanner disconnected: {}; reconnecting", self.reason
+        );
+    }
+}
+
+/// A HID scanner's device was opened.
+pub struct HidConnected<'a> {
+    /// The scanner's name.
+    pub scanner: &'a str,
+    /// `pos` or `keyboard`.
+    pub mode: &'a str,
+    /// The device, as the opener describes it.
+    pub device: &'a str,
+}
+
+impl HidConnected<'_> {
+    /// Log it (INFO) and mark the scanner up.
+    pub fn emit(self, telemetry: &Telemetry) {
+        tracing::info!(
+            target: "scangate::source::hid",
+            scanner = %self.scanner, mode = self.mode, device = %self.device,
+            "HID scanner connected"
+        );
+        telemetry.scanner_connected(self.scanner, self.device);
+    }
+}
+
+/// A HID scanner's device went away (it is reopened when it is back).
+pub struct HidLost<'a> {
+    /// The scanner's name.
+    pub scanner: &'a str,
+    /// Why.
+    pub reason: &'a str,
+}
+
+impl HidLost<'_> {
+    /// Log it (WARN) and mark the scanner down.
+    pub fn emit(self, telemetry: &Telemetry) {
+        tracing::warn!(
+            target: "scangate::source::hid",
+            scanner = %self.scanner, reason = %self.reason,
+            "HID scanner disconnected: {}; reopening when it is back", self.reason
+        );
+        telemetry.scanner_disconnected(self.scanner);
+    }
+}
+
+/// A scanner's device was closed because scangate stops.
+pub struct ScannerClosed<'a> {
+    /// The scanner's name.
+    pub scanner: &'a str,
+}
+
+impl ScannerClosed<'_> {
+    /// Log it (DEBUG) and mark the scanner down.
+    pub fn emit(self, telemetry: &Telemetry) {
+        tracing::debug!(target: "scangate::source", scanner = %self.scanner, "scanner closed");
+        telemetry.scanner_disconnected(self.scanner);
+    }
+}
+
+/// A scanner read a scan (before it is durable).
+pub struct ScanRead<'a> {
+    /// The scanner's name.
+    pub scanner: &'a str,
+}
+
+impl ScanRead<'_> {
+    /// Log it (TRACE) and count it.
+    pub fn emit(self, telemetry: &Telemetry) {
+        tracing::trace!(target: "scangate::source", scanner = %self.scanner, "scan read");
+        telemetry.scan_read(self.scanner);
+    }
+}
+
+/// An ACK was written, `took` after its frame was read.
+pub struct Acked<'a> {
+    /// The scanner's name.
+    pub scanner: &'a str,
+    /// Frame read to ACK written.
+    pub took: Duration,
+}
+
+impl Acked<'_> {
+    /// Log it (TRACE) and observe its latency.
+    pub fn emit(self, telemetry: &Telemetry) {
+        tracing::trace!(
+            target: "scangate::source::serial",
+            scanner = %self.scanner, took_us = self.took.as_micros() as u64,
+            "ACK written"
+        );
+        telemetry.acked(self.took);
+    }
+}
+
+/// Over which time an ACK latency summary runs ([`AckLatency`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AckSpan {
+    /// The last report interval.
+    Last(Duration),
+    /// Since start (told when the scanner's task ends).
+    SinceStart,
+}
+
+/// A serial scanner's ACK latency summary (INFO, target
+/// `scangate::ack_latency`; the histogram is `scangate_ack_latency_seconds`,
+/// observed by [`Acked`]).
+pub struct AckLatency<'a> {
+    /// The scanner's name.
+    pub scanner: &'a str,
+    /// NAKs written in the span.
+    pub naks: u64,
+    /// The span.
+    pub span: AckSpan,
+    /// The latency summary.
+    pub summary: &'a dyn std::fmt::Display,
+}
+
+impl AckLatency<'_> {
+    /// Log it (INFO).
+    pub fn emit(self) {
+        let (scanner, naks, summary) = (self.scanner, self.naks, self.summary);
+        match self.span {
+            AckSpan::Last(every) => tracing::info!(
+                target: "scangate::ack_latency",
+                scanner, naks,
+                "ACK latency (frame end read -> ACK written), last {}s: {summary}",
+                every.as_secs()
+            ),
+            AckSpan::SinceStart => tracing::info!(
+                target: "scangate::ack_latency",
+                scanner = %scanner, naks,
+                "ACK latency (frame end read -> ACK written) since start: {summary}"
+            ),
+        }
+    }
+}
+
+/// A scanner's device could not be opened or written, or its reader not
+/// started.
+pub enum SourceFailed<'a> {
+    /// A serial device did not open (WARN; told once per reason).
+    SerialOpen {
+        /// The scanner's name.
+        scanner: &'a str,
+        /// The device path.
+        device: &'a str,
+        /// Why.
+        error: &'a str,
+        /// The back-off's longest wait.
+        every: Duration,
+    },
+    /// Writing a NAK failed (WARN).
+    Nak {
+        /// The scanner's name.
+        scanner: &'a str,
+        /// Why.
+        error: &'a dyn std::fmt::Display,
+    },
+    /// A HID device did not open (WARN; told once per reason).
+    HidOpen {
+        /// The scanner's name.
+        scanner: &'a str,
+        /// `pos` or `keyboard`.
+        mode: &'a str,
+        /// Why.
+        error: &'a dyn std::fmt::Display,
+        /// What is done about it.
+        hint: &'a str,
+        /// The back-off's longest wait.
+        every: Duration,
+    },
+    /// The HID reader thread did not start (ERROR).
+    HidThread {
+        /// The scanner's name.
+        scanner: &'a str,
+        /// Why.
+        error: &'a dyn std::fmt::Display,
+    },
+}
+
+impl SourceFailed<'_> {
+    /// Log it: ERROR when the HID reader did not start, else WARN.
+    pub fn emit(self) {
+        match self {
+            SourceFailed::SerialOpen {
+                scanner,
+                device,
+                error,
+                every,
+            } => tracing::warn!(
+                target: "scangate::source::serial",
+                scanner = %scanner, device = %device,
+                "cannot open scanner: {error}; retrying every {}s at most, and as soon as the device \
+                 appears. Check the cable, the udev rule for /dev/scangate/{scanner} and the service \
+                 user's access (dialout group)",
+                every.as_secs()
+            ),
+            SourceFailed::Nak { scanner, error } => tracing::warn!(
+                target: "scangate::source::serial",
+                scanner = %scanner,
+                "writing NAK failed: {error}"
+            ),
+            SourceFailed::HidOpen {
+                scanner,
+                mode,
+                error,
+                hint,
+                every,
+            } => tracing::warn!(
+                target: "scangate::source::hid",
+                scanner = %scanner, mode,
+                "cannot open HID scanner: {error}; {hint} (checked every {}s at most)",
+                every.as_secs()
+            ),
+            SourceFailed::HidThread { scanner, error } => tracing::error!(
+                target: "scangate::source::hid",
+                scanner = %scanner,
+                "cannot start the HID reader thread: {error}"
+            ),
+        }
+    }
+}
+
+/// A keyboard-wedge scanner's evdev nodes grabbed, or not (target
+/// `scangate::source::hid::device`).
+pub enum HidGrab<'a> {
+    /// No evdev node was found to grab (ERROR).
+    NoNode {
+        /// The scanner's name.
+        scanner: &'a str,
+        /// The hidraw device.
+        device: &'a std::path::Path,
+        /// Its name under /sys/class/hidraw.
+        name: &'a str,
+    },
+    /// A node could not be grabbed (ERROR).
+    Failed {
+        /// The scanner's name.
+        scanner: &'a str,
+        /// The node.
+        node: &'a std::path::Path,
+        /// Why.
+        why: &'a dyn std::fmt::Display,
+    },
+    /// These nodes are grabbed (INFO).
+    Grabbed {
+        /// The scanner's name.
+        scanner: &'a str,
+        /// The nodes.
+        nodes: &'a [&'a std::path::Path],
+    },
+}
+
+impl HidGrab<'_> {
+    /// Log it: ERROR when a node is not grabbed, else INFO.
+    pub fn emit(self) {
+        match self {
+            HidGrab::NoNode {
+                scanner,
+                device,
+                name,
+            } => tracing::error!(
+                target: "scangate::source::hid::device",
+                scanner, device = %device.display(),
+                "SECURITY: found no evdev node of this keyboard-wedge scanner to grab; if the kernel \
+                 created one, every scan is also typed into the console / login prompt. Check /sys/class/hidraw/{name}"
+            ),
+            HidGrab::Failed { scanner, node, why } => tracing::error!(
+                target: "scangate::source::hid::device",
+                scanner, node = %node.display(),
+                "SECURITY: cannot grab (EVIOCGRAB) {}: {why}; this scanner's keystrokes also reach the \
+                 console, login prompt or desktop. Give the service user read access to the event node \
+                 (udev rule) and make sure no other program grabs it. Scanning continues.",
+                node.display()
+            ),
+            HidGrab::Grabbed { scanner, nodes } => tracing::info!(
+                target: "scangate::source::hid::device",
+                scanner, nodes = ?nodes,
+                "keyboard-wedge scanner grabbed: its keystrokes go only to scangate"
+            ),
+        }
+    }
+}

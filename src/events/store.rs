@@ -1,0 +1,122 @@
+//! The database and the audit trail: the state identity, the chain head anchored, checkpoints, an unreadable record.
+
+/// Where an audit chain head was to be anchored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AnchorPlace {
+    /// The `state-id` file, while running.
+    StateFile,
+    /// The `state-id` file, at stop.
+    StateFileAtStop,
+    /// The facility store.
+    Facility,
+}
+
+/// The audit chain head was anchored outside the database.
+pub struct AnchorWritten<'a> {
+    /// The state's identity.
+    pub state_id: &'a str,
+    /// The head's position.
+    pub seq: i64,
+    /// The head's hash.
+    pub hash: &'a str,
+}
+
+impl AnchorWritten<'_> {
+    /// Log it (INFO, target `scangate::anchor`).
+    pub fn emit(self) {
+        tracing::info!(
+            target: "scangate::anchor",
+            state_id = %self.state_id, audit_head_seq = self.seq, audit_head_hash = %self.hash,
+            "audit chain head anchored"
+        );
+    }
+}
+
+/// Anchoring the audit chain head failed (retried at the next tick).
+pub struct AnchorFailed<'a> {
+    /// Where.
+    pub place: AnchorPlace,
+    /// Why.
+    pub error: &'a dyn std::fmt::Display,
+}
+
+impl AnchorFailed<'_> {
+    /// Log it (WARN).
+    pub fn emit(self) {
+        let e = self.error;
+        match self.place {
+            AnchorPlace::StateFile => tracing::warn!(
+                target: "scangate::daemon",
+                "cannot anchor the audit chain head: {e}"
+            ),
+            AnchorPlace::StateFileAtStop => tracing::warn!(
+                target: "scangate::daemon",
+                "cannot anchor the audit chain head at stop: {e}"
+            ),
+            AnchorPlace::Facility => tracing::warn!(
+                target: "scangate::daemon",
+                "cannot anchor the audit chain head in the facility store: {e}"
+            ),
+        }
+    }
+}
+
+/// A passive WAL checkpoint failed (told once; the writer checkpoints by
+/// itself).
+pub struct CheckpointFailed<'a> {
+    /// The database.
+    pub db: &'a std::path::Path,
+    /// What SQLite said.
+    pub error: &'a dyn std::fmt::Display,
+}
+
+impl CheckpointFailed<'_> {
+    /// Log it (WARN).
+    pub fn emit(self) {
+        tracing::warn!(
+            target: "scangate::store::checkpoint",
+            db = %self.db.display(),
+            "WAL checkpoint failed: {}; the writer checkpoints by itself", self.error
+        );
+    }
+}
+
+/// A database older than state identities takes its state directory's
+/// (WARN, target `scangate::store`).
+pub struct StateIdentityAdopted<'a> {
+    /// The database.
+    pub db: &'a std::path::Path,
+    /// The identity it takes.
+    pub state_id: &'a str,
+}
+
+impl StateIdentityAdopted<'_> {
+    /// Log it (WARN).
+    pub fn emit(self) {
+        tracing::warn!(
+            target: "scangate::store",
+            db = %self.db.display(), state_id = %self.state_id,
+            "the database has no state identity (written before identities): it takes this state directory's"
+        );
+    }
+}
+
+/// An audit record could not be parsed and is left out of what was read
+/// (WARN, target `scangate::audit`).
+pub struct AuditRecordUnreadable<'a> {
+    /// Its position.
+    pub seq: i64,
+    /// Why.
+    pub error: &'a dyn std::fmt::Display,
+}
+
+impl AuditRecordUnreadable<'_> {
+    /// Log it (WARN).
+    pub fn emit(self) {
+        tracing::warn!(
+            target: "scangate::audit",
+            "audit record {} is unreadable ({}) and left out; run `scangate audit verify`",
+            self.seq, self.error
+        );
+    }
+}

@@ -1,0 +1,75 @@
+//! The status file: what only the running daemon knows (which scanner has
+//! which device open, today's reads and rejects), written by the
+//! publisher and read by `scangate status`.
+
+use serde::{Deserialize, Serialize};
+
+/// File name of the status file in the state directory.
+pub const STATUS_FILE: &str = "status.json";
+
+/// One scanner as the running daemon sees it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LiveScanner {
+    /// Its `[[scanner]] name`.
+    pub name: String,
+    /// The device it has open (or had, last).
+    pub device: Option<String>,
+    /// Its device is open.
+    pub connected: bool,
+    /// Since when connected or disconnected (Unix ms; `None`: never
+    /// connected since the daemon started).
+    pub since_ms: Option<i64>,
+    /// Its last read (Unix ms) since the daemon started.
+    pub last_read_ms: Option<i64>,
+    /// Reads today (local time; counted since the daemon started).
+    pub reads_today: u64,
+    /// Of them, rejected.
+    pub rejects_today: u64,
+    /// The day counted.
+    pub day: chrono::NaiveDate,
+}
+
+/// The status file's contents.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LiveStatus {
+    /// When it was written (Unix ms).
+    pub written_ms: i64,
+    /// The daemon's process id.
+    pub pid: u32,
+    /// When the daemon started (Unix ms).
+    pub started_ms: i64,
+    /// How often it is rewritten (ms).
+    pub every_ms: i64,
+    /// Every configured scanner.
+    pub scanners: Vec<LiveScanner>,
+}
+
+fn today() -> chrono::NaiveDate {
+    chrono::Local::now().date_naive()
+}
+
+impl LiveScanner {
+    /// A configured scanner before its first connect.
+    pub(crate) fn new(name: &str) -> LiveScanner {
+        LiveScanner {
+            name: name.to_string(),
+            device: None,
+            connected: false,
+            since_ms: None,
+            last_read_ms: None,
+            reads_today: 0,
+            rejects_today: 0,
+            day: today(),
+        }
+    }
+
+    /// Start today's counts afresh after midnight (local time).
+    pub(crate) fn roll_day(&mut self) {
+        let day = today();
+        if self.day != day {
+            self.day = day;
+            self.reads_today = 0;
+            self.rejects_today = 0;
+        }
+    }
+}
