@@ -442,19 +442,19 @@ fn dispatch(cmd: Command) -> Result<Exit, Failure> {
         } => {
             let cfg = load(&config)?;
             let store = Store::open_read_only(&cfg.state_dir())?;
-            let mut st = store.outbox_status()?;
+            let counts = store.outbox_status()?;
+            let mut known = crate::daemon::claimer::records::read(&store)?;
             if cfg.redis.is_none() {
                 // Left by an earlier run with [redis].
-                st.facility = None;
-                st.scanner_clones.clear();
-                st.facility_clock = None;
-                st.waiting_for_clock = 0;
-                st.reconciliation = None;
+                known = crate::daemon::claimer::records::FacilityRecords {
+                    conflicts: known.conflicts,
+                    ..Default::default()
+                };
             }
             let dir = cfg.state_dir();
             let space = store.space(&dir, chrono::Utc::now().timestamp_millis())?;
             let floor = crate::store::space::Floor::new(&dir, cfg.outbox.min_free_mb);
-            st.disk = Some(crate::outbox::DiskStatus {
+            let disk = Some(crate::outbox::DiskStatus {
                 below_floor: floor.judge(space.free_bytes).is_err(),
                 min_free_bytes: floor.bytes(),
                 warning: crate::store::space::days_left_warning(
@@ -465,14 +465,23 @@ fn dispatch(cmd: Command) -> Result<Exit, Failure> {
                 state_dir: dir,
                 space,
             });
+            let st = OutboxReport {
+                counts,
+                known,
+                disk,
+            };
             if json {
                 println!("{}", serde_json::to_string(&st).expect("status serialises"));
             } else {
                 println!(
                     "pending {}  unresolved {}  committed {}  suppressed {}  rejected {}",
-                    st.pending, st.unresolved, st.committed, st.suppressed, st.rejected
+                    st.counts.pending,
+                    st.counts.unresolved,
+                    st.counts.committed,
+                    st.counts.suppressed,
+                    st.counts.rejected
                 );
-                match st.oldest_open_ms {
+                match st.counts.oldest_open_ms {
                     Some(ms) => {
                         let age = chrono::Utc::now().timestamp_millis() - ms;
                         println!(
@@ -493,7 +502,7 @@ fn dispatch(cmd: Command) -> Result<Exit, Failure> {
                         println!("WARNING: {w}");
                     }
                 }
-                if let Some(f) = &st.facility {
+                if let Some(f) = &st.known.facility {
                     let since = crate::capture::clock::rfc3339_ms(f.since_ms);
                     match &f.reason {
                         None => println!(
@@ -504,7 +513,7 @@ fn dispatch(cmd: Command) -> Result<Exit, Failure> {
                         ),
                     }
                 }
-                if let Some(c) = &st.facility_clock {
+                if let Some(c) = &st.known.facility_clock {
                     let side = if c.offset_ms < 0.0 {
                         "ahead of"
                     } else {
@@ -517,13 +526,13 @@ fn dispatch(cmd: Command) -> Result<Exit, Failure> {
                         c.bound_ms
                     );
                 }
-                if st.waiting_for_clock > 0 {
+                if st.known.waiting_for_clock > 0 {
                     println!(
                         "{} scans wait for the facility clock: their capture times cannot be put on it within [redis] max_clock_error_ms yet; they are claimed once the claimer has measured it closer (at its next connect)",
-                        st.waiting_for_clock
+                        st.known.waiting_for_clock
                     );
                 }
-                if let Some(r) = &st.reconciliation {
+                if let Some(r) = &st.known.reconciliation {
                     println!(
                         "last reconciliation {}: the facility store had lost data (this gateway's commit {} was missing); re-published {} of this gateway's commits in {} ms, {} conflict(s)",
                         crate::capture::clock::rfc3339_ms(r.at_ms),
@@ -533,7 +542,7 @@ fn dispatch(cmd: Command) -> Result<Exit, Failure> {
                         r.conflicts
                     );
                 }
-                for c in &st.conflicts {
+                for c in &st.known.conflicts {
                     println!(
                         "CONFLICT: scan {} (this gateway) and scan {} ({}) were both committed as picks of one label while the facility store had lost data ({}): the facility ledger keeps one entry, both gateways' ledgers have theirs. Check which is right and correct the ledger by hand; `scangate audit trace {}` shows it",
                         c.scan_uuid,
@@ -546,7 +555,7 @@ fn dispatch(cmd: Command) -> Result<Exit, Failure> {
                         c.scan_uuid
                     );
                 }
-                for c in &st.scanner_clones {
+                for c in &st.known.scanner_clones {
                     println!(
                         "WARNING: scanner {:?} of this gateway ({}) has the name of a scanner of gateway {:?}: rename one, or, if it is one scanner heard by both, set shared = true in its [[scanner]] on both",
                         c.scanner, cfg.gateway.id, c.other_gateway
@@ -1009,4 +1018,15 @@ fn shutdown_signal() -> Result<impl std::future::Future<Output = ()>, Failure> {
             _ = int.recv() => {}
         }
     })
+}
+
+/// What `scangate outbox status` shows: the outbox's counts, what the
+/// claimer last recorded of the facility store, and the disk.
+#[derive(serde::Serialize)]
+struct OutboxReport {
+    #[serde(flatten)]
+    counts: crate::outbox::OutboxStatus,
+    #[serde(flatten)]
+    known: crate::daemon::claimer::records::FacilityRecords,
+    disk: Option<crate::outbox::DiskStatus>,
 }

@@ -236,9 +236,9 @@ pub async fn run_with(
                 first => first,
             };
             if let Ok(f) = &first {
-                store.set_scanner_clones(f.clones())?;
+                crate::daemon::claimer::records::set_scanner_clones(&mut store, f.clones())?;
                 if let Some(clock) = f.clock() {
-                    store.set_facility_clock(clock)?;
+                    crate::daemon::claimer::records::set_clock(&mut store, clock)?;
                 }
             }
             let (kick, lane_stop, lanes) = claimer::lanes(&store, gate, link, first.ok(), {

@@ -6,6 +6,7 @@
 //! per kind and retried: metrics never stop the gateway.
 
 use crate::audit;
+use crate::daemon::claimer::records;
 use crate::events;
 use crate::model::{ClockSample, FacilityState, LedgerStream};
 use crate::shutdown::Stop;
@@ -49,12 +50,12 @@ impl StoredSample {
     /// Read it from `store` (in `state_dir`).
     pub fn read(store: &Store, state_dir: &Path) -> Result<StoredSample, StoreError> {
         let (pending, unresolved, oldest_ms) = store.undecided()?;
-        let (facility, facility_clock) = store.facility_view()?;
+        let (facility, facility_clock) = records::state_and_clock(store)?;
         let head = audit::recorded_head(store)?;
         let size = |name: &str| std::fs::metadata(state_dir.join(name)).map_or(0, |m| m.len());
         let database_bytes = size(DB_FILE) + size(&format!("{DB_FILE}-wal"));
         let space = store.space(state_dir, chrono::Utc::now().timestamp_millis())?;
-        let ledger_stream = store.ledger_stream()?;
+        let ledger_stream = records::ledger_stream(store)?;
         Ok(StoredSample {
             pending,
             unresolved,

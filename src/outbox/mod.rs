@@ -18,9 +18,7 @@ pub mod open;
 pub mod raw;
 
 use crate::capture::{CaptureTime, Scan};
-use crate::model::{
-    ClockSample, ConflictRecord, FacilityState, Reconciliation, ScanState, ScannerClone,
-};
+use crate::model::ScanState;
 use crate::store::{Store, StoreError};
 use rusqlite::{Connection, OptionalExtension, Transaction, params};
 
@@ -119,30 +117,6 @@ pub struct OutboxStatus {
     pub rejected: i64,
     /// Capture time (Unix ms) of the oldest pending or unresolved scan.
     pub oldest_open_ms: Option<i64>,
-    /// What the facility claimer last knew of the facility store (`None`
-    /// before its first answer or failure, and without `[redis]`).
-    pub facility: Option<FacilityState>,
-    /// This gateway's scanner names another gateway of the facility uses
-    /// too, neither declaring them `shared` (a cloned config), as the
-    /// facility store said at the claimer's last connect.
-    pub scanner_clones: Vec<ScannerClone>,
-    /// The facility Redis's clock against this gateway's, as the claimer
-    /// last measured it.
-    pub facility_clock: Option<ClockSample>,
-    /// Scans waiting until their capture maps to facility time within
-    /// `[redis] max_clock_error_ms`, as the replay lane last counted them
-    /// (0: none).
-    pub waiting_for_clock: usize,
-    /// The last reconciliation: the facility store had lost data and this
-    /// gateway re-published its commits.
-    pub reconciliation: Option<Reconciliation>,
-    /// Picks this gateway committed that another gateway committed too
-    /// while the facility store had lost data (the latest
-    /// [`CONFLICTS_SHOWN`]).
-    pub conflicts: Vec<ConflictRecord>,
-    /// Disk space in the state directory (filled in by `outbox status`,
-    /// which knows the directory and the floor).
-    pub disk: Option<DiskStatus>,
 }
 
 /// Disk space as `outbox status` shows it ([`OutboxStatus::disk`]).
@@ -160,25 +134,6 @@ pub struct DiskStatus {
     /// The days-left warning (`[outbox] warn_days_left`), if due.
     pub warning: Option<String>,
 }
-
-/// How many conflicts `outbox status` keeps (the audit trail has them all).
-pub const CONFLICTS_SHOWN: usize = 100;
-
-/// `meta` key of [`FacilityState`].
-const FACILITY_STATE: &str = "facility_state";
-/// `meta` key of [`OutboxStatus::scanner_clones`].
-const SCANNER_CLONES: &str = "scanner_clones";
-/// `meta` key of [`OutboxStatus::waiting_for_clock`].
-const WAITING_FOR_CLOCK: &str = "waiting_for_clock";
-
-/// `meta` key of [`OutboxStatus::facility_clock`].
-const FACILITY_CLOCK: &str = "facility_clock";
-/// `meta` key of [`OutboxStatus::reconciliation`].
-const RECONCILIATION: &str = "facility_reconciliation";
-/// `meta` key of [`OutboxStatus::conflicts`].
-const CONFLICTS: &str = "facility_conflicts";
-/// `meta` key of the facility ledger stream as the last trim found it.
-const LEDGER_STREAM: &str = "facility_ledger_stream";
 
 impl OutboxStatus {
     /// Every scan in the outbox, whatever its state.
@@ -288,17 +243,6 @@ impl Store {
         Ok((pending, unresolved, self.oldest_open_ms()?))
     }
 
-    /// What the facility claimer last recorded of the facility store and
-    /// its clock (`meta`; `None` without `[redis]` or before its first word).
-    pub fn facility_view(
-        &self,
-    ) -> Result<(Option<FacilityState>, Option<ClockSample>), StoreError> {
-        Ok((
-            self.meta_json(FACILITY_STATE)?,
-            self.meta_json(FACILITY_CLOCK)?,
-        ))
-    }
-
     /// Counts by state and the oldest open scan.
     pub fn outbox_status(&self) -> Result<OutboxStatus, StoreError> {
         let mut st = OutboxStatus::default();
@@ -320,78 +264,7 @@ impl Store {
             } = n;
         }
         st.oldest_open_ms = self.oldest_open_ms()?;
-        st.facility = self.meta_json(FACILITY_STATE)?;
-        st.scanner_clones = self.meta_json(SCANNER_CLONES)?.unwrap_or_default();
-        st.facility_clock = self.meta_json(FACILITY_CLOCK)?;
-        st.waiting_for_clock = self.meta_json(WAITING_FOR_CLOCK)?.unwrap_or_default();
-        st.reconciliation = self.meta_json(RECONCILIATION)?;
-        st.conflicts = self.meta_json(CONFLICTS)?.unwrap_or_default();
         Ok(st)
-    }
-
-    /// A `meta` value written by [`Store::put_meta_json`] (`None` if absent
-    /// or unreadable).
-    fn meta_json<T: serde::de::DeserializeOwned>(
-        &self,
-        key: &str,
-    ) -> Result<Option<T>, StoreError> {
-        Ok(self.meta(key)?.and_then(|v| serde_json::from_str(&v).ok()))
-    }
-
-    /// Write `value` as JSON under `key` in `meta`, in its own small
-    /// transaction.
-    fn put_meta_json(
-        &mut self,
-        key: &str,
-        value: &impl serde::Serialize,
-    ) -> Result<(), StoreError> {
-        let value = serde_json::to_string(value).expect("status values serialise");
-        self.set_meta(key, &value)
-    }
-
-    /// Record what the facility claimer now knows of the facility store
-    /// (its own small transaction; only on a change).
-    pub fn set_facility_state(&mut self, state: &FacilityState) -> Result<(), StoreError> {
-        self.put_meta_json(FACILITY_STATE, state)
-    }
-
-    /// Record, for `outbox status`, the scanner clones the facility store
-    /// named at a connect (its own small transaction).
-    pub fn set_scanner_clones(&mut self, clones: &[ScannerClone]) -> Result<(), StoreError> {
-        self.put_meta_json(SCANNER_CLONES, &clones)
-    }
-
-    /// Record, for `outbox status`, the claimer's latest measurement of the
-    /// facility's clock (its own small transaction).
-    pub fn set_facility_clock(&mut self, clock: &ClockSample) -> Result<(), StoreError> {
-        self.put_meta_json(FACILITY_CLOCK, clock)
-    }
-
-    /// Record, for `outbox status`, how many scans wait for facility time
-    /// (its own small transaction; only on a change).
-    pub fn set_waiting_for_clock(&mut self, n: usize) -> Result<(), StoreError> {
-        self.put_meta_json(WAITING_FOR_CLOCK, &n)
-    }
-
-    /// Record, for `status`, the facility ledger stream as the last trim
-    /// found it (its own small transaction).
-    pub fn set_ledger_stream(
-        &mut self,
-        stream: &crate::model::LedgerStream,
-    ) -> Result<(), StoreError> {
-        self.put_meta_json(LEDGER_STREAM, stream)
-    }
-
-    /// The facility ledger stream as the claimer's last trim found it
-    /// (`None` without `[redis]`, or before its first trim).
-    pub fn ledger_stream(&self) -> Result<Option<crate::model::LedgerStream>, StoreError> {
-        self.meta_json(LEDGER_STREAM)
-    }
-
-    /// Record, for `outbox status`, a reconciliation (its own small
-    /// transaction).
-    pub fn set_reconciliation(&mut self, r: &Reconciliation) -> Result<(), StoreError> {
-        self.put_meta_json(RECONCILIATION, r)
     }
 }
 
@@ -549,20 +422,6 @@ pub fn content_key_of(conn: &Connection, scan_uuid: &str) -> rusqlite::Result<Op
     )
     .optional()
     .map(Option::flatten)
-}
-
-/// Add `found` to the conflicts `outbox status` shows (the latest
-/// [`CONFLICTS_SHOWN`]), inside `tx` (the transaction of their audit
-/// records).
-pub fn add_conflicts(tx: &Connection, found: &[ConflictRecord]) -> rusqlite::Result<()> {
-    let mut all: Vec<ConflictRecord> = crate::store::get_meta(tx, CONFLICTS)?
-        .and_then(|v| serde_json::from_str(&v).ok())
-        .unwrap_or_default();
-    all.extend_from_slice(found);
-    let drop = all.len().saturating_sub(CONFLICTS_SHOWN);
-    all.drain(..drop);
-    let value = serde_json::to_string(&all).expect("conflicts serialise");
-    crate::store::put_meta(tx, CONFLICTS, &value)
 }
 
 /// The row of scan `scan_uuid`, if the outbox has it.

@@ -772,10 +772,30 @@ impl Store {
         put_meta(&w.tx, key, value).map_err(|e| w.err(e))?;
         w.commit()
     }
+
+    /// A `meta` value written by [`Store::set_meta_json`] (`None` if absent
+    /// or unreadable).
+    pub fn meta_json<T: serde::de::DeserializeOwned>(
+        &self,
+        key: &str,
+    ) -> Result<Option<T>, StoreError> {
+        Ok(self.meta(key)?.and_then(|v| serde_json::from_str(&v).ok()))
+    }
+
+    /// Write `value` as JSON under `key` in `meta`, in its own small
+    /// transaction.
+    pub fn set_meta_json(
+        &mut self,
+        key: &str,
+        value: &impl serde::Serialize,
+    ) -> Result<(), StoreError> {
+        let value = serde_json::to_string(value).expect("meta values serialise");
+        self.set_meta(key, &value)
+    }
 }
 
 /// Read a metadata value on `conn` (inside a transaction, its snapshot).
-pub(crate) fn get_meta(conn: &Connection, key: &str) -> rusqlite::Result<Option<String>> {
+pub fn get_meta(conn: &Connection, key: &str) -> rusqlite::Result<Option<String>> {
     use rusqlite::OptionalExtension;
     conn.prepare_cached("SELECT value FROM meta WHERE key = ?1")?
         .query_row([key], |r| r.get(0))
@@ -783,7 +803,7 @@ pub(crate) fn get_meta(conn: &Connection, key: &str) -> rusqlite::Result<Option<
 }
 
 /// Set a metadata value inside `tx`.
-pub(crate) fn put_meta(tx: &Connection, key: &str, value: &str) -> rusqlite::Result<()> {
+pub fn put_meta(tx: &Connection, key: &str, value: &str) -> rusqlite::Result<()> {
     tx.prepare_cached(
         "INSERT INTO meta (key, value) VALUES (?1, ?2)
          ON CONFLICT (key) DO UPDATE SET value = excluded.value",

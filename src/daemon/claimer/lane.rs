@@ -23,6 +23,7 @@
 //! the rounds themselves.
 
 use super::reconcile::{self, markers};
+use super::records;
 use super::{Between, Link, Peers, Wake, backlog, publish};
 use crate::backoff::Backoff;
 use crate::capture::CaptureTime;
@@ -192,7 +193,7 @@ impl Lane {
         gate.set_facility_time(link.redis.max_clock_error_ms as i64);
         if kind == LaneKind::Replay {
             // (Left by an earlier run; this lane counts them afresh.)
-            let _ = store.set_waiting_for_clock(0);
+            let _ = records::set_waiting_for_clock(&mut store, 0);
         }
         if let Some(clock) = first.as_ref().and_then(|f| f.clock()) {
             // The start-up connection's measurement (the live lane's; the
@@ -308,7 +309,7 @@ impl Lane {
         }
         match self.link.connect_for(self.name()) {
             Ok(f) => {
-                if let Err(e) = self.store.set_scanner_clones(f.clones()) {
+                if let Err(e) = records::set_scanner_clones(&mut self.store, f.clones()) {
                     crate::events::RecordingFailed {
                         what: Recording::ScannerClones,
                         error: &e,
@@ -461,7 +462,7 @@ impl Lane {
             }
             .emit();
         }
-        if let Err(e) = self.store.set_ledger_stream(&stream) {
+        if let Err(e) = records::set_ledger_stream(&mut self.store, &stream) {
             crate::events::RecordingFailed {
                 what: Recording::LedgerStream,
                 error: &e,
@@ -593,7 +594,7 @@ impl Lane {
             }
             .emit();
         }
-        if let Err(e) = self.store.set_facility_clock(clock) {
+        if let Err(e) = records::set_clock(&mut self.store, clock) {
             crate::events::RecordingFailed {
                 what: Recording::FacilityClock,
                 error: &e,
@@ -867,7 +868,7 @@ impl Lane {
         self.clock_waiting = now;
         if self.kind == LaneKind::Replay
             && was != now
-            && let Err(e) = self.store.set_waiting_for_clock(now)
+            && let Err(e) = records::set_waiting_for_clock(&mut self.store, now)
         {
             crate::events::RecordingFailed {
                 what: Recording::WaitingForClock,

@@ -16,6 +16,7 @@
 
 mod lane;
 mod reconcile;
+pub mod records;
 
 /// The share of the echo window a clock offset must reach to be logged
 /// again (and, beyond its bound, warned of).
@@ -332,7 +333,7 @@ fn publish(
         }
         *shown = Some(state.clone());
     }
-    if let Err(e) = store.set_facility_state(&state) {
+    if let Err(e) = records::set_state(store, &state) {
         crate::events::RecordingFailed {
             what: crate::events::Recording::FacilityState,
             error: &e,

@@ -223,7 +223,7 @@ pub(super) fn reconcile(
         conflicts: found,
         took_ms,
     };
-    store.set_reconciliation(&done)?;
+    super::records::set_reconciliation(store, &done)?;
     store.set_meta(PENDING, "")?;
     Ok(Some(done))
 }
@@ -360,7 +360,7 @@ fn record_conflicts(
         });
     }
     if !listed.is_empty() {
-        outbox::add_conflicts(&w.tx, &listed).map_err(|e| w.err(e))?;
+        super::records::add_conflicts(&w.tx, &listed).map_err(|e| w.err(e))?;
     }
     if let Some(c) = cursor {
         crate::store::put_meta(&w.tx, NOTICES_CURSOR, c).map_err(|e| w.err(e))?;
