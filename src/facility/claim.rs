@@ -1,0 +1,341 @@
+//! Claim rounds: a batch of scans sent as pipelined `EVALSHA` calls of the
+//! claim script (`send_claims`), their decisions read back
+//! (`recv_claims`), each checked against what the round asked.
+
+use super::{Facility, FacilityError};
+use redis::Value;
+
+/// Scans decided by one script call. Redis runs nothing else while a script
+/// runs, so this bounds how long one gateway's batch can hold up others
+/// (~2 ms at ~15 µs a scan); larger batches are pipelined calls.
+const CLAIMS_PER_CALL: usize = 128;
+
+/// The claim script (`claim.lua`; loaded at the start of every round, called
+/// with EVALSHA).
+pub const CLAIM_LUA: &str = include_str!("claim.lua");
+
+/// One scan to claim.
+#[derive(Debug, Clone)]
+pub struct Claim {
+    /// The scan's UUID (idempotency key).
+    pub scan_uuid: String,
+    /// Its content key (hex).
+    pub content_key: String,
+    /// Capture time, Unix ms (UTC).
+    pub captured_ms: i64,
+    /// Ledger entry fields, in order (the names of [`crate::ledger::LedgerEntry`]).
+    pub fields: Vec<(&'static str, String)>,
+}
+
+/// The facility's answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// This scan is the pick; its ledger entry is in the stream.
+    Committed,
+    /// An echo of the committed scan `twin`.
+    Suppressed {
+        /// The committed scan.
+        twin: String,
+    },
+}
+
+/// Claims written to the connection whose answers are still to be read
+/// ([`Facility::send_claims`], [`Facility::recv_claims`]).
+#[must_use = "the answers must be read before the connection is used again"]
+pub struct Sent {
+    calls: usize,
+    claims: usize,
+}
+
+impl Facility {
+    /// Claim scans in one round trip (script calls of up to
+    /// 128 scans each, pipelined), in the given order — the
+    /// caller passes them in capture order. Retrying a batch after a lost
+    /// reply is safe: each scan's first decision is returned again.
+    pub fn claim_batch(&mut self, claims: &[Claim]) -> Result<Vec<Outcome>, FacilityError> {
+        self.claim_batch_checked(claims, &[])
+    }
+
+    /// [`Facility::claim_batch`] checked against `markers` (see
+    /// [`Facility::send_claims_checked`]).
+    pub fn claim_batch_checked(
+        &mut self,
+        claims: &[Claim],
+        markers: &[String],
+    ) -> Result<Vec<Outcome>, FacilityError> {
+        let sent = self.send_claims_checked(claims, markers)?;
+        self.recv_claims(sent)
+    }
+
+    /// Whether the server holds the decision of `scan_uuid` (a probe of the
+    /// marker between claims: an idle gateway notices a loss too).
+    pub fn has_decision(&mut self, scan_uuid: &str) -> Result<bool, FacilityError> {
+        let key = self.key("scan", scan_uuid);
+        let found: Option<String> = redis::cmd("GET")
+            .arg(&key)
+            .query(&mut self.conn)
+            .map_err(|e| self.unavailable(e))?;
+        Ok(found.is_some())
+    }
+
+    /// The first half of [`Facility::claim_batch`]: write the claims to the
+    /// connection without waiting for the answer, so the caller can do other
+    /// work (write the previous round's verdicts) while Redis runs them.
+    /// Redis runs a connection's commands in the order sent, so a later
+    /// batch is claimed after this one.
+    pub fn send_claims(&mut self, claims: &[Claim]) -> Result<Sent, FacilityError> {
+        self.send_claims_checked(claims, &[])
+    }
+
+    /// [`Facility::send_claims`], each call first checking that the
+    /// server has the decision of every one of `markers` (this gateway's
+    /// latest recorded commits, `claimer::markers`): if one is missing,
+    /// it refuses with [`FacilityError::Lost`] naming it, nothing changed.
+    pub fn send_claims_checked(
+        &mut self,
+        claims: &[Claim],
+        markers: &[String],
+    ) -> Result<Sent, FacilityError> {
+        let mut packed = Vec::with_capacity(claims.len() * 512);
+        if !claims.is_empty() {
+            // The script first, in the same write: a server whose script
+            // cache was flushed cannot run a later call of this round before
+            // an earlier one (no NOSCRIPT in the middle of a round).
+            redis::cmd("SCRIPT")
+                .arg("LOAD")
+                .arg(CLAIM_LUA)
+                .write_packed_command(&mut packed);
+        }
+        let mut calls = 0;
+        let mut rest = claims;
+        while let Some(head) = rest.first() {
+            // One call: up to CLAIMS_PER_CALL claims with the same field names
+            // (the script takes the names once).
+            let same = rest
+                .iter()
+                .take(CLAIMS_PER_CALL)
+                .take_while(|c| {
+                    c.fields
+                        .iter()
+                        .map(|f| f.0)
+                        .eq(head.fields.iter().map(|f| f.0))
+                })
+                .count();
+            let (chunk, after) = rest.split_at(same);
+            rest = after;
+            let mut cmd = redis::cmd("EVALSHA");
+            cmd.arg(self.script.get_hash())
+                .arg(2 * chunk.len() + 2 + markers.len());
+            for c in chunk {
+                cmd.arg(self.key("scan", &c.scan_uuid))
+                    .arg(self.key("seen", &c.content_key));
+            }
+            for m in markers {
+                cmd.arg(self.key("scan", m));
+            }
+            cmd.arg(self.settings_key())
+                .arg(self.ledger_key())
+                .arg(self.window_ms)
+                .arg(self.retention_ms)
+                .arg(head.fields.len())
+                .arg(markers.join(" "));
+            for (name, _) in &head.fields {
+                cmd.arg(*name);
+            }
+            for c in chunk {
+                cmd.arg(&c.scan_uuid).arg(c.captured_ms);
+                for (_, value) in &c.fields {
+                    cmd.arg(value);
+                }
+            }
+            cmd.write_packed_command(&mut packed);
+            calls += 1;
+        }
+        if calls > 0 && self.min_replicas > 0 {
+            redis::cmd("WAIT")
+                .arg(self.min_replicas)
+                .arg(self.replica_timeout.as_millis() as u64)
+                .write_packed_command(&mut packed);
+        }
+        if calls > 0 && self.on_disk {
+            // After WAIT, so the two waits overlap: the fsync runs while
+            // the replicas confirm.
+            redis::cmd("WAITAOF")
+                .arg(1)
+                .arg(0)
+                .arg(self.replica_timeout.as_millis() as u64)
+                .write_packed_command(&mut packed);
+        }
+        if calls > 0 {
+            self.conn
+                .send_packed_command(&packed)
+                .map_err(|source| self.unavailable(source))?;
+        }
+        Ok(Sent {
+            calls,
+            claims: claims.len(),
+        })
+    }
+
+    /// The second half of [`Facility::claim_batch`]: read the answers to
+    /// `sent`, one decision per claim in the order sent. Any error (a broken
+    /// connection, a timeout, a server error — even `NOSCRIPT`, should
+    /// another client flush the script cache between this round's
+    /// `SCRIPT LOAD` and its calls) fails the whole round; the connection may
+    /// still owe replies, so drop it and connect again (the claimer does),
+    /// and the claims are retried by UUID.
+    pub fn recv_claims(&mut self, sent: Sent) -> Result<Vec<Outcome>, FacilityError> {
+        self.fresh.clear();
+        if sent.calls == 0 {
+            return Ok(Vec::new());
+        }
+        // SCRIPT LOAD answers the script's SHA: anything else is a reply
+        // owed to an earlier command that failed (a connection out of
+        // step), whose decisions must never be taken for this round's.
+        let loaded = self.reply()?;
+        if redis::from_redis_value::<String>(loaded.clone())
+            .ok()
+            .as_deref()
+            != Some(self.script.get_hash())
+        {
+            return Err(FacilityError::Protocol {
+                url: self.url.clone(),
+                reply: format!("{loaded:?} where SCRIPT LOAD's answer was due"),
+            });
+        }
+        let mut outcomes = Vec::with_capacity(sent.claims);
+        let mut fresh = Vec::with_capacity(sent.claims);
+        for call in 0..sent.calls {
+            let reply = match self.reply() {
+                Err(lost @ FacilityError::Lost { .. }) => {
+                    // Every later call of the round refuses too; read their
+                    // replies (and WAIT's and WAITAOF's), so the connection
+                    // can go on — unless it failed meanwhile: then that
+                    // failure, and the claimer drops the connection.
+                    let owed = sent.calls - call - 1
+                        + usize::from(self.min_replicas > 0)
+                        + usize::from(self.on_disk);
+                    for _ in 0..owed {
+                        match self.reply() {
+                            Ok(_) | Err(FacilityError::Lost { .. }) => {}
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    return Err(lost);
+                }
+                other => other?,
+            };
+            let items = match reply {
+                Value::Array(items) => items,
+                other => vec![other],
+            };
+            for v in items {
+                let (outcome, made) = self.outcome(v)?;
+                outcomes.push(outcome);
+                fresh.push(made);
+            }
+        }
+        let acked = if self.min_replicas > 0 {
+            let reply = self.reply()?;
+            Some(redis::from_redis_value::<i64>(reply).map_err(|e| self.unavailable(e.into()))?)
+        } else {
+            None
+        };
+        let on_disk = if self.on_disk {
+            let reply = self.reply()?;
+            let (local, _replicas) = redis::from_redis_value::<(i64, i64)>(reply)
+                .map_err(|e| self.unavailable(e.into()))?;
+            local >= 1
+        } else {
+            true
+        };
+        if outcomes.len() != sent.claims {
+            return Err(FacilityError::Protocol {
+                url: self.url.clone(),
+                reply: format!("{} decisions for {} claims", outcomes.len(), sent.claims),
+            });
+        }
+        if let Some(acked) = acked
+            && acked < i64::from(self.min_replicas)
+        {
+            return Err(FacilityError::Unconfirmed {
+                url: self.url.clone(),
+                acked,
+                wanted: self.min_replicas,
+            });
+        }
+        if !on_disk {
+            return Err(FacilityError::NotOnDisk {
+                url: self.url.clone(),
+            });
+        }
+        self.fresh = fresh;
+        Ok(outcomes)
+    }
+
+    /// The next reply on the connection, a server error as an error.
+    fn reply(&mut self) -> Result<Value, FacilityError> {
+        self.conn
+            .recv_response()
+            .and_then(|v| v.extract_error())
+            .map_err(|source| match source.code() {
+                // The script fails at its first write, before it changed
+                // anything (Redis checks memory there, not later).
+                Some("OOM") => FacilityError::Full {
+                    url: self.url.clone(),
+                    detail: source.detail().unwrap_or("OOM").trim().to_string(),
+                },
+                Some("READONLY") => FacilityError::ReadOnly {
+                    url: self.url.clone(),
+                },
+                Some("SCANGATE_LOST") => FacilityError::Lost {
+                    url: self.url.clone(),
+                    marker: source.detail().unwrap_or_default().trim().to_string(),
+                },
+                Some("SCANGATE_SETTINGS") => {
+                    let detail = source.detail().unwrap_or_default();
+                    let mut agreed = detail.split_whitespace();
+                    self.settings_differ(agreed.next().unwrap_or("-"), agreed.next().unwrap_or("-"))
+                }
+                _ => self.unavailable(source),
+            })
+    }
+
+    /// A claim's answer, and whether this call made the decision (`false`:
+    /// answered again from an earlier call's, "=" in front).
+    fn outcome(&self, v: Value) -> Result<(Outcome, bool), FacilityError> {
+        let text = match &v {
+            Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
+            Value::SimpleString(s) => s.clone(),
+            other => format!("{other:?}"),
+        };
+        let (decided, fresh) = match text.strip_prefix('=') {
+            Some(earlier) => (earlier, false),
+            None => (text.as_str(), true),
+        };
+        if decided == "committed" {
+            return Ok((Outcome::Committed, fresh));
+        }
+        if let Some(twin) = decided.strip_prefix("suppressed ") {
+            return Ok((
+                Outcome::Suppressed {
+                    twin: twin.to_string(),
+                },
+                fresh,
+            ));
+        }
+        Err(FacilityError::Protocol {
+            url: self.url.clone(),
+            reply: text,
+        })
+    }
+
+    /// For each claim the last round [`Facility::recv_claims`] answered,
+    /// in order: whether that round made its decision (`false`: answered
+    /// again from an earlier round's — a retry after a lost reply — which
+    /// has that round's place in the store's history, and whose key
+    /// expires as that round set it). Empty after a round that failed.
+    pub fn fresh(&self) -> &[bool] {
+        &self.fresh
+    }
+}
