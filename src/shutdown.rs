@@ -2,7 +2,25 @@
 //! daemon (as mini-redis's `Shutdown`). Async stages await it, blocking
 //! threads sleep on it; a stage that is told to stop finishes what it
 //! holds and ends. In what order the stages are stopped is written once,
-//! in `daemon::stop_in_order`.
+//! in the daemon's `stop.rs`.
+//!
+//! How each stage hears the stop:
+//!
+//! - **The token** ([`Stop`]): the scanners' sources (each a child token,
+//!   so a reload can stop one alone), the raw-bytes sweeper, the anchor
+//!   thread, the publisher and the `/metrics` server. The store's WAL
+//!   checkpointer has a token of its own, set when its store is closed: it
+//!   lives exactly as long as the connection it checkpoints for.
+//! - **Its queue closing**, for the outbox writer: it must first admit
+//!   everything the scanners queued before they stopped (a keyboard wedge
+//!   cannot send a scan again), so it ends when its queue is closed — every
+//!   source gone — and empty, not when the token is set.
+//! - **A stop message on its wake channel**, for each claimer lane: a lane
+//!   sleeps on that channel (the writer's kicks, the other lane's
+//!   releases), and its stop comes in an order the shared token cannot
+//!   express — the live lane after the writer has admitted the last scans,
+//!   the replay lane after the live lane's last round — each making one
+//!   last round before it ends.
 
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::{Duration, Instant};

@@ -285,3 +285,40 @@ pub async fn run(telemetry: Telemetry, publish: Publish, mut stop: Stop) {
         }
     }
 }
+
+/// Start publishing beside the stages, not as stages (their failures are
+/// logged and retried, never a reason to stop reading scans): the
+/// sampler/status-file task and, with `[metrics] listen`, the `/metrics`
+/// server on `listener`. Both end on `stop`.
+pub(super) fn start(
+    cfg: &crate::config::Config,
+    telemetry: &Telemetry,
+    listener: Option<tokio::net::TcpListener>,
+    stop: &Stop,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    let publish = Publish {
+        state_dir: cfg.state_dir(),
+        textfile: cfg.metrics.textfile.clone(),
+        interval: Duration::from_secs(cfg.metrics.interval_s),
+        warn_days_left: cfg.outbox.warn_days_left,
+    };
+    let mut tasks = vec![tokio::spawn(run(telemetry.clone(), publish, stop.clone()))];
+    if let Some(listener) = listener {
+        tasks.push(tokio::spawn(super::metrics_http::serve(
+            listener,
+            telemetry.clone(),
+            stop.clone(),
+        )));
+    }
+    tasks
+}
+
+/// Wait for the publishing tasks (the stop token is set); one that failed
+/// is logged.
+pub(super) async fn finish(tasks: Vec<tokio::task::JoinHandle<()>>) {
+    for task in tasks {
+        if let Err(e) = task.await {
+            events::StageFailed::PublisherFailed { error: &e }.emit();
+        }
+    }
+}

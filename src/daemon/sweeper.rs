@@ -18,7 +18,8 @@
 //! sweep is tried again every [`WAL_RETRY`]); it stops, between two chunks,
 //! as soon as the stop is signalled.
 
-use super::supervisor::StageResult;
+use super::supervisor::{Stage, StageResult, Supervisor};
+use crate::config::Config;
 use crate::events::{SweepStep, Swept};
 use crate::shutdown::Stop;
 use crate::store::{Store, StoreError};
@@ -39,6 +40,27 @@ pub struct Keep {
     pub raw: Duration,
     /// `[dedup] retention_hours`: decided outbox rows.
     pub decided: Duration,
+}
+
+/// Start the sweeper as a stage on a companion of `store` that gives way
+/// to the writers at their turn: every page is read after start, on its
+/// thread, before its first sweep (on a gateway's SD card a year of scans
+/// takes minutes, and the counter must not wait for it).
+pub fn start(
+    stages: &mut Supervisor,
+    store: &Store,
+    cfg: &Config,
+    stop: Stop,
+) -> Result<(), StoreError> {
+    let companion = store.companion()?.yielding();
+    let keep = Keep {
+        raw: Duration::from_secs(cfg.outbox.keep_raw_hours * 3600),
+        decided: cfg.retention(),
+    };
+    stages.thread(Stage::Sweeper, "raw-sweeper", move || {
+        run(companion, keep, stop)
+    });
+    Ok(())
 }
 
 /// Check the database's pages, then sweep until `stop` is signalled.

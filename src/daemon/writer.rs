@@ -1,0 +1,295 @@
+//! The outbox writer: one OS thread that owns the writing SQLite
+//! connection (rusqlite blocks). It admits queued scans in group commits —
+//! with the embedded store deciding them in the same transaction — and
+//! ACKs each scan only after its commit. It ends when its queue is closed
+//! and empty: every scanner has stopped and dropped its sender, so nothing
+//! read is left behind (`crate::shutdown` says why that, not the stop
+//! token, ends it).
+
+use super::Wiring;
+use super::claimer;
+use super::embedded;
+use super::supervisor::{Stage, StageResult};
+use crate::backoff::Backoff;
+use crate::capture::Scan;
+use crate::events;
+use crate::gate::Gate;
+use crate::model::{Decision, GateStats};
+use crate::notify::Progress;
+use crate::shutdown::Stop;
+use crate::source::Captured;
+use crate::store::Store;
+use crate::store::space::Floor;
+use crate::telemetry::Telemetry;
+use std::time::Duration;
+use tokio::sync::{mpsc, oneshot};
+
+/// Scans per outbox transaction at most (group commit).
+pub const ADMIT_BATCH: usize = 128;
+
+/// Scans buffered between the sources and the outbox writer.
+const QUEUE: usize = 1024;
+
+/// How often scans left `pending` by a failed decision are retried while no
+/// new scan arrives.
+const RETRY_PENDING: Duration = Duration::from_secs(1);
+
+/// Who decides the scans the outbox writer admits.
+pub(super) enum Decider {
+    /// Embedded store: decided in the admitting transaction.
+    Here(Box<Gate>),
+    /// Facility store: the claimer's threads decide; the writer admits,
+    /// ACKs and kicks them.
+    Claimer {
+        /// Facility id (for content keys).
+        facility_id: String,
+        /// Wakes the claimer's live lane.
+        kick: claimer::Kicker,
+    },
+}
+
+/// What the outbox writer reports to and checks besides its database.
+#[derive(Clone, Copy)]
+pub(super) struct WriterHooks<'a> {
+    /// Counts and latencies it publishes.
+    telemetry: &'a Telemetry,
+    /// Its turns, watched by the systemd watchdog.
+    progress: &'a Progress,
+    /// `[outbox] min_free_mb`: below it a write is refused like a full disk.
+    floor: &'a crate::store::space::Floor,
+}
+
+/// The outbox writer thread: admit (+ decide, embedded) in one commit → ACK,
+/// batch by batch. Returns the gate's counters (embedded) and how many scans
+/// could not be made durable (only possible when shutdown meets a database
+/// that refuses writes).
+/// Each write attempt (and each decision of leftovers) is a turn of
+/// `progress`; `recovered` is told once what a crash left is decided
+/// (embedded) or handed to the claimer.
+fn outbox_writer(
+    mut store: Store,
+    mut decider: Decider,
+    mut rx: mpsc::Receiver<Captured>,
+    stopping: Stop,
+    hooks: WriterHooks<'_>,
+    recovered: oneshot::Sender<()>,
+) -> (GateStats, usize) {
+    let WriterHooks {
+        telemetry,
+        progress,
+        floor,
+    } = hooks;
+    let mut undurable = 0;
+    // Crash recovery: scans made durable before a crash are decided first,
+    // in capture order, before anything new.
+    let mut undecided = {
+        let _turn = progress.turn();
+        match &mut decider {
+            Decider::Here(gate) => decide_leftovers(&mut store, gate, telemetry),
+            Decider::Claimer { kick, .. } => {
+                kick.kick();
+                false
+            }
+        }
+    };
+    let _ = recovered.send(());
+    loop {
+        let first = if undecided {
+            // Something could not be decided: retry it now and then, without
+            // waiting for the next scan to come along.
+            match rx.try_recv() {
+                Ok(c) => c,
+                Err(mpsc::error::TryRecvError::Disconnected) => break,
+                Err(mpsc::error::TryRecvError::Empty) => {
+                    std::thread::sleep(RETRY_PENDING);
+                    if let Decider::Here(gate) = &mut decider {
+                        let _turn = progress.turn();
+                        undecided = decide_leftovers(&mut store, gate, telemetry);
+                    }
+                    continue;
+                }
+            }
+        } else {
+            match rx.blocking_recv() {
+                Some(c) => c,
+                None => break,
+            }
+        };
+        let mut batch = vec![first];
+        while batch.len() < ADMIT_BATCH {
+            match rx.try_recv() {
+                Ok(c) => batch.push(c),
+                Err(_) => break,
+            }
+        }
+        let (scans, acks): (Vec<Scan>, Vec<_>) = batch
+            .into_iter()
+            .map(|c| (c.scan, (c.durable, c.in_flight)))
+            .unzip();
+        match write_until_durable(&mut store, &mut decider, &scans, &stopping, progress, floor) {
+            Ok(decisions) => {
+                crate::events::Decided {
+                    decisions: &decisions,
+                }
+                .emit(telemetry);
+                for durable in acks.iter().filter_map(|(d, _)| d.as_ref()) {
+                    durable.confirm(); // the scanner may have gone; it will resend
+                }
+            }
+            Err(()) => {
+                for s in &scans {
+                    crate::events::ScanNotStored {
+                        scanner: &s.profile.scanner,
+                        scan_uuid: &s.uuid.to_string(),
+                    }
+                    .emit();
+                }
+                undurable += scans.len();
+            }
+        }
+        match &mut decider {
+            Decider::Here(_) => undecided = store.has_pending().unwrap_or(true),
+            Decider::Claimer { kick, .. } => {
+                if !kick.kick() {
+                    // Nobody would ever decide these scans: stop, so the
+                    // service restarts (they stay durable in the outbox).
+                    events::StageFailed::ClaimerGone.emit();
+                    break;
+                }
+            }
+        }
+    }
+    match &mut decider {
+        Decider::Here(gate) => {
+            if undecided {
+                let _turn = progress.turn();
+                decide_leftovers(&mut store, gate, telemetry);
+            }
+            (gate.stats(), undurable)
+        }
+        Decider::Claimer { .. } => (GateStats::default(), undurable),
+    }
+}
+
+/// Decide whatever is pending; true if something is still left undecided.
+fn decide_leftovers(store: &mut Store, gate: &mut Gate, telemetry: &Telemetry) -> bool {
+    match embedded::decide_pending(store, gate) {
+        Ok(decided) => crate::events::Decided {
+            decisions: &decided,
+        }
+        .emit(telemetry),
+        Err(e) => crate::events::DecidingFailed {
+            error: &e,
+            then: crate::events::DecidingThen::RetriedEvery(RETRY_PENDING),
+        }
+        .emit(),
+    }
+    store.has_pending().unwrap_or(true)
+}
+
+/// Retry the durable write until it succeeds: a scan that was read is never
+/// dropped while the process runs, and no ACK goes out before it succeeds.
+/// Retrying is safe: the outbox is idempotent by scan UUID. Only when
+/// shutdown has been requested and the write keeps failing does it give up
+/// (`Err`), so that a full disk cannot turn SIGTERM into a hang. Free space
+/// below `floor` (`[outbox] min_free_mb`) is a refused write like a full
+/// disk's: the space left is for deciding what was already stored.
+fn write_until_durable(
+    store: &mut Store,
+    decider: &mut Decider,
+    scans: &[Scan],
+    stopping: &Stop,
+    progress: &Progress,
+    floor: &crate::store::space::Floor,
+) -> Result<Vec<Decision>, ()> {
+    let mut pause = Backoff::new(Duration::from_millis(50), Duration::from_secs(5));
+    let mut failures_while_stopping = 0;
+    let mut failed = false;
+    loop {
+        let turn = progress.turn();
+        let written = match floor.check() {
+            Err(low) => Err(low.to_string()),
+            Ok(()) => match decider {
+                Decider::Here(gate) => {
+                    embedded::admit_and_decide(store, gate, scans).map(|(_, d)| d)
+                }
+                Decider::Claimer { facility_id, .. } => {
+                    store.admit(facility_id, scans).map(|_| Vec::new())
+                }
+            }
+            .map_err(|e| e.to_string()),
+        };
+        // (A failed attempt that returned is a turn: the back-off is not.)
+        drop(turn);
+        match written {
+            Ok(decisions) => {
+                if failed {
+                    events::OutboxWritesAgain {
+                        db: store.path(),
+                        scans: scans.len(),
+                    }
+                    .emit();
+                }
+                return Ok(decisions);
+            }
+            Err(e) => {
+                failed = true;
+                crate::events::OutboxWriteFailed {
+                    db: store.path(),
+                    scans: scans.len(),
+                    error: &e,
+                    retry_in: pause.peek(),
+                }
+                .emit();
+                if stopping.is_set() {
+                    failures_while_stopping += 1;
+                    if failures_while_stopping >= 3 {
+                        return Err(());
+                    }
+                }
+                std::thread::sleep(pause.failed());
+            }
+        }
+    }
+}
+
+/// Start the writer stage on `store`: scans are queued on the returned
+/// sender; the receiver hears once what a crash left is decided (embedded)
+/// or handed to the claimer. Its progress is watched while scans wait in
+/// its queue.
+pub(super) fn start(
+    wiring: &mut Wiring,
+    store: Store,
+    decider: Decider,
+    telemetry: &Telemetry,
+    floor: Floor,
+    stop: Stop,
+) -> (mpsc::Sender<Captured>, oneshot::Receiver<()>) {
+    let (tx, rx) = mpsc::channel::<Captured>(QUEUE);
+    let (recovered, heard) = oneshot::channel();
+    let telemetry = telemetry.clone();
+    let progress = Progress::new("outbox writer");
+    let queue = tx.downgrade();
+    // Scans wait in its queue (a handle that does not keep it open).
+    let waiting = move || {
+        queue
+            .upgrade()
+            .is_some_and(|q| q.capacity() < q.max_capacity())
+    };
+    let stall = wiring.stall(Duration::ZERO);
+    wiring
+        .watch
+        .add(progress.clone(), stall, Some(Box::new(waiting)));
+    wiring
+        .stages
+        .thread(Stage::Writer, "outbox-writer", move || {
+            let hooks = WriterHooks {
+                telemetry: &telemetry,
+                progress: &progress,
+                floor: &floor,
+            };
+            let (stats, undurable) = outbox_writer(store, decider, rx, stop, hooks, recovered);
+            StageResult::Writer { stats, undurable }
+        });
+    (tx, heard)
+}
