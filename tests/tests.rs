@@ -48,10 +48,14 @@ mod hid_vectors;
 
 // The facility store: redis-server processes of each test's own.
 mod embedded_takeover;
+mod facility_backoff;
 mod facility_clock;
-mod facility_e2e;
+mod facility_connect;
 mod facility_failover;
+mod facility_gateways;
 mod facility_order;
+mod facility_outage;
+mod facility_reconcile;
 mod facility_redis;
 mod ledger_stream;
 
