@@ -165,11 +165,7 @@ fn a_password_refused_while_running_keeps_scans_waiting_and_says_why() {
         .query(&mut c)
         .expect("CLIENT KILL USER");
     g.send(&dscsa("SN002"));
-    assert_eq!(
-        g.replies(1),
-        [ACK],
-        "ACKed although Redis refuses us"
-    );
+    assert_eq!(g.replies(1), [ACK], "ACKed although Redis refuses us");
     wait_until("the refusal logged as an ERROR naming the user", || {
         g.daemon().log().lines().any(|l| {
             l.contains("ERROR") && l.contains("refused the credentials of ACL user \"scangate\"")
@@ -226,11 +222,7 @@ fn rediss_with_the_facility_ca_works_and_a_wrong_ca_is_a_clear_error() {
     configure(&bad, &other_ca);
     bad.start();
     bad.send(&dscsa("SN002"));
-    assert_eq!(
-        bad.replies(1),
-        [ACK],
-        "ACKed although TLS fails"
-    );
+    assert_eq!(bad.replies(1), [ACK], "ACKed although TLS fails");
     wait_until("the scan to wait as unresolved", || {
         bad.count("unresolved") == 1
     });

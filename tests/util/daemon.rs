@@ -61,8 +61,11 @@ pub fn write_config(
     scanners: &[ScannerSpec],
 ) -> PathBuf {
     let path = dir.join("scangate.toml");
-    fs::write(&path, config_text("test-gw", state_dir, window_ms, scanners))
-        .expect("writing the test config");
+    fs::write(
+        &path,
+        config_text("test-gw", state_dir, window_ms, scanners),
+    )
+    .expect("writing the test config");
     path
 }
 

@@ -2,25 +2,28 @@
 //! scanners. Its directory holds the config (`scangate.toml`), the log
 //! (`daemon.log`) and by default the state (`state/`); the config names
 //! each PTY's slave side (or a link to it), and is checked with
-//! `check-config` before anything starts; [`Gateway::start`] runs
-//! `scangate run` on it and returns once the daemon has every PTY open.
+//! `check-config` before anything starts. [`Gateway::start`] runs
+//! `scangate run` on it, returns once the daemon has every PTY open and
+//! keeps the daemon (to stop and start it again, or for tests of several
+//! gateways); [`Gateway::launch`] does the same and hands the daemon to
+//! the test:
 //!
 //! ```ignore
 //! let mut gw = Gateway::builder("scangate-ack-")
 //!     .window_ms(60_000)
 //!     .pty(ScannerSpec::named("acker").ack())
 //!     .pty(ScannerSpec::named("no-ack"))
-//!     .start();
+//!     .build();
+//! let mut daemon = gw.launch();
 //! let [mut acker, mut quiet] = gw.take_scanners();
 //! ```
 //!
 //! A test that starts its daemon its own way (that is what it tests: the
-//! log's destination, readiness) builds the gateway without starting it
-//! and waits on [`Gateway::ptys`] itself, or uses [`Gateway::spawn_with_env`].
+//! log's destination, readiness) builds the gateway and waits on
+//! [`Gateway::ptys`] itself, or uses [`Gateway::spawn_with_env`].
 
-use super::cli::{Outcome, cli_cfg};
 use super::daemon::{Daemon, ScannerSpec, config_text, count, outbox_status, tempdir};
-use super::pty::replies;
+use super::pty::{check_config, replies};
 use super::redis_server::{RedisServer, redis_section};
 use scangate::pty::VirtualScanner;
 use std::path::{Path, PathBuf};
@@ -73,26 +76,37 @@ impl Gateway {
         GatewayBuilder::new(None, dir.to_owned())
     }
 
-    /// Start `scangate run` and wait until it has every PTY open.
+    /// Start `scangate run` and wait until it has every PTY open; the
+    /// gateway keeps the daemon (see [`Gateway::daemon`], [`Gateway::stop`]).
     pub fn start(&mut self) -> &mut Daemon {
         self.start_with_env(&[])
     }
 
     /// [`Gateway::start`] with these environment variables set too.
     pub fn start_with_env(&mut self, env: &[(&str, &str)]) -> &mut Daemon {
-        let ptys: Vec<&Path> = self.ptys();
-        let mut daemon = Daemon::start_with_env(&self.cfg, &self.log, env);
-        daemon.wait_open(&ptys);
+        assert!(self.daemon.is_none(), "the gateway is already running");
+        let daemon = self.launch_with_env(env);
         self.daemon.insert(daemon)
     }
 
-    /// Start `scangate run` with these environment variables, without
-    /// waiting for anything: for a test whose subject is what it waits on
-    /// (`READY=1` on a notify socket).
-    pub fn spawn_with_env(&mut self, env: &[(&str, &str)]) -> &mut Daemon {
-        assert!(self.daemon.is_none(), "the gateway is already running");
-        let daemon = Daemon::start_with_env(&self.cfg, &self.log, env);
-        self.daemon.insert(daemon)
+    /// [`Gateway::start`], the daemon handed to the caller: a test that
+    /// uses the daemon and the gateway's scanners and paths side by side.
+    pub fn launch(&self) -> Daemon {
+        self.launch_with_env(&[])
+    }
+
+    /// [`Gateway::launch`] with these environment variables set too.
+    pub fn launch_with_env(&self, env: &[(&str, &str)]) -> Daemon {
+        let mut daemon = self.spawn_with_env(env);
+        daemon.wait_open(&self.ptys());
+        daemon
+    }
+
+    /// Start `scangate run` with these environment variables, waiting for
+    /// nothing: for a test whose subject is what it waits on (`READY=1` on
+    /// a notify socket).
+    pub fn spawn_with_env(&self, env: &[(&str, &str)]) -> Daemon {
+        Daemon::start_with_env(&self.cfg, &self.log, env)
     }
 
     /// The device paths of the PTYs (their slave sides), in order.
@@ -100,15 +114,11 @@ impl Gateway {
         self.ptys.iter().map(PathBuf::as_path).collect()
     }
 
-    /// The running daemon (or the last one, stopped with
-    /// [`Daemon::terminate`]).
+    /// The daemon [`Gateway::start`] started.
     pub fn daemon(&self) -> &Daemon {
-        self.daemon.as_ref().expect("the gateway's daemon was started")
-    }
-
-    /// [`Gateway::daemon`], to signal or stop it.
-    pub fn daemon_mut(&mut self) -> &mut Daemon {
-        self.daemon.as_mut().expect("the gateway's daemon was started")
+        self.daemon
+            .as_ref()
+            .expect("the gateway's daemon was started")
     }
 
     /// SIGTERM; it must exit 0.
@@ -213,10 +223,12 @@ impl GatewayBuilder {
         self
     }
 
-    /// A scanner on a PTY of its own whose `path` is `link`, a symlink to
-    /// the PTY's slave side (as udev's `/dev/scangate/<name>`).
-    pub fn pty_behind(mut self, link: &Path, spec: ScannerSpec) -> Self {
-        self.scanners.push((spec, Some(link.to_owned())));
+    /// A scanner on a PTY of its own whose `path` is `link` (relative: in
+    /// the gateway's directory), a symlink to the PTY's slave side (as
+    /// udev's `/dev/scangate/<name>`).
+    pub fn pty_behind(mut self, link: impl AsRef<Path>, spec: ScannerSpec) -> Self {
+        let link = self.dir.join(link);
+        self.scanners.push((spec, Some(link)));
         self
     }
 
@@ -258,12 +270,7 @@ impl GatewayBuilder {
         let cfg = self.dir.join("scangate.toml");
         let text = config_text(&self.id, &self.state, self.window_ms, &specs) + &self.tail;
         std::fs::write(&cfg, text).expect("writing the test config");
-        let check: Outcome = cli_cfg(&cfg, &["check-config"]).into();
-        assert_eq!(
-            check.code,
-            Some(0),
-            "the test config must be valid: {check}"
-        );
+        check_config(&cfg);
         Gateway {
             daemon: None,
             scanners,
@@ -274,12 +281,5 @@ impl GatewayBuilder {
             ptys,
             _temp: self.temp,
         }
-    }
-
-    /// [`GatewayBuilder::build`], then [`Gateway::start`].
-    pub fn start(self) -> Gateway {
-        let mut gw = self.build();
-        gw.start();
-        gw
     }
 }
