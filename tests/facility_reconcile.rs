@@ -30,10 +30,6 @@ fn redis_restarted_empty_still_never_recommits_this_gateways_picks() {
     g.stop();
 }
 
-// Reconciliation (docs/design.md, "Reconciliation"): a facility store that
-// lost data is detected by each gateway's marker, and each gateway
-// re-publishes its own commits before it claims new scans.
-
 /// Two gateways sharing the roaming scanner, with a window of ten minutes
 /// (so a re-read after a Redis replacement is still an echo however slowly
 /// the test runs), started.

@@ -37,13 +37,18 @@ fn serials(cfg: &Path, scanner: &str) -> Vec<String> {
     v
 }
 
-/// Start the gateway's daemon with a notify socket in its directory and
-/// wait for its `READY=1`.
-fn start_ready(gw: &Gateway) -> (NotifySocket, Daemon) {
+/// A gateway with one ACKing scanner, `counter-a`, its daemon started with
+/// a notify socket in the gateway's directory and its `READY=1` come: the
+/// gateway, counter-a's PTY, the socket and the daemon.
+fn counter_a_ready(prefix: &str) -> (Gateway, VirtualScanner, NotifySocket, Daemon) {
+    let mut gw = Gateway::builder(prefix)
+        .pty(ScannerSpec::named("counter-a").ack())
+        .build();
+    let [a] = gw.take_scanners();
     let socket = NotifySocket::bind(&gw.dir);
     let d = gw.spawn_with_env(&[("NOTIFY_SOCKET", socket.path())]);
     socket.wait_for("READY", "1", 1);
-    (socket, d)
+    (gw, a, socket, d)
 }
 
 /// The first line of the daemon's log that contains `needle`.
@@ -65,14 +70,10 @@ fn connects(d: &Daemon, name: &str) -> usize {
 
 #[test]
 fn a_scanner_added_by_reload_starts_while_the_first_keeps_scanning() {
-    let mut gw = Gateway::builder("sg-reload-add")
-        .pty(ScannerSpec::named("counter-a").ack())
-        .build();
-    let [mut a] = gw.take_scanners();
+    let (gw, mut a, socket, mut d) = counter_a_ready("sg-reload-add");
     let mut b = VirtualScanner::new().unwrap();
     let path_a = a.path().to_owned();
     let spec_a = || ScannerSpec::new("counter-a", &path_a).ack();
-    let (socket, mut d) = start_ready(&gw);
     for i in 0..5 {
         scan_acked(&mut a, &format!("ADD-A-{i:03}"));
     }
@@ -148,12 +149,8 @@ fn a_reload_removes_one_scanner_and_restarts_a_changed_one_alone() {
 
 #[test]
 fn a_key_that_needs_a_restart_or_a_broken_file_is_refused_and_the_daemon_runs_on() {
-    let mut gw = Gateway::builder("sg-reload-refuse")
-        .pty(ScannerSpec::named("counter-a").ack())
-        .build();
-    let [mut a] = gw.take_scanners();
+    let (gw, mut a, socket, mut d) = counter_a_ready("sg-reload-refuse");
     let mut b = VirtualScanner::new().unwrap();
-    let (socket, mut d) = start_ready(&gw);
     let both = [
         ScannerSpec::new("counter-a", a.path()).ack(),
         ScannerSpec::new("counter-b", b.path()).ack(),

@@ -1,7 +1,9 @@
 //! The integration tests, as one test binary (`cargo test --test
 //! integration`): one link of the library instead of one per file. Each
 //! file beside this one is a module of it; the helpers they share are in
-//! `util/`. Run one group with `cargo test --test integration serial_`.
+//! `util/`, where `util::Gateway` is the fixture the daemon tests start
+//! from (a gateway with N PTY scanners). Run one group with `cargo test
+//! --test integration serial_`.
 
 mod util;
 

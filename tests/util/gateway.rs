@@ -20,7 +20,7 @@
 //!
 //! A test that starts its daemon its own way (that is what it tests: the
 //! log's destination, readiness) builds the gateway and waits on
-//! [`Gateway::ptys`] itself, or uses [`Gateway::spawn_with_env`].
+//! [`Gateway::pty_paths`] itself, or uses [`Gateway::spawn_with_env`].
 
 use super::daemon::{Daemon, ScannerSpec, config_text, count, outbox_status, tempdir};
 use super::pty::{check_config, replies};
@@ -98,7 +98,7 @@ impl Gateway {
     /// [`Gateway::launch`] with these environment variables set too.
     pub fn launch_with_env(&self, env: &[(&str, &str)]) -> Daemon {
         let mut daemon = self.spawn_with_env(env);
-        daemon.wait_open(&self.ptys());
+        daemon.wait_open(&self.pty_paths());
         daemon
     }
 
@@ -110,7 +110,7 @@ impl Gateway {
     }
 
     /// The device paths of the PTYs (their slave sides), in order.
-    pub fn ptys(&self) -> Vec<&Path> {
+    pub fn pty_paths(&self) -> Vec<&Path> {
         self.ptys.iter().map(PathBuf::as_path).collect()
     }
 
@@ -143,7 +143,7 @@ impl Gateway {
             .unwrap_or_else(|_| panic!("the gateway has {n} scanners, not {N}"))
     }
 
-    /// The first scanner transmits `label` ended with CR.
+    /// The first scanner transmits `label`, ended with CR.
     pub fn send(&mut self, label: &str) {
         self.scanners[0]
             .send(format!("{label}\r").as_bytes())
@@ -170,9 +170,12 @@ impl Gateway {
     pub fn set_window_ms(&self, ms: u64) {
         self.edit_config(|text| {
             text.lines()
-                .map(|l| match l.starts_with("window_ms = ") {
-                    true => format!("window_ms = {ms}\n"),
-                    false => format!("{l}\n"),
+                .map(|l| {
+                    if l.starts_with("window_ms = ") {
+                        format!("window_ms = {ms}\n")
+                    } else {
+                        format!("{l}\n")
+                    }
                 })
                 .collect()
         });
