@@ -40,14 +40,11 @@ fn scan_acked(vs: &mut VirtualScanner, serial: &str) {
 
 #[test]
 fn unplug_and_replug_behind_the_same_symlink_resumes_and_loses_nothing() {
-    let dir = tempdir("scangate-hotplug-");
-    let udev = dir.path().join("scangate");
-    std::fs::create_dir(&udev).unwrap();
-    let link = udev.join("counter-1");
-    let mut gw = Gateway::builder_in(dir.path())
-        .pty_behind(&link, ScannerSpec::named("counter-1").ack())
+    let mut gw = Gateway::builder("scangate-hotplug-")
+        .pty_behind("scangate/counter-1", ScannerSpec::named("counter-1").ack())
         .pty(ScannerSpec::named("counter-2").ack())
         .build();
+    let link = gw.dir.join("scangate/counter-1");
     let mut daemon = gw.launch();
     let [mut first, mut other] = gw.take_scanners();
 

@@ -227,8 +227,8 @@ impl GatewayBuilder {
     }
 
     /// A scanner on a PTY of its own whose `path` is `link` (relative: in
-    /// the gateway's directory), a symlink to the PTY's slave side (as
-    /// udev's `/dev/scangate/<name>`).
+    /// the gateway's directory; its directory made if missing), a symlink
+    /// to the PTY's slave side (as udev's `/dev/scangate/<name>`).
     pub fn pty_behind(mut self, link: impl AsRef<Path>, spec: ScannerSpec) -> Self {
         let link = self.dir.join(link);
         self.scanners.push((spec, Some(link)));
@@ -261,6 +261,8 @@ impl GatewayBuilder {
             let vs = VirtualScanner::new().expect("a PTY");
             spec.path = match link {
                 Some(link) => {
+                    let parent = link.parent().expect("a link in a directory");
+                    std::fs::create_dir_all(parent).expect("the link's directory");
                     std::os::unix::fs::symlink(vs.path(), &link).expect("the scanner's link");
                     link
                 }
