@@ -161,24 +161,16 @@ fn play_scanner(
 
 #[test]
 fn kill_minus_9_while_scans_stream_loses_and_doubles_nothing() {
-    let dir = tempdir("scangate-crash-");
-    let state = dir.path().join("state");
-    let db = state.join("scangate.db");
-    let log_path = dir.path().join("daemon.log");
-    let scanners: Vec<VirtualScanner> = (0..SCANNERS)
-        .map(|_| VirtualScanner::new().unwrap())
-        .collect();
-    let paths: Vec<PathBuf> = scanners.iter().map(|s| s.path().to_owned()).collect();
-    let specs: Vec<ScannerSpec> = (0..SCANNERS)
-        .map(|i| ScannerSpec::new(&scanner_name(i), &paths[i]).ack())
-        .collect();
-    let config = write_config(dir.path(), &state, WINDOW_MS, &specs);
-    let path_refs: Vec<&Path> = paths.iter().map(PathBuf::as_path).collect();
+    let mut gw = Gateway::builder("scangate-crash-")
+        .window_ms(WINDOW_MS)
+        .ptys((0..SCANNERS).map(|i| ScannerSpec::named(&scanner_name(i)).ack()))
+        .build();
+    let db = gw.state.join("scangate.db");
+    let scanners: [VirtualScanner; SCANNERS] = gw.take_scanners();
 
     let link: Link = Arc::new(Mutex::new(None));
     let acked = Arc::new(AtomicUsize::new(0));
-    let mut daemon = Daemon::start(&config, &log_path);
-    daemon.wait_open(&path_refs);
+    let mut daemon = gw.launch();
     *link.lock().unwrap() = Some(Instant::now());
 
     let players: Vec<_> = scanners
@@ -208,8 +200,7 @@ fn kill_minus_9_while_scans_stream_loses_and_doubles_nothing() {
             n + 1,
             acked.load(Ordering::SeqCst)
         );
-        daemon = Daemon::start(&config, &log_path);
-        daemon.wait_open(&path_refs);
+        daemon = gw.launch();
         *link.lock().unwrap() = Some(Instant::now());
     }
 
@@ -231,13 +222,13 @@ fn kill_minus_9_while_scans_stream_loses_and_doubles_nothing() {
 
     // Everything acknowledged is durable, so the outbox drains to nothing open.
     wait_until("no pending or unresolved scans", || {
-        let st = outbox_status(&config);
+        let st = outbox_status(&gw.cfg);
         count(&st, "pending") + count(&st, "unresolved") == 0
     });
     let exit = daemon.terminate();
     assert_eq!(exit.code(), Some(0), "SIGTERM must drain and exit 0");
 
-    let st = outbox_status(&config);
+    let st = outbox_status(&gw.cfg);
     eprintln!("outbox after the run: {st}");
     assert_eq!(count(&st, "pending"), 0, "{st}");
     assert_eq!(count(&st, "unresolved"), 0, "{st}");
@@ -253,7 +244,7 @@ fn kill_minus_9_while_scans_stream_loses_and_doubles_nothing() {
     );
 
     // Ledger: each pick exactly once.
-    let ledger = ledger(&config);
+    let ledger = ledger(&gw.cfg);
     let mut per_pick: HashMap<(String, String), usize> = HashMap::new();
     for e in &ledger {
         let key = (
@@ -280,7 +271,7 @@ fn kill_minus_9_while_scans_stream_loses_and_doubles_nothing() {
     );
 
     // Outbox rows: no transmission stored twice, no scan decided twice.
-    let c = open_db(&state);
+    let c = open_db(&gw.state);
     let (rows, distinct): (i64, i64) = c
         .query_row(
             "SELECT count(*), count(DISTINCT scan_uuid) FROM scans",
@@ -339,7 +330,7 @@ fn kill_minus_9_while_scans_stream_loses_and_doubles_nothing() {
     assert_eq!(orphans, 0, "every ledger entry is a committed scan");
     drop(c);
 
-    let verify = audit_verify(&config);
+    let verify = audit_verify(&gw.cfg);
     assert!(
         verify
             .stdout

@@ -6,7 +6,6 @@
 //! database's rate are shown, and warned of below `warn_days_left`.
 
 use crate::util::*;
-use scangate::pty::VirtualScanner;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -84,28 +83,26 @@ fn at_the_floor_the_gateway_stops_acking_says_why_and_resumes_when_space_is_back
         eprintln!("SKIPPED: cannot mount a tmpfs here (the test needs root)");
         return;
     };
-    let state = fs.0.join("state");
     let filler = fs.0.join("filler");
-    let mut scanner = VirtualScanner::new().unwrap();
-    let spec = ScannerSpec::new("counter-1", scanner.path()).ack();
-    let cfg = write_config(dir.path(), &state, 3000, &[spec]);
     // A floor of 2 MiB on a 4 MiB file system; warned when it lasts less
     // than 10 years at the database's rate (it does: a few scans are a
     // good part of it).
-    let mut text = std::fs::read_to_string(&cfg).unwrap();
-    text += "\n[outbox]\nmin_free_mb = 2\nwarn_days_left = 3650\n";
-    std::fs::write(&cfg, text).unwrap();
-    let mut daemon = Daemon::start(&cfg, &dir.path().join("run.log"));
-    daemon.wait_open(&[scanner.path()]);
+    let mut gw = Gateway::builder_in(dir.path())
+        .state_dir(&fs.0.join("state"))
+        .pty(ScannerSpec::named("counter-1").ack())
+        .config("[outbox]\nmin_free_mb = 2\nwarn_days_left = 3650")
+        .build();
+    let mut daemon = gw.launch();
+    let [mut scanner] = gw.take_scanners();
 
     scanner
         .send(format!("{}\r", dscsa("SN0")).as_bytes())
         .unwrap();
     assert_eq!(scanner.read_reply(event_timeout()).unwrap(), [ACK]);
-    wait_all_decided(&cfg, 1);
+    wait_all_decided(&gw.cfg, 1);
 
     // Days left at the rate of the last 24 hours: shown, and warned of.
-    let disk = &outbox_status(&cfg)["disk"];
+    let disk = &outbox_status(&gw.cfg)["disk"];
     assert!(disk["growth_bytes_per_day"].as_u64().unwrap() > 0, "{disk}");
     let days = disk["days_left"].as_f64().unwrap();
     assert!(days > 0.0 && days < 3650.0, "{disk}");
@@ -116,7 +113,7 @@ fn at_the_floor_the_gateway_stops_acking_says_why_and_resumes_when_space_is_back
         "{disk}"
     );
     assert_eq!(disk["below_floor"], false, "{disk}");
-    let (_, st) = status_json(&cfg);
+    let (_, st) = status_json(&gw.cfg);
     assert_eq!(st["storage"]["below_floor"], false, "{st}");
     assert!(st["storage"]["days_left"].as_f64().is_some(), "{st}");
 
@@ -170,10 +167,10 @@ fn at_the_floor_the_gateway_stops_acking_says_why_and_resumes_when_space_is_back
         .find(|l| l.contains("below the floor"))
         .unwrap()
         .to_string();
-    assert!(line.contains(state.to_str().unwrap()), "{line}");
+    assert!(line.contains(gw.state.to_str().unwrap()), "{line}");
     assert!(line.contains("MiB free"), "{line}");
     // Degraded, naming the floor and why; outbox status says so too.
-    let (code, st) = status_json(&cfg);
+    let (code, st) = status_json(&gw.cfg);
     assert_eq!(code, Some(1), "{st}");
     assert_eq!(st["storage"]["below_floor"], true, "{st}");
     assert!(
@@ -183,17 +180,21 @@ fn at_the_floor_the_gateway_stops_acking_says_why_and_resumes_when_space_is_back
             .contains("below the floor [outbox] min_free_mb = 2")),
         "{st}"
     );
-    assert_eq!(outbox_status(&cfg)["disk"]["below_floor"], true);
+    assert_eq!(outbox_status(&gw.cfg)["disk"]["below_floor"], true);
 
     // Space back: the held scan is stored once and ACKed.
     std::fs::remove_file(&filler).unwrap();
     assert_eq!(scanner.read_reply(event_timeout()).unwrap(), [ACK]);
-    wait_all_decided(&cfg, acked + 1);
-    assert_eq!(ledger(&cfg).len() as i64, acked + 1, "held scan SN{held}");
+    wait_all_decided(&gw.cfg, acked + 1);
+    assert_eq!(
+        ledger(&gw.cfg).len() as i64,
+        acked + 1,
+        "held scan SN{held}"
+    );
     wait_until("the log to say writes go through again", || {
         daemon.log().contains("the outbox takes writes again")
     });
-    let (_, st) = status_json(&cfg);
+    let (_, st) = status_json(&gw.cfg);
     assert_eq!(st["storage"]["below_floor"], false, "{st}");
     assert_eq!(
         daemon.terminate().code(),

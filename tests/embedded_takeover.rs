@@ -4,7 +4,6 @@
 
 use crate::util::*;
 use scangate::capture::CaptureTime;
-use scangate::pty::VirtualScanner;
 use scangate::store::Store;
 
 #[test]
@@ -31,17 +30,12 @@ fn scans_left_unresolved_by_a_removed_facility_store_wait_until_decided_locally(
         .unwrap();
         assert_eq!(round.decisions.len(), 3);
     }
-    let scanner = VirtualScanner::new().unwrap();
-    let config = write_config(
-        dir.path(),
-        &state,
-        3000,
-        &[ScannerSpec::new("counter-1", scanner.path())],
-    );
+    let gw = Gateway::builder_in(dir.path())
+        .pty(ScannerSpec::named("counter-1"))
+        .build();
 
     // Without [redis], the daemon runs, warns, and decides nothing of them.
-    let mut daemon = Daemon::start(&config, &dir.path().join("daemon.log"));
-    daemon.wait_open(&[scanner.path()]);
+    let mut daemon = gw.launch();
     assert!(
         daemon.log().contains(
             "3 scans wait for a facility store that is not configured ([redis]): they stay undecided"
@@ -49,33 +43,33 @@ fn scans_left_unresolved_by_a_removed_facility_store_wait_until_decided_locally(
         "{}",
         daemon.log_digest()
     );
-    assert_eq!(count(&outbox_status(&config), "unresolved"), 3);
+    assert_eq!(count(&outbox_status(&gw.cfg), "unresolved"), 3);
     // The command refuses while the daemon holds the state directory.
-    let busy: Outcome = cli_cfg(&config, &["outbox", "decide-locally"]).into();
+    let busy: Outcome = cli_cfg(&gw.cfg, &["outbox", "decide-locally"]).into();
     assert_eq!(busy.code, Some(3), "{busy}");
     assert!(daemon.terminate().success(), "{}", daemon.log_digest());
-    assert_eq!(count(&outbox_status(&config), "unresolved"), 3);
+    assert_eq!(count(&outbox_status(&gw.cfg), "unresolved"), 3);
 
-    let out: Outcome = cli_cfg(&config, &["outbox", "decide-locally"]).into();
+    let out: Outcome = cli_cfg(&gw.cfg, &["outbox", "decide-locally"]).into();
     assert_eq!(out.code, Some(0), "{out}");
     assert!(
         out.stdout
             .contains("3 unresolved scans handed to this gateway's own store; decided 3: committed 2, suppressed 1"),
         "{out}"
     );
-    let status = outbox_status(&config);
+    let status = outbox_status(&gw.cfg);
     assert_eq!(
         (count(&status, "unresolved"), count(&status, "committed")),
         (0, 2),
         "{status}"
     );
-    assert_eq!(ledger(&config).len(), 2);
-    audit_verify(&config);
+    assert_eq!(ledger(&gw.cfg).len(), 2);
+    audit_verify(&gw.cfg);
     // The trail says how these were decided: the pick and its echo each
     // name the takeover, after the record of their first, unresolved round.
-    let take1 = &ledger(&config)[0];
+    let take1 = &ledger(&gw.cfg)[0];
     let uuid = take1["scan_uuid"].as_str().unwrap();
-    let trace: Outcome = cli_cfg(&config, &["audit", "trace", uuid]).into();
+    let trace: Outcome = cli_cfg(&gw.cfg, &["audit", "trace", uuid]).into();
     assert_eq!(trace.code, Some(0), "{trace}");
     assert_eq!(
         trace

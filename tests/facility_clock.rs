@@ -4,10 +4,16 @@
 //! file, real redis-server; the measurements are given to the gate as the
 //! claimer would ([`Gate::learn_clock`]), the claimer's own clock is the
 //! `now` argument of `claimer::round`.
+//!
+//! Then the real binary (PTY scanners, libfaketime): a kernel clock that
+//! says "unsynchronised" still claims at once; a gateway whose wall clock
+//! is off measures the offset and says so; a wall clock off, or stepped
+//! mid-shift, doubles no pick and misses none.
 
 use crate::util::*;
 use scangate::capture::{CaptureTime, Scan};
 use scangate::model::Verdict;
+use std::path::Path;
 
 const T0: i64 = 1_800_000_000_000; // the true time of the read (UTC ms)
 
@@ -338,4 +344,184 @@ fn a_new_scan_waits_behind_a_backlog_scan_of_its_label_read_on_an_unsynchronised
         }
     );
     assert_eq!(redis.ledger("f1").len() as i64, round + 1);
+}
+
+// The daemon on facility time: gateways of a redis-server of the test's
+// own, one of them under libfaketime.
+
+/// The default `[redis]` on a kernel clock that says "unsynchronised"
+/// (these machines' own: containers, air-gapped LANs that block NTP): the
+/// facility clock is the reference, so scans are claimed at once, on
+/// facility time, and the audit keeps the gateway's own stamp beside it.
+#[test]
+fn an_unsynchronised_kernel_clock_still_claims_at_once_on_facility_time() {
+    let (root, redis) = facility(&[]);
+    let mut g = Gateway::roaming(root.path(), "gw-a", &redis);
+    g.start();
+    g.send(&dscsa("SN001"));
+    g.send(&dscsa("SN001")); // double-fire
+    assert_eq!(g.replies(2), [ACK, ACK]);
+    let st = wait_all_decided(&g.cfg, 2);
+    assert_eq!(
+        (count(&st, "committed"), count(&st, "suppressed")),
+        (1, 1),
+        "{st}"
+    );
+    assert_each_pick_once(&redis, 1);
+    let db = open_db(&g.state.clone());
+    let committed: String = db
+        .query_row(
+            "SELECT record FROM audit WHERE record LIKE '%\"decision\":\"committed\"%'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    let record: serde_json::Value = serde_json::from_str(&committed).unwrap();
+    assert!(record["facility_at"].is_string(), "{record}");
+    assert!(
+        record["clock_error_ms"].as_i64().unwrap() <= 250,
+        "{record}"
+    );
+    assert_eq!(
+        record["clock_synced"],
+        scangate::capture::clock::clock_synced(),
+        "the gateway's own clock state, as it was: {record}"
+    );
+    g.stop();
+}
+
+/// A gateway whose wall clock is 1.5 s ahead (an RTC-less board not yet
+/// synchronised; libfaketime here) measures the facility Redis's clock at
+/// start: the offset, within its bound, is in `outbox status`, and a WARN
+/// names it and the fix. A gateway on the true clock measures about zero
+/// and warns of nothing.
+#[test]
+fn a_gateway_whose_clock_is_off_measures_the_offset_and_says_so() {
+    let (root, redis) = facility(&[]);
+    let mut fast = Gateway::roaming(root.path(), "gw-fast", &redis);
+    let preload = libfaketime();
+    fast.start_with_env(&[
+        ("LD_PRELOAD", &preload),
+        ("FAKETIME", "+1.5s"),
+        ("FAKETIME_DONT_FAKE_MONOTONIC", "1"),
+    ]);
+    let mut honest = Gateway::roaming(root.path(), "gw-true", &redis);
+    honest.start();
+    let offset = |g: &Gateway| {
+        let st = outbox_status(&g.cfg);
+        let clock = &st["facility_clock"];
+        (
+            clock["offset_ms"]
+                .as_f64()
+                .unwrap_or_else(|| panic!("{st}")),
+            clock["bound_ms"].as_f64().unwrap(),
+        )
+    };
+    // (The slack covers the time between the two clock reads a sample
+    // takes, which the bound does not.)
+    let (off, bound) = offset(&fast);
+    assert!(
+        (off + 1500.0).abs() <= bound + 50.0,
+        "offset {off} ± {bound} ms"
+    );
+    let log = fast.daemon().log();
+    assert!(log.contains("s ahead of the facility Redis's"), "{log}");
+    assert!(
+        log.contains("Fix: synchronise this gateway's clock"),
+        "{log}"
+    );
+    let text: Outcome = cli_cfg(&fast.cfg, &["outbox", "status"]).into();
+    assert!(
+        text.stdout.contains("ahead of the facility Redis's"),
+        "{text}"
+    );
+    let (off, bound) = offset(&honest);
+    assert!(off.abs() <= bound + 50.0, "offset {off} ± {bound} ms");
+    let log = honest.daemon().log();
+    assert!(
+        !log.contains("Fix: synchronise this gateway's clock"),
+        "{log}"
+    );
+    fast.stop();
+    honest.stop();
+}
+
+/// Two gateways hearing one shared scanner, `b` started under libfaketime
+/// with the offset in `clock` (a file it re-reads: the test may step it),
+/// both with a 1 s echo window — as the issue measured it.
+fn two_gateways_one_clock_off(
+    root: &Path,
+    redis: &RedisServer,
+    clock: &Path,
+) -> (Gateway, Gateway) {
+    let mut a = Gateway::roaming(root, "gw-a", redis);
+    let mut b = Gateway::roaming(root, "gw-b", redis);
+    a.set_window_ms(1000);
+    b.set_window_ms(1000);
+    a.start();
+    let preload = libfaketime();
+    b.start_with_env(&[
+        ("LD_PRELOAD", &preload),
+        ("FAKETIME_TIMESTAMP_FILE", clock.to_str().unwrap()),
+        ("FAKETIME_NO_CACHE", "1"),
+        ("FAKETIME_DONT_FAKE_MONOTONIC", "1"),
+    ]);
+    (a, b)
+}
+
+/// `picks` roaming picks SN{from}…, each heard by both gateways, and
+/// every transmission decided.
+fn roam_from(a: &mut Gateway, b: &mut Gateway, from: usize, picks: usize) {
+    for i in from..from + picks {
+        let label = dscsa(&format!("SN{i:03}"));
+        a.send(&label);
+        b.send(&label);
+    }
+    wait_all_decided(&a.cfg, (from + picks) as i64);
+    wait_all_decided(&b.cfg, (from + picks) as i64);
+}
+
+/// Gateway b's wall clock 1.5 s ahead of a's (an RTC-less Pi that has not
+/// synced), then 0.4 s: on wall stamps a 1 s window doubles most picks;
+/// on facility time none.
+#[test]
+fn a_gateway_whose_wall_clock_is_off_doubles_no_pick_and_misses_none() {
+    for offset in ["+1.5s", "+0.4s"] {
+        let (root, redis) = facility(&[]);
+        let clock = root.path().join("faketime");
+        std::fs::write(&clock, offset).unwrap();
+        let (mut a, mut b) = two_gateways_one_clock_off(root.path(), &redis, &clock);
+        roam_from(&mut a, &mut b, 0, 25);
+        assert_each_pick_once(&redis, 25);
+        assert_eq!(a.count("committed") + b.count("committed"), 25, "{offset}");
+        let (off, _) = {
+            let st = outbox_status(&b.cfg);
+            (st["facility_clock"]["offset_ms"].as_f64().unwrap(), st)
+        };
+        let want = -offset.trim_end_matches('s').parse::<f64>().unwrap() * 1000.0;
+        assert!((off - want).abs() < 100.0, "{offset}: measured {off} ms");
+        a.stop();
+        b.stop();
+    }
+}
+
+/// Gateway b's wall clock is stepped 1.5 s forward mid-shift (NTP, an
+/// operator): captures stay on the boot clock's facility time, so the
+/// picks after the step are judged as before it.
+#[test]
+fn a_wall_clock_stepped_mid_shift_doubles_no_pick() {
+    let (root, redis) = facility(&[]);
+    let clock = root.path().join("faketime");
+    std::fs::write(&clock, "+0s").unwrap();
+    let (mut a, mut b) = two_gateways_one_clock_off(root.path(), &redis, &clock);
+    roam_from(&mut a, &mut b, 0, 10);
+    std::fs::write(&clock, "+1.5s").unwrap();
+    roam_from(&mut a, &mut b, 10, 15);
+    assert_each_pick_once(&redis, 25);
+    assert_eq!(a.count("committed") + b.count("committed"), 25);
+    for g in [&a, &b] {
+        audit_verify(&g.cfg);
+    }
+    a.stop();
+    b.stop();
 }

@@ -1,11 +1,13 @@
-//! No claim lost to a failover: a primary and a replica whose replication
-//! stream runs through a proxy of the test's that can hold it back (the
-//! replica lags), the primary SIGKILLed, the replica promoted — by Redis
-//! Sentinel, followed without a restart, or by a technician — and the
-//! facility ledger still holds every pick exactly once. Real redis-server
-//! and sentinel processes on free ports.
+//! Replicas of the facility Redis. No claim lost to a failover: a primary
+//! and a replica whose replication stream runs through a proxy of the
+//! test's that can hold it back (the replica lags), the primary SIGKILLed,
+//! the replica promoted — by Redis Sentinel, followed without a restart,
+//! or by a technician — and the facility ledger still holds every pick
+//! exactly once. Claims wait for a replica's confirmation
+//! (`min_replicas_ack`, and the primary's AOF where the server has
+//! `WAITAOF`); a gateway pointed at a read-only replica waits until it is
+//! promoted. Real redis-server and sentinel processes on free ports.
 
-use crate::facility_e2e::{Gateway, assert_each_pick_once, read_acks};
 use crate::util::*;
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
@@ -198,7 +200,7 @@ fn picks(g: &mut Gateway, range: std::ops::Range<usize>) {
     for i in range {
         g.send(&dscsa(&format!("SN{i:03}")));
     }
-    assert_eq!(read_acks(&mut g.scanner, n), vec![ACK; n]);
+    assert_eq!(g.replies(n), vec![ACK; n]);
 }
 
 /// Three picks confirmed by the replica, then the stream held back and
@@ -268,7 +270,7 @@ fn a_failover_through_sentinel_is_followed_without_a_restart_and_loses_no_confir
     wait_until("the sentinel to know the replica", || {
         sentinel.knows_a_replica()
     });
-    let mut g = Gateway::new(pair.root.path(), "gw-a", &pair.primary);
+    let mut g = Gateway::roaming(pair.root.path(), "gw-a", &pair.primary);
     let url_line = format!("url = {:?}", pair.primary.url());
     g.edit_config(|text| {
         text.replace(
@@ -300,7 +302,7 @@ fn a_failover_through_sentinel_is_followed_without_a_restart_and_loses_no_confir
 #[test]
 fn a_technician_promoting_the_replica_and_changing_the_url_loses_no_confirmed_claim() {
     let mut pair = lagging_pair();
-    let mut g = Gateway::new(pair.root.path(), "gw-a", &pair.primary);
+    let mut g = Gateway::roaming(pair.root.path(), "gw-a", &pair.primary);
     g.start();
     three_confirmed_then_four_held(&pair, &mut g);
     pair.primary.kill9();
@@ -320,7 +322,7 @@ fn a_technician_promoting_the_replica_and_changing_the_url_loses_no_confirmed_cl
 #[test]
 fn confirmation_switched_off_while_a_replica_is_attached_is_warned_of() {
     let pair = lagging_pair();
-    let mut g = Gateway::new(pair.root.path(), "gw-a", &pair.primary);
+    let mut g = Gateway::roaming(pair.root.path(), "gw-a", &pair.primary);
     g.edit_config(|text| format!("{text}min_replicas_ack = 0\n"));
     g.start();
     wait_until("the warning", || {
@@ -357,7 +359,7 @@ fn on_a_server_with_waitaof_claims_also_wait_for_the_primarys_aof() {
     wait_until("the replica to be in sync", || {
         info(&replica, "replication").contains("master_link_status:up")
     });
-    let mut g = Gateway::new(root.path(), "gw-a", &primary);
+    let mut g = Gateway::roaming(root.path(), "gw-a", &primary);
     g.start();
     picks(&mut g, 0..3);
     wait_until("3 picks committed", || g.count("committed") == 3);
@@ -372,5 +374,72 @@ fn on_a_server_with_waitaof_claims_also_wait_for_the_primarys_aof() {
     assert_eq!(replica.ledger(FACILITY).len(), 3);
     let calls = info(&primary, "commandstats");
     assert!(calls.contains("cmdstat_waitaof:calls="), "{calls}");
+    g.stop();
+}
+
+#[test]
+fn min_replicas_ack_holds_claims_until_a_replica_confirms_them() {
+    let (root, redis) = facility(&[]);
+    let mut g = Gateway::roaming(root.path(), "gw-a", &redis);
+    g.edit_config(|text| format!("{text}min_replicas_ack = 1\n"));
+    g.start();
+    g.send(&dscsa("SN001"));
+    assert_eq!(g.replies(1), [ACK]);
+    // No replica: the claim ran, but is not confirmed, so it is not final.
+    wait_until("the scan to wait as unresolved", || {
+        g.count("unresolved") == 1
+    });
+    wait_until("the reason in the log", || {
+        g.daemon().log().contains("0 of 1 replicas confirmed")
+    });
+    // A replica comes up: the retried claim (same UUID) is confirmed.
+    let port = redis.port.to_string();
+    let _replica = RedisServer::start(
+        &root.path().join("replica"),
+        &["--replicaof", "127.0.0.1", &port],
+    );
+    // Committed, not suppressed: its own claim.
+    assert_settled(&g, &redis, 1, 0);
+    g.stop();
+}
+
+#[test]
+fn a_read_only_replica_refuses_claims_until_promoted_and_the_log_says_so() {
+    let (root, primary) = facility(&[]);
+    let port = primary.port.to_string();
+    let replica = RedisServer::start(
+        &root.path().join("replica"),
+        &["--replicaof", "127.0.0.1", &port],
+    );
+    // Configured with the replica's address (say, the old primary after a
+    // failover demoted it).
+    let mut g = Gateway::roaming(root.path(), "gw-a", &replica);
+    g.start();
+    g.send(&dscsa("SN001"));
+    g.send(&dscsa("SN001")); // double-fire
+    assert_eq!(g.replies(2), [ACK, ACK]);
+    wait_until("the scans to wait as unresolved", || {
+        g.count("unresolved") == 2
+    });
+    let d = g.daemon();
+    wait_until("the refusal in the log", || {
+        d.log()
+            .contains("is a read-only replica: it refuses claims")
+    });
+    let log = d.log();
+    assert!(
+        log.contains("read-only replica of another server") && log.contains("at the primary"),
+        "start-up should warn about the replica and say what to do: {}",
+        d.log_digest()
+    );
+    // Promoted: the same claims go through, once.
+    let mut c = replica.connection();
+    let _: () = redis::cmd("REPLICAOF")
+        .arg("NO")
+        .arg("ONE")
+        .query(&mut c)
+        .expect("REPLICAOF NO ONE");
+    assert_settled(&g, &replica, 1, 1);
+    assert!(primary.ledger("test-pharmacy").is_empty());
     g.stop();
 }

@@ -6,7 +6,6 @@
 //! shows its length and each group's oldest unacknowledged entry. Real
 //! redis-server processes on free ports.
 
-use crate::facility_e2e::Gateway;
 use crate::util::*;
 use scangate::facility::Facility;
 use scangate::facility::stream::{self, Entry};
@@ -355,7 +354,7 @@ fn restart_and_await_trim(g: &mut Gateway) -> serde_json::Value {
 fn the_gateway_trims_what_every_consumer_group_acknowledged_and_nothing_unread() {
     let root = tempdir("scangate-stream-");
     let redis = RedisServer::start(&root.path().join("redis"), &[]);
-    let mut g = Gateway::new(root.path(), "gw-a", &redis);
+    let mut g = Gateway::roaming(root.path(), "gw-a", &redis);
     g.edit_config(|t| t + "ledger_stream_keep_days = 0\n");
     g.start();
     wait_until("a WARN that no consumer group reads the stream", || {
@@ -530,7 +529,7 @@ fn follow_reconnects_after_the_facility_redis_restarts() {
         &root.path().join("redis"),
         &["--appendonly", "yes", "--appendfsync", "always"],
     );
-    let g = Gateway::new(root.path(), "gw-a", &redis);
+    let g = Gateway::roaming(root.path(), "gw-a", &redis);
     let mut c = redis.connection();
     let add = |c: &mut redis::Connection, uuid: &str| {
         redis::cmd("XADD")

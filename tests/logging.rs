@@ -15,14 +15,11 @@ use std::process::Command;
 
 /// A scanner `counter-1` on a PTY, its config in `dir`.
 fn gateway(dir: &Path) -> (VirtualScanner, std::path::PathBuf) {
-    let vs = VirtualScanner::new().unwrap();
-    let config = write_serial_config(
-        dir,
-        &dir.join("state"),
-        3000,
-        &[ScannerSpec::new("counter-1", vs.path()).ack()],
-    );
-    (vs, config)
+    let mut gw = Gateway::builder_in(dir)
+        .pty(ScannerSpec::named("counter-1").ack())
+        .build();
+    let [vs] = gw.take_scanners();
+    (vs, gw.cfg)
 }
 
 /// A pick, its echo and a misread: committed, suppressed, rejected (the

@@ -35,25 +35,19 @@ fn sample(text: &str, name: &str, labels: &[&str]) -> Option<f64> {
 #[test]
 fn prometheus_and_node_exporter_see_the_decisions_of_a_running_gateway() {
     let dir = tempdir("scangate-metrics-");
-    let state = dir.path().join("state");
     let textdir = dir.path().join("node-exporter");
     std::fs::create_dir(&textdir).unwrap();
     let textfile = textdir.join("scangate.prom");
-    let mut vs = VirtualScanner::new().unwrap();
     let listen = format!("127.0.0.1:{}", free_port());
-    let config = write_config(
-        dir.path(),
-        &state,
-        3000,
-        &[ScannerSpec::new("counter-1", vs.path()).ack()],
-    );
-    append(
-        &config,
-        &format!("[metrics]\nlisten = {listen:?}\ntextfile = {textfile:?}\ninterval_s = 1"),
-    );
+    let mut gw = Gateway::builder_in(dir.path())
+        .pty(ScannerSpec::named("counter-1").ack())
+        .config(&format!(
+            "[metrics]\nlisten = {listen:?}\ntextfile = {textfile:?}\ninterval_s = 1"
+        ))
+        .build();
     let node = NodeExporter::start(&textdir, &dir.path().join("node-exporter.log"));
-    let mut daemon = Daemon::start(&config, &dir.path().join("daemon.log"));
-    daemon.wait_open(&[vs.path()]);
+    let mut daemon = gw.launch();
+    let [mut vs] = gw.take_scanners();
     let prom_dir = dir.path().join("prometheus");
     std::fs::create_dir(&prom_dir).unwrap();
     let prom = Prometheus::start(&prom_dir, &[("scangate", &listen), ("node", &node.addr)]);
@@ -279,33 +273,20 @@ fn status_tells_healthy_unplugged_redis_down_and_stopped_also_to_a_group_member(
     let redis_dir = dir.path().join("redis");
     std::fs::create_dir(&redis_dir).unwrap();
     let mut redis = RedisServer::start(&redis_dir, &[]);
-    let mut a = VirtualScanner::new().unwrap();
-    let b = VirtualScanner::new().unwrap();
     // counter-2 through a symlink (as udev's /dev/scangate/<name>): unplugged,
     // the link goes too, so a PTY another test opens meanwhile under the
     // same /dev/pts number is not taken for it.
     let b_link = dir.path().join("counter-2");
-    std::os::unix::fs::symlink(b.path(), &b_link).unwrap();
-    let config = write_config(
-        dir.path(),
-        &state,
-        3000,
-        &[
-            ScannerSpec::new("counter-1", a.path()).ack(),
-            ScannerSpec::new("counter-2", &b_link).ack(),
-        ],
-    );
-    append(
-        &config,
-        &format!(
-            "[redis]\nurl = {:?}\nconnect_timeout_ms = 300\ncommand_timeout_ms = 500",
-            redis.url()
-        ),
-    );
-    std::fs::set_permissions(&config, std::fs::Permissions::from_mode(0o644)).unwrap();
-    let mut daemon = Daemon::start(&config, &dir.path().join("daemon.log"));
-    daemon.wait_open(&[a.path(), b.path()]);
-    let status = |user| run_as(user, &config, &["status", "--json"]);
+    let mut gw = Gateway::builder_in(dir.path())
+        .state_dir(&state)
+        .pty(ScannerSpec::named("counter-1").ack())
+        .pty_behind(&b_link, ScannerSpec::named("counter-2").ack())
+        .redis(&redis)
+        .build();
+    std::fs::set_permissions(&gw.cfg, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let mut daemon = gw.launch();
+    let [mut a, b] = gw.take_scanners();
+    let status = |user| run_as(user, &gw.cfg, &["status", "--json"]);
 
     // Healthy: both scanners connected, the facility store answering.
     scan_acked(&mut a, &dscsa("STATUS0001"));
@@ -360,7 +341,7 @@ fn status_tells_healthy_unplugged_redis_down_and_stopped_also_to_a_group_member(
     assert!(degraded_by(&s, "the daemon is not running"), "{s}");
     assert_eq!(s["outbox"]["unresolved"], 1, "{s}");
     assert_eq!(s["scanners"][0]["connected"], false, "{s}");
-    let (code, o) = run_as(Some(member), &config, &["outbox", "status", "--json"]);
+    let (code, o) = run_as(Some(member), &gw.cfg, &["outbox", "status", "--json"]);
     assert_eq!(code, Some(0), "{o}");
     assert_eq!(o["committed"], 1, "{o}");
     assert_eq!(o["unresolved"], 1, "{o}");
@@ -416,32 +397,18 @@ fn scrape_until(listen: &str, what: &str, ready: impl Fn(&str) -> bool) -> Strin
 
 /// A started gateway with one scanner (`counter-1`, ACKing) and `[metrics]
 /// listen` on a free port (refreshed every second), `extra` appended to its
-/// config: its directory, scanner, listen address, config and daemon.
-fn metrics_gateway(
-    extra: &str,
-) -> (
-    tempfile::TempDir,
-    VirtualScanner,
-    String,
-    std::path::PathBuf,
-    Daemon,
-) {
-    let dir = tempdir("scangate-metrics-");
-    let vs = VirtualScanner::new().unwrap();
+/// config: the gateway, its scanner, listen address and daemon.
+fn metrics_gateway(extra: &str) -> (Gateway, VirtualScanner, String, Daemon) {
     let listen = format!("127.0.0.1:{}", free_port());
-    let config = write_config(
-        dir.path(),
-        &dir.path().join("state"),
-        3000,
-        &[ScannerSpec::new("counter-1", vs.path()).ack()],
-    );
-    append(
-        &config,
-        &format!("[metrics]\nlisten = {listen:?}\ninterval_s = 1\n{extra}"),
-    );
-    let mut daemon = Daemon::start(&config, &dir.path().join("daemon.log"));
-    daemon.wait_open(&[vs.path()]);
-    (dir, vs, listen, config, daemon)
+    let mut gw = Gateway::builder("scangate-metrics-")
+        .pty(ScannerSpec::named("counter-1").ack())
+        .config(&format!(
+            "[metrics]\nlisten = {listen:?}\ninterval_s = 1\n{extra}"
+        ))
+        .build();
+    let daemon = gw.launch();
+    let [vs] = gw.take_scanners();
+    (gw, vs, listen, daemon)
 }
 
 /// The anchor thread sets `scangate_audit_last_anchor_timestamp_seconds`
@@ -450,7 +417,7 @@ fn metrics_gateway(
 #[test]
 fn the_last_audit_anchor_is_a_recent_metric_and_in_status() {
     let started = chrono::Utc::now().timestamp_millis() as f64 / 1e3;
-    let (_dir, mut vs, listen, config, mut daemon) = metrics_gateway("");
+    let (gw, mut vs, listen, mut daemon) = metrics_gateway("");
     scan_acked(&mut vs, &dscsa("ANCHOR01"));
     let name = "scangate_audit_last_anchor_timestamp_seconds";
     let body = scrape_until(&listen, "an anchor written since the start", |b| {
@@ -460,10 +427,10 @@ fn the_last_audit_anchor_is_a_recent_metric_and_in_status() {
     let now = chrono::Utc::now().timestamp_millis() as f64 / 1e3;
     assert!(at <= now + 1.0 && now - at < 60.0, "{name} {at}, now {now}");
     wait_until("status to show the anchored record", || {
-        let out: Outcome = cli_cfg(&config, &["status"]).into();
+        let out: Outcome = cli_cfg(&gw.cfg, &["status"]).into();
         out.stdout.contains("last anchored: record 1, at ")
     });
-    let (_, json) = run_as(None, &config, &["status", "--json"]);
+    let (_, json) = run_as(None, &gw.cfg, &["status", "--json"]);
     assert_eq!(json["audit"]["anchored_seq"], 1, "{json}");
     daemon.terminate();
 }
@@ -483,7 +450,7 @@ fn every_series_contrib_names_is_one_a_gateway_exposes() {
         .arg("MKSTREAM")
         .query::<()>(&mut redis.connection())
         .unwrap();
-    let (_dir, _vs, listen, _config, mut daemon) =
+    let (_gw, _vs, listen, mut daemon) =
         metrics_gateway(&format!("\n[redis]\nurl = {:?}", redis.url()));
     let body = scrape_until(&listen, "/metrics with the facility series", |b| {
         b.contains("scangate_facility_up")

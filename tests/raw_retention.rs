@@ -3,8 +3,7 @@
 //! file, and through the daemon's sweeper thread.
 
 use crate::util::{
-    Daemon, ScannerSpec, dscsa, open_db, read_at, tempdir, test_gate, wait_until, wait_until_for,
-    write_config,
+    Gateway, ScannerSpec, dscsa, open_db, read_at, tempdir, test_gate, wait_until, wait_until_for,
 };
 use scangate::model::Verdict;
 use scangate::store::Store;
@@ -192,12 +191,10 @@ fn sweep_old_scans(reader: bool) {
     .unwrap();
     drop(db);
     // A scanner keeps the daemon running (without one it stops at once).
-    let scanner = scangate::pty::VirtualScanner::new().unwrap();
-    let spec = ScannerSpec::new("counter-1", scanner.path());
-    let config = write_config(dir.path(), &state, 3000, &[spec]);
-    let mut text = std::fs::read_to_string(&config).unwrap();
-    text += "\n[outbox]\nkeep_raw_hours = 1\n";
-    std::fs::write(&config, text).unwrap();
+    let gw = Gateway::builder_in(dir.path())
+        .pty(ScannerSpec::named("counter-1"))
+        .config("[outbox]\nkeep_raw_hours = 1")
+        .build();
 
     let snapshot = reader.then(|| {
         let c = rusqlite::Connection::open(state.join("scangate.db")).unwrap();
@@ -208,8 +205,7 @@ fn sweep_old_scans(reader: bool) {
         assert_eq!(n, 3);
         c
     });
-    let mut daemon = Daemon::start(&config, &dir.path().join("daemon.log"));
-    daemon.wait_open(&[scanner.path()]);
+    let mut daemon = gw.launch();
     // Logged once the sweep (and its WAL truncation) is done.
     wait_until("the sweeper to clear the two old scans", || {
         daemon

@@ -12,31 +12,24 @@
 //! - The ACK latency line (count/p50/p99/max) is logged at shutdown.
 
 use crate::util::*;
-use scangate::pty::VirtualScanner;
 use std::time::{Duration, Instant};
 
 #[test]
 fn ack_only_after_the_row_is_in_the_sqlite_file_nak_and_resend_stored_once() {
-    let dir = tempdir("scangate-ack-");
-    let state = dir.path().join("state");
-    let mut vs = VirtualScanner::new().unwrap();
-    let mut quiet = VirtualScanner::new().unwrap();
-    let config = write_serial_config(
-        dir.path(),
-        &state,
-        60_000,
-        &[
-            ScannerSpec::new("acker", vs.path())
+    let mut gw = Gateway::builder("scangate-ack-")
+        .window_ms(60_000)
+        .pty(
+            ScannerSpec::named("acker")
                 .ack()
                 .with("frame_timeout_ms = 300"),
-            ScannerSpec::new("no-ack", quiet.path()),
-        ],
-    );
-    let mut daemon = Daemon::start(&config, &dir.path().join("daemon.log"));
-    daemon.wait_open(&[vs.path(), quiet.path()]);
-    let db = state.join("scangate.db");
+        )
+        .pty(ScannerSpec::named("no-ack"))
+        .build();
+    let mut daemon = gw.launch();
+    let [mut vs, mut quiet] = gw.take_scanners();
+    let db = gw.state.join("scangate.db");
     wait_until("the database file", || db.exists());
-    let conn = open_db(&state);
+    let conn = open_db(&gw.state);
 
     // 1. Picks one by one: the row is there when the ACK arrives.
     const PICKS: usize = 25;
@@ -90,7 +83,7 @@ fn ack_only_after_the_row_is_in_the_sqlite_file_nak_and_resend_stored_once() {
 
     // 5. Half a frame is still being "sent" at shutdown: never acknowledged.
     let transmissions = PICKS as i64 + 1 + 2 + 2 + 2;
-    wait_all_decided(&config, transmissions);
+    wait_all_decided(&gw.cfg, transmissions);
     // Not a complete frame and no timeout yet: nothing may come back.
     vs.send(b"]d20100307773").unwrap();
     assert_eq!(daemon.terminate().code(), Some(0));
@@ -105,11 +98,11 @@ fn ack_only_after_the_row_is_in_the_sqlite_file_nak_and_resend_stored_once() {
     );
 
     // Decisions.
-    let st = outbox_status(&config);
+    let st = outbox_status(&gw.cfg);
     assert_eq!(count(&st, "committed"), PICKS as i64 + 1 + 3, "{st}");
     assert_eq!(count(&st, "suppressed"), 1, "{st}");
     assert_eq!(count(&st, "rejected"), 2, "{st}");
-    let ledger = ledger(&config);
+    let ledger = ledger(&gw.cfg);
     for serial in ["NAK001", "TORN01", "ECHO01"] {
         assert_eq!(
             ledger.iter().filter(|e| e["serial"] == serial).count(),
@@ -117,7 +110,7 @@ fn ack_only_after_the_row_is_in_the_sqlite_file_nak_and_resend_stored_once() {
             "{serial} must be in the ledger exactly once"
         );
     }
-    let rows = rows(&state, "acker");
+    let rows = rows(&gw.state, "acker");
     let echo: Vec<&str> = rows
         .iter()
         .filter(|r| r.1.as_deref() == Some("ECHO01"))

@@ -33,19 +33,15 @@ type ScanRow = (
 
 #[test]
 fn noisy_shift_on_two_serial_scanners() {
-    let dir = tempdir("scangate-e2e-");
-    let state = dir.path().join("state");
-    let mut scanners = [
-        VirtualScanner::new().unwrap(),
-        VirtualScanner::new().unwrap(),
-    ];
-    let a = ScannerSpec::new("counter-1", scanners[A].path()).ack();
-    let mut b = ScannerSpec::new("counter-2", scanners[B].path());
+    let mut b = ScannerSpec::named("counter-2");
     b.max_frame_bytes = Some(64);
-    let config = write_config(dir.path(), &state, WINDOW_MS as u64, &[a, b]);
-
-    let mut daemon = Daemon::start(&config, &dir.path().join("daemon.log"));
-    daemon.wait_open(&[scanners[A].path(), scanners[B].path()]);
+    let mut gw = Gateway::builder("scangate-e2e-")
+        .window_ms(WINDOW_MS as u64)
+        .pty(ScannerSpec::named("counter-1").ack())
+        .pty(b)
+        .build();
+    let mut daemon = gw.launch();
+    let mut scanners: [VirtualScanner; 2] = gw.take_scanners();
 
     let sn = |s: &str| frame(&dscsa(s));
     let mut long = vec![b'9'; 200];
@@ -83,7 +79,7 @@ fn noisy_shift_on_two_serial_scanners() {
         scanners[*idx].send(bytes).unwrap();
     }
 
-    let mut status = wait_all_decided(&config, transmissions);
+    let mut status = wait_all_decided(&gw.cfg, transmissions);
     wait_until(&format!("{sent_on_a} ACKs on counter-1"), || {
         replies.extend(scanners[A].read_reply(Duration::ZERO).unwrap());
         replies.iter().filter(|&&b| b == ACK).count() >= sent_on_a
@@ -114,7 +110,7 @@ fn noisy_shift_on_two_serial_scanners() {
     );
 
     // Outbox: every transmission decided.
-    let mut status_after = outbox_status(&config);
+    let mut status_after = outbox_status(&gw.cfg);
     // (Free space is the file system's, not the outbox's.)
     let disk = status_after["disk"].take();
     assert!(disk["free_bytes"].as_u64().is_some(), "{disk}");
@@ -132,7 +128,7 @@ fn noisy_shift_on_two_serial_scanners() {
     assert!(status_after["oldest_open_ms"].is_null(), "{status_after}");
 
     // Ledger: exactly one entry per physical pick.
-    let ledger = ledger(&config);
+    let ledger = ledger(&gw.cfg);
     let pick_of = |e: &Value| {
         (
             e["scanner"].as_str().unwrap().to_string(),
@@ -220,7 +216,7 @@ fn noisy_shift_on_two_serial_scanners() {
 
     // `--since` filters by capture time.
     let since = sn1[1]["captured_at"].as_str().unwrap();
-    let recent: Outcome = cli_cfg(&config, &["ledger", "export", "--since", since]).into();
+    let recent: Outcome = cli_cfg(&gw.cfg, &["ledger", "export", "--since", since]).into();
     assert_eq!(recent.code, Some(0), "{recent}");
     assert_eq!(
         recent.stdout.lines().count(),
@@ -229,7 +225,7 @@ fn noisy_shift_on_two_serial_scanners() {
     );
 
     // Audit: intact, one record per decision.
-    let verify = audit_verify(&config);
+    let verify = audit_verify(&gw.cfg);
     assert!(
         verify
             .stdout
@@ -238,7 +234,7 @@ fn noisy_shift_on_two_serial_scanners() {
     );
 
     // Cross-check the decisions in the database itself.
-    let db = open_db(&state);
+    let db = open_db(&gw.state);
     let mut q = db
         .prepare(
             "SELECT s.scan_uuid, s.state, s.twin_uuid, s.content_key, s.captured_ms,
@@ -307,7 +303,7 @@ fn noisy_shift_on_two_serial_scanners() {
 
     // `audit trace` tells the story of pick 1 and its re-dispense.
     let key = sn1[0]["content_key"].as_str().unwrap();
-    let trace: Outcome = cli_cfg(&config, &["audit", "trace", key]).into();
+    let trace: Outcome = cli_cfg(&gw.cfg, &["audit", "trace", key]).into();
     assert_eq!(trace.code, Some(0), "{trace}");
     assert!(
         trace.stdout.contains("4 transmission(s), 2 ledger entries"),
@@ -327,7 +323,7 @@ fn noisy_shift_on_two_serial_scanners() {
     // … and by scan UUID, for the operator re-scan.
     let sn3 = &per_pick[&("counter-2".to_string(), "SN0003".to_string())][0];
     let trace: Outcome = cli_cfg(
-        &config,
+        &gw.cfg,
         &["audit", "trace", sn3["scan_uuid"].as_str().unwrap()],
     )
     .into();
@@ -347,13 +343,12 @@ fn noisy_shift_on_two_serial_scanners() {
 /// is decided before the process exits: nothing is left pending.
 #[test]
 fn sigint_right_after_the_acks_drains_everything_durable() {
-    let dir = tempdir("scangate-e2e-drain-");
-    let state = dir.path().join("state");
-    let mut vs = VirtualScanner::new().unwrap();
-    let spec = ScannerSpec::new("counter-1", vs.path()).ack();
-    let config = write_config(dir.path(), &state, WINDOW_MS as u64, &[spec]);
-    let mut daemon = Daemon::start(&config, &dir.path().join("daemon.log"));
-    daemon.wait_open(&[vs.path()]);
+    let mut gw = Gateway::builder("scangate-e2e-drain-")
+        .window_ms(WINDOW_MS as u64)
+        .pty(ScannerSpec::named("counter-1").ack())
+        .build();
+    let mut daemon = gw.launch();
+    let [mut vs] = gw.take_scanners();
 
     const PICKS: usize = 40;
     let burst: Vec<u8> = (0..PICKS)
@@ -366,9 +361,9 @@ fn sigint_right_after_the_acks_drains_everything_durable() {
     assert_eq!(exit.code(), Some(0), "SIGINT must drain and exit 0");
     assert_eq!(acks, PICKS, "one ACK per frame");
 
-    let st = outbox_status(&config);
+    let st = outbox_status(&gw.cfg);
     assert_eq!(count(&st, "committed"), PICKS as i64, "{st}");
     assert_eq!(count(&st, "pending") + count(&st, "unresolved"), 0, "{st}");
-    assert_eq!(ledger(&config).len(), PICKS);
-    audit_verify(&config);
+    assert_eq!(ledger(&gw.cfg).len(), PICKS);
+    audit_verify(&gw.cfg);
 }

@@ -6,7 +6,6 @@
 //! and the test never has to guess when the daemon is done.
 
 use crate::util::*;
-use scangate::pty::VirtualScanner;
 use std::time::Duration;
 
 const STX: u8 = 0x02;
@@ -39,17 +38,11 @@ fn check_mode(
     two_in_one_write: bool,
     broken: &[Broken],
 ) {
-    let dir = tempdir(&format!("scangate-framing-{tag}-"));
-    let state = dir.path().join("state");
-    let mut vs = VirtualScanner::new().unwrap();
-    let config = write_serial_config(
-        dir.path(),
-        &state,
-        3000,
-        &[ScannerSpec::new("s", vs.path()).ack().with(extra)],
-    );
-    let mut daemon = Daemon::start(&config, &dir.path().join("daemon.log"));
-    daemon.wait_open(&[vs.path()]);
+    let mut gw = Gateway::builder(&format!("scangate-framing-{tag}-"))
+        .pty(ScannerSpec::named("s").ack().with(extra))
+        .build();
+    let mut daemon = gw.launch();
+    let [mut vs] = gw.take_scanners();
 
     // 1. One frame written one byte at a time.
     let f1 = encode(&dscsa(&format!("{tag}-1")));
@@ -105,14 +98,14 @@ fn check_mode(
         }
     }
 
-    wait_all_decided(&config, 3 + 2 * broken.len() as i64);
+    wait_all_decided(&gw.cfg, 3 + 2 * broken.len() as i64);
     assert_eq!(daemon.terminate().code(), Some(0));
     assert!(
         drain(&mut vs, Duration::from_millis(100)).is_empty(),
         "{tag}: no extra replies"
     );
 
-    let rows = rows(&state, "s");
+    let rows = rows(&gw.state, "s");
     let committed: Vec<&str> = rows
         .iter()
         .filter(|r| r.0 == "committed")
@@ -138,7 +131,7 @@ fn check_mode(
             b.reason
         );
     }
-    audit_verify(&config);
+    audit_verify(&gw.cfg);
 }
 
 #[test]

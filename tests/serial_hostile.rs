@@ -51,21 +51,12 @@ impl Lcg {
 
 #[test]
 fn garbage_flood_on_one_scanner_never_disturbs_another() {
-    let dir = tempdir("scangate-hostile-");
-    let state = dir.path().join("state");
-    let mut flood = VirtualScanner::new().unwrap();
-    let mut normal = VirtualScanner::new().unwrap();
-    let config = write_serial_config(
-        dir.path(),
-        &state,
-        3000,
-        &[
-            ScannerSpec::new("flood", flood.path()).ack(),
-            ScannerSpec::new("normal", normal.path()).ack(),
-        ],
-    );
-    let mut daemon = Daemon::start(&config, &dir.path().join("daemon.log"));
-    daemon.wait_open(&[flood.path(), normal.path()]);
+    let mut gw = Gateway::builder("scangate-hostile-")
+        .pty(ScannerSpec::named("flood").ack())
+        .pty(ScannerSpec::named("normal").ack())
+        .build();
+    let mut daemon = gw.launch();
+    let [mut flood, mut normal] = gw.take_scanners();
     let pid = daemon.pid();
 
     const N: usize = 40;
@@ -146,20 +137,20 @@ fn garbage_flood_on_one_scanner_never_disturbs_another() {
         flood_thread.join().unwrap();
 
     wait_until("no scan left pending", || {
-        let st = outbox_status(&config);
+        let st = outbox_status(&gw.cfg);
         count(&st, "pending") + count(&st, "unresolved") == 0
     });
     assert_eq!(daemon.terminate().code(), Some(0));
     flood_replies.extend(drain(&mut flood, Duration::from_millis(100)));
 
     // The normal scanner: everything committed, once.
-    let normal_rows = rows(&state, "normal");
+    let normal_rows = rows(&gw.state, "normal");
     assert_eq!(normal_rows.len(), 2 * N, "one row per transmission");
     assert!(
         normal_rows.iter().all(|r| r.0 == "committed"),
         "{normal_rows:?}"
     );
-    let ledger = ledger(&config);
+    let ledger = ledger(&gw.cfg);
     assert_eq!(
         ledger.iter().filter(|e| e["scanner"] == "normal").count(),
         2 * N
@@ -167,7 +158,7 @@ fn garbage_flood_on_one_scanner_never_disturbs_another() {
 
     // The flooding scanner: every frame rejected with a reason and NAKed,
     // except the good one after the flood.
-    let flood_rows = rows(&state, "flood");
+    let flood_rows = rows(&gw.state, "flood");
     let rejected: Vec<_> = flood_rows.iter().filter(|r| r.0 == "rejected").collect();
     let committed: Vec<_> = flood_rows.iter().filter(|r| r.0 == "committed").collect();
     let good: Vec<_> = committed
@@ -199,7 +190,7 @@ fn garbage_flood_on_one_scanner_never_disturbs_another() {
     assert_eq!(naks, rejected.len(), "every rejected frame NAKed once");
     assert_eq!(flood_replies.iter().filter(|&&b| b == ACK).count(), 2);
 
-    audit_verify(&config);
+    audit_verify(&gw.cfg);
 
     // Memory: the 16 MiB of unterminated bytes must not be held.
     let grew = hwm_after.saturating_sub(hwm_before);
@@ -214,7 +205,7 @@ fn garbage_flood_on_one_scanner_never_disturbs_another() {
     );
 
     // Latency of the normal scanner, for the record (not asserted).
-    let db = open_db(&state);
+    let db = open_db(&gw.state);
     let decide_ms = |tag: &str| -> Vec<Duration> {
         db.prepare(
             "SELECT decided_ms - captured_ms FROM scans WHERE scanner = 'normal' AND serial LIKE ?1",

@@ -40,26 +40,13 @@ fn scan_acked(vs: &mut VirtualScanner, serial: &str) {
 
 #[test]
 fn unplug_and_replug_behind_the_same_symlink_resumes_and_loses_nothing() {
-    let dir = tempdir("scangate-hotplug-");
-    let state = dir.path().join("state");
-    let udev = dir.path().join("scangate");
-    std::fs::create_dir(&udev).unwrap();
-    let link = udev.join("counter-1");
-
-    let mut first = VirtualScanner::new().unwrap();
-    let mut other = VirtualScanner::new().unwrap();
-    repoint(&link, first.path());
-    let config = write_serial_config(
-        dir.path(),
-        &state,
-        3000,
-        &[
-            ScannerSpec::new("counter-1", &link).ack(),
-            ScannerSpec::new("counter-2", other.path()).ack(),
-        ],
-    );
-    let mut daemon = Daemon::start(&config, &dir.path().join("daemon.log"));
-    daemon.wait_open(&[first.path(), other.path()]);
+    let mut gw = Gateway::builder("scangate-hotplug-")
+        .pty_behind("scangate/counter-1", ScannerSpec::named("counter-1").ack())
+        .pty(ScannerSpec::named("counter-2").ack())
+        .build();
+    let link = gw.dir.join("scangate/counter-1");
+    let mut daemon = gw.launch();
+    let [mut first, mut other] = gw.take_scanners();
 
     let mut committed: Vec<(&str, String)> = Vec::new();
     for i in 0..5 {
@@ -111,16 +98,16 @@ fn unplug_and_replug_behind_the_same_symlink_resumes_and_loses_nothing() {
     scan_acked(&mut third, "MOVED0");
     committed.push(("counter-1", "MOVED0".into()));
 
-    wait_all_decided(&config, committed.len() as i64);
+    wait_all_decided(&gw.cfg, committed.len() as i64);
     assert_eq!(daemon.terminate().code(), Some(0));
 
-    let st = outbox_status(&config);
+    let st = outbox_status(&gw.cfg);
     assert_eq!(
         count(&st, "rejected"),
         0,
         "the half frame is not a scan: {st}"
     );
-    let ledger = ledger(&config);
+    let ledger = ledger(&gw.cfg);
     assert_eq!(ledger.len(), committed.len(), "{ledger:#?}");
     for (scanner, serial) in &committed {
         assert_eq!(

@@ -30,26 +30,17 @@ fn framing(i: usize) -> (&'static str, fn(&str) -> Vec<u8>) {
 
 #[test]
 fn sixteen_scanners_each_with_its_own_profile() {
-    let dir = tempdir("scangate-many-");
-    let state = dir.path().join("state");
-    let ptys: Vec<VirtualScanner> = (0..SCANNERS)
-        .map(|_| VirtualScanner::new().unwrap())
-        .collect();
-    let specs: Vec<ScannerSpec> = ptys
-        .iter()
-        .enumerate()
-        .map(|(i, vs)| {
-            let mut s = ScannerSpec::new(&format!("sc-{i:02}"), vs.path()).with(framing(i).0);
+    let mut gw = Gateway::builder("scangate-many-")
+        .ptys((0..SCANNERS).map(|i| {
+            let mut s = ScannerSpec::named(&format!("sc-{i:02}")).with(framing(i).0);
             s.scan_type = TYPES[i % TYPES.len()];
             s.quantity = i as u32 + 1;
             s.ack = i % 2 == 0;
             s
-        })
-        .collect();
-    let config = write_serial_config(dir.path(), &state, 3000, &specs);
-    let mut daemon = Daemon::start(&config, &dir.path().join("daemon.log"));
-    let paths: Vec<&std::path::Path> = ptys.iter().map(|v| v.path()).collect();
-    daemon.wait_open(&paths);
+        }))
+        .build();
+    let mut daemon = gw.launch();
+    let ptys: [VirtualScanner; SCANNERS] = gw.take_scanners();
 
     // Every scanner at once: PICKS picks, then an echo of the last one.
     let players: Vec<_> = ptys
@@ -82,7 +73,7 @@ fn sixteen_scanners_each_with_its_own_profile() {
         }
         ptys.push(vs);
     }
-    let st = wait_all_decided(&config, (SCANNERS * (PICKS + 1)) as i64);
+    let st = wait_all_decided(&gw.cfg, (SCANNERS * (PICKS + 1)) as i64);
     assert_eq!(count(&st, "committed"), (SCANNERS * PICKS) as i64, "{st}");
     assert_eq!(count(&st, "suppressed"), SCANNERS as i64, "{st}");
     assert_eq!(count(&st, "rejected"), 0, "{st}");
@@ -92,7 +83,7 @@ fn sixteen_scanners_each_with_its_own_profile() {
         assert!(extra.is_empty(), "sc-{i:02}: unexpected bytes {extra:02x?}");
     }
 
-    let ledger = ledger(&config);
+    let ledger = ledger(&gw.cfg);
     assert_eq!(ledger.len(), SCANNERS * PICKS);
     for i in 0..SCANNERS {
         let name = format!("sc-{i:02}");

@@ -13,19 +13,18 @@ use std::path::PathBuf;
 
 const WINDOW_MS: u64 = 3000;
 
+/// A gateway's state after a shift, its daemon stopped.
 struct Shift {
-    dir: tempfile::TempDir,
-    state: PathBuf,
-    config: PathBuf,
+    gw: Gateway,
 }
 
 impl Shift {
     fn db(&self) -> PathBuf {
-        self.state.join("scangate.db")
+        self.gw.state.join("scangate.db")
     }
 
     fn state_id(&self) -> String {
-        let text = fs::read_to_string(self.state.join("state-id")).expect("state-id written");
+        let text = fs::read_to_string(self.gw.state.join("state-id")).expect("state-id written");
         text.lines()
             .find_map(|l| l.strip_prefix("state_id "))
             .expect("a state_id line")
@@ -36,26 +35,25 @@ impl Shift {
 
 /// A daemon that commits `picks` picks on one serial scanner, then stops.
 fn shift(prefix: &str, picks: usize) -> Shift {
-    let dir = tempdir(prefix);
-    let state = dir.path().join("state");
-    let mut vs = VirtualScanner::new().unwrap();
-    let spec = ScannerSpec::new("counter-1", vs.path()).ack();
-    let config = write_config(dir.path(), &state, WINDOW_MS, &[spec]);
-    let mut daemon = Daemon::start(&config, &dir.path().join("daemon.log"));
-    daemon.wait_open(&[vs.path()]);
+    let mut gw = Gateway::builder(prefix)
+        .window_ms(WINDOW_MS)
+        .pty(ScannerSpec::named("counter-1").ack())
+        .build();
+    let mut daemon = gw.launch();
+    let [mut vs] = gw.take_scanners();
     let burst: Vec<u8> = (0..picks)
         .flat_map(|i| frame(&dscsa(&format!("R{:07}", 100 + i))))
         .collect();
     vs.send(&burst).unwrap();
     wait_acks(&mut vs, picks);
     assert_eq!(daemon.terminate().code(), Some(0));
-    assert_eq!(ledger(&config).len(), picks);
-    Shift { dir, state, config }
+    assert_eq!(ledger(&gw.cfg).len(), picks);
+    Shift { gw }
 }
 
 /// `scangate run` on this config, which must refuse at once: its outcome.
 fn run_refused(s: &Shift) -> Outcome {
-    let mut daemon = Daemon::start(&s.config, &s.dir.path().join("refused.log"));
+    let mut daemon = Daemon::start(&s.gw.cfg, &s.gw.dir.join("refused.log"));
     let status = daemon.wait_exit();
     Outcome {
         code: status.code(),
@@ -75,7 +73,7 @@ fn assert_every_command_refuses(s: &Shift, what: &str, confirm: &str) {
         &["outbox", "status"],
     ]
     .iter()
-    .map(|args| (args.join(" "), cli_cfg(&s.config, args).into()))
+    .map(|args| (args.join(" "), cli_cfg(&s.gw.cfg, args).into()))
     .collect();
     outcomes.push(("run".into(), run_refused(s)));
     for (cmd, out) in outcomes {
@@ -114,15 +112,15 @@ fn a_deleted_database_with_its_wal_shm_and_lock_left_is_refused() {
     let s = shift("scangate-id-deleted-", 30);
     let id = s.state_id();
     // Its -wal and -shm as a running daemon leaves them.
-    fs::write(s.state.join("scangate.db-wal"), b"").unwrap();
-    fs::write(s.state.join("scangate.db-shm"), b"").unwrap();
+    fs::write(s.gw.state.join("scangate.db-wal"), b"").unwrap();
+    fs::write(s.gw.state.join("scangate.db-shm"), b"").unwrap();
     fs::remove_file(s.db()).unwrap();
     assert_every_command_refuses(&s, "is missing", &id);
     assert!(!s.db().exists(), "no new database was created");
 
     // A state from before identities (no state-id): its leftovers say a
     // database was here.
-    fs::remove_file(s.state.join("state-id")).unwrap();
+    fs::remove_file(s.gw.state.join("state-id")).unwrap();
     assert_every_command_refuses(&s, "is missing", "unidentified");
     assert!(!s.db().exists(), "no new database was created");
 }
@@ -144,43 +142,45 @@ fn a_database_from_before_identities_is_adopted_and_a_first_start_creates_both()
     let s = shift("scangate-id-adopt-", 4);
     let id = s.state_id();
     assert!(uuid::Uuid::parse_str(&id).is_ok(), "{id}");
-    let in_db: String = open_db(&s.state)
+    let in_db: String = open_db(&s.gw.state)
         .query_row("SELECT value FROM meta WHERE key = 'state_id'", [], |r| {
             r.get(0)
         })
         .unwrap();
     assert_eq!(in_db, id, "the database holds the identity of its state-id");
     // The stop anchored the chain head in the file.
-    let text = fs::read_to_string(s.state.join("state-id")).unwrap();
+    let text = fs::read_to_string(s.gw.state.join("state-id")).unwrap();
     assert!(text.contains("\nhead 4 "), "{text}");
 
     // As an older scangate left it: no identity anywhere.
-    fs::remove_file(s.state.join("state-id")).unwrap();
+    fs::remove_file(s.gw.state.join("state-id")).unwrap();
     {
         let c = rusqlite::Connection::open(s.db()).unwrap();
         c.execute("DELETE FROM meta WHERE key = 'state_id'", [])
             .unwrap();
     }
-    audit_verify(&s.config); // a read command accepts it as it is
-    let mut daemon = Daemon::start(&s.config, &s.dir.path().join("adopt.log"));
-    wait_until("the adopted state-id", || s.state.join("state-id").exists());
+    audit_verify(&s.gw.cfg); // a read command accepts it as it is
+    let mut daemon = Daemon::start(&s.gw.cfg, &s.gw.dir.join("adopt.log"));
+    wait_until("the adopted state-id", || {
+        s.gw.state.join("state-id").exists()
+    });
     assert_eq!(daemon.terminate().code(), Some(0));
     let adopted = s.state_id();
     assert_ne!(adopted, id, "a new identity, given to the old database");
-    let in_db: String = open_db(&s.state)
+    let in_db: String = open_db(&s.gw.state)
         .query_row("SELECT value FROM meta WHERE key = 'state_id'", [], |r| {
             r.get(0)
         })
         .unwrap();
     assert_eq!(in_db, adopted);
-    assert_eq!(ledger(&s.config).len(), 4, "the old ledger is kept");
+    assert_eq!(ledger(&s.gw.cfg).len(), 4, "the old ledger is kept");
 }
 
 #[test]
 fn state_reset_takes_the_lost_identity_and_audits_the_reset_first() {
     let s = shift("scangate-id-reset-", 30);
     let id = s.state_id();
-    let text = fs::read_to_string(s.state.join("state-id")).unwrap();
+    let text = fs::read_to_string(s.gw.state.join("state-id")).unwrap();
     let head = text
         .lines()
         .find_map(|l| l.strip_prefix("head "))
@@ -195,16 +195,16 @@ fn state_reset_takes_the_lost_identity_and_audits_the_reset_first() {
         .unwrap();
 
     // Nothing is reset without the lost identity.
-    let wrong: Outcome = cli_cfg(&s.config, &["state", "reset", "--confirm", "yes"]).into();
+    let wrong: Outcome = cli_cfg(&s.gw.cfg, &["state", "reset", "--confirm", "yes"]).into();
     assert_eq!(wrong.code, Some(2), "{wrong}");
     assert!(wrong.stderr.contains(&format!("--confirm {id}")), "{wrong}");
     assert_eq!(fs::metadata(s.db()).unwrap().len(), 0);
 
-    let done: Outcome = cli_cfg(&s.config, &["state", "reset", "--confirm", &id]).into();
+    let done: Outcome = cli_cfg(&s.gw.cfg, &["state", "reset", "--confirm", &id]).into();
     assert_eq!(done.code, Some(0), "{done}");
     let new_id = s.state_id();
     assert_ne!(new_id, id);
-    let aside: Vec<PathBuf> = fs::read_dir(&s.state)
+    let aside: Vec<PathBuf> = fs::read_dir(&s.gw.state)
         .unwrap()
         .map(|e| e.unwrap().path())
         .filter(|p| p.to_string_lossy().contains("scangate.db.lost-"))
@@ -216,10 +216,10 @@ fn state_reset_takes_the_lost_identity_and_audits_the_reset_first() {
         "the emptied file is moved aside, not deleted: {aside:?}"
     );
 
-    let verify = audit_verify(&s.config);
+    let verify = audit_verify(&s.gw.cfg);
     assert!(verify.stdout.contains("intact: 1 records"), "{verify}");
     let record: serde_json::Value = serde_json::from_str(
-        &open_db(&s.state)
+        &open_db(&s.gw.state)
             .query_row("SELECT record FROM audit WHERE seq = 1", [], |r| {
                 r.get::<_, String>(0)
             })
@@ -231,10 +231,10 @@ fn state_reset_takes_the_lost_identity_and_audits_the_reset_first() {
     assert_eq!(reset["lost_head_seq"], head_seq.parse::<i64>().unwrap());
     assert_eq!(reset["lost_head_hash"], head_hash);
     assert_eq!(record["scan_uuid"], new_id.as_str());
-    assert!(ledger(&s.config).is_empty());
+    assert!(ledger(&s.gw.cfg).is_empty());
 
     // An intact state is not reset.
-    let again: Outcome = cli_cfg(&s.config, &["state", "reset", "--confirm", &new_id]).into();
+    let again: Outcome = cli_cfg(&s.gw.cfg, &["state", "reset", "--confirm", &new_id]).into();
     assert_eq!(again.code, Some(2), "{again}");
     assert!(again.stderr.contains("nothing to reset"), "{again}");
 }
@@ -243,28 +243,23 @@ fn state_reset_takes_the_lost_identity_and_audits_the_reset_first() {
 /// scanner: the anchors' tests.
 struct Anchored {
     redis: RedisServer,
-    _dir: tempfile::TempDir,
-    state: PathBuf,
-    config: PathBuf,
+    gw: Gateway,
     vs: VirtualScanner,
     daemon: Daemon,
 }
 
 fn anchored_gateway(prefix: &str) -> Anchored {
     let redis = RedisServer::start_temp(&[]);
-    let dir = tempdir(prefix);
-    let state = dir.path().join("state");
-    let vs = VirtualScanner::new().unwrap();
-    let spec = ScannerSpec::new("counter-1", vs.path()).ack();
-    let config = write_config(dir.path(), &state, WINDOW_MS, &[spec]);
-    append_redis(&config, &redis);
-    let mut daemon = Daemon::start(&config, &dir.path().join("daemon.log"));
-    daemon.wait_open(&[vs.path()]);
+    let mut gw = Gateway::builder(prefix)
+        .window_ms(WINDOW_MS)
+        .pty(ScannerSpec::named("counter-1").ack())
+        .redis(&redis)
+        .build();
+    let daemon = gw.launch();
+    let [vs] = gw.take_scanners();
     Anchored {
         redis,
-        _dir: dir,
-        state,
-        config,
+        gw,
         vs,
         daemon,
     }
@@ -293,9 +288,7 @@ fn wait_anchored(redis: &RedisServer, seq: i64) {
 fn a_lost_tail_is_named_from_the_anchors_outside_the_database() {
     let Anchored {
         redis,
-        _dir,
-        state,
-        config,
+        gw,
         mut vs,
         mut daemon,
     } = anchored_gateway("scangate-anchor-");
@@ -313,7 +306,7 @@ fn a_lost_tail_is_named_from_the_anchors_outside_the_database() {
     );
     daemon.kill9();
     {
-        let c = rusqlite::Connection::open(state.join("scangate.db")).unwrap();
+        let c = rusqlite::Connection::open(gw.state.join("scangate.db")).unwrap();
         let head: String = c
             .query_row(
                 "SELECT seq || ' ' || hash FROM audit WHERE seq = 20",
@@ -329,7 +322,7 @@ fn a_lost_tail_is_named_from_the_anchors_outside_the_database() {
         ))
         .unwrap();
     }
-    let out: Outcome = cli_cfg(&config, &["audit", "verify"]).into();
+    let out: Outcome = cli_cfg(&gw.cfg, &["audit", "verify"]).into();
     assert_eq!(out.code, Some(1), "verify must name the lost tail: {out}");
     assert!(
         out.stdout.contains("audit chain intact: 20 records"),
@@ -344,7 +337,7 @@ fn a_lost_tail_is_named_from_the_anchors_outside_the_database() {
 
     // An anchor that cannot be reached is said so, not taken as intact.
     drop(redis);
-    let out: Outcome = cli_cfg(&config, &["audit", "verify"]).into();
+    let out: Outcome = cli_cfg(&gw.cfg, &["audit", "verify"]).into();
     assert_eq!(out.code, Some(1), "{out}");
     assert!(out.stdout.contains("NOT reachable"), "{out}");
 }
@@ -362,13 +355,11 @@ fn a_lost_tail_is_named_from_the_anchors_outside_the_database() {
 fn wal_frames_lost_after_a_sigkill_are_named_from_the_facility_anchor() {
     let Anchored {
         redis,
-        _dir,
-        state,
-        config,
+        gw,
         mut vs,
         mut daemon,
     } = anchored_gateway("scangate-wal-");
-    let db = state.join("scangate.db");
+    let db = gw.state.join("scangate.db");
     let picks = |range: std::ops::Range<i64>| -> Vec<u8> {
         range
             .flat_map(|i| frame(&dscsa(&format!("W{i:07}"))))
@@ -408,7 +399,7 @@ fn wal_frames_lost_after_a_sigkill_are_named_from_the_facility_anchor() {
     reader.wait().unwrap();
 
     // The power cut: the WAL is gone.
-    let wal = state.join("scangate.db-wal");
+    let wal = gw.state.join("scangate.db-wal");
     assert!(
         fs::metadata(&wal).unwrap().len() > 0,
         "the later commits are in the WAL"
@@ -428,7 +419,7 @@ fn wal_frames_lost_after_a_sigkill_are_named_from_the_facility_anchor() {
         "the database ends at or before the snapshot: {left} records"
     );
 
-    let out: Outcome = cli_cfg(&config, &["audit", "verify"]).into();
+    let out: Outcome = cli_cfg(&gw.cfg, &["audit", "verify"]).into();
     assert_eq!(out.code, Some(1), "verify must name the lost tail: {out}");
     assert!(
         out.stdout

@@ -17,7 +17,7 @@ use nix::sys::ptrace;
 use nix::sys::wait::{WaitPidFlag, waitpid};
 use nix::unistd::Pid;
 use scangate::pty::VirtualScanner;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 /// `WATCHDOG_USEC` of these tests: pings every second.
@@ -28,22 +28,19 @@ const WATCHDOG: Duration = Duration::from_secs(2);
 /// (`daemon::MIN_STALL`; the interval is shorter).
 const STALL: Duration = Duration::from_secs(10);
 
-fn start(config: &Path, log: &Path, socket: &NotifySocket) -> Daemon {
-    Daemon::start_with_env(
-        config,
-        log,
-        &[
-            ("NOTIFY_SOCKET", socket.path()),
-            ("WATCHDOG_USEC", WATCHDOG_USEC),
-        ],
-    )
+/// Start `gw`'s daemon with `socket` as its `NOTIFY_SOCKET` (and
+/// `WATCHDOG_USEC`), waiting for nothing: `READY=1` is what is tested.
+fn start(gw: &Gateway, socket: &NotifySocket) -> Daemon {
+    gw.spawn_with_env(&[
+        ("NOTIFY_SOCKET", socket.path()),
+        ("WATCHDOG_USEC", WATCHDOG_USEC),
+    ])
 }
 
 /// A gateway with one ACKing PTY scanner, started with a notify socket.
 struct Notified {
-    dir: tempfile::TempDir,
+    gw: Gateway,
     vs: VirtualScanner,
-    cfg: PathBuf,
     socket: NotifySocket,
     d: Daemon,
 }
@@ -52,25 +49,13 @@ struct Notified {
 /// `/dev/scangate/<name>`), so an unplugged one stays gone: its PTY's
 /// number may be another test's next.
 fn notified(prefix: &str) -> Notified {
-    let dir = tempdir(prefix);
-    let vs = VirtualScanner::new().unwrap();
-    let link = dir.path().join("counter-1");
-    std::os::unix::fs::symlink(vs.path(), &link).unwrap();
-    let cfg = write_serial_config(
-        dir.path(),
-        &dir.path().join("state"),
-        3000,
-        &[ScannerSpec::new("counter-1", &link).ack()],
-    );
-    let socket = NotifySocket::bind(dir.path());
-    let d = start(&cfg, &dir.path().join("run.log"), &socket);
-    Notified {
-        dir,
-        vs,
-        cfg,
-        socket,
-        d,
-    }
+    let mut gw = Gateway::builder(prefix)
+        .pty_behind("counter-1", ScannerSpec::named("counter-1").ack())
+        .build();
+    let [vs] = gw.take_scanners();
+    let socket = NotifySocket::bind(&gw.dir);
+    let d = start(&gw, &socket);
+    Notified { gw, vs, socket, d }
 }
 
 /// The thread of `pid` named `name` (`/proc/<pid>/task/*/comm`).
@@ -123,13 +108,11 @@ fn wait_no_pings_for(socket: &NotifySocket, quiet: Duration) {
 #[test]
 fn ready_comes_with_the_outbox_open_and_the_scanner_up_then_status_pings_and_stopping() {
     let Notified {
-        dir,
+        gw,
         mut vs,
         socket,
         mut d,
-        ..
     } = notified("sg-notify");
-    let state = dir.path().join("state");
     let ready = socket.wait_for("READY", "1", 1);
     let first = socket
         .all()
@@ -143,7 +126,7 @@ fn ready_comes_with_the_outbox_open_and_the_scanner_up_then_status_pings_and_sto
         "{first:?}"
     );
     assert!(
-        open_files(d.pid()).contains(&state.join("scangate.db")),
+        open_files(d.pid()).contains(&gw.state.join("scangate.db")),
         "the outbox is open"
     );
     // Ready means ready: a scan right now is made durable and ACKed.
@@ -155,7 +138,7 @@ fn ready_comes_with_the_outbox_open_and_the_scanner_up_then_status_pings_and_sto
         "pings every half WATCHDOG_USEC, within it"
     );
     // The status follows the scanner: unplugged.
-    std::fs::remove_file(dir.path().join("counter-1")).unwrap();
+    std::fs::remove_file(gw.dir.join("counter-1")).unwrap();
     drop(vs);
     socket.wait_status("with the scanner down", |l| {
         l.starts_with("0/1 scanners up")
@@ -169,9 +152,8 @@ fn ready_comes_with_the_outbox_open_and_the_scanner_up_then_status_pings_and_sto
 #[test]
 fn the_watchdog_stops_pinging_while_the_outbox_writer_is_wedged_and_resumes_after() {
     let Notified {
-        dir: _dir,
+        gw,
         mut vs,
-        cfg,
         socket,
         mut d,
     } = notified("sg-wedge-writer");
@@ -207,29 +189,25 @@ fn the_watchdog_stops_pinging_while_the_outbox_writer_is_wedged_and_resumes_afte
         d.log().contains("the outbox writer makes progress again")
     });
     assert!(d.terminate().success(), "{}", d.log_digest());
-    assert_eq!(wait_all_decided(&cfg, 1)["committed"], 1);
+    assert_eq!(wait_all_decided(&gw.cfg, 1)["committed"], 1);
 }
 
-/// A gateway with `[redis]` at `redis`.
-fn facility_config(dir: &Path, redis: &RedisServer, vs: &VirtualScanner) -> PathBuf {
-    let cfg = write_serial_config(
-        dir,
-        &dir.join("state"),
-        3000,
-        &[ScannerSpec::new("counter-1", vs.path()).ack()],
-    );
-    append_redis(&cfg, redis);
-    cfg
+/// A gateway in `dir` with one ACKing PTY scanner and `[redis]` at `redis`.
+fn facility_gateway(dir: &Path, redis: &RedisServer) -> Gateway {
+    Gateway::builder_in(dir)
+        .pty(ScannerSpec::named("counter-1").ack())
+        .redis(redis)
+        .build()
 }
 
 #[test]
 fn a_facility_outage_is_no_wedge_a_frozen_live_lane_is() {
     let dir = tempdir("sg-wedge-lane");
     let mut redis = RedisServer::start(dir.path(), &[]);
-    let mut vs = VirtualScanner::new().unwrap();
-    let cfg = facility_config(dir.path(), &redis, &vs);
+    let mut gw = facility_gateway(dir.path(), &redis);
+    let [mut vs] = gw.take_scanners();
     let socket = NotifySocket::bind(dir.path());
-    let mut d = start(&cfg, &dir.path().join("run.log"), &socket);
+    let mut d = start(&gw, &socket);
     let ready = socket.wait_for("READY", "1", 1);
     vs.send(&frame(&dscsa("LANE00001"))).unwrap();
     assert_eq!(replies(&mut vs, 1).0, [ACK]);
@@ -260,7 +238,7 @@ fn a_facility_outage_is_no_wedge_a_frozen_live_lane_is() {
         d.log_digest()
     );
     redis.restart();
-    wait_all_decided(&cfg, 4);
+    wait_all_decided(&gw.cfg, 4);
 
     // The live lane stopped while a scan waits for it: wedged. (Stopped
     // where it holds the writers' turn, the writer waits too, and is
@@ -275,7 +253,7 @@ fn a_facility_outage_is_no_wedge_a_frozen_live_lane_is() {
     let moving = Instant::now();
     assert_eq!(replies(&mut vs, 1).0, [ACK]);
     socket.wait_pings(moving, 2);
-    wait_all_decided(&cfg, 5);
+    wait_all_decided(&gw.cfg, 5);
     assert!(d.terminate().success(), "{}", d.log_digest());
 }
 
@@ -283,21 +261,16 @@ fn a_facility_outage_is_no_wedge_a_frozen_live_lane_is() {
 fn a_long_drain_at_stop_extends_the_stop_timeout() {
     let dir = tempdir("sg-extend");
     let redis = RedisServer::start(dir.path(), &[]);
-    let mut vs = VirtualScanner::new().unwrap();
-    let cfg = facility_config(dir.path(), &redis, &vs);
+    let mut gw = facility_gateway(dir.path(), &redis);
+    let [mut vs] = gw.take_scanners();
     // Each command to a paused Redis waits 3 s before it fails.
-    let text = std::fs::read_to_string(&cfg).unwrap();
-    std::fs::write(
-        &cfg,
-        text.replace("command_timeout_ms = 500", "command_timeout_ms = 3000"),
-    )
-    .unwrap();
+    gw.edit_config(|text| text.replace("command_timeout_ms = 500", "command_timeout_ms = 3000"));
     let socket = NotifySocket::bind(dir.path());
-    let mut d = start(&cfg, &dir.path().join("run.log"), &socket);
+    let mut d = start(&gw, &socket);
     socket.wait_for("READY", "1", 1);
     vs.send(&frame(&dscsa("EXTEND001"))).unwrap();
     assert_eq!(replies(&mut vs, 1).0, [ACK]);
-    wait_all_decided(&cfg, 1);
+    wait_all_decided(&gw.cfg, 1);
 
     // Redis paused while a claim is out: the claimer's last rounds at the
     // stop wait for their timeouts, seconds in all.
@@ -317,7 +290,7 @@ fn a_long_drain_at_stop_extends_the_stop_timeout() {
         "EXTEND_TIMEOUT_USEC=20000000 while the drain ran: {extended:?}"
     );
     // What the facility could not decide stays durable for the next start.
-    let st = outbox_status(&cfg);
+    let st = outbox_status(&gw.cfg);
     assert_eq!(
         count(&st, "committed") + count(&st, "unresolved") + count(&st, "pending"),
         2,

@@ -37,17 +37,18 @@ fn serials(cfg: &Path, scanner: &str) -> Vec<String> {
     v
 }
 
-/// Start `cfg`'s daemon with a notify socket in `dir` and wait for its
-/// `READY=1`.
-fn start_ready(dir: &Path, cfg: &Path) -> (NotifySocket, Daemon) {
-    let socket = NotifySocket::bind(dir);
-    let d = Daemon::start_with_env(
-        cfg,
-        &dir.join("run.log"),
-        &[("NOTIFY_SOCKET", socket.path())],
-    );
+/// A gateway with one ACKing scanner, `counter-a`, its daemon started with
+/// a notify socket in the gateway's directory and its `READY=1` come: the
+/// gateway, counter-a's PTY, the socket and the daemon.
+fn counter_a_ready(prefix: &str) -> (Gateway, VirtualScanner, NotifySocket, Daemon) {
+    let mut gw = Gateway::builder(prefix)
+        .pty(ScannerSpec::named("counter-a").ack())
+        .build();
+    let [a] = gw.take_scanners();
+    let socket = NotifySocket::bind(&gw.dir);
+    let d = gw.spawn_with_env(&[("NOTIFY_SOCKET", socket.path())]);
     socket.wait_for("READY", "1", 1);
-    (socket, d)
+    (gw, a, socket, d)
 }
 
 /// The first line of the daemon's log that contains `needle`.
@@ -69,20 +70,16 @@ fn connects(d: &Daemon, name: &str) -> usize {
 
 #[test]
 fn a_scanner_added_by_reload_starts_while_the_first_keeps_scanning() {
-    let dir = tempdir("sg-reload-add");
-    let state = dir.path().join("state");
-    let mut a = VirtualScanner::new().unwrap();
+    let (gw, mut a, socket, mut d) = counter_a_ready("sg-reload-add");
     let mut b = VirtualScanner::new().unwrap();
     let path_a = a.path().to_owned();
     let spec_a = || ScannerSpec::new("counter-a", &path_a).ack();
-    let cfg = write_serial_config(dir.path(), &state, 3000, &[spec_a()]);
-    let (socket, mut d) = start_ready(dir.path(), &cfg);
     for i in 0..5 {
         scan_acked(&mut a, &format!("ADD-A-{i:03}"));
     }
     write_serial_config(
-        dir.path(),
-        &state,
+        &gw.dir,
+        &gw.state,
         3000,
         &[spec_a(), ScannerSpec::new("counter-b", b.path()).ack()],
     );
@@ -104,38 +101,28 @@ fn a_scanner_added_by_reload_starts_while_the_first_keeps_scanning() {
         l.starts_with("2/2 scanners up")
     });
     assert!(d.terminate().success(), "{}", d.log_digest());
-    let st = wait_all_decided(&cfg, 12);
+    let st = wait_all_decided(&gw.cfg, 12);
     assert_eq!(count(&st, "committed"), 12, "none doubled: {st}");
     let want: Vec<String> = (0..10).map(|i| format!("ADD-A-{i:03}")).collect();
-    assert_eq!(serials(&cfg, "counter-a"), want);
-    assert_eq!(serials(&cfg, "counter-b"), ["ADD-B-000", "ADD-B-001"]);
-    audit_verify(&cfg);
+    assert_eq!(serials(&gw.cfg, "counter-a"), want);
+    assert_eq!(serials(&gw.cfg, "counter-b"), ["ADD-B-000", "ADD-B-001"]);
+    audit_verify(&gw.cfg);
 }
 
 #[test]
 fn a_reload_removes_one_scanner_and_restarts_a_changed_one_alone() {
-    let dir = tempdir("sg-reload-rm");
-    let state = dir.path().join("state");
-    let mut a = VirtualScanner::new().unwrap();
-    let b = VirtualScanner::new().unwrap();
-    let c1 = VirtualScanner::new().unwrap();
+    let mut gw = Gateway::builder("sg-reload-rm")
+        .pty(ScannerSpec::named("counter-a").ack())
+        .pty(ScannerSpec::named("counter-b").ack())
+        .pty(ScannerSpec::named("counter-c").ack())
+        .build();
+    let mut d = gw.launch();
+    let [mut a, b, c1] = gw.take_scanners();
     let mut c2 = VirtualScanner::new().unwrap();
-    let cfg = write_serial_config(
-        dir.path(),
-        &state,
-        3000,
-        &[
-            ScannerSpec::new("counter-a", a.path()).ack(),
-            ScannerSpec::new("counter-b", b.path()).ack(),
-            ScannerSpec::new("counter-c", c1.path()).ack(),
-        ],
-    );
-    let mut d = Daemon::start(&cfg, &dir.path().join("run.log"));
-    d.wait_open(&[a.path(), b.path(), c1.path()]);
     scan_acked(&mut a, "RM-A-000");
     write_serial_config(
-        dir.path(),
-        &state,
+        &gw.dir,
+        &gw.state,
         3000,
         &[
             ScannerSpec::new("counter-a", a.path()).ack(),
@@ -155,31 +142,22 @@ fn a_reload_removes_one_scanner_and_restarts_a_changed_one_alone() {
     scan_acked(&mut c2, "RM-C-000");
     assert_eq!(connects(&d, "counter-a"), 1, "counter-a untouched");
     assert!(d.terminate().success(), "{}", d.log_digest());
-    wait_all_decided(&cfg, 3);
-    assert_eq!(serials(&cfg, "counter-a"), ["RM-A-000", "RM-A-001"]);
-    assert_eq!(serials(&cfg, "counter-c"), ["RM-C-000"]);
+    wait_all_decided(&gw.cfg, 3);
+    assert_eq!(serials(&gw.cfg, "counter-a"), ["RM-A-000", "RM-A-001"]);
+    assert_eq!(serials(&gw.cfg, "counter-c"), ["RM-C-000"]);
 }
 
 #[test]
 fn a_key_that_needs_a_restart_or_a_broken_file_is_refused_and_the_daemon_runs_on() {
-    let dir = tempdir("sg-reload-refuse");
-    let state = dir.path().join("state");
-    let mut a = VirtualScanner::new().unwrap();
+    let (gw, mut a, socket, mut d) = counter_a_ready("sg-reload-refuse");
     let mut b = VirtualScanner::new().unwrap();
-    let cfg = write_serial_config(
-        dir.path(),
-        &state,
-        3000,
-        &[ScannerSpec::new("counter-a", a.path()).ack()],
-    );
-    let (socket, mut d) = start_ready(dir.path(), &cfg);
     let both = [
         ScannerSpec::new("counter-a", a.path()).ack(),
         ScannerSpec::new("counter-b", b.path()).ack(),
     ];
 
     // Another window (and a scanner): refused as a whole.
-    write_serial_config(dir.path(), &state, 5000, &both);
+    write_serial_config(&gw.dir, &gw.state, 5000, &both);
     hup(&d);
     socket.wait_for("READY", "1", 2);
     let refused = logged(&d, "reload refused");
@@ -191,23 +169,23 @@ fn a_key_that_needs_a_restart_or_a_broken_file_is_refused_and_the_daemon_runs_on
     scan_acked(&mut a, "REF-A-000");
 
     // A broken file: an error naming it, the running configuration kept.
-    std::fs::write(&cfg, "[gateway\nid = ").unwrap();
+    std::fs::write(&gw.cfg, "[gateway\nid = ").unwrap();
     hup(&d);
     socket.wait_for("READY", "1", 3);
     let broken = logged(&d, "reload refused: configuration error");
     assert!(
         broken.contains(" ERROR ")
             && broken.contains("(line 1)")
-            && broken.contains(&cfg.display().to_string()),
+            && broken.contains(&gw.cfg.display().to_string()),
         "{broken}"
     );
     scan_acked(&mut a, "REF-A-001");
 
     // Fixed: the next reload applies.
-    write_serial_config(dir.path(), &state, 3000, &both);
+    write_serial_config(&gw.dir, &gw.state, 3000, &both);
     hup(&d);
     d.wait_open(&[b.path()]);
     scan_acked(&mut b, "REF-B-000");
     assert!(d.terminate().success(), "{}", d.log_digest());
-    wait_all_decided(&cfg, 3);
+    wait_all_decided(&gw.cfg, 3);
 }

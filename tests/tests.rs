@@ -1,7 +1,9 @@
 //! The integration tests, as one test binary (`cargo test --test
 //! integration`): one link of the library instead of one per file. Each
 //! file beside this one is a module of it; the helpers they share are in
-//! `util/`. Run one group with `cargo test --test integration serial_`.
+//! `util/`, where `util::Gateway` is the fixture the daemon tests start
+//! from (a gateway with N PTY scanners). Run one group with `cargo test
+//! --test integration serial_`.
 
 mod util;
 
@@ -48,10 +50,14 @@ mod hid_vectors;
 
 // The facility store: redis-server processes of each test's own.
 mod embedded_takeover;
+mod facility_backoff;
 mod facility_clock;
-mod facility_e2e;
+mod facility_connect;
 mod facility_failover;
+mod facility_gateways;
 mod facility_order;
+mod facility_outage;
+mod facility_reconcile;
 mod facility_redis;
 mod ledger_stream;
 

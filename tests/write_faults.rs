@@ -4,7 +4,6 @@
 //! The fault is injected with a real SQLite trigger on the real file.
 
 use crate::util::*;
-use scangate::pty::VirtualScanner;
 use std::time::Duration;
 
 fn inject(state: &std::path::Path) {
@@ -29,14 +28,12 @@ fn errors_logged(d: &Daemon) -> usize {
 
 #[test]
 fn no_ack_while_the_database_refuses_writes_then_stored_once() {
-    let dir = tempdir("scangate-faults-");
-    let state = dir.path().join("state");
-    let mut scanner = VirtualScanner::new().unwrap();
-    let spec = ScannerSpec::new("counter-1", scanner.path()).ack();
-    let cfg = write_config(dir.path(), &state, 3000, &[spec]);
-    let mut daemon = Daemon::start(&cfg, &dir.path().join("run.log"));
-    daemon.wait_open(&[scanner.path()]);
-    inject(&state);
+    let mut gw = Gateway::builder("scangate-faults-")
+        .pty(ScannerSpec::named("counter-1").ack())
+        .build();
+    let mut daemon = gw.launch();
+    let [mut scanner] = gw.take_scanners();
+    inject(&gw.state);
 
     scanner
         .send(format!("{}\r", dscsa("SN1")).as_bytes())
@@ -49,17 +46,17 @@ fn no_ack_while_the_database_refuses_writes_then_stored_once() {
         Vec::<u8>::new(),
         "an ACK went out for a scan that is not durable"
     );
-    assert_eq!(count(&outbox_status(&cfg), "pending"), 0);
+    assert_eq!(count(&outbox_status(&gw.cfg), "pending"), 0);
 
-    clear(&state);
+    clear(&gw.state);
     let reply = scanner.read_reply(event_timeout()).unwrap();
     assert_eq!(reply, [ACK], "one ACK once the write succeeded");
-    wait_all_decided(&cfg, 1);
-    assert_eq!(ledger(&cfg).len(), 1);
+    wait_all_decided(&gw.cfg, 1);
+    assert_eq!(ledger(&gw.cfg).len(), 1);
 
     // A scan that still cannot be stored when shutdown comes is reported
     // loudly (exit 4), not silently dropped and not hung on.
-    inject(&state);
+    inject(&gw.state);
     scanner
         .send(format!("{}\r", dscsa("SN2")).as_bytes())
         .unwrap();

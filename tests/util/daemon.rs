@@ -34,6 +34,12 @@ impl ScannerSpec {
         }
     }
 
+    /// A scanner whose `path` a [`Gateway`](super::Gateway) fills in
+    /// with its PTY.
+    pub fn named(name: &str) -> ScannerSpec {
+        ScannerSpec::new(name, Path::new(""))
+    }
+
     /// With ACK/NAK on.
     pub fn ack(mut self) -> ScannerSpec {
         self.ack = true;
@@ -54,8 +60,21 @@ pub fn write_config(
     window_ms: u64,
     scanners: &[ScannerSpec],
 ) -> PathBuf {
+    let path = dir.join("scangate.toml");
+    fs::write(
+        &path,
+        config_text("test-gw", state_dir, window_ms, scanners),
+    )
+    .expect("writing the test config");
+    path
+}
+
+/// The text of a test config: gateway `id` of facility `test-pharmacy`,
+/// its state in `state_dir`, the echo window, 72 h retention, and the
+/// serial `scanners` (9600 baud).
+pub fn config_text(id: &str, state_dir: &Path, window_ms: u64, scanners: &[ScannerSpec]) -> String {
     let mut text = format!(
-        "[gateway]\nfacility = \"test-pharmacy\"\nid = \"test-gw\"\nstate_dir = {:?}\n\n\
+        "[gateway]\nfacility = \"test-pharmacy\"\nid = {id:?}\nstate_dir = {:?}\n\n\
          [dedup]\nwindow_ms = {window_ms}\nretention_hours = 72\n",
         state_dir.to_str().expect("utf-8 temp path")
     );
@@ -74,9 +93,7 @@ pub fn write_config(
             s.extra
         );
     }
-    let path = dir.join("scangate.toml");
-    fs::write(&path, text).expect("writing the test config");
-    path
+    text
 }
 
 /// A running `scangate run`. Killed (SIGKILL) and reaped on drop, so no test

@@ -26,13 +26,18 @@ pub fn write_serial_config(
     scanners: &[ScannerSpec],
 ) -> PathBuf {
     let path = write_config(dir, state_dir, window_ms, scanners);
-    let check: Outcome = cli_cfg(&path, &["check-config"]).into();
+    check_config(&path);
+    path
+}
+
+/// `check-config` must accept the test config `path`.
+pub fn check_config(path: &Path) {
+    let check: Outcome = cli_cfg(path, &["check-config"]).into();
     assert_eq!(
         check.code,
         Some(0),
         "the test config must be valid: {check}"
     );
-    path
 }
 
 /// Read from the scanner side until `n` reply bytes arrived (deadline:

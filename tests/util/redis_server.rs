@@ -322,16 +322,11 @@ pub fn facility_rig(prefix: &str) -> (TempDir, RedisServer, Store, Gate, Facilit
     (root, redis, store, gate, facility)
 }
 
-/// Append a `[redis]` section for `redis` to the config file `cfg`, with
-/// short timeouts (300 ms connect, 500 ms per command).
-pub fn append_redis(cfg: &Path, redis: &RedisServer) {
-    let text = std::fs::read_to_string(cfg).expect("reading the test config");
-    std::fs::write(
-        cfg,
-        format!(
-            "{text}\n[redis]\nurl = {:?}\nconnect_timeout_ms = 300\ncommand_timeout_ms = 500\n",
-            redis.url()
-        ),
+/// A `[redis]` section for `redis`, with short timeouts (300 ms connect,
+/// 500 ms per command).
+pub fn redis_section(redis: &RedisServer) -> String {
+    format!(
+        "[redis]\nurl = {:?}\nconnect_timeout_ms = 300\ncommand_timeout_ms = 500\n",
+        redis.url()
     )
-    .expect("writing the test config");
 }
