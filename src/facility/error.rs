@@ -4,7 +4,7 @@
 
 /// What an ACL user needs (`ACL SETUSER <user> on ><password>` and these):
 /// its keys, the commands scangate sends, and those the claim script runs.
-/// `tests/facility_e2e.rs` runs a gateway as a user with exactly these. A
+/// `tests/facility_connect.rs` runs a gateway as a user with exactly these. A
 /// server with `WAITAOF` needs [`ACL_GRANTS_WAITAOF`] as well.
 pub const ACL_GRANTS: &str = "resetkeys ~scangate:* resetchannels -@all +evalsha +script|load +config|get +info +wait +xrange +hmget +hset +get +set +zscore +zrange +zrangebyscore +zadd +zremrangebyscore +xadd +pexpire +time +exists +xinfo|groups +xpending +xtrim +xlen";
 
