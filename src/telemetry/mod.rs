@@ -83,6 +83,54 @@ struct FacilityGauges {
     oldest_unacked: Family<GroupLabel, FloatGauge>,
 }
 
+impl FacilityGauges {
+    /// The facility store's series, registered in `registry`, with
+    /// `[redis] max_clock_error_ms` as configured.
+    fn register(registry: &mut Registry, max_clock_error_ms: u64) -> FacilityGauges {
+        let max_clock_error = FloatGauge::default();
+        max_clock_error.set(max_clock_error_ms as f64 / 1e3);
+        registry.register(
+            "scangate_facility_max_clock_error_seconds",
+            "[redis] max_clock_error_ms as configured: a capture whose facility time is less certain than this waits",
+            max_clock_error,
+        );
+        let g = FacilityGauges {
+            up: Gauge::default(),
+            clock_offset: FloatGauge::default(),
+            clock_bound: FloatGauge::default(),
+            stream_entries: Gauge::default(),
+            oldest_unacked: Family::default(),
+        };
+        registry.register(
+            "scangate_facility_ledger_stream_entries",
+            "Entries in the facility ledger stream, as the claimer's last trim found them (-1: not yet)",
+            g.stream_entries.clone(),
+        );
+        g.stream_entries.set(-1);
+        registry.register(
+            "scangate_facility_ledger_oldest_unacked_age_seconds",
+            "Per consumer group of the facility ledger stream: age of its oldest entry not acknowledged (0: none)",
+            g.oldest_unacked.clone(),
+        );
+        registry.register(
+            "scangate_facility_up",
+            "1 while the facility Redis answers the claimer (sampled)",
+            g.up.clone(),
+        );
+        registry.register(
+            "scangate_facility_clock_offset_seconds",
+            "The facility Redis's clock minus this gateway's wall clock, as last measured",
+            g.clock_offset.clone(),
+        );
+        registry.register(
+            "scangate_facility_clock_error_bound_seconds",
+            "The offset is within plus or minus this",
+            g.clock_bound.clone(),
+        );
+        g
+    }
+}
+
 struct Inner {
     registry: Registry,
     scans_read: Family<ScannerLabel, Counter>,
@@ -191,49 +239,8 @@ impl Telemetry {
             "Scan read to its final decision (scans read during this boot)",
             commit_latency.clone(),
         );
-        let facility = facility_max_clock_error_ms.map(|max_clock_error_ms| {
-            let max_clock_error = FloatGauge::default();
-            max_clock_error.set(max_clock_error_ms as f64 / 1e3);
-            registry.register(
-                "scangate_facility_max_clock_error_seconds",
-                "[redis] max_clock_error_ms as configured: a capture whose facility time is less certain than this waits",
-                max_clock_error,
-            );
-            let g = FacilityGauges {
-                up: Gauge::default(),
-                clock_offset: FloatGauge::default(),
-                clock_bound: FloatGauge::default(),
-                stream_entries: Gauge::default(),
-                oldest_unacked: Family::default(),
-            };
-            registry.register(
-                "scangate_facility_ledger_stream_entries",
-                "Entries in the facility ledger stream, as the claimer's last trim found them (-1: not yet)",
-                g.stream_entries.clone(),
-            );
-            g.stream_entries.set(-1);
-            registry.register(
-                "scangate_facility_ledger_oldest_unacked_age_seconds",
-                "Per consumer group of the facility ledger stream: age of its oldest entry not acknowledged (0: none)",
-                g.oldest_unacked.clone(),
-            );
-            registry.register(
-                "scangate_facility_up",
-                "1 while the facility Redis answers the claimer (sampled)",
-                g.up.clone(),
-            );
-            registry.register(
-                "scangate_facility_clock_offset_seconds",
-                "The facility Redis's clock minus this gateway's wall clock, as last measured",
-                g.clock_offset.clone(),
-            );
-            registry.register(
-                "scangate_facility_clock_error_bound_seconds",
-                "The offset is within plus or minus this",
-                g.clock_bound.clone(),
-            );
-            g
-        });
+        let facility = facility_max_clock_error_ms
+            .map(|max_clock_error_ms| FacilityGauges::register(&mut registry, max_clock_error_ms));
         let audit_records = Counter::default();
         registry.register(
             "scangate_audit_records",
