@@ -1,7 +1,9 @@
 //! How a `scangate` command ends: its exit code. The codes and their
-//! meanings are written once, here ([`Exit::meaning`]); `--help` prints
-//! them from here and a test checks README's table against them. Which
-//! error gets which code is decided in one place, `cli::Failure::exit`.
+//! one-line meanings are written once, here ([`Exit::meaning`]); `--help`
+//! prints them from here and a test checks README's table against them.
+//! Which failure of a command gives which code is said in that command's
+//! own help (`src/cli/args.rs`). Which error gets which code is decided in
+//! one place, `cli::Failure::exit`.
 
 use std::fmt::Write;
 
@@ -36,21 +38,22 @@ impl Exit {
         self as u8
     }
 
-    /// What it means, for a technician.
+    /// What it means, for a technician: one short line. Which failure of
+    /// a command gives which code is in that command's own `--help`.
     pub fn meaning(self) -> &'static str {
         match self {
             Exit::Ok => "success",
             Exit::CheckFailed => {
-                "a check failed: `status` found the gateway degraded (each reason listed), `audit verify` found a broken record or ledger entry, a lost tail, an anchor it cannot reach, or an archive altered, truncated, not an archive or not joining the chain (`audit prune` refuses such an archive too), `decode` got an invalid barcode, the demo lost or doubled a scan, `audit trace` found nothing or an echo naming a commit of this gateway that has no readable record, `check-config --online` could not reach the facility Redis or found a scanner's device path unusable, `pair` heard no scan that decodes before `--timeout` or was cancelled (Esc), or found no unpaired HID scanner"
+                "a check failed: status degraded, audit verify found damage, decode got an invalid barcode, …"
             }
             Exit::Config => {
-                "configuration or usage error (the message names the key and the fix; `audit export` with nothing to archive or onto an existing file, `audit prune` given another state's archive; `[metrics] listen` on an address that cannot be bound; an unreadable `[redis]` `password_file` or `ca_file` too, also for `check-config`), or a facility Redis set up so that claims could be lost (`maxmemory-policy` not `noeviction`), that refuses this gateway's window and retention or its credentials (`WRONGPASS`, `NOAUTH`: the message names the ACL user and `[redis] password_file`), or whose ACL user lacks a grant"
+                "configuration or usage error, or a facility Redis that refuses this gateway; the message names the fix"
             }
             Exit::State => {
-                "state error: state directory not writable or in use by another scangate, database corrupt, unreadable or of another schema version (never overwritten), or lost: missing, emptied or replaced by another state's while `state-id` (or its leftovers) says one was here (restore it, or `state reset`); also `run` stopping because the page check it runs after start found damage"
+                "the state directory or database cannot be used: in use, unwritable, unreadable, damaged, lost or of another version"
             }
             Exit::Runtime => {
-                "runtime failure (I/O, e.g. an archive file that cannot be read or written; an internal thread died, output that cannot be written; `audit prune` with a facility Redis that does not answer; `pair` able to read none of the scanner interfaces, e.g. not run as root)"
+                "runtime failure: I/O, a thread that died, a facility Redis that does not answer where one is needed"
             }
         }
     }
@@ -61,6 +64,7 @@ impl Exit {
         for e in Exit::ALL {
             let _ = writeln!(out, "  {}  {}", e.code(), e.meaning());
         }
+        out.push_str("Which failure gives which code: `scangate <COMMAND> --help`.\n");
         out
     }
 }

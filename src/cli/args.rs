@@ -41,10 +41,38 @@ pub struct ConfigArg {
 pub enum Command {
     /// Run the daemon until SIGTERM/SIGINT; SIGHUP re-reads the config
     /// (scanners added, removed or changed start and stop alone).
+    ///
+    /// Exit codes: 0 stopped by SIGTERM/SIGINT after draining. 2 a
+    /// configuration error (the message names the key and the fix), a
+    /// `[metrics] listen` address that cannot be bound, or a facility Redis
+    /// that would lose claims (`maxmemory-policy` not `noeviction`), that
+    /// refuses this gateway's `[dedup]` window and retention, its
+    /// credentials (`WRONGPASS`, `NOAUTH`: the message names the ACL user
+    /// and `[redis] password_file`) or its `shared` scanners, or whose ACL
+    /// user lacks a grant. 3 the state directory not writable or in use by
+    /// another scangate; the database damaged, unreadable or of another
+    /// schema version (never overwritten); or lost: missing, emptied or
+    /// replaced while `state-id` says one was here (restore it, or `state
+    /// reset`); also damage the page check after start finds. 4 a stage
+    /// of the daemon died, or scans could not be stored while stopping.
     Run(ConfigArg),
     /// Validate the configuration without touching hardware: also that
     /// the state directory is writable by the service user and the
     /// `[redis]` password and CA files readable.
+    ///
+    /// Run as root, the state directory is checked as user `scangate` by
+    /// mode bits; `runuser -u scangate -- scangate check-config` checks it
+    /// as the service. A state directory that does not exist yet and
+    /// cannot be created is a warning: the unit's `StateDirectory=` creates
+    /// it at start.
+    ///
+    /// Exit codes: 0 the configuration is good. 1 with `--online`: the
+    /// facility Redis cannot be reached, or a scanner's device path is not
+    /// a character device this user can read and write. 2 a configuration
+    /// error, an unreadable `[redis] password_file` or `ca_file`, or with
+    /// `--online` a facility Redis that refuses this gateway (eviction
+    /// policy, credentials, a missing ACL grant, other window or retention).
+    /// 3 the state directory cannot be used.
     CheckConfig {
         #[command(flatten)]
         config: ConfigArg,
@@ -56,6 +84,16 @@ pub enum Command {
         online: bool,
     },
     /// Play a noisy pharmacy shift on virtual serial scanners and report.
+    ///
+    /// Three PTY scanners feed the real daemon pipeline in a temporary
+    /// state directory for about 10 s: double-fires, retransmits, operator
+    /// re-scans, re-dispenses after the window, one product on two
+    /// scanners, garbage. The table is computed from the ledger, the outbox
+    /// and the audit trail.
+    ///
+    /// Exit codes: 0 every pick is in the ledger exactly once and nothing
+    /// was lost. 1 a scan was lost or a pick doubled. 4 the demo could not
+    /// run.
     Demo {
         /// Decide through this facility Redis (`redis://host:port/`) instead
         /// of the embedded store.
@@ -77,6 +115,18 @@ pub enum Command {
     /// The gateway's health at one glance: scanners, outbox, facility
     /// store, storage, audit. Exit 0 healthy, 1 degraded (each reason
     /// listed). Read-only; works while the daemon is stopped.
+    ///
+    /// Any member of group `scangate` may run it. Degraded means one or
+    /// more of: the daemon not running; a configured scanner not
+    /// connected; a scan undecided for over 60 s; the facility store not
+    /// answering; free space below `[outbox] min_free_mb` (no scan is
+    /// stored or acknowledged) or close to it; fewer days of space left
+    /// than `[outbox] warn_days_left`.
+    ///
+    /// Exit codes: 0 healthy. 1 degraded, each reason printed with its
+    /// fix. 2 a configuration error. 3 the database cannot be read (lost,
+    /// damaged, or its WAL left without its index: start the daemon, or
+    /// run as the service user).
     Status {
         #[command(flatten)]
         config: ConfigArg,
@@ -95,16 +145,45 @@ pub enum Command {
         command: StateCommand,
     },
     /// Decode barcode text (GS as the raw byte, `<GS>`, `\x1d` or `^]`); exit 1 if any is invalid.
+    ///
+    /// Every input is reported, invalid ones with the reason (which never
+    /// repeats the scanned data). Exit codes: 0 every input decoded
+    /// (valid barcodes that are no dispensable product included). 1 at
+    /// least one input is not a valid barcode. 2 a usage error. 4 stdout
+    /// cannot be written.
     Decode(DecodeArgs),
     /// List HID and serial scanner candidates with a config snippet and udev rule each.
+    ///
+    /// Exit codes: 0 listed (also when nothing is plugged in). 4 the
+    /// devices cannot be enumerated.
     Devices(DevicesArgs),
     /// Pair a HID scanner by scanning with it: append its entry and udev rules.
+    ///
+    /// Listens on every HID scanner interface no `[[scanner]]` of the
+    /// config claims, grabbing keyboards so the test scan types nowhere,
+    /// and pairs the first one whose scan decodes (text typed on a
+    /// keyboard pairs nothing; Esc cancels). Serial scanners are paired by
+    /// hand from `scangate devices`. Then: `udevadm control --reload &&
+    /// udevadm trigger`, and `systemctl reload scangate`.
+    ///
+    /// Exit codes: 0 paired. 1 no scan that decodes came before
+    /// `--timeout`, the pairing was cancelled (Esc), or there is no
+    /// unpaired HID scanner. 2 a usage or configuration error. 4 none of
+    /// the scanner interfaces can be read (e.g. not run as root), or a
+    /// file cannot be written.
     Pair(PairArgs),
 }
 
 #[derive(Subcommand)]
 pub enum LedgerCommand {
     /// Print ledger entries as JSON lines.
+    ///
+    /// Embedded, the gateway's own ledger; with `[redis]`, the facility
+    /// ledger stream (what it still keeps). Exit codes: 0 done (with
+    /// `--follow`: its output closed). 2 a usage error (a bad `--since`,
+    /// `--follow` without `[redis]`). 3 the database cannot be read. 4 the
+    /// facility Redis cannot be read (with `--follow`, only at the first
+    /// connection: later failures are retried).
     Export {
         #[command(flatten)]
         config: ConfigArg,
@@ -148,6 +227,18 @@ pub enum AuditCommand {
     /// whole hash chain (exit 1 naming the first broken record), the
     /// ledger and the anchors; with `--archive`, the archives too, joined
     /// with the database into one chain (they verify without a database).
+    ///
+    /// The chain is checked from the first record (or from the checkpoint
+    /// record, if records were pruned), every ledger entry against the hash
+    /// its commit record holds, and the chain's end against the heads
+    /// anchored outside the file (`state-id`; with `[redis]` the facility
+    /// store).
+    ///
+    /// Exit codes: 0 intact. 1 a broken record or ledger entry, a lost
+    /// tail, an anchor that cannot be reached, or an archive altered,
+    /// truncated, not an archive or not joining the chain (each named).
+    /// 3 the database is damaged, missing or lost. 4 an archive file
+    /// cannot be read.
     Verify {
         #[command(flatten)]
         config: ConfigArg,
@@ -158,6 +249,12 @@ pub enum AuditCommand {
     /// Write the records not archived yet that were decided before DATE,
     /// with the ledger entries they committed, to a new self-verifying
     /// archive file. Read-only; works while the daemon runs.
+    ///
+    /// Exit codes: 0 written and verified. 1 read back, the file is not
+    /// what was written. 2 nothing to archive before DATE, the file exists
+    /// already, a bad DATE, or the chain or ledger is not intact (nothing
+    /// is exported: run `audit verify`). 3 the database cannot be read.
+    /// 4 the file cannot be written.
     Export {
         #[command(flatten)]
         config: ConfigArg,
@@ -173,6 +270,17 @@ pub enum AuditCommand {
     /// remove the records that are archived, older than `[records]
     /// keep_days` and (with `[redis]`) anchored, with their ledger entries,
     /// leaving a checkpoint record. Stop the daemon first.
+    ///
+    /// A record whose scan's ledger entry is still inside the dedup
+    /// horizon (`[dedup] retention_hours`) is never removed. When nothing
+    /// may go, it says which limit held it back.
+    ///
+    /// Exit codes: 0 done (also when nothing may be pruned yet). 1 an
+    /// archive is altered, truncated or not an archive. 2 an archive of
+    /// another state, or the database's chain or ledger not intact
+    /// (nothing is pruned: run `audit verify`). 3 the daemon runs, or the
+    /// database cannot be used. 4 an archive cannot be read, or with
+    /// `[redis]` the facility store does not answer (nothing is pruned).
     Prune {
         #[command(flatten)]
         config: ConfigArg,
@@ -181,6 +289,14 @@ pub enum AuditCommand {
         archive: Vec<PathBuf>,
     },
     /// Show the committed scan and every echo suppressed against it.
+    ///
+    /// Every read of the label on this gateway: the transmissions, the
+    /// ledger entries they made, the commit (with `[redis]`, possibly
+    /// another gateway's) and each echo suppressed against it.
+    ///
+    /// Exit codes: 0 found, every decision with its record. 1 no decision
+    /// about it, or a decision of this gateway that has no readable audit
+    /// record (run `audit verify`). 3 the database cannot be read.
     Trace {
         #[command(flatten)]
         config: ConfigArg,
@@ -204,6 +320,9 @@ pub enum OutboxCommand {
     /// Stop the daemon first. A scan whose claim Redis did record (its
     /// reply was lost) is then decided again here, so use it only when the
     /// facility ledger is abandoned.
+    ///
+    /// Exit codes: 0 decided. 2 the config still has `[redis]`. 3 the
+    /// daemon runs, or the database cannot be used.
     DecideLocally(ConfigArg),
 }
 
@@ -213,6 +332,10 @@ pub enum StateCommand {
     /// replaced): move what is in its place aside, create a new database
     /// and audit the reset as the first record of its chain, naming the
     /// lost state and its last anchored chain head. Stop the daemon first.
+    ///
+    /// Exit codes: 0 reset. 2 nothing was lost, or `--confirm` is not the
+    /// lost state's identity. 3 the daemon runs, or the state directory
+    /// cannot be used.
     Reset {
         #[command(flatten)]
         config: ConfigArg,
