@@ -11,7 +11,7 @@ use rusqlite::{Connection, params};
 use serde::Serialize;
 
 /// One ledger entry, with the field names the facility stream uses too
-/// (docs/design.md).
+/// (docs/integrator.md).
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct LedgerEntry {
     /// Position in the ledger (1, 2, …), the consumer's cursor.
