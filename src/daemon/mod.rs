@@ -41,7 +41,7 @@
 //!
 //! **Starting and stopping.** [`run_with`] is the list of starts: each
 //! stage starts itself from its section of the settings (`writer.rs`,
-//! [`claimer`], [`sweeper`], `anchor.rs`, [`publish`]) through the
+//! `lanes.rs` (the [`claimer`]'s), [`sweeper`], `anchor.rs`, [`publish`]) through the
 //! [`supervisor`], which hears how each ends. The daemon then runs
 //! (`running.rs`) until the shutdown signal or a stage ending early (a
 //! failure), and stops the stages in the order `stop.rs` writes down; how
@@ -51,6 +51,7 @@ mod anchor;
 pub mod claimer;
 pub mod embedded;
 mod error;
+mod lanes;
 pub mod metrics_http;
 pub mod publish;
 pub mod reload;
@@ -163,7 +164,7 @@ pub async fn run_with(
         None => (Decider::Here(Box::new(gate)), None),
         Some(redis) => {
             let started =
-                claimer::start(&mut wiring, &mut store, gate, cfg, redis, &telemetry).await?;
+                lanes::start(&mut wiring, &mut store, gate, cfg, redis, &telemetry).await?;
             let decider = Decider::Claimer {
                 facility_id: cfg.gateway.facility.clone(),
                 kick: started.kick,

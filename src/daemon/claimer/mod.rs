@@ -25,11 +25,7 @@ const CLOCK_WORTH_A_WORD: f64 = 0.05;
 pub use lane::{pick, record, round};
 pub use reconcile::markers;
 
-use super::DaemonError;
-use super::Wiring;
-use super::supervisor::{Stage, StageResult};
 use crate::config::Config;
-use crate::events;
 use crate::facility::config::{RedisConfig, RedisSettings, ReplicaAck};
 use crate::facility::{Facility, FacilityError};
 use crate::gate::Gate;
@@ -39,7 +35,6 @@ use crate::model::FacilityState;
 use crate::model::{Decision, GateStats};
 use crate::notify::Progress;
 use crate::store::{Store, StoreError};
-use crate::telemetry::Telemetry;
 use lane::{Lane, Next};
 use std::sync::atomic::AtomicBool;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, TryRecvError};
@@ -466,73 +461,6 @@ impl LaneRun {
     pub fn run(self) -> GateStats {
         run(self.lane, self.peers, self.observe, &self.progress)
     }
-}
-
-/// The claimer, started ([`start`]).
-pub(crate) struct Started {
-    /// Wakes the live lane: the writer's side.
-    pub(crate) kick: Kicker,
-    /// Stops the lanes, in the daemon's stop order.
-    pub(crate) lane_stop: LaneStop,
-    /// The lanes' shared link (told of reloaded scanners).
-    pub(crate) link: Link,
-}
-
-/// Start the claimer as `[redis]` says: connect once (off the async
-/// runtime: the redis client blocks) — a facility store that refuses this
-/// gateway or is set up so claims could be lost fails the start — record
-/// what the connection learned, and start both lanes as stages, each
-/// watched with its own stall bound. A store that
-/// does not answer yet is no failure: the lanes keep trying.
-pub(crate) async fn start(
-    wiring: &mut Wiring,
-    store: &mut Store,
-    gate: Gate,
-    cfg: &Config,
-    redis: &RedisSettings,
-    telemetry: &Telemetry,
-) -> Result<Started, DaemonError> {
-    let link = Link::new(cfg, redis);
-    let (connecting, first) = {
-        let link = link.clone();
-        tokio::task::spawn_blocking(move || {
-            let first = link.connect_checked();
-            (link, first)
-        })
-        .await
-        .expect("the connect task does not panic")
-    };
-    let first = match first {
-        Err(e) if e.needs_technician() => return Err(DaemonError::Facility(e)),
-        first => first,
-    };
-    if let Ok(f) = &first {
-        records::set_scanner_clones(store, f.clones())?;
-        if let Some(clock) = f.clock() {
-            records::set_clock(store, clock)?;
-        }
-    }
-    let observe = {
-        let telemetry = telemetry.clone();
-        move |decisions: &[Decision]| events::Decided { decisions }.emit(&telemetry)
-    };
-    let (kick, lane_stop, lanes) = lanes(store, gate, connecting, first.ok(), observe)?;
-    for lane in lanes {
-        let stall = wiring.stall(lane.stall_bound());
-        wiring.watch.add(lane.progress(), stall, None);
-        let stage = match lane.kind() {
-            LaneKind::Live => Stage::LiveLane,
-            LaneKind::Replay => Stage::ReplayLane,
-        };
-        wiring.stages.thread(stage, &lane.thread_name(), move || {
-            StageResult::Lane(lane.run())
-        });
-    }
-    Ok(Started {
-        kick,
-        lane_stop,
-        link,
-    })
 }
 
 /// Both lanes over companions of `store`, to be run on their own threads.
