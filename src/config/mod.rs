@@ -32,7 +32,7 @@ use toml::de::{DeTable, DeValue, ValueDeserializer};
 
 pub use crate::capture::ScanType;
 pub use crate::facility::config::{RedisConfig, RedisSettings};
-pub use crate::source::Scanner;
+pub use crate::source::config::Scanner;
 pub use crate::source::hid::config::{
     DEFAULT_HID_TIMEOUT_MS, GsKey, HidConfig, HidMode, KeyboardConfig, ModeConfig, PosConfig,
     TerminatorKey,

@@ -1,7 +1,7 @@
 //! Unit tests of the module above (kept apart: the module reads on its own).
 
 use super::*;
-use crate::source::default_max_frame_bytes;
+use crate::source::config::default_max_frame_bytes;
 use crate::source::serial::config::default_baud;
 
 #[test]
@@ -500,24 +500,6 @@ fn the_documented_redis_section_parses_with_its_defaults() {
         r.url_with_credentials(Some("p@ss word")),
         "rediss://scangate:p%40ss%20word@redis.pharmacy.lan:6379/0"
     );
-}
-
-/// The example tells a technician the same ACL grants as the refusal
-/// message (`facility::ACL_GRANTS`, which a test runs a gateway with).
-#[test]
-fn the_documented_acl_grants_are_the_ones_scangate_needs() {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/scangate.toml");
-    let text = std::fs::read_to_string(path).unwrap();
-    let documented: Vec<&str> = text
-        .lines()
-        .filter_map(|l| l.strip_prefix("# #"))
-        .skip_while(|l| !l.contains("ACL SETUSER"))
-        .take_while(|l| !l.contains("(the claim script"))
-        .flat_map(str::split_whitespace)
-        .filter(|w| w.starts_with(['+', '-', '~']) || w.starts_with("reset"))
-        .collect();
-    let needed: Vec<&str> = crate::facility::ACL_GRANTS.split_whitespace().collect();
-    assert_eq!(documented, needed);
 }
 
 #[test]

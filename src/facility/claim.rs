@@ -3,6 +3,7 @@
 //! (`recv_claims`), each checked against what the round asked.
 
 use super::{Facility, FacilityError};
+use crate::model::{Claim, Outcome};
 use redis::Value;
 
 /// Scans decided by one script call. Redis runs nothing else while a script
@@ -13,31 +14,6 @@ const CLAIMS_PER_CALL: usize = 128;
 /// The claim script (`claim.lua`; loaded at the start of every round, called
 /// with EVALSHA).
 pub const CLAIM_LUA: &str = include_str!("claim.lua");
-
-/// One scan to claim.
-#[derive(Debug, Clone)]
-pub struct Claim {
-    /// The scan's UUID (idempotency key).
-    pub scan_uuid: String,
-    /// Its content key (hex).
-    pub content_key: String,
-    /// Capture time, Unix ms (UTC).
-    pub captured_ms: i64,
-    /// Ledger entry fields, in order (the names of [`crate::ledger::LedgerEntry`]).
-    pub fields: Vec<(&'static str, String)>,
-}
-
-/// The facility's answer.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Outcome {
-    /// This scan is the pick; its ledger entry is in the stream.
-    Committed,
-    /// An echo of the committed scan `twin`.
-    Suppressed {
-        /// The committed scan.
-        twin: String,
-    },
-}
 
 /// Claims written to the connection whose answers are still to be read
 /// ([`Facility::send_claims`], [`Facility::recv_claims`]).

@@ -273,4 +273,22 @@ mod tests {
         assert_eq!(url_user("redis://h:1/0"), "default");
         assert_eq!(url_user("redis://u:pw@h:1/0?x=a@b"), "u");
     }
+
+    /// The example tells a technician the same ACL grants as the refusal
+    /// message (`facility::ACL_GRANTS`, which a test runs a gateway with).
+    #[test]
+    fn the_documented_acl_grants_are_the_ones_scangate_needs() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config/scangate.toml");
+        let text = std::fs::read_to_string(path).unwrap();
+        let documented: Vec<&str> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("# #"))
+            .skip_while(|l| !l.contains("ACL SETUSER"))
+            .take_while(|l| !l.contains("(the claim script"))
+            .flat_map(str::split_whitespace)
+            .filter(|w| w.starts_with(['+', '-', '~']) || w.starts_with("reset"))
+            .collect();
+        let needed: Vec<&str> = super::ACL_GRANTS.split_whitespace().collect();
+        assert_eq!(documented, needed);
+    }
 }

@@ -43,7 +43,8 @@ pub mod sentinel;
 mod server;
 pub mod stream;
 
-pub use claim::{CLAIM_LUA, Claim, Outcome, Sent};
+pub use crate::model::{Claim, Outcome};
+pub use claim::{CLAIM_LUA, Sent};
 pub use conflicts::{CONFLICTS_KEPT, ConflictNotice};
 use error::failed;
 pub use error::{ACL_GRANTS, ACL_GRANTS_WAITAOF, FacilityError, url_user};

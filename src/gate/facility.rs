@@ -27,7 +27,7 @@ use super::{Decided, Gate};
 use crate::audit::Chain;
 use crate::capture::CaptureTime;
 use crate::capture::clock::rfc3339_ms;
-use crate::facility::{Claim, Outcome};
+use crate::model::{Claim, Outcome};
 use crate::model::{Decision, Verdict};
 use crate::outbox::ScanRow;
 use crate::outbox::open::{self, Open};

@@ -4,13 +4,17 @@
 //!
 //! - [`scan`]: [`ScanState`], where a scan is in its life;
 //! - [`decision`]: [`Verdict`], [`Decision`], [`GateStats`];
+//! - [`claim`]: [`Claim`] and [`Outcome`], what the gate asks the
+//!   facility store and what it answers;
 //! - [`facility`]: what is known of the facility store (its clock, its
 //!   state, its server, its ledger stream, reconciliations).
 
+pub mod claim;
 pub mod decision;
 pub mod facility;
 pub mod scan;
 
+pub use claim::{Claim, Outcome};
 pub use decision::{Decision, GateStats, Verdict};
 pub use facility::{
     ClockSample, ConflictRecord, FacilityState, LedgerGroup, LedgerStream, Reconciliation,

@@ -7,127 +7,16 @@
 //! ACK that follows the durable write. ACK latency is kept per scanner in a
 //! small histogram ([`latency`]) and logged.
 
+pub mod config;
 pub mod hid;
 pub mod latency;
 pub mod serial;
 
-use crate::capture::{Profile, Scan, ScanType};
-use hid::config::{HidConfig, HidMode};
-use serde::Deserialize;
-use serial::config::SerialConfig;
-use std::path::PathBuf;
+pub use config::{Scanner, default_max_frame_bytes};
+
+use crate::capture::Scan;
 use std::time::Instant;
 use tokio::sync::mpsc;
-
-/// One `[[scanner]]` entry: the keys every scanner has, and in `kind` the
-/// keys of its kind ([`crate::config::ScannerConfig`]). A source takes the entry with its
-/// own kind's config: `Scanner<SerialConfig>`, `Scanner<HidConfig>`.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Scanner<K> {
-    /// Stable scanner name (letters, digits, `-`, `_`); part of the content key.
-    pub name: String,
-    /// What a read from this scanner means.
-    pub scan_type: ScanType,
-    /// Units per read.
-    #[serde(default = "default_quantity")]
-    pub quantity: u32,
-    /// Longest accepted frame (HID: scan data) in bytes; longer frames are
-    /// rejected and audited.
-    #[serde(default = "default_max_frame_bytes")]
-    pub max_frame_bytes: usize,
-    /// Heard by several gateways of the facility (the same name on each, a
-    /// roaming or shared scanner): its reads are judged facility-wide, so
-    /// an echo heard by another gateway is suppressed. Off (the default),
-    /// the scanner belongs to this gateway: its content keys carry the
-    /// gateway id, so a scanner of another gateway with the same name (a
-    /// cloned config) never suppresses its picks.
-    #[serde(default)]
-    pub shared: bool,
-    /// The gateway a scanner that is not `shared` belongs to (part of its
-    /// content keys); set where the daemon starts the source
-    /// ([`Scanner::owned_by`]).
-    #[serde(skip)]
-    pub owner: Option<String>,
-    /// `kind` and its keys (read by [`crate::config::Config::parse`], not by
-    /// this derive).
-    #[serde(skip)]
-    pub kind: K,
-}
-
-impl<K> Scanner<K> {
-    /// What this scanner contributes to every scan it reads.
-    pub fn profile(&self) -> Profile {
-        Profile {
-            scanner: self.name.clone(),
-            scan_type: self.scan_type,
-            quantity: self.quantity,
-            owner: self.owner.clone(),
-        }
-    }
-
-    /// This entry as a scanner of gateway `gateway`: its owner, unless it
-    /// is `shared`.
-    pub fn owned_by(mut self, gateway: &str) -> Scanner<K> {
-        self.owner = (!self.shared).then(|| gateway.to_string());
-        self
-    }
-
-    /// The same entry with `kind` as its kind's config.
-    pub fn with_kind<L>(&self, kind: L) -> Scanner<L> {
-        Scanner {
-            name: self.name.clone(),
-            scan_type: self.scan_type,
-            quantity: self.quantity,
-            max_frame_bytes: self.max_frame_bytes,
-            shared: self.shared,
-            owner: self.owner.clone(),
-            kind,
-        }
-    }
-}
-
-impl Scanner<()> {
-    /// `name` reading `scan_type`, every optional common key at its default.
-    fn common(name: &str, scan_type: ScanType) -> Scanner<()> {
-        Scanner {
-            name: name.into(),
-            scan_type,
-            quantity: default_quantity(),
-            max_frame_bytes: default_max_frame_bytes(),
-            shared: false,
-            owner: None,
-            kind: (),
-        }
-    }
-}
-
-impl Scanner<SerialConfig> {
-    /// A serial scanner with every optional key at its default (8N1, 9600
-    /// baud, CR/LF/CRLF framing, no ACK, one unit per read).
-    pub fn serial(
-        name: &str,
-        path: impl Into<PathBuf>,
-        scan_type: ScanType,
-    ) -> Scanner<SerialConfig> {
-        Scanner::common(name, scan_type).with_kind(SerialConfig::new(path))
-    }
-}
-
-impl Scanner<HidConfig> {
-    /// A HID scanner in `mode` with every optional key at its default and
-    /// no match keys (set `vendor_id` etc. or `path`).
-    pub fn hid(name: &str, mode: HidMode, scan_type: ScanType) -> Scanner<HidConfig> {
-        Scanner::common(name, scan_type).with_kind(HidConfig::new(mode))
-    }
-}
-
-fn default_quantity() -> u32 {
-    1
-}
-pub(crate) fn default_max_frame_bytes() -> usize {
-    4096
-}
 
 /// ACK byte, sent after the scan is durable.
 pub const ACK: u8 = 0x06;
