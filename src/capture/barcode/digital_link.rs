@@ -95,15 +95,52 @@ fn unescape(s: &[u8], query: bool, out: &mut Vec<u8>) -> Result<(), usize> {
     Ok(())
 }
 
+/// The error of a Digital Link that does not parse.
+fn derr(m: String) -> DecodeError {
+    DecodeError(format!("GS1 Digital Link: {m}"))
+}
+
 /// Parse a Digital Link URI (`data` starts at frame byte `base`) and call
-/// `emit(ai, value)` for every AI found.
+/// `emit(ai, value)` for every AI found: the path's primary key and its
+/// qualifiers, then the query's attributes.
 pub(crate) fn parse(
     data: &[u8],
     base: usize,
     ref_year: i32,
     mut emit: impl FnMut(&str, String),
 ) -> Result<(), DecodeError> {
-    let derr = |m: String| DecodeError(format!("GS1 Digital Link: {m}"));
+    let Parts {
+        path_off,
+        path,
+        query,
+    } = split_uri(data, base)?;
+    let root = primary_key_root(path)?;
+    let mut buf = Vec::with_capacity(32);
+    emit_path(
+        &path[root + 1..],
+        base,
+        path_off + root + 1,
+        ref_year,
+        &mut buf,
+        &mut emit,
+    )?;
+    if let Some((q, q_off)) = query {
+        emit_query(q, base, q_off, ref_year, &mut buf, &mut emit)?;
+    }
+    Ok(())
+}
+
+/// A Digital Link's path and, if any, its query: each with its offset
+/// in the frame's data.
+struct Parts<'u> {
+    path_off: usize,
+    path: &'u str,
+    query: Option<(&'u str, usize)>,
+}
+
+/// The URI's path and query (with their offsets in `data`), once its
+/// characters, scheme and domain are checked. The fragment is dropped.
+fn split_uri(data: &[u8], base: usize) -> Result<Parts<'_>, DecodeError> {
     if let Some(k) = data.iter().position(|&c| !is_uri_char(c)) {
         return Err(derr(format!(
             "character not allowed in a URI at byte {}",
@@ -141,10 +178,17 @@ pub(crate) fn parse(
         Some(q) => (&after[..q], Some((&after[q + 1..], path_off + q + 1))),
         None => (after, None),
     };
+    Ok(Parts {
+        path_off,
+        path,
+        query,
+    })
+}
 
-    // Walk back over /AI/value pairs to the primary key.
+/// Where the primary key's `/AI/value` pair begins in `path`: walking back
+/// over `/AI/value` pairs to the first that is a primary key.
+fn primary_key_root(path: &str) -> Result<usize, DecodeError> {
     let mut end = path.len();
-    let mut root = None;
     while let Some(sv) = path[..end].rfind('/') {
         let Some(sa) = path[..sv].rfind('/') else {
             break;
@@ -153,20 +197,26 @@ pub(crate) fn parse(
             break;
         };
         if qualifiers(entry.first).is_some() && entry.first == entry.last {
-            root = Some(sa);
-            break;
+            return Ok(sa);
         }
         end = sa;
     }
-    let Some(root) = root else {
-        return Err(derr(
-            "no GS1 primary key (e.g. /01/<GTIN>) in the path".into(),
-        ));
-    };
+    Err(derr(
+        "no GS1 primary key (e.g. /01/<GTIN>) in the path".into(),
+    ))
+}
 
-    let mut buf = Vec::with_capacity(32);
-    let mut segs = path[root + 1..].split('/');
-    let mut off = path_off + root + 1;
+/// Emit the primary key and its qualifiers: `pairs` is the path from the
+/// primary key's AI on (at `off` in the frame's data, `base` in the frame).
+fn emit_path(
+    pairs: &str,
+    base: usize,
+    mut off: usize,
+    ref_year: i32,
+    buf: &mut Vec<u8>,
+    emit: &mut impl FnMut(&str, String),
+) -> Result<(), DecodeError> {
+    let mut segs = pairs.split('/');
     let mut pkey: Option<&str> = None;
     let mut alt: Option<usize> = None;
     let mut last_q = 0usize;
@@ -206,55 +256,66 @@ pub(crate) fn parse(
         if val.is_empty() {
             return Err(derr(format!("AI ({ai}) at byte {ai_pos}: empty value")));
         }
-        unescape(val.as_bytes(), false, &mut buf).map_err(|k| {
+        unescape(val.as_bytes(), false, buf).map_err(|k| {
             derr(format!(
                 "AI ({ai}): encoded NUL at byte {}",
                 base + val_off + k
             ))
         })?;
-        gs1::validate_value(entry, ai, &buf, base + val_off, ai_pos, ref_year)?;
+        gs1::validate_value(entry, ai, buf, base + val_off, ai_pos, ref_year)?;
         emit(
             ai,
             String::from_utf8(buf.clone()).map_err(|_| derr("value not UTF-8".into()))?,
         );
     }
+    Ok(())
+}
 
-    if let Some((q, q_off)) = query {
-        let mut off = q_off;
-        for param in q.split('&') {
-            let this_off = off;
-            off += param.len() + 1;
-            let (key, val) = match param.find('=') {
-                Some(e) => (&param[..e], &param[e + 1..]),
-                None => continue,
-            };
-            if key.is_empty() || !key.bytes().all(|c| c.is_ascii_digit()) {
-                continue; // non-AI parameter, e.g. linkType
-            }
-            let ai_pos = base + this_off;
-            let entry = exact_ai(key)
-                .ok_or_else(|| derr(format!("unknown AI in the query at byte {ai_pos}")))?;
-            if qualifiers(entry.first).is_some() && entry.first == entry.last {
-                return Err(derr(format!(
-                    "AI ({key}) at byte {ai_pos} is a primary key and belongs in the path"
-                )));
-            }
-            if val.is_empty() {
-                return Err(derr(format!("AI ({key}) at byte {ai_pos}: empty value")));
-            }
-            let val_off = this_off + key.len() + 1;
-            unescape(val.as_bytes(), true, &mut buf).map_err(|k| {
-                derr(format!(
-                    "AI ({key}): encoded NUL at byte {}",
-                    base + val_off + k
-                ))
-            })?;
-            gs1::validate_value(entry, key, &buf, base + val_off, ai_pos, ref_year)?;
-            emit(
-                key,
-                String::from_utf8(buf.clone()).map_err(|_| derr("value not UTF-8".into()))?,
-            );
+/// Emit the query's AI attributes (`q` at `q_off` in the frame's data);
+/// other parameters (e.g. `linkType`) are skipped, a primary key there is
+/// refused.
+fn emit_query(
+    q: &str,
+    base: usize,
+    q_off: usize,
+    ref_year: i32,
+    buf: &mut Vec<u8>,
+    emit: &mut impl FnMut(&str, String),
+) -> Result<(), DecodeError> {
+    let mut off = q_off;
+    for param in q.split('&') {
+        let this_off = off;
+        off += param.len() + 1;
+        let (key, val) = match param.find('=') {
+            Some(e) => (&param[..e], &param[e + 1..]),
+            None => continue,
+        };
+        if key.is_empty() || !key.bytes().all(|c| c.is_ascii_digit()) {
+            continue; // non-AI parameter, e.g. linkType
         }
+        let ai_pos = base + this_off;
+        let entry = exact_ai(key)
+            .ok_or_else(|| derr(format!("unknown AI in the query at byte {ai_pos}")))?;
+        if qualifiers(entry.first).is_some() && entry.first == entry.last {
+            return Err(derr(format!(
+                "AI ({key}) at byte {ai_pos} is a primary key and belongs in the path"
+            )));
+        }
+        if val.is_empty() {
+            return Err(derr(format!("AI ({key}) at byte {ai_pos}: empty value")));
+        }
+        let val_off = this_off + key.len() + 1;
+        unescape(val.as_bytes(), true, buf).map_err(|k| {
+            derr(format!(
+                "AI ({key}): encoded NUL at byte {}",
+                base + val_off + k
+            ))
+        })?;
+        gs1::validate_value(entry, key, buf, base + val_off, ai_pos, ref_year)?;
+        emit(
+            key,
+            String::from_utf8(buf.clone()).map_err(|_| derr("value not UTF-8".into()))?,
+        );
     }
     Ok(())
 }
