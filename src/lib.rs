@@ -43,32 +43,26 @@
 //!   `emit` logs it and updates its metric.
 //! - [`metrics`]: what the running daemon publishes: Prometheus metrics
 //!   (`[metrics]` textfile, `/metrics` in [`metrics::http`]) and the status
-//!   file that [`status`] (`scangate status`) reads with the database.
+//!   file that [`cmd::status`] (`scangate status`) reads with the database.
 //! - Shared by the stages: [`shutdown`] (the one stop token), [`backoff`]
 //!   (the one retry schedule), [`notify`] (systemd: readiness, status, the
 //!   watchdog's rule of progress).
-//! - [`cli`]: the `scangate` commands; [`exit`]: their exit codes;
-//!   [`logging`]: `--log-format` (journald, text, json).
-//! - [`check_config`]: what `scangate check-config` checks beyond the
-//!   config itself (state directory; `--online`: Redis, scanner paths).
-//! - [`decode_cmd`]: `scangate decode`, the decoder for technicians and tests.
-//! - [`devices_cmd`]: `scangate devices` / `scangate pair`: find and pair scanners.
-//! - [`demo`], [`bench`](mod@bench): a noisy shift on virtual scanners; throughput.
+//! - [`cli`]: the command line, parsed and dispatched; [`cmd`]: the
+//!   commands, one module each (`check-config`, `status`, `outbox`,
+//!   `ledger`, `audit`, `state`, `decode`, `devices`/`pair`, `demo`,
+//!   `bench`), and which error gets which exit code; [`exit`]: the exit
+//!   codes; [`logging`]: `--log-format` (journald, text, json).
 //! - [`pty`]: pseudo-terminals that stand in for serial scanners.
 
 #![warn(missing_docs)]
 
 pub mod audit;
 pub mod backoff;
-pub mod bench;
 pub mod capture;
-pub mod check_config;
 pub mod cli;
+pub mod cmd;
 pub mod config;
 pub mod daemon;
-pub mod decode_cmd;
-pub mod demo;
-pub mod devices_cmd;
 pub mod events;
 pub mod exit;
 pub mod facility;
@@ -82,6 +76,5 @@ pub mod outbox;
 pub mod pty;
 pub mod shutdown;
 pub mod source;
-pub mod status;
 pub mod store;
 pub mod telemetry;

@@ -9,7 +9,7 @@
 //!
 //! Parsing and validation never touch hardware, so `scangate check-config`
 //! can run on a technician's laptop; it also resolves the secrets, exactly as
-//! `run` does (and checks the state directory, [`crate::check_config`]: on
+//! `run` does (and checks the state directory, `src/cmd/check_config.rs`: on
 //! a laptop, a `state_dir` it cannot create is exit 3). Unknown keys are rejected by serde (`deny_unknown_fields` on
 //! every type) so a typo never silently falls back to a default. Every field
 //! is documented in `config/scangate.toml`, which a test parses.

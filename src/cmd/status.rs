@@ -12,8 +12,11 @@
 //! command never writes, and works for any member of the service's group
 //! with read access, daemon running or stopped.
 
+use super::{Failure, load};
+use crate::cli::args::ConfigArg;
 use crate::config::{Config, ScannerKind};
 use crate::daemon::publish::StoredSample;
+use crate::exit::Exit;
 use crate::store::space::{Floor, MIB, Space, days_left_warning, mib};
 use crate::store::{Store, StoreError};
 use crate::telemetry::live::{LiveStatus, STATUS_FILE};
@@ -182,20 +185,81 @@ fn read_live(state_dir: &Path) -> Result<LiveStatus, String> {
     serde_json::from_slice(&bytes).map_err(|e| format!("{}: {e}", path.display()))
 }
 
+/// `scangate status [--json]`: print the status; exit 1 if degraded.
+pub fn run(config: &ConfigArg, json: bool) -> Result<Exit, Failure> {
+    let cfg = load(config)?;
+    let st = gather(&cfg, chrono::Utc::now().timestamp_millis())?;
+    if json {
+        println!("{}", serde_json::to_string(&st).expect("status serialises"));
+    } else {
+        print!("{}", render(&st));
+    }
+    Ok(if st.healthy {
+        Exit::Ok
+    } else {
+        Exit::CheckFailed
+    })
+}
+
 /// Gather the status of the gateway configured by `cfg` at `now_ms`.
 pub fn gather(cfg: &Config, now_ms: i64) -> Result<Status, StoreError> {
     let state_dir = cfg.state_dir();
     let store = Store::open_read_only(&state_dir)?;
     let stored = StoredSample::read(&store, &state_dir)?;
     drop(store);
-    let (live, unread) = match read_live(&state_dir) {
+    // Each step adds its reasons to worry, in this order.
+    let mut degraded = Vec::new();
+    let (daemon, live) = daemon_view(&state_dir, now_ms, &mut degraded);
+    let scanners = scanner_views(cfg, live.as_ref(), daemon.running, &mut degraded);
+    let oldest = stored.oldest_age_s(now_ms);
+    if let Some(age) = oldest.filter(|a| *a > OLD_UNDECIDED_S) {
+        degraded.push(format!(
+            "{} scan(s) undecided ({} pending, {} unresolved), the oldest for {age:.0} s: they are safe in the outbox and decided once the {} answers",
+            stored.pending + stored.unresolved,
+            stored.pending,
+            stored.unresolved,
+            if cfg.redis.is_some() {
+                "facility store"
+            } else {
+                "gate"
+            }
+        ));
+    }
+    let facility = cfg
+        .redis
+        .as_ref()
+        .map(|_| facility_view(&stored, now_ms, &mut degraded));
+    let storage = storage_view(cfg, &state_dir, &stored, &mut degraded);
+    Ok(Status {
+        healthy: degraded.is_empty(),
+        degraded,
+        daemon,
+        scanners,
+        outbox: OutboxView {
+            pending: stored.pending,
+            unresolved: stored.unresolved,
+            oldest_undecided_age_s: oldest,
+        },
+        facility,
+        storage,
+        audit: audit_view(&state_dir, &stored),
+    })
+}
+
+/// The daemon as its status file and the state directory's lock tell, and
+/// that file (`None`: it cannot be read).
+fn daemon_view(
+    state_dir: &Path,
+    now_ms: i64,
+    degraded: &mut Vec<String>,
+) -> (DaemonView, Option<LiveStatus>) {
+    let (live, unread) = match read_live(state_dir) {
         Ok(l) => (Some(l), None),
         Err(why) => (None, Some(why)),
     };
-    let mut degraded = Vec::new();
     let age_ms = live.as_ref().map(|l| now_ms - l.written_ms);
     // The daemon holds the state directory's lock while it runs.
-    let alive = live.is_some() && crate::store::is_running(&state_dir);
+    let alive = live.is_some() && crate::store::is_running(state_dir);
     let running = alive && age_ms.is_some_and(|a| a <= STALE_AFTER_MS);
     if !running {
         degraded.push(match age_ms {
@@ -209,18 +273,31 @@ pub fn gather(cfg: &Config, now_ms: i64) -> Result<Status, StoreError> {
             ),
         });
     }
+    let view = DaemonView {
+        running,
+        pid: live.as_ref().map(|l| l.pid),
+        started_ms: live.as_ref().map(|l| l.started_ms),
+        status_age_s: age_ms.map(|a| a as f64 / 1e3),
+    };
+    (view, live)
+}
+
+/// Every configured scanner, as the running daemon's status file has it.
+fn scanner_views(
+    cfg: &Config,
+    live: Option<&LiveStatus>,
+    running: bool,
+    degraded: &mut Vec<String>,
+) -> Vec<ScannerView> {
     let today = chrono::Local::now().date_naive();
-    let scanners: Vec<ScannerView> = cfg
-        .scanners
+    cfg.scanners
         .iter()
         .map(|sc| {
             let (kind, configured) = match &sc.kind {
                 ScannerKind::Serial(s) => ("serial", s.path.display().to_string()),
                 ScannerKind::Hid(h) => ("hid", h.path.display().to_string()),
             };
-            let seen = live
-                .as_ref()
-                .and_then(|l| l.scanners.iter().find(|s| s.name == sc.name));
+            let seen = live.and_then(|l| l.scanners.iter().find(|s| s.name == sc.name));
             let connected = running && seen.is_some_and(|s| s.connected);
             if running && !connected {
                 degraded.push(format!(
@@ -241,61 +318,59 @@ pub fn gather(cfg: &Config, now_ms: i64) -> Result<Status, StoreError> {
                 rejects_today: counted.map_or(0, |s| s.rejects_today),
             }
         })
-        .collect();
-    let oldest = stored.oldest_age_s(now_ms);
-    if let Some(age) = oldest.filter(|a| *a > OLD_UNDECIDED_S) {
+        .collect()
+}
+
+/// The facility store, as the claimer last recorded it.
+fn facility_view(stored: &StoredSample, now_ms: i64, degraded: &mut Vec<String>) -> FacilityView {
+    let f = stored.facility.as_ref();
+    if let Some(f) = f.filter(|f| !f.answering) {
         degraded.push(format!(
-            "{} scan(s) undecided ({} pending, {} unresolved), the oldest for {age:.0} s: they are safe in the outbox and decided once the {} answers",
-            stored.pending + stored.unresolved,
-            stored.pending,
-            stored.unresolved,
-            if cfg.redis.is_some() {
-                "facility store"
-            } else {
-                "gate"
-            }
+            "the facility store (Redis) is not answering since {}: {}. Scans wait unresolved; check the Redis server and the network ([redis] url)",
+            crate::capture::clock::rfc3339_ms(f.since_ms),
+            f.reason.as_deref().unwrap_or("no reason recorded")
         ));
     }
-    let facility = cfg.redis.as_ref().map(|_| {
-        let f = stored.facility.as_ref();
-        if let Some(f) = f.filter(|f| !f.answering) {
-            degraded.push(format!(
-                "the facility store (Redis) is not answering since {}: {}. Scans wait unresolved; check the Redis server and the network ([redis] url)",
-                crate::capture::clock::rfc3339_ms(f.since_ms),
-                f.reason.as_deref().unwrap_or("no reason recorded")
-            ));
-        }
-        FacilityView {
-            answering: f.map(|f| f.answering),
-            answering_since_ms: f.filter(|f| f.answering).map(|f| f.since_ms),
-            failing_since_ms: f.filter(|f| !f.answering).map(|f| f.since_ms),
-            reason: f.and_then(|f| f.reason.clone()),
-            clock_offset_ms: stored.facility_clock.as_ref().map(|c| c.offset_ms),
-            clock_bound_ms: stored.facility_clock.as_ref().map(|c| c.bound_ms),
-            ledger_stream: stored.ledger_stream.as_ref().map(|s| {
-                let groups: Vec<LedgerGroupView> = stored
-                    .ledger_groups(now_ms)
-                    .into_iter()
-                    .map(|(name, pending, age)| LedgerGroupView {
-                        name,
-                        pending,
-                        oldest_unacked_age_s: age,
-                    })
-                    .collect();
-                LedgerStreamView {
-                    at_ms: s.at_ms,
-                    length: s.length,
-                    oldest_unacked_age_s: groups
-                        .iter()
-                        .filter_map(|g| g.oldest_unacked_age_s)
-                        .reduce(f64::max),
-                    groups,
-                }
-            }),
-        }
-    });
+    FacilityView {
+        answering: f.map(|f| f.answering),
+        answering_since_ms: f.filter(|f| f.answering).map(|f| f.since_ms),
+        failing_since_ms: f.filter(|f| !f.answering).map(|f| f.since_ms),
+        reason: f.and_then(|f| f.reason.clone()),
+        clock_offset_ms: stored.facility_clock.as_ref().map(|c| c.offset_ms),
+        clock_bound_ms: stored.facility_clock.as_ref().map(|c| c.bound_ms),
+        ledger_stream: stored.ledger_stream.as_ref().map(|s| {
+            let groups: Vec<LedgerGroupView> = stored
+                .ledger_groups(now_ms)
+                .into_iter()
+                .map(|(name, pending, age)| LedgerGroupView {
+                    name,
+                    pending,
+                    oldest_unacked_age_s: age,
+                })
+                .collect();
+            LedgerStreamView {
+                at_ms: s.at_ms,
+                length: s.length,
+                oldest_unacked_age_s: groups
+                    .iter()
+                    .filter_map(|g| g.oldest_unacked_age_s)
+                    .reduce(f64::max),
+                groups,
+            }
+        }),
+    }
+}
+
+/// The database's size and the state directory's free space, against the
+/// `[outbox]` floor and warning.
+fn storage_view(
+    cfg: &Config,
+    state_dir: &Path,
+    stored: &StoredSample,
+    degraded: &mut Vec<String>,
+) -> StorageView {
     let space = &stored.space;
-    let floor = Floor::new(&state_dir, cfg.outbox.min_free_mb);
+    let floor = Floor::new(state_dir, cfg.outbox.min_free_mb);
     let below_floor = floor.judge(space.free_bytes);
     if let Err(low) = &below_floor {
         degraded.push(low.to_string());
@@ -310,51 +385,37 @@ pub fn gather(cfg: &Config, now_ms: i64) -> Result<Status, StoreError> {
             mib(floor.bytes())
         ));
     }
-    if let Some(warn) = days_left_warning(&state_dir, space, cfg.outbox.warn_days_left) {
+    if let Some(warn) = days_left_warning(state_dir, space, cfg.outbox.warn_days_left) {
         degraded.push(warn);
     }
-    Ok(Status {
-        healthy: degraded.is_empty(),
-        degraded,
-        daemon: DaemonView {
-            running,
-            pid: live.as_ref().map(|l| l.pid),
-            started_ms: live.as_ref().map(|l| l.started_ms),
-            status_age_s: age_ms.map(|a| a as f64 / 1e3),
-        },
-        scanners,
-        outbox: OutboxView {
-            pending: stored.pending,
-            unresolved: stored.unresolved,
-            oldest_undecided_age_s: oldest,
-        },
-        facility,
-        storage: StorageView {
-            database_bytes: stored.database_bytes,
-            space: space.clone(),
-            warn_days_left: cfg.outbox.warn_days_left,
-            min_free_bytes: floor.bytes(),
-            below_floor: below_floor.is_err(),
-        },
-        audit: {
-            // (Unreadable, e.g. to a user outside the service's group: not shown.)
-            let anchored = crate::store::identity::read(&state_dir)
-                .ok()
-                .flatten()
-                .and_then(|f| f.head)
-                .map(|h| h.seq);
-            let written = std::fs::metadata(state_dir.join(crate::store::identity::ID_FILE))
-                .and_then(|m| m.modified())
-                .ok()
-                .map(|t| chrono::DateTime::<chrono::Utc>::from(t).timestamp_millis());
-            AuditView {
-                records: stored.audit_records,
-                head: stored.audit_head,
-                anchored_seq: anchored,
-                anchored_at_ms: written.filter(|_| anchored.is_some()),
-            }
-        },
-    })
+    StorageView {
+        database_bytes: stored.database_bytes,
+        space: space.clone(),
+        warn_days_left: cfg.outbox.warn_days_left,
+        min_free_bytes: floor.bytes(),
+        below_floor: below_floor.is_err(),
+    }
+}
+
+/// The audit trail's recorded head, and the head last anchored in the
+/// state-id file.
+fn audit_view(state_dir: &Path, stored: &StoredSample) -> AuditView {
+    // (Unreadable, e.g. to a user outside the service's group: not shown.)
+    let anchored = crate::store::identity::read(state_dir)
+        .ok()
+        .flatten()
+        .and_then(|f| f.head)
+        .map(|h| h.seq);
+    let written = std::fs::metadata(state_dir.join(crate::store::identity::ID_FILE))
+        .and_then(|m| m.modified())
+        .ok()
+        .map(|t| chrono::DateTime::<chrono::Utc>::from(t).timestamp_millis());
+    AuditView {
+        records: stored.audit_records,
+        head: stored.audit_head.clone(),
+        anchored_seq: anchored,
+        anchored_at_ms: written.filter(|_| anchored.is_some()),
+    }
 }
 
 /// One line on disk space for a technician: free, growth, days left.
@@ -432,47 +493,7 @@ pub fn render(st: &Status) -> String {
             .unwrap_or_default()
     );
     if let Some(f) = &st.facility {
-        let state = match (f.answering, f.answering_since_ms, f.failing_since_ms) {
-            (Some(true), Some(since), _) => format!("answering since {}", rfc3339_ms(since)),
-            (Some(false), _, Some(since)) => format!(
-                "NOT answering since {}: {}",
-                rfc3339_ms(since),
-                f.reason.as_deref().unwrap_or("?")
-            ),
-            _ => "no word from the claimer yet".into(),
-        };
-        let clock = match (f.clock_offset_ms, f.clock_bound_ms) {
-            (Some(o), Some(b)) => format!(", clock offset {o:.1} ms ± {b:.1} ms"),
-            _ => String::new(),
-        };
-        let _ = writeln!(out, "facility store: {state}{clock}");
-        if let Some(l) = &f.ledger_stream {
-            let groups = if l.groups.is_empty() {
-                "no consumer group: it is never trimmed, and Redis's memory grows (read it with `scangate ledger export --follow --group NAME`)".to_string()
-            } else {
-                l.groups
-                    .iter()
-                    .map(|g| {
-                        format!(
-                            "group {}: {} pending, {}",
-                            g.name,
-                            g.pending,
-                            g.oldest_unacked_age_s.map_or_else(
-                                || "all acknowledged".to_string(),
-                                |a| format!("oldest unacknowledged {a:.0} s old")
-                            )
-                        )
-                    })
-                    .collect::<Vec<_>>()
-                    .join("; ")
-            };
-            let _ = writeln!(
-                out,
-                "facility ledger stream: {} entries (as of {}); {groups}",
-                l.length,
-                rfc3339_ms(l.at_ms)
-            );
-        }
+        render_facility(&mut out, f);
     }
     let sto = &st.storage;
     let _ = writeln!(
@@ -495,4 +516,51 @@ pub fn render(st: &Status) -> String {
         }
     );
     out
+}
+
+/// The facility store's lines of [`render`].
+fn render_facility(out: &mut String, f: &FacilityView) {
+    use crate::capture::clock::rfc3339_ms;
+    use std::fmt::Write;
+    let state = match (f.answering, f.answering_since_ms, f.failing_since_ms) {
+        (Some(true), Some(since), _) => format!("answering since {}", rfc3339_ms(since)),
+        (Some(false), _, Some(since)) => format!(
+            "NOT answering since {}: {}",
+            rfc3339_ms(since),
+            f.reason.as_deref().unwrap_or("?")
+        ),
+        _ => "no word from the claimer yet".into(),
+    };
+    let clock = match (f.clock_offset_ms, f.clock_bound_ms) {
+        (Some(o), Some(b)) => format!(", clock offset {o:.1} ms ± {b:.1} ms"),
+        _ => String::new(),
+    };
+    let _ = writeln!(out, "facility store: {state}{clock}");
+    if let Some(l) = &f.ledger_stream {
+        let groups = if l.groups.is_empty() {
+            "no consumer group: it is never trimmed, and Redis's memory grows (read it with `scangate ledger export --follow --group NAME`)".to_string()
+        } else {
+            l.groups
+                .iter()
+                .map(|g| {
+                    format!(
+                        "group {}: {} pending, {}",
+                        g.name,
+                        g.pending,
+                        g.oldest_unacked_age_s.map_or_else(
+                            || "all acknowledged".to_string(),
+                            |a| format!("oldest unacknowledged {a:.0} s old")
+                        )
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join("; ")
+        };
+        let _ = writeln!(
+            out,
+            "facility ledger stream: {} entries (as of {}); {groups}",
+            l.length,
+            rfc3339_ms(l.at_ms)
+        );
+    }
 }

@@ -70,6 +70,7 @@
 //! (keyboard; default enter). No complete or rejected scan at all: a note
 //! on stderr and exit 1. A HEX that is not hex: exit 2.
 
+use super::Failure;
 use crate::capture::barcode::{self, Decoded};
 use crate::exit::Exit;
 use serde::Serialize;
@@ -349,16 +350,12 @@ fn write_text(
 }
 
 /// Decode every TEXT and print the results; returns the exit code.
-pub fn run(args: &DecodeArgs) -> Exit {
+pub fn run(args: &DecodeArgs) -> Result<Exit, Failure> {
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
-    match run_to(args, &mut out).and_then(|code| out.flush().map(|_| code)) {
-        Ok(code) => code,
-        Err(e) => {
-            eprintln!("scangate: cannot write the decode output: {e}");
-            Exit::Runtime
-        }
-    }
+    run_to(args, &mut out)
+        .and_then(|code| out.flush().map(|_| code))
+        .map_err(|e| Failure::Runtime(format!("cannot write the decode output: {e}")))
 }
 
 /// [`run`] writing to `out` instead of stdout.

@@ -23,6 +23,7 @@
 //! configuration error; 4 enumeration, reading every candidate, or a file
 //! could not be written.
 
+use super::Failure;
 use crate::config::{Config, HidMode};
 use crate::exit::Exit;
 use crate::source::hid::device::{DeviceOpener, HidapiOpener};
@@ -211,17 +212,11 @@ pub fn render(hid: &[HidCandidate], serial: &[SerialCandidate]) -> String {
 }
 
 /// `scangate devices`; returns the exit code.
-pub fn run_devices(_args: &DevicesArgs) -> Exit {
-    let hid = match devices::enumerate_hid() {
-        Ok(h) => h,
-        Err(e) => {
-            eprintln!("scangate: {e}");
-            return Exit::Runtime;
-        }
-    };
+pub fn run(_args: &DevicesArgs) -> Result<Exit, Failure> {
+    let hid = devices::enumerate_hid().map_err(|e| Failure::Runtime(e.to_string()))?;
     let serial = devices::serial_candidates(Path::new(devices::SYS));
     print!("{}", render(&hid, &serial));
-    Exit::Ok
+    Ok(Exit::Ok)
 }
 
 /// Append `text` to `path` (creating it), with a blank line before.
@@ -248,40 +243,14 @@ pub fn add_entry(config: &Path, snippet: &str) -> Result<(), String> {
 }
 
 /// `scangate pair`; returns the exit code.
-pub fn run_pair(args: &PairArgs) -> Exit {
-    let existing = match std::fs::read_to_string(&args.config) {
-        Ok(t) => match Config::parse(&t, Some(&args.config)) {
-            Ok(c) => c,
-            Err(e) => {
-                eprintln!("scangate: configuration error: {e}");
-                return Exit::Config;
-            }
-        },
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Config::default(),
-        Err(e) => {
-            eprintln!("scangate: cannot read {}: {e}", args.config.display());
-            return Exit::Config;
-        }
-    };
-    if existing.scanners.iter().any(|s| s.name == args.name) {
-        eprintln!(
-            "scangate: {} already has a scanner named {:?}; choose another NAME",
-            args.config.display(),
-            args.name
-        );
-        return Exit::Config;
-    }
+pub fn pair(args: &PairArgs) -> Result<Exit, Failure> {
+    let existing = existing_config(args)?;
     if crate::config::ScanType::parse(&args.scan_type).is_none() {
-        eprintln!("scangate: --scan-type must be receive, dispense, waste, return or adjust");
-        return Exit::Config;
+        return Err(Failure::Usage(
+            "--scan-type must be receive, dispense, waste, return or adjust".into(),
+        ));
     }
-    let all = match devices::enumerate_hid() {
-        Ok(h) => h,
-        Err(e) => {
-            eprintln!("scangate: {e}");
-            return Exit::Runtime;
-        }
-    };
+    let all = devices::enumerate_hid().map_err(|e| Failure::Runtime(e.to_string()))?;
     let unpaired: Vec<HidCandidate> = all
         .iter()
         .filter(|c| {
@@ -298,7 +267,7 @@ pub fn run_pair(args: &PairArgs) -> Exit {
         eprintln!(
             "scangate: no unpaired HID scanner is plugged in (`scangate devices` lists what is there); plug one in and run pair again"
         );
-        return Exit::CheckFailed;
+        return Ok(Exit::CheckFailed);
     }
     eprintln!(
         "waiting up to {} s for a scan on any of {} unpaired HID scanner interface(s): scan a product's barcode with the scanner to pair it (Esc on a keyboard cancels: keyboards are grabbed meanwhile)",
@@ -312,34 +281,59 @@ pub fn run_pair(args: &PairArgs) -> Exit {
                 "scangate: cancelled (Esc on {}); nothing was written",
                 c.devnode.display()
             );
-            return Exit::CheckFailed;
+            return Ok(Exit::CheckFailed);
         }
         Waited::TimedOut => {
             eprintln!(
                 "scangate: no scan within {} s; nothing was written",
                 args.timeout
             );
-            return Exit::CheckFailed;
+            return Ok(Exit::CheckFailed);
         }
         Waited::AllFailed => {
-            eprintln!(
-                "scangate: none of the scanner interfaces could be read (above: why); nothing was written. Run pair as root, or check that the device is still plugged in"
-            );
-            return Exit::Runtime;
+            return Err(Failure::Runtime(
+                "none of the scanner interfaces could be read (above: why); nothing was written. Run pair as root, or check that the device is still plugged in".into(),
+            ));
         }
     };
-    let snippet = hid_snippet(&args.name, &c, &all, &args.scan_type);
-    if let Err(e) = add_entry(&args.config, &snippet) {
-        eprintln!("scangate: {e}");
-        return Exit::Runtime;
+    write_pairing(args, &c, &all)?;
+    Ok(Exit::Ok)
+}
+
+/// The configuration `pair` adds to (empty if there is no file yet); a
+/// usage error if it already has a scanner of that name.
+fn existing_config(args: &PairArgs) -> Result<Config, Failure> {
+    let existing = match std::fs::read_to_string(&args.config) {
+        Ok(t) => Config::parse(&t, Some(&args.config))?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Config::default(),
+        Err(e) => {
+            return Err(Failure::Usage(format!(
+                "cannot read {}: {e}",
+                args.config.display()
+            )));
+        }
+    };
+    if existing.scanners.iter().any(|s| s.name == args.name) {
+        return Err(Failure::Usage(format!(
+            "{} already has a scanner named {:?}; choose another NAME",
+            args.config.display(),
+            args.name
+        )));
     }
-    let rules = hid_udev_rules(&args.name, &c, &all).join("\n") + "\n";
+    Ok(existing)
+}
+
+/// Append the paired scanner `c`'s entry to the config and its udev rules
+/// to `--rules`, and say so.
+fn write_pairing(args: &PairArgs, c: &HidCandidate, all: &[HidCandidate]) -> Result<(), Failure> {
+    let snippet = hid_snippet(&args.name, c, all, &args.scan_type);
+    add_entry(&args.config, &snippet).map_err(Failure::Runtime)?;
+    let rules = hid_udev_rules(&args.name, c, all).join("\n") + "\n";
     if let Err(e) = append(&args.rules, &rules) {
-        eprintln!(
-            "scangate: the config entry was written, but {} could not be: {e}; add these lines by hand:\n{rules}",
+        return Err(Failure::Runtime(format!(
+            "the config entry was written, but {} could not be: {e}; add these lines by hand:\n{rules}",
             args.rules.display()
-        );
-        return Exit::Runtime;
+        )));
     }
     println!(
         "paired {} ({:04x}:{:04x}, {}) as {:?}:\n{snippet}\nudev rules appended to {}; run: udevadm control --reload && udevadm trigger",
@@ -350,7 +344,7 @@ pub fn run_pair(args: &PairArgs) -> Exit {
         args.name,
         args.rules.display()
     );
-    Exit::Ok
+    Ok(())
 }
 
 /// What a pairing reader thread heard.

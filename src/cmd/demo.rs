@@ -9,13 +9,18 @@
 //! the script only knows what it sent. With `--redis URL` the same shift is
 //! decided through a facility Redis (the gateway's claimer lanes).
 
+use super::Failure;
 use crate::audit::{self, Verification};
 use crate::config::{Config, ConfigError, DedupConfig, GatewayConfig, ScanType, Scanner, Settings};
 use crate::daemon;
 use crate::exit::Exit;
+use crate::facility::config::RedisConfig;
 use crate::ledger::{self, LedgerEntry};
+use crate::model::GateStats;
+use crate::outbox::OutboxStatus;
 use crate::pty::VirtualScanner;
 use crate::store::Store;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 const GS: &str = "\x1d";
@@ -143,71 +148,35 @@ fn script() -> (Vec<Pick>, Vec<Send>) {
     (picks, sends)
 }
 
-/// Run the demo; returns the exit code (1 if anything was lost or doubled).
-pub async fn run(redis: Option<String>) -> Result<Exit, String> {
-    let facility = match &redis {
-        None => None,
-        Some(url) => {
-            let r = crate::facility::config::RedisConfig {
-                url: url.clone(),
-                sentinels: Vec::new(),
-                service_name: None,
-                username: None,
-                password_file: None,
-                ca_file: None,
-                connect_timeout_ms: 1000,
-                command_timeout_ms: 1000,
-                min_replicas_ack: Default::default(),
-                max_clock_error_ms: 250,
-                ledger_stream_keep_days: 7,
-                require_synced_clock: None,
-            };
-            r.validate()
-                .map_err(|e| format!("--redis: {}", ConfigError::new(None, e.within("redis"))))?;
-            Some(r)
-        }
-    };
+/// The virtual scanners; the first, counter-1, has ACK/NAK on.
+const NAMES: [&str; 3] = ["counter-1", "counter-2", "receiving"];
+
+/// `scangate demo [--redis URL]`; the exit code is 1 if anything was lost
+/// or doubled.
+pub fn run(redis: Option<String>) -> Result<Exit, Failure> {
+    super::runtime()?
+        .block_on(shift(redis))
+        .map_err(|e| Failure::Runtime(format!("demo failed: {e}")))
+}
+
+/// Play the shift through the daemon and report; returns the exit code (1
+/// if anything was lost or doubled).
+pub async fn shift(redis: Option<String>) -> Result<Exit, String> {
+    let facility = redis.as_deref().map(facility_config).transpose()?;
     let dir = tempfile::Builder::new()
         .prefix("scangate-demo-")
         .tempdir()
         .map_err(|e| format!("cannot create a temporary state directory: {e}"))?;
-    let names = ["counter-1", "counter-2", "receiving"];
     let mut scanners = Vec::new();
-    for _ in names {
+    for _ in NAMES {
         scanners.push(VirtualScanner::new().map_err(|e| format!("cannot create a PTY: {e}"))?);
     }
-    let cfg = Config {
-        gateway: GatewayConfig {
-            facility: "demo-pharmacy".into(),
-            id: "demo-gw".into(),
-            state_dir: Some(dir.path().to_owned()),
-        },
-        dedup: DedupConfig::default(),
-        outbox: Default::default(),
-        redis: facility,
-        metrics: Default::default(),
-        records: Default::default(),
-        scanners: names
-            .iter()
-            .zip(&scanners)
-            .enumerate()
-            .map(|(i, (name, vs))| {
-                let scan_type = if i == 2 {
-                    ScanType::Receive
-                } else {
-                    ScanType::Dispense
-                };
-                let mut sc = Scanner::serial(name, vs.path(), scan_type);
-                sc.kind.ack = i == 0;
-                sc.into()
-            })
-            .collect(),
-    };
+    let cfg = demo_config(dir.path(), &scanners, facility);
     let window_ms = cfg.dedup.window_ms;
     let (picks, sends) = script();
     println!(
         "scangate demo: {} virtual serial scanners (PTYs), echo window {window_ms} ms, {}, state in {}",
-        names.len(),
+        NAMES.len(),
         match &redis {
             Some(url) => format!("facility Redis {}", crate::facility::redact(url)),
             None => "embedded store".to_string(),
@@ -224,7 +193,6 @@ pub async fn run(redis: Option<String>) -> Result<Exit, String> {
     let daemon = tokio::spawn(daemon::run(settings, async {
         let _ = stop_rx.await;
     }));
-
     // Let the daemon open its database and devices before the shift starts.
     let db = dir.path().join(crate::store::DB_FILE);
     let t0 = Instant::now();
@@ -232,7 +200,116 @@ pub async fn run(redis: Option<String>) -> Result<Exit, String> {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     tokio::time::sleep(Duration::from_millis(300)).await;
+    let played = play(&mut scanners, &sends, dir.path()).await?;
+    let _ = stop_tx.send(());
+    let report = daemon
+        .await
+        .map_err(|e| format!("daemon task failed: {e}"))?
+        .map_err(|e| e.to_string())?;
 
+    let found = Found::read(dir.path(), &picks, played.start_wall_ms)?;
+    let lost = sends.len() as i64 - found.in_outbox;
+    print_table(&picks, &sends, &found, &played.replies, &report.stats);
+    print_picks(&picks, &found.per_pick);
+    print_acker(&played);
+    if let Some(storm) = found
+        .entries
+        .iter()
+        .find(|e| e.serial.as_deref() == Some("SN1004"))
+    {
+        let trail =
+            audit::trail_for_key(&found.store, &storm.content_key).map_err(|e| e.to_string())?;
+        println!("\n`scangate audit trace` of the echo storm:");
+        print!("{}", audit::render_trace(&storm.content_key, &trail).0);
+    }
+    let exactly_once = found.per_pick.iter().all(|&n| n == 1);
+    let ok = lost == 0
+        && exactly_once
+        && found.audit_records.is_some()
+        && found.entries.len() == picks.len();
+    println!(
+        "\n{}",
+        if ok {
+            "result: every physical pick is in the ledger exactly once; nothing lost"
+        } else {
+            "result: MISMATCH — see the table above"
+        }
+    );
+    Ok(if ok { Exit::Ok } else { Exit::CheckFailed })
+}
+
+/// `--redis URL`: the facility store's section, as the daemon would take it.
+fn facility_config(url: &str) -> Result<RedisConfig, String> {
+    let r = RedisConfig {
+        url: url.to_string(),
+        sentinels: Vec::new(),
+        service_name: None,
+        username: None,
+        password_file: None,
+        ca_file: None,
+        connect_timeout_ms: 1000,
+        command_timeout_ms: 1000,
+        min_replicas_ack: Default::default(),
+        max_clock_error_ms: 250,
+        ledger_stream_keep_days: 7,
+        require_synced_clock: None,
+    };
+    r.validate()
+        .map_err(|e| format!("--redis: {}", ConfigError::new(None, e.within("redis"))))?;
+    Ok(r)
+}
+
+/// The demo gateway: state in `dir`, the [`NAMES`] scanners on `scanners`'
+/// PTYs (the last one receives, counter-1 has ACK/NAK on).
+fn demo_config(dir: &Path, scanners: &[VirtualScanner], redis: Option<RedisConfig>) -> Config {
+    Config {
+        gateway: GatewayConfig {
+            facility: "demo-pharmacy".into(),
+            id: "demo-gw".into(),
+            state_dir: Some(dir.to_owned()),
+        },
+        dedup: DedupConfig::default(),
+        outbox: Default::default(),
+        redis,
+        metrics: Default::default(),
+        records: Default::default(),
+        scanners: NAMES
+            .iter()
+            .zip(scanners)
+            .enumerate()
+            .map(|(i, (name, vs))| {
+                let scan_type = if i == 2 {
+                    ScanType::Receive
+                } else {
+                    ScanType::Dispense
+                };
+                let mut sc = Scanner::serial(name, vs.path(), scan_type);
+                sc.kind.ack = i == 0;
+                sc.into()
+            })
+            .collect(),
+    }
+}
+
+/// What the shift played: when it started, counter-1's replies and its
+/// transmissions.
+struct Played<'a> {
+    /// The wall clock at the start (Unix ms).
+    start_wall_ms: i64,
+    /// counter-1's reply bytes, each with when it arrived.
+    replies: Vec<(u8, Instant)>,
+    /// counter-1's transmissions, each with when it was sent.
+    sent_acker: Vec<(Instant, &'a Send)>,
+}
+
+/// Send the script's transmissions on time, then wait until the daemon has
+/// every one in the outbox (state in `dir`) and decided; meanwhile listen
+/// to counter-1's replies.
+async fn play<'a>(
+    scanners: &mut [VirtualScanner],
+    sends: &'a [Send],
+    dir: &Path,
+) -> Result<Played<'a>, String> {
     let start = tokio::time::Instant::now();
     let start_wall_ms = chrono::Utc::now().timestamp_millis();
     // counter-1 is an ACK/NAK scanner: while the script waits for its next
@@ -240,13 +317,13 @@ pub async fn run(redis: Option<String>) -> Result<Exit, String> {
     // byte arrived.
     let mut replies: Vec<(u8, Instant)> = Vec::new();
     let mut sent_acker: Vec<(Instant, &Send)> = Vec::new();
-    for send in &sends {
+    for send in sends {
         let (at, idx, bytes, _) = send;
         let due = start + Duration::from_millis(*at);
         listen(&mut scanners[0], &mut replies, due).await?;
         scanners[*idx]
             .send(bytes)
-            .map_err(|e| format!("writing to virtual scanner {}: {e}", names[*idx]))?;
+            .map_err(|e| format!("writing to virtual scanner {}: {e}", NAMES[*idx]))?;
         if *idx == 0 {
             sent_acker.push((Instant::now(), send));
         }
@@ -256,7 +333,7 @@ pub async fn run(redis: Option<String>) -> Result<Exit, String> {
     let transmissions = sends.len() as i64;
     let deadline = Instant::now() + Duration::from_secs(15);
     loop {
-        if let Ok(store) = Store::open_read_only(dir.path())
+        if let Ok(store) = Store::open_read_only(dir)
             && let Ok(st) = store.outbox_status()
             && st.total() >= transmissions
             && st.pending == 0
@@ -273,63 +350,104 @@ pub async fn run(redis: Option<String>) -> Result<Exit, String> {
     // The last ACK follows the commit that made the outbox complete.
     let until = tokio::time::Instant::now() + Duration::from_millis(100);
     listen(&mut scanners[0], &mut replies, until).await?;
-    let _ = stop_tx.send(());
-    let report = daemon
-        .await
-        .map_err(|e| format!("daemon task failed: {e}"))?
-        .map_err(|e| e.to_string())?;
-
-    let acks: Vec<u8> = replies.iter().map(|r| r.0).collect();
-    let store = Store::open_read_only(dir.path()).map_err(|e| e.to_string())?;
-    let st = store.outbox_status().map_err(|e| e.to_string())?;
-    let in_outbox = st.total();
-    let mut entries = Vec::new();
-    ledger::for_each(&store, None, |e| {
-        entries.push(e);
-        Ok(())
+    Ok(Played {
+        start_wall_ms,
+        replies,
+        sent_acker,
     })
-    .map_err(|e| e.to_string())?;
-    let verification = audit::verify(&store).map_err(|e| e.to_string())?;
-    let (audit_ok, audit_records) = match &verification {
-        Verification::Intact { records, .. } => (true, *records),
-        Verification::Broken { .. } => (false, 0),
-    };
+}
 
-    // Match ledger entries to picks: same scanner and label identity,
-    // captured within the pick's burst.
-    let per_pick: Vec<usize> = picks
-        .iter()
-        .map(|p| {
-            entries
-                .iter()
-                .filter(|e| entry_matches(e, p, names[p.scanner], start_wall_ms))
-                .count()
+/// What the shift left in the database: computed from the ledger, the
+/// outbox and the audit trail, not from the script.
+struct Found {
+    store: Store,
+    /// The outbox's counts.
+    outbox: OutboxStatus,
+    /// Scans in the outbox.
+    in_outbox: i64,
+    /// The ledger.
+    entries: Vec<LedgerEntry>,
+    /// The audit chain's length if it verifies.
+    audit_records: Option<i64>,
+    /// Ledger entries per pick of the script.
+    per_pick: Vec<usize>,
+}
+
+impl Found {
+    /// Read the database in `dir`; match its ledger entries to `picks`.
+    fn read(dir: &Path, picks: &[Pick], start_wall_ms: i64) -> Result<Found, String> {
+        let store = Store::open_read_only(dir).map_err(|e| e.to_string())?;
+        let outbox = store.outbox_status().map_err(|e| e.to_string())?;
+        let in_outbox = outbox.total();
+        let mut entries = Vec::new();
+        ledger::for_each(&store, None, |e| {
+            entries.push(e);
+            Ok(())
         })
-        .collect();
-    let exactly_once = per_pick.iter().all(|&n| n == 1);
-    let lost = transmissions - in_outbox;
+        .map_err(|e| e.to_string())?;
+        let audit_records = match audit::verify(&store).map_err(|e| e.to_string())? {
+            Verification::Intact { records, .. } => Some(records),
+            Verification::Broken { .. } => None,
+        };
+        // Match ledger entries to picks: same scanner and label identity,
+        // captured within the pick's burst.
+        let per_pick: Vec<usize> = picks
+            .iter()
+            .map(|p| {
+                entries
+                    .iter()
+                    .filter(|e| entry_matches(e, p, NAMES[p.scanner], start_wall_ms))
+                    .count()
+            })
+            .collect();
+        Ok(Found {
+            store,
+            outbox,
+            in_outbox,
+            entries,
+            audit_records,
+            per_pick,
+        })
+    }
+}
 
+/// The report's table: what the script sent against what was found.
+fn print_table(
+    picks: &[Pick],
+    sends: &[Send],
+    found: &Found,
+    replies: &[(u8, Instant)],
+    stats: &GateStats,
+) {
+    let transmissions = sends.len() as i64;
+    let acks: Vec<u8> = replies.iter().map(|r| r.0).collect();
     println!();
     println!("  {:<40}{:>8}", "physical picks (script)", picks.len());
     println!(
         "  {:<40}{:>8}",
         "transmissions sent (script)", transmissions
     );
-    println!("  {:<40}{:>8}", "scans in the outbox", in_outbox);
-    println!("  {:<40}{:>8}", "committed (ledger entries)", entries.len());
-    println!("  {:<40}{:>8}", "suppressed echoes", st.suppressed);
+    println!("  {:<40}{:>8}", "scans in the outbox", found.in_outbox);
     println!(
         "  {:<40}{:>8}",
-        "rejected (audited, with reason)", st.rejected
+        "committed (ledger entries)",
+        found.entries.len()
     );
-    println!("  {:<40}{:>8}", "lost", lost);
+    println!(
+        "  {:<40}{:>8}",
+        "suppressed echoes", found.outbox.suppressed
+    );
+    println!(
+        "  {:<40}{:>8}",
+        "rejected (audited, with reason)", found.outbox.rejected
+    );
+    println!("  {:<40}{:>8}", "lost", transmissions - found.in_outbox);
     println!(
         "  {:<40}{:>8}",
         "audit chain",
-        if audit_ok {
-            format!("verified ({audit_records})")
-        } else {
-            "BROKEN".into()
+        match found.audit_records {
+            Some(records) => format!("verified ({records})"),
+            None => "BROKEN".into(),
         }
     );
     println!(
@@ -346,30 +464,37 @@ pub async fn run(redis: Option<String>) -> Result<Exit, String> {
         "exact lookups skipped by the Bloom filter",
         format!(
             "{} of {}",
-            report.stats.lookups_saved,
-            report.stats.lookups_saved + report.stats.exact_lookups
+            stats.lookups_saved,
+            stats.lookups_saved + stats.exact_lookups
         )
     );
     println!();
-    for (p, n) in picks.iter().zip(&per_pick) {
+}
+
+/// One line per pick: its transmissions and the ledger entries it got.
+fn print_picks(picks: &[Pick], per_pick: &[usize]) {
+    for (p, n) in picks.iter().zip(per_pick) {
         println!(
             "  pick at {:>5} ms on {:<10} {:<40} {} transmission(s) -> {} ledger entr{}",
             p.at_ms,
-            names[p.scanner],
+            NAMES[p.scanner],
             p.what,
             1 + p.echoes.len(),
             n,
             if *n == 1 { "y" } else { "ies" }
         );
     }
-    // The ACK scanner's side: one reply per transmission, in order (a real
-    // ACK/NAK scanner waits for it; the demo's echoes come fast enough to
-    // overlap, so replies are matched to transmissions in order).
+}
+
+/// The ACK scanner's side: one reply per transmission, in order (a real
+/// ACK/NAK scanner waits for it; the demo's echoes come fast enough to
+/// overlap, so replies are matched to transmissions in order).
+fn print_acker(played: &Played<'_>) {
     println!(
         "\n  counter-1 has ACK/NAK on; what the scanner saw (ACK = stored, NAK = send again):"
     );
-    for (k, (sent_at, (at, _, _, what))) in sent_acker.iter().enumerate() {
-        let reply = match replies.get(k) {
+    for (k, (sent_at, (at, _, _, what))) in played.sent_acker.iter().enumerate() {
+        let reply = match played.replies.get(k) {
             Some((b, t)) => format!(
                 "{} after {:.1} ms",
                 match *b {
@@ -383,24 +508,6 @@ pub async fn run(redis: Option<String>) -> Result<Exit, String> {
         };
         println!("  {at:>7} ms  {what:<52} -> {reply}");
     }
-    if let Some(storm) = entries
-        .iter()
-        .find(|e| e.serial.as_deref() == Some("SN1004"))
-    {
-        let trail = audit::trail_for_key(&store, &storm.content_key).map_err(|e| e.to_string())?;
-        println!("\n`scangate audit trace` of the echo storm:");
-        print!("{}", audit::render_trace(&storm.content_key, &trail).0);
-    }
-    let ok = lost == 0 && exactly_once && audit_ok && entries.len() == picks.len();
-    println!(
-        "\n{}",
-        if ok {
-            "result: every physical pick is in the ledger exactly once; nothing lost"
-        } else {
-            "result: MISMATCH — see the table above"
-        }
-    );
-    Ok(if ok { Exit::Ok } else { Exit::CheckFailed })
 }
 
 /// Collect the ACK scanner's reply bytes until `until`, timestamping each.

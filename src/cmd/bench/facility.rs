@@ -1,5 +1,5 @@
 //! `scangate bench --redis URL`: the facility store, measured through the
-//! daemon's own claimer lanes (`daemon/claimer.rs`) while this thread
+//! daemon's own claimer lanes (`daemon/claimer/`) while this thread
 //! admits as the outbox writer does (one transaction per batch of at most
 //! the writer's batch size, then a kick).
 //!
@@ -15,11 +15,11 @@
 //! A scan's "decision" is the moment the claimer lane's transaction holding its
 //! verdict (and ledger row and audit record) has committed.
 
-use super::{BenchArgs, Workload, cpu_time, peak_rss_kib, percentile, written_bytes};
+use super::{BenchArgs, Workload, cpu_time, print_latency, print_peak_rss, written_bytes};
 use crate::capture::{CaptureTime, Profile, Scan};
 use crate::config::{Config, Settings};
 use crate::daemon::ADMIT_BATCH;
-use crate::daemon::claimer::{self, Link};
+use crate::daemon::claimer::{self, LaneStop, Link};
 use crate::exit::Exit;
 use crate::facility::Facility;
 use crate::gate::facility::LaneKind;
@@ -29,6 +29,7 @@ use crate::store::Store;
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// Scans whose final verdict a claimer round committed, and when.
@@ -132,6 +133,39 @@ pub(super) fn run(
     url: &str,
 ) -> Result<Exit, String> {
     let dir = store.path().parent().unwrap_or(Path::new(".")).to_owned();
+    let (link, first, mut probe) = connect(cfg, &dir, url)?;
+    println!(
+        "deciding through the facility Redis {} (the daemon's claimer lanes; writer batches of at most {ADMIT_BATCH})",
+        crate::facility::redact(url)
+    );
+    if args.backlog > 0 {
+        build_backlog(args, &mut store, &mut gate, &cfg.facility, profile, work)?;
+    }
+    let (mut w, lane_stop, lanes) = start_lanes(store, gate, link, first, &cfg.facility)?;
+    let interval = Duration::from_secs_f64(1.0 / args.rate.max(1) as f64);
+    if args.backlog > 0 {
+        drain_with_live_stream(args, &mut w, work, profile, interval, &mut probe)?;
+        // As the embedded benchmark does between its phases: fold the
+        // drain's WAL into the database so the phases do not overlap.
+        let t = Instant::now();
+        w.store.checkpoint().map_err(|e| e.to_string())?;
+        println!(
+            "checkpoint after the drain: {:.2} s",
+            t.elapsed().as_secs_f64()
+        );
+    }
+    throughput(args, &mut w, work, profile, &mut probe)?;
+    latency(args, &mut w, work, profile, interval)?;
+    drop(w);
+    stop_lanes(lane_stop, lanes)?;
+    print_peak_rss();
+    Ok(Exit::Ok)
+}
+
+/// Connect to the facility Redis at `url` as the daemon does, for the
+/// gateway of `cfg` with state in `dir`: the claimer's link, its first
+/// connection and a second one, for the server's CPU counters.
+fn connect(cfg: &GateConfig, dir: &Path, url: &str) -> Result<(Link, Facility, Facility), String> {
     let toml = format!(
         "[gateway]\nfacility = {:?}\nid = {:?}\nstate_dir = {:?}\n\
          [dedup]\nwindow_ms = {}\n\
@@ -147,46 +181,60 @@ pub(super) fn run(
     let redis = settings.redis.as_ref().ok_or("[redis] missing")?;
     let link = Link::new(&config, redis);
     let first = link.connect_checked().map_err(|e| e.to_string())?;
-    // A second connection, for the server's CPU counters.
-    let mut probe = link.connect_checked().map_err(|e| e.to_string())?;
-    println!(
-        "deciding through the facility Redis {} (the daemon's claimer lanes; writer batches of at most {ADMIT_BATCH})",
-        crate::facility::redact(url)
-    );
+    let probe = link.connect_checked().map_err(|e| e.to_string())?;
+    Ok((link, first, probe))
+}
 
-    if args.backlog > 0 {
-        let t = Instant::now();
-        work.t0_ms = chrono::Utc::now().timestamp_millis() - args.backlog as i64 * 7 - 60_000;
-        let mut left = args.backlog;
-        while left > 0 {
-            let n = left.min(args.batch as u64);
-            let batch: Vec<Scan> = (0..n).map(|_| work.scan(profile)).collect();
-            store
-                .admit(&cfg.facility, &batch)
-                .map_err(|e| e.to_string())?;
-            left -= n;
-        }
-        loop {
-            let r = crate::daemon::claimer::round(
-                &mut store,
-                &mut gate,
-                None,
-                "bench: Redis withheld to build a backlog",
-                &CaptureTime::now(),
-            )
-            .map_err(|e| e.to_string())?;
-            if !r.more {
-                break;
-            }
-        }
-        store.checkpoint().map_err(|e| e.to_string())?;
-        println!(
-            "backlog: {} scans admitted and audited unresolved (an outage) in {:.1} s",
-            args.backlog,
-            t.elapsed().as_secs_f64()
-        );
+/// `--backlog N`: admit N scans and audit them `unresolved` by offline
+/// rounds, as an outage leaves them.
+fn build_backlog(
+    args: &BenchArgs,
+    store: &mut Store,
+    gate: &mut Gate,
+    facility: &str,
+    profile: &Profile,
+    work: &mut Workload,
+) -> Result<(), String> {
+    let t = Instant::now();
+    work.t0_ms = chrono::Utc::now().timestamp_millis() - args.backlog as i64 * 7 - 60_000;
+    let mut left = args.backlog;
+    while left > 0 {
+        let n = left.min(args.batch as u64);
+        let batch: Vec<Scan> = (0..n).map(|_| work.scan(profile)).collect();
+        store.admit(facility, &batch).map_err(|e| e.to_string())?;
+        left -= n;
     }
+    loop {
+        let r = crate::daemon::claimer::round(
+            store,
+            gate,
+            None,
+            "bench: Redis withheld to build a backlog",
+            &CaptureTime::now(),
+        )
+        .map_err(|e| e.to_string())?;
+        if !r.more {
+            break;
+        }
+    }
+    store.checkpoint().map_err(|e| e.to_string())?;
+    println!(
+        "backlog: {} scans admitted and audited unresolved (an outage) in {:.1} s",
+        args.backlog,
+        t.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
 
+/// The claimer's lanes on their threads, each reporting the scans it
+/// decided to the returned writer.
+fn start_lanes<'a>(
+    store: Store,
+    gate: Gate,
+    link: Link,
+    first: Facility,
+    facility: &'a str,
+) -> Result<(Writer<'a>, LaneStop, [JoinHandle<GateStats>; 2]), String> {
     let (seen_tx, seen) = mpsc::channel::<Observed>();
     let (kick, lane_stop, lanes) =
         claimer::lanes(&store, gate, link, Some(first), move |decided| {
@@ -206,30 +254,26 @@ pub(super) fn run(
             .spawn(move || lane.run())
             .expect("spawning a thread")
     });
-    let mut w = Writer {
+    let w = Writer {
         store,
-        facility: &cfg.facility,
+        facility,
         kick,
         seen,
     };
-    let interval = Duration::from_secs_f64(1.0 / args.rate.max(1) as f64);
+    Ok((w, lane_stop, lanes))
+}
 
-    if args.backlog > 0 {
-        drain_with_live_stream(args, &mut w, work, profile, interval, &mut probe)?;
-        // As the embedded benchmark does between its phases: fold the
-        // drain's WAL into the database so the phases do not overlap.
-        let t = Instant::now();
-        w.store.checkpoint().map_err(|e| e.to_string())?;
-        println!(
-            "checkpoint after the drain: {:.2} s",
-            t.elapsed().as_secs_f64()
-        );
-    }
-
-    // Throughput: admit as fast as the writer can; timed to the last decision.
+/// Throughput: admit as fast as the writer can; timed to the last decision.
+fn throughput(
+    args: &BenchArgs,
+    w: &mut Writer<'_>,
+    work: &mut Workload,
+    profile: &Profile,
+    probe: &mut Facility,
+) -> Result<(), String> {
     work.t0_ms = chrono::Utc::now().timestamp_millis() - work.n as i64 * 7;
     let started = Instant::now();
-    let usage = Usage::now(&mut probe);
+    let usage = Usage::now(probe);
     let (mut admitted, mut decided) = (0u64, 0u64);
     while admitted < args.scans {
         let n = (args.scans - admitted).min(ADMIT_BATCH as u64);
@@ -249,9 +293,18 @@ pub(super) fn run(
         elapsed.as_secs_f64(),
         decided as f64 / elapsed.as_secs_f64()
     );
-    usage.print_since(&mut probe, decided);
+    usage.print_since(probe, decided);
+    Ok(())
+}
 
-    // Latency at an offered rate, nothing else running.
+/// Latency at an offered rate (a read every `interval`), nothing else running.
+fn latency(
+    args: &BenchArgs,
+    w: &mut Writer<'_>,
+    work: &mut Workload,
+    profile: &Profile,
+    interval: Duration,
+) -> Result<(), String> {
     let total = args.rate * args.seconds;
     let mut latencies = Vec::with_capacity(total as usize);
     work.t0_ms = chrono::Utc::now().timestamp_millis() - work.n as i64 * 7;
@@ -280,10 +333,12 @@ pub(super) fn run(
         ),
         &mut latencies,
     );
+    Ok(())
+}
 
-    drop(w);
-    // The daemon's stop order: the live lane, then the replay lane.
-    let mut lane_stop = lane_stop;
+/// Stop the lanes in the daemon's order (the live lane, then the replay
+/// lane) and print what they decided.
+fn stop_lanes(mut lane_stop: LaneStop, lanes: [JoinHandle<GateStats>; 2]) -> Result<(), String> {
     let mut stats = GateStats::default();
     for (kind, lane) in [LaneKind::Live, LaneKind::Replay].into_iter().zip(lanes) {
         lane_stop.stop(kind);
@@ -300,11 +355,7 @@ pub(super) fn run(
         stats.lookups_saved,
         stats.lookups_saved + stats.exact_lookups
     );
-    match peak_rss_kib() {
-        Some(kib) => println!("peak RSS: {:.1} MB", kib as f64 / 1024.0),
-        None => println!("peak RSS: unavailable (/proc/self/status unreadable)"),
-    }
-    Ok(Exit::Ok)
+    Ok(())
 }
 
 /// Redis is back: drain the backlog while live scans arrive at `interval`;
@@ -385,14 +436,4 @@ impl Tally {
             }
         }
     }
-}
-
-fn print_latency(what: &str, latencies: &mut [Duration]) {
-    latencies.sort();
-    println!(
-        "{what}: capture->decision p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms",
-        percentile(latencies, 0.50).as_secs_f64() * 1e3,
-        percentile(latencies, 0.99).as_secs_f64() * 1e3,
-        latencies.last().copied().unwrap_or_default().as_secs_f64() * 1e3
-    );
 }

@@ -14,12 +14,139 @@
 //! bits (ACLs are not consulted) and a problem is a warning, since root
 //! itself could write there.
 
-use crate::config::{Config, RedisSettings, ScannerKind};
+use super::{Failure, resolve};
+use crate::cli::args::ConfigArg;
+use crate::config::{Config, RedisSettings, ScannerKind, Settings};
+use crate::exit::Exit;
 use crate::facility::FacilityError;
 use crate::model::{ClockSample, ServerInfo};
 use crate::store::StoreError;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
+
+/// `scangate check-config [--online]`: the configuration resolved as `run`
+/// resolves it (an unreadable secret fails here too), and the state
+/// directory; with `online`, what [`check_online`] checks.
+pub fn run(arg: &ConfigArg, online: bool) -> Result<Exit, Failure> {
+    let settings = resolve(arg)?;
+    let cfg = &settings.config;
+    match arg.path() {
+        Some(p) => println!("config file: {}", p.display()),
+        None => println!(
+            "config file: none (no --config, no SCANGATE_CONFIG, no {}): built-in defaults",
+            crate::config::DEFAULT_PATH
+        ),
+    }
+    println!(
+        "configuration OK: facility {}, gateway {}, {} scanner(s), window {} ms, state in {}",
+        cfg.gateway.facility,
+        cfg.gateway.id,
+        cfg.scanners.len(),
+        cfg.dedup.window_ms,
+        cfg.state_dir().display()
+    );
+    for line in state_dir(&cfg.state_dir())? {
+        println!("{line}");
+    }
+    Ok(match online {
+        true => check_online(&settings)?,
+        false => Exit::Ok,
+    })
+}
+
+/// `check-config --online`: the facility Redis (a refusal is an error,
+/// exit 2; unreachable: exit 1) and the scanners' device paths (exit 1 if
+/// one is not usable), each on a line of its own.
+fn check_online(settings: &Settings) -> Result<Exit, Failure> {
+    let cfg = &settings.config;
+    let mut ok = true;
+    if let Some(redis) = &settings.redis {
+        ok &= print_facility(cfg, redis)?;
+    }
+    ok &= print_scanner_paths(cfg);
+    Ok(if ok { Exit::Ok } else { Exit::CheckFailed })
+}
+
+/// Check the facility Redis ([`facility`]) and print what was found; false
+/// if it cannot be reached or its clock cannot be measured closely enough.
+fn print_facility(cfg: &Config, redis: &RedisSettings) -> Result<bool, Failure> {
+    let found = match facility(cfg, redis) {
+        Err(e) if e.needs_technician() => return Err(Failure::Facility(e)),
+        Err(e) => {
+            println!(
+                "facility Redis NOT reachable: {e}. Fix: check that it runs and [redis] url (or sentinels), and the network between"
+            );
+            return Ok(false);
+        }
+        Ok(found) => found,
+    };
+    let i = &found.info;
+    println!(
+        "facility Redis {}: OK, Redis {} ({}), user {:?} accepted, maxmemory-policy {}, appendonly {}, save {:?}, {} replica(s) connected",
+        found.server,
+        i.version,
+        i.role,
+        redis.config.username.as_deref().unwrap_or("default"),
+        i.maxmemory_policy,
+        i.appendonly,
+        i.save,
+        i.connected_replicas
+    );
+    if i.appendonly != "yes" {
+        println!(
+            "WARNING: facility Redis has appendonly off: a Redis crash can lose recent claims. Fix: `appendonly yes` in redis.conf"
+        );
+    }
+    if i.role == "slave" {
+        println!(
+            "WARNING: facility Redis is a read-only replica: it refuses claims. Fix: point [redis] url at the primary"
+        );
+    }
+    let c = &found.clock;
+    let side = if c.offset_ms < 0.0 {
+        "ahead of"
+    } else {
+        "behind"
+    };
+    println!(
+        "clock offset: this gateway's wall clock is {:.3} s {side} the facility Redis's (± {:.1} ms)",
+        c.offset_ms.abs() / 1e3,
+        c.bound_ms
+    );
+    let max = redis.config.max_clock_error_ms as f64;
+    if c.bound_ms > max {
+        println!(
+            "clock NOT measurable within [redis] max_clock_error_ms ({max} ms): the round trip alone allows ± {:.1} ms, so scans would wait. Fix: a faster network path to the Redis, or raise max_clock_error_ms (at most a quarter of [dedup] window_ms)",
+            c.bound_ms
+        );
+        return Ok(false);
+    }
+    Ok(true)
+}
+
+/// Check each scanner's path ([`scanner_paths`]) and print what was found;
+/// false if one is not usable.
+fn print_scanner_paths(cfg: &Config) -> bool {
+    let mut ok = true;
+    for p in scanner_paths(cfg) {
+        match &p.found {
+            PathFound::Usable => println!("scanner {}: {} OK", p.scanner, p.path.display()),
+            PathFound::Matched => println!(
+                "scanner {}: found by its match keys when it runs, no path to check (`scangate devices` lists what is attached)",
+                p.scanner
+            ),
+            PathFound::Unusable(problem) => {
+                ok = false;
+                println!(
+                    "scanner {}: {} NOT usable: {problem}",
+                    p.scanner,
+                    p.path.display()
+                );
+            }
+        }
+    }
+    ok
+}
 
 /// The user the systemd unit runs scangate as (`User=` in
 /// `systemd/scangate.service`).
@@ -170,10 +297,7 @@ pub struct FacilityFound {
 /// policy, the facility's window and retention) and measure its clock.
 /// Writes nothing there.
 pub fn facility(cfg: &Config, redis: &RedisSettings) -> Result<FacilityFound, FacilityError> {
-    let mut f = {
-        let (facility, window_ms, retention) = cfg.facility_terms();
-        crate::facility::connect(redis, facility, window_ms, retention)?
-    };
+    let mut f = super::connect(cfg, redis)?;
     let info = f.check_server()?;
     let clock = f.sample_clock()?;
     Ok(FacilityFound {

@@ -24,6 +24,7 @@
 
 mod facility;
 
+use super::Failure;
 use crate::capture::{CaptureTime, Profile, RawScan, Scan};
 use crate::config::ScanType;
 use crate::daemon::publish::StoredSample;
@@ -202,8 +203,14 @@ fn publish_metrics(
     (telemetry, stop, thread)
 }
 
-/// Run the benchmark and print the figures.
-pub fn run(args: &BenchArgs) -> Result<Exit, String> {
+/// `scangate bench`: run the benchmark and print the figures.
+pub fn run(args: &BenchArgs) -> Result<Exit, Failure> {
+    measure(args).map_err(|e| Failure::Runtime(format!("bench failed: {e}")))
+}
+
+/// Set up the database and workload, then measure through the embedded
+/// store (or, with `--redis`, the facility store: [`facility`]).
+fn measure(args: &BenchArgs) -> Result<Exit, String> {
     let tmp;
     let dir = match &args.dir {
         Some(d) => d.clone(),
@@ -250,78 +257,121 @@ pub fn run(args: &BenchArgs) -> Result<Exit, String> {
         return facility::run(args, store, gate, &cfg, &profile, &mut work, url);
     }
     let publishing = args.metrics.then(|| publish_metrics(&dir));
-    let metrics = publishing.as_ref().map(|(t, _, _)| t);
-
-    // Phase 1: throughput.
-    let before = gate.stats();
-    let started = Instant::now();
-    let mut done = 0u64;
-    let mut batch = Vec::with_capacity(args.batch);
-    while done < args.scans {
-        batch.clear();
-        let take = (args.scans - done).min(args.batch as u64);
-        for _ in 0..take {
-            batch.push(work.scan(&profile));
-        }
-        decide(&mut store, &mut gate, &batch, metrics)?;
-        done += take;
-    }
-    let elapsed = started.elapsed();
-    let s = gate.stats().since(&before);
-    println!(
-        "throughput: {} decisions in {:.2} s = {:.0} decisions/s (committed {}, suppressed {}, rejected {}; Bloom skipped {} of {} lookups)",
-        s.decided,
-        elapsed.as_secs_f64(),
-        s.decided as f64 / elapsed.as_secs_f64(),
-        s.committed,
-        s.suppressed,
-        s.rejected,
-        s.lookups_saved,
-        s.lookups_saved + s.exact_lookups
-    );
-
+    let mut embedded = Embedded {
+        store: &mut store,
+        gate: &mut gate,
+        work: &mut work,
+        profile: &profile,
+        metrics: publishing.as_ref().map(|(t, _, _)| t),
+    };
+    embedded.throughput(args)?;
     // The throughput phase leaves a large WAL behind; fold it into the
     // database first so the latency phase measures steady state.
     let t = Instant::now();
-    store.checkpoint().map_err(|e| e.to_string())?;
+    embedded.store.checkpoint().map_err(|e| e.to_string())?;
     println!(
         "checkpoint after the throughput phase: {:.2} s",
         t.elapsed().as_secs_f64()
     );
-
-    // Phase 2: latency at an offered rate, one read per transaction.
-    let total = args.rate * args.seconds;
-    let interval = Duration::from_secs_f64(1.0 / args.rate.max(1) as f64);
-    let mut latencies = Vec::with_capacity(total as usize);
-    let phase = Instant::now();
-    work.t0_ms = chrono::Utc::now().timestamp_millis() - work.n as i64 * 7;
-    for i in 0..total {
-        let due = phase + interval * i as u32;
-        if let Some(wait) = due.checked_duration_since(Instant::now()) {
-            std::thread::sleep(wait);
-        }
-        let t = Instant::now();
-        let scan = work.scan(&profile);
-        decide(&mut store, &mut gate, std::slice::from_ref(&scan), metrics)?;
-        latencies.push(t.elapsed());
-    }
-    latencies.sort();
-    println!(
-        "latency at {} reads/s offered for {} s: capture->decision p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms",
-        args.rate,
-        args.seconds,
-        percentile(&latencies, 0.50).as_secs_f64() * 1e3,
-        percentile(&latencies, 0.99).as_secs_f64() * 1e3,
-        latencies.last().copied().unwrap_or_default().as_secs_f64() * 1e3
-    );
-    match peak_rss_kib() {
-        Some(kib) => println!("peak RSS: {:.1} MB", kib as f64 / 1024.0),
-        None => println!("peak RSS: unavailable (/proc/self/status unreadable)"),
-    }
+    embedded.latency(args)?;
+    print_peak_rss();
     if let Some((_, stop, thread)) = publishing {
         stop.store(true, Ordering::Relaxed);
         let _ = thread.join();
         println!("metrics: counted and published every second (--metrics)");
     }
     Ok(Exit::Ok)
+}
+
+/// The embedded store's phases: what they decide with and count in.
+struct Embedded<'a> {
+    store: &'a mut Store,
+    gate: &'a mut Gate,
+    work: &'a mut Workload,
+    profile: &'a Profile,
+    metrics: Option<&'a Telemetry>,
+}
+
+impl Embedded<'_> {
+    /// Phase 1: `--scans` reads in batches of `--batch`, as fast as they go.
+    fn throughput(&mut self, args: &BenchArgs) -> Result<(), String> {
+        let before = self.gate.stats();
+        let started = Instant::now();
+        let mut done = 0u64;
+        let mut batch = Vec::with_capacity(args.batch);
+        while done < args.scans {
+            batch.clear();
+            let take = (args.scans - done).min(args.batch as u64);
+            for _ in 0..take {
+                batch.push(self.work.scan(self.profile));
+            }
+            decide(self.store, self.gate, &batch, self.metrics)?;
+            done += take;
+        }
+        let elapsed = started.elapsed();
+        let s = self.gate.stats().since(&before);
+        println!(
+            "throughput: {} decisions in {:.2} s = {:.0} decisions/s (committed {}, suppressed {}, rejected {}; Bloom skipped {} of {} lookups)",
+            s.decided,
+            elapsed.as_secs_f64(),
+            s.decided as f64 / elapsed.as_secs_f64(),
+            s.committed,
+            s.suppressed,
+            s.rejected,
+            s.lookups_saved,
+            s.lookups_saved + s.exact_lookups
+        );
+        Ok(())
+    }
+
+    /// Phase 2: latency at an offered rate, one read per transaction.
+    fn latency(&mut self, args: &BenchArgs) -> Result<(), String> {
+        let total = args.rate * args.seconds;
+        let interval = Duration::from_secs_f64(1.0 / args.rate.max(1) as f64);
+        let mut latencies = Vec::with_capacity(total as usize);
+        let phase = Instant::now();
+        self.work.t0_ms = chrono::Utc::now().timestamp_millis() - self.work.n as i64 * 7;
+        for i in 0..total {
+            let due = phase + interval * i as u32;
+            if let Some(wait) = due.checked_duration_since(Instant::now()) {
+                std::thread::sleep(wait);
+            }
+            let t = Instant::now();
+            let scan = self.work.scan(self.profile);
+            decide(
+                self.store,
+                self.gate,
+                std::slice::from_ref(&scan),
+                self.metrics,
+            )?;
+            latencies.push(t.elapsed());
+        }
+        print_latency(
+            &format!(
+                "latency at {} reads/s offered for {} s",
+                args.rate, args.seconds
+            ),
+            &mut latencies,
+        );
+        Ok(())
+    }
+}
+
+/// Print the capture → decision percentiles of `latencies` (sorted here).
+fn print_latency(what: &str, latencies: &mut [Duration]) {
+    latencies.sort();
+    println!(
+        "{what}: capture->decision p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms",
+        percentile(latencies, 0.50).as_secs_f64() * 1e3,
+        percentile(latencies, 0.99).as_secs_f64() * 1e3,
+        latencies.last().copied().unwrap_or_default().as_secs_f64() * 1e3
+    );
+}
+
+/// Print the process's peak RSS.
+fn print_peak_rss() {
+    match peak_rss_kib() {
+        Some(kib) => println!("peak RSS: {:.1} MB", kib as f64 / 1024.0),
+        None => println!("peak RSS: unavailable (/proc/self/status unreadable)"),
+    }
 }
