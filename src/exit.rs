@@ -3,7 +3,7 @@
 //! prints them from here and a test checks README's table against them.
 //! Which failure of a command gives which code is said in that command's
 //! own help (`src/cli/args.rs`). Which error gets which code is decided in
-//! one place, `cli::Failure::exit`.
+//! one place, `cmd::Failure::exit`.
 
 use std::fmt::Write;
 

@@ -1,7 +1,7 @@
 //! Bad configuration, an unusable state directory and a corrupt database give
 //! a clear message, the documented exit code, and leave everything untouched.
 //!
-//! Exit codes (src/cli.rs): 0 ok, 1 check failed, 2 config/usage, 3 state/db.
+//! Exit codes (src/exit.rs, decided in src/cmd/mod.rs): 0 ok, 1 check failed, 2 config/usage, 3 state/db.
 
 use crate::util::*;
 use std::fs;

@@ -326,16 +326,8 @@ impl Embedded<'_> {
 
     /// Phase 2: latency at an offered rate, one read per transaction.
     fn latency(&mut self, args: &BenchArgs) -> Result<(), String> {
-        let total = args.rate * args.seconds;
-        let interval = Duration::from_secs_f64(1.0 / args.rate.max(1) as f64);
-        let mut latencies = Vec::with_capacity(total as usize);
-        let phase = Instant::now();
         self.work.t0_ms = chrono::Utc::now().timestamp_millis() - self.work.n as i64 * 7;
-        for i in 0..total {
-            let due = phase + interval * i as u32;
-            if let Some(wait) = due.checked_duration_since(Instant::now()) {
-                std::thread::sleep(wait);
-            }
+        offered_rate(args, || {
             let t = Instant::now();
             let scan = self.work.scan(self.profile);
             decide(
@@ -344,17 +336,37 @@ impl Embedded<'_> {
                 std::slice::from_ref(&scan),
                 self.metrics,
             )?;
-            latencies.push(t.elapsed());
-        }
-        print_latency(
-            &format!(
-                "latency at {} reads/s offered for {} s",
-                args.rate, args.seconds
-            ),
-            &mut latencies,
-        );
-        Ok(())
+            Ok(t.elapsed())
+        })
     }
+}
+
+/// The latency phase: `--rate` reads a second offered for `--seconds`, each
+/// by `read` at its time, which returns its capture → decision time; then
+/// the percentiles are printed.
+fn offered_rate(
+    args: &BenchArgs,
+    mut read: impl FnMut() -> Result<Duration, String>,
+) -> Result<(), String> {
+    let total = args.rate * args.seconds;
+    let interval = Duration::from_secs_f64(1.0 / args.rate.max(1) as f64);
+    let mut latencies = Vec::with_capacity(total as usize);
+    let phase = Instant::now();
+    for i in 0..total {
+        let due = phase + interval * i as u32;
+        if let Some(wait) = due.checked_duration_since(Instant::now()) {
+            std::thread::sleep(wait);
+        }
+        latencies.push(read()?);
+    }
+    print_latency(
+        &format!(
+            "latency at {} reads/s offered for {} s",
+            args.rate, args.seconds
+        ),
+        &mut latencies,
+    );
+    Ok(())
 }
 
 /// Print the capture → decision percentiles of `latencies` (sorted here).

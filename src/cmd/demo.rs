@@ -161,7 +161,7 @@ pub fn run(redis: Option<String>) -> Result<Exit, Failure> {
 
 /// Play the shift through the daemon and report; returns the exit code (1
 /// if anything was lost or doubled).
-pub async fn shift(redis: Option<String>) -> Result<Exit, String> {
+async fn shift(redis: Option<String>) -> Result<Exit, String> {
     let facility = redis.as_deref().map(facility_config).transpose()?;
     let dir = tempfile::Builder::new()
         .prefix("scangate-demo-")

@@ -15,7 +15,9 @@
 //! A scan's "decision" is the moment the claimer lane's transaction holding its
 //! verdict (and ledger row and audit record) has committed.
 
-use super::{BenchArgs, Workload, cpu_time, print_latency, print_peak_rss, written_bytes};
+use super::{
+    BenchArgs, Workload, cpu_time, offered_rate, print_latency, print_peak_rss, written_bytes,
+};
 use crate::capture::{CaptureTime, Profile, Scan};
 use crate::config::{Config, Settings};
 use crate::daemon::ADMIT_BATCH;
@@ -155,7 +157,7 @@ pub(super) fn run(
         );
     }
     throughput(args, &mut w, work, profile, &mut probe)?;
-    latency(args, &mut w, work, profile, interval)?;
+    latency(args, &mut w, work, profile)?;
     drop(w);
     stop_lanes(lane_stop, lanes)?;
     print_peak_rss();
@@ -297,23 +299,15 @@ fn throughput(
     Ok(())
 }
 
-/// Latency at an offered rate (a read every `interval`), nothing else running.
+/// Latency at an offered rate, nothing else running.
 fn latency(
     args: &BenchArgs,
     w: &mut Writer<'_>,
     work: &mut Workload,
     profile: &Profile,
-    interval: Duration,
 ) -> Result<(), String> {
-    let total = args.rate * args.seconds;
-    let mut latencies = Vec::with_capacity(total as usize);
     work.t0_ms = chrono::Utc::now().timestamp_millis() - work.n as i64 * 7;
-    let phase = Instant::now();
-    for i in 0..total {
-        let due = phase + interval * i as u32;
-        if let Some(wait) = due.checked_duration_since(Instant::now()) {
-            std::thread::sleep(wait);
-        }
+    offered_rate(args, || {
         let t = Instant::now();
         let scan = work.scan(profile);
         let uuid = scan.uuid.to_string();
@@ -321,19 +315,10 @@ fn latency(
         loop {
             let (at, uuids) = w.next()?;
             if uuids.contains(&uuid) {
-                latencies.push(at - t);
-                break;
+                return Ok(at - t);
             }
         }
-    }
-    print_latency(
-        &format!(
-            "latency at {} reads/s offered for {} s",
-            args.rate, args.seconds
-        ),
-        &mut latencies,
-    );
-    Ok(())
+    })
 }
 
 /// Stop the lanes in the daemon's order (the live lane, then the replay
