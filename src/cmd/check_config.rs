@@ -26,7 +26,8 @@ use std::path::{Path, PathBuf};
 
 /// `scangate check-config [--online]`: the configuration resolved as `run`
 /// resolves it (an unreadable secret fails here too), and the state
-/// directory; with `online`, what [`check_online`] checks.
+/// directory ([`state_dir`]); with `online`, the facility Redis
+/// ([`facility`]) and the scanners' paths ([`scanner_paths`]) too.
 pub fn run(arg: &ConfigArg, online: bool) -> Result<Exit, Failure> {
     let settings = resolve(arg)?;
     let cfg = &settings.config;
