@@ -9,50 +9,52 @@
 //!
 //! # Layout
 //!
-//! The modules, in the order a scan flows through them:
+//! The modules stand on floors; a module imports only from its own floor
+//! and those below it (`tests/layout.rs` checks it, and `src/` has no
+//! import circle). From the ground up:
 //!
-//! - [`config`]: the TOML file, defaults and validation (no hardware needed);
-//!   it assembles the sections each component owns, and resolves secrets once
-//!   ([`config::Settings`]). [`invalid`]: the refusal a component returns.
-//! - [`source`]: one task per scanner: open, read, frame, reconnect
-//!   (serial; USB HID in [`source::hid`]: HID POS and keyboard wedge).
-//! - [`capture`]: UUIDv7, UTC + boot-time stamps, barcode decoding, the
-//!   content key.
-//! - [`store`]: the SQLite database (one file, WAL, `synchronous=FULL`):
-//!   schema, the writers' turn, read and write transactions; disk space,
-//!   growth and the `min_free_mb` floor in [`store::space`].
-//! - [`outbox`]: the write-ahead record of every scan; owns the `scans`
-//!   table (every statement on it), its record type and [`crate::model::ScanState`].
-//! - [`gate`]: the decision policy — Bloom pre-filter, exact event-time
-//!   window check; with a facility Redis ([`gate::facility`]) which scans
-//!   to claim and in what order. Handed a transaction; owns no table but
-//!   its record of clock steps.
-//! - [`ledger`]: one entry per committed scan and the exact twin lookup;
-//!   JSON-lines export.
-//! - [`audit`]: hash-chained decision records; verify and trace;
-//!   archives, their verification and pruning by them in [`audit::archive`].
-//! - [`facility`]: the facility Redis: the claim script, claim rounds, checks;
-//!   the ledger stream's consumer groups and trimming in [`facility::stream`].
-//! - [`daemon`]: the one place that wires the stages together, opens
-//!   their transactions and stops them in order: the embedded store's
-//!   admit-and-decide in [`daemon::embedded`], with `[redis]` the claimer's
-//!   live and replay lanes in [`daemon::claimer`], the raw-bytes sweeper in
-//!   [`daemon::sweeper`]; every stage started and heard ending through
-//!   [`daemon::supervisor`]; a reload (SIGHUP) in [`daemon::reload`].
-//! - [`events`]: the daemon's operational events, one type each, whose
-//!   `emit` logs it and updates its metric.
-//! - [`metrics`]: what the running daemon publishes: Prometheus metrics
-//!   (`[metrics]` textfile, `/metrics` in [`metrics::http`]) and the status
-//!   file that [`cmd::status`] (`scangate status`) reads with the database.
-//! - Shared by the stages: [`shutdown`] (the one stop token), [`backoff`]
-//!   (the one retry schedule), [`notify`] (systemd: readiness, status, the
-//!   watchdog's rule of progress).
-//! - [`cli`]: the command line, parsed and dispatched; [`cmd`]: the
-//!   commands, one module each (`check-config`, `status`, `outbox`,
-//!   `ledger`, `audit`, `state`, `decode`, `devices`/`pair`, `demo`,
-//!   `bench`), and which error gets which exit code; [`exit`]: the exit
-//!   codes; [`logging`]: `--log-format` (journald, text, json).
-//! - [`pty`]: pseudo-terminals that stand in for serial scanners.
+//! 0. **Shared vocabulary** — [`model`]: what several stages speak
+//!    ([`model::ScanState`], [`model::Verdict`], [`model::Decision`], a
+//!    [`model::Claim`] and its [`model::Outcome`], what is known of the
+//!    facility store); [`invalid`] (a refused setting), [`shutdown`] (the
+//!    stop token), [`backoff`] (the retry schedule), [`exit`] (the exit
+//!    codes).
+//! 1. **What a stage is told and what it tells** — [`config`]: the TOML
+//!    file, assembled from the sections each stage owns (`source::config`,
+//!    `source::{serial,hid}::config`, `facility::config`: leaves), and its
+//!    secrets resolved once ([`config::Settings`]); [`capture`]: UUIDv7,
+//!    UTC and boot-clock stamps, barcode decoding, the content key;
+//!    observability as leaves: [`telemetry`] (the counters and the status
+//!    file's format), [`events`] (one type per operational event, one file
+//!    per component; `emit` logs it and moves its metric), [`notify`]
+//!    (systemd: readiness, status, the watchdog's rule of progress).
+//! 2. **Capture and storage** — [`source`]: one task per scanner (serial;
+//!    USB HID in [`source::hid`]); [`pty`]: pseudo-terminals standing in
+//!    for serial scanners; [`store`]: the SQLite database (one file, WAL,
+//!    `synchronous=FULL`), its identity and anchors, the writers' turn,
+//!    disk space.
+//! 3. **The tables** — [`outbox`]: every scan, written before anything
+//!    else (the `scans` table); [`ledger`]: one entry per committed scan;
+//!    [`audit`]: the hash-chained decision records, verify, trace, archives
+//!    and pruning.
+//! 4. **The decision** — [`gate`]: the Bloom pre-filter and the exact
+//!    event-time window check; with a facility store, which scans to claim
+//!    and in what order ([`gate::facility`]).
+//! 5. **The facility Redis adapter** — [`facility`]: connecting, the claim
+//!    script and its rounds, the server's checks and clock, the ledger and
+//!    conflicts streams.
+//! 6. **The claimer** — [`daemon::claimer`]: the facility store's two
+//!    lanes (live and replay) and what they record of it.
+//! 7. **The daemon** — [`daemon`]: the one place that wires the stages,
+//!    each started from its own section of the settings (the outbox writer,
+//!    the claimer's lanes, the sweeper, the anchor thread, the publisher),
+//!    runs them until the stop, and stops them in the order it writes down.
+//! 8. **The commands** — [`cli`]: the command line, parsed and dispatched;
+//!    [`cmd`]: each command's body, and which failure gets which exit code;
+//!    [`logging`]: how the process logs (journald, text, JSON).
+//!
+//! A scan flows up through them: source → capture → outbox → gate →
+//! ledger and audit (embedded), or → claimer → facility (with `[redis]`).
 
 #![warn(missing_docs)]
 

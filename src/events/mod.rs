@@ -1,7 +1,7 @@
 //! The daemon's operational events, typed (as vector's
 //! `src/internal_events/`): one type per event, whose `emit` both logs it
 //! (structured fields, fixed prose) and updates its metric in
-//! [`Telemetry`], so the log and the metrics cannot disagree and the call
+//! [`Telemetry`](crate::telemetry::Telemetry), so the log and the metrics cannot disagree and the call
 //! site says only *what happened*.
 //!
 //! Field names are the journal's too (upper-cased, [`crate::logging`]):

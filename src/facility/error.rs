@@ -74,7 +74,7 @@ pub enum FacilityError {
         /// What was refused.
         detail: String,
         /// Where the password comes from
-        /// ([`config::RedisSettings::password_source`]).
+        /// ([`super::config::RedisSettings::password_source`]).
         credential: String,
     },
     /// The server is configured so that a claim could be lost.
@@ -146,7 +146,7 @@ pub enum FacilityError {
     /// The store lacks this gateway's latest recorded commit: it lost data
     /// (emptied, replaced, a lagging replica promoted, an old backup
     /// restored). Nothing was claimed; the claimer re-publishes this
-    /// gateway's commits ([`Facility::claim_batch`] without a marker), then
+    /// gateway's commits ([`super::Facility::claim_batch`] without a marker), then
     /// claims again.
     #[error(
         "facility Redis {url} has lost data: this gateway's commit {marker} is recorded here but not there (the server was emptied or replaced, a lagging replica promoted, or an older backup restored). Nothing was claimed; this gateway re-publishes its commits of the retention horizon, then claims again"

@@ -119,7 +119,7 @@ pub struct OutboxStatus {
     pub oldest_open_ms: Option<i64>,
 }
 
-/// Disk space as `outbox status` shows it ([`OutboxStatus::disk`]).
+/// Disk space as `outbox status` shows it (its `disk`).
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct DiskStatus {
     /// The state directory.
