@@ -10,7 +10,7 @@ use super::sections::{
 use super::{Config, ConfigError};
 use crate::facility::config::RedisConfig;
 use crate::invalid::Invalid;
-use crate::source::Scanner;
+use crate::source::config::Scanner;
 use crate::source::hid::config::{HidConfig, HidMode, KeyboardConfig, ModeConfig, PosConfig};
 use crate::source::serial::config::SerialConfig;
 use serde::Deserialize;

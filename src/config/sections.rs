@@ -3,7 +3,7 @@
 //! `[[scanner]]` entry is ([`ScannerConfig`]: the common keys, and its
 //! kind's); their defaults.
 
-use crate::source::Scanner;
+use crate::source::config::Scanner;
 use crate::source::hid::config::HidConfig;
 use crate::source::serial::config::SerialConfig;
 use serde::Deserialize;
