@@ -1,6 +1,6 @@
 //! Writing an archive ([`export`]) and taking one in as this database's
-//! ([`check_against`], [`register`]), so that [`super::prune`] may prune
-//! by it.
+//! ([`check_against`], [`register`]), so that [`prune`](super::prune())
+//! may prune by it.
 
 use super::{
     ArchiveError, FORMAT, Line, Manifest, VERSION, at_ms, commits, hash_at, require_intact,
@@ -298,8 +298,8 @@ pub fn check_against(store: &Store, path: &Path, m: &Manifest) -> Result<(), Arc
 
 /// Verify the archive at `path` ([`verify_file`]) and against the database
 /// ([`check_against`]), and record it in `audit_archives`, so that
-/// [`prune`] may remove what it holds. The file may be moved off the
-/// gateway afterwards (keep it: it is the record).
+/// [`prune`](super::prune()) may remove what it holds. The file may be
+/// moved off the gateway afterwards (keep it: it is the record).
 pub fn register(store: &mut Store, path: &Path) -> Result<Manifest, ArchiveError> {
     let m = verify_file(path, &[])?.manifest;
     check_against(store, path, &m)?;
