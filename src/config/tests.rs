@@ -1,5 +1,7 @@
 //! Unit tests of the module above (kept apart: the module reads on its own).
 
+use super::parse::line_column;
+use super::sections::{default_metrics_interval, default_retention_hours, default_window_ms};
 use super::*;
 use crate::source::config::default_max_frame_bytes;
 use crate::source::serial::config::default_baud;

@@ -347,7 +347,7 @@ pub struct Begun {
 /// state directory's lock (the daemon must be stopped).
 pub fn begin_reset(state_dir: &Path, confirm: &str) -> Result<ResetStart, StoreError> {
     let had_lock = state_dir.join(LOCK_FILE).exists();
-    let lock = super::lock_state_dir(state_dir)?;
+    let lock = super::lock::lock_state_dir(state_dir)?;
     let db = state_dir.join(DB_FILE);
     let id_file = read(state_dir)?;
     let found = inspect(&db)?;

@@ -1,0 +1,225 @@
+//! The sections of the config file, as each is read: `[gateway]`,
+//! `[dedup]`, `[outbox]`, `[metrics]`, `[records]`, and what a
+//! `[[scanner]]` entry is ([`ScannerConfig`]: the common keys, and its
+//! kind's); their defaults.
+
+use crate::source::config::Scanner;
+use crate::source::hid::config::HidConfig;
+use crate::source::serial::config::SerialConfig;
+use serde::Deserialize;
+use std::path::PathBuf;
+
+/// `[gateway]` section.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GatewayConfig {
+    /// Facility identifier; part of every content key and of the Redis hash tag.
+    #[serde(default = "default_facility")]
+    pub facility: String,
+    /// This gateway's identifier, written into every ledger entry.
+    #[serde(default = "default_gateway_id")]
+    pub id: String,
+    /// Directory for the SQLite database. Default: `$STATE_DIRECTORY`
+    /// (systemd `StateDirectory=`) or `./scangate-state`.
+    #[serde(default)]
+    pub state_dir: Option<PathBuf>,
+}
+
+impl Default for GatewayConfig {
+    fn default() -> Self {
+        GatewayConfig {
+            facility: default_facility(),
+            id: default_gateway_id(),
+            state_dir: None,
+        }
+    }
+}
+
+/// `[dedup]` section.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DedupConfig {
+    /// Two scans with the same content key whose capture times are at most
+    /// this far apart are one physical pick (milliseconds).
+    #[serde(default = "default_window_ms")]
+    pub window_ms: u64,
+    /// How long the Bloom pre-filter remembers committed content keys (hours).
+    #[serde(default = "default_retention_hours")]
+    pub retention_hours: u64,
+}
+
+impl Default for DedupConfig {
+    fn default() -> Self {
+        DedupConfig {
+            window_ms: default_window_ms(),
+            retention_hours: default_retention_hours(),
+        }
+    }
+}
+
+/// `[outbox]` section.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OutboxConfig {
+    /// Hours a decided scan's raw bytes (exactly what the scanner sent) are
+    /// kept for diagnosis; then they are overwritten. A mistaken scan of a
+    /// prescription label or wristband may carry patient data, and nothing
+    /// needs the bytes once the scan is decided.
+    #[serde(default = "default_retention_hours")]
+    pub keep_raw_hours: u64,
+    /// Free MiB the state directory's file system must keep: below it the
+    /// outbox writer stores no scan, so no ACK goes out (as on a full
+    /// disk), until space is back (0 = off; default 50).
+    #[serde(default = "default_min_free_mb")]
+    pub min_free_mb: u64,
+    /// Warn (log, `status`) when the free space lasts fewer days than this
+    /// at the last 24 hours' growth (0 = off; default 14).
+    #[serde(default = "default_warn_days_left")]
+    pub warn_days_left: u64,
+}
+
+fn default_min_free_mb() -> u64 {
+    50
+}
+
+fn default_warn_days_left() -> u64 {
+    14
+}
+
+/// `[metrics]` section: where the daemon publishes its Prometheus metrics.
+/// Both ways are optional; neither set = no metrics.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MetricsConfig {
+    /// A file for node_exporter's textfile collector (its name must end in
+    /// `.prom`), rewritten atomically every `interval_s`.
+    pub textfile: Option<PathBuf>,
+    /// Address of a `/metrics` HTTP endpoint, e.g. `127.0.0.1:9464`.
+    pub listen: Option<std::net::SocketAddr>,
+    /// Seconds between two refreshes of the sampled values and of the
+    /// textfile (1..=3600, default 15).
+    #[serde(default = "default_metrics_interval")]
+    pub interval_s: u64,
+}
+
+pub(super) fn default_metrics_interval() -> u64 {
+    15
+}
+
+impl Default for MetricsConfig {
+    fn default() -> Self {
+        MetricsConfig {
+            textfile: None,
+            listen: None,
+            interval_s: default_metrics_interval(),
+        }
+    }
+}
+
+/// `[records]` section: retention of the audit trail and the ledger.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RecordsConfig {
+    /// Days an audit record (and the ledger entry it commits) stays in the
+    /// database; only older records that are in a verified archive (and,
+    /// with `[redis]`, anchored) may be pruned. At least
+    /// [`MIN_KEEP_DAYS`] (21 CFR 1304.04: two years).
+    #[serde(default = "default_keep_days")]
+    pub keep_days: u64,
+}
+
+/// The shortest `[records] keep_days` accepted: two years (21 CFR 1304.04
+/// requires records of controlled substances kept for two years).
+pub const MIN_KEEP_DAYS: u64 = 730;
+
+fn default_keep_days() -> u64 {
+    MIN_KEEP_DAYS
+}
+
+impl Default for RecordsConfig {
+    fn default() -> Self {
+        RecordsConfig {
+            keep_days: default_keep_days(),
+        }
+    }
+}
+
+impl Default for OutboxConfig {
+    fn default() -> Self {
+        OutboxConfig {
+            keep_raw_hours: default_retention_hours(),
+            min_free_mb: default_min_free_mb(),
+            warn_days_left: default_warn_days_left(),
+        }
+    }
+}
+
+/// A `[[scanner]]` entry of any kind.
+pub type ScannerConfig = Scanner<ScannerKind>;
+
+/// How a scanner is attached (`kind`), with that kind's keys.
+#[derive(Debug, Clone)]
+pub enum ScannerKind {
+    /// `kind = "serial"`: RS-232 or USB CDC-ACM.
+    Serial(SerialConfig),
+    /// `kind = "hid"`: USB HID, HID POS or keyboard wedge (see `mode`).
+    Hid(HidConfig),
+}
+
+impl From<Scanner<SerialConfig>> for ScannerConfig {
+    fn from(s: Scanner<SerialConfig>) -> Self {
+        let kind = ScannerKind::Serial(s.kind.clone());
+        s.with_kind(kind)
+    }
+}
+
+impl From<Scanner<HidConfig>> for ScannerConfig {
+    fn from(s: Scanner<HidConfig>) -> Self {
+        let kind = ScannerKind::Hid(s.kind.clone());
+        s.with_kind(kind)
+    }
+}
+
+impl ScannerConfig {
+    /// The serial keys, for `kind = "serial"`.
+    pub fn as_serial(&self) -> Option<&SerialConfig> {
+        match &self.kind {
+            ScannerKind::Serial(s) => Some(s),
+            ScannerKind::Hid(_) => None,
+        }
+    }
+
+    /// The HID keys, for `kind = "hid"`.
+    pub fn as_hid(&self) -> Option<&HidConfig> {
+        match &self.kind {
+            ScannerKind::Hid(h) => Some(h),
+            ScannerKind::Serial(_) => None,
+        }
+    }
+}
+
+fn default_facility() -> String {
+    "default".into()
+}
+fn default_gateway_id() -> String {
+    nix::unistd::gethostname()
+        .ok()
+        .and_then(|h| h.into_string().ok())
+        .filter(|h| valid_ident(h))
+        .unwrap_or_else(|| "gateway".into())
+}
+pub(super) fn default_window_ms() -> u64 {
+    3000
+}
+pub(super) fn default_retention_hours() -> u64 {
+    72
+}
+
+/// A valid facility, gateway or scanner identifier: 1-64 letters,
+/// digits, `-`, `_` or `.`.
+pub(super) fn valid_ident(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 64
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.')
+}

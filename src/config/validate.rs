@@ -1,0 +1,189 @@
+//! The checks of a parsed [`Config`]'s values, in a fixed order (the
+//! first value refused is the one named): the gateway and metrics, the
+//! windows and retention, `[redis]`, then each `[[scanner]]`.
+
+use super::sections::{MIN_KEEP_DAYS, ScannerKind, valid_ident};
+use super::{Config, ConfigError};
+use std::collections::HashSet;
+use std::path::Path;
+
+impl Config {
+    /// Check every value; the first one out of place is refused, with its
+    /// key and what to do.
+    pub(super) fn validate(&self, file: Option<&Path>) -> Result<(), ConfigError> {
+        self.validate_gateway_and_metrics(file)?;
+        self.validate_windows_and_retention(file)?;
+        self.validate_redis(file)?;
+        self.validate_scanners(file)
+    }
+
+    /// `[gateway]` identifiers and `[metrics]`.
+    fn validate_gateway_and_metrics(&self, file: Option<&Path>) -> Result<(), ConfigError> {
+        let err = |key: String, problem: String, fix: &str| refusal(file, key, problem, fix);
+        if !valid_ident(&self.gateway.facility) {
+            return Err(err(
+                "gateway.facility".into(),
+                format!("{:?} is not a valid identifier", self.gateway.facility),
+                "use 1-64 letters, digits, '-', '_' or '.'",
+            ));
+        }
+        if !(1..=3600).contains(&self.metrics.interval_s) {
+            return Err(err(
+                "metrics.interval_s".into(),
+                format!("{} is out of range", self.metrics.interval_s),
+                "use 1..=3600 seconds (default 15)",
+            ));
+        }
+        if let Some(path) = &self.metrics.textfile
+            && (path.extension().is_none_or(|e| e != "prom") || path.file_name().is_none())
+        {
+            return Err(err(
+                "metrics.textfile".into(),
+                format!("{} does not end in .prom", path.display()),
+                "name a file ending in .prom (node_exporter's textfile collector reads only those), e.g. /var/lib/prometheus/node-exporter/scangate.prom",
+            ));
+        }
+        if !valid_ident(&self.gateway.id) {
+            return Err(err(
+                "gateway.id".into(),
+                format!("{:?} is not a valid identifier", self.gateway.id),
+                "use 1-64 letters, digits, '-', '_' or '.'",
+            ));
+        }
+        Ok(())
+    }
+
+    /// `[dedup]`, `[outbox]` and `[records]`: each in range, and the echo
+    /// window inside the retention horizon.
+    fn validate_windows_and_retention(&self, file: Option<&Path>) -> Result<(), ConfigError> {
+        let err = |key: String, problem: String, fix: &str| refusal(file, key, problem, fix);
+        if self.dedup.window_ms == 0 || self.dedup.window_ms > 3_600_000 {
+            return Err(err(
+                "dedup.window_ms".into(),
+                format!("{} is out of range", self.dedup.window_ms),
+                "use 1..=3600000 milliseconds (default 3000)",
+            ));
+        }
+        if self.dedup.retention_hours == 0 || self.dedup.retention_hours > 24 * 366 {
+            return Err(err(
+                "dedup.retention_hours".into(),
+                format!("{} is out of range", self.dedup.retention_hours),
+                "use 1..=8784 hours (default 72)",
+            ));
+        }
+        if self.outbox.keep_raw_hours == 0 || self.outbox.keep_raw_hours > 24 * 366 {
+            return Err(err(
+                "outbox.keep_raw_hours".into(),
+                format!("{} is out of range", self.outbox.keep_raw_hours),
+                "use 1..=8784 hours (default 72)",
+            ));
+        }
+        if self.outbox.min_free_mb > 1_048_576 {
+            return Err(err(
+                "outbox.min_free_mb".into(),
+                format!("{} is out of range", self.outbox.min_free_mb),
+                "use 0 (off) ..=1048576 MiB (default 50)",
+            ));
+        }
+        if self.outbox.warn_days_left > 3660 {
+            return Err(err(
+                "outbox.warn_days_left".into(),
+                format!("{} is out of range", self.outbox.warn_days_left),
+                "use 0 (off) ..=3660 days (default 14)",
+            ));
+        }
+        if self.records.keep_days < MIN_KEEP_DAYS || self.records.keep_days > 36_600 {
+            return Err(err(
+                "records.keep_days".into(),
+                format!("{} is out of range", self.records.keep_days),
+                "use 730..=36600 days (default 730): records of controlled substances are kept at least two years (21 CFR 1304.04)",
+            ));
+        }
+        if self.dedup.window_ms > self.dedup.retention_hours * 3_600_000 {
+            return Err(err(
+                "dedup.window_ms".into(),
+                "the echo window is longer than the retention horizon".into(),
+                "make dedup.retention_hours cover dedup.window_ms",
+            ));
+        }
+        Ok(())
+    }
+
+    /// `[redis]`: its own checks, and its clock error bound against the
+    /// echo window.
+    fn validate_redis(&self, file: Option<&Path>) -> Result<(), ConfigError> {
+        let err = |key: String, problem: String, fix: &str| refusal(file, key, problem, fix);
+        if let Some(redis) = &self.redis {
+            redis
+                .validate()
+                .map_err(|e| ConfigError::new(file, e.within("redis")))?;
+            // Two gateways' facility times of one pick may each be off by
+            // the bound: together well inside the window.
+            if redis.max_clock_error_ms * 4 > self.dedup.window_ms {
+                return Err(err(
+                    "redis.max_clock_error_ms".into(),
+                    format!(
+                        "{} ms is more than a quarter of dedup.window_ms ({} ms)",
+                        redis.max_clock_error_ms, self.dedup.window_ms
+                    ),
+                    "lower max_clock_error_ms (default 250), or widen dedup.window_ms",
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Each `[[scanner]]`: a unique valid name, its kind's own checks, its
+    /// quantity and frame size.
+    fn validate_scanners(&self, file: Option<&Path>) -> Result<(), ConfigError> {
+        let err = |key: String, problem: String, fix: &str| refusal(file, key, problem, fix);
+        let mut names = HashSet::new();
+        for (i, s) in self.scanners.iter().enumerate() {
+            let key = |field: &str| format!("scanner[{i}].{field}");
+            if !valid_ident(&s.name) {
+                return Err(err(
+                    key("name"),
+                    format!("{:?} is not a valid scanner name", s.name),
+                    "use 1-64 letters, digits, '-', '_' or '.'",
+                ));
+            }
+            if !names.insert(s.name.as_str()) {
+                return Err(err(
+                    key("name"),
+                    format!("scanner name {:?} is used twice", s.name),
+                    "give every [[scanner]] its own name",
+                ));
+            }
+            match &s.kind {
+                ScannerKind::Serial(serial) => serial.validate(),
+                ScannerKind::Hid(hid) => hid.validate(),
+            }
+            .map_err(|e| ConfigError::new(file, e.within(&format!("scanner[{i}]"))))?;
+            if s.quantity == 0 || s.quantity > 100_000 {
+                return Err(err(
+                    key("quantity"),
+                    format!("{} is out of range", s.quantity),
+                    "use 1..=100000 units per read (default 1)",
+                ));
+            }
+            if !(16..=1 << 20).contains(&s.max_frame_bytes) {
+                return Err(err(
+                    key("max_frame_bytes"),
+                    format!("{} is out of range", s.max_frame_bytes),
+                    "use 16..=1048576 bytes (default 4096)",
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A refusal of the value at `key` in `file`.
+fn refusal(file: Option<&Path>, key: String, problem: String, fix: &str) -> ConfigError {
+    ConfigError {
+        file: file.map(Path::to_owned),
+        key,
+        problem,
+        fix: fix.into(),
+    }
+}

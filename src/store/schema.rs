@@ -1,0 +1,383 @@
+//! The database's schema and opening one file as a scangate database:
+//! the migrations ([`MIGRATIONS`], counted by `PRAGMA user_version`), the
+//! checks of a file's header, version and pages, and each connection's
+//! settings.
+
+use super::{Store, StoreError, classify, connect};
+use rusqlite::config::DbConfig;
+use rusqlite::{Connection, OpenFlags, TransactionBehavior};
+use std::path::Path;
+use std::sync::Arc;
+
+/// Schema migrations, applied in order; `PRAGMA user_version` counts them.
+/// Never edit a shipped migration: append a new one.
+const MIGRATIONS: &[&str] = &[
+    // 1: the spine.
+    r#"
+    CREATE TABLE scans (
+        seq           INTEGER PRIMARY KEY,
+        scan_uuid     TEXT    NOT NULL UNIQUE,
+        scanner       TEXT    NOT NULL,
+        scan_type     TEXT    NOT NULL,
+        quantity      INTEGER NOT NULL,
+        captured_ms   INTEGER NOT NULL,
+        boot_id       TEXT    NOT NULL,
+        boot_ns       INTEGER NOT NULL,
+        clock_synced  INTEGER NOT NULL,
+        raw           BLOB    NOT NULL,
+        symbology     TEXT,
+        gtin          TEXT,
+        ndc10         TEXT,
+        lot           TEXT,
+        serial        TEXT,
+        expiry        TEXT,
+        content_key   TEXT,
+        reject_reason TEXT,
+        state         TEXT    NOT NULL DEFAULT 'pending'
+                      CHECK (state IN ('pending','unresolved','committed','suppressed','rejected')),
+        twin_uuid     TEXT,
+        decided_ms    INTEGER
+    );
+    -- Partial: only undecided rows are indexed, so the index stays tiny.
+    -- Queries must say `state = 'pending'` literally for SQLite to use it.
+    CREATE INDEX scans_pending ON scans (captured_ms, boot_ns, scan_uuid)
+        WHERE state = 'pending';
+    -- Echoes by the committed scan they name (for `audit trace`).
+    CREATE INDEX scans_twin ON scans (twin_uuid) WHERE twin_uuid IS NOT NULL;
+    CREATE TABLE ledger (
+        seq           INTEGER PRIMARY KEY,
+        scan_uuid     TEXT    NOT NULL UNIQUE,
+        gateway       TEXT    NOT NULL,
+        scanner       TEXT    NOT NULL,
+        captured_ms   INTEGER NOT NULL,
+        boot_id       TEXT    NOT NULL,
+        boot_ns       INTEGER NOT NULL,
+        clock_synced  INTEGER NOT NULL,
+        scan_type     TEXT    NOT NULL,
+        quantity      INTEGER NOT NULL,
+        gtin          TEXT,
+        ndc10         TEXT,
+        lot           TEXT,
+        serial        TEXT,
+        expiry        TEXT,
+        symbology     TEXT    NOT NULL,
+        content_key   TEXT    NOT NULL,
+        key_prefix    INTEGER NOT NULL
+    );
+    -- The exact index: (8-byte content-key prefix, wall time). Content keys
+    -- are uniformly random, so every insert lands on a random index page; a
+    -- small key keeps the index in the page cache, and the time column keeps
+    -- a lookup for a often re-dispensed label from reading all its history.
+    CREATE INDEX ledger_key ON ledger (key_prefix, captured_ms);
+    -- Per boot, the range of (wall clock - boot clock) of committed rows:
+    -- how far the wall clock was stepped (see gate/clock_steps.rs).
+    CREATE TABLE boot_offsets (
+        boot_id       TEXT PRIMARY KEY,
+        min_offset    INTEGER NOT NULL,
+        max_offset    INTEGER NOT NULL
+    );
+    CREATE INDEX ledger_time ON ledger (captured_ms);
+    CREATE TABLE audit (
+        seq           INTEGER PRIMARY KEY,
+        scan_uuid     TEXT    NOT NULL,
+        content_key   TEXT,
+        record        TEXT    NOT NULL,
+        prev_hash     TEXT    NOT NULL,
+        hash          TEXT    NOT NULL
+    );
+    CREATE INDEX audit_scan ON audit (scan_uuid);
+    CREATE TABLE meta (
+        key           TEXT PRIMARY KEY,
+        value         TEXT NOT NULL
+    );
+    "#,
+    // 2: the facility store's backlog (scans waiting for Redis), by capture time.
+    r#"
+    CREATE INDEX scans_unresolved ON scans (captured_ms, boot_ns, scan_uuid)
+        WHERE state = 'unresolved';
+    "#,
+    // 3: the exact index, time bucket first. `ledger_key` led with the random
+    // content-key prefix, so every commit wrote one random index page (~8 KB
+    // of WAL and checkpoint writes per scan, most of the I/O of a replay).
+    // Led by a ~8 s bucket of the time it is searched by, inserts land on
+    // the few pages of the current bucket; a lookup seeks one or two buckets.
+    // Same-boot twins are found on the boot clock (`ledger_boot`, 2^33 ns
+    // buckets), others on the wall clock (`ledger_wall`, 2^13 ms buckets).
+    // Queries must repeat the bucket expressions exactly.
+    r#"
+    CREATE INDEX ledger_wall ON ledger (captured_ms >> 13, key_prefix, captured_ms);
+    CREATE INDEX ledger_boot ON ledger (boot_id, boot_ns >> 33, key_prefix, boot_ns);
+    DROP INDEX ledger_key;
+    "#,
+    // 4: backlog scans stamped on a wall clock the kernel did not call
+    // synchronised (no trusted place in capture order), by content key: a new scan with the same key
+    // must not be claimed ahead of them (`Gate::pick`: a scan is held back behind them).
+    // Tiny: only such scans are in it.
+    r#"
+    CREATE INDEX scans_unsynced ON scans (content_key)
+        WHERE state = 'unresolved' AND clock_synced = 0;
+    "#,
+    // 5: the facility clock as measured against each boot's clock
+    // (gate/facility_time.rs): captures are mapped to facility time through
+    // them, also after a restart.
+    r#"
+    CREATE TABLE clock_samples (
+        boot_id        TEXT    NOT NULL,
+        boot_ms        INTEGER NOT NULL,
+        boot_offset_us INTEGER NOT NULL,
+        bound_us       INTEGER NOT NULL,
+        at_ms          INTEGER NOT NULL,
+        PRIMARY KEY (boot_id, boot_ms)
+    ) WITHOUT ROWID;
+    "#,
+    // 6: retention (audit/archive/): the archives `audit prune` verified
+    // against this database and pruned by, owned by the audit stage.
+    r#"
+    CREATE TABLE audit_archives (
+        content_sha256 TEXT    PRIMARY KEY,
+        first_seq      INTEGER NOT NULL,
+        last_seq       INTEGER NOT NULL,
+        prev_hash      TEXT    NOT NULL,
+        last_hash      TEXT    NOT NULL,
+        records        INTEGER NOT NULL,
+        ledger_entries INTEGER NOT NULL,
+        until          TEXT    NOT NULL,
+        file           TEXT    NOT NULL,
+        registered_ms  INTEGER NOT NULL
+    );
+    "#,
+];
+
+/// `PRAGMA secure_delete` on every writing connection: whatever a write
+/// frees (the old copy of a row rewritten by its decision, overflow pages of
+/// a long frame) is overwritten with zeros, so raw scan bytes cleared after
+/// `[outbox] keep_raw_hours` leave the file (`Store::clear_raw`).
+pub(super) const SECURE_DELETE: &str = "ON";
+
+impl Store {
+    /// Open the database file `path` ([`Store::open_file_as`]).
+    pub(super) fn open_file(path: &Path, read_only: bool) -> Result<Store, StoreError> {
+        Store::open_file_as(path, None, read_only)
+    }
+
+    /// Open `path` (through `uri` if given, read-only): connect, check its
+    /// header and schema version, set the connection up, then migrate it
+    /// (read-write) or refuse a version that still needs migrating
+    /// (read-only).
+    pub(super) fn open_file_as(
+        path: &Path,
+        uri: Option<&str>,
+        read_only: bool,
+    ) -> Result<Store, StoreError> {
+        let conn = open_connection(path, uri, read_only)?;
+        let version = check_version(&conn, path, read_only)?;
+        configure(&conn, path, read_only)?;
+        let known = MIGRATIONS.len() as i64;
+        let mut store = Store {
+            conn,
+            path: path.to_owned(),
+            _lock: None,
+            _checkpointer: None,
+            writers: Arc::default(),
+            yields: false,
+        };
+        if !read_only {
+            store.migrate(version)?;
+        } else if version < known {
+            return Err(StoreError::OlderSchema {
+                path: path.to_owned(),
+                found: version,
+                known,
+            });
+        }
+        Ok(store)
+    }
+
+    /// Apply the migrations after version `from`, each in a transaction
+    /// of its own with the version it makes.
+    fn migrate(&mut self, from: i64) -> Result<(), StoreError> {
+        let Store { conn, path, .. } = self;
+        let err = |e| classify(path, e);
+        for (i, sql) in MIGRATIONS.iter().enumerate().skip(from as usize) {
+            let tx = conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(err)?;
+            tx.execute_batch(sql).map_err(err)?;
+            tx.pragma_update(None, "user_version", (i + 1) as i64)
+                .map_err(err)?;
+            tx.commit().map_err(err)?;
+        }
+        Ok(())
+    }
+
+    /// Read every page of the database file `db` on a connection of its own
+    /// (`PRAGMA quick_check`), as read-only commands do when they open it:
+    /// O(file size), so the daemon runs it on a thread after start.
+    pub fn check_pages(db: &Path) -> Result<(), StoreError> {
+        check_pages(&connect(db, OpenFlags::SQLITE_OPEN_READ_ONLY)?, db)
+    }
+}
+
+/// `PRAGMA quick_check`: read every page; `Corrupt` if anything is wrong.
+fn check_pages(conn: &Connection, path: &Path) -> Result<(), StoreError> {
+    let check: String = conn
+        .query_row("PRAGMA quick_check(1)", [], |r| r.get(0))
+        .map_err(|e| classify(path, e))?;
+    if check != "ok" {
+        return Err(StoreError::Corrupt {
+            path: path.to_owned(),
+            detail: check,
+        });
+    }
+    Ok(())
+}
+
+/// A `StoreError::Sqlite` naming `path` (the connection's settings fail
+/// with it, not through [`classify`]).
+fn sqlite(path: &Path, source: rusqlite::Error) -> StoreError {
+    StoreError::Sqlite {
+        path: path.to_owned(),
+        source,
+    }
+}
+
+/// A connection to `path` (through `uri` if given): read-only, or
+/// read-write creating the file; it waits up to 5 s for a lock.
+fn open_connection(
+    path: &Path,
+    uri: Option<&str>,
+    read_only: bool,
+) -> Result<Connection, StoreError> {
+    let sql = |source| sqlite(path, source);
+    let flags = if read_only {
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX
+    } else {
+        OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_CREATE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX
+    };
+    let conn = match uri {
+        None => Connection::open_with_flags(path, flags),
+        Some(uri) => Connection::open_with_flags(uri, flags | OpenFlags::SQLITE_OPEN_URI),
+    }
+    .map_err(|e| classify(path, e))?;
+    conn.busy_timeout(std::time::Duration::from_secs(5))
+        .map_err(sql)?;
+    Ok(conn)
+}
+
+/// The file's schema version, after reading its header and its schema
+/// table: a foreign, corrupt or newer file is refused, and so is a new
+/// (version 0) file with tables in it, to be written.
+fn check_version(conn: &Connection, path: &Path, read_only: bool) -> Result<i64, StoreError> {
+    // The first real read of the header: a foreign or corrupt file fails here.
+    let version: i64 = conn
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .map_err(|e| classify(path, e))?;
+    let known = MIGRATIONS.len() as i64;
+    if version > known {
+        return Err(StoreError::NewerSchema {
+            path: path.to_owned(),
+            found: version,
+            known,
+        });
+    }
+    // The schema table (page 1 and its tree): cheap, and a file damaged
+    // after its header fails here.
+    let tables: i64 = conn
+        .query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))
+        .map_err(|e| classify(path, e))?;
+    if version > 0 {
+        // Every page (`quick_check`) costs seconds per GB read cold, so
+        // nobody waits for it: `run` checks on its own thread after
+        // start, `audit verify` checks before the chain
+        // (`Store::check_pages`); other read-only commands meet damage in
+        // the pages they read. A migration (it writes) checks first.
+        if !read_only && version < known {
+            check_pages(conn, path)?;
+        }
+    } else if !read_only {
+        // A brand-new file must really be empty: never adopt a database
+        // that holds someone else's tables.
+        if tables > 0 {
+            return Err(StoreError::Corrupt {
+                path: path.to_owned(),
+                detail: "it holds tables but no scangate schema version".into(),
+            });
+        }
+    }
+    Ok(version)
+}
+
+/// The connection's settings: to write, WAL, `synchronous=FULL` and
+/// secure delete; always the page cache, temporary tables in memory, the
+/// query planner's stability and `rarray`.
+fn configure(conn: &Connection, path: &Path, read_only: bool) -> Result<(), StoreError> {
+    let sql = |source| sqlite(path, source);
+    if !read_only {
+        conn.pragma_update(None, "journal_mode", "WAL")
+            .map_err(sql)?;
+        conn.pragma_update(None, "synchronous", "FULL")
+            .map_err(sql)?;
+        conn.pragma_update(None, "secure_delete", SECURE_DELETE)
+            .map_err(sql)?;
+    }
+    // 16 MiB page cache (default 2 MiB): the exact index's pages are hit
+    // at random, one per committed scan.
+    conn.pragma_update(None, "cache_size", -16384)
+        .map_err(sql)?;
+    conn.pragma_update(None, "temp_store", "MEMORY")
+        .map_err(sql)?;
+    // The bundled SQLite has STAT4, which re-parses a statement whenever a
+    // parameter compared with an indexed column is rebound (every lookup).
+    // The query-planner stability guarantee keeps the prepared plans.
+    conn.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)
+        .map_err(sql)?;
+    // `rarray(?)`: a claim round in flight is skipped inside the query.
+    rusqlite::vtab::array::load_module(conn).map_err(sql)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::DB_FILE;
+
+    #[test]
+    fn an_older_database_is_migrated_in_place_and_keeps_its_rows() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(DB_FILE);
+        {
+            // A database as the first release wrote it: schema 1, one scan.
+            let c = Connection::open(&path).unwrap();
+            c.execute_batch(MIGRATIONS[0]).unwrap();
+            c.pragma_update(None, "user_version", 1).unwrap();
+            c.execute(
+                "INSERT INTO scans (scan_uuid, scanner, scan_type, quantity, captured_ms,
+                     boot_id, boot_ns, clock_synced, raw) VALUES ('u1','s','dispense',1,1,'b',1,1,x'00')",
+                [],
+            )
+            .unwrap();
+        }
+        let store = Store::open(dir.path()).unwrap();
+        let version: i64 = store
+            .conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(version, MIGRATIONS.len() as i64);
+        let scans: i64 = store
+            .conn
+            .query_row("SELECT count(*) FROM scans", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(scans, 1);
+        // A read-only tool refuses a database that still needs migrating.
+        drop(store);
+        let c = Connection::open(&path).unwrap();
+        c.pragma_update(None, "user_version", 1).unwrap();
+        drop(c);
+        assert!(matches!(
+            Store::open_read_only(dir.path()),
+            Err(StoreError::OlderSchema { found: 1, .. })
+        ));
+    }
+}
