@@ -23,8 +23,7 @@ use std::io::IsTerminal;
 use tracing_subscriber::Layer;
 use tracing_subscriber::prelude::*;
 
-/// The target audit records are logged under ([`crate::audit::emit`]).
-pub const AUDIT_TARGET: &str = "scangate::audit";
+pub use crate::audit::AUDIT_TARGET;
 /// The journal's `SYSLOG_IDENTIFIER` of everything but the audit records.
 pub const IDENTIFIER: &str = "scangate";
 /// The journal's `SYSLOG_IDENTIFIER` of the audit records.

@@ -67,3 +67,6 @@ mod logging;
 // What facility IT sees: metrics through a real Prometheus and node_exporter,
 // `scangate status`.
 mod observability;
+
+// The shape of src/: no module imports from a floor above its own.
+mod layout;

@@ -38,6 +38,10 @@ pub use verify::{LedgerCheck, Verification, check_anchor, first_live, verify, ve
 pub(crate) const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
 use crate::store::identity::AUDIT_HEAD_KEY as HEAD_KEY;
 
+/// The log target audit records are emitted under ([`emit`]); the log
+/// puts them under a journal identifier of their own.
+pub const AUDIT_TARGET: &str = "scangate::audit";
+
 /// One audit record. Field order is the canonical order.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
@@ -255,11 +259,11 @@ impl<'t> Chain<'t> {
 }
 
 /// Emit committed records through tracing (target
-/// [`crate::logging::AUDIT_TARGET`], under its own journal identifier).
+/// [`AUDIT_TARGET`], under its own journal identifier).
 pub fn emit(records: &[Emitted]) {
     for r in records {
         tracing::info!(
-            target: crate::logging::AUDIT_TARGET,
+            target: AUDIT_TARGET,
             seq = r.seq, scanner = %r.scanner, scan_uuid = %r.scan_uuid, decision = %r.decision,
             hash = %r.hash, record = %r.record,
             "audit"

@@ -2,14 +2,26 @@
 //! one file, so a decision, its ledger entry and its audit record commit in one
 //! transaction (invariant 6) and one fsync.
 //!
-//! rusqlite is blocking: the daemon owns the [`Store`] on a dedicated thread
-//! (see `daemon.rs`) and never touches it from the async runtime.
+//! rusqlite is blocking: the daemon owns each [`Store`] on a thread of its
+//! own (the outbox writer, each claimer lane, the sweeper) and never
+//! touches one from the async runtime.
 //!
 //! This file holds the [`Store`], its errors and its transactions ([`Read`],
 //! [`Write`], the `meta` values). Opening the state directory's database
 //! (the writer, its companions, read-only) is in `open.rs`; the schema, its
 //! migrations and opening one file as a scangate database in `schema.rs`;
 //! the state directory's lock in `lock.rs`.
+//!
+//! **Where a method of `Store` lives: with the table it works on.** Beside
+//! the ones here, `open.rs` and `schema.rs` (opening), [`space`] (the file
+//! system: free space, growth, the floor); the `scans` table's —
+//! `admit`, `admit_and`, `has_pending`, `backlog`, `undecided`,
+//! `outbox_status`, `unresolved`, `reopen_unresolved` — in
+//! [`crate::outbox`], and `clear_raw`, `prune_decided` in
+//! [`crate::outbox::raw`]. The ledger and the audit trail take a
+//! transaction (`&Connection`) instead: their statements are functions of
+//! [`crate::ledger`] and [`crate::audit`], run inside the deciding
+//! transaction.
 
 use checkpoint::Checkpointer;
 use nix::fcntl::Flock;
