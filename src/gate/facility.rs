@@ -23,7 +23,7 @@
 //! backlog replays (docs/design.md, "Two lanes" and "Replay order").
 
 use super::facility_time::ClockUsed;
-use super::{Decided, Gate};
+use super::{Gate, Unsettled};
 use crate::audit::Chain;
 use crate::capture::CaptureTime;
 use crate::capture::clock::rfc3339_ms;
@@ -479,7 +479,7 @@ impl Gate {
             )?);
         }
         Ok(Recorded {
-            decided: Some(Decided {
+            decided: Some(Unsettled {
                 decisions,
                 emitted: chain.finish()?,
                 stats,
@@ -522,7 +522,7 @@ impl Gate {
 #[derive(Default)]
 #[must_use = "settle the round once its transaction commits"]
 pub struct Recorded {
-    decided: Option<Decided>,
+    decided: Option<Unsettled>,
     round: Round,
     /// Commits claimed past the facility's retention ([`PastRetention`]).
     committed_past: usize,

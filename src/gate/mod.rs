@@ -224,7 +224,7 @@ impl Gate {
 
     /// Apply a committed transaction's counters and emit its audit records
     /// (call after the commit of the transaction that decided them).
-    pub fn settle(&mut self, decided: Decided) -> Vec<Decision> {
+    pub fn settle(&mut self, decided: Unsettled) -> Vec<Decision> {
         self.stats = decided.stats;
         crate::audit::emit(&decided.emitted);
         decided.decisions
@@ -237,7 +237,7 @@ impl Gate {
     /// commits and [`Gate::settle`]s; the Bloom filter may learn keys of a
     /// batch that is then rolled back, which only costs an extra exact
     /// lookup.
-    pub fn decide(&mut self, tx: &Connection) -> rusqlite::Result<Decided> {
+    pub fn decide(&mut self, tx: &Connection) -> rusqlite::Result<Unsettled> {
         let rows = outbox::open::load(
             tx,
             outbox::open::Open::Pending,
@@ -256,7 +256,7 @@ impl Gate {
                 self.record_one(tx, &mut chain, row, verdict, None, None, now_ms, &mut stats)?,
             );
         }
-        Ok(Decided {
+        Ok(Unsettled {
             decisions,
             emitted: chain.finish()?,
             stats,
@@ -407,7 +407,7 @@ impl Gate {
 /// Decisions written in a transaction not committed yet: hand them to
 /// [`Gate::settle`] once it is.
 #[must_use = "settle the decisions once their transaction commits"]
-pub struct Decided {
+pub struct Unsettled {
     decisions: Vec<Decision>,
     emitted: Vec<crate::audit::Emitted>,
     stats: GateStats,
