@@ -41,9 +41,11 @@ pub enum Reset {
 /// state's identity and its last anchored head. Holds the state
 /// directory's lock (the daemon must be stopped).
 pub fn reset(state_dir: &Path, confirm: &str, gateway: &str) -> Result<Reset, StoreError> {
+    // (The lock first: bound first, dropped last, after the database has
+    // closed, on every path.)
     let Begun {
-        mut store,
         lock,
+        mut store,
         new,
         lost_id,
         lost_head,

@@ -52,7 +52,7 @@ pub enum MetricsStep {
     /// target `scangate::metrics`).
     Sampling,
     /// Accepting a connection on `[metrics] listen` (WARN, target
-    /// `scangate::daemon::metrics_http`).
+    /// `scangate::metrics::http`).
     Accept,
 }
 
@@ -73,7 +73,7 @@ impl MetricsFailed<'_> {
                 tracing::error!(target: "scangate::metrics", "metrics/status sampling failed: {e}")
             }
             MetricsStep::Accept => tracing::warn!(
-                target: "scangate::daemon::metrics_http",
+                target: "scangate::metrics::http",
                 "[metrics] listen: accept failed: {e}"
             ),
         }

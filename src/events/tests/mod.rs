@@ -548,7 +548,7 @@ fn source_and_watchdog_events_log_once_with_their_fields() {
         (
             MetricsStep::Accept,
             tracing::Level::WARN,
-            "scangate::daemon::metrics_http",
+            "scangate::metrics::http",
         ),
     ] {
         let logs = logged(|| MetricsFailed { step, error: &e }.emit());

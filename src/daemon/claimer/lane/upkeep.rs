@@ -108,7 +108,7 @@ impl Lane {
                     break;
                 }
                 Err(e) => {
-                    tracing::debug!(redis = %self.link.shown, "probing the facility Redis for this gateway's latest commits failed: {e}");
+                    tracing::debug!(target: "scangate::daemon::claimer::lane", redis = %self.link.shown, "probing the facility Redis for this gateway's latest commits failed: {e}");
                     self.connect_afresh(&e.to_string());
                     return;
                 }
