@@ -259,7 +259,7 @@ pub fn state_dir(dir: &Path) -> Result<Vec<String>, StoreError> {
     let read = |p: &str| std::fs::read_to_string(p).unwrap_or_default();
     let Some(user) = user_ids(SERVICE_USER, &read("/etc/passwd"), &read("/etc/group")) else {
         return Ok(vec![format!(
-            "{place}: running as root; the systemd unit runs scangate as user {SERVICE_USER}, which does not exist here (README, \"Install on a gateway\": useradd), so it was not checked as that user"
+            "{place}: running as root; the systemd unit runs scangate as user {SERVICE_USER}, which does not exist here (installing the package creates it: docs/technician.md, \"Install\"), so it was not checked as that user"
         )]);
     };
     Ok(vec![
