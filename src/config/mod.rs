@@ -59,7 +59,7 @@ pub const DEFAULT_PATH: &str = "/etc/scangate/scangate.toml";
 /// else `SCANGATE_CONFIG`: clap reads both into one argument), else the
 /// first of `defaults` that exists (every command passes
 /// `[DEFAULT_PATH]`), else none: the built-in defaults. The one place
-/// that decides it; README ("Commands") documents the order.
+/// that decides it; README ("The config in brief") documents the order.
 pub fn locate(given: Option<&Path>, defaults: &[&Path]) -> Option<PathBuf> {
     given.map(Path::to_owned).or_else(|| {
         defaults
