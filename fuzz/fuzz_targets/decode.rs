@@ -28,5 +28,5 @@ fuzz_target!(|data: &[u8]| {
             Err(e) => assert!(!e.0.is_empty()),
         }
     }
-    let _ = barcode::decode(&scangate::decode_cmd::unescape_gs(data));
+    let _ = barcode::decode(&scangate::cmd::decode::unescape_gs(data));
 });

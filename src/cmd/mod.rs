@@ -156,8 +156,12 @@ fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
 }
 
 /// Connect to the facility Redis as the daemon does: `redis` (its
-/// `[redis]` section, secrets read), on `cfg`'s facility terms.
+/// `[redis]` section, secrets read), for `cfg`'s facility, window and retention.
 fn connect(cfg: &Config, redis: &RedisSettings) -> Result<Facility, FacilityError> {
-    let (facility, window_ms, retention) = cfg.facility_terms();
-    crate::facility::connect(redis, facility, window_ms, retention)
+    crate::facility::connect(
+        redis,
+        &cfg.gateway.facility,
+        cfg.window_ms(),
+        cfg.retention(),
+    )
 }

@@ -152,12 +152,6 @@ impl Config {
     pub fn retention(&self) -> std::time::Duration {
         std::time::Duration::from_secs(self.dedup.retention_hours * 3600)
     }
-
-    /// What a connection to the facility store is for: this gateway's
-    /// facility, window and retention (`facility::connect`).
-    pub fn facility_terms(&self) -> (&str, i64, std::time::Duration) {
-        (&self.gateway.facility, self.window_ms(), self.retention())
-    }
 }
 
 #[cfg(test)]

@@ -63,7 +63,7 @@ impl GateConfig {
             facility: cfg.gateway.facility.clone(),
             gateway: cfg.gateway.id.clone(),
             window_ms: cfg.window_ms(),
-            retention: Duration::from_secs(cfg.dedup.retention_hours * 3600),
+            retention: cfg.retention(),
         }
     }
 }

@@ -78,7 +78,7 @@ impl Link {
             shown,
             facility_id: cfg.gateway.facility.clone(),
             window_ms: cfg.window_ms(),
-            retention: Duration::from_secs(cfg.dedup.retention_hours * 3600),
+            retention: cfg.retention(),
             redis: redis.config.clone(),
             gateway: cfg.gateway.id.clone(),
             scanners: Arc::new(Mutex::new(scanner_list(cfg))),
