@@ -23,8 +23,11 @@ here=tests/vm
 arch=${SCANGATE_VM_ARCH:-amd64}
 
 # Checks known to fail, by name (they run and report XFAIL while they fail;
-# XPASS when one passes: delete it here then). None today.
-EXPECTED_TO_FAIL=()
+# XPASS when one passes: delete it here then).
+# powercut_first_start: a cut during the very first start leaves a 0-byte
+# database (or journal, or lock) behind and every later start exits 3,
+# until the first start is made atomic (src/store/).
+EXPECTED_TO_FAIL=(powercut_first_start)
 
 out=${SCANGATE_VM_OUT:-target/vm}
 mkdir -p "$out"
@@ -96,9 +99,10 @@ else
     echo "guest image: $cache (cached)"
 fi
 
-# 3. The second disk: the .deb, the guest agent and vmhid (the guest's HID
+# 3. The second disk: the .deb, the guest agent, vmhid (the guest's HID
 # helper: an evdev reader and a uhid HID POS scanner; built static here, the
-# guest has no compiler), fresh each run.
+# guest has no compiler) and nosync.so (the power-cut control's fault: fsync
+# a no-op), fresh each run.
 work=$(mktemp -d /tmp/sgvm.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 mkdir "$work/inputs"
@@ -109,6 +113,7 @@ amd64) guest_cc=gcc ;;
 arm64) guest_cc=aarch64-linux-gnu-gcc ;;
 esac
 "$guest_cc" -O2 -static -Wall -Wextra -Werror -o "$work/inputs/vmhid" "$here/vmhid.c"
+"$guest_cc" -O2 -shared -fPIC -nostdlib -Wall -Wextra -Werror -o "$work/inputs/nosync.so" "$here/nosync.c"
 mkfs.ext4 -q -L vmtest -d "$work/inputs" "$work/inputs.img" 128M
 
 # 4. Boot once and run every check. TCG: KVM is not usable on these
