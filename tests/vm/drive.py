@@ -753,7 +753,7 @@ class Run:
         states = re.findall(r"^(ActiveState|SubState|Result|ExecMainStatus|NRestarts)=(.*)$", out, re.M)
         files = re.findall(r"^\S+ \S+ (\d+) (/var/lib/scangate\S*)$", out, re.M)
         return (f"{', '.join(f'{k}={v}' for k, v in states)}; state dir: "
-                f"{', '.join(f'{os.path.basename(n) or n} {s} B' for s, n in files) or 'none'}; "
+                f"{', '.join(f'{os.path.basename(n)} {s} B' for s, n in files if n != self.PC_STATE) or 'empty'}; "
                 f"full report in {os.path.basename(path)}")
 
     def pc_wait_up(self, after, seconds=150):
@@ -802,7 +802,7 @@ class Run:
         rc, out = self.g.run(f"runuser -u scangate -- scangate audit verify --config {CONF} 2>&1", timeout=120)
         return lost, doubled, rc, out.strip()
 
-    def pc_stream_and_cut(self, at_acks, script=""):
+    def pc_stream_and_cut(self, at_acks, script="", what=None):
         """counter-1 and counter-2 scan without pause, each in a thread of
         its own (a label, its ACK, the next); once `at_acks` ACKs came in
         all, `script` runs and the power is cut. Then the guest boots
@@ -825,6 +825,7 @@ class Run:
             except Exception as e:
                 st["errors"].append(f"{name}: {e}")
 
+        t0 = time.monotonic()
         old_boot = self.boot_id()
         threads = [threading.Thread(target=stream, args=(n,), daemon=True) for n in names]
         for t in threads:
@@ -832,6 +833,7 @@ class Run:
         try:
             wait_for(f"{at_acks} scans ACKed", lambda: sum(len(s["acked"]) for s in state.values()) >= at_acks
                      or any(s["errors"] for s in state.values()), 120, 0.02)
+            t_cut = time.monotonic()
             self.power_cut(script)
         finally:
             stop.set()
@@ -841,7 +843,8 @@ class Run:
         check(not errors, f"while streaming: {errors}")
         acked = [x for s in state.values() for x in s["acked"]]
         n_acked = len(acked)
-        t_boot, t_up = self.pc_back(f"a cut after {n_acked} ACKs", old_boot)
+        t_reset = time.monotonic()
+        t_boot, t_up = self.pc_back(what or f"a cut after {n_acked} ACKs", old_boot)
         resent = 0
         for name, st in state.items():
             # Within the dedup window a resend is an echo: one pick,
@@ -850,6 +853,9 @@ class Run:
                 self.sc[name].scan(st["pending"][0], seconds=60)
                 acked.append(st["pending"][0])
                 resent += 1
+        print(f"  power cut: streamed {t_cut - t0:.1f} s, reset {t_reset - t_cut:.1f} s after the cut was sent, "
+              f"agent back {t_boot:.0f} s later, scangate up {t_up:.1f} s after, resends {time.monotonic() - t_reset - t_boot - t_up:.1f} s; "
+              f"{n_acked} ACKed", flush=True)
         return acked, {"acked": n_acked, "resent": resent, "boot": t_boot, "up": t_up}
 
     def pc_check_ledger(self, acked, what):
@@ -866,57 +872,75 @@ class Run:
         # The cut comes this many ACKs into the stream (plus what the
         # scanners ACK while the agent runs the cut, a second or two).
         for n, at in enumerate((1, 40, 120), 1):
+            t0 = time.monotonic()
             got, f = self.pc_stream_and_cut(at)
             acked += got
             self.pc_check_ledger(acked, f"cut {n}")
             figures.append(f"{f['acked']} ACKed + {f['resent']} resent, boot {f['boot']:.0f} s")
+            print(f"  cut {n}: {time.monotonic() - t0:.0f} s in all", flush=True)
         return (f"{len(figures)} cuts (sysrq b) mid-stream from 2 ACKing usb-serial scanners; after each reboot "
                 f"the unit up by itself, all {len(acked)} ACKed scans in the ledger once, audit verify 0: "
                 + "; ".join(figures))
 
+    def cut_files(self):
+        """What the state directory held when the last cut came, as the
+        cut script wrote it to the console (vmcut: …) just before."""
+        with open(os.path.join(self.out, "console.log"), errors="replace") as f:
+            lines = [l for l in f if "vmcut:" in l]
+        return lines[-1].split("vmcut:", 1)[1].strip() if lines else "?"
+
     def powercut_first_start(self):
-        """Cuts spread over the very first start: a state directory as the
-        package leaves it (none: systemd's StateDirectory= makes it), the
-        service started with the two scanners streaming, the power cut
-        that many seconds later; after the reboot the service comes up by
-        itself, every scan ACKed before the cut and resent after it is in
-        the ledger once, a new scan is taken, audit verify exits 0, and the
-        state directory is scangate's, mode 0750. Every delay is tried;
-        the failures are reported together."""
+        """Cuts spread over the very first start, anchored on its progress
+        (under TCG a time after `systemctl start` hits a different moment
+        on every run): the state directory as the package leaves it (none:
+        systemd's StateDirectory= makes it), the service started with the
+        two scanners streaming, and the power cut as soon as the directory
+        holds k entries (k = 1, 2, …: whatever a first start creates, in
+        whatever order, temporary files too), after a `sync`: the disk then
+        has what a kernel that had just written back every dirty page
+        would leave, the worst a cut can leave. After the reboot the
+        service comes up by itself, the scans resent are in the ledger
+        once, a new scan is taken, audit verify exits 0, and the state
+        directory is scangate's, mode 0750. Every k is tried; the failures
+        are reported together."""
         self.pc_setup()
         wipe = f"systemctl stop scangate && systemctl reset-failed scangate; rm -rf {self.PC_STATE} && sync"
-        # A first start without a cut: how long it takes, to spread the
-        # cuts over it.
-        out = self.g.ok(f"{wipe} && t0=$(date +%s.%N) && systemctl start scangate && t1=$(date +%s.%N) && "
-                        "echo \"$t0 $t1\"", timeout=180)
-        t0, t1 = map(float, out.split()[-2:])
-        took = t1 - t0
-        self.pc_wait_up("the timed first start")
-        delays = sorted({0.0} | {round(took * f, 2) for f in (0.2, 0.5, 0.8, 1.2)})
+        # A first start without a cut: what it leaves.
+        self.g.ok(f"{wipe} && systemctl start scangate", timeout=180)
+        self.pc_wait_up("an uncut first start")
+        files = self.g.ok(f"ls -A {self.PC_STATE}").split()
         ok, failed, figures = [], [], []
-        for d in delays:
-            ms = f"{d * 1000:.0f}"
-            what = f"a cut {ms} ms into the first start"
+        for k in range(1, min(len(files), 5) + 1):
+            what = f"a cut at {k} entries in the state directory"
+            t0 = time.monotonic()
             self.g.ok(wipe, timeout=120)
+            cut = (
+                "systemctl --no-block start scangate\n"
+                f"shopt -s nullglob dotglob; end=$((SECONDS + 60)); f=()\n"
+                f"until [ ${{#f[@]}} -ge {k} ] || [ $SECONDS -ge $end ]; do f=({self.PC_STATE}/*); done\n"
+                'echo "vmcut: ${f[*]##*/}" > /dev/kmsg\n'
+                "sync"
+            )
             try:
-                acked, f = self.pc_stream_and_cut(0, f"systemctl --no-block start scangate; sleep {d}")
+                acked, f = self.pc_stream_and_cut(0, cut, what)
+                what += f" ({self.cut_files()})"
                 mode = self.g.ok(f"stat -c '%U:%G %a' {self.PC_STATE}").strip()
                 check(mode == "scangate:scangate 750", f"after {what}: {self.PC_STATE} is {mode}")
                 serial = self.new_serial()
                 self.sc["counter-1"].scan(serial)
                 self.pc_check_ledger(acked + [serial], f"after {what}")
-                ok.append(ms)
-                figures.append(f"{ms} ms: {f['acked']} ACKed + {f['resent']} resent")
+                ok.append(str(k))
+                figures.append(f"{self.cut_files()}: up {f['up']:.0f} s after the agent")
             except CheckFailed as e:
-                failed.append(str(e))
-        summary = (f"first start {took * 1000:.0f} ms (systemctl start to READY); cuts at {', '.join(f'{d * 1000:.0f}' for d in delays)} ms "
-                   "after `systemctl start`")
+                failed.append(f"{e} [the cut came with: {self.cut_files()}]")
+            print(f"  {what}: {time.monotonic() - t0:.0f} s in all", flush=True)
+        summary = f"a first start makes {' '.join(files)}; cuts at 1..{min(len(files), 5)} entries"
         if failed:
             # Leave a working service for the checks after this one.
             self.g.run(f"{wipe}; systemctl start scangate", timeout=180)
-            raise CheckFailed(f"{summary}: up after {len(ok)} ({', '.join(ok) or 'none'} ms), not after {len(failed)}: "
+            raise CheckFailed(f"{summary}: up after {len(ok)} ({', '.join(ok) or 'none'}), not after {len(failed)}: "
                               + " || ".join(failed))
-        return (f"{summary}: each time up by itself after the reboot, every ACKed scan in the ledger once, "
+        return (f"{summary}: each time up by itself after the reboot, the resent scans in the ledger once, "
                 f"a new scan taken, audit verify 0 ({'; '.join(figures)})")
 
     def powercut_control_no_fsync(self):
