@@ -239,6 +239,44 @@ fn state_reset_takes_the_lost_identity_and_audits_the_reset_first() {
     assert!(again.stderr.contains("nothing to reset"), "{again}");
 }
 
+#[test]
+fn a_reset_cut_before_its_identity_file_was_rewritten_is_finished_by_the_next_start() {
+    let s = shift("scangate-id-reset-cut-", 5);
+    let id = s.state_id();
+    let old_file = fs::read_to_string(s.gw.state.join("state-id")).unwrap();
+    fs::remove_file(s.db()).unwrap();
+    let done: Outcome = cli_cfg(&s.gw.cfg, &["state", "reset", "--confirm", &id]).into();
+    assert_eq!(done.code, Some(0), "{done}");
+    let new_id = s.state_id();
+    // The cut: the new database is in place, the file still the lost
+    // state's (its id, its old head).
+    fs::write(s.gw.state.join("state-id"), &old_file).unwrap();
+    let socket = NotifySocket::bind(&s.gw.dir);
+    let mut daemon = Daemon::start_with_env(
+        &s.gw.cfg,
+        &s.gw.dir.join("after-cut.log"),
+        &[("NOTIFY_SOCKET", socket.path())],
+    );
+    socket.wait_for("READY", "1", 1);
+    assert_eq!(daemon.terminate().code(), Some(0), "{}", daemon.log());
+    assert_eq!(s.state_id(), new_id, "the file is the new state's");
+    let verify = audit_verify(&s.gw.cfg);
+    assert_eq!(
+        verify.code,
+        Some(0),
+        "the new chain, its own head: {verify}"
+    );
+
+    // The control: another state's database in its place is still refused.
+    let other = shift("scangate-id-reset-other-", 2);
+    fs::copy(other.db(), s.db()).unwrap();
+    assert_every_command_refuses(
+        &s,
+        &format!("belongs to state {}", other.state_id()),
+        &new_id,
+    );
+}
+
 /// A running gateway with a facility Redis of its own and one ACKing PTY
 /// scanner: the anchors' tests.
 struct Anchored {

@@ -34,11 +34,7 @@ fn verify(config: &ConfigArg, archives: &[PathBuf]) -> Result<Exit, Failure> {
     // Archives verify on their own: no database is needed for them.
     let store = match Store::open_read_only(&dir) {
         Ok(store) => Some(store),
-        Err(StoreError::StateDir { .. })
-            if !archives.is_empty() && !dir.join(crate::store::DB_FILE).exists() =>
-        {
-            None
-        }
+        Err(StoreError::NotStarted { .. }) if !archives.is_empty() => None,
         Err(e) => return Err(e.into()),
     };
     let mut records = 0;
@@ -325,7 +321,7 @@ fn prune(config: &ConfigArg, archives: &[PathBuf]) -> Result<Exit, Failure> {
             checkpoint,
         } => {
             audit::emit(&checkpoint);
-            identity::Anchor::new(&dir)?.tick()?;
+            identity::Anchor::new(&dir, None)?.tick()?;
             println!(
                 "pruned records {first_seq}..={through_seq} and {ledger_entries} ledger entries from {}; checkpoint record {} names them and their archives (`scangate audit verify --archive FILE…` checks them)",
                 store.path().display(),
