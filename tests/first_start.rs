@@ -195,6 +195,13 @@ const CASES: &[Leftovers] = &[
         },
     },
     Leftovers {
+        what: "a database of 4096 zero bytes (its size reached the disk, its page did not)",
+        make: |s| {
+            fs::write(s.join("scangate.db"), [0u8; 4096]).unwrap();
+            fs::write(s.join("scangate.db-journal"), [0u8; 512]).unwrap();
+        },
+    },
+    Leftovers {
         what: "only the lock (a power cut a few ms in)",
         make: |s| fs::write(s.join("scangate.lock"), b"").unwrap(),
     },

@@ -471,3 +471,32 @@ fn wal_frames_lost_after_a_sigkill_are_named_from_the_facility_anchor() {
         "{out}"
     );
 }
+
+#[test]
+fn an_edited_identity_file_is_refused_with_the_ways_on_and_moved_aside_is_written_again() {
+    let s = shift("scangate-id-edited-", 3);
+    let id = s.state_id();
+    let file = s.gw.state.join("state-id");
+    fs::write(&file, "state_id not-a-uuid\nhead 7 zz\n").unwrap();
+    let out: Outcome = cli_cfg(&s.gw.cfg, &["outbox", "status"]).into();
+    assert_eq!(out.code, Some(3), "{out}");
+    for needle in [
+        "not as scangate writes it",
+        "restore it from a backup",
+        "move it aside",
+    ] {
+        assert!(out.stderr.contains(needle), "{needle:?}: {out}");
+    }
+    // Moved aside: the next start writes it from the database.
+    fs::rename(&file, s.gw.state.join("state-id.edited")).unwrap();
+    let socket = NotifySocket::bind(&s.gw.dir);
+    let mut daemon = Daemon::start_with_env(
+        &s.gw.cfg,
+        &s.gw.dir.join("after-edit.log"),
+        &[("NOTIFY_SOCKET", socket.path())],
+    );
+    socket.wait_for("READY", "1", 1);
+    assert_eq!(daemon.terminate().code(), Some(0), "{}", daemon.log());
+    assert_eq!(s.state_id(), id);
+    assert_eq!(ledger(&s.gw.cfg).len(), 3);
+}

@@ -136,15 +136,29 @@ pub fn read(state_dir: &Path) -> Result<Option<StateId>, StoreError> {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => {
+            let fix = match e.kind() {
+                std::io::ErrorKind::PermissionDenied => format!(
+                    "let the service user read it (`chown scangate: {}`), or run this command as that user or as root",
+                    path.display()
+                ),
+                _ => "check the disk holding the state directory (`dmesg`)".into(),
+            };
             return Err(StoreError::IdFile {
                 path,
                 detail: e.to_string(),
+                fix,
             });
         }
     };
     StateId::parse(&text)
         .map(Some)
-        .map_err(|detail| StoreError::IdFile { path, detail })
+        .map_err(|detail| StoreError::IdFile {
+            path,
+            detail: format!("not as scangate writes it ({detail})"),
+            fix: format!(
+                "restore it from a backup of this state directory; or move it aside and start scangate, which writes it again from {DB_FILE}'s own identity (the chain head anchored in it is then gone, and `audit verify` can compare the database's end only with the facility store's and the log's anchors)"
+            ),
+        })
 }
 
 /// Write `<state_dir>/state-id` atomically and durably.
@@ -210,7 +224,7 @@ pub(crate) fn inspect(db: &Path) -> Result<Found, StoreError> {
         }
     };
     // Shorter than SQLite's header: SQLite would take it for a new database.
-    if len < 100 {
+    if len < 100 || zeros_only(db, len) {
         return Ok(Found::Empty(len));
     }
     let err = |e| classify(db, e);
@@ -240,6 +254,13 @@ pub(crate) fn inspect(db: &Path) -> Result<Found, StoreError> {
     })
 }
 
+/// A small file of zero bytes only: what a power cut can leave of a file
+/// whose size reached the disk and whose first page did not. It holds no
+/// data (SQLite calls it "not a database").
+fn zeros_only(db: &Path, len: u64) -> bool {
+    len <= 64 * 1024 && std::fs::read(db).is_ok_and(|bytes| bytes.iter().all(|b| *b == 0))
+}
+
 /// Let SQLite roll back a rollback journal left beside the database `db`
 /// (`scangate.db-journal`: a crash while an older scangate switched a new
 /// database to WAL mode) before it is judged: a read-only look cannot, and
@@ -248,7 +269,7 @@ pub(crate) fn inspect(db: &Path) -> Result<Found, StoreError> {
 pub(crate) fn settle_journal(db: &Path) -> Result<(), StoreError> {
     let journal = db.with_file_name(format!("{DB_FILE}-journal"));
     let len = std::fs::metadata(db).map_or(0, |m| m.len());
-    if !journal.exists() || len < 100 {
+    if !journal.exists() || len < 100 || zeros_only(db, len) {
         return Ok(());
     }
     let conn = super::connect(db, OpenFlags::SQLITE_OPEN_READ_WRITE)?;
@@ -471,6 +492,7 @@ impl Anchor {
         let file = read(state_dir)?.ok_or_else(|| StoreError::IdFile {
             path: state_dir.join(ID_FILE),
             detail: "it is missing after the database was opened".into(),
+            fix: "start scangate again: it writes the file from the database's identity".into(),
         })?;
         Ok(Anchor {
             conn,
@@ -504,6 +526,7 @@ impl Anchor {
         let mut file = read(&self.state_dir)?.ok_or_else(|| StoreError::IdFile {
             path: self.state_dir.join(ID_FILE),
             detail: "it disappeared while scangate ran".into(),
+            fix: "restart scangate: it writes the file again from the database's identity".into(),
         })?;
         file.head = head.clone();
         write(&self.state_dir, &file).map_err(|e| match e {

@@ -149,15 +149,15 @@ pub enum StoreError {
         /// The identity in the database.
         found: String,
     },
-    /// The identity file cannot be read or written.
-    #[error(
-        "state identity file {path}: {detail}. Fix: restore it from the backup of this state directory (it must match scangate.db); scangate does not recreate it beside an existing database with another identity"
-    )]
+    /// The identity file cannot be read, or is not what scangate wrote.
+    #[error("state identity file {path}: {detail}. Fix: {fix}")]
     IdFile {
         /// The file.
         path: PathBuf,
         /// What is wrong.
         detail: String,
+        /// What to do, for this fault.
+        fix: String,
     },
     /// The identity file could not be rewritten. It is replaced atomically
     /// (a new file renamed over it), so the one on disk is still whole.
