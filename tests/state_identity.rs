@@ -251,6 +251,14 @@ fn a_reset_cut_before_its_identity_file_was_rewritten_is_finished_by_the_next_st
     // The cut: the new database is in place, the file still the lost
     // state's (its id, its old head).
     fs::write(s.gw.state.join("state-id"), &old_file).unwrap();
+    // In that window: the new chain verifies (the file's head is the lost
+    // state's, not compared), and `state reset` again finishes the file.
+    let verify = audit_verify(&s.gw.cfg);
+    assert_eq!(verify.code, Some(0), "{verify}");
+    assert!(verify.stdout.contains("not compared"), "{verify}");
+    let _: Outcome = cli_cfg(&s.gw.cfg, &["state", "reset", "--confirm", &id]).into();
+    assert_eq!(s.state_id(), new_id, "state reset finished the file");
+    fs::write(s.gw.state.join("state-id"), &old_file).unwrap();
     let socket = NotifySocket::bind(&s.gw.dir);
     let mut daemon = Daemon::start_with_env(
         &s.gw.cfg,

@@ -33,7 +33,8 @@ pub(crate) fn leftovers(state_dir: &Path) -> Vec<PathBuf> {
                 .iter()
                 .map(move |s| state_dir.join(format!("{name}{s}")))
         })
-        .filter(|p| p.symlink_metadata().is_ok())
+        // (Regular files only: a link is never a leftover.)
+        .filter(|p| p.symlink_metadata().is_ok_and(|m| m.file_type().is_file()))
         .collect()
 }
 
@@ -107,6 +108,23 @@ pub(crate) fn install(store: Store, state_dir: &Path) -> Result<PathBuf, StoreEr
         .and_then(|f| f.sync_all())
         .map_err(|source| dir_error(state_dir, source))?;
     let db = state_dir.join(DB_FILE);
+    // Nothing may be beside the name it takes: SQLite would read an old
+    // journal or log as the new database's.
+    for s in &BESIDE[1..] {
+        let p = state_dir.join(format!("{DB_FILE}{s}"));
+        if p.symlink_metadata().is_ok() {
+            return Err(dir_error(
+                state_dir,
+                std::io::Error::new(
+                    std::io::ErrorKind::AlreadyExists,
+                    format!(
+                        "{} is there, beside where the new database goes: move it away, then start again",
+                        p.display()
+                    ),
+                ),
+            ));
+        }
+    }
     std::fs::rename(&building, &db).map_err(|source| dir_error(state_dir, source))?;
     sync_dir(state_dir)?;
     Ok(db)

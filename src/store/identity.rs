@@ -213,6 +213,24 @@ impl Found {
 
 /// Look at the database file without changing it (read-only connection).
 pub(crate) fn inspect(db: &Path) -> Result<Found, StoreError> {
+    let dir = db.parent().unwrap_or(db);
+    if let Ok(target) = std::fs::read_link(db)
+        && !db.exists()
+    {
+        // (Not missing: its place is taken, by a link to what is not
+        // there now. Never removed as a leftover.)
+        return Err(StoreError::StateDir {
+            dir: dir.to_owned(),
+            source: std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                format!(
+                    "{} is a symbolic link to {}, which is not there (a disk not mounted?)",
+                    db.display(),
+                    target.display()
+                ),
+            ),
+        });
+    }
     let len = match std::fs::metadata(db) {
         Ok(m) => m.len(),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Found::Missing),
@@ -223,8 +241,12 @@ pub(crate) fn inspect(db: &Path) -> Result<Found, StoreError> {
             });
         }
     };
-    // Shorter than SQLite's header: SQLite would take it for a new database.
-    if len < 100 || zeros_only(db, len) {
+    // Shorter than SQLite's header (SQLite would take it for a new
+    // database), or zeros only: empty, unless its write-ahead log holds
+    // frames, through which SQLite may read a whole database; then SQLite
+    // looks.
+    let wal_len = std::fs::metadata(dir.join(format!("{DB_FILE}-wal"))).map_or(0, |m| m.len());
+    if wal_len <= WAL_HEADER && (len < 100 || zeros_only(db, len)) {
         return Ok(Found::Empty(len));
     }
     let err = |e| classify(db, e);
@@ -253,6 +275,9 @@ pub(crate) fn inspect(db: &Path) -> Result<Found, StoreError> {
         reset_from: meta(RESET_FROM_KEY)?,
     })
 }
+
+/// The size of a write-ahead log's header: a log no longer holds no frame.
+const WAL_HEADER: u64 = 32;
 
 /// A small file of zero bytes only: what a power cut can leave of a file
 /// whose size reached the disk and whose first page did not. It holds no
@@ -411,12 +436,27 @@ pub fn begin_reset(state_dir: &Path, confirm: &str) -> Result<ResetStart, StoreE
     let id_file = read(state_dir)?;
     let found = inspect(&db)?;
     if check(state_dir, id_file.as_ref(), &found).is_ok() {
-        return Ok(ResetStart::Intact {
-            id: match found {
-                Found::Database { id, .. } => id,
-                _ => None,
-            },
-        });
+        let id = match found {
+            Found::Database {
+                id: Some(id),
+                head,
+                reset_from: Some(from),
+            } if id_file.as_ref().is_some_and(|f| f.id == from && f.id != id) => {
+                // A reset cut before it rewrote the identity file: finished.
+                write(
+                    state_dir,
+                    &StateId {
+                        id: id.clone(),
+                        head,
+                        ..StateId::new()
+                    },
+                )?;
+                Some(id)
+            }
+            Found::Database { id, .. } => id,
+            _ => None,
+        };
+        return Ok(ResetStart::Intact { id });
     }
     let lost_id = id_file
         .as_ref()
@@ -426,9 +466,9 @@ pub fn begin_reset(state_dir: &Path, confirm: &str) -> Result<ResetStart, StoreE
     }
     let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%SZ");
     let mut moved_aside = Vec::new();
-    for suffix in ["", "-wal", "-shm"] {
+    for suffix in ["", "-journal", "-wal", "-shm"] {
         let from = state_dir.join(format!("{DB_FILE}{suffix}"));
-        if from.exists() {
+        if from.symlink_metadata().is_ok() {
             let to = state_dir.join(format!("{DB_FILE}.lost-{stamp}{suffix}"));
             std::fs::rename(&from, &to).map_err(|source| StoreError::StateDir {
                 dir: state_dir.to_owned(),

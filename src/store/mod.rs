@@ -192,6 +192,9 @@ fn dir_advice(e: &std::io::Error) -> &'static str {
         std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded => {
             "the file system holding it is full: free space there (old logs: `journalctl --vacuum-size=100M`), or move [gateway] state_dir to a larger disk"
         }
+        std::io::ErrorKind::NotFound => {
+            "create it, or mount the disk it is on, or set [gateway] state_dir"
+        }
         std::io::ErrorKind::ReadOnlyFilesystem => {
             "its file system is mounted read-only (after errors, `dmesg` says why): check the disk and remount it read-write"
         }
@@ -207,15 +210,22 @@ fn id_write_advice(
     min_free_mb: Option<u64>,
 ) -> String {
     let dir = path.parent().unwrap_or(path).display();
+    // (The running daemon's anchor, which knows the floor, tries again at
+    // its next tick; a start or a reset is run again.)
+    let retry = if min_free_mb.is_some() {
+        "; scangate retries by itself"
+    } else {
+        ", then run the command again"
+    };
     match e.kind() {
         std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded => format!(
-            "the file system holding {dir} is full ({} free{}): free space there (old logs: `journalctl --vacuum-size=100M`), or move [gateway] state_dir to a larger disk; scangate retries by itself",
+            "the file system holding {dir} is full ({} free{}): free space there (old logs: `journalctl --vacuum-size=100M`), or move [gateway] state_dir to a larger disk{retry}",
             free_bytes.map_or_else(|| "free space unknown".into(), space::mib),
             min_free_mb.map_or_else(String::new, |mb| format!(
                 "; scans are refused below [outbox] min_free_mb = {mb}"
             ))
         ),
-        _ => format!("{}; scangate retries by itself", dir_advice(e)),
+        _ => format!("{}{retry}", dir_advice(e)),
     }
 }
 
