@@ -3,10 +3,13 @@
 # installed with `apt install` in a Debian 12 arm64 root file system booted
 # with `systemd-nspawn -b`, its systemd 252 and every arm64 binary run by
 # qemu-aarch64 through binfmt_misc on the host's kernel (no arm64 kernel or
-# initramfs to build). Checks, in one boot (drive.py): the boot; the
-# install; `systemctl enable --now`, is-active once READY=1 came, STATUS=;
-# a scan through a PTY ACKed and in `scangate ledger export`; `scangate
-# status`; the journal fields; `systemctl stop` exiting 0; the poweroff.
+# initramfs to build). Checks, in one boot (drive.py): the boot; `apt
+# install` (arm64, the config's owner and mode, the unit disabled, the user
+# in dialout); `systemctl enable --now` and is-active, which Type=notify
+# gives only after READY=1, and STATUS=; the daemon's user, NoNewPrivs, no
+# capabilities; a scan through a PTY ACKed and once in `scangate ledger
+# export`; `scangate status` healthy; the journal fields; `systemctl stop`
+# exiting 0; the poweroff. Timings per step; PASS or FAIL at the end.
 #
 #   tests/nspawn/arm64.sh               # builds what it lacks: the .deb, the root file system
 #   tests/nspawn/arm64.sh --if-cached   # only if the root file system is cached (CI); else SKIPPED
