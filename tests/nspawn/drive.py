@@ -40,6 +40,10 @@ facility = "nspawn-pharmacy"
 id = "arm64-gw-1"
 state_dir = "/var/lib/scangate"
 
+# A resend after a missed ACK is an echo, not a second pick.
+[dedup]
+window_ms = 120000
+
 [[scanner]]
 name = "counter-1"
 kind = "serial"
@@ -161,7 +165,7 @@ class Pty:
         None at the deadline. Sent again every 10 s (as a scanner does that
         hears nothing: a resend is an echo, never a second pick)."""
         end = time.monotonic() + seconds
-        sent = 0.0
+        sent = float("-inf")
         while time.monotonic() < end:
             if time.monotonic() - sent > 10:
                 os.write(self.fd, (text + "\r").encode())
