@@ -76,24 +76,61 @@ fn floor_logged(d: &Daemon) -> usize {
         .count()
 }
 
-#[test]
-fn at_the_floor_the_gateway_stops_acking_says_why_and_resumes_when_space_is_back() {
-    let dir = tempdir("scangate-disk-");
+/// A gateway whose state directory is on a 4 MiB tmpfs of its own, with
+/// one ACKing PTY scanner and `config` added, running; `None` where a
+/// tmpfs cannot be mounted (not root: the test says SKIPPED).
+struct Small {
+    fs: Tmpfs,
+    filler: PathBuf,
+    gw: Gateway,
+    daemon: Daemon,
+    scanner: scangate::pty::VirtualScanner,
+    _dir: tempfile::TempDir,
+}
+
+fn small(prefix: &str, config: &str) -> Option<Small> {
+    let dir = tempdir(prefix);
     let Some(fs) = Tmpfs::mount(&dir.path().join("small"), "4m") else {
         eprintln!("SKIPPED: cannot mount a tmpfs here (the test needs root)");
-        return;
+        return None;
     };
     let filler = fs.0.join("filler");
-    // A floor of 2 MiB on a 4 MiB file system; warned when it lasts less
-    // than 10 years at the database's rate (it does: a few scans are a
-    // good part of it).
     let mut gw = Gateway::builder_in(dir.path())
         .state_dir(&fs.0.join("state"))
         .pty(ScannerSpec::named("counter-1").ack())
-        .config("[outbox]\nmin_free_mb = 2\nwarn_days_left = 3650")
+        .config(config)
         .build();
-    let mut daemon = gw.launch();
-    let [mut scanner] = gw.take_scanners();
+    let daemon = gw.launch();
+    let [scanner] = gw.take_scanners();
+    Some(Small {
+        fs,
+        filler,
+        gw,
+        daemon,
+        scanner,
+        _dir: dir,
+    })
+}
+
+#[test]
+fn at_the_floor_the_gateway_stops_acking_says_why_and_resumes_when_space_is_back() {
+    // A floor of 2 MiB on a 4 MiB file system; warned when it lasts less
+    // than 10 years at the database's rate (it does: a few scans are a
+    // good part of it).
+    let Some(Small {
+        fs,
+        filler,
+        gw,
+        mut daemon,
+        mut scanner,
+        _dir,
+    }) = small(
+        "scangate-disk-",
+        "[outbox]\nmin_free_mb = 2\nwarn_days_left = 3650",
+    )
+    else {
+        return;
+    };
 
     scanner
         .send(format!("{}\r", dscsa("SN0")).as_bytes())
@@ -202,5 +239,78 @@ fn at_the_floor_the_gateway_stops_acking_says_why_and_resumes_when_space_is_back
         "{}",
         daemon.log_digest()
     );
+    drop(fs);
+}
+
+/// The audit anchor rewrites `state-id` (atomically: a new file renamed
+/// over it) as the chain head moves. On a full disk that fails; the
+/// message names the full file system and the floor, says the file is
+/// intact, and does not send anyone to a backup.
+#[test]
+fn a_full_disk_fails_the_anchor_with_advice_about_space_not_backups() {
+    let Some(Small {
+        fs,
+        filler,
+        gw,
+        mut daemon,
+        mut scanner,
+        _dir,
+    }) = small("scangate-disk-anchor-", "[outbox]\nmin_free_mb = 1")
+    else {
+        return;
+    };
+    let failed = |d: &Daemon| {
+        d.log()
+            .matches("cannot anchor the audit chain head")
+            .count()
+    };
+    // A scan moves the head; the disk is filled before the anchor (every
+    // 5 s) writes it. Should the anchor have been quicker than the fill,
+    // space is given back and the next scan tries again.
+    let mut line = None;
+    for i in 0..5 {
+        let _ = std::fs::remove_file(&filler);
+        scanner
+            .send(format!("{}\r", dscsa(&format!("AN{i}"))).as_bytes())
+            .unwrap();
+        assert_eq!(scanner.read_reply(event_timeout()).unwrap(), [ACK]);
+        fill_to(&fs.0, &filler, 0);
+        let deadline = Instant::now() + Duration::from_secs(8);
+        while Instant::now() < deadline && failed(&daemon) == 0 {
+            std::thread::sleep(POLL);
+        }
+        if failed(&daemon) > 0 {
+            line = daemon
+                .log()
+                .lines()
+                .find(|l| l.contains("cannot anchor the audit chain head"))
+                .map(str::to_string);
+            break;
+        }
+    }
+    let line = line.expect("the anchor never met the full disk");
+    for needle in [
+        "No space left on device",
+        "the file on disk is intact",
+        "is full",
+        fs.0.join("state").to_str().unwrap(),
+        "[outbox] min_free_mb = 1",
+        "journalctl --vacuum-size",
+    ] {
+        assert!(line.contains(needle), "{needle:?} in: {line}");
+    }
+    assert!(!line.contains("backup"), "{line}");
+    eprintln!("{line}");
+    // Space back: the head is anchored (at the latest at stop), and the
+    // trail verifies against it.
+    std::fs::remove_file(&filler).unwrap();
+    assert_eq!(
+        daemon.terminate().code(),
+        Some(0),
+        "{}",
+        daemon.log_digest()
+    );
+    let verify = audit_verify(&gw.cfg);
+    assert_eq!(verify.code, Some(0), "{verify}");
     drop(fs);
 }

@@ -239,6 +239,52 @@ fn state_reset_takes_the_lost_identity_and_audits_the_reset_first() {
     assert!(again.stderr.contains("nothing to reset"), "{again}");
 }
 
+#[test]
+fn a_reset_cut_before_its_identity_file_was_rewritten_is_finished_by_the_next_start() {
+    let s = shift("scangate-id-reset-cut-", 5);
+    let id = s.state_id();
+    let old_file = fs::read_to_string(s.gw.state.join("state-id")).unwrap();
+    fs::remove_file(s.db()).unwrap();
+    let done: Outcome = cli_cfg(&s.gw.cfg, &["state", "reset", "--confirm", &id]).into();
+    assert_eq!(done.code, Some(0), "{done}");
+    let new_id = s.state_id();
+    // The cut: the new database is in place, the file still the lost
+    // state's (its id, its old head).
+    fs::write(s.gw.state.join("state-id"), &old_file).unwrap();
+    // In that window: the new chain verifies (the file's head is the lost
+    // state's, not compared), and `state reset` again finishes the file.
+    let verify = audit_verify(&s.gw.cfg);
+    assert_eq!(verify.code, Some(0), "{verify}");
+    assert!(verify.stdout.contains("not compared"), "{verify}");
+    let _: Outcome = cli_cfg(&s.gw.cfg, &["state", "reset", "--confirm", &id]).into();
+    assert_eq!(s.state_id(), new_id, "state reset finished the file");
+    fs::write(s.gw.state.join("state-id"), &old_file).unwrap();
+    let socket = NotifySocket::bind(&s.gw.dir);
+    let mut daemon = Daemon::start_with_env(
+        &s.gw.cfg,
+        &s.gw.dir.join("after-cut.log"),
+        &[("NOTIFY_SOCKET", socket.path())],
+    );
+    socket.wait_for("READY", "1", 1);
+    assert_eq!(daemon.terminate().code(), Some(0), "{}", daemon.log());
+    assert_eq!(s.state_id(), new_id, "the file is the new state's");
+    let verify = audit_verify(&s.gw.cfg);
+    assert_eq!(
+        verify.code,
+        Some(0),
+        "the new chain, its own head: {verify}"
+    );
+
+    // The control: another state's database in its place is still refused.
+    let other = shift("scangate-id-reset-other-", 2);
+    fs::copy(other.db(), s.db()).unwrap();
+    assert_every_command_refuses(
+        &s,
+        &format!("belongs to state {}", other.state_id()),
+        &new_id,
+    );
+}
+
 /// A running gateway with a facility Redis of its own and one ACKing PTY
 /// scanner: the anchors' tests.
 struct Anchored {
@@ -432,4 +478,33 @@ fn wal_frames_lost_after_a_sigkill_are_named_from_the_facility_anchor() {
         )),
         "{out}"
     );
+}
+
+#[test]
+fn an_edited_identity_file_is_refused_with_the_ways_on_and_moved_aside_is_written_again() {
+    let s = shift("scangate-id-edited-", 3);
+    let id = s.state_id();
+    let file = s.gw.state.join("state-id");
+    fs::write(&file, "state_id not-a-uuid\nhead 7 zz\n").unwrap();
+    let out: Outcome = cli_cfg(&s.gw.cfg, &["outbox", "status"]).into();
+    assert_eq!(out.code, Some(3), "{out}");
+    for needle in [
+        "not as scangate writes it",
+        "restore it from a backup",
+        "move it aside",
+    ] {
+        assert!(out.stderr.contains(needle), "{needle:?}: {out}");
+    }
+    // Moved aside: the next start writes it from the database.
+    fs::rename(&file, s.gw.state.join("state-id.edited")).unwrap();
+    let socket = NotifySocket::bind(&s.gw.dir);
+    let mut daemon = Daemon::start_with_env(
+        &s.gw.cfg,
+        &s.gw.dir.join("after-edit.log"),
+        &[("NOTIFY_SOCKET", socket.path())],
+    );
+    socket.wait_for("READY", "1", 1);
+    assert_eq!(daemon.terminate().code(), Some(0), "{}", daemon.log());
+    assert_eq!(s.state_id(), id);
+    assert_eq!(ledger(&s.gw.cfg).len(), 3);
 }

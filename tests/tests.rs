@@ -30,6 +30,7 @@ mod state_identity;
 // Serial scanners on PTYs against the real daemon.
 mod crash_recovery;
 mod disk_space;
+mod first_start;
 mod serial_ack;
 mod serial_e2e;
 mod serial_framing;

@@ -58,7 +58,7 @@ pub fn reset(state_dir: &Path, confirm: &str, gateway: &str) -> Result<Reset, St
     let record = reset_record(gateway, &new, &lost_id, lost_head.as_ref(), &moved_aside);
     let emitted = {
         let w = store.write()?;
-        identity::set_id(&w, &new.id).map_err(|e| w.err(e))?;
+        identity::set_id(&w, &new.id, &lost_id).map_err(|e| w.err(e))?;
         let mut chain = Chain::begin(&w).map_err(|e| w.err(e))?;
         chain.append(record).map_err(|e| w.err(e))?;
         let emitted = chain.finish().map_err(|e| w.err(e))?;
@@ -70,14 +70,14 @@ pub fn reset(state_dir: &Path, confirm: &str, gateway: &str) -> Result<Reset, St
         seq: e.seq,
         hash: e.hash.clone(),
     });
-    identity::write(
+    identity::finish_reset(
+        store,
         state_dir,
         &StateId {
             head,
             ..new.clone()
         },
     )?;
-    drop(store);
     drop(lock);
     Ok(Reset::Done {
         new_id: new.id,

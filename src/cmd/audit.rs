@@ -34,11 +34,7 @@ fn verify(config: &ConfigArg, archives: &[PathBuf]) -> Result<Exit, Failure> {
     // Archives verify on their own: no database is needed for them.
     let store = match Store::open_read_only(&dir) {
         Ok(store) => Some(store),
-        Err(StoreError::StateDir { .. })
-            if !archives.is_empty() && !dir.join(crate::store::DB_FILE).exists() =>
-        {
-            None
-        }
+        Err(StoreError::NotStarted { .. }) if !archives.is_empty() => None,
         Err(e) => return Err(e.into()),
     };
     let mut records = 0;
@@ -204,14 +200,21 @@ fn verify_anchors(settings: &Settings, store: &Store, records: i64) -> Result<bo
         }
         Ok(())
     };
-    let file = identity::read(&dir)?;
-    compare(
-        &format!(
-            "the state-id file {}",
-            dir.join(identity::ID_FILE).display()
-        ),
-        file.and_then(|f| f.head),
-    )?;
+    let by = format!(
+        "the state-id file {}",
+        dir.join(identity::ID_FILE).display()
+    );
+    match identity::read(&dir)? {
+        // (A state reset cut before it rewrote the file: the next start,
+        // or `state reset` again, rewrites it.)
+        Some(f) if Some(&f.id) != state_id.as_ref() => {
+            println!(
+                "{by}: of the state this one was reset from ({}), not compared",
+                f.id
+            )
+        }
+        file => compare(&by, file.and_then(|f| f.head))?,
+    }
     if settings.redis.is_some() {
         let by = format!("the facility store (gateway {})", cfg.gateway.id);
         match facility_anchor(settings) {
@@ -325,7 +328,7 @@ fn prune(config: &ConfigArg, archives: &[PathBuf]) -> Result<Exit, Failure> {
             checkpoint,
         } => {
             audit::emit(&checkpoint);
-            identity::Anchor::new(&dir)?.tick()?;
+            identity::Anchor::new(&dir, None)?.tick()?;
             println!(
                 "pruned records {first_seq}..={through_seq} and {ledger_entries} ledger entries from {}; checkpoint record {} names them and their archives (`scangate audit verify --archive FILE…` checks them)",
                 store.path().display(),

@@ -26,7 +26,7 @@ pub(super) fn start(
     telemetry: &Telemetry,
     stop: Stop,
 ) -> Result<Anchoring, StoreError> {
-    let mut anchor = Anchor::new(state_dir)?;
+    let mut anchor = Anchor::new(state_dir, Some(cfg.outbox.min_free_mb))?;
     let mut facility = redis.map(|r| FacilityAnchor::new(cfg, r));
     let telemetry = telemetry.clone();
     std::thread::Builder::new()

@@ -81,6 +81,52 @@ impl CheckpointFailed<'_> {
     }
 }
 
+/// A first start built this state directory's database and its identity
+/// (INFO, target `scangate::store`).
+pub struct StateCreated<'a> {
+    /// The database.
+    pub db: &'a std::path::Path,
+    /// The new state's identity.
+    pub state_id: &'a str,
+}
+
+impl StateCreated<'_> {
+    /// Log it (INFO).
+    pub fn emit(self) {
+        tracing::info!(
+            target: "scangate::store",
+            db = %self.db.display(), state_id = %self.state_id,
+            "first start: a new database with a new state identity"
+        );
+    }
+}
+
+/// A first start removed what an earlier one, cut short, left in the
+/// state directory: nothing was stored in it (WARN, target `scangate::store`).
+pub struct FirstStartLeftoversRemoved<'a> {
+    /// The state directory.
+    pub dir: &'a std::path::Path,
+    /// The files removed, with their sizes in bytes.
+    pub files: &'a [(std::path::PathBuf, u64)],
+}
+
+impl FirstStartLeftoversRemoved<'_> {
+    /// Log it (WARN).
+    pub fn emit(self) {
+        let files = self
+            .files
+            .iter()
+            .map(|(p, len)| format!("{} ({len} B)", p.display()))
+            .collect::<Vec<_>>()
+            .join(", ");
+        tracing::warn!(
+            target: "scangate::store",
+            dir = %self.dir.display(), files = %files,
+            "an earlier first start was cut short (no state identity was written, so nothing was stored): removed what it left, starting afresh"
+        );
+    }
+}
+
 /// A database older than state identities takes its state directory's
 /// (WARN, target `scangate::store`).
 pub struct StateIdentityAdopted<'a> {

@@ -14,7 +14,7 @@
 //! head 1234 9f2c…
 //! ```
 
-use super::{DB_FILE, LOCK_FILE, StoreError, classify};
+use super::{DB_FILE, StoreError, classify};
 use rusqlite::{Connection, OpenFlags};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -27,6 +27,9 @@ pub(crate) const META_KEY: &str = "state_id";
 /// keeps it there with every record it appends, and the identity file
 /// anchors it outside the database ([`Anchor`]).
 pub const AUDIT_HEAD_KEY: &str = "audit_head";
+/// `meta` key, in a database made by `state reset`: the identity of the
+/// lost state it replaced.
+pub(crate) const RESET_FROM_KEY: &str = "reset_from";
 /// What `state reset --confirm` takes for a state that lost its database
 /// before identities existed (no identity file).
 pub const UNIDENTIFIED: &str = "unidentified";
@@ -133,24 +136,40 @@ pub fn read(state_dir: &Path) -> Result<Option<StateId>, StoreError> {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => {
+            let fix = match e.kind() {
+                std::io::ErrorKind::PermissionDenied => format!(
+                    "let the service user read it (`chown scangate: {}`), or run this command as that user or as root",
+                    path.display()
+                ),
+                _ => "check the disk holding the state directory (`dmesg`)".into(),
+            };
             return Err(StoreError::IdFile {
                 path,
                 detail: e.to_string(),
+                fix,
             });
         }
     };
     StateId::parse(&text)
         .map(Some)
-        .map_err(|detail| StoreError::IdFile { path, detail })
+        .map_err(|detail| StoreError::IdFile {
+            path,
+            detail: format!("not as scangate writes it ({detail})"),
+            fix: format!(
+                "restore it from a backup of this state directory; or move it aside and start scangate, which writes it again from {DB_FILE}'s own identity (the chain head anchored in it is then gone, and `audit verify` can compare the database's end only with the facility store's and the log's anchors)"
+            ),
+        })
 }
 
 /// Write `<state_dir>/state-id` atomically and durably.
 pub fn write(state_dir: &Path, id: &StateId) -> Result<(), StoreError> {
     let path = state_dir.join(ID_FILE);
     let tmp = state_dir.join(format!("{ID_FILE}.tmp"));
-    let io = |e: std::io::Error| StoreError::IdFile {
+    let io = |source: std::io::Error| StoreError::IdFileWrite {
         path: path.clone(),
-        detail: format!("cannot write it: {e}"),
+        source,
+        free_bytes: super::space::free_bytes(state_dir),
+        min_free_mb: None,
     };
     let mut f = std::fs::File::create(&tmp).map_err(io)?;
     f.write_all(id.render().as_bytes()).map_err(io)?;
@@ -175,6 +194,9 @@ pub(crate) enum Found {
     Database {
         id: Option<String>,
         head: Option<Head>,
+        /// The identity of the lost state it replaced, if it was made by
+        /// `state reset` (`meta` [`RESET_FROM_KEY`]).
+        reset_from: Option<String>,
     },
 }
 
@@ -191,6 +213,24 @@ impl Found {
 
 /// Look at the database file without changing it (read-only connection).
 pub(crate) fn inspect(db: &Path) -> Result<Found, StoreError> {
+    let dir = db.parent().unwrap_or(db);
+    if let Ok(target) = std::fs::read_link(db)
+        && !db.exists()
+    {
+        // (Not missing: its place is taken, by a link to what is not
+        // there now. Never removed as a leftover.)
+        return Err(StoreError::StateDir {
+            dir: dir.to_owned(),
+            source: std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                format!(
+                    "{} is a symbolic link to {}, which is not there (a disk not mounted?)",
+                    db.display(),
+                    target.display()
+                ),
+            ),
+        });
+    }
     let len = match std::fs::metadata(db) {
         Ok(m) => m.len(),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Found::Missing),
@@ -201,8 +241,12 @@ pub(crate) fn inspect(db: &Path) -> Result<Found, StoreError> {
             });
         }
     };
-    // Shorter than SQLite's header: SQLite would take it for a new database.
-    if len < 100 {
+    // Shorter than SQLite's header (SQLite would take it for a new
+    // database), or zeros only: empty, unless its write-ahead log holds
+    // frames, through which SQLite may read a whole database; then SQLite
+    // looks.
+    let wal_len = std::fs::metadata(dir.join(format!("{DB_FILE}-wal"))).map_or(0, |m| m.len());
+    if wal_len <= WAL_HEADER && (len < 100 || zeros_only(db, len)) {
         return Ok(Found::Empty(len));
     }
     let err = |e| classify(db, e);
@@ -221,40 +265,65 @@ pub(crate) fn inspect(db: &Path) -> Result<Found, StoreError> {
         return Ok(Found::Database {
             id: None,
             head: None,
+            reset_from: None,
         });
     }
     let meta = |key: &str| super::get_meta(&conn, key).map_err(err);
     Ok(Found::Database {
         id: meta(META_KEY)?,
         head: meta(AUDIT_HEAD_KEY)?.as_deref().and_then(Head::parse),
+        reset_from: meta(RESET_FROM_KEY)?,
     })
 }
 
-/// Files a database leaves beside it (its WAL, its shared-memory index,
-/// the writer's lock file): present without the database, they say one
-/// was here.
-pub(crate) fn remnants(state_dir: &Path, had_lock: bool) -> Vec<PathBuf> {
-    let mut found: Vec<PathBuf> = ["-wal", "-shm"]
-        .iter()
-        .map(|s| state_dir.join(format!("{DB_FILE}{s}")))
-        .filter(|p| p.exists())
-        .collect();
-    if had_lock {
-        found.push(state_dir.join(LOCK_FILE));
-    }
-    found
+/// The size of a write-ahead log's header: a log no longer holds no frame.
+const WAL_HEADER: u64 = 32;
+
+/// A small file of zero bytes only: what a power cut can leave of a file
+/// whose size reached the disk and whose first page did not. It holds no
+/// data (SQLite calls it "not a database").
+fn zeros_only(db: &Path, len: u64) -> bool {
+    len <= 64 * 1024 && std::fs::read(db).is_ok_and(|bytes| bytes.iter().all(|b| *b == 0))
 }
 
-/// The identity check every opening makes; `Ok` when the database may be
-/// opened (created, on a first start). `had_lock`: the lock file was there
-/// before this process (a writer) created it; a reader passes whether it is
-/// there.
+/// Let SQLite roll back a rollback journal left beside the database `db`
+/// (`scangate.db-journal`: a crash while an older scangate switched a new
+/// database to WAL mode) before it is judged: a read-only look cannot, and
+/// would fail with "attempt to write a readonly database". Only the writer,
+/// holding the state directory's lock, does this.
+pub(crate) fn settle_journal(db: &Path) -> Result<(), StoreError> {
+    let journal = db.with_file_name(format!("{DB_FILE}-journal"));
+    let len = std::fs::metadata(db).map_or(0, |m| m.len());
+    if !journal.exists() || len < 100 || zeros_only(db, len) {
+        return Ok(());
+    }
+    let conn = super::connect(db, OpenFlags::SQLITE_OPEN_READ_WRITE)?;
+    conn.query_row("SELECT count(*) FROM sqlite_master", [], |r| {
+        r.get::<_, i64>(0)
+    })
+    .map_err(|e| classify(db, e))?;
+    Ok(())
+}
+
+/// What the identity check found a state directory to be.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Judged {
+    /// It never held a database: a first start. The files an unfinished
+    /// first start left (none, usually) are to be removed before it.
+    NeverStarted(Vec<PathBuf>),
+    /// Its database is here: open it.
+    Database,
+}
+
+/// The identity check every opening makes. A state directory either never
+/// held a database (no `state-id`, no database with a schema: at most the
+/// leftovers of a start cut short, see `create`) or has one; a database
+/// that was lost, emptied or replaced is refused.
 pub(crate) fn check(
     state_dir: &Path,
     id_file: Option<&StateId>,
     found: &Found,
-    had_lock: bool,
-) -> Result<(), StoreError> {
+) -> Result<Judged, StoreError> {
     let db = state_dir.join(DB_FILE);
     match (id_file, found) {
         (Some(f), lost) if lost.lost().is_some() => Err(StoreError::Lost {
@@ -273,35 +342,49 @@ pub(crate) fn check(
             confirm: f.id.clone(),
         }),
         (None, lost) if lost.lost().is_some() => {
-            let left = remnants(state_dir, had_lock);
-            if left.is_empty() {
-                return Ok(()); // a first start
+            // A database file gone while its write-ahead log or index
+            // stayed was deleted: no start of scangate's removes it and
+            // leaves them (a database from before state identities).
+            let log: Vec<PathBuf> = ["-wal", "-shm"]
+                .iter()
+                .map(|s| state_dir.join(format!("{DB_FILE}{s}")))
+                .filter(|p| p.exists())
+                .collect();
+            if *found == Found::Missing && !log.is_empty() {
+                return Err(StoreError::Lost {
+                    db,
+                    what: lost.lost().unwrap_or_default(),
+                    evidence: format!(
+                        "a database was here before (left beside it: {}), written before state identities",
+                        log.iter()
+                            .map(|p| p.display().to_string())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                    confirm: UNIDENTIFIED.into(),
+                });
             }
-            Err(StoreError::Lost {
-                db,
-                what: lost.lost().unwrap_or_default(),
-                evidence: format!(
-                    "a database was here before (left beside it: {}), written before state identities",
-                    left.iter()
-                        .map(|p| p.display().to_string())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ),
-                confirm: UNIDENTIFIED.into(),
-            })
+            Ok(Judged::NeverStarted(super::create::leftovers(state_dir)))
         }
         (
             Some(f),
             Found::Database {
-                id: Some(other), ..
+                id: Some(other),
+                reset_from,
+                ..
             },
-        ) if *other != f.id => Err(StoreError::Replaced {
-            db,
-            id_file: state_dir.join(ID_FILE),
-            expected: f.id.clone(),
-            found: other.clone(),
-        }),
-        _ => Ok(()),
+        ) if *other != f.id && reset_from.as_deref() != Some(f.id.as_str()) => {
+            Err(StoreError::Replaced {
+                db,
+                id_file: state_dir.join(ID_FILE),
+                expected: f.id.clone(),
+                found: other.clone(),
+            })
+        }
+        // (A database made by `state reset --confirm <the file's state>`
+        // whose start was cut before the file was rewritten takes its
+        // place like any other: the file is written from the database.)
+        _ => Ok(Judged::Database),
     }
 }
 
@@ -327,7 +410,8 @@ pub enum ResetStart {
 
 /// A reset under way: the new database, open and locked.
 pub struct Begun {
-    /// The new, empty database.
+    /// The new, empty database, built under a temporary name until
+    /// [`finish_reset`] puts it in place.
     pub store: super::Store,
     /// The state directory's lock, held until the reset is done.
     pub lock: nix::fcntl::Flock<std::fs::File>,
@@ -346,18 +430,33 @@ pub struct Begun {
 /// in its place aside (never deleted) and create a new database. Holds the
 /// state directory's lock (the daemon must be stopped).
 pub fn begin_reset(state_dir: &Path, confirm: &str) -> Result<ResetStart, StoreError> {
-    let had_lock = state_dir.join(LOCK_FILE).exists();
     let lock = super::lock::lock_state_dir(state_dir)?;
     let db = state_dir.join(DB_FILE);
+    settle_journal(&db)?;
     let id_file = read(state_dir)?;
     let found = inspect(&db)?;
-    if check(state_dir, id_file.as_ref(), &found, had_lock).is_ok() {
-        return Ok(ResetStart::Intact {
-            id: match found {
-                Found::Database { id, .. } => id,
-                _ => None,
-            },
-        });
+    if check(state_dir, id_file.as_ref(), &found).is_ok() {
+        let id = match found {
+            Found::Database {
+                id: Some(id),
+                head,
+                reset_from: Some(from),
+            } if id_file.as_ref().is_some_and(|f| f.id == from && f.id != id) => {
+                // A reset cut before it rewrote the identity file: finished.
+                write(
+                    state_dir,
+                    &StateId {
+                        id: id.clone(),
+                        head,
+                        ..StateId::new()
+                    },
+                )?;
+                Some(id)
+            }
+            Found::Database { id, .. } => id,
+            _ => None,
+        };
+        return Ok(ResetStart::Intact { id });
     }
     let lost_id = id_file
         .as_ref()
@@ -367,9 +466,9 @@ pub fn begin_reset(state_dir: &Path, confirm: &str) -> Result<ResetStart, StoreE
     }
     let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%SZ");
     let mut moved_aside = Vec::new();
-    for suffix in ["", "-wal", "-shm"] {
+    for suffix in ["", "-journal", "-wal", "-shm"] {
         let from = state_dir.join(format!("{DB_FILE}{suffix}"));
-        if from.exists() {
+        if from.symlink_metadata().is_ok() {
             let to = state_dir.join(format!("{DB_FILE}.lost-{stamp}{suffix}"));
             std::fs::rename(&from, &to).map_err(|source| StoreError::StateDir {
                 dir: state_dir.to_owned(),
@@ -378,7 +477,7 @@ pub fn begin_reset(state_dir: &Path, confirm: &str) -> Result<ResetStart, StoreE
             moved_aside.push(to);
         }
     }
-    let store = super::Store::open_file(&db, false)?;
+    let store = super::create::begin(state_dir)?;
     Ok(ResetStart::Begun(Box::new(Begun {
         store,
         lock,
@@ -390,9 +489,22 @@ pub fn begin_reset(state_dir: &Path, confirm: &str) -> Result<ResetStart, StoreE
 }
 
 /// Write the state's identity into its database, inside `tx` (the
-/// transaction of the new chain's first record, on a reset).
-pub fn set_id(tx: &Connection, id: &str) -> rusqlite::Result<()> {
-    super::put_meta(tx, META_KEY, id)
+/// transaction of the new chain's first record, on a reset), with the
+/// identity of the lost state it replaces.
+pub fn set_id(tx: &Connection, id: &str, lost_id: &str) -> rusqlite::Result<()> {
+    super::put_meta(tx, META_KEY, id)?;
+    super::put_meta(tx, RESET_FROM_KEY, lost_id)
+}
+
+/// The last step of a state reset, once the new chain's first record is
+/// committed: the new database put in place (atomically, see `create`),
+/// then the identity file rewritten for it. A crash before the rename
+/// leaves the lost state refused as before (the reset can be run again); a
+/// crash after it, a database whose `meta` names the state it replaced,
+/// which the next start takes as this directory's.
+pub fn finish_reset(store: super::Store, state_dir: &Path, id: &StateId) -> Result<(), StoreError> {
+    super::create::install(store, state_dir)?;
+    write(state_dir, id)
 }
 
 /// How often at most the running daemon anchors the chain head outside
@@ -408,21 +520,26 @@ pub struct Anchor {
     state_dir: PathBuf,
     last: Option<Head>,
     state_id: String,
+    /// `[outbox] min_free_mb`, named when the file system is full.
+    min_free_mb: Option<u64>,
 }
 
 impl Anchor {
-    /// For the database of `state_dir` (opened by [`super::Store::open`]).
-    pub fn new(state_dir: &Path) -> Result<Anchor, StoreError> {
+    /// For the database of `state_dir` (opened by [`super::Store::open`]);
+    /// `min_free_mb` is the floor a failure on a full disk names.
+    pub fn new(state_dir: &Path, min_free_mb: Option<u64>) -> Result<Anchor, StoreError> {
         let conn = super::connect(&state_dir.join(DB_FILE), OpenFlags::SQLITE_OPEN_READ_ONLY)?;
         let file = read(state_dir)?.ok_or_else(|| StoreError::IdFile {
             path: state_dir.join(ID_FILE),
             detail: "it is missing after the database was opened".into(),
+            fix: "start scangate again: it writes the file from the database's identity".into(),
         })?;
         Ok(Anchor {
             conn,
             state_dir: state_dir.to_owned(),
             last: file.head,
             state_id: file.id,
+            min_free_mb,
         })
     }
 
@@ -449,9 +566,23 @@ impl Anchor {
         let mut file = read(&self.state_dir)?.ok_or_else(|| StoreError::IdFile {
             path: self.state_dir.join(ID_FILE),
             detail: "it disappeared while scangate ran".into(),
+            fix: "restart scangate: it writes the file again from the database's identity".into(),
         })?;
         file.head = head.clone();
-        write(&self.state_dir, &file)?;
+        write(&self.state_dir, &file).map_err(|e| match e {
+            StoreError::IdFileWrite {
+                path,
+                source,
+                free_bytes,
+                ..
+            } => StoreError::IdFileWrite {
+                path,
+                source,
+                free_bytes,
+                min_free_mb: self.min_free_mb,
+            },
+            e => e,
+        })?;
         if let Some(h) = &head {
             crate::events::AnchorWritten {
                 state_id: &file.id,

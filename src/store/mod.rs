@@ -31,6 +31,7 @@ use std::sync::Arc;
 use turn::{Turn, TurnGuard};
 
 mod checkpoint;
+mod create;
 pub mod identity;
 mod lock;
 mod open;
@@ -47,14 +48,22 @@ pub const DB_FILE: &str = "scangate.db";
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     /// The state directory cannot be created or written.
-    #[error(
-        "state directory {dir}: {source}. Fix: create it writable for the service user, or set [gateway] state_dir"
-    )]
+    #[error("state directory {dir}: {source}. Fix: {}", dir_advice(source))]
     StateDir {
         /// The directory.
         dir: PathBuf,
         /// The OS error.
         source: std::io::Error,
+    },
+    /// A read-only command in a state directory that holds no database:
+    /// scangate never started there (or its first start was cut short,
+    /// which the next start cleans up).
+    #[error(
+        "state directory {dir} holds no database: scangate has not started there yet. Fix: start it (systemctl start scangate), or name the gateway's config with --config"
+    )]
+    NotStarted {
+        /// The directory.
+        dir: PathBuf,
     },
     /// The file is not a usable SQLite database (corrupt, truncated, foreign).
     #[error(
@@ -140,15 +149,32 @@ pub enum StoreError {
         /// The identity in the database.
         found: String,
     },
-    /// The identity file cannot be read or written.
-    #[error(
-        "state identity file {path}: {detail}. Fix: restore it from the backup of this state directory (it must match scangate.db); scangate does not recreate it beside an existing database with another identity"
-    )]
+    /// The identity file cannot be read, or is not what scangate wrote.
+    #[error("state identity file {path}: {detail}. Fix: {fix}")]
     IdFile {
         /// The file.
         path: PathBuf,
         /// What is wrong.
         detail: String,
+        /// What to do, for this fault.
+        fix: String,
+    },
+    /// The identity file could not be rewritten. It is replaced atomically
+    /// (a new file renamed over it), so the one on disk is still whole.
+    #[error(
+        "state identity file {path}: cannot rewrite it: {source}; the file on disk is intact (it is replaced whole, never written in place). Fix: {}",
+        id_write_advice(path, source, *free_bytes, *min_free_mb)
+    )]
+    IdFileWrite {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+        /// Free bytes in its file system when it failed, if known.
+        free_bytes: Option<u64>,
+        /// The floor `[outbox] min_free_mb` (the anchor knows it; a first
+        /// start does not).
+        min_free_mb: Option<u64>,
     },
     /// Any other SQLite failure.
     #[error("database {path}: {source}")]
@@ -158,6 +184,49 @@ pub enum StoreError {
         /// The SQLite error.
         source: rusqlite::Error,
     },
+}
+
+/// What to do about an OS error on the state directory, by its kind.
+fn dir_advice(e: &std::io::Error) -> &'static str {
+    match e.kind() {
+        std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded => {
+            "the file system holding it is full: free space there (old logs: `journalctl --vacuum-size=100M`), or move [gateway] state_dir to a larger disk"
+        }
+        std::io::ErrorKind::NotFound => {
+            "create it, or mount the disk it is on, or set [gateway] state_dir"
+        }
+        std::io::ErrorKind::ReadOnlyFilesystem => {
+            "its file system is mounted read-only (after errors, `dmesg` says why): check the disk and remount it read-write"
+        }
+        _ => "create it writable for the service user, or set [gateway] state_dir",
+    }
+}
+
+/// What to do when the identity file could not be rewritten.
+fn id_write_advice(
+    path: &Path,
+    e: &std::io::Error,
+    free_bytes: Option<u64>,
+    min_free_mb: Option<u64>,
+) -> String {
+    let dir = path.parent().unwrap_or(path).display();
+    // (The running daemon's anchor, which knows the floor, tries again at
+    // its next tick; a start or a reset is run again.)
+    let retry = if min_free_mb.is_some() {
+        "; scangate retries by itself"
+    } else {
+        ", then run the command again"
+    };
+    match e.kind() {
+        std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded => format!(
+            "the file system holding {dir} is full ({} free{}): free space there (old logs: `journalctl --vacuum-size=100M`), or move [gateway] state_dir to a larger disk{retry}",
+            free_bytes.map_or_else(|| "free space unknown".into(), space::mib),
+            min_free_mb.map_or_else(String::new, |mb| format!(
+                "; scans are refused below [outbox] min_free_mb = {mb}"
+            ))
+        ),
+        _ => format!("{}{retry}", dir_advice(e)),
+    }
 }
 
 /// The open database.

@@ -3,9 +3,10 @@
 //! companion connection of the writer's, or read-only.
 
 use super::checkpoint::{Checkpointer, WRITER_AUTOCHECKPOINT};
+use super::identity::{Judged, StateId};
 use super::lock::{is_running, lock_state_dir};
 use super::schema::SECURE_DELETE;
-use super::{DB_FILE, LOCK_FILE, Store, StoreError, classify, connect, identity, put_meta};
+use super::{DB_FILE, Store, StoreError, classify, connect, create, identity, put_meta};
 use rusqlite::OpenFlags;
 use rusqlite::config::DbConfig;
 use std::path::{Path, PathBuf};
@@ -26,12 +27,16 @@ impl Store {
             dir: state_dir.to_owned(),
             source,
         })?;
-        let had_lock = state_dir.join(LOCK_FILE).exists();
         let lock = lock_state_dir(state_dir)?;
         let path = state_dir.join(DB_FILE);
-        let id_file = identity::read(state_dir)?;
+        identity::settle_journal(&path)?;
+        let mut id_file = identity::read(state_dir)?;
         let found = identity::inspect(&path)?;
-        identity::check(state_dir, id_file.as_ref(), &found, had_lock)?;
+        if let Judged::NeverStarted(leftovers) =
+            identity::check(state_dir, id_file.as_ref(), &found)?
+        {
+            id_file = Some(first_start(state_dir, &leftovers)?);
+        }
         let mut store = Store::open_file(&path, false)?;
         store._lock = Some(Arc::new(lock));
         store.adopt_identity(state_dir, id_file)?;
@@ -58,6 +63,14 @@ impl Store {
             .and_then(identity::Head::parse);
         let mut id = id_file.clone().unwrap_or_default();
         match &in_db {
+            // A database made by `state reset`, started before the file
+            // was rewritten for it: its own identity, its own chain.
+            Some(db_id) if id_file.as_ref().is_some_and(|f| f.id != *db_id) => {
+                id = identity::StateId {
+                    id: db_id.clone(),
+                    ..identity::StateId::new()
+                }
+            }
             Some(db_id) => id.id = db_id.clone(),
             None => {
                 if id_file.is_some() {
@@ -143,17 +156,10 @@ impl Store {
         let path = state_dir.join(DB_FILE);
         let id_file = identity::read(state_dir)?;
         let found = identity::inspect(&path)?;
-        let had_lock = state_dir.join(LOCK_FILE).exists();
-        identity::check(state_dir, id_file.as_ref(), &found, had_lock)?;
-        if !path.exists() {
-            return Err(StoreError::StateDir {
+        let judged = identity::check(state_dir, id_file.as_ref(), &found)?;
+        if matches!(judged, Judged::NeverStarted(_)) {
+            return Err(StoreError::NotStarted {
                 dir: state_dir.to_owned(),
-                source: std::io::Error::new(
-                    std::io::ErrorKind::NotFound,
-                    format!(
-                        "no database {DB_FILE} here (has `scangate run` ever run with this config?)"
-                    ),
-                ),
             });
         }
         match Store::open_file(&path, true) {
@@ -194,6 +200,26 @@ impl Store {
         uri.push_str("?immutable=1");
         Store::open_file_as(path, Some(&uri), true)
     }
+}
+
+/// A first start: remove what an unfinished one left, then build the
+/// database with a new identity under a temporary name, put it in place,
+/// and only then write the identity file (see `create`).
+fn first_start(state_dir: &Path, leftovers: &[PathBuf]) -> Result<StateId, StoreError> {
+    create::clear(state_dir, leftovers)?;
+    let id = StateId::new();
+    let mut store = create::begin(state_dir)?;
+    let w = store.write()?;
+    put_meta(&w, identity::META_KEY, &id.id).map_err(|e| w.err(e))?;
+    w.commit()?;
+    let db = create::install(store, state_dir)?;
+    identity::write(state_dir, &id)?;
+    crate::events::StateCreated {
+        db: &db,
+        state_id: &id.id,
+    }
+    .emit();
+    Ok(id)
 }
 
 /// The write-ahead log beside database `db`.
