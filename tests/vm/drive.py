@@ -166,6 +166,7 @@ class Guest:
             self.sock.sendall(f"{cid} 30 {base64.b64encode(b'echo ready').decode()}\n".encode())
             line = self.lines.readline(time.monotonic() + every)
             if line is not None and re.match(rb"-\d+ 0 ", line):
+                self.answered_at = time.monotonic()
                 # Let the answers to the other pings come in and drop them.
                 while self.lines.readline(time.monotonic() + every) is not None:
                     pass
@@ -785,8 +786,33 @@ class Run:
         """After a cut: the guest booted again, its agent answers, scangate
         came up by itself. Returns (boot seconds, service seconds)."""
         t0 = time.monotonic()
-        check(self.g.wait_ready(300 * SCALE, every=2), f"after {what}: the guest agent did not come back (see console.log)")
+        # When the boot's milestones reach the console (for the figures).
+        marks = {"kernel": b"Linux version", "initramfs": b"Run /init", "systemd": b"systemd[1]: systemd 2",
+                 "agent unit": b"scangate-vmtest"}
+        seen, done = {}, threading.Event()
+        path = os.path.join(self.out, "console.log")
+        start = os.path.getsize(path)
+
+        def watch():
+            while not done.is_set() and len(seen) < len(marks):
+                with open(path, "rb") as f:
+                    f.seek(start)
+                    text = f.read()
+                for k, m in marks.items():
+                    if k not in seen and m in text:
+                        seen[k] = time.monotonic() - t0
+                time.sleep(0.2)
+
+        watcher = threading.Thread(target=watch, daemon=True)
+        watcher.start()
+        try:
+            check(self.g.wait_ready(300 * SCALE, every=2), f"after {what}: the guest agent did not come back (see console.log)")
+        finally:
+            done.set()
+            watcher.join()
         t_boot = time.monotonic() - t0
+        print("  boot: " + ", ".join(f"{k} {v:.0f} s" for k, v in seen.items())
+              + f", agent's first answer {self.g.answered_at - t0:.0f} s, pings drained {t_boot:.0f} s", flush=True)
         check(self.boot_id() != old_boot, f"after {what}: the same boot id, no reboot happened")
         check(self.g.prop("UnitFileState") == "enabled", f"after {what}: scangate is not enabled")
         return t_boot, self.pc_wait_up(what)

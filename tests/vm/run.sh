@@ -23,11 +23,8 @@ here=tests/vm
 arch=${SCANGATE_VM_ARCH:-amd64}
 
 # Checks known to fail, by name (they run and report XFAIL while they fail;
-# XPASS when one passes: delete it here then).
-# powercut_first_start: a cut during the very first start leaves a 0-byte
-# database (or journal, or lock) behind and every later start exits 3,
-# until the first start is made atomic (src/store/).
-EXPECTED_TO_FAIL=(powercut_first_start)
+# XPASS when one passes: delete it here then). None today.
+EXPECTED_TO_FAIL=()
 
 out=${SCANGATE_VM_OUT:-target/vm}
 mkdir -p "$out"
