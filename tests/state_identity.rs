@@ -51,6 +51,20 @@ fn shift(prefix: &str, picks: usize) -> Shift {
     Shift { gw }
 }
 
+/// `scangate run` on this config, which must come up (`READY=1`) and stop
+/// with exit 0 (its stderr to `log` in the gateway's directory; once per
+/// test: it binds the gateway's notify socket).
+fn start_and_stop(s: &Shift, log: &str) {
+    let socket = NotifySocket::bind(&s.gw.dir);
+    let mut daemon = Daemon::start_with_env(
+        &s.gw.cfg,
+        &s.gw.dir.join(log),
+        &[("NOTIFY_SOCKET", socket.path())],
+    );
+    socket.wait_for("READY", "1", 1);
+    assert_eq!(daemon.terminate().code(), Some(0), "{}", daemon.log());
+}
+
 /// `scangate run` on this config, which must refuse at once: its outcome.
 fn run_refused(s: &Shift) -> Outcome {
     let mut daemon = Daemon::start(&s.gw.cfg, &s.gw.dir.join("refused.log"));
@@ -259,14 +273,7 @@ fn a_reset_cut_before_its_identity_file_was_rewritten_is_finished_by_the_next_st
     let _: Outcome = cli_cfg(&s.gw.cfg, &["state", "reset", "--confirm", &id]).into();
     assert_eq!(s.state_id(), new_id, "state reset finished the file");
     fs::write(s.gw.state.join("state-id"), &old_file).unwrap();
-    let socket = NotifySocket::bind(&s.gw.dir);
-    let mut daemon = Daemon::start_with_env(
-        &s.gw.cfg,
-        &s.gw.dir.join("after-cut.log"),
-        &[("NOTIFY_SOCKET", socket.path())],
-    );
-    socket.wait_for("READY", "1", 1);
-    assert_eq!(daemon.terminate().code(), Some(0), "{}", daemon.log());
+    start_and_stop(&s, "after-cut.log");
     assert_eq!(s.state_id(), new_id, "the file is the new state's");
     let verify = audit_verify(&s.gw.cfg);
     assert_eq!(
@@ -497,14 +504,7 @@ fn an_edited_identity_file_is_refused_with_the_ways_on_and_moved_aside_is_writte
     }
     // Moved aside: the next start writes it from the database.
     fs::rename(&file, s.gw.state.join("state-id.edited")).unwrap();
-    let socket = NotifySocket::bind(&s.gw.dir);
-    let mut daemon = Daemon::start_with_env(
-        &s.gw.cfg,
-        &s.gw.dir.join("after-edit.log"),
-        &[("NOTIFY_SOCKET", socket.path())],
-    );
-    socket.wait_for("READY", "1", 1);
-    assert_eq!(daemon.terminate().code(), Some(0), "{}", daemon.log());
+    start_and_stop(&s, "after-edit.log");
     assert_eq!(s.state_id(), id);
     assert_eq!(ledger(&s.gw.cfg).len(), 3);
 }

@@ -276,7 +276,8 @@ pub(crate) fn inspect(db: &Path) -> Result<Found, StoreError> {
     })
 }
 
-/// The size of a write-ahead log's header: a log no longer holds no frame.
+/// The size of a write-ahead log's header: a log no longer than this
+/// holds no frame.
 const WAL_HEADER: u64 = 32;
 
 /// A small file of zero bytes only: what a power cut can leave of a file
@@ -348,9 +349,9 @@ pub(crate) fn check(
             let log: Vec<PathBuf> = ["-wal", "-shm"]
                 .iter()
                 .map(|s| state_dir.join(format!("{DB_FILE}{s}")))
-                .filter(|p| p.exists())
+                .filter(|p| *found == Found::Missing && p.exists())
                 .collect();
-            if *found == Found::Missing && !log.is_empty() {
+            if !log.is_empty() {
                 return Err(StoreError::Lost {
                     db,
                     what: lost.lost().unwrap_or_default(),

@@ -54,7 +54,7 @@ impl Store {
     fn adopt_identity(
         &mut self,
         state_dir: &Path,
-        id_file: Option<identity::StateId>,
+        id_file: Option<StateId>,
     ) -> Result<(), StoreError> {
         let in_db = self.meta(identity::META_KEY)?;
         let head = self
@@ -66,9 +66,9 @@ impl Store {
             // A database made by `state reset`, started before the file
             // was rewritten for it: its own identity, its own chain.
             Some(db_id) if id_file.as_ref().is_some_and(|f| f.id != *db_id) => {
-                id = identity::StateId {
+                id = StateId {
                     id: db_id.clone(),
-                    ..identity::StateId::new()
+                    ..StateId::new()
                 }
             }
             Some(db_id) => id.id = db_id.clone(),
