@@ -100,6 +100,7 @@ fn latency(kind: &str, reports: &[Vec<u8>]) -> (Duration, Duration, Duration) {
         scan_type: ScanType::Dispense,
         quantity: 1,
         owner: None,
+        unserialised: Default::default(),
     };
     let mut d = decoder(kind);
     let mut out = Vec::new();

@@ -26,6 +26,7 @@ fn build_database(state: &Path) -> i64 {
         scan_type: ScanType::Receive,
         quantity: 12,
         owner: None,
+        unserialised: Default::default(),
     };
     let t0 = chrono::Utc::now().timestamp_millis() - 3_600_000;
     let mut scans = Vec::new();

@@ -104,7 +104,7 @@ fn a_round_refused_for_its_settings_keeps_its_local_echoes_open_too() {
     let mut picked =
         scangate::daemon::claimer::pick(&store, &mut gate, LaneKind::Live, &[], &now, true)
             .unwrap();
-    assert_eq!(picked.claims("gw").len(), 1, "the echo is decided locally");
+    assert_eq!(picked.claims(&gate).len(), 1, "the echo is decided locally");
     // The facility refused the claim for its window (another gateway reset
     // the settings): the echo, judged by that window, is withdrawn too.
     picked.withdraw_local_echoes();
@@ -128,15 +128,15 @@ fn a_round_refused_for_its_settings_keeps_its_local_echoes_open_too() {
     let replay =
         scangate::daemon::claimer::pick(&store, &mut gate, LaneKind::Replay, &[], &now, true)
             .unwrap();
-    assert_eq!(replay.claims("gw").len(), 2, "the echo is claimed too");
+    assert_eq!(replay.claims(&gate).len(), 2, "the echo is claimed too");
     let live = scangate::daemon::claimer::pick(&store, &mut gate, LaneKind::Live, &[], &now, true)
         .unwrap();
-    assert_eq!((live.claims("gw").len(), live.held()), (0, 1));
+    assert_eq!((live.claims(&gate).len(), live.held()), (0, 1));
     // Offline, the re-read is not suppressed by this gateway's window either.
     let offline =
         scangate::daemon::claimer::pick(&store, &mut gate, LaneKind::Live, &[], &now, false)
             .unwrap();
-    assert_eq!(offline.claims("gw").len(), 1, "left to the facility");
+    assert_eq!(offline.claims(&gate).len(), 1, "left to the facility");
 }
 
 /// The claimer's two lanes, driven step by step: a new scan is held back
@@ -165,7 +165,7 @@ fn the_live_lane_waits_for_a_replay_in_flight_and_knows_what_it_committed() {
     let backlog =
         scangate::daemon::claimer::pick(&store, &mut replay, LaneKind::Replay, &[], &now, true)
             .unwrap();
-    assert_eq!(backlog.claims("gw").len(), 2);
+    assert_eq!(backlog.claims(&replay).len(), 2);
     // Meanwhile at the counter: an echo of A and a new pick.
     let echo = read(&profile, "SN-A", 1000);
     let new = read(&profile, "SN-C", 1100);
@@ -175,7 +175,7 @@ fn the_live_lane_waits_for_a_replay_in_flight_and_knows_what_it_committed() {
     let ahead =
         scangate::daemon::claimer::pick(&live_store, &mut live, LaneKind::Live, &[], &now, true)
             .unwrap();
-    let claims = ahead.claims("gw");
+    let claims = ahead.claims(&replay);
     assert_eq!(ahead.held(), 1, "the echo of A waits for A");
     assert_eq!(claims.len(), 1);
     assert_eq!(claims[0].scan_uuid, new.uuid.to_string());
@@ -184,14 +184,14 @@ fn the_live_lane_waits_for_a_replay_in_flight_and_knows_what_it_committed() {
     assert_eq!(verdict(&store, &new), Verdict::Committed);
 
     // The replay's claims are answered and written.
-    let outcomes = facility.claim_batch(&backlog.claims("gw")).unwrap();
+    let outcomes = facility.claim_batch(&backlog.claims(&replay)).unwrap();
     scangate::daemon::claimer::record(&mut store, &mut replay, backlog, Ok(outcomes)).unwrap();
     // Offline now, the live lane still suppresses the echo by itself: it
     // knows A, which the other lane committed.
     let offline =
         scangate::daemon::claimer::pick(&live_store, &mut live, LaneKind::Live, &[], &now, false)
             .unwrap();
-    assert!(offline.claims("gw").is_empty(), "decided locally");
+    assert!(offline.claims(&replay).is_empty(), "decided locally");
     scangate::daemon::claimer::record(
         &mut live_store,
         &mut live,
@@ -227,11 +227,11 @@ fn the_replay_waits_for_an_earlier_new_scan_of_its_label() {
     let waiting =
         scangate::daemon::claimer::pick(&store, &mut replay, LaneKind::Replay, &[], &now, true)
             .unwrap();
-    assert_eq!((waiting.claims("gw").len(), waiting.held()), (0, 1));
+    assert_eq!((waiting.claims(&replay).len(), waiting.held()), (0, 1));
     let new = scangate::daemon::claimer::pick(&store, &mut live, LaneKind::Live, &[], &now, true)
         .unwrap();
-    assert_eq!((new.claims("gw").len(), new.held()), (1, 0));
-    let outcomes = facility.claim_batch(&new.claims("gw")).unwrap();
+    assert_eq!((new.claims(&replay).len(), new.held()), (1, 0));
+    let outcomes = facility.claim_batch(&new.claims(&replay)).unwrap();
     scangate::daemon::claimer::record(&mut store, &mut live, new, Ok(outcomes)).unwrap();
     let r =
         scangate::daemon::claimer::round(&mut store, &mut replay, Some(&mut facility), "", &now)
@@ -287,17 +287,17 @@ fn a_backlog_scan_without_a_trusted_time_never_waits_for_a_new_one() {
     let backlog =
         scangate::daemon::claimer::pick(&store, &mut replay, LaneKind::Replay, &[], &now, true)
             .unwrap();
-    assert_eq!((backlog.claims("gw").len(), backlog.held()), (1, 0));
+    assert_eq!((backlog.claims(&replay).len(), backlog.held()), (1, 0));
     let new = scangate::daemon::claimer::pick(&store, &mut live, LaneKind::Live, &[], &now, true)
         .unwrap();
-    assert_eq!((new.claims("gw").len(), new.held()), (0, 1));
-    let outcomes = facility.claim_batch(&backlog.claims("gw")).unwrap();
+    assert_eq!((new.claims(&replay).len(), new.held()), (0, 1));
+    let outcomes = facility.claim_batch(&backlog.claims(&replay)).unwrap();
     scangate::daemon::claimer::record(&mut store, &mut replay, backlog, Ok(outcomes)).unwrap();
     // Now the re-read goes: an echo of this gateway's own commit (on the
     // boot clock), decided locally.
     let new = scangate::daemon::claimer::pick(&store, &mut live, LaneKind::Live, &[], &now, true)
         .unwrap();
-    assert_eq!((new.claims("gw").len(), new.held()), (0, 0));
+    assert_eq!((new.claims(&replay).len(), new.held()), (0, 0));
     scangate::daemon::claimer::record(&mut store, &mut live, new, Ok(Vec::new())).unwrap();
 
     assert_eq!(verdict(&store, &first), Verdict::Committed);
@@ -340,10 +340,10 @@ fn a_lost_commit_of_either_lane_is_detected_whatever_order_the_lanes_recorded_in
             .unwrap();
     let mut ahead = ahead;
     let mut backlog = backlog;
-    let live_answer = facility.claim_batch(&ahead.claims("gw")).unwrap();
+    let live_answer = facility.claim_batch(&ahead.claims(&replay)).unwrap();
     ahead.answered_fresh(facility.fresh());
     let _: () = redis::cmd("SAVE").query(&mut redis.connection()).unwrap();
-    let replay_answer = facility.claim_batch(&backlog.claims("gw")).unwrap();
+    let replay_answer = facility.claim_batch(&backlog.claims(&replay)).unwrap();
     backlog.answered_fresh(facility.fresh());
     scangate::daemon::claimer::record(&mut store, &mut replay, backlog, Ok(replay_answer)).unwrap();
     scangate::daemon::claimer::record(&mut live_store, &mut live, ahead, Ok(live_answer)).unwrap();
@@ -378,7 +378,7 @@ fn a_lost_commit_of_either_lane_is_detected_whatever_order_the_lanes_recorded_in
     let next =
         scangate::daemon::claimer::pick(&live_store, &mut live, LaneKind::Live, &[], &now, true)
             .unwrap();
-    match facility.claim_batch_checked(&next.claims("gw"), &markers) {
+    match facility.claim_batch_checked(&next.claims(&replay), &markers) {
         Err(scangate::facility::FacilityError::Lost { marker, .. }) => {
             assert_eq!(marker, a.uuid.to_string())
         }
@@ -434,7 +434,7 @@ fn a_scan_claimed_past_the_facility_retention_is_committed_and_audited_as_such()
     store.admit("f1", std::slice::from_ref(&judged)).unwrap();
     let lost = scangate::daemon::claimer::pick(&store, &mut gate, LaneKind::Live, &[], &now, true)
         .unwrap();
-    facility.claim_batch(&lost.claims("gw")).unwrap();
+    facility.claim_batch(&lost.claims(&gate)).unwrap();
     drop(lost);
     scangate::daemon::claimer::round(&mut store, &mut gate, Some(&mut facility), "", &now).unwrap();
     assert_eq!(facility.fresh(), [false]);
@@ -458,7 +458,7 @@ fn a_commit_answered_again_after_a_lost_reply_is_no_lane_marker() {
                       facility: &mut scangate::facility::Facility| {
         let mut picked =
             scangate::daemon::claimer::pick(store, live, LaneKind::Live, &[], &now, true).unwrap();
-        let answer = facility.claim_batch(&picked.claims("gw")).unwrap();
+        let answer = facility.claim_batch(&picked.claims(live)).unwrap();
         picked.answered_fresh(facility.fresh());
         scangate::daemon::claimer::record(store, live, picked, Ok(answer)).unwrap();
     };
@@ -468,7 +468,7 @@ fn a_commit_answered_again_after_a_lost_reply_is_no_lane_marker() {
     store.admit("f1", std::slice::from_ref(&y)).unwrap();
     let lost = scangate::daemon::claimer::pick(&store, &mut live, LaneKind::Live, &[], &now, true)
         .unwrap();
-    facility.claim_batch(&lost.claims("gw")).unwrap();
+    facility.claim_batch(&lost.claims(&live)).unwrap();
     drop(lost);
     live_round(&mut store, &mut live, &mut facility);
     assert_eq!(facility.fresh(), [false]);

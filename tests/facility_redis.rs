@@ -45,6 +45,7 @@ fn claim(uuid: &str, key: &str, at_ms: i64) -> Claim {
         scan_uuid: uuid.into(),
         content_key: key.into(),
         captured_ms: 1_800_000_000_000 + at_ms,
+        window_ms: None,
         fields: vec![
             ("scan_uuid", uuid.into()),
             ("gateway", "gw".into()),
@@ -101,6 +102,47 @@ fn one_commit_per_pick_idempotent_by_uuid_and_by_window() {
         .claim_batch(&[claim("u1", "k1", 0), claim("u2", "k1", 40)])
         .unwrap();
     assert_eq!(again, [Outcome::Committed, sup("u1")]);
+    assert_eq!(xlen(&server), 3);
+}
+
+/// A claim with its own, narrower echo window (a double-fire window, a
+/// declared repeat: issue 26) is judged by it; an ordinary claim of the
+/// same label by the facility's, also against the narrow claim's commit;
+/// a window wider than the facility's is cut to it. Two gateways' copies
+/// of one narrow read are still one pick.
+#[test]
+fn a_claims_own_narrower_window_is_the_one_it_is_judged_by() {
+    let server = RedisServer::start_temp(&[]);
+    let mut a = gateway(&server);
+    let mut b = gateway(&server);
+    let narrow = |uuid: &str, at_ms: i64, w: i64| Claim {
+        window_ms: Some(w),
+        ..claim(uuid, "k", at_ms)
+    };
+    let sup = |t: &str| Outcome::Suppressed { twin: t.into() };
+    assert_eq!(
+        a.claim_batch(&[
+            claim("a1", "k", 0),
+            narrow("a2", 150, 300),   // a double-fire: an echo
+            narrow("a3", 1010, 300),  // another item: a pick
+            claim("a4", "k", 2000),   // the facility's window: an echo
+            narrow("a5", 9000, 9999), // cut to 3000: nothing within
+        ])
+        .unwrap(),
+        [
+            Outcome::Committed,
+            sup("a1"),
+            Outcome::Committed,
+            sup("a1"),
+            Outcome::Committed
+        ]
+    );
+    // Gateway B heard the same reads (a shared scanner), 40 ms later.
+    assert_eq!(
+        b.claim_batch(&[narrow("b3", 1050, 300), narrow("b5", 9040, 300)])
+            .unwrap(),
+        [sup("a3"), sup("a5")]
+    );
     assert_eq!(xlen(&server), 3);
 }
 

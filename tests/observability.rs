@@ -62,6 +62,7 @@ fn prometheus_and_node_exporter_see_the_decisions_of_a_running_gateway() {
 
     let expected: Vec<(String, f64)> = [
         ("committed", 5.0),
+        ("control", 0.0),
         ("rejected", 0.0),
         ("suppressed", 2.0),
         ("unresolved", 0.0),

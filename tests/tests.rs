@@ -26,6 +26,7 @@ mod ledger_chain;
 mod raw_retention;
 mod retention;
 mod state_identity;
+mod unserialised;
 
 // Serial scanners on PTYs against the real daemon.
 mod crash_recovery;

@@ -109,6 +109,42 @@ pub struct AuditRecord {
     /// decision `pending` (it decides no scan). Absent on every other record.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pruned: Option<AuditPruned>,
+    /// Only on an echo of a label without a serial (not a resend): the
+    /// suppression may have under-counted, and why. Absent on every other
+    /// record (so records written before it existed hash the same).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ambiguous: Option<AuditAmbiguous>,
+    /// Only on a scan the operator declared with a control label (REPEAT,
+    /// QUANTITY N), and on the control read itself: what was declared and
+    /// by which read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub declared: Option<AuditDeclared>,
+}
+
+/// Why an echo is ambiguous ([`AuditRecord::ambiguous`]).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct AuditAmbiguous {
+    /// Always the same words: the label carries no serial, so another
+    /// identical item, a re-scan and a double-fire read alike.
+    pub why: String,
+    /// The scanner's policy for such labels (`window`, `double-fire`, `ask`).
+    pub policy: String,
+    /// The echo window it was judged by (ms).
+    pub window_ms: i64,
+}
+
+/// The words of every [`AuditAmbiguous::why`].
+pub const AMBIGUOUS_WHY: &str = "no serial on the label, and a commit of the same content inside the echo window: another identical item, a re-scan and a double-fire read alike";
+
+/// What an operator declared ([`AuditRecord::declared`]).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct AuditDeclared {
+    /// `repeat` or `quantity N`.
+    pub control: String,
+    /// The control label's read (its scan UUID).
+    pub by: String,
 }
 
 /// What a checkpoint record says was pruned ([`AuditRecord::pruned`]).

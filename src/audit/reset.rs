@@ -121,6 +121,8 @@ fn reset_record(
         conflict: None,
         ledger_hash: None,
         pruned: None,
+        ambiguous: None,
+        declared: None,
         state_reset: Some(AuditStateReset {
             lost_state_id: lost_id.to_string(),
             lost_head_seq: lost_head.map(|h| h.seq),

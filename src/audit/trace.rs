@@ -234,9 +234,17 @@ fn write_echoes(out: &mut String, records: &[AuditRecord], twin: &str) {
         .iter()
         .filter(|r| r.decision == ScanState::Suppressed && r.twin_uuid.as_deref() == Some(twin))
     {
+        // An ambiguous echo says so first: it may be another item.
+        let kind = match &e.ambiguous {
+            Some(a) => format!(
+                "AMBIGUOUS echo (no serial: maybe another identical item; {} window {} ms)",
+                a.policy, a.window_ms
+            ),
+            None => "echo".to_string(),
+        };
         let _ = writeln!(
             out,
-            "    echo suppressed  {}  captured {}  audit #{}{}",
+            "    {kind} suppressed  {}  captured {}  audit #{}{}",
             e.scan_uuid,
             e.captured_at,
             e.seq,

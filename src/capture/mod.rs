@@ -68,6 +68,49 @@ pub struct Profile {
     /// for a scanner declared `shared` (heard by several gateways, judged
     /// facility-wide).
     pub owner: Option<String>,
+    /// How a read of a label without a serial is judged (not part of the
+    /// content key).
+    pub unserialised: Unserialised,
+}
+
+/// How a scanner's reads of a label that carries no serial (a GTIN + lot
+/// 2D code, the linear UPC/EAN every package carries) are judged: two
+/// identical items, a re-scan of one and a trigger's double-fire all read
+/// the same bytes, so an echo of such a label is *ambiguous*
+/// (docs/design.md, "Unserialised labels"). A label with a serial is one
+/// item: its echoes are never ambiguous, whatever the policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Unserialised {
+    /// The gateway's echo window (`[dedup] window_ms`), as for serialised
+    /// labels: a second identical item inside it is taken for an echo
+    /// (counted and audited as ambiguous). For dispensing counters, where
+    /// one item is scanned once.
+    #[default]
+    Window,
+    /// Only a read this close after a commit of the same label is an echo
+    /// (a trigger's double-fire); a later re-read is another item. For
+    /// receiving and counting stations. With `ack = true`, a frame the
+    /// scanner may be resending (read while one of the same bytes waited
+    /// for its ACK) is still judged by the full window.
+    DoubleFire {
+        /// The short window (ms).
+        ms: u32,
+    },
+    /// The window, as [`Unserialised::Window`], and the scanner is told
+    /// that the read was taken for an echo (its `feedback`), so staff who
+    /// scanned another item can declare it with the REPEAT label.
+    Ask,
+}
+
+impl Unserialised {
+    /// The name used in the config, the outbox and the audit trail.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Unserialised::Window => "window",
+            Unserialised::DoubleFire { .. } => "double-fire",
+            Unserialised::Ask => "ask",
+        }
+    }
 }
 
 /// One frame as a source delivered it.
@@ -104,6 +147,11 @@ pub struct Scan {
     pub raw: Vec<u8>,
     /// The decoded barcode, or why it was rejected.
     pub decoded: Result<Decoded, DecodeError>,
+    /// Read while a frame of the same bytes from its scanner waited for
+    /// its ACK (`ack = true`): the scanner may be resending it, so an echo
+    /// of it is certain, not ambiguous. Always false for a scanner that
+    /// is not acknowledged (it never resends).
+    pub resend: bool,
 }
 
 impl Scan {
@@ -124,7 +172,36 @@ impl Scan {
             time,
             raw: raw.bytes,
             decoded,
+            resend: false,
         }
+    }
+
+    /// The label's serial, if it decoded and carries one.
+    pub fn serial(&self) -> Option<&str> {
+        self.decoded.as_ref().ok()?.product.serial.as_deref()
+    }
+
+    /// This scan's own echo window (ms), when its scanner's policy for
+    /// labels without a serial gives it one narrower than the gateway's:
+    /// `double-fire`, unless the scanner may be resending the frame.
+    pub fn own_window_ms(&self) -> Option<i64> {
+        match self.profile.unserialised {
+            Unserialised::DoubleFire { ms } if self.serial().is_none() && !self.resend => {
+                Some(i64::from(ms))
+            }
+            _ => None,
+        }
+    }
+
+    /// The policy that judges this scan's echoes, if its label decoded
+    /// without a serial (a serialised or rejected scan has none).
+    pub fn unserialised(&self) -> Option<Unserialised> {
+        let decoded = self.decoded.as_ref().ok()?;
+        decoded
+            .product
+            .serial
+            .is_none()
+            .then_some(self.profile.unserialised)
     }
 }
 
@@ -198,6 +275,7 @@ mod tests {
             scan_type: ScanType::Dispense,
             quantity: 1,
             owner: owner.map(str::to_string),
+            unserialised: Unserialised::Window,
         };
         let key = |owner| content_key("f", &profile(owner), &product);
         assert_ne!(key(Some("gw-a")), key(Some("gw-b")));

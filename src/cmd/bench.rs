@@ -235,6 +235,7 @@ fn measure(args: &BenchArgs) -> Result<Exit, String> {
         scan_type: ScanType::Dispense,
         quantity: 1,
         owner: None,
+        unserialised: Default::default(),
     };
     println!(
         "scangate bench: {} reads, batches of {}, database {}",

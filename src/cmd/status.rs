@@ -29,6 +29,9 @@ pub const STALE_AFTER_MS: i64 = 3 * crate::telemetry::STATUS_HEARTBEAT.as_millis
 /// Less free space than this in the state directory's file system (or
 /// twice `[outbox] min_free_mb`, if more) is a degraded gateway.
 pub const LOW_FREE_BYTES: u64 = 100 * 1024 * 1024;
+/// A burst of ambiguous echoes on a scanner shows this long (ms).
+const AMBIGUOUS_SHOWN_MS: i64 = 10 * 60_000;
+
 /// An undecided scan older than this (seconds) is a degraded gateway.
 pub const OLD_UNDECIDED_S: f64 = 60.0;
 
@@ -66,6 +69,8 @@ pub struct ScannerView {
     pub reads_today: u64,
     /// Rejected reads today.
     pub rejects_today: u64,
+    /// Ambiguous echoes today: labels without a serial taken for echoes.
+    pub ambiguous_today: u64,
 }
 
 /// The outbox's undecided scans.
@@ -290,6 +295,7 @@ fn scanner_views(
     degraded: &mut Vec<String>,
 ) -> Vec<ScannerView> {
     let today = chrono::Local::now().date_naive();
+    let now_ms = chrono::Utc::now().timestamp_millis();
     cfg.scanners
         .iter()
         .map(|sc| {
@@ -306,6 +312,18 @@ fn scanner_views(
                 ));
             }
             let counted = seen.filter(|s| s.day == today);
+            if let Some(at) = seen
+                .filter(|_| running)
+                .and_then(|s| s.ambiguous_burst_ms())
+                .filter(|at| now_ms - at <= AMBIGUOUS_SHOWN_MS)
+            {
+                degraded.push(format!(
+                    "scanner {}: {} echoes of labels without a serial within a minute (the last at {}): identical items may be being counted and taken for echoes (an under-count). Fix: if this counter counts identical items, set unserialised = \"double-fire\" for it, or have staff scan the REPEAT label before each further item (`scangate labels` prints it); `scangate audit trace` shows each echo",
+                    sc.name,
+                    crate::telemetry::live::AMBIGUOUS_BURST,
+                    crate::capture::clock::rfc3339_ms(at)
+                ));
+            }
             ScannerView {
                 name: sc.name.clone(),
                 kind,
@@ -316,6 +334,7 @@ fn scanner_views(
                 last_read_ms: seen.and_then(|s| s.last_read_ms),
                 reads_today: counted.map_or(0, |s| s.reads_today),
                 rejects_today: counted.map_or(0, |s| s.rejects_today),
+                ambiguous_today: counted.map_or(0, |s| s.ambiguous_today),
             }
         })
         .collect()
@@ -463,7 +482,7 @@ pub fn render(st: &Status) -> String {
     for s in &st.scanners {
         let _ = writeln!(
             out,
-            "scanner {}: {} ({} {}{}), last read {}, today {} read(s), {} rejected",
+            "scanner {}: {} ({} {}{}), last read {}, today {} read(s), {} rejected, {} ambiguous",
             s.name,
             if s.connected {
                 "connected"
@@ -479,7 +498,8 @@ pub fn render(st: &Status) -> String {
                 .unwrap_or_default(),
             s.last_read_ms.map_or_else(|| "never".into(), rfc3339_ms),
             s.reads_today,
-            s.rejects_today
+            s.rejects_today,
+            s.ambiguous_today
         );
     }
     let o = &st.outbox;

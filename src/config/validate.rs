@@ -173,6 +173,16 @@ impl Config {
                     "use 16..=1048576 bytes (default 4096)",
                 ));
             }
+            if !(50..=self.dedup.window_ms).contains(&u64::from(s.double_fire_ms)) {
+                return Err(err(
+                    key("double_fire_ms"),
+                    format!(
+                        "{} ms is outside 50 ms ..= the echo window ([dedup] window_ms = {})",
+                        s.double_fire_ms, self.dedup.window_ms
+                    ),
+                    "use e.g. 300 (a trigger's double-fire comes within ~250 ms); it cannot be wider than the window it narrows",
+                ));
+            }
         }
         Ok(())
     }

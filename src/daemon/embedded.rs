@@ -67,6 +67,7 @@ pub fn submit(
                     scan_uuid: s.uuid.to_string(),
                     verdict: Verdict::Pending,
                     content_key: None,
+                    ambiguous: false,
                     scanner: s.profile.scanner.clone(),
                     read_boot_ns: None,
                     was: crate::model::ScanState::Pending,

@@ -23,7 +23,9 @@
 --         caller's latest commits it has recorded (its ledger's and each of
 --         its claimer lanes')
 -- ARGV[5 .. 4+n] the ledger field names (the same for every scan of the call)
--- then per scan: scan_uuid, captured_ms, followed by its n field values
+-- then per scan: scan_uuid, captured_ms, its own window_ms (ARGV[1] for
+--         most; narrower for a double-fire window or a declared repeat,
+--         never wider), followed by its n field values
 -- Returns one "committed" or "suppressed <twin_uuid>" per scan ("=" in
 -- front when the scan was decided by an earlier call), or, with
 -- nothing changed, the error "SCANGATE_SETTINGS <window_ms> <retention_ms>"
@@ -78,7 +80,8 @@ local i = 1
 while a <= last do
   local uuid = ARGV[a]
   local t = tonumber(ARGV[a + 1])
-  local first = a + 2
+  local wi = math.min(tonumber(ARGV[a + 2]), w)
+  local first = a + 3
   a = first + n
   local scan_key = KEYS[2 * i - 1]
   local seen_key = KEYS[2 * i]
@@ -98,10 +101,10 @@ while a <= last do
     local twin = nil
     if #oldest > 0 then
       local o = tonumber(oldest[2])
-      if o >= t - w and o <= t + w then
+      if o >= t - wi and o <= t + wi then
         twin = oldest[1]
-      elseif o < t + w then
-        twin = redis.call('ZRANGEBYSCORE', seen_key, t - w, t + w, 'LIMIT', 0, 1)[1]
+      elseif o < t + wi then
+        twin = redis.call('ZRANGEBYSCORE', seen_key, t - wi, t + wi, 'LIMIT', 0, 1)[1]
       end
     end
     if twin then

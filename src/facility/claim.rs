@@ -119,7 +119,9 @@ impl Facility {
                 cmd.arg(*name);
             }
             for c in chunk {
-                cmd.arg(&c.scan_uuid).arg(c.captured_ms);
+                cmd.arg(&c.scan_uuid)
+                    .arg(c.captured_ms)
+                    .arg(c.window_ms.unwrap_or(self.window_ms));
                 for (_, value) in &c.fields {
                     cmd.arg(value);
                 }

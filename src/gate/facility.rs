@@ -160,12 +160,17 @@ impl Picked {
 
     /// The claims for the scans this gateway could not decide alone, in
     /// capture order, carrying their ledger entries' fields.
-    pub fn claims(&self, gateway: &str) -> Vec<Claim> {
+    /// Each carries its own echo window when narrower than the
+    /// facility's ([`Gate::window_of`]).
+    pub fn claims(&self, gate: &Gate) -> Vec<Claim> {
         self.rows
             .iter()
             .zip(&self.verdicts)
             .filter(|(_, v)| v.is_none())
-            .map(|(row, _)| claim_for(row, gateway))
+            .map(|(row, _)| {
+                let own = row.window_ms.map(|_| gate.window_of(row));
+                claim_for(row, gate.gateway(), own)
+            })
             .collect()
     }
 
@@ -569,13 +574,14 @@ impl PastRetention {
 
 /// The claim for one open scan, with the ledger entry's fields (also for
 /// a committed scan re-published by a reconciliation: the same claim).
-pub fn claim_for(row: &ScanRow, gateway: &str) -> Claim {
+pub fn claim_for(row: &ScanRow, gateway: &str, window_ms: Option<i64>) -> Claim {
     let text = |v: &Option<String>| v.clone().unwrap_or_default();
     let key = text(&row.content_key);
     Claim {
         scan_uuid: row.uuid.clone(),
         content_key: key.clone(),
         captured_ms: row.time.utc_ms,
+        window_ms,
         fields: vec![
             ("scan_uuid", row.uuid.clone()),
             ("gateway", gateway.to_string()),

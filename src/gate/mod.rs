@@ -296,8 +296,35 @@ impl Gate {
             return Ok(None);
         }
         stats.exact_lookups += 1;
-        Ok(crate::ledger::find_twin(tx, key, row, self.cfg.window_ms)?
+        Ok(crate::ledger::find_twin(tx, key, row, self.window_of(row))?
             .map(|twin| Verdict::Suppressed { twin }))
+    }
+
+    /// The echo window `row` is judged by (ms): the gateway's, or the
+    /// scan's own narrower one ([`ScanRow::window_ms`]: a double-fire
+    /// window, a declared repeat). With a facility store never narrower
+    /// than two captures of one read by two gateways can differ on
+    /// facility time (twice `max_clock_error_ms`), so a shared scanner's
+    /// read heard by both is still one pick.
+    pub fn window_of(&self, row: &ScanRow) -> i64 {
+        let floor = self.max_clock_error_ms.map_or(0, |e| 2 * e);
+        row.window_ms
+            .map_or(self.cfg.window_ms, |w| w.max(floor).min(self.cfg.window_ms))
+    }
+
+    /// Whether `verdict` on `row` is an ambiguous echo: a label without a
+    /// serial, not a frame its scanner may have been resending (docs/design.md,
+    /// "Unserialised labels"). A serialised label's echo never is.
+    fn ambiguity(&self, row: &ScanRow, verdict: &Verdict) -> Option<crate::audit::AuditAmbiguous> {
+        let echo = matches!(verdict, Verdict::Suppressed { .. });
+        (echo && row.serial.is_none() && !row.resend).then(|| crate::audit::AuditAmbiguous {
+            why: crate::audit::AMBIGUOUS_WHY.to_string(),
+            policy: row
+                .unserialised
+                .clone()
+                .unwrap_or_else(|| "window".to_string()),
+            window_ms: self.window_of(row),
+        })
     }
 
     /// Write one verdict: state, ledger row and local exact knowledge for a
@@ -348,16 +375,41 @@ impl Gate {
             }
             _ => (None, None),
         };
-        let notes: Vec<String> = clock
-            .and_then(|c| c.note.clone())
+        let declared_note = row
+            .declared
+            .as_ref()
+            .map(|(control, by)| match control.as_str() {
+                "repeat" => format!("declared a repeat by the operator (control label read {by})"),
+                other => format!("declared {other} by the operator (control label read {by})"),
+            });
+        let notes: Vec<String> = declared_note
             .into_iter()
+            .chain(clock.and_then(|c| c.note.clone()))
             .chain(note)
             .collect();
         let reason = reason
             .or_else(|| (!notes.is_empty()).then(|| notes.join("; ")))
             .or_else(|| self.audit_note.clone());
         let decided_ms = verdict.is_final().then_some(now_ms);
-        outbox::set_verdict(tx, row.seq, verdict.state(), twin.as_deref(), decided_ms)?;
+        let ambiguous = self.ambiguity(&row, &verdict);
+        let declared = row
+            .declared
+            .as_ref()
+            .map(|(control, by)| crate::audit::AuditDeclared {
+                control: control.clone(),
+                by: by.clone(),
+            });
+        outbox::set_verdict(
+            tx,
+            row.seq,
+            outbox::SetVerdict {
+                state: verdict.state(),
+                twin: twin.as_deref(),
+                ambiguous: ambiguous.is_some(),
+                decided_ms,
+            },
+        )?;
+        let is_ambiguous = ambiguous.is_some();
         chain.append(AuditRecord {
             seq: 0,
             at: rfc3339_ms(now_ms),
@@ -380,13 +432,18 @@ impl Gate {
             state_reset: None,
             ledger_hash,
             pruned: None,
+            ambiguous,
+            declared,
         })?;
         match verdict {
             Verdict::Committed => stats.committed += 1,
-            Verdict::Suppressed { .. } => stats.suppressed += 1,
+            Verdict::Suppressed { .. } => {
+                stats.suppressed += 1;
+                stats.ambiguous += u64::from(is_ambiguous);
+            }
             Verdict::Rejected { .. } => stats.rejected += 1,
             Verdict::Unresolved { .. } => stats.unresolved += 1,
-            Verdict::Pending => {}
+            Verdict::Pending | Verdict::Control { .. } => {}
         }
         if verdict.is_final() {
             stats.decided += 1;
@@ -397,6 +454,7 @@ impl Gate {
             scan_uuid: row.uuid,
             verdict,
             content_key: row.content_key,
+            ambiguous: is_ambiguous,
             scanner: row.scanner,
             read_boot_ns,
             was: row.state,
@@ -429,11 +487,15 @@ pub fn decision_of(store: &Store, scan_uuid: &str) -> Result<Option<Decision>, S
                 reason: "waiting for the facility store".into(),
             },
             ScanState::Pending => Verdict::Pending,
+            ScanState::Control => Verdict::Control {
+                control: r.control.unwrap_or_default(),
+            },
         };
         Decision {
             scan_uuid: scan_uuid.to_string(),
             verdict,
             content_key: r.content_key,
+            ambiguous: r.ambiguous,
             scanner: r.scanner,
             read_boot_ns: None,
             was: r.state,

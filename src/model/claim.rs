@@ -10,6 +10,9 @@ pub struct Claim {
     pub content_key: String,
     /// Capture time, Unix ms (UTC).
     pub captured_ms: i64,
+    /// Its own echo window (ms), narrower than the facility's: a
+    /// double-fire window, a declared repeat (`None`: the facility's).
+    pub window_ms: Option<i64>,
     /// Ledger entry fields, in order (the names of `ledger::LedgerEntry`).
     pub fields: Vec<(&'static str, String)>,
 }

@@ -28,6 +28,11 @@ pub enum Verdict {
     },
     /// Not decided yet (still in the outbox).
     Pending,
+    /// A control label (REPEAT, QUANTITY N): audited, never a pick.
+    Control {
+        /// What it declares ("repeat", "quantity 3").
+        control: String,
+    },
 }
 
 impl Verdict {
@@ -39,10 +44,11 @@ impl Verdict {
             Verdict::Rejected { .. } => ScanState::Rejected,
             Verdict::Unresolved { .. } => ScanState::Unresolved,
             Verdict::Pending => ScanState::Pending,
+            Verdict::Control { .. } => ScanState::Control,
         }
     }
 
-    /// Committed, suppressed or rejected: the scan's last state.
+    /// Committed, suppressed, rejected or control: the scan's last state.
     pub fn is_final(&self) -> bool {
         self.state().is_final()
     }
@@ -58,6 +64,12 @@ pub struct Decision {
     pub verdict: Verdict,
     /// Its content key (absent for rejected scans).
     pub content_key: Option<String>,
+    /// An echo of a label without a serial, not known to be a resend:
+    /// another identical item, a re-scan and a double-fire read alike, so
+    /// this suppression may have under-counted (docs/design.md,
+    /// "Unserialised labels").
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub ambiguous: bool,
     /// The scanner that read it (for metrics and `status`).
     #[serde(skip)]
     pub scanner: String,
@@ -79,6 +91,9 @@ pub struct GateStats {
     pub committed: u64,
     /// Suppressed.
     pub suppressed: u64,
+    /// Of those, ambiguous: labels without a serial (see
+    /// [`Decision::ambiguous`]).
+    pub ambiguous: u64,
     /// Rejected.
     pub rejected: u64,
     /// Times a scan became unresolved (facility store unreachable).
@@ -96,6 +111,7 @@ impl GateStats {
             decided: self.decided + other.decided,
             committed: self.committed + other.committed,
             suppressed: self.suppressed + other.suppressed,
+            ambiguous: self.ambiguous + other.ambiguous,
             rejected: self.rejected + other.rejected,
             unresolved: self.unresolved + other.unresolved,
             exact_lookups: self.exact_lookups + other.exact_lookups,
@@ -109,6 +125,7 @@ impl GateStats {
             decided: self.decided - earlier.decided,
             committed: self.committed - earlier.committed,
             suppressed: self.suppressed - earlier.suppressed,
+            ambiguous: self.ambiguous - earlier.ambiguous,
             rejected: self.rejected - earlier.rejected,
             unresolved: self.unresolved - earlier.unresolved,
             exact_lookups: self.exact_lookups - earlier.exact_lookups,

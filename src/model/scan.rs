@@ -20,16 +20,20 @@ pub enum ScanState {
     Suppressed,
     /// Failed validation.
     Rejected,
+    /// A control label the operator read (REPEAT, QUANTITY N): never a
+    /// pick; it declares the next read of its scanner.
+    Control,
 }
 
 impl ScanState {
     /// Every state, in the order `outbox status` lists them.
-    pub const ALL: [ScanState; 5] = [
+    pub const ALL: [ScanState; 6] = [
         ScanState::Pending,
         ScanState::Unresolved,
         ScanState::Committed,
         ScanState::Suppressed,
         ScanState::Rejected,
+        ScanState::Control,
     ];
 
     /// The stored name.
@@ -40,6 +44,7 @@ impl ScanState {
             ScanState::Committed => "committed",
             ScanState::Suppressed => "suppressed",
             ScanState::Rejected => "rejected",
+            ScanState::Control => "control",
         }
     }
 
@@ -48,7 +53,7 @@ impl ScanState {
         ScanState::ALL.into_iter().find(|s| s.as_str() == name)
     }
 
-    /// Committed, suppressed or rejected: the scan's last state.
+    /// Committed, suppressed, rejected or control: the scan's last state.
     pub fn is_final(self) -> bool {
         !matches!(self, ScanState::Pending | ScanState::Unresolved)
     }

@@ -60,6 +60,17 @@ pub struct ScanRow {
     pub content_key: Option<String>,
     /// Why it is rejected (set at admission).
     pub reject_reason: Option<String>,
+    /// Its own echo window (ms), narrower than the gateway's, fixed at the
+    /// read ([`Scan::own_window_ms`]); `None`: the gateway's.
+    pub window_ms: Option<i64>,
+    /// The policy its scanner applied to a label without a serial
+    /// (`window`, `double-fire`, `ask`); `None`: serialised or rejected.
+    pub unserialised: Option<String>,
+    /// Its scanner may have been resending the frame ([`Scan::resend`]).
+    pub resend: bool,
+    /// Declared by the operator with a control label (`repeat`,
+    /// `quantity N`), and that control read's scan UUID.
+    pub declared: Option<(String, String)>,
 }
 
 /// The columns a [`ScanRow`] is read from, in [`ScanRow::read`]'s order
@@ -68,7 +79,8 @@ macro_rules! COLUMNS {
     () => {
         "seq, state, scan_uuid, scanner, captured_ms, boot_id, boot_ns, clock_synced,
          content_key, reject_reason, length(raw), scan_type, quantity, gtin, ndc10,
-         lot, serial, expiry, symbology"
+         lot, serial, expiry, symbology, window_ms, unserialised, resend,
+         declared, declared_by"
     };
 }
 pub(crate) use COLUMNS;
@@ -98,6 +110,13 @@ impl ScanRow {
             serial: r.get(16)?,
             expiry: r.get(17)?,
             symbology: r.get(18)?,
+            window_ms: r.get(19)?,
+            unserialised: r.get(20)?,
+            resend: r.get(21)?,
+            declared: match (r.get(22)?, r.get(23)?) {
+                (Some(what), Some(by)) => Some((what, by)),
+                _ => None,
+            },
         })
     }
 }
@@ -115,6 +134,10 @@ pub struct OutboxStatus {
     pub suppressed: i64,
     /// Scans that failed validation.
     pub rejected: i64,
+    /// Control labels read (never picks).
+    pub control: i64,
+    /// Of the suppressed, the ambiguous: labels without a serial.
+    pub ambiguous: i64,
     /// Capture time (Unix ms) of the oldest pending or unresolved scan.
     pub oldest_open_ms: Option<i64>,
 }
@@ -138,7 +161,12 @@ pub struct DiskStatus {
 impl OutboxStatus {
     /// Every scan in the outbox, whatever its state.
     pub fn total(&self) -> i64 {
-        self.pending + self.unresolved + self.committed + self.suppressed + self.rejected
+        self.pending
+            + self.unresolved
+            + self.committed
+            + self.suppressed
+            + self.rejected
+            + self.control
     }
 }
 
@@ -261,8 +289,15 @@ impl Store {
                 ScanState::Committed => &mut st.committed,
                 ScanState::Suppressed => &mut st.suppressed,
                 ScanState::Rejected => &mut st.rejected,
+                ScanState::Control => &mut st.control,
             } = n;
         }
+        st.ambiguous = self
+            .conn
+            .query_row("SELECT count(*) FROM scans WHERE ambiguous = 1", [], |r| {
+                r.get(0)
+            })
+            .map_err(|e| self.err_at(e))?;
         st.oldest_open_ms = self.oldest_open_ms()?;
         Ok(st)
     }
@@ -304,8 +339,10 @@ fn insert(tx: &Transaction<'_>, facility: &str, scans: &[Scan]) -> rusqlite::Res
     let mut insert = tx.prepare_cached(
         "INSERT OR IGNORE INTO scans (scan_uuid, scanner, scan_type, quantity,
             captured_ms, boot_id, boot_ns, clock_synced, raw, symbology, gtin,
-            ndc10, lot, serial, expiry, content_key, reject_reason)
-         VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17)",
+            ndc10, lot, serial, expiry, content_key, reject_reason, window_ms,
+            unserialised, resend)
+         VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,
+            ?18,?19,?20)",
     )?;
     let mut fresh = Vec::with_capacity(scans.len());
     for scan in scans {
@@ -333,26 +370,41 @@ fn insert(tx: &Transaction<'_>, facility: &str, scans: &[Scan]) -> rusqlite::Res
             product.and_then(|p| p.expiry.map(|d| d.format("%Y-%m-%d").to_string())),
             key,
             reason,
+            scan.own_window_ms(),
+            scan.unserialised().map(|u| u.as_str()),
+            scan.resend,
         ])?;
         fresh.push(n == 1);
     }
     Ok(fresh)
 }
 
-/// Write a scan's verdict (inside the decision's transaction): its new
-/// state, the committed twin of an echo, and, for a final state, when it
-/// was decided.
-pub fn set_verdict(
-    tx: &Connection,
-    seq: i64,
-    state: ScanState,
-    twin: Option<&str>,
-    decided_ms: Option<i64>,
-) -> rusqlite::Result<()> {
+/// A scan's verdict as the outbox keeps it.
+#[derive(Debug, Clone, Copy)]
+pub struct SetVerdict<'a> {
+    /// Its new state.
+    pub state: ScanState,
+    /// The committed twin of an echo.
+    pub twin: Option<&'a str>,
+    /// An ambiguous echo ([`crate::model::Decision::ambiguous`]).
+    pub ambiguous: bool,
+    /// For a final state, when it was decided (Unix ms).
+    pub decided_ms: Option<i64>,
+}
+
+/// Write a scan's verdict (inside the decision's transaction).
+pub fn set_verdict(tx: &Connection, seq: i64, v: SetVerdict<'_>) -> rusqlite::Result<()> {
     tx.prepare_cached(
-        "UPDATE scans SET state = ?2, twin_uuid = ?3, decided_ms = ?4 WHERE seq = ?1",
+        "UPDATE scans SET state = ?2, twin_uuid = ?3, decided_ms = ?4, ambiguous = ?5
+         WHERE seq = ?1",
     )?
-    .execute(params![seq, state, twin, decided_ms])?;
+    .execute(params![
+        seq,
+        v.state,
+        v.twin,
+        v.decided_ms,
+        v.ambiguous.then_some(1)
+    ])?;
     Ok(())
 }
 
@@ -369,12 +421,17 @@ pub struct Recorded {
     pub content_key: Option<String>,
     /// The scanner that read it.
     pub scanner: String,
+    /// An ambiguous echo.
+    pub ambiguous: bool,
+    /// A control read: what it declares.
+    pub control: Option<String>,
 }
 
 /// The recorded state of scan `scan_uuid`, if the outbox has it.
 pub fn recorded(conn: &Connection, scan_uuid: &str) -> rusqlite::Result<Option<Recorded>> {
     conn.prepare_cached(
-        "SELECT state, twin_uuid, reject_reason, content_key, scanner FROM scans WHERE scan_uuid = ?1",
+        "SELECT state, twin_uuid, reject_reason, content_key, scanner, ambiguous, control
+         FROM scans WHERE scan_uuid = ?1",
     )?
     .query_row([scan_uuid], |r| {
         Ok(Recorded {
@@ -383,6 +440,8 @@ pub fn recorded(conn: &Connection, scan_uuid: &str) -> rusqlite::Result<Option<R
             reject_reason: r.get(2)?,
             content_key: r.get(3)?,
             scanner: r.get(4)?,
+            ambiguous: r.get::<_, Option<bool>>(5)?.unwrap_or(false),
+            control: r.get(6)?,
         })
     })
     .optional()

@@ -4,7 +4,7 @@
 
 use super::hid::config::{HidConfig, HidMode};
 use super::serial::config::SerialConfig;
-use crate::capture::{Profile, ScanType};
+use crate::capture::{Profile, ScanType, Unserialised};
 use serde::Deserialize;
 use std::path::PathBuf;
 
@@ -33,6 +33,13 @@ pub struct Scanner<K> {
     /// cloned config) never suppresses its picks.
     #[serde(default)]
     pub shared: bool,
+    /// How reads of a label without a serial are judged (`window`, the
+    /// default; `double-fire`; `ask`): see [`Unserialised`].
+    #[serde(default)]
+    pub unserialised: UnserialisedPolicy,
+    /// `unserialised = "double-fire"`: the short window (ms), default 300.
+    #[serde(default = "default_double_fire_ms")]
+    pub double_fire_ms: u32,
     /// The gateway a scanner that is not `shared` belongs to (part of its
     /// content keys); set where the daemon starts the source
     /// ([`Scanner::owned_by`]).
@@ -52,6 +59,13 @@ impl<K> Scanner<K> {
             scan_type: self.scan_type,
             quantity: self.quantity,
             owner: self.owner.clone(),
+            unserialised: match self.unserialised {
+                UnserialisedPolicy::Window => Unserialised::Window,
+                UnserialisedPolicy::DoubleFire => Unserialised::DoubleFire {
+                    ms: self.double_fire_ms,
+                },
+                UnserialisedPolicy::Ask => Unserialised::Ask,
+            },
         }
     }
 
@@ -70,6 +84,8 @@ impl<K> Scanner<K> {
             quantity: self.quantity,
             max_frame_bytes: self.max_frame_bytes,
             shared: self.shared,
+            unserialised: self.unserialised,
+            double_fire_ms: self.double_fire_ms,
             owner: self.owner.clone(),
             kind,
         }
@@ -85,6 +101,8 @@ impl Scanner<()> {
             quantity: default_quantity(),
             max_frame_bytes: default_max_frame_bytes(),
             shared: false,
+            unserialised: UnserialisedPolicy::default(),
+            double_fire_ms: default_double_fire_ms(),
             owner: None,
             kind: (),
         }
@@ -109,6 +127,25 @@ impl Scanner<HidConfig> {
     pub fn hid(name: &str, mode: HidMode, scan_type: ScanType) -> Scanner<HidConfig> {
         Scanner::common(name, scan_type).with_kind(HidConfig::new(mode))
     }
+}
+
+/// `unserialised` as the config names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum UnserialisedPolicy {
+    /// [`Unserialised::Window`].
+    #[default]
+    Window,
+    /// [`Unserialised::DoubleFire`], with `double_fire_ms`.
+    DoubleFire,
+    /// [`Unserialised::Ask`].
+    Ask,
+}
+
+/// `double_fire_ms` unless set: a trigger's second decode of one label
+/// comes within ~100–250 ms; a person scanning a second item needs more.
+fn default_double_fire_ms() -> u32 {
+    300
 }
 
 /// One unit per read, unless `quantity` says otherwise.

@@ -361,6 +361,10 @@ async fn connection(
     // Durable notices for this connection only: after a reconnect, ACKs for
     // frames read on the old one are not sent (the scanner has resent them).
     let (durable_tx, mut durable_rx) = mpsc::unbounded_channel::<Instant>();
+    // The frames waiting for their ACK, in read order (ACKs go out in it):
+    // a frame read while one of the same bytes waits may be the scanner
+    // resending it ([`Scan::resend`]).
+    let mut unacked: std::collections::VecDeque<Vec<u8>> = Default::default();
     let timeout = framer.spec().timeout_ms.map(Duration::from_millis);
     let mut last_byte = tokio::time::Instant::now();
     let mut buf = [0u8; 1024];
@@ -382,6 +386,7 @@ async fn connection(
                 if let Err(e) = port.write_all(&[ACK]).await {
                     return Ended::Lost(format!("writing ACK failed: {e}"));
                 }
+                unacked.pop_front();
                 let took = frame_end.elapsed();
                 stats.total.record(took);
                 stats.interval.record(took);
@@ -418,7 +423,8 @@ async fn connection(
             }
         }
         for (raw, frame_end) in frames {
-            let scan = Scan::capture(profile, raw);
+            let mut scan = Scan::capture(profile, raw);
+            scan.resend = cfg.kind.ack && unacked.contains(&scan.raw);
             // A frame that does not decode (over-long, torn by a reconnect,
             // misread, hostile bytes) is stored and audited as rejected, and
             // NAKed so the scanner sends it again: an ACK must only ever
@@ -437,6 +443,9 @@ async fn connection(
             }
             let durable =
                 (cfg.kind.ack && usable).then(|| DurableAck::new(durable_tx.clone(), frame_end));
+            if durable.is_some() {
+                unacked.push_back(scan.raw.clone());
+            }
             if out.send(scan, durable).await.is_err() {
                 return Ended::Stop; // the outbox writer is gone: shutting down
             }

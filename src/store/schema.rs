@@ -146,6 +146,73 @@ const MIGRATIONS: &[&str] = &[
         registered_ms  INTEGER NOT NULL
     );
     "#,
+    // 7: unserialised labels and the operator (issue 26). A scan carries
+    // how it is judged, fixed at its read so a replay judges it as live:
+    // its own echo window (`window_ms`, NULL: the gateway's), the policy
+    // its scanner applied to a label without a serial (`unserialised`),
+    // whether its scanner may be resending an unacknowledged frame
+    // (`resend`), a control label read (`control`; `control_end` once a
+    // read followed it or it lapsed), a read the operator declared with
+    // one (`declared`, `declared_by` the control's scan), and, once
+    // suppressed, whether that echo was ambiguous. A control
+    // read's state is `control`, which the old CHECK refused: the table
+    // is rebuilt (SQLite cannot alter a CHECK) without it — `ScanState`
+    // refuses an unknown state on every read, and the CHECK made SQLite
+    // build a throw-away index on every INSERT and UPDATE of a scan.
+    r#"
+    CREATE TABLE scans_v7 (
+        seq           INTEGER PRIMARY KEY,
+        scan_uuid     TEXT    NOT NULL UNIQUE,
+        scanner       TEXT    NOT NULL,
+        scan_type     TEXT    NOT NULL,
+        quantity      INTEGER NOT NULL,
+        captured_ms   INTEGER NOT NULL,
+        boot_id       TEXT    NOT NULL,
+        boot_ns       INTEGER NOT NULL,
+        clock_synced  INTEGER NOT NULL,
+        raw           BLOB    NOT NULL,
+        symbology     TEXT,
+        gtin          TEXT,
+        ndc10         TEXT,
+        lot           TEXT,
+        serial        TEXT,
+        expiry        TEXT,
+        content_key   TEXT,
+        reject_reason TEXT,
+        state         TEXT    NOT NULL DEFAULT 'pending',
+        twin_uuid     TEXT,
+        decided_ms    INTEGER,
+        window_ms     INTEGER,
+        unserialised  TEXT,
+        resend        INTEGER NOT NULL DEFAULT 0,
+        control       TEXT,
+        declared      TEXT,
+        declared_by   TEXT,
+        control_end   TEXT,
+        ambiguous     INTEGER
+    );
+    INSERT INTO scans_v7 (seq, scan_uuid, scanner, scan_type, quantity,
+        captured_ms, boot_id, boot_ns, clock_synced, raw, symbology, gtin,
+        ndc10, lot, serial, expiry, content_key, reject_reason, state,
+        twin_uuid, decided_ms)
+    SELECT seq, scan_uuid, scanner, scan_type, quantity, captured_ms,
+        boot_id, boot_ns, clock_synced, raw, symbology, gtin, ndc10, lot,
+        serial, expiry, content_key, reject_reason, state, twin_uuid,
+        decided_ms
+    FROM scans;
+    DROP TABLE scans;
+    ALTER TABLE scans_v7 RENAME TO scans;
+    CREATE INDEX scans_pending ON scans (captured_ms, boot_ns, scan_uuid)
+        WHERE state = 'pending';
+    CREATE INDEX scans_twin ON scans (twin_uuid) WHERE twin_uuid IS NOT NULL;
+    CREATE INDEX scans_unresolved ON scans (captured_ms, boot_ns, scan_uuid)
+        WHERE state = 'unresolved';
+    CREATE INDEX scans_unsynced ON scans (content_key)
+        WHERE state = 'unresolved' AND clock_synced = 0;
+    -- Control reads not yet followed by a read nor lapsed: tiny.
+    CREATE INDEX scans_control_open ON scans (scanner, captured_ms)
+        WHERE state = 'control' AND control_end IS NULL;
+    "#,
 ];
 
 /// `PRAGMA secure_delete` on every writing connection: whatever a write

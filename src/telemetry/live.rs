@@ -7,6 +7,13 @@ use serde::{Deserialize, Serialize};
 /// File name of the status file in the state directory.
 pub const STATUS_FILE: &str = "status.json";
 
+/// Ambiguous echoes on one scanner that make a burst (within
+/// [`AMBIGUOUS_BURST_WITHIN_MS`]): "someone may be counting identical
+/// items". The alert rule `ScangateAmbiguousEchoes` uses the same figures.
+pub const AMBIGUOUS_BURST: usize = 3;
+/// See [`AMBIGUOUS_BURST`].
+pub const AMBIGUOUS_BURST_WITHIN_MS: i64 = 60_000;
+
 /// One scanner as the running daemon sees it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LiveScanner {
@@ -25,6 +32,13 @@ pub struct LiveScanner {
     pub reads_today: u64,
     /// Of them, rejected.
     pub rejects_today: u64,
+    /// Of them, ambiguous echoes (labels without a serial).
+    #[serde(default)]
+    pub ambiguous_today: u64,
+    /// When the last few ambiguous echoes were decided (Unix ms, oldest
+    /// first, at most [`AMBIGUOUS_BURST`]): a burst shows in `status`.
+    #[serde(default)]
+    pub ambiguous_recent_ms: Vec<i64>,
     /// The day counted.
     pub day: chrono::NaiveDate,
 }
@@ -59,7 +73,34 @@ impl LiveScanner {
             last_read_ms: None,
             reads_today: 0,
             rejects_today: 0,
+            ambiguous_today: 0,
+            ambiguous_recent_ms: Vec::new(),
             day: today(),
+        }
+    }
+
+    /// Count an ambiguous echo decided at `at_ms`.
+    pub(crate) fn ambiguous(&mut self, at_ms: i64) {
+        self.ambiguous_today += 1;
+        self.ambiguous_recent_ms.push(at_ms);
+        let over = self
+            .ambiguous_recent_ms
+            .len()
+            .saturating_sub(AMBIGUOUS_BURST);
+        self.ambiguous_recent_ms.drain(..over);
+    }
+
+    /// The time of the latest burst, if the last [`AMBIGUOUS_BURST`]
+    /// ambiguous echoes came within [`AMBIGUOUS_BURST_WITHIN_MS`].
+    pub fn ambiguous_burst_ms(&self) -> Option<i64> {
+        let recent = &self.ambiguous_recent_ms;
+        match (recent.first(), recent.last()) {
+            (Some(first), Some(last))
+                if recent.len() >= AMBIGUOUS_BURST && last - first <= AMBIGUOUS_BURST_WITHIN_MS =>
+            {
+                Some(*last)
+            }
+            _ => None,
         }
     }
 
@@ -70,6 +111,7 @@ impl LiveScanner {
             self.day = day;
             self.reads_today = 0;
             self.rejects_today = 0;
+            self.ambiguous_today = 0;
         }
     }
 }

@@ -135,6 +135,7 @@ struct Inner {
     registry: Registry,
     scans_read: Family<ScannerLabel, Counter>,
     decisions: Family<DecisionLabels, Counter>,
+    ambiguous: Family<ScannerLabel, Counter>,
     scanner_up: Family<ScannerLabel, Gauge>,
     last_read: Family<ScannerLabel, FloatGauge>,
     undecided: Family<StateLabel, Gauge>,
@@ -202,6 +203,12 @@ impl Telemetry {
             "scangate_decisions",
             "Decisions since start per scanner: committed, suppressed, rejected, or unresolved (a scan left waiting for the facility store, counted once however often it is retried)",
             decisions.clone(),
+        );
+        let ambiguous = Family::<ScannerLabel, Counter>::default();
+        registry.register(
+            "scangate_ambiguous_echoes",
+            "Echoes per scanner since start of a label without a serial (counted in the suppressed decisions too): another identical item, a re-scan and a double-fire read alike, so each may be an under-count. A burst on one scanner: someone may be counting identical items",
+            ambiguous.clone(),
         );
         let scanner_up = Family::<ScannerLabel, Gauge>::default();
         registry.register(
@@ -274,6 +281,7 @@ impl Telemetry {
         let mut scanners = BTreeMap::new();
         for name in scanners_configured {
             zero_series(&scans_read, &scanner_up, &last_read, &decisions, name);
+            ambiguous.get_or_create(&Self::label(name)).inc_by(0);
             scanners.insert(name.clone(), LiveScanner::new(name));
         }
         for state in [ScanState::Pending, ScanState::Unresolved] {
@@ -288,6 +296,7 @@ impl Telemetry {
                 registry,
                 scans_read,
                 decisions,
+                ambiguous,
                 scanner_up,
                 last_read,
                 undecided,
@@ -329,6 +338,7 @@ impl Telemetry {
             i.scans_read.remove(&label);
             i.scanner_up.remove(&label);
             i.last_read.remove(&label);
+            i.ambiguous.remove(&label);
             for decision in ScanState::ALL {
                 i.decisions.remove(&DecisionLabels {
                     scanner: gone.clone(),
@@ -346,6 +356,7 @@ impl Telemetry {
                     &i.decisions,
                     name,
                 );
+                i.ambiguous.get_or_create(&Self::label(name)).inc_by(0);
                 scanners.insert(name.clone(), LiveScanner::new(name));
             }
         }
@@ -477,6 +488,13 @@ impl Telemetry {
         }
         if state == ScanState::Rejected {
             self.with_scanner(&d.scanner, |s| s.rejects_today += 1);
+        }
+        if d.ambiguous {
+            self.inner
+                .ambiguous
+                .get_or_create(&Self::label(&d.scanner))
+                .inc();
+            self.with_scanner(&d.scanner, |s| s.ambiguous(now_ms()));
         }
     }
 

@@ -34,6 +34,7 @@ pub fn dispense(scanner: &str) -> Profile {
         scan_type: ScanType::Dispense,
         quantity: 1,
         owner: None,
+        unserialised: Default::default(),
     }
 }
 

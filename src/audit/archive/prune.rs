@@ -283,6 +283,8 @@ fn checkpoint_record(
             archives,
             keep_days: policy.keep_days,
         }),
+        ambiguous: None,
+        declared: None,
     }
 }
 
@@ -386,6 +388,8 @@ mod tests {
                     state_reset: None,
                     ledger_hash: None,
                     pruned: None,
+                    ambiguous: None,
+                    declared: None,
                 })
                 .unwrap();
         }

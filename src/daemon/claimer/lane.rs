@@ -378,7 +378,7 @@ impl Lane {
             return;
         };
         self.last_round_sent = self.stopping;
-        let claims = next.claims(self.gate.gateway());
+        let claims = next.claims(&self.gate);
         // A round of local verdicts alone sends no claim that would tell of
         // a facility-wide change of window: before this gateway's window
         // decides echoes, ask (one HMGET).
@@ -726,7 +726,7 @@ pub fn round(
     let mut round = Round::default();
     for lane in [LaneKind::Replay, LaneKind::Live] {
         let mut picked = pick(store, gate, lane, &[], now, redis.is_some())?;
-        let claims = picked.claims(gate.gateway());
+        let claims = picked.claims(gate);
         let claimed = match redis.as_deref_mut() {
             _ if claims.is_empty() => Ok(Vec::new()),
             Some(f) => {

@@ -193,7 +193,7 @@ pub(super) fn reconcile(
                 let mut on_ledger_time = row.clone();
                 on_ledger_time.time.utc_ms = *captured_ms;
                 on_ledger_time.time.synced = *synced;
-                claim_for(&on_ledger_time, gateway)
+                claim_for(&on_ledger_time, gateway, row.window_ms)
             })
             .collect();
         let outcomes = f.claim_batch(&claims)?;
@@ -254,6 +254,10 @@ fn row_of_entry(e: crate::ledger::LedgerEntry, captured_ms: i64) -> ScanRow {
         expiry: e.expiry,
         content_key: Some(e.content_key),
         reject_reason: None,
+        window_ms: None,
+        unserialised: None,
+        resend: false,
+        declared: None,
     }
 }
 
@@ -350,6 +354,8 @@ fn record_conflicts(
                 state_reset: None,
                 ledger_hash: None,
                 pruned: None,
+                ambiguous: None,
+                declared: None,
             })
             .map_err(|e| w.err(e))?;
         listed.push(ConflictRecord {

@@ -296,7 +296,7 @@ impl Lane {
         lost: &str,
     ) -> Result<Vec<Outcome>, String> {
         self.reconcile(lost)?;
-        let claims = picked.claims(self.gate.gateway());
+        let claims = picked.claims(&self.gate);
         let markers = markers(&self.store, self.gate.facility_now(), self.retention_ms());
         let claimed = match &mut self.state {
             LinkState::Online(f) => f.claim_batch_checked(&claims, &markers),

@@ -1,0 +1,170 @@
+//! Labels without a serial (issue 26): a technician receiving a tote scans
+//! 12 identical bottles one second apart. Per label kind and per scanner
+//! policy: the ledger entries, and which echoes are ambiguous — in the
+//! decisions, the outbox and the audit trail. Real SQLite files, the
+//! embedded gate; the facility claim of the same rules is in
+//! `facility_redis.rs`, the daemon's status and metrics in
+//! `unserialised_daemon` below.
+
+use crate::util::{GS, GTIN, capture_time, dscsa, scan, test_gate};
+use scangate::capture::{Profile, Scan, Unserialised};
+use scangate::config::ScanType;
+use scangate::model::Verdict;
+use scangate::store::Store;
+
+/// A GS1 DataMatrix without a serial: GTIN, expiry, lot.
+fn gtin_lot() -> String {
+    format!("]d201{GTIN}17281231{GS}10LOT7A")
+}
+
+/// The linear UPC-A every package carries (as EAN-13, AIM `]E0`).
+const UPC: &str = "]E00312345678906";
+
+fn receiving(policy: Unserialised) -> Profile {
+    Profile {
+        scanner: "receiving".into(),
+        scan_type: ScanType::Receive,
+        quantity: 1,
+        owner: Some("test-gw".into()),
+        unserialised: policy,
+    }
+}
+
+/// What one tote did: per read its verdict and whether it was ambiguous,
+/// the ledger's length, and the audit records that say "ambiguous".
+struct Tote {
+    verdicts: Vec<(Verdict, bool)>,
+    entries: usize,
+    audited_ambiguous: usize,
+    outbox_ambiguous: i64,
+}
+
+/// Submit `reads` (label, ms after the first) one by one, as the daemon
+/// decides a read at the counter, on a fresh gateway.
+fn tote(policy: Unserialised, reads: &[(String, i64)], resend: bool) -> Tote {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = Store::open(dir.path()).unwrap();
+    let mut gate = test_gate(&store);
+    let t0 = chrono::Utc::now().timestamp_millis();
+    let profile = receiving(policy);
+    let mut verdicts = Vec::new();
+    let mut uuids = Vec::new();
+    for (label, at) in reads {
+        let mut s: Scan = scan(
+            &profile,
+            label.as_str(),
+            capture_time(t0 + at, "boot-a", 1_000_000 + at, true),
+        );
+        s.resend = resend;
+        uuids.push(s.uuid.to_string());
+        let d = scangate::daemon::embedded::submit(&mut store, &mut gate, &[s]).unwrap();
+        verdicts.push((d[0].verdict.clone(), d[0].ambiguous));
+    }
+    let mut entries = 0;
+    scangate::ledger::for_each(&store, None, |_| {
+        entries += 1;
+        Ok(())
+    })
+    .unwrap();
+    let audited_ambiguous = uuids
+        .iter()
+        .flat_map(|u| scangate::audit::records_for_scan(&store, u).unwrap())
+        .filter(|r| r.ambiguous.is_some())
+        .count();
+    let outbox_ambiguous = store.outbox_status().unwrap().ambiguous;
+    assert_eq!(gate.stats().ambiguous as usize, audited_ambiguous);
+    Tote {
+        verdicts,
+        entries,
+        audited_ambiguous,
+        outbox_ambiguous,
+    }
+}
+
+/// Twelve reads of `label`, one second (and a little: a person's pace)
+/// apart.
+fn twelve(label: &str) -> Vec<(String, i64)> {
+    (0..12).map(|i| (label.to_string(), i * 1010)).collect()
+}
+
+#[test]
+fn twelve_identical_bottles_under_each_policy() {
+    let df = Unserialised::DoubleFire { ms: 300 };
+    // (label kind, policy, ledger entries, ambiguous echoes)
+    let table: [(&str, String, Unserialised, usize, usize); 7] = [
+        ("serialised", String::new(), Unserialised::Window, 12, 0),
+        ("gtin+lot", gtin_lot(), Unserialised::Window, 4, 8),
+        ("upc", UPC.to_string(), Unserialised::Window, 4, 8),
+        ("gtin+lot", gtin_lot(), df, 12, 0),
+        ("upc", UPC.to_string(), df, 12, 0),
+        ("gtin+lot", gtin_lot(), Unserialised::Ask, 4, 8),
+        ("serialised", String::new(), df, 12, 0),
+    ];
+    for (kind, label, policy, entries, ambiguous) in table {
+        let reads: Vec<(String, i64)> = if kind == "serialised" {
+            (0..12)
+                .map(|i| (dscsa(&format!("SN{i}")), i * 1010))
+                .collect()
+        } else {
+            twelve(&label)
+        };
+        let t = tote(policy, &reads, false);
+        let what = format!("{kind} under {policy:?}");
+        assert_eq!(t.entries, entries, "{what}: ledger entries");
+        assert_eq!(t.audited_ambiguous, ambiguous, "{what}: audited ambiguous");
+        assert_eq!(t.outbox_ambiguous, ambiguous as i64, "{what}: outbox");
+        // Every echo of an unserialised label is ambiguous; none other.
+        for (v, amb) in &t.verdicts {
+            let echo = matches!(v, Verdict::Suppressed { .. });
+            assert_eq!(*amb, echo && kind != "serialised", "{what}: {v:?}");
+        }
+    }
+}
+
+#[test]
+fn a_serialised_labels_echo_is_never_ambiguous() {
+    // The same bottle scanned twice, 1 s apart, under every policy.
+    for policy in [
+        Unserialised::Window,
+        Unserialised::Ask,
+        Unserialised::DoubleFire { ms: 300 },
+    ] {
+        let label = dscsa("SN-ONE");
+        let t = tote(policy, &[(label.clone(), 0), (label, 1000)], false);
+        assert!(matches!(t.verdicts[1].0, Verdict::Suppressed { .. }));
+        assert!(!t.verdicts[1].1, "{policy:?}");
+        assert_eq!((t.entries, t.audited_ambiguous), (1, 0));
+    }
+}
+
+#[test]
+fn double_fire_catches_a_triggers_second_decode_and_counts_a_rescan() {
+    let df = Unserialised::DoubleFire { ms: 300 };
+    let l = gtin_lot();
+    // A double-fire 120 ms after the read, then a second bottle 900 ms on.
+    let t = tote(df, &[(l.clone(), 0), (l.clone(), 120), (l, 1020)], false);
+    assert_eq!(t.entries, 2);
+    assert!(matches!(t.verdicts[1].0, Verdict::Suppressed { .. }));
+    assert!(
+        t.verdicts[1].1,
+        "a double-fire is still an echo of an unserialised label"
+    );
+    assert_eq!(t.verdicts[2].0, Verdict::Committed);
+}
+
+#[test]
+fn a_frame_the_scanner_may_be_resending_is_a_certain_echo_judged_by_the_full_window() {
+    // With `ack = true`, a frame read while one of the same bytes waited
+    // for its ACK may be a resend: the full window judges it, and its echo
+    // is certain (not ambiguous) — under double-fire too.
+    let df = Unserialised::DoubleFire { ms: 300 };
+    let l = gtin_lot();
+    let t = tote(df, &[(l.clone(), 0), (l, 1500)], true);
+    assert!(matches!(t.verdicts[1].0, Verdict::Suppressed { .. }));
+    assert!(!t.verdicts[1].1);
+    assert_eq!((t.entries, t.audited_ambiguous), (1, 0));
+    // Control: the same reads, not a resend, are two picks.
+    let l = gtin_lot();
+    let control = tote(df, &[(l.clone(), 0), (l, 1500)], false);
+    assert_eq!(control.entries, 2);
+}
