@@ -24,6 +24,7 @@
 
 pub mod config;
 pub mod datalogic;
+pub mod hid_pos;
 pub mod honeywell;
 pub mod ssi;
 
