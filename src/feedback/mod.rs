@@ -26,6 +26,7 @@ pub mod config;
 pub mod datalogic;
 pub mod hid_pos;
 pub mod honeywell;
+pub mod led;
 pub mod ssi;
 
 pub use config::{FeedbackConfig, Late, Protocol, Transport};
