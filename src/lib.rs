@@ -68,6 +68,7 @@ pub mod daemon;
 pub mod events;
 pub mod exit;
 pub mod facility;
+pub mod feedback;
 pub mod gate;
 pub mod invalid;
 pub mod ledger;

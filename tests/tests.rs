@@ -72,3 +72,6 @@ mod observability;
 
 // The shape of src/: no module imports from a floor above its own.
 mod layout;
+
+// Scanner feedback: the bytes docs/scanner-feedback.md shows are the bytes sent.
+mod feedback_bytes;

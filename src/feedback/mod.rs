@@ -1,0 +1,151 @@
+//! Feedback to the person at the counter: what a scanner is told once its
+//! read is decided, as the bytes its protocol needs.
+//!
+//! Off by default (like `ack`); a `feedback` table in a `[[scanner]]` entry
+//! turns it on ([`FeedbackConfig`]). This module is pure: it builds bytes
+//! and output reports and drives a gateway LED; sending them is the
+//! source's business.
+//!
+//! - [`Told`]: the five things a scanner can be told.
+//! - [`ssi`] (Zebra SSI packets), [`honeywell`] (Host ACK escape
+//!   commands), [`datalogic`] (single-character host commands), raw bytes
+//!   for any other make: [`serial_bytes`].
+//! - [`hid_pos`]: HID POS output reports on the Bar Code Scanner page
+//!   (0x8C), found in the device's report descriptor, never assumed.
+//! - [`led`]: the gateway's own indicator, a Linux LED class device, for
+//!   scanners with no channel back (keyboard wedges) or as well as one.
+//!
+//! The signal follows the decision and never delays or replaces the
+//! durable ACK. A signal for a decision that came later than
+//! `max_delay_ms` after the read is skipped ([`FeedbackConfig::due`]); the
+//! caller counts the skip. Nothing here waits for the scanner's answer and
+//! nothing is retried: a lost signal stays lost. Bytes, patterns and
+//! citations: `docs/scanner-feedback.md`.
+
+pub mod config;
+pub mod datalogic;
+pub mod hid_pos;
+pub mod honeywell;
+pub mod led;
+pub mod ssi;
+
+pub use config::{FeedbackConfig, Late, Protocol, Transport};
+
+use std::fmt;
+
+/// What the scanner is told about one read, once it is decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Told {
+    /// A new pick: recorded once in the ledger. Nothing more to do.
+    Committed,
+    /// Certainly an echo of a pick already recorded (a double-fire, a
+    /// retransmit, a re-scan of the same item): nothing was added, and
+    /// nothing needs doing.
+    Echo,
+    /// Taken as an echo, but it could have been a second identical item:
+    /// if the person did pick another one, they scan REPEAT (or follow the
+    /// site's procedure) so it is recorded.
+    Ambiguous,
+    /// The read was refused (unreadable, torn, not a barcode scangate
+    /// accepts): it is stored with the reason, but it is not a pick. Scan
+    /// the item again.
+    Rejected,
+    /// Stored, but the facility store was unreachable: it will be decided
+    /// when the store answers. Carry on; nothing is lost.
+    Waiting,
+}
+
+impl Told {
+    /// Every kind, in declaration order.
+    pub const ALL: [Told; 5] = [
+        Told::Committed,
+        Told::Echo,
+        Told::Ambiguous,
+        Told::Rejected,
+        Told::Waiting,
+    ];
+
+    /// The lower-case name, as in the config keys and the docs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Told::Committed => "committed",
+            Told::Echo => "echo",
+            Told::Ambiguous => "ambiguous",
+            Told::Rejected => "rejected",
+            Told::Waiting => "waiting",
+        }
+    }
+}
+
+impl fmt::Display for Told {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The bytes a serial scanner is sent for `told`: the built-in protocol's,
+/// or for `protocol = "raw"` the configured byte string (unset: nothing).
+/// Empty means "send nothing". `hid-pos` has no serial bytes (see
+/// [`hid_pos`]), so it gives none.
+pub fn serial_bytes(cfg: &FeedbackConfig, told: Told) -> Vec<u8> {
+    match cfg.protocol {
+        Some(Protocol::ZebraSsi) => ssi::bytes(told),
+        Some(Protocol::Honeywell) => honeywell::bytes(told),
+        Some(Protocol::Datalogic) => datalogic::bytes(told).to_vec(),
+        Some(Protocol::Raw) => cfg
+            .raw(told)
+            .map(|b| b.as_bytes().to_vec())
+            .unwrap_or_default(),
+        Some(Protocol::HidPos) | None => Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_the_config_keys() {
+        let names: Vec<&str> = Told::ALL.iter().map(|t| t.as_str()).collect();
+        assert_eq!(
+            names,
+            ["committed", "echo", "ambiguous", "rejected", "waiting"]
+        );
+        assert_eq!(Told::Ambiguous.to_string(), "ambiguous");
+    }
+
+    #[test]
+    fn raw_bytes_are_sent_as_configured_and_unset_is_nothing() {
+        let cfg: FeedbackConfig =
+            toml::from_str("protocol = \"raw\"\ncommitted = \"\\u0007\"\nrejected = [0x1b, 0x38]")
+                .unwrap();
+        cfg.validate().unwrap();
+        assert_eq!(serial_bytes(&cfg, Told::Committed), [0x07]);
+        assert_eq!(serial_bytes(&cfg, Told::Rejected), [0x1b, 0x38]);
+        assert!(serial_bytes(&cfg, Told::Echo).is_empty());
+    }
+
+    #[test]
+    fn hid_pos_and_led_only_have_no_serial_bytes() {
+        for text in ["protocol = \"hid-pos\"", "led = \"ACT\""] {
+            let cfg: FeedbackConfig = toml::from_str(text).unwrap();
+            for told in Told::ALL {
+                assert!(serial_bytes(&cfg, told).is_empty(), "{text} {told}");
+            }
+        }
+    }
+
+    #[test]
+    fn built_in_protocols_dispatch_to_their_encoders() {
+        for (name, f) in [
+            ("zebra-ssi", ssi::bytes as fn(Told) -> Vec<u8>),
+            ("honeywell", honeywell::bytes),
+            ("datalogic", |t| datalogic::bytes(t).to_vec()),
+        ] {
+            let cfg: FeedbackConfig = toml::from_str(&format!("protocol = \"{name}\"")).unwrap();
+            for told in Told::ALL {
+                assert_eq!(serial_bytes(&cfg, told), f(told), "{name} {told}");
+            }
+        }
+    }
+}
