@@ -25,6 +25,7 @@ const FLOORS: &[(&str, u8)] = &[
     ("telemetry", 1),
     ("events", 1),
     ("notify", 1),
+    ("controls", 1),
     // 2: reading scanners; the database.
     ("source", 2),
     ("pty", 2),
