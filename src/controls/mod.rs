@@ -12,7 +12,8 @@
 //! `[controls]` section ([`ControlsConfig`]: the labels' contents and the
 //! bound), recognising a frame as a control ([`ControlsConfig::recognise`],
 //! called on every read), and what each label says ([`Label`]). The
-//! Code 128 encoder its printed forms need is [`code128`].
+//! Code 128 encoder ([`code128`]) and the printed forms
+//! ([`print`](mod@print): SVG, ZPL, text) are beside it.
 
 use crate::capture::barcode::{aim, decode_with_year};
 use crate::invalid::Invalid;
@@ -21,6 +22,7 @@ use std::ops::RangeInclusive;
 use std::time::Duration;
 
 pub mod code128;
+pub mod print;
 
 /// Default content of the REPEAT label.
 pub const DEFAULT_REPEAT: &str = "SGCTL-REPEAT";
