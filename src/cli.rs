@@ -5,7 +5,9 @@
 
 use crate::cmd::{self, Failure};
 use crate::exit::Exit;
-use args::{AuditCommand, Cli, Command, ConfigArg, LedgerCommand, OutboxCommand, StateCommand};
+use args::{
+    AuditCommand, Cli, Command, ConfigArg, LabelsArgs, LedgerCommand, OutboxCommand, StateCommand,
+};
 use clap::{CommandFactory, FromArgMatches};
 use std::process::ExitCode;
 
@@ -73,6 +75,7 @@ fn dispatch(command: Command) -> Result<Exit, Failure> {
         Command::Pair(args) => cmd::devices::pair(&args),
         Command::Demo { redis } => cmd::demo::run(redis),
         Command::Bench(args) => cmd::bench::run(&args),
+        Command::Labels(args) => cmd::labels::run(&args),
     }
 }
 
@@ -98,7 +101,8 @@ impl Command {
             }
             | Command::State {
                 command: StateCommand::Reset { config: c, .. },
-            } => Some(c),
+            }
+            | Command::Labels(LabelsArgs { config: c, .. }) => Some(c),
             Command::Demo { .. }
             | Command::Bench(_)
             | Command::Decode(_)

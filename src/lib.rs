@@ -27,7 +27,9 @@
 //!    observability as leaves: [`telemetry`] (the counters and the status
 //!    file's format), [`events`] (one type per operational event, one file
 //!    per component; `emit` logs it and moves its metric), [`notify`]
-//!    (systemd: readiness, status, the watchdog's rule of progress).
+//!    (systemd: readiness, status, the watchdog's rule of progress);
+//!    [`controls`]: the REPEAT and QUANTITY labels, their `[controls]`
+//!    section, recognising a read as one, and their printed forms.
 //! 2. **Capture and storage** — [`source`]: one task per scanner (serial;
 //!    USB HID in [`source::hid`]); [`pty`]: pseudo-terminals standing in
 //!    for serial scanners; [`store`]: the SQLite database (one file, WAL,
@@ -64,6 +66,7 @@ pub mod capture;
 pub mod cli;
 pub mod cmd;
 pub mod config;
+pub mod controls;
 pub mod daemon;
 pub mod events;
 pub mod exit;

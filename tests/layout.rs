@@ -26,6 +26,7 @@ const FLOORS: &[(&str, u8)] = &[
     ("events", 1),
     ("notify", 1),
     ("feedback", 1),
+    ("controls", 1),
     // 2: reading scanners; the database.
     ("source", 2),
     ("pty", 2),

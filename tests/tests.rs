@@ -12,12 +12,14 @@ mod barcode_fuzz_corpus;
 mod barcode_props;
 mod barcode_vectors;
 
-// The CLI: decode, errors and exit codes, the demo, the bench.
+// The CLI: decode, errors and exit codes, the demo, the bench, the
+// control labels.
 mod bench_smoke;
 mod check_config;
 mod cli_errors;
 mod decode_cli;
 mod demo;
+mod labels_cli;
 
 // The gate and the audit trail, through the library on real SQLite files.
 mod audit_tamper;

@@ -172,6 +172,26 @@ pub enum Command {
     /// the scanner interfaces can be read (e.g. not run as root), or a
     /// file cannot be written.
     Pair(PairArgs),
+    /// Print the control labels (REPEAT, QUANTITY N) for the counter: SVG
+    /// files, ZPL for a label printer, or text.
+    ///
+    /// Staff scan REPEAT before an item the scanner took for an echo of
+    /// the one before (the next read on that scanner is another item), and
+    /// QUANTITY N before an item to count N units. The contents come from
+    /// `[controls]` (defaults without it); a control applies to the next
+    /// read on the same scanner within `[controls] within_ms`. Each label
+    /// is a Code 128 barcode with what it does printed above it, for a
+    /// 50 x 25 mm label. `--format svg` (default) writes
+    /// `scangate-repeat.svg` and `scangate-qty-N.svg` to `--out` and lists
+    /// them on stdout; `--format zpl` prints ZPL II for a 203 dpi Zebra
+    /// printer (`scangate labels --format zpl | nc PRINTER 9100`);
+    /// `--format text` prints each content and what it does, a tab
+    /// between, one a line.
+    ///
+    /// Exit codes: 0 printed. 2 a configuration error (a `[controls]`
+    /// content that reads as a product barcode, …) or `--out` with a
+    /// format that prints to stdout. 4 a file or stdout cannot be written.
+    Labels(LabelsArgs),
 }
 
 #[derive(Subcommand)]
@@ -417,6 +437,33 @@ pub struct DecodeArgs {
     /// report per argument, in hex.
     #[arg(required = true, value_name = "TEXT")]
     pub text: Vec<OsString>,
+}
+
+/// Arguments of `scangate labels`.
+#[derive(clap::Args, Clone)]
+pub struct LabelsArgs {
+    #[command(flatten)]
+    pub config: ConfigArg,
+    /// svg: one file per label in --out; zpl: ZPL II on stdout, for a
+    /// Zebra label printer; text: each content and what it does on stdout.
+    #[arg(long, value_enum, default_value_t)]
+    pub format: LabelFormat,
+    /// Directory the SVG files are written to (created if missing; files
+    /// of the same name are replaced). Default: the current directory.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+}
+
+/// `scangate labels --format`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum LabelFormat {
+    /// One SVG file per label (50 x 25 mm), for any printer.
+    #[default]
+    Svg,
+    /// ZPL II on stdout, for a 203 dpi Zebra label printer.
+    Zpl,
+    /// One line per label: the content, a tab, what it does.
+    Text,
 }
 
 /// Arguments of `scangate devices`.

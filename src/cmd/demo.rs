@@ -273,6 +273,7 @@ fn demo_config(dir: &Path, scanners: &[VirtualScanner], redis: Option<RedisConfi
         redis,
         metrics: Default::default(),
         records: Default::default(),
+        controls: Default::default(),
         scanners: NAMES
             .iter()
             .zip(scanners)

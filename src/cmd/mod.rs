@@ -15,6 +15,7 @@
 //! - [`state`]: `state reset`.
 //! - [`decode`]: `decode`: barcode text or raw HID reports, decoded as the daemon does.
 //! - [`devices`]: `devices` lists scanners, `pair` pairs one.
+//! - [`labels`]: `labels`: the REPEAT and QUANTITY control labels, printed.
 //! - [`demo`]: `demo`: a noisy shift on virtual serial scanners.
 //! - [`bench`](mod@bench): `bench`: throughput and latency.
 
@@ -33,6 +34,7 @@ pub mod check_config;
 pub mod decode;
 pub mod demo;
 pub mod devices;
+pub mod labels;
 pub mod ledger;
 pub mod outbox;
 pub mod run;

@@ -87,6 +87,9 @@ pub struct Config {
     /// `[records]`: how long audit records and ledger entries stay in the
     /// database before `scangate audit prune` may remove archived ones.
     pub records: RecordsConfig,
+    /// `[controls]`: the REPEAT and QUANTITY labels' contents and how long
+    /// a control waits for its read; the defaults without the section.
+    pub controls: crate::controls::ControlsConfig,
 }
 
 /// A configuration problem: which file, which key, what is wrong, how to fix it.

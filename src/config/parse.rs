@@ -67,6 +67,7 @@ impl Config {
             redis: sections.redis,
             metrics: sections.metrics,
             records: sections.records,
+            controls: sections.controls,
         };
         cfg.validate(file)?;
         Ok(cfg)
@@ -92,6 +93,8 @@ struct Sections {
     metrics: MetricsConfig,
     #[serde(default)]
     records: RecordsConfig,
+    #[serde(default)]
+    controls: crate::controls::ControlsConfig,
 }
 
 impl ConfigError {

@@ -1,6 +1,6 @@
 //! The checks of a parsed [`Config`]'s values, in a fixed order (the
 //! first value refused is the one named): the gateway and metrics, the
-//! windows and retention, `[redis]`, then each `[[scanner]]`.
+//! windows and retention, `[redis]`, `[controls]`, then each `[[scanner]]`.
 
 use super::sections::{MIN_KEEP_DAYS, ScannerKind, valid_ident};
 use super::{Config, ConfigError};
@@ -14,6 +14,9 @@ impl Config {
         self.validate_gateway_and_metrics(file)?;
         self.validate_windows_and_retention(file)?;
         self.validate_redis(file)?;
+        self.controls
+            .validate()
+            .map_err(|e| ConfigError::new(file, e.within("controls")))?;
         self.validate_scanners(file)
     }
 
