@@ -9,7 +9,7 @@ use scangate::config::{Config, HidConfig, HidMode, ScanType, Scanner};
 use scangate::gate::{Gate, GateConfig};
 use scangate::source::hid::device::{Replay, Step};
 use scangate::source::hid::pos::{self, DEFAULT_REPORT_ID};
-use scangate::source::{Captured, ToOutbox};
+use scangate::source::{Inbound, ToOutbox};
 use scangate::store::Store;
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -37,7 +37,7 @@ fn run_source(cfg: Scanner<HidConfig>, script: Vec<Vec<Step>>, want: usize) -> (
         .build()
         .unwrap();
     rt.block_on(async move {
-        let (tx, mut rx) = mpsc::channel::<Captured>(64);
+        let (tx, mut rx) = mpsc::channel::<Inbound>(64);
         let (stop_tx, stop_rx) = scangate::shutdown::channel();
         let replay = Replay::new(script);
         let opened = replay.opened();
@@ -49,10 +49,13 @@ fn run_source(cfg: Scanner<HidConfig>, script: Vec<Vec<Step>>, want: usize) -> (
         ));
         let mut scans = Vec::new();
         while scans.len() < want {
-            let c = tokio::time::timeout(event_timeout(), rx.recv())
+            let inbound = tokio::time::timeout(event_timeout(), rx.recv())
                 .await
                 .unwrap_or_else(|_| panic!("timed out with {} of {want} scans", scans.len()))
                 .expect("source ended early");
+            let Inbound::Scan(c) = inbound else {
+                panic!("no control label was read: {inbound:?}")
+            };
             assert!(c.durable.is_none(), "HID scans are never ACKed");
             scans.push(c.scan);
         }

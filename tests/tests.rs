@@ -31,6 +31,7 @@ mod state_identity;
 mod unserialised;
 
 // Serial scanners on PTYs against the real daemon.
+mod control_labels;
 mod crash_recovery;
 mod disk_space;
 mod first_start;

@@ -6,15 +6,14 @@
 //! `facility_redis.rs`, the daemon's status and metrics in
 //! `unserialised_daemon` below.
 
-use crate::util::{GS, GTIN, capture_time, dscsa, scan, test_gate};
+use crate::util::{capture_time, dscsa, scan, test_gate};
 use scangate::capture::{Profile, Scan, Unserialised};
 use scangate::config::ScanType;
 use scangate::model::Verdict;
 use scangate::store::Store;
 
-/// A GS1 DataMatrix without a serial: GTIN, expiry, lot.
 fn gtin_lot() -> String {
-    format!("]d201{GTIN}17281231{GS}10LOT7A")
+    crate::util::gtin_lot("LOT7A")
 }
 
 /// The linear UPC-A every package carries (as EAN-13, AIM `]E0`).

@@ -152,7 +152,30 @@ pub struct Scan {
     /// of it is certain, not ambiguous. Always false for a scanner that
     /// is not acknowledged (it never resends).
     pub resend: bool,
+    /// This read is a control label: what it declares (`repeat`,
+    /// `quantity 3`). Never a pick; its source set it ([`crate::controls`]).
+    pub control: Option<String>,
+    /// The operator declared this read with a control label read just
+    /// before it on the same scanner.
+    pub declared: Option<Declared>,
 }
+
+/// A read the operator declared with a control label ([`Scan::declared`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Declared {
+    /// What (`repeat`, `quantity 3`).
+    pub what: String,
+    /// The units it counts, when it declares a quantity.
+    pub quantity: Option<u32>,
+    /// The control label's read.
+    pub by: Uuid,
+}
+
+/// The echo window of a declared read of a label without a serial (ms):
+/// another item even inside the gateway's window, yet a trigger's
+/// double-fire of the declared read itself, or another gateway's copy of
+/// it (a shared scanner), is still one pick.
+pub const DECLARED_WINDOW_MS: i64 = 300;
 
 impl Scan {
     /// Stamp and decode a raw read taken now.
@@ -173,7 +196,19 @@ impl Scan {
             raw: raw.bytes,
             decoded,
             resend: false,
+            control: None,
+            declared: None,
         }
+    }
+
+    /// The units this read counts: a declared quantity, else its
+    /// scanner's (the content key keeps the scanner's, so an echo of a
+    /// declared read is still recognised).
+    pub fn quantity(&self) -> u32 {
+        self.declared
+            .as_ref()
+            .and_then(|d| d.quantity)
+            .unwrap_or(self.profile.quantity)
     }
 
     /// The label's serial, if it decoded and carries one.
@@ -184,7 +219,12 @@ impl Scan {
     /// This scan's own echo window (ms), when its scanner's policy for
     /// labels without a serial gives it one narrower than the gateway's:
     /// `double-fire`, unless the scanner may be resending the frame.
+    /// A declared read of a label without a serial: [`DECLARED_WINDOW_MS`]
+    /// (a serialised label is one item, declared or not).
     pub fn own_window_ms(&self) -> Option<i64> {
+        if self.declared.is_some() && self.serial().is_none() && self.decoded.is_ok() {
+            return Some(DECLARED_WINDOW_MS);
+        }
         match self.profile.unserialised {
             Unserialised::DoubleFire { ms } if self.serial().is_none() && !self.resend => {
                 Some(i64::from(ms))
@@ -248,6 +288,9 @@ impl Scan {
     /// This scan's content key in `facility`, if it names a dispensable
     /// product; else why it is rejected (never the scanned data).
     pub fn content_key(&self, facility: &str) -> Result<String, String> {
+        if let Some(what) = &self.control {
+            return Err(format!("a control label ({what}): never a pick"));
+        }
         match &self.decoded {
             Ok(d) if d.product.is_dispensable() => {
                 Ok(content_key(facility, &self.profile, &d.product))

@@ -36,6 +36,7 @@ pub(super) async fn start(
     cfg: &Config,
     redis: &RedisSettings,
     telemetry: &Telemetry,
+    signals: &crate::source::signal::Signals,
 ) -> Result<Started, DaemonError> {
     let link = Link::new(cfg, redis);
     let (connecting, first) = {
@@ -59,7 +60,11 @@ pub(super) async fn start(
     }
     let observe = {
         let telemetry = telemetry.clone();
-        move |decisions: &[Decision]| events::Decided { decisions }.emit(&telemetry)
+        let signals = signals.clone();
+        move |decisions: &[Decision]| {
+            events::Decided { decisions }.emit(&telemetry);
+            signals.tell(decisions);
+        }
     };
     let (kick, lane_stop, lanes) = lanes(store, gate, connecting, first.ok(), observe)?;
     for lane in lanes {

@@ -159,12 +159,22 @@ pub async fn run_with(
         None => None,
     };
     let (stopper, stop) = crate::shutdown::channel();
+    // Decisions back to the scanners (their `feedback`).
+    let signals = crate::source::signal::Signals::default();
     // With [redis], the claimer's lanes decide; the writer only admits.
     let (decider, claimer) = match &settings.redis {
         None => (Decider::Here(Box::new(gate)), None),
         Some(redis) => {
-            let started =
-                lanes::start(&mut wiring, &mut store, gate, cfg, redis, &telemetry).await?;
+            let started = lanes::start(
+                &mut wiring,
+                &mut store,
+                gate,
+                cfg,
+                redis,
+                &telemetry,
+                &signals,
+            )
+            .await?;
             let decider = Decider::Claimer {
                 facility_id: cfg.gateway.facility.clone(),
                 kick: started.kick,
@@ -186,9 +196,18 @@ pub async fn run_with(
     let publishing = publish::start(cfg, &telemetry, listener, &stop);
     let db_path = store.path().to_owned();
     let floor = crate::store::space::Floor::new(&state_dir, cfg.outbox.min_free_mb);
+    let reports = writer::Reports {
+        telemetry: &telemetry,
+        signals: &signals,
+        gateway: &cfg.gateway.id,
+    };
     let (tx, writer_recovered) =
-        writer::start(&mut wiring, store, decider, &telemetry, floor, stop.clone());
-    let mut scanners = reload::Scanners::new(tx, telemetry.clone(), &cfg.gateway.id);
+        writer::start(&mut wiring, store, decider, reports, floor, stop.clone());
+    let out = crate::source::ToOutbox::new(tx)
+        .with_telemetry(telemetry.clone())
+        .with_controls(std::sync::Arc::new(cfg.controls.clone()))
+        .with_signals(signals.clone());
+    let mut scanners = reload::Scanners::new(out, &cfg.gateway.id);
     for sc in &cfg.scanners {
         scanners.start(&mut wiring.stages, &stopper, sc.clone());
     }

@@ -9,7 +9,7 @@
 use super::supervisor::{Stage, Supervisor};
 use crate::config::{ScannerConfig, ScannerKind, Settings};
 use crate::shutdown::Stopper;
-use crate::source::{self, Captured};
+use crate::source::{self, Inbound};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Debug;
 use std::path::Path;
@@ -168,24 +168,20 @@ pub(crate) struct Scanners {
     /// To start once the task of the same name has ended (changed at a
     /// reload: its device is closed first).
     next: BTreeMap<String, ScannerConfig>,
-    tx: mpsc::Sender<Captured>,
-    telemetry: crate::telemetry::Telemetry,
+    /// Each source's way into the outbox is made from this one.
+    out: source::ToOutbox,
     gateway: String,
 }
 
 impl Scanners {
-    /// No scanner yet; each will send into `tx`.
-    pub(crate) fn new(
-        tx: mpsc::Sender<Captured>,
-        telemetry: crate::telemetry::Telemetry,
-        gateway: &str,
-    ) -> Scanners {
+    /// No scanner yet; each will send through a copy of `out`
+    /// ([`source::ToOutbox::for_source`]).
+    pub(crate) fn new(out: source::ToOutbox, gateway: &str) -> Scanners {
         Scanners {
             running: BTreeMap::new(),
             retiring: BTreeSet::new(),
             next: BTreeMap::new(),
-            tx,
-            telemetry,
+            out,
             gateway: gateway.to_string(),
         }
     }
@@ -198,17 +194,40 @@ impl Scanners {
             return;
         }
         let (stopper, token) = stop.child();
-        let out = source::ToOutbox::new(self.tx.clone()).with_telemetry(self.telemetry.clone());
+        let out = self.out.for_source();
         let stage = Stage::Scanner(sc.name.clone());
         self.running.insert(sc.name.clone(), Running { stopper });
+        // The gateway LED shows its decisions beside the source, for as
+        // long as the source runs.
+        let led = sc.feedback.clone().filter(|f| f.led.is_some()).map(|fb| {
+            let signals = out.listen(&sc.name);
+            let policy = sc.profile().unserialised;
+            let telemetry = out.telemetry().clone();
+            tokio::spawn(source::tell::led(
+                fb,
+                sc.name.clone(),
+                policy,
+                signals,
+                telemetry,
+            ))
+        });
+        let with_led = |source: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>| async move {
+            source.await;
+            if let Some(led) = led {
+                led.abort();
+            }
+        };
         match &sc.kind {
             ScannerKind::Serial(serial) => {
                 let sc = sc.with_kind(serial.clone()).owned_by(&self.gateway);
-                stages.task(stage, source::serial::run(sc, out, token))
+                stages.task(
+                    stage,
+                    with_led(Box::pin(source::serial::run(sc, out, token))),
+                )
             }
             ScannerKind::Hid(hid) => {
                 let sc = sc.with_kind(hid.clone()).owned_by(&self.gateway);
-                stages.task(stage, source::hid::run(sc, out, token))
+                stages.task(stage, with_led(Box::pin(source::hid::run(sc, out, token))))
             }
         }
     }
@@ -256,8 +275,8 @@ impl Scanners {
 
     /// The sender the tasks were given (the stop drops it so the writer
     /// ends once the tasks are gone).
-    pub(crate) fn into_sender(self) -> mpsc::Sender<Captured> {
-        self.tx
+    pub(crate) fn into_sender(self) -> mpsc::Sender<Inbound> {
+        self.out.queue().clone()
     }
 }
 

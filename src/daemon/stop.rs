@@ -11,7 +11,7 @@ use crate::gate::facility::LaneKind;
 use crate::model::GateStats;
 use crate::notify::{Notifier, Watch};
 use crate::shutdown::Stopper;
-use crate::source::Captured;
+use crate::source::Inbound;
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -42,7 +42,7 @@ const EXTEND_AT_MOST: Duration = Duration::from_secs(600);
 pub(super) async fn in_order(
     stages: &mut Supervisor,
     stopper: &Stopper,
-    tx: mpsc::Sender<Captured>,
+    tx: mpsc::Sender<Inbound>,
     mut lanes: Option<claimer::LaneStop>,
 ) -> Vec<StageEnded> {
     let mut ended = Vec::new();

@@ -17,7 +17,8 @@ use crate::gate::Gate;
 use crate::model::{Decision, GateStats};
 use crate::notify::Progress;
 use crate::shutdown::Stop;
-use crate::source::Captured;
+use crate::source::Inbound;
+use crate::source::signal::Signals;
 use crate::store::Store;
 use crate::store::space::Floor;
 use crate::telemetry::Telemetry;
@@ -48,11 +49,26 @@ pub(super) enum Decider {
     },
 }
 
+/// Where the writer's decisions and audit records go besides its
+/// database ([`start`]).
+pub(super) struct Reports<'a> {
+    /// Counts and latencies.
+    pub(super) telemetry: &'a Telemetry,
+    /// The scanners' feedback.
+    pub(super) signals: &'a Signals,
+    /// This gateway's id (its audit records').
+    pub(super) gateway: &'a str,
+}
+
 /// What the outbox writer reports to and checks besides its database.
 #[derive(Clone, Copy)]
 pub(super) struct WriterHooks<'a> {
     /// Counts and latencies it publishes.
     telemetry: &'a Telemetry,
+    /// Decisions back to the scanners (after the ACK).
+    signals: &'a Signals,
+    /// This gateway's id (its audit records').
+    gateway: &'a str,
     /// Its turns, watched by the systemd watchdog.
     progress: &'a Progress,
     /// `[outbox] min_free_mb`: below it a write is refused like a full disk.
@@ -69,7 +85,7 @@ pub(super) struct WriterHooks<'a> {
 fn outbox_writer(
     mut store: Store,
     mut decider: Decider,
-    mut rx: mpsc::Receiver<Captured>,
+    mut rx: mpsc::Receiver<Inbound>,
     stopping: Stop,
     hooks: WriterHooks<'_>,
     recovered: oneshot::Sender<()>,
@@ -78,8 +94,14 @@ fn outbox_writer(
         telemetry,
         progress,
         floor,
+        signals,
+        ..
     } = hooks;
     let mut undurable = 0;
+    // Control reads a stopped daemon left waiting: none will get a read.
+    lapse(&mut store, hooks, |tx, gw| {
+        crate::gate::control::lapse_open(tx, gw)
+    });
     // Crash recovery: scans made durable before a crash are decided first,
     // in capture order, before anything new.
     let mut undecided = {
@@ -115,12 +137,23 @@ fn outbox_writer(
                 None => break,
             }
         };
-        let mut batch = vec![first];
-        while batch.len() < ADMIT_BATCH {
-            match rx.try_recv() {
-                Ok(c) => batch.push(c),
-                Err(_) => break,
+        let mut batch = Vec::with_capacity(ADMIT_BATCH);
+        let mut lapsed = Vec::new();
+        let mut next = Some(first);
+        while let Some(inbound) = next.take() {
+            match inbound {
+                Inbound::Scan(c) => batch.push(c),
+                Inbound::Lapsed(l) => lapsed.push(l),
             }
+            if batch.len() < ADMIT_BATCH {
+                next = rx.try_recv().ok();
+            }
+        }
+        if batch.is_empty() {
+            lapse(&mut store, hooks, |tx, gw| {
+                crate::gate::control::lapse(tx, gw, &lapsed)
+            });
+            continue;
         }
         let (scans, acks): (Vec<Scan>, Vec<_>) = batch
             .into_iter()
@@ -135,6 +168,7 @@ fn outbox_writer(
                 for durable in acks.iter().filter_map(|(d, _)| d.as_ref()) {
                     durable.confirm(); // the scanner may have gone; it will resend
                 }
+                signals.tell(&decisions);
             }
             Err(()) => {
                 for s in &scans {
@@ -146,6 +180,13 @@ fn outbox_writer(
                 }
                 undurable += scans.len();
             }
+        }
+        // After the batch's reads: one that came just in time is admitted
+        // first, and its control is then no longer open.
+        if !lapsed.is_empty() {
+            lapse(&mut store, hooks, |tx, gw| {
+                crate::gate::control::lapse(tx, gw, &lapsed)
+            });
         }
         match &mut decider {
             Decider::Here(_) => undecided = store.has_pending().unwrap_or(true),
@@ -168,6 +209,30 @@ fn outbox_writer(
             (gate.stats(), undurable)
         }
         Decider::Claimer { .. } => (GateStats::default(), undurable),
+    }
+}
+
+/// Write control lapses (`write`: `gate::control`) in a transaction of
+/// their own and emit their audit records; a failure is logged, and the
+/// controls stay open (lapsed at the next start).
+fn lapse(
+    store: &mut Store,
+    hooks: WriterHooks<'_>,
+    write: impl FnOnce(&rusqlite::Connection, &str) -> rusqlite::Result<Vec<crate::audit::Emitted>>,
+) {
+    let _turn = hooks.progress.turn();
+    let done = store.write().and_then(|w| {
+        let emitted = write(&w.tx, hooks.gateway).map_err(|e| w.err(e))?;
+        w.commit()?;
+        Ok(emitted)
+    });
+    match done {
+        Ok(emitted) => crate::audit::emit(&emitted),
+        Err(e) => crate::events::DecidingFailed {
+            error: &e,
+            then: crate::events::DecidingThen::RetriedEvery(RETRY_PENDING),
+        }
+        .emit(),
     }
 }
 
@@ -261,11 +326,18 @@ pub(super) fn start(
     wiring: &mut Wiring,
     store: Store,
     decider: Decider,
-    telemetry: &Telemetry,
+    reports: Reports<'_>,
     floor: Floor,
     stop: Stop,
-) -> (mpsc::Sender<Captured>, oneshot::Receiver<()>) {
-    let (tx, rx) = mpsc::channel::<Captured>(QUEUE);
+) -> (mpsc::Sender<Inbound>, oneshot::Receiver<()>) {
+    let (tx, rx) = mpsc::channel::<Inbound>(QUEUE);
+    let Reports {
+        telemetry,
+        signals,
+        gateway,
+    } = reports;
+    let signals = signals.clone();
+    let gateway = gateway.to_string();
     let (recovered, heard) = oneshot::channel();
     let telemetry = telemetry.clone();
     let progress = Progress::new("outbox writer");
@@ -285,6 +357,8 @@ pub(super) fn start(
         .thread(Stage::Writer, "outbox-writer", move || {
             let hooks = WriterHooks {
                 telemetry: &telemetry,
+                signals: &signals,
+                gateway: &gateway,
                 progress: &progress,
                 floor: &floor,
             };

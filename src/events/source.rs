@@ -343,3 +343,68 @@ impl HidGrab<'_> {
         }
     }
 }
+
+/// A decision was signalled to a scanner (its device, or the gateway LED).
+pub struct Told<'a> {
+    /// The scanner's name.
+    pub scanner: &'a str,
+    /// What it was told.
+    pub told: crate::feedback::Told,
+    /// How: `serial`, `led`.
+    pub via: &'static str,
+}
+
+impl Told<'_> {
+    /// Log it (DEBUG) and count it.
+    pub fn emit(self, telemetry: &Telemetry) {
+        tracing::debug!(target: "scangate::feedback", scanner = %self.scanner, told = %self.told, via = self.via, "told the scanner");
+        telemetry.feedback(self.scanner, self.told.as_str(), "sent");
+    }
+}
+
+/// A decision came too late to be signalled: skipped (the person has
+/// moved on; a late beep would be taken for the next read's).
+pub struct FeedbackSkipped<'a> {
+    /// The scanner's name.
+    pub scanner: &'a str,
+    /// What it would have been told.
+    pub told: crate::feedback::Told,
+    /// From the read to the decision (`None`: read before this boot).
+    pub after: Option<std::time::Duration>,
+    /// Its `feedback.max_delay_ms`.
+    pub bound: std::time::Duration,
+}
+
+impl FeedbackSkipped<'_> {
+    /// Log it (DEBUG: an outage's replay skips every signal) and count it.
+    pub fn emit(self, telemetry: &Telemetry) {
+        tracing::debug!(
+            target: "scangate::feedback",
+            scanner = %self.scanner, told = %self.told,
+            after_ms = self.after.map(|a| a.as_millis() as u64),
+            bound_ms = self.bound.as_millis() as u64,
+            "decision came after the feedback bound: not signalled"
+        );
+        telemetry.feedback(self.scanner, self.told.as_str(), "skipped");
+    }
+}
+
+/// The gateway LED of a scanner's `feedback.led` could not be used.
+pub struct LedFailed<'a> {
+    /// The scanner's name.
+    pub scanner: &'a str,
+    /// What failed, where, and the fix.
+    pub error: &'a crate::feedback::led::LedError,
+}
+
+impl LedFailed<'_> {
+    /// Log it (WARN: decisions go on, unseen).
+    pub fn emit(self) {
+        tracing::warn!(
+            target: "scangate::feedback",
+            scanner = %self.scanner,
+            "the feedback LED of scanner {} does not work, decisions are not shown on it: {}",
+            self.scanner, self.error
+        );
+    }
+}

@@ -231,6 +231,48 @@ struct Globals {
     report_id: u8,
 }
 
+/// An Output main item (`flags`: its data) under globals `g`: its bits
+/// take their place in `g`'s report; a variable, non-constant field on
+/// the Bar Code Scanner page is recorded in `fields`.
+fn output_item(
+    g: &Globals,
+    flags: u32,
+    usages: &[u32],
+    report_bits: &mut BTreeMap<u8, u32>,
+    fields: &mut Vec<OutputField>,
+) -> Result<(), String> {
+    let bits = g.size.saturating_mul(g.count);
+    let start = *report_bits.get(&g.report_id).unwrap_or(&0);
+    let end = start.saturating_add(bits);
+    if end > MAX_REPORT_BITS {
+        return Err(format!(
+            "output report {} of more than {} bytes",
+            g.report_id,
+            MAX_REPORT_BITS / 8
+        ));
+    }
+    report_bits.insert(g.report_id, end);
+    let constant = flags & 0x01 != 0;
+    let variable = flags & 0x02 != 0;
+    if !constant && variable && g.logical_max >= 1 && g.size >= 1 {
+        for i in 0..g.count {
+            // Fewer usages than fields: the last one repeats.
+            let Some(&u) = usages.get(i as usize).or(usages.last()) else {
+                break;
+            };
+            if (u >> 16) as u16 == PAGE_BAR_CODE_SCANNER {
+                fields.push(OutputField {
+                    report_id: g.report_id,
+                    usage: u as u16,
+                    bit: start + i * g.size,
+                    size: g.size,
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
 fn parse(d: &[u8]) -> Result<PosOutputs, DescriptorError> {
     let err = |offset: usize, problem: String| DescriptorError { offset, problem };
     if d.len() > MAX_DESCRIPTOR {
@@ -290,40 +332,8 @@ fn parse(d: &[u8]) -> Result<PosOutputs, DescriptorError> {
                 match prefix >> 4 {
                     // Input (0x8) and Feature (0xB) have report spaces of
                     // their own: only Output (0x9) moves these offsets.
-                    0x9 => {
-                        let bits = g.size.saturating_mul(g.count);
-                        let start = *report_bits.get(&g.report_id).unwrap_or(&0);
-                        let end = start.saturating_add(bits);
-                        if end > MAX_REPORT_BITS {
-                            return Err(err(
-                                at,
-                                format!(
-                                    "output report {} of more than {} bytes",
-                                    g.report_id,
-                                    MAX_REPORT_BITS / 8
-                                ),
-                            ));
-                        }
-                        report_bits.insert(g.report_id, end);
-                        let constant = unsigned & 0x01 != 0;
-                        let variable = unsigned & 0x02 != 0;
-                        if !constant && variable && g.logical_max >= 1 && g.size >= 1 {
-                            for i in 0..g.count {
-                                // Fewer usages than fields: the last one repeats.
-                                let Some(&u) = usages.get(i as usize).or(usages.last()) else {
-                                    break;
-                                };
-                                if (u >> 16) as u16 == PAGE_BAR_CODE_SCANNER {
-                                    fields.push(OutputField {
-                                        report_id: g.report_id,
-                                        usage: u as u16,
-                                        bit: start + i * g.size,
-                                        size: g.size,
-                                    });
-                                }
-                            }
-                        }
-                    }
+                    0x9 => output_item(&g, unsigned, &usages, &mut report_bits, &mut fields)
+                        .map_err(|problem| err(at, problem))?,
                     0xA => depth += 1,
                     0xC => {
                         depth = depth

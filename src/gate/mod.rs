@@ -21,6 +21,7 @@
 
 pub mod bloom;
 pub mod clock_steps;
+pub mod control;
 pub mod facility;
 pub mod facility_time;
 
@@ -273,6 +274,11 @@ impl Gate {
         row: &ScanRow,
         stats: &mut GateStats,
     ) -> rusqlite::Result<Option<Verdict>> {
+        if let Some(what) = &row.control {
+            return Ok(Some(Verdict::Control {
+                control: what.clone(),
+            }));
+        }
         let key = match (&row.reject_reason, &row.content_key) {
             (Some(reason), _) => {
                 return Ok(Some(Verdict::Rejected {
@@ -373,6 +379,12 @@ impl Gate {
             Verdict::Rejected { reason } | Verdict::Unresolved { reason } => {
                 (None, Some(reason.clone()))
             }
+            Verdict::Control { control } => (
+                None,
+                Some(format!(
+                    "a control label: declares {control} for the next read on this scanner"
+                )),
+            ),
             _ => (None, None),
         };
         let declared_note = row
@@ -392,13 +404,15 @@ impl Gate {
             .or_else(|| self.audit_note.clone());
         let decided_ms = verdict.is_final().then_some(now_ms);
         let ambiguous = self.ambiguity(&row, &verdict);
-        let declared = row
-            .declared
-            .as_ref()
-            .map(|(control, by)| crate::audit::AuditDeclared {
-                control: control.clone(),
-                by: by.clone(),
-            });
+        let declared = match (&row.declared, &row.control) {
+            (Some((control, by)), _) => Some((control, by)),
+            (None, Some(control)) => Some((control, &row.uuid)),
+            (None, None) => None,
+        }
+        .map(|(control, by)| crate::audit::AuditDeclared {
+            control: control.clone(),
+            by: by.clone(),
+        });
         outbox::set_verdict(
             tx,
             row.seq,

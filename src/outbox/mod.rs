@@ -71,6 +71,8 @@ pub struct ScanRow {
     /// Declared by the operator with a control label (`repeat`,
     /// `quantity N`), and that control read's scan UUID.
     pub declared: Option<(String, String)>,
+    /// A control label read: what it declares.
+    pub control: Option<String>,
 }
 
 /// The columns a [`ScanRow`] is read from, in [`ScanRow::read`]'s order
@@ -80,7 +82,7 @@ macro_rules! COLUMNS {
         "seq, state, scan_uuid, scanner, captured_ms, boot_id, boot_ns, clock_synced,
          content_key, reject_reason, length(raw), scan_type, quantity, gtin, ndc10,
          lot, serial, expiry, symbology, window_ms, unserialised, resend,
-         declared, declared_by"
+         declared, declared_by, control"
     };
 }
 pub(crate) use COLUMNS;
@@ -117,6 +119,7 @@ impl ScanRow {
                 (Some(what), Some(by)) => Some((what, by)),
                 _ => None,
             },
+            control: r.get(24)?,
         })
     }
 }
@@ -340,15 +343,23 @@ fn insert(tx: &Transaction<'_>, facility: &str, scans: &[Scan]) -> rusqlite::Res
         "INSERT OR IGNORE INTO scans (scan_uuid, scanner, scan_type, quantity,
             captured_ms, boot_id, boot_ns, clock_synced, raw, symbology, gtin,
             ndc10, lot, serial, expiry, content_key, reject_reason, window_ms,
-            unserialised, resend)
+            unserialised, resend, control, declared, declared_by)
          VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,
-            ?18,?19,?20)",
+            ?18,?19,?20,?21,?22,?23)",
+    )?;
+    // A declared read ends its control: the control read's row says which
+    // read it applied to (so it does not lapse).
+    let mut applied = tx.prepare_cached(
+        "UPDATE scans SET control_end = 'applied ' || ?2
+         WHERE scan_uuid = ?1 AND control IS NOT NULL AND control_end IS NULL",
     )?;
     let mut fresh = Vec::with_capacity(scans.len());
     for scan in scans {
         let decoded = scan.decoded.as_ref().ok();
         let (key, reason) = match scan.content_key(facility) {
             Ok(key) => (Some(key), None),
+            // A control read is neither a pick nor a rejected read.
+            Err(_) if scan.control.is_some() => (None, None),
             Err(reason) => (None, Some(reason)),
         };
         let product = decoded.filter(|_| key.is_some()).map(|d| &d.product);
@@ -356,7 +367,7 @@ fn insert(tx: &Transaction<'_>, facility: &str, scans: &[Scan]) -> rusqlite::Res
             scan.uuid.to_string(),
             scan.profile.scanner,
             scan.profile.scan_type.as_str(),
-            scan.profile.quantity,
+            scan.quantity(),
             scan.time.utc_ms,
             scan.time.boot_id,
             scan.time.boot_ns,
@@ -373,7 +384,15 @@ fn insert(tx: &Transaction<'_>, facility: &str, scans: &[Scan]) -> rusqlite::Res
             scan.own_window_ms(),
             scan.unserialised().map(|u| u.as_str()),
             scan.resend,
+            scan.control,
+            scan.declared.as_ref().map(|d| &d.what),
+            scan.declared.as_ref().map(|d| d.by.to_string()),
         ])?;
+        if n == 1
+            && let Some(d) = &scan.declared
+        {
+            applied.execute(params![d.by.to_string(), scan.uuid.to_string()])?;
+        }
         fresh.push(n == 1);
     }
     Ok(fresh)
@@ -406,6 +425,33 @@ pub fn set_verdict(tx: &Connection, seq: i64, v: SetVerdict<'_>) -> rusqlite::Re
         v.ambiguous.then_some(1)
     ])?;
     Ok(())
+}
+
+/// End control read `control_uuid` unused (`lapsed`): its row, if it was
+/// a control read still waiting for a read to apply to.
+pub fn lapse_control(tx: &Connection, control_uuid: &str) -> rusqlite::Result<Option<ScanRow>> {
+    let n = tx
+        .prepare_cached(
+            "UPDATE scans SET control_end = 'lapsed'
+             WHERE scan_uuid = ?1 AND control IS NOT NULL AND control_end IS NULL",
+        )?
+        .execute([control_uuid])?;
+    if n == 0 {
+        return Ok(None);
+    }
+    row_of(tx, control_uuid)
+}
+
+/// The control reads still waiting for a read to apply to (UUIDs, in
+/// capture order): after a restart none will get one.
+pub fn open_controls(conn: &Connection) -> rusqlite::Result<Vec<String>> {
+    let mut q = conn.prepare(
+        "SELECT scan_uuid FROM scans WHERE state = 'control' AND control_end IS NULL
+         UNION ALL
+         SELECT scan_uuid FROM scans WHERE state = 'pending' AND control IS NOT NULL
+             AND control_end IS NULL",
+    )?;
+    q.query_map([], |r| r.get(0))?.collect()
 }
 
 /// A scan's recorded state, as the outbox has it.

@@ -40,6 +40,10 @@ pub struct Scanner<K> {
     /// `unserialised = "double-fire"`: the short window (ms), default 300.
     #[serde(default = "default_double_fire_ms")]
     pub double_fire_ms: u32,
+    /// What the scanner (and the gateway's LED) is told of each decision
+    /// ([`crate::feedback`]); off unless set.
+    #[serde(default)]
+    pub feedback: Option<crate::feedback::FeedbackConfig>,
     /// The gateway a scanner that is not `shared` belongs to (part of its
     /// content keys); set where the daemon starts the source
     /// ([`Scanner::owned_by`]).
@@ -86,6 +90,7 @@ impl<K> Scanner<K> {
             shared: self.shared,
             unserialised: self.unserialised,
             double_fire_ms: self.double_fire_ms,
+            feedback: self.feedback.clone(),
             owner: self.owner.clone(),
             kind,
         }
@@ -103,6 +108,7 @@ impl Scanner<()> {
             shared: false,
             unserialised: UnserialisedPolicy::default(),
             double_fire_ms: default_double_fire_ms(),
+            feedback: None,
             owner: None,
             kind: (),
         }

@@ -10,11 +10,18 @@
 pub mod config;
 pub mod hid;
 pub mod latency;
+pub mod operator;
 pub mod serial;
+pub mod signal;
+pub mod tell;
 
 pub use config::{Scanner, default_max_frame_bytes};
 
 use crate::capture::Scan;
+use crate::controls::ControlsConfig;
+use operator::Operator;
+use signal::Signals;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 use tokio::sync::mpsc;
 
@@ -22,6 +29,18 @@ use tokio::sync::mpsc;
 pub const ACK: u8 = 0x06;
 /// NAK byte, sent on a framing error so the scanner resends.
 pub const NAK: u8 = 0x15;
+
+/// What the sources hand the outbox writer, in read order per source.
+/// (Not boxed: nearly every message is a scan, and a lapse is rare.)
+#[derive(Debug)]
+#[allow(clippy::large_enum_variant)]
+pub enum Inbound {
+    /// A read.
+    Scan(Captured),
+    /// A control read no read followed in time (`gate::control::lapse`):
+    /// its scan UUID and why.
+    Lapsed(operator::Lapse),
+}
 
 /// A captured scan on its way to the outbox.
 #[derive(Debug)]
@@ -46,9 +65,13 @@ pub const IN_FLIGHT_PER_SOURCE: usize = 32;
 /// in-flight limit.
 #[derive(Debug, Clone)]
 pub struct ToOutbox {
-    queue: mpsc::Sender<Captured>,
+    queue: mpsc::Sender<Inbound>,
     slots: std::sync::Arc<tokio::sync::Semaphore>,
     telemetry: crate::telemetry::Telemetry,
+    /// This source's control labels and the read each applies to.
+    operator: Arc<Mutex<Operator>>,
+    /// Where its scans' decisions come back.
+    signals: Signals,
 }
 
 /// The outbox writer is gone (shutting down).
@@ -58,12 +81,93 @@ pub struct OutboxClosed;
 impl ToOutbox {
     /// A new source's handle on the shared queue (its events update a
     /// [`crate::telemetry::Telemetry`] of its own until [`Self::with_telemetry`]).
-    pub fn new(queue: mpsc::Sender<Captured>) -> ToOutbox {
+    pub fn new(queue: mpsc::Sender<Inbound>) -> ToOutbox {
         ToOutbox {
             queue,
             slots: std::sync::Arc::new(tokio::sync::Semaphore::new(IN_FLIGHT_PER_SOURCE)),
             telemetry: crate::telemetry::Telemetry::new(&[], None),
+            operator: Arc::new(Mutex::new(Operator::new(Arc::default()))),
+            signals: Signals::default(),
         }
+    }
+
+    /// Recognise these control labels (the `[controls]` section).
+    pub fn with_controls(mut self, controls: Arc<ControlsConfig>) -> ToOutbox {
+        self.operator = Arc::new(Mutex::new(Operator::new(controls)));
+        self
+    }
+
+    /// Route decisions back through `signals`.
+    pub fn with_signals(mut self, signals: Signals) -> ToOutbox {
+        self.signals = signals;
+        self
+    }
+
+    /// A handle for another source: the same queue, telemetry, controls
+    /// and signals; in-flight slots and control state of its own.
+    pub fn for_source(&self) -> ToOutbox {
+        let controls = self.lock_operator().controls();
+        ToOutbox {
+            queue: self.queue.clone(),
+            slots: Arc::new(tokio::sync::Semaphore::new(IN_FLIGHT_PER_SOURCE)),
+            telemetry: self.telemetry.clone(),
+            operator: Arc::new(Mutex::new(Operator::new(controls))),
+            signals: self.signals.clone(),
+        }
+    }
+
+    /// Hear the decisions of scanner `name`'s scans.
+    pub fn listen(&self, name: &str) -> mpsc::UnboundedReceiver<signal::Signal> {
+        self.signals.listen(name)
+    }
+
+    /// Whether `frame` is one of the control labels (a usable read: it is
+    /// ACKed, not NAKed, though it is no barcode of a product).
+    pub fn is_control(&self, frame: &[u8]) -> bool {
+        self.lock_operator().controls().recognise(frame).is_some()
+    }
+
+    /// The shared queue (the daemon keeps it open until the stop).
+    pub fn queue(&self) -> &mpsc::Sender<Inbound> {
+        &self.queue
+    }
+
+    fn lock_operator(&self) -> std::sync::MutexGuard<'_, Operator> {
+        self.operator.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Mark `scan` with what the operator declared, queue a control that
+    /// lapsed meanwhile, and, for a control read, watch its bound.
+    async fn mark(&self, scan: &mut Scan) -> Result<(), OutboxClosed> {
+        let (lapsed, within) = {
+            let mut op = self.lock_operator();
+            (op.mark(scan, Instant::now()), op.within())
+        };
+        if let Some(l) = lapsed {
+            self.queue
+                .send(Inbound::Lapsed(l))
+                .await
+                .map_err(|_| OutboxClosed)?;
+        }
+        if scan.control.is_some() {
+            // Its bound, watched apart from the source (which may be
+            // waiting for bytes): a weak handle, so a stop is not held up.
+            let operator = Arc::downgrade(&self.operator);
+            let queue = self.queue.downgrade();
+            let uuid = scan.uuid;
+            tokio::spawn(async move {
+                tokio::time::sleep(within).await;
+                let lapsed = operator.upgrade().and_then(|op| {
+                    op.lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .lapse_if_waiting(uuid)
+                });
+                if let (Some(l), Some(q)) = (lapsed, queue.upgrade()) {
+                    let _ = q.send(Inbound::Lapsed(l)).await;
+                }
+            });
+        }
+        Ok(())
     }
 
     /// Report this source's events ([`crate::events`]: connects, reads,
@@ -78,8 +182,14 @@ impl ToOutbox {
         &self.telemetry
     }
 
-    /// Queue a scan, waiting for a free slot of this source first.
-    pub async fn send(&self, scan: Scan, durable: Option<DurableAck>) -> Result<(), OutboxClosed> {
+    /// Queue a scan, waiting for a free slot of this source first; a
+    /// control label, or the read one applies to, marked as such.
+    pub async fn send(
+        &self,
+        mut scan: Scan,
+        durable: Option<DurableAck>,
+    ) -> Result<(), OutboxClosed> {
+        self.mark(&mut scan).await?;
         crate::events::ScanRead {
             scanner: &scan.profile.scanner,
         }
@@ -91,11 +201,11 @@ impl ToOutbox {
             .await
             .map_err(|_| OutboxClosed)?;
         self.queue
-            .send(Captured {
+            .send(Inbound::Scan(Captured {
                 scan,
                 durable,
                 in_flight,
-            })
+            }))
             .await
             .map_err(|_| OutboxClosed)
     }

@@ -365,6 +365,13 @@ async fn connection(
     // a frame read while one of the same bytes waits may be the scanner
     // resending it ([`Scan::resend`]).
     let mut unacked: std::collections::VecDeque<Vec<u8>> = Default::default();
+    // Decisions to tell the scanner in its protocol (`feedback`), after
+    // the ACK; a scanner not set up for it is never listened for.
+    let feedback = cfg
+        .feedback
+        .as_ref()
+        .filter(|f| f.protocol.is_some_and(|p| p.is_serial()));
+    let mut signals = feedback.map(|_| out.listen(&cfg.name));
     let timeout = framer.spec().timeout_ms.map(Duration::from_millis);
     let mut last_byte = tokio::time::Instant::now();
     let mut buf = [0u8; 1024];
@@ -393,13 +400,28 @@ async fn connection(
                 crate::events::Acked { scanner: &cfg.name, took }.emit(out.telemetry());
                 continue;
             }
+            Some(signal) = recv_signal(&mut signals) => {
+                if let Some(fb) = feedback
+                    && let Some(told) = super::tell::due(fb, signal, profile.unserialised, &cfg.name, out.telemetry())
+                {
+                    let bytes = crate::feedback::serial_bytes(fb, told);
+                    if !bytes.is_empty() {
+                        if let Err(e) = port.write_all(&bytes).await {
+                            return Ended::Lost(format!("writing feedback failed: {e}"));
+                        }
+                        crate::events::Told { scanner: &cfg.name, told, via: "serial" }.emit(out.telemetry());
+                    }
+                }
+                continue;
+            }
             read = port.read(&mut buf) => match read {
                 Ok(0) => return Ended::Lost("end of file (hang-up)".into()),
                 Err(e) => return Ended::Lost(e.to_string()),
                 Ok(n) => {
                     let now = Instant::now();
                     last_byte = tokio::time::Instant::now();
-                    frames.extend(framer.push(&buf[..n]).into_iter().map(|r| (r, now)));
+                    let data = skip_replies(feedback, &buf[..n]);
+                    frames.extend(framer.push(data).into_iter().map(|r| (r, now)));
                 }
             },
             _ = sleep_until_opt(idle_deadline), if idle_deadline.is_some() => {
@@ -429,7 +451,7 @@ async fn connection(
             // misread, hostile bytes) is stored and audited as rejected, and
             // NAKed so the scanner sends it again: an ACK must only ever
             // confirm a usable scan.
-            let usable = scan.decoded.is_ok();
+            let usable = scan.decoded.is_ok() || out.is_control(&scan.raw);
             if cfg.kind.ack && !usable {
                 if let Err(e) = port.write_all(&[NAK]).await {
                     crate::events::SourceFailed::Nak {
@@ -451,6 +473,31 @@ async fn connection(
             }
         }
     }
+}
+
+/// The next decision to tell, if the scanner is listened for.
+async fn recv_signal(
+    signals: &mut Option<mpsc::UnboundedReceiver<super::signal::Signal>>,
+) -> Option<super::signal::Signal> {
+    match signals {
+        Some(rx) => rx.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// A Zebra SSI scanner answers each command scangate sends with a
+/// `CMD_ACK` packet: dropped where a read begins with one, so it is never
+/// framed as a scan.
+fn skip_replies<'a>(
+    feedback: Option<&crate::feedback::FeedbackConfig>,
+    mut data: &'a [u8],
+) -> &'a [u8] {
+    if feedback.and_then(|f| f.protocol) == Some(crate::feedback::Protocol::ZebraSsi) {
+        while let Some((_, len)) = crate::feedback::ssi::reply_at(data) {
+            data = &data[len..];
+        }
+    }
+    data
 }
 
 async fn sleep_until_opt(deadline: Option<tokio::time::Instant>) {

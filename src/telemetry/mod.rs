@@ -56,6 +56,13 @@ struct DecisionLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct FeedbackLabels {
+    scanner: String,
+    told: &'static str,
+    outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct StateLabel {
     state: &'static str,
 }
@@ -136,6 +143,7 @@ struct Inner {
     scans_read: Family<ScannerLabel, Counter>,
     decisions: Family<DecisionLabels, Counter>,
     ambiguous: Family<ScannerLabel, Counter>,
+    feedback: Family<FeedbackLabels, Counter>,
     scanner_up: Family<ScannerLabel, Gauge>,
     last_read: Family<ScannerLabel, FloatGauge>,
     undecided: Family<StateLabel, Gauge>,
@@ -209,6 +217,12 @@ impl Telemetry {
             "scangate_ambiguous_echoes",
             "Echoes per scanner since start of a label without a serial (counted in the suppressed decisions too): another identical item, a re-scan and a double-fire read alike, so each may be an under-count. A burst on one scanner: someone may be counting identical items",
             ambiguous.clone(),
+        );
+        let feedback = Family::<FeedbackLabels, Counter>::default();
+        registry.register(
+            "scangate_feedback",
+            "Signals to scanners and the gateway LED since start, per scanner, what was told and the outcome: sent, or skipped (the decision came later than the scanner's feedback max_delay_ms after the read)",
+            feedback.clone(),
         );
         let scanner_up = Family::<ScannerLabel, Gauge>::default();
         registry.register(
@@ -297,6 +311,7 @@ impl Telemetry {
                 scans_read,
                 decisions,
                 ambiguous,
+                feedback,
                 scanner_up,
                 last_read,
                 undecided,
@@ -438,6 +453,18 @@ impl Telemetry {
     }
 
     /// Scanner `name` read a scan (before it is durable).
+    /// A signal to scanner `name` (`told`) was `outcome` (`sent`, `skipped`).
+    pub(crate) fn feedback(&self, name: &str, told: &'static str, outcome: &'static str) {
+        self.inner
+            .feedback
+            .get_or_create(&FeedbackLabels {
+                scanner: name.to_string(),
+                told,
+                outcome,
+            })
+            .inc();
+    }
+
     pub(crate) fn scan_read(&self, name: &str) {
         let label = Self::label(name);
         let now = now_ms();

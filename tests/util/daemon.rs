@@ -317,8 +317,10 @@ pub fn wait_all_decided(config: &Path, transmissions: i64) -> serde_json::Value 
             let Ok(st) = serde_json::from_str::<serde_json::Value>(out.stdout.trim()) else {
                 return (false, -1);
             };
-            let decided =
-                count(&st, "committed") + count(&st, "suppressed") + count(&st, "rejected");
+            let decided = count(&st, "committed")
+                + count(&st, "suppressed")
+                + count(&st, "rejected")
+                + count(&st, "control");
             let open = count(&st, "pending") + count(&st, "unresolved");
             last = st;
             (decided == transmissions && open == 0, decided)

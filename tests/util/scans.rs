@@ -27,6 +27,12 @@ pub fn dscsa_lot(serial: &str, lot: &str) -> String {
     format!("]d201{GTIN}1728123121{serial}{GS}10{lot}")
 }
 
+/// A GS1 DataMatrix without a serial (AIM `]d2`): GTIN, expiry 2028-12-31,
+/// lot — identical on every bottle of the lot.
+pub fn gtin_lot(lot: &str) -> String {
+    format!("]d201{GTIN}17281231{GS}10{lot}")
+}
+
 /// Scanner `scanner`'s profile: dispense, quantity 1.
 pub fn dispense(scanner: &str) -> Profile {
     Profile {

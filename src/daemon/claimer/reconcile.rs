@@ -258,6 +258,7 @@ fn row_of_entry(e: crate::ledger::LedgerEntry, captured_ms: i64) -> ScanRow {
         unserialised: None,
         resend: false,
         declared: None,
+        control: None,
     }
 }
 

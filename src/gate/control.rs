@@ -1,0 +1,79 @@
+//! Control labels that lapsed: a REPEAT or QUANTITY N read that no read on
+//! its scanner followed within `[controls] within_ms` (or before the
+//! daemon stopped) declares nothing, and its audit trail says so — a
+//! second record of the control read, decision `control`.
+//!
+//! The control read itself is decided like any scan (`Gate::decide`, a
+//! claimer lane's local verdict: [`crate::model::Verdict::Control`]); a
+//! read it applied to carries the declaration from its capture on
+//! (`crate::capture::Declared`), so a replay after an outage judges it as
+//! it was judged live.
+
+use crate::audit::{AuditDeclared, AuditRecord, Chain, Emitted};
+use crate::capture::clock::rfc3339_ms;
+use crate::model::ScanState;
+use crate::outbox;
+use rusqlite::Connection;
+
+/// Record that control reads lapsed, inside `tx`: each still open is
+/// marked and audited with `why` (`gateway`: this gateway's id). Returns
+/// the records to emit once `tx` commits.
+pub fn lapse(
+    tx: &Connection,
+    gateway: &str,
+    controls: &[(String, String)],
+) -> rusqlite::Result<Vec<Emitted>> {
+    let mut chain = Chain::begin(tx)?;
+    let now_ms = chrono::Utc::now().timestamp_millis();
+    for (uuid, why) in controls {
+        let Some(row) = outbox::lapse_control(tx, uuid)? else {
+            continue;
+        };
+        let what = row.control.clone().unwrap_or_default();
+        chain.append(AuditRecord {
+            seq: 0,
+            at: rfc3339_ms(now_ms),
+            gateway: gateway.to_string(),
+            scanner: row.scanner.clone(),
+            scan_uuid: row.uuid.clone(),
+            captured_at: rfc3339_ms(row.time.utc_ms),
+            clock_synced: row.time.synced,
+            facility_at: None,
+            clock_offset_ms: None,
+            clock_error_ms: None,
+            decision: ScanState::Control,
+            content_key: None,
+            twin_uuid: None,
+            reason: Some(format!("lapsed: {why}; it declared nothing")),
+            raw_len: row.raw_len,
+            conflict: None,
+            state_reset: None,
+            ledger_hash: None,
+            pruned: None,
+            ambiguous: None,
+            declared: Some(AuditDeclared {
+                control: what,
+                by: row.uuid,
+            }),
+        })?;
+    }
+    chain.finish()
+}
+
+/// Lapse every control read still open (at start: the reads that would
+/// have followed them are gone with the process that waited for them).
+pub fn lapse_open(tx: &Connection, gateway: &str) -> rusqlite::Result<Vec<Emitted>> {
+    let open: Vec<(String, String)> = outbox::open_controls(tx)?
+        .into_iter()
+        .map(|uuid| {
+            (
+                uuid,
+                "scangate stopped before a read on its scanner followed".to_string(),
+            )
+        })
+        .collect();
+    if open.is_empty() {
+        return Ok(Vec::new());
+    }
+    lapse(tx, gateway, &open)
+}

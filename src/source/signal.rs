@@ -1,0 +1,81 @@
+//! Decisions back to the scanners that read them: each decided scan's
+//! verdict as a [`Told`], routed by scanner name to whoever listens for
+//! it — the source's connection (serial bytes) and the gateway LED
+//! (`feedback.led`). The writer (embedded) and the claimer's lanes tell
+//! after their transaction commits, so a signal always follows the
+//! durable ACK; a listener skips a signal that comes later than its
+//! `max_delay_ms` after the read (counted: `events::FeedbackSkipped`).
+
+use crate::feedback::Told;
+use crate::model::{Decision, ScanState, Verdict};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use tokio::sync::mpsc;
+
+/// One decision for one scanner.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Signal {
+    /// What it is (an ambiguous echo is [`Told::Ambiguous`] here; a
+    /// scanner whose policy is not `ask` tells it as [`Told::Echo`]).
+    pub told: Told,
+    /// When the scan was read, on this boot's clock (ns), if this boot.
+    pub read_boot_ns: Option<i64>,
+}
+
+/// Who listens for which scanner's decisions (cheap to clone).
+#[derive(Debug, Clone, Default)]
+pub struct Signals {
+    listeners: Arc<Mutex<HashMap<String, Vec<mpsc::UnboundedSender<Signal>>>>>,
+}
+
+impl Signals {
+    /// Hear scanner `name`'s decisions from now on (until the receiver is
+    /// dropped).
+    pub fn listen(&self, name: &str) -> mpsc::UnboundedReceiver<Signal> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let mut all = self
+            .listeners
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let list = all.entry(name.to_string()).or_default();
+        list.retain(|l| !l.is_closed());
+        list.push(tx);
+        rx
+    }
+
+    /// Tell each decision's scanner (call after the decisions' commit).
+    /// A scan left unresolved again (a retry) is not told twice; a
+    /// pending one is not told at all.
+    pub fn tell(&self, decisions: &[Decision]) {
+        let all = self
+            .listeners
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if all.is_empty() {
+            return;
+        }
+        for d in decisions {
+            let Some(told) = told(d) else { continue };
+            if let Some(list) = all.get(&d.scanner) {
+                for l in list {
+                    let _ = l.send(Signal {
+                        told,
+                        read_boot_ns: d.read_boot_ns,
+                    });
+                }
+            }
+        }
+    }
+}
+
+/// What a decision tells its scanner, if anything.
+fn told(d: &Decision) -> Option<Told> {
+    Some(match &d.verdict {
+        Verdict::Committed | Verdict::Control { .. } => Told::Committed,
+        Verdict::Suppressed { .. } if d.ambiguous => Told::Ambiguous,
+        Verdict::Suppressed { .. } => Told::Echo,
+        Verdict::Rejected { .. } => Told::Rejected,
+        Verdict::Unresolved { .. } if d.was != ScanState::Unresolved => Told::Waiting,
+        Verdict::Unresolved { .. } | Verdict::Pending => return None,
+    })
+}

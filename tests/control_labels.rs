@@ -1,0 +1,224 @@
+//! Control labels and feedback end to end (issue 26), on the real daemon
+//! with PTY scanners: REPEAT and QUANTITY N declare the next read; a
+//! control no read follows lapses, audited; the scanner is told each
+//! decision in Zebra SSI after its ACK (the packets checked against a
+//! checksum computed here, not by scangate's encoder); on one facility
+//! Redis, two gateways hearing the same scanner make the entries once,
+//! also when the control was read during an outage and replayed.
+
+use crate::util::*;
+use scangate::pty::VirtualScanner;
+use std::time::Duration;
+
+const REPEAT: &str = "SGCTL-REPEAT";
+
+/// A Zebra SSI `BEEP` (opcode 0xE6) from the host (source 0x04) with
+/// `code`, framed and checksummed by the Simple Serial Interface rules:
+/// length byte (the packet less its checksum), opcode, source, status,
+/// data, then the two's complement of the byte sum, high byte first.
+fn ssi_beep(code: u8) -> Vec<u8> {
+    let mut p = vec![0x05, 0xE6, 0x04, 0x00, code];
+    let sum: u16 = p.iter().map(|&b| u16::from(b)).sum();
+    let check = (!sum).wrapping_add(1);
+    p.extend(check.to_be_bytes());
+    p
+}
+
+/// A person's pace between two scans (a declared read is still one pick
+/// with a read of its label this close: a double-fire, another gateway's
+/// copy; with a facility store within twice `max_clock_error_ms`).
+fn pace() {
+    std::thread::sleep(Duration::from_millis(700));
+}
+
+/// What the scanner hears of one read: the ACK (or NAK), then the signal.
+fn heard(vs: &mut VirtualScanner, n: usize) -> Vec<u8> {
+    replies(vs, n).0
+}
+
+/// The audit records of `scan_uuid` whose reason starts with `lapsed`.
+fn lapsed(state: &std::path::Path) -> Vec<String> {
+    let conn = open_db(state);
+    let mut q = conn
+        .prepare("SELECT record FROM audit WHERE record LIKE '%\"reason\":\"lapsed:%'")
+        .unwrap();
+    q.query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap()
+}
+
+#[test]
+fn repeat_and_quantity_declare_the_next_read_a_lapsed_control_nothing_and_the_scanner_hears_each() {
+    let mut gw = Gateway::builder("scangate-controls-")
+        .window_ms(60_000)
+        .pty(
+            ScannerSpec::named("receiving")
+                .ack()
+                .with("unserialised = \"ask\"\nfeedback = { protocol = \"zebra-ssi\" }"),
+        )
+        .config("[controls]\nwithin_ms = 1500")
+        .build();
+    let mut daemon = gw.launch();
+    let [mut vs] = gw.take_scanners();
+    let bottle = gtin_lot("LOT7A");
+    let committed = [&[ACK][..], &ssi_beep(0x00)].concat();
+    let ambiguous = [&[ACK][..], &ssi_beep(0x18)].concat();
+
+    // A bottle: committed. The next, identical, inside the window: taken
+    // for an echo, and the scanner says "ambiguous" (policy ask).
+    vs.send(&frame(&bottle)).unwrap();
+    assert_eq!(heard(&mut vs, 8), committed);
+    vs.send(&frame(&bottle)).unwrap();
+    assert_eq!(heard(&mut vs, 8), ambiguous);
+    // REPEAT (a control: acknowledged, never a pick), then the bottle:
+    // another item.
+    pace();
+    vs.send(&frame(REPEAT)).unwrap();
+    assert_eq!(heard(&mut vs, 8), committed);
+    pace();
+    vs.send(&frame(&bottle)).unwrap();
+    assert_eq!(heard(&mut vs, 8), committed);
+    // QUANTITY 3, then the bottle: one entry of 3 units.
+    vs.send(&frame("SGCTL-QTY-3")).unwrap();
+    assert_eq!(heard(&mut vs, 8), committed);
+    pace();
+    vs.send(&frame(&bottle)).unwrap();
+    assert_eq!(heard(&mut vs, 8), committed);
+    // A misread: NAK, and the error beep.
+    let bad = bottle.replacen("00307773105025", "00307773105026", 1);
+    vs.send(&frame(&bad)).unwrap();
+    assert_eq!(heard(&mut vs, 8), [&[NAK][..], &ssi_beep(0x10)].concat());
+    // REPEAT, and no read within 1.5 s: it lapses, audited; the bottle
+    // read after it is an (ambiguous) echo again.
+    vs.send(&frame(REPEAT)).unwrap();
+    assert_eq!(heard(&mut vs, 8), committed);
+    wait_until("the REPEAT to lapse", || !lapsed(&gw.state).is_empty());
+    vs.send(&frame(&bottle)).unwrap();
+    assert_eq!(heard(&mut vs, 8), ambiguous);
+
+    let entries = ledger(&gw.cfg);
+    let quantities: Vec<i64> = entries
+        .iter()
+        .map(|e| e["quantity"].as_i64().unwrap())
+        .collect();
+    assert_eq!(quantities, [1, 1, 3], "{entries:?}");
+    let st = outbox_status(&gw.cfg);
+    assert_eq!(
+        (count(&st, "committed"), count(&st, "control")),
+        (3, 3),
+        "{st}"
+    );
+    assert_eq!(count(&st, "ambiguous"), 2, "{st}");
+    let records = lapsed(&gw.state);
+    assert_eq!(records.len(), 1, "{records:?}");
+    assert!(
+        records[0].contains("\"decision\":\"control\""),
+        "{records:?}"
+    );
+    // The declared commits say who declared them, in the audit trail.
+    let conn = open_db(&gw.state);
+    let declared: Vec<String> = conn
+        .prepare("SELECT record FROM audit WHERE record LIKE '%declared a repeat by the operator%'")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(declared.len(), 1, "{declared:?}");
+    assert_eq!(daemon.terminate().code(), Some(0), "{}", daemon.log());
+}
+
+#[test]
+fn a_control_waiting_when_the_daemon_stops_lapses_at_the_next_start() {
+    let mut gw = Gateway::builder("scangate-controls-stop-")
+        .pty(ScannerSpec::named("receiving").ack())
+        .build();
+    let mut daemon = gw.launch();
+    let [mut vs] = gw.take_scanners();
+    vs.send(&frame(REPEAT)).unwrap();
+    assert_eq!(heard(&mut vs, 1), [ACK]);
+    assert_eq!(daemon.terminate().code(), Some(0), "{}", daemon.log());
+    assert!(lapsed(&gw.state).is_empty(), "not lapsed before its bound");
+    let mut again = gw.launch();
+    wait_until("the REPEAT to lapse at the start", || {
+        lapsed(&gw.state)
+            .iter()
+            .any(|r| r.contains("scangate stopped before a read"))
+    });
+    // Control: a read now is not declared (it is a pick of its own, not
+    // "declared a repeat").
+    vs.send(&frame(&gtin_lot("LOT9"))).unwrap();
+    assert_eq!(heard(&mut vs, 1), [ACK]);
+    wait_until("the read to be decided", || ledger(&gw.cfg).len() == 1);
+    assert_eq!(again.terminate().code(), Some(0), "{}", again.log());
+}
+
+/// Two gateways hear one scanner (`shared`): each transmission reaches both.
+fn both(a: &mut Gateway, b: &mut Gateway, label: &str) {
+    a.send(label);
+    b.send(label);
+    assert_eq!(a.replies(1), [ACK]);
+    assert_eq!(b.replies(1), [ACK]);
+}
+
+/// `label`, REPEAT + `label`, QUANTITY 3 + `label`, each heard by both.
+fn declare_on_both(a: &mut Gateway, b: &mut Gateway, label: &str) {
+    both(a, b, label);
+    both(a, b, REPEAT);
+    pace();
+    both(a, b, label);
+    both(a, b, "SGCTL-QTY-3");
+    pace();
+    both(a, b, label);
+}
+
+/// The units of each facility ledger entry, sorted, once there are `n`.
+fn units(redis: &RedisServer, cfg: &std::path::Path, n: usize) -> Vec<i64> {
+    wait_until(&format!("{n} facility ledger entries"), || {
+        redis.ledger("test-pharmacy").len() >= n
+    });
+    let mut q: Vec<i64> = ledger(cfg)
+        .iter()
+        .map(|e| e["quantity"].as_i64().unwrap())
+        .collect();
+    q.sort();
+    q
+}
+
+#[test]
+fn two_gateways_hearing_one_scanner_make_each_declared_entry_once_live_and_replayed() {
+    let (root, redis) = facility(&[]);
+    let mut a = Gateway::roaming(root.path(), "gw-a", &redis);
+    let mut b = Gateway::roaming(root.path(), "gw-b", &redis);
+    a.start();
+    b.start();
+    let bottle = gtin_lot("LOT7A");
+    // Live: the bottle, REPEAT + the bottle, QUANTITY 3 + the bottle:
+    // three entries (1, 1, 3 units), however many gateways heard them.
+    declare_on_both(&mut a, &mut b, &bottle);
+    wait_all_decided(&a.cfg, 5);
+    wait_all_decided(&b.cfg, 5);
+    assert_eq!(units(&redis, &a.cfg, 3), [1, 1, 3]);
+
+    // An outage (Redis stopped, its data kept): the same again, read while
+    // it does not answer, replayed when it is back: the same entries as live.
+    redis.signal(nix::sys::signal::Signal::SIGSTOP);
+    let lot = gtin_lot("LOT8B");
+    declare_on_both(&mut a, &mut b, &lot);
+    let waiting = outbox_status(&a.cfg);
+    assert_eq!(
+        count(&waiting, "pending") + count(&waiting, "unresolved"),
+        3,
+        "the reads wait for the facility (the controls are decided here): {waiting}"
+    );
+    redis.signal(nix::sys::signal::Signal::SIGCONT);
+    wait_all_decided(&a.cfg, 10);
+    wait_all_decided(&b.cfg, 10);
+    assert_eq!(units(&redis, &a.cfg, 6), [1, 1, 1, 1, 3, 3]);
+    assert_eq!(redis.ledger("test-pharmacy").len(), 6);
+    // Control: without the declarations the same reads are one entry per
+    // lot (the others echoes), so the test could see a doubled or lost one.
+    let st = outbox_status(&a.cfg);
+    assert_eq!(count(&st, "control"), 4, "{st}");
+}
