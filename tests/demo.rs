@@ -1,5 +1,6 @@
 //! The README's main command, `scangate demo`, runs on this machine and
-//! reports a lossless, exactly-once shift.
+//! reports a lossless, exactly-once shift, and the receiving tote of
+//! identical unserialised bottles under each policy.
 
 use crate::util::{Outcome, cli};
 
@@ -28,4 +29,30 @@ fn the_demo_loses_nothing_and_commits_each_pick_once() {
     );
     assert!(row("audit chain").starts_with("verified"), "{stdout}");
     assert!(stdout.contains("exactly once"), "{stdout}");
+    // The receiving tote: each policy's entries, ambiguous echoes and
+    // control reads, and what the scanners were told.
+    for (scanner, want) in [
+        (
+            "tote-window",
+            "window            6        2          4         0",
+        ),
+        (
+            "tote-double-fire",
+            "double-fire       6        6          0         0",
+        ),
+        (
+            "tote-ask",
+            "ask              16        6          5         5",
+        ),
+    ] {
+        assert_eq!(row(scanner), want, "{stdout}");
+    }
+    assert!(
+        stdout.contains("tote-ask          committed ambiguous committed committed ambiguous"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("each tote policy did what it promises"),
+        "{stdout}"
+    );
 }

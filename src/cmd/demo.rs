@@ -9,6 +9,8 @@
 //! the script only knows what it sent. With `--redis URL` the same shift is
 //! decided through a facility Redis (the gateway's claimer lanes).
 
+mod tote;
+
 use super::Failure;
 use crate::audit::{self, Verification};
 use crate::config::{Config, ConfigError, DedupConfig, GatewayConfig, ScanType, Scanner, Settings};
@@ -171,7 +173,7 @@ async fn shift(redis: Option<String>) -> Result<Exit, String> {
     for _ in NAMES {
         scanners.push(VirtualScanner::new().map_err(|e| format!("cannot create a PTY: {e}"))?);
     }
-    let cfg = demo_config(dir.path(), &scanners, facility);
+    let cfg = demo_config(dir.path(), &scanners, facility.clone());
     let window_ms = cfg.dedup.window_ms;
     let (picks, sends) = script();
     println!(
@@ -223,16 +225,18 @@ async fn shift(redis: Option<String>) -> Result<Exit, String> {
         print!("{}", audit::render_trace(&storm.content_key, &trail).0);
     }
     let exactly_once = found.per_pick.iter().all(|&n| n == 1);
-    let ok = lost == 0
+    let shift_ok = lost == 0
         && exactly_once
         && found.audit_records.is_some()
         && found.entries.len() == picks.len();
+    let tote_ok = tote::run(facility).await?;
+    let ok = shift_ok && tote_ok;
     println!(
         "\n{}",
         if ok {
-            "result: every physical pick is in the ledger exactly once; nothing lost"
+            "result: every physical pick is in the ledger exactly once; nothing lost; each tote policy did what it promises"
         } else {
-            "result: MISMATCH — see the table above"
+            "result: MISMATCH — see the tables above"
         }
     );
     Ok(if ok { Exit::Ok } else { Exit::CheckFailed })
@@ -437,6 +441,10 @@ fn print_table(
     println!(
         "  {:<40}{:>8}",
         "suppressed echoes", found.outbox.suppressed
+    );
+    println!(
+        "  {:<40}{:>8}",
+        "  of them ambiguous (label w/o serial)", found.outbox.ambiguous
     );
     println!(
         "  {:<40}{:>8}",

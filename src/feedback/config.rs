@@ -119,6 +119,20 @@ fn default_max_delay_ms() -> u64 {
 }
 
 impl FeedbackConfig {
+    /// Feedback in `protocol`, every other key at its default.
+    pub fn speaking(protocol: Protocol) -> FeedbackConfig {
+        FeedbackConfig {
+            protocol: Some(protocol),
+            led: None,
+            max_delay_ms: DEFAULT_MAX_DELAY_MS,
+            committed: None,
+            echo: None,
+            ambiguous: None,
+            rejected: None,
+            waiting: None,
+        }
+    }
+
     /// `max_delay_ms` as a duration.
     pub fn max_delay(&self) -> Duration {
         Duration::from_millis(self.max_delay_ms)

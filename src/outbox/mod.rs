@@ -306,7 +306,43 @@ impl Store {
     }
 }
 
+/// One scanner's decided scans ([`Store::scanner_counts`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct ScannerCounts {
+    /// Committed: ledger entries.
+    pub committed: i64,
+    /// Echoes.
+    pub suppressed: i64,
+    /// Of them, ambiguous.
+    pub ambiguous: i64,
+    /// Control label reads.
+    pub control: i64,
+}
+
 impl Store {
+    /// Decided scans of `scanner` by outcome: reads the scanner's whole
+    /// history (no index by scanner), for the demo and investigations.
+    pub fn scanner_counts(&self, scanner: &str) -> Result<ScannerCounts, StoreError> {
+        self.conn
+            .query_row(
+                "SELECT count(*) FILTER (WHERE state = 'committed'),
+                        count(*) FILTER (WHERE state = 'suppressed'),
+                        count(*) FILTER (WHERE ambiguous = 1),
+                        count(*) FILTER (WHERE state = 'control')
+                 FROM scans WHERE scanner = ?1",
+                [scanner],
+                |r| {
+                    Ok(ScannerCounts {
+                        committed: r.get(0)?,
+                        suppressed: r.get(1)?,
+                        ambiguous: r.get(2)?,
+                        control: r.get(3)?,
+                    })
+                },
+            )
+            .map_err(|e| self.err_at(e))
+    }
+
     /// Scans waiting for the facility store (cheap: partial index).
     pub fn unresolved(&self) -> Result<i64, StoreError> {
         self.conn
