@@ -167,3 +167,73 @@ fn a_frame_the_scanner_may_be_resending_is_a_certain_echo_judged_by_the_full_win
     let control = tote(df, &[(l.clone(), 0), (l, 1500)], false);
     assert_eq!(control.entries, 2);
 }
+
+/// The daemon: a burst of ambiguous echoes on one scanner shows in
+/// `status` (its count today, and DEGRADED naming the scanner and the
+/// fixes) and in the metrics; a serialised label's echoes on another
+/// scanner (the control) show in neither.
+#[test]
+fn a_burst_of_ambiguous_echoes_shows_in_status_and_the_metrics() {
+    use crate::util::*;
+    let root = tempdir("scangate-ambiguous-");
+    let textfile = root.path().join("scangate.prom");
+    let mut gw = Gateway::builder_in(&root.path().join("gw"))
+        .ptys([
+            ScannerSpec::named("receiving").ack(),
+            ScannerSpec::named("counter-1").ack(),
+        ])
+        .config(&format!(
+            "[metrics]\ntextfile = {:?}\ninterval_s = 1",
+            textfile.to_str().unwrap()
+        ))
+        .build();
+    let mut daemon = gw.launch();
+    let [mut receiving, mut counter] = gw.take_scanners();
+    for _ in 0..4 {
+        receiving.send(&frame(&gtin_lot("LOT7A"))).unwrap();
+        assert_eq!(replies(&mut receiving, 1).0, [ACK]);
+        counter.send(&frame(&dscsa("SN-ONE"))).unwrap();
+        assert_eq!(replies(&mut counter, 1).0, [ACK]);
+    }
+    wait_all_decided(&gw.cfg, 8);
+    wait_until("the metrics file to count 3 ambiguous echoes", || {
+        std::fs::read_to_string(&textfile).is_ok_and(|t| {
+            t.contains("scangate_ambiguous_echoes_total{scanner=\"receiving\"} 3")
+                && t.contains("scangate_ambiguous_echoes_total{scanner=\"counter-1\"} 0")
+        })
+    });
+    let mut status = serde_json::Value::Null;
+    wait_until("status to show the burst", || {
+        let out: Outcome = cli_cfg(&gw.cfg, &["status", "--json"]).into();
+        status = serde_json::from_str(out.stdout.trim()).unwrap_or_default();
+        out.code == Some(1)
+            && status["degraded"].as_array().is_some_and(|d| {
+                d.iter().any(|r| {
+                    r.as_str().is_some_and(|r| {
+                        r.contains("scanner receiving: 3 echoes of labels without a serial")
+                    })
+                })
+            })
+    });
+    let scanner = |name: &str| {
+        status["scanners"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["name"] == name)
+            .unwrap()["ambiguous_today"]
+            .as_i64()
+    };
+    assert_eq!(
+        (scanner("receiving"), scanner("counter-1")),
+        (Some(3), Some(0)),
+        "{status}"
+    );
+    let degraded = status["degraded"].to_string();
+    assert!(!degraded.contains("counter-1: "), "{degraded}");
+    assert!(
+        degraded.contains("unserialised = \\\"double-fire\\\""),
+        "{degraded}"
+    );
+    assert_eq!(daemon.terminate().code(), Some(0), "{}", daemon.log());
+}

@@ -2,7 +2,8 @@
 //! with the running one ([`plan`]). Scanners added, removed or changed
 //! (by name) start and stop on their own, the others untouched
 //! ([`Scanners`]); a change of any key a running stage holds (state
-//! directory, identity, `[dedup]`, `[outbox]`, `[metrics]`, `[redis]`) is
+//! directory, identity, `[dedup]`, `[outbox]`, `[metrics]`, `[controls]`,
+//! `[redis]`) is
 //! refused as a whole, naming the keys, and the running configuration is
 //! kept. The daemon wires it (`daemon::run_with`).
 
@@ -105,6 +106,8 @@ pub fn plan(old: &Settings, new: &Settings) -> Result<Plan, Vec<String>> {
         "metrics.interval_s",
         o.metrics.interval_s == n.metrics.interval_s,
     );
+    // Every source recognises the control labels it started with.
+    key("controls", o.controls == n.controls);
     let redis_same = same(&o.redis, &n.redis);
     key("redis", redis_same);
     if redis_same {
@@ -327,6 +330,25 @@ mod tests {
             plan(&old, &new).unwrap_err(),
             ["gateway.state_dir", "dedup.window_ms"]
         );
+    }
+
+    /// Every source recognises the control labels it started with: new
+    /// contents need a restart (and new labels printed); a scanner's
+    /// `unserialised` or `feedback` restarts that scanner alone.
+    #[test]
+    fn control_label_contents_need_a_restart_a_scanners_policy_restarts_it() {
+        let old = settings(&format!("{BASE}{}", serial("a", "/dev/ttyUSB0")));
+        let new = settings(&format!(
+            "{BASE}[controls]\nrepeat = \"AGAIN\"\n{}",
+            serial("a", "/dev/ttyUSB0")
+        ));
+        assert_eq!(plan(&old, &new).unwrap_err(), ["controls"]);
+        let policy = settings(&format!(
+            "{BASE}{}unserialised = \"ask\"\n",
+            serial("a", "/dev/ttyUSB0")
+        ));
+        let p = plan(&old, &policy).unwrap();
+        assert_eq!(p.changed.len(), 1);
     }
 
     /// The disk floor and the days-left warning are fixed at start (the
