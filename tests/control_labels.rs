@@ -127,6 +127,19 @@ fn repeat_and_quantity_declare_the_next_read_a_lapsed_control_nothing_and_the_sc
         .unwrap();
     assert_eq!(declared.len(), 1, "{declared:?}");
     assert_eq!(daemon.terminate().code(), Some(0), "{}", daemon.log());
+    // The chain, with its control and lapse records, verifies; the trace
+    // of the bottle's label marks its ambiguous echoes.
+    audit_verify(&gw.cfg);
+    let uuid: String = conn
+        .query_row(
+            "SELECT scan_uuid FROM scans WHERE state = 'committed' ORDER BY seq LIMIT 1",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    let trace: Outcome = cli_cfg(&gw.cfg, &["audit", "trace", &uuid]).into();
+    assert_eq!(trace.code, Some(0), "{trace}");
+    assert_eq!(trace.stdout.matches("AMBIGUOUS echo").count(), 2, "{trace}");
 }
 
 #[test]

@@ -120,8 +120,10 @@ impl Store {
 /// `meta` key: decided outbox rows up to this `seq` were removed.
 pub(super) const OUTBOX_PRUNED_THROUGH: &str = "outbox_pruned_through";
 
-/// The states of a decided row (only those are removed).
-const DECIDED: &str = "state IN ('committed', 'suppressed', 'rejected')";
+/// The states of a decided row (only those are removed): a control read
+/// once a read followed it or it lapsed.
+const DECIDED: &str = "(state IN ('committed', 'suppressed', 'rejected')
+    OR (state = 'control' AND control_end IS NOT NULL))";
 
 /// One chunk of [`Store::prune_decided`]: rows removed, and whether a full
 /// chunk was (so there may be more).
