@@ -1,6 +1,6 @@
 //! Serial ACK latency: scan bytes written on a PTY → ACK byte back.
 //!
-//! `cargo bench --bench serial_ack -- [--scanners 8] [--rate 200] [--seconds 20] [--dir PATH]`
+//! `cargo bench --bench serial_ack -- [--scanners 8] [--rate 200] [--seconds 20] [--dir PATH] [--feedback zebra-ssi]`
 //!
 //! The real pipeline ([`scangate::daemon::run`], full durability: WAL,
 //! `synchronous=FULL`) runs in this process on a temporary state directory
@@ -16,10 +16,24 @@
 //!
 //! The daemon's own view (frame end read → ACK written, per scanner) is
 //! printed from its `scangate::ack_latency` log line at shutdown.
+//!
+//! `--feedback zebra-ssi` gives every scanner `feedback = { protocol =
+//! "zebra-ssi" }`: after each ACK the daemon also writes a 7-byte BEEP
+//! packet (every frame is a new pick: "one short high"). The virtual
+//! scanner then reads the ACK, then the BEEP (checked byte for byte, and
+//! checked to come after the ACK), and answers it with CMD_ACK as a Zebra
+//! scanner with ACK/NAK handshaking (its default) does, which the daemon
+//! drops; only then is the frame done. The ACK latency is taken the same
+//! way in both modes; with feedback the time from the write to the last
+//! BEEP byte read (what the person at the counter hears, less the
+//! scanner's own beeper) is reported as well. The last line of the output,
+//! `RESULT …`, has the figures as `key=value` for scripts
+//! (docs/benchmarks.md, "Feedback and ACK latency").
 
 use scangate::config::{Config, GatewayConfig, ScanType, Scanner, Settings};
+use scangate::feedback::{FeedbackConfig, Told, ssi};
 use scangate::pty::VirtualScanner;
-use scangate::source::ACK;
+use scangate::source::{ACK, NAK};
 use std::time::{Duration, Instant};
 
 struct Args {
@@ -27,6 +41,8 @@ struct Args {
     rate: f64,
     seconds: f64,
     dir: Option<std::path::PathBuf>,
+    /// `--feedback zebra-ssi` (or `off`, the default).
+    feedback: bool,
 }
 
 fn args() -> Args {
@@ -35,6 +51,7 @@ fn args() -> Args {
         rate: 200.0,
         seconds: 20.0,
         dir: None,
+        feedback: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(k) = it.next() {
@@ -44,6 +61,13 @@ fn args() -> Args {
             "--rate" => a.rate = val().parse().expect("--rate N"),
             "--seconds" => a.seconds = val().parse().expect("--seconds N"),
             "--dir" => a.dir = Some(val().into()),
+            "--feedback" => {
+                a.feedback = match val().as_str() {
+                    "zebra-ssi" => true,
+                    "off" => false,
+                    other => panic!("--feedback zebra-ssi|off, not {other}"),
+                }
+            }
             "--bench" => {} // passed by `cargo bench`
             other => panic!(
                 "unknown argument {other}; see the comment at the top of benches/serial_ack.rs"
@@ -57,23 +81,65 @@ fn label(scanner: usize, n: usize) -> Vec<u8> {
     format!("]d201003077731050251728123121S{scanner:02}B{n:07}\x1d10LOT7A\r\n").into_bytes()
 }
 
-/// Wait for one ACK byte; `None` after `timeout`.
-fn wait_ack(vs: &mut VirtualScanner, timeout: Duration) -> Option<Instant> {
+/// What the scanner got back for one frame: when the ACK byte was read,
+/// and with feedback when the last byte of the BEEP packet was.
+struct Reply {
+    ack: Instant,
+    beep: Option<Instant>,
+}
+
+/// Wait for one ACK byte and, if `beep` is set, then for exactly that BEEP
+/// packet (answered with CMD_ACK, as a Zebra scanner does). Panics on a
+/// NAK, on any other byte, and on a BEEP byte before the ACK; `None` if
+/// either does not come within `timeout`.
+fn wait_reply(vs: &mut VirtualScanner, beep: Option<&[u8]>, timeout: Duration) -> Option<Reply> {
     let deadline = Instant::now() + timeout;
+    let mut ack = None;
+    let mut got_beep: Vec<u8> = Vec::new();
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
         let got = vs.read_reply(left).expect("reading the PTY");
-        if got.contains(&ACK) {
-            return Some(Instant::now());
+        let now = Instant::now();
+        for &b in &got {
+            if ack.is_none() {
+                assert_eq!(
+                    b, ACK,
+                    "expected the ACK first, got {b:#04x} (NAK is {NAK:#04x}; a BEEP byte before the ACK is a bug)"
+                );
+                ack = Some(now);
+                continue;
+            }
+            let want = beep.unwrap_or_else(|| panic!("unexpected byte {b:#04x} after the ACK"));
+            got_beep.push(b);
+            assert_eq!(
+                got_beep[..],
+                want[..got_beep.len()],
+                "not the BEEP packet expected"
+            );
         }
-        assert!(
-            got.is_empty() || got.iter().all(|&b| b == ACK),
-            "unexpected reply {got:02x?}"
-        );
+        match (ack, beep) {
+            (Some(ack), None) => return Some(Reply { ack, beep: None }),
+            (Some(ack), Some(want)) if got_beep.len() == want.len() => {
+                // The scanner's CMD_ACK: the daemon must drop it, not frame it.
+                vs.send(&ssi_cmd_ack()).expect("writing CMD_ACK");
+                return Some(Reply {
+                    ack,
+                    beep: Some(now),
+                });
+            }
+            _ => {}
+        }
         if left.is_zero() {
             return None;
         }
     }
+}
+
+/// A scanner's CMD_ACK packet (source: decoder).
+fn ssi_cmd_ack() -> Vec<u8> {
+    let mut p = vec![0x04, ssi::CMD_ACK, ssi::SOURCE_DECODER, 0x00];
+    p.extend_from_slice(&ssi::checksum(&p).to_be_bytes());
+    p
 }
 
 fn pct(sorted: &[Duration], q: f64) -> f64 {
@@ -106,6 +172,11 @@ fn main() {
             .map(|(i, vs)| {
                 let mut s = Scanner::serial(&format!("bench-{i}"), vs.path(), ScanType::Dispense);
                 s.kind.ack = true;
+                if a.feedback {
+                    let fb: FeedbackConfig =
+                        toml::from_str("protocol = \"zebra-ssi\"").expect("feedback table");
+                    s.feedback = Some(fb);
+                }
                 s.into()
             })
             .collect(),
@@ -118,18 +189,24 @@ fn main() {
         let _ = stop_rx.await;
     }));
 
+    // Every frame is a new pick: told "committed".
+    let beep = a.feedback.then(|| ssi::bytes(Told::Committed));
+    assert!(beep.as_ref().is_none_or(|b| b.len() == 7 && ssi::verify(b)));
+
     // Warm-up: one ACKed frame per scanner (the device is open, the
     // database created, the first transaction done).
     for (i, vs) in ptys.iter_mut().enumerate() {
         vs.send(&label(i, 9_999_999)).unwrap();
-        wait_ack(vs, Duration::from_secs(20)).expect("no ACK during warm-up");
+        wait_reply(vs, beep.as_deref(), Duration::from_secs(20))
+            .expect("no ACK (or BEEP) during warm-up");
     }
 
     let period = Duration::from_secs_f64(a.scanners as f64 / a.rate);
     let per_scanner = (a.seconds * a.rate / a.scanners as f64).round() as usize;
     println!(
-        "serial ACK latency: {} scanners, offered {} frames/s in total ({:.1} ms apart per scanner), {} s, state in {}",
+        "serial ACK latency: {} scanners, feedback {}, offered {} frames/s in total ({:.1} ms apart per scanner), {} s, state in {}",
         a.scanners,
+        if a.feedback { "zebra-ssi" } else { "off" },
         a.rate,
         period.as_secs_f64() * 1000.0,
         a.seconds,
@@ -141,8 +218,10 @@ fn main() {
         .enumerate()
         .map(|(i, mut vs)| {
             let offset = period.mul_f64(i as f64 / a.scanners as f64);
+            let beep = beep.clone();
             std::thread::spawn(move || {
                 let mut lat = Vec::with_capacity(per_scanner);
+                let mut beeps = Vec::with_capacity(per_scanner);
                 let mut late = 0;
                 for n in 0..per_scanner {
                     let slot = start + offset + period * n as u32;
@@ -153,19 +232,29 @@ fn main() {
                     }
                     let t0 = Instant::now();
                     vs.send(&label(i, n)).unwrap();
-                    let t1 = wait_ack(&mut vs, Duration::from_secs(10)).expect("ACK within 10 s");
-                    lat.push(t1 - t0);
+                    let r = wait_reply(&mut vs, beep.as_deref(), Duration::from_secs(10))
+                        .expect("ACK (and BEEP) within 10 s");
+                    lat.push(r.ack - t0);
+                    if let Some(b) = r.beep {
+                        beeps.push((b - t0, b - r.ack));
+                    }
                 }
-                (lat, late, vs)
+                (lat, beeps, late, vs)
             })
         })
         .collect();
     let mut all = Vec::new();
+    let mut beeps = Vec::new();
+    let mut gaps = Vec::new();
     let mut late = 0;
     let mut keep = Vec::new();
     for p in players {
-        let (l, lt, vs) = p.join().unwrap();
+        let (l, b, lt, vs) = p.join().unwrap();
         all.extend(l);
+        for (to_beep, gap) in b {
+            beeps.push(to_beep);
+            gaps.push(gap);
+        }
         late += lt;
         keep.push(vs);
     }
@@ -199,5 +288,42 @@ fn main() {
         "within 2 ms: {:.2} %  (target: p99 <= 2 ms)",
         100.0 * within as f64 / all.len() as f64
     );
+    let mut result = format!(
+        "RESULT feedback={} frames={} late={} ack_p50={:.3} ack_p99={:.3} ack_max={:.3}",
+        if a.feedback { "zebra-ssi" } else { "off" },
+        all.len(),
+        late,
+        pct(&all, 0.50),
+        pct(&all, 0.99),
+        pct(&all, 1.0)
+    );
+    if !beeps.is_empty() {
+        beeps.sort();
+        gaps.sort();
+        assert_eq!(beeps.len(), all.len(), "a BEEP for every frame");
+        println!(
+            "write -> BEEP read (scanner side): p50 {:.3} ms  p90 {:.3} ms  p99 {:.3} ms  p99.9 {:.3} ms  max {:.3} ms",
+            pct(&beeps, 0.50),
+            pct(&beeps, 0.90),
+            pct(&beeps, 0.99),
+            pct(&beeps, 0.999),
+            pct(&beeps, 1.0)
+        );
+        println!(
+            "ACK read -> BEEP read: p50 {:.3} ms  p99 {:.3} ms  max {:.3} ms (every BEEP after its ACK)",
+            pct(&gaps, 0.50),
+            pct(&gaps, 0.99),
+            pct(&gaps, 1.0)
+        );
+        result += &format!(
+            " beep_p50={:.3} beep_p99={:.3} beep_max={:.3} gap_p50={:.3} gap_p99={:.3}",
+            pct(&beeps, 0.50),
+            pct(&beeps, 0.99),
+            pct(&beeps, 1.0),
+            pct(&gaps, 0.50),
+            pct(&gaps, 0.99)
+        );
+    }
+    println!("{result}");
     drop(keep);
 }
