@@ -49,6 +49,7 @@ mod write_faults;
 
 // USB HID scanners, without hardware.
 mod hid_decode_cli;
+mod hid_feedback;
 mod hid_keyboard_props;
 mod hid_source;
 mod hid_vectors;

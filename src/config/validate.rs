@@ -175,13 +175,6 @@ impl Config {
                 fb.validate_for(transport).map_err(|e| {
                     ConfigError::new(file, e.within(&format!("scanner[{i}].feedback")))
                 })?;
-                if fb.protocol == Some(crate::feedback::Protocol::HidPos) {
-                    return Err(err(
-                        key("feedback.protocol"),
-                        "\"hid-pos\" output reports are not sent by this version yet (the encoder exists; the HID source does not write to the device)".into(),
-                        "remove `protocol` and set led = \"NAME\" to show decisions on the gateway's own LED",
-                    ));
-                }
             }
             if s.quantity == 0 || s.quantity > 100_000 {
                 return Err(err(

@@ -1079,16 +1079,17 @@ class Run:
         self.g.ok("systemctl unmask getty@tty1 >/dev/null 2>&1; systemctl restart getty@tty1")
         wait_for("the login prompt on tty1", lambda: "login:" in self.vcs1(), 30, 0.5)
 
-    def pos(self, verb, *args):
-        """A command to the uhid HID POS scanner; waits for it to be done.
-        Returns the guest's monotonic time it was done at."""
+    def pos(self, verb, *args, dev="pos"):
+        """A command to the uhid HID POS scanner (vmhid `dev`: its FIFO and
+        log are /run/vmhid-<dev>.*); waits for it to be done. Returns the
+        guest's monotonic time it was done at."""
         self.pos_id += 1
         cid = self.pos_id
         line = " ".join([verb, str(cid), *args])
-        self.g.ok(f"echo '{line}' > /run/vmhid-pos.fifo")
+        self.g.ok(f"echo '{line}' > /run/vmhid-{dev}.fifo")
 
         def done():
-            for l in self.g.run("cat /run/vmhid-pos.log")[1].splitlines():
+            for l in self.g.run(f"cat /run/vmhid-{dev}.log")[1].splitlines():
                 t, _, rest = l.partition(" ")
                 if rest == f"done {cid}":
                     return float(t)
@@ -1101,9 +1102,20 @@ class Run:
         out = self.g.run("cat /run/vmhid-pos.log")[1]
         return [float(l.split(" ", 1)[0]) for l in out.splitlines() if l.endswith(" " + word)]
 
-    def pos_scan(self, data, torn=False):
+    def pos_scan(self, data, torn=False, dev="pos"):
         """Send `data` (a label without its AIM id) as one HID POS scan."""
-        return self.pos("torn" if torn else "scan", "]d2", data.encode().hex())
+        return self.pos("torn" if torn else "scan", "]d2", data.encode().hex(), dev=dev)
+
+    def audited(self, decision):
+        """How many audit records of `decision` the journal has."""
+        return len(self.g.run(
+            "journalctl -t scangate-audit -o cat --output-fields=RECORD --no-pager"
+            f" | grep '\"decision\":\"{decision}\"'")[1].splitlines())
+
+    def pos_outputs(self, dev):
+        """The output reports (hex) vmhid `dev` received, in order."""
+        out = self.g.run(f"cat /run/vmhid-{dev}.log")[1]
+        return [l.split(" ")[2] for l in out.splitlines() if l.split(" ")[1:2] in (["output"], ["set_report"])]
 
     def hid_config(self, blocks):
         return config(["counter-1"], extra="".join(blocks))
@@ -1345,6 +1357,84 @@ class Run:
               "the torn scan reached the ledger")
         return f"torn scan rejected ('{why}') and audited, never merged; reopened {reopen:.2f} s after re-create; next scan in the ledger"
 
+    def pos_feedback(self):
+        """feedback = { protocol = "hid-pos" } on the guest's kernel: two
+        more uhid HID POS scanners, one whose report descriptor has output
+        report 3 on page 0x8C (vmhid `outputs`) and one without outputs.
+        A committed read, an echo of it and a read that does not decode on
+        each: the first gets output report 03 21 (Good Read Beep + Good
+        Read LED) and 03 10 (Sound Error Beep), in that order, nothing for
+        the echo; the second gets nothing."""
+        devs = {"pos-fb": ("0b63", "POSFB001", " outputs"), "pos-plain": ("0b64", "POSPL001", "")}
+        rules = ""
+        for name, (pid, serial, variant) in devs.items():
+            self.g.ok(
+                f"rm -f /run/vmhid-{name}.fifo /run/vmhid-{name}.log && mkfifo /run/vmhid-{name}.fifo && "
+                f"(setsid /vmtest/vmhid pos /run/vmhid-{name}.fifo /run/vmhid-{name}.log 0c2e {pid} {serial}{variant} "
+                "</dev/null >/dev/null 2>&1 &)"
+            )
+            wait_for(f"vmhid {name} ready", lambda n=name: "ready" in self.g.run(f"cat /run/vmhid-{n}.log")[1], 20, 0.3)
+            self.pos("create", dev=name)
+            rules += (f'SUBSYSTEM=="hidraw", KERNELS=="0003:0C2E:{pid.upper()}.*", SYMLINK+="scangate/{name}", '
+                      'GROUP="scangate", MODE="0660"\n')
+        self.g.ok(
+            f"printf '%s' '{base64.b64encode(rules.encode()).decode()}' | base64 -d "
+            ">> /etc/udev/rules.d/99-scangate.rules && udevadm control --reload && "
+            "udevadm trigger --action=add && udevadm settle"
+        )
+        for name in devs:
+            wait_for(f"/dev/scangate/{name}", lambda n=name: self.g.run(f"test -c /dev/scangate/{n}")[0] == 0, 30, 0.5)
+        # What the kernel hands the driver: the descriptor vmhid made.
+        node = self.g.ok("readlink -f /dev/scangate/pos-fb").strip().rsplit("/", 1)[1]
+        rd = self.g.ok(f"od -An -v -tx1 /sys/class/hidraw/{node}/device/report_descriptor").split()
+        want = self.g.ok("/vmtest/vmhid descriptor outputs").strip()
+        check("".join(rd) == want, f"{node}'s report descriptor {''.join(rd)}, vmhid made {want}")
+        entries = [
+            f'[[scanner]]\nname = "{name}"\nkind = "hid"\nmode = "pos"\npath = "/dev/scangate/{name}"\n'
+            'scan_type = "dispense"\nfeedback = { protocol = "hid-pos" }\n\n'
+            for name in devs
+        ]
+        self.g.ok(write_file(CONF, self.hid_config(self.hid_entries + entries)))
+        self.g.run("systemctl reset-failed scangate")
+        self.g.ok("systemctl restart scangate", timeout=180)
+        wait_for("scangate active", self.active, 60)
+        self.wait_holds([f"/dev/scangate/{name}" for name in devs])
+
+        def said(name, text):
+            return text in self.g.run(
+                f"journalctl -u scangate SCANNER={name} -o cat --no-pager | grep -F '{text}'")[1]
+        wait_for("the outputs of pos-fb logged", lambda: said("pos-fb", "sent to the scanner as HID POS output reports"), 30, 0.5)
+        wait_for("pos-plain's missing outputs logged", lambda: said(
+            "pos-plain", "offers no Bar Code Scanner output usages: nothing can be sent; use led"), 30, 0.5)
+        check(self.pos_outputs("pos-fb") == [] and self.pos_outputs("pos-plain") == [],
+              "output reports before any read")
+        suppressed, rejected = self.audited("suppressed"), self.audited("rejected")
+        serials = {}
+        for name in ("pos-plain", "pos-fb"):  # the one without outputs first
+            serial = self.new_serial()
+            serials[name] = serial
+            self.pos_scan(label(serial)[3:], dev=name)
+            self.expect_entry(serial, name, "LOT7A")   # committed
+            self.pos_scan(label(serial)[3:], dev=name)  # an echo of it
+            self.pos_scan("not a GS1 element string", dev=name)  # rejected
+        wait_for("two echoes and two rejected reads audited",
+                 lambda: self.audited("suppressed") >= suppressed + 2 and self.audited("rejected") >= rejected + 2, 60, 0.5)
+        # The reports of one scanner are written in decision order: the
+        # rejected read's report after the echo's place, so an echo that
+        # had one would be between them.
+        want = ["0321", "0310"]
+        got = wait_for("pos-fb's two output reports", lambda: (
+            lambda o: o if len(o) >= len(want) else None)(self.pos_outputs("pos-fb")), 30, 0.3)
+        time.sleep(1.0 * SCALE)
+        got = self.pos_outputs("pos-fb")
+        check(got == want, f"pos-fb received output reports {got}, expected {want} (committed, nothing for the echo, rejected)")
+        plain = self.pos_outputs("pos-plain")
+        check(plain == [], f"pos-plain (no outputs in its descriptor) received {plain}")
+        sent = self.g.run("journalctl -u scangate SCANNER=pos-fb -o cat --no-pager | grep -c 'not told'")[1].strip()
+        check(sent in ("", "0"), f"write failures logged for pos-fb: {sent}")
+        return (f"UHID_OUTPUT on the device with 0x8C outputs: {' then '.join(got)} for a committed read "
+                f"({serials['pos-fb']}), none for its echo, then the rejected read's; the device without: none")
+
     def pair(self):
         self.qmp.cmd("device_add", driver="usb-kbd", id="k3", display="gpu2", serial="", bus="xhci.0", port="6")
         wait_for("the third keyboard's hidraw node", lambda: self.usb_hidraw("1-6"), 60, 0.5)
@@ -1450,6 +1540,7 @@ class Run:
             ("hid_wedge_released_after_stop", self.wedge_released_on_stop, False),
             ("hid_pos_uhid_scans", self.pos_scans, False),
             ("hid_pos_unplug_torn_and_reopen", self.pos_unplug, False),
+            ("hid_pos_feedback_output_reports", self.pos_feedback, False),
             ("hid_pair_end_to_end", self.pair, False),
             ("broken_config_exit2_no_restart", self.broken_config, False),
             ("load_credential_redis", self.credential, False),

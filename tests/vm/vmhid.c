@@ -11,7 +11,7 @@
  *       SIGTERM stops it, after draining what is queued. While scangate
  *       holds the node with EVIOCGRAB it must see none.
  *
- *   vmhid pos FIFO LOG VID PID SERIAL
+ *   vmhid pos FIFO LOG VID PID SERIAL [outputs]
  *       A HID POS barcode scanner (usage page 0x8C) made with /dev/uhid.
  *       Its report descriptor declares the Honeywell scanned-data report of
  *       ../shared/docs/scanner-protocols.md section 2.2: report id 0x02, 64
@@ -28,6 +28,19 @@
  *       After each command LOG gets "done ID" (or "fail ID why"); the
  *       device's events from the kernel are logged as "open" / "close"
  *       (a reader of its hidraw node came or went) and "start" / "stop".
+ *       With "outputs", the descriptor also declares output report 3 on
+ *       the Bar Code Scanner page (what a scanner that can be told
+ *       something offers; issue 26): Good Read LED (0x7D) in bit 0, three
+ *       constant bits, Sound Error Beep, Sound Good Read Beep and Sound Not
+ *       On File Beep (0x85..0x87) in bits 4-6, a constant bit 7 (the same
+ *       bytes as tests/hid_feedback.rs's VM_WITH_OUTPUTS). Every output
+ *       report the kernel hands the device (UHID_OUTPUT: a write to its
+ *       hidraw node) is logged as "output HEX" (the bytes written, report
+ *       id first); a SET_REPORT request as "set_report HEX" (answered, so
+ *       the writer does not wait for a time-out).
+ *
+ *   vmhid descriptor [outputs]
+ *       Print the report descriptor (hex) a `pos` device is made with.
  *
  * Every LOG line starts with the guest's CLOCK_MONOTONIC in seconds
  * ("12.345 done 4"), so the host can time what happened in the guest.
@@ -153,12 +166,47 @@ static const unsigned char pos_descriptor[] = {
 	0xC0,			/* End Collection */
 };
 
+/* The output report of the "outputs" variant, inserted before the
+ * descriptor's final End Collection (inside the Application collection). */
+static const unsigned char pos_outputs[] = {
+	0x05, 0x8C,		/*   Usage Page (Bar Code Scanner) */
+	0x85, 0x03,		/*   Report ID (3) */
+	0x15, 0x00,		/*   Logical Minimum (0) */
+	0x25, 0x01,		/*   Logical Maximum (1) */
+	0x75, 0x01,		/*   Report Size (1) */
+	0x09, 0x7D,		/*   Usage (Good Read LED) */
+	0x95, 0x01,		/*   Report Count (1) */
+	0x91, 0x02,		/*   Output (Data,Var,Abs): bit 0 */
+	0x95, 0x03,		/*   Report Count (3) */
+	0x91, 0x03,		/*   Output (Const): bits 1-3 */
+	0x19, 0x85,		/*   Usage Minimum (Sound Error Beep) */
+	0x29, 0x87,		/*   Usage Maximum (Sound Not On File Beep) */
+	0x91, 0x02,		/*   Output (Data,Var,Abs): bits 4-6 */
+	0x95, 0x01,		/*   Report Count (1) */
+	0x91, 0x03,		/*   Output (Const): bit 7 */
+};
+
+/* The device's report descriptor into `rd`; its size. */
+static size_t descriptor(unsigned char *rd, int outputs)
+{
+	size_t size = sizeof pos_descriptor;
+	memcpy(rd, pos_descriptor, sizeof pos_descriptor);
+	if (outputs) {
+		/* Before the last End Collection, then that End Collection. */
+		memcpy(rd + sizeof pos_descriptor - 1, pos_outputs, sizeof pos_outputs);
+		size += sizeof pos_outputs;
+		rd[size - 1] = 0xC0;
+	}
+	return size;
+}
+
 #define BLOCK 56
 #define REPORT 64
 
 struct pos {
 	int uhid;
 	int created;
+	int outputs;
 	unsigned vid, pid;
 	const char *serial;
 };
@@ -177,8 +225,7 @@ static int pos_create(struct pos *p)
 	snprintf((char *)ev.u.create2.name, sizeof ev.u.create2.name, "vmhid HID POS scanner");
 	snprintf((char *)ev.u.create2.phys, sizeof ev.u.create2.phys, "vmhid/pos0");
 	snprintf((char *)ev.u.create2.uniq, sizeof ev.u.create2.uniq, "%s", p->serial);
-	memcpy(ev.u.create2.rd_data, pos_descriptor, sizeof pos_descriptor);
-	ev.u.create2.rd_size = sizeof pos_descriptor;
+	ev.u.create2.rd_size = (__u16)descriptor(ev.u.create2.rd_data, p->outputs);
 	ev.u.create2.bus = BUS_USB;
 	ev.u.create2.vendor = p->vid;
 	ev.u.create2.product = p->pid;
@@ -277,13 +324,50 @@ static void pos_command(struct pos *p, char *line)
 		say("done %s", id);
 }
 
+/* `n` bytes as lowercase hex, into `out` (room for 2 * n + 1). */
+static void hex(const unsigned char *b, size_t n, char *out)
+{
+	for (size_t i = 0; i < n; i++)
+		sprintf(out + 2 * i, "%02x", b[i]);
+	out[2 * n] = 0;
+}
+
 static void pos_event(struct pos *p)
 {
 	struct uhid_event ev;
+	char h[2 * UHID_DATA_MAX + 1];
 	ssize_t n = read(p->uhid, &ev, sizeof ev);
 	if (n <= 0)
 		return;
 	switch (ev.type) {
+	case UHID_OUTPUT: {
+		size_t size = ev.u.output.size < UHID_DATA_MAX ? ev.u.output.size : UHID_DATA_MAX;
+		hex(ev.u.output.data, size, h);
+		say("output %s", h);
+		break;
+	}
+	case UHID_SET_REPORT: {
+		size_t size = ev.u.set_report.size < UHID_DATA_MAX ? ev.u.set_report.size : UHID_DATA_MAX;
+		hex(ev.u.set_report.data, size, h);
+		say("set_report %s", h);
+		struct uhid_event reply;
+		memset(&reply, 0, sizeof reply);
+		reply.type = UHID_SET_REPORT_REPLY;
+		reply.u.set_report_reply.id = ev.u.set_report.id;
+		reply.u.set_report_reply.err = 0;
+		uhid_write(p->uhid, &reply);
+		break;
+	}
+	case UHID_GET_REPORT: {
+		struct uhid_event reply;
+		memset(&reply, 0, sizeof reply);
+		reply.type = UHID_GET_REPORT_REPLY;
+		reply.u.get_report_reply.id = ev.u.get_report.id;
+		reply.u.get_report_reply.err = EIO;
+		uhid_write(p->uhid, &reply);
+		say("get_report %u", ev.u.get_report.rnum);
+		break;
+	}
 	case UHID_START:
 		say("start");
 		break;
@@ -301,9 +385,9 @@ static void pos_event(struct pos *p)
 	}
 }
 
-static int pos(const char *fifo, unsigned vid, unsigned pid, const char *serial)
+static int pos(const char *fifo, unsigned vid, unsigned pid, const char *serial, int outputs)
 {
-	struct pos p = { .vid = vid, .pid = pid, .serial = serial };
+	struct pos p = { .vid = vid, .pid = pid, .serial = serial, .outputs = outputs };
 	p.uhid = open("/dev/uhid", O_RDWR | O_CLOEXEC);
 	if (p.uhid < 0) {
 		say("fail open /dev/uhid: %s", strerror(errno));
@@ -354,13 +438,22 @@ int main(int argc, char **argv)
 		logf = fopen(argv[3], "a");
 		return logf ? watch(argv[2]) : 1;
 	}
-	if (argc == 7 && !strcmp(argv[1], "pos")) {
+	if ((argc == 7 || (argc == 8 && !strcmp(argv[7], "outputs"))) && !strcmp(argv[1], "pos")) {
 		logf = fopen(argv[3], "a");
 		if (!logf)
 			return 1;
 		return pos(argv[2], (unsigned)strtoul(argv[4], NULL, 16),
-			   (unsigned)strtoul(argv[5], NULL, 16), argv[6]);
+			   (unsigned)strtoul(argv[5], NULL, 16), argv[6], argc == 8);
 	}
-	fprintf(stderr, "usage: vmhid watch NODE LOG | vmhid pos FIFO LOG VID PID SERIAL\n");
+	if ((argc == 2 || (argc == 3 && !strcmp(argv[2], "outputs"))) && !strcmp(argv[1], "descriptor")) {
+		unsigned char rd[HID_MAX_DESCRIPTOR_SIZE];
+		size_t n = descriptor(rd, argc == 3);
+		for (size_t i = 0; i < n; i++)
+			printf("%02x", rd[i]);
+		printf("\n");
+		return 0;
+	}
+	fprintf(stderr, "usage: vmhid watch NODE LOG | vmhid pos FIFO LOG VID PID SERIAL [outputs]"
+		" | vmhid descriptor [outputs]\n");
 	return 2;
 }

@@ -59,6 +59,21 @@ pub trait ReportDevice: Send {
     fn read_report(&mut self, timeout: Duration) -> Result<Option<Vec<u8>>, DeviceError>;
     /// Where it is, for logs (`/dev/hidraw3 (0c2e:0b61, USB port 1-1.3)`).
     fn describe(&self) -> String;
+    /// The device's HID report descriptor (what its reports hold, and
+    /// which output reports it takes), or why it cannot be read.
+    fn report_descriptor(&mut self) -> Result<Vec<u8>, String> {
+        Err("this device does not give its report descriptor".into())
+    }
+    /// Write one output report as hidapi takes it: the report id byte
+    /// first, 0 for a device without report ids
+    /// ([`PosOutputs::for_hidapi`](crate::feedback::hid_pos::PosOutputs::for_hidapi)).
+    fn write_report(&mut self, report: &[u8]) -> Result<(), DeviceError> {
+        let _ = report;
+        Err(DeviceError::new(
+            DeviceErrorKind::Unusable,
+            "this device takes no output reports",
+        ))
+    }
 }
 
 /// Finds and opens one configured scanner.
@@ -177,6 +192,7 @@ impl DeviceOpener for HidapiOpener {
         };
         Ok(Box::new(HidapiDevice {
             dev,
+            node,
             describe,
             buf: vec![0; 4096],
             _grab: grab,
@@ -218,6 +234,8 @@ fn grab_device(scanner: &str, hidraw: &Path) -> Grab {
 /// An open hidraw device (through hidapi).
 pub struct HidapiDevice {
     dev: hidapi::HidDevice,
+    /// The hidraw node (its sysfs entry has the report descriptor).
+    node: PathBuf,
     describe: String,
     buf: Vec<u8>,
     _grab: Option<Grab>,
@@ -239,6 +257,63 @@ impl ReportDevice for HidapiDevice {
     fn describe(&self) -> String {
         self.describe.clone()
     }
+
+    /// hidapi's `get_report_descriptor` (the hidraw backend reads sysfs);
+    /// else `/sys/class/hidraw/hidrawN/device/report_descriptor` directly.
+    fn report_descriptor(&mut self) -> Result<Vec<u8>, String> {
+        let mut buf = vec![0u8; crate::feedback::hid_pos::MAX_DESCRIPTOR];
+        let hidapi_error = match self.dev.get_report_descriptor(&mut buf) {
+            Ok(n) if n > 0 => {
+                buf.truncate(n);
+                return Ok(buf);
+            }
+            Ok(_) => "hidapi: an empty report descriptor".to_string(),
+            Err(e) => format!("hidapi: {e}"),
+        };
+        let name = self
+            .node
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let sys = Path::new(devices::SYS)
+            .join("class/hidraw")
+            .join(&name)
+            .join("device/report_descriptor");
+        std::fs::read(&sys)
+            .map_err(|e| format!("{hidapi_error}; {}: {e}", sys.display()))
+            .and_then(|d| {
+                if d.is_empty() {
+                    Err(format!("{hidapi_error}; {} is empty", sys.display()))
+                } else {
+                    Ok(d)
+                }
+            })
+    }
+
+    fn write_report(&mut self, report: &[u8]) -> Result<(), DeviceError> {
+        match self.dev.write(report) {
+            Ok(n) if n == report.len() => Ok(()),
+            Ok(n) => Err(DeviceError::new(
+                DeviceErrorKind::Unusable,
+                format!(
+                    "writing an output report to {} wrote {n} of {} bytes",
+                    self.describe,
+                    report.len()
+                ),
+            )),
+            Err(e) => {
+                let kind = if self.node.exists() {
+                    DeviceErrorKind::Unusable
+                } else {
+                    DeviceErrorKind::Disconnected
+                };
+                Err(DeviceError::new(
+                    kind,
+                    format!("writing an output report to {} failed: {e}", self.describe),
+                ))
+            }
+        }
+    }
 }
 
 /// One step of a scripted connection.
@@ -254,11 +329,20 @@ pub enum Step {
 
 /// Test double: each `open` plays the next scripted connection; when the
 /// script is used up, the device is "not plugged in". A connection whose
-/// steps run out stays open and silent.
+/// steps run out stays open and silent. Its report descriptor is the one
+/// set with [`with_descriptor`](Self::with_descriptor) (none: it cannot be
+/// read); the output reports written to it are kept, in order, in
+/// [`written`](Self::written).
 pub struct Replay {
     connections: VecDeque<Vec<Step>>,
     opened: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    descriptor: Option<Vec<u8>>,
+    written: Written,
+    fail_writes: usize,
 }
+
+/// The output reports written to a [`Replay`] device (shared).
+pub type Written = std::sync::Arc<std::sync::Mutex<Vec<Vec<u8>>>>;
 
 impl Replay {
     /// A device that will be plugged in once per entry of `connections`.
@@ -266,12 +350,33 @@ impl Replay {
         Replay {
             connections: connections.into(),
             opened: Default::default(),
+            descriptor: None,
+            written: Default::default(),
+            fail_writes: 0,
         }
+    }
+
+    /// Give the device this report descriptor.
+    pub fn with_descriptor(mut self, descriptor: &[u8]) -> Replay {
+        self.descriptor = Some(descriptor.to_vec());
+        self
+    }
+
+    /// Make the first `n` writes of each connection fail (an I/O error
+    /// while the device stays plugged in).
+    pub fn failing_writes(mut self, n: usize) -> Replay {
+        self.fail_writes = n;
+        self
     }
 
     /// Counts successful opens (shared, readable after the opener moved).
     pub fn opened(&self) -> std::sync::Arc<std::sync::atomic::AtomicUsize> {
         self.opened.clone()
+    }
+
+    /// The output reports written so far, in hidapi's form (shared).
+    pub fn written(&self) -> Written {
+        self.written.clone()
     }
 }
 
@@ -288,6 +393,9 @@ impl DeviceOpener for Replay {
         Ok(Box::new(ReplayDevice {
             steps: steps.into(),
             n,
+            descriptor: self.descriptor.clone(),
+            written: self.written.clone(),
+            fail_writes: self.fail_writes,
         }))
     }
 }
@@ -295,6 +403,9 @@ impl DeviceOpener for Replay {
 struct ReplayDevice {
     steps: VecDeque<Step>,
     n: usize,
+    descriptor: Option<Vec<u8>>,
+    written: Written,
+    fail_writes: usize,
 }
 
 impl ReportDevice for ReplayDevice {
@@ -326,5 +437,32 @@ impl ReportDevice for ReplayDevice {
 
     fn describe(&self) -> String {
         format!("replay connection #{}", self.n)
+    }
+
+    fn report_descriptor(&mut self) -> Result<Vec<u8>, String> {
+        self.descriptor
+            .clone()
+            .ok_or_else(|| "replay: no report descriptor".into())
+    }
+
+    fn write_report(&mut self, report: &[u8]) -> Result<(), DeviceError> {
+        if self.steps.front() == Some(&Step::Unplug) {
+            return Err(DeviceError::new(
+                DeviceErrorKind::Disconnected,
+                "replay: unplugged",
+            ));
+        }
+        if self.fail_writes > 0 {
+            self.fail_writes -= 1;
+            return Err(DeviceError::new(
+                DeviceErrorKind::Unusable,
+                "replay: write failed (I/O error)",
+            ));
+        }
+        self.written
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(report.to_vec());
+        Ok(())
     }
 }

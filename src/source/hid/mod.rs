@@ -9,6 +9,7 @@
 //!  ├ pos:      reassemble 56-byte pieces by the "more" flag
 //!  └ keyboard: press/release → layout → GS convention → until Enter/Tab
 //!  read error = unplugged: reject the torn scan, reopen (≤1 s polling)
+//!  between reads (hid-pos feedback): decisions → output reports → write
 //! ```
 //!
 //! - [`pos`], [`keyboard`], [`layout`]: the pure decoders.
@@ -18,6 +19,8 @@
 //! - [`device`]: the seam (`DeviceOpener` / `ReportDevice`), hidapi behind
 //!   it live, scripted report streams in tests.
 //! - [`devices`]: enumeration, matching, sysfs walks, the evdev grab.
+//! - [`feedback`]: `feedback = { protocol = "hid-pos" }`, decisions written
+//!   to the scanner as output reports between reads.
 //!
 //! HID scanners are not ACKed (HID has no ACK): a scan is captured when its
 //! last report is read and queued for the outbox like a serial frame.
@@ -25,6 +28,7 @@
 pub mod config;
 pub mod device;
 pub mod devices;
+pub mod feedback;
 pub mod keyboard;
 pub mod layout;
 pub mod pos;
@@ -249,6 +253,7 @@ fn reader(
     let mut backoff = Backoff::new(BACKOFF_MIN, BACKOFF_MAX);
     let mut last_error: Option<String> = None;
     let mut raws = Vec::new();
+    let mut pos_feedback = feedback::PosFeedback::of(&cfg);
     while !stopping() {
         let mut dev = match opener.open() {
             Ok(d) => d,
@@ -283,6 +288,11 @@ fn reader(
         // A fresh decoder per connection: nothing read before a reconnect
         // is ever joined to what is read after it.
         let mut decoder = HidDecoder::from_config(&cfg);
+        // Decisions are told to this connection only (like a serial
+        // scanner's): listened for from before its first read.
+        let mut told = pos_feedback
+            .as_mut()
+            .and_then(|f| f.connect(dev.as_mut(), &out));
         loop {
             if stopping() {
                 raws.extend(decoder.abort("scangate stopped mid-scan"));
@@ -291,10 +301,14 @@ fn reader(
                 }
                 return;
             }
-            let slice = match decoder.deadline() {
+            let mut slice = match decoder.deadline() {
                 Some(d) => d.saturating_duration_since(Instant::now()).min(READ_SLICE),
                 None => READ_SLICE,
             };
+            if let (Some(f), Some(conn)) = (pos_feedback.as_mut(), told.as_mut()) {
+                f.tell(conn, dev.as_mut(), out.telemetry());
+                slice = slice.min(feedback::FEEDBACK_SLICE);
+            }
             match dev.read_report(slice) {
                 Ok(Some(report)) => {
                     if let Some(note) = decoder.push(&report, Instant::now(), &mut raws) {
