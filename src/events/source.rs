@@ -350,7 +350,7 @@ pub struct Told<'a> {
     pub scanner: &'a str,
     /// What it was told.
     pub told: crate::feedback::Told,
-    /// How: `serial`, `led`.
+    /// How: `serial`, `hid-pos`, `led`.
     pub via: &'static str,
 }
 

@@ -221,7 +221,7 @@ impl Telemetry {
         let feedback = Family::<FeedbackLabels, Counter>::default();
         registry.register(
             "scangate_feedback",
-            "Signals to scanners and the gateway LED since start, per scanner, what was told and the outcome: sent, or skipped (the decision came later than the scanner's feedback max_delay_ms after the read)",
+            "Signals to scanners and the gateway LED since start, per scanner, what was told and the outcome: sent; skipped (the decision came later than the scanner's feedback max_delay_ms after the read); or failed (the device refused the write)",
             feedback.clone(),
         );
         let scanner_up = Family::<ScannerLabel, Gauge>::default();
