@@ -213,6 +213,11 @@ fn two_gateways_hearing_one_scanner_make_each_declared_entry_once_live_and_repla
     wait_all_decided(&a.cfg, 5);
     wait_all_decided(&b.cfg, 5);
     assert_eq!(units(&redis, &a.cfg, 3), [1, 1, 3]);
+    // Each echo here is the other gateway's copy of one read (a shared
+    // scanner): certain, never ambiguous.
+    let ambiguous =
+        count(&outbox_status(&a.cfg), "ambiguous") + count(&outbox_status(&b.cfg), "ambiguous");
+    assert_eq!(ambiguous, 0);
 
     // An outage (Redis stopped, its data kept): the same again, read while
     // it does not answer, replayed when it is back: the same entries as live.
@@ -234,4 +239,47 @@ fn two_gateways_hearing_one_scanner_make_each_declared_entry_once_live_and_repla
     // lot (the others echoes), so the test could see a doubled or lost one.
     let st = outbox_status(&a.cfg);
     assert_eq!(count(&st, "control"), 4, "{st}");
+}
+
+/// A Zebra SSI scanner answers each BEEP with CMD_ACK on the line it scans
+/// on: split across writes, or written together with the next scan, the
+/// reply is never framed as (or into) a scan.
+#[test]
+fn a_zebra_scanners_replies_to_its_beeps_are_never_read_as_scans() {
+    let mut gw = Gateway::builder("scangate-ssi-replies-")
+        .pty(
+            ScannerSpec::named("receiving")
+                .ack()
+                .with("feedback = { protocol = \"zebra-ssi\" }"),
+        )
+        .build();
+    let mut daemon = gw.launch();
+    let [mut vs] = gw.take_scanners();
+    let cmd_ack: [u8; 6] = [0x04, 0xD0, 0x00, 0x00, 0xFF, 0x2C];
+    let committed = [&[ACK][..], &ssi_beep(0x00)].concat();
+    vs.send(&frame(&dscsa("SSI-1"))).unwrap();
+    assert_eq!(heard(&mut vs, 8), committed);
+    // The reply in two writes, then the next scan.
+    vs.send(&cmd_ack[..2]).unwrap();
+    vs.send(&cmd_ack[2..]).unwrap();
+    vs.send(&frame(&dscsa("SSI-2"))).unwrap();
+    assert_eq!(heard(&mut vs, 8), committed);
+    // The reply and the next scan in one write.
+    vs.send(&[&cmd_ack[..], &frame(&dscsa("SSI-3"))].concat())
+        .unwrap();
+    assert_eq!(heard(&mut vs, 8), committed);
+    // A scan, then the reply to its beep, in one write (the scanner was
+    // quick): the reply after the frame is dropped as well.
+    vs.send(&[&frame(&dscsa("SSI-4"))[..], &cmd_ack].concat())
+        .unwrap();
+    assert_eq!(heard(&mut vs, 8), committed);
+    vs.send(&frame(&dscsa("SSI-5"))).unwrap();
+    assert_eq!(heard(&mut vs, 8), committed);
+    let st = wait_all_decided(&gw.cfg, 5);
+    assert_eq!(
+        (count(&st, "committed"), count(&st, "rejected")),
+        (5, 0),
+        "{st}"
+    );
+    assert_eq!(daemon.terminate().code(), Some(0), "{}", daemon.log());
 }

@@ -175,6 +175,21 @@ impl Config {
                 fb.validate_for(transport).map_err(|e| {
                     ConfigError::new(file, e.within(&format!("scanner[{i}].feedback")))
                 })?;
+                // An ACK or NAK byte in a raw signal would be taken for the
+                // next frame's ACK before that frame is stored.
+                let acked = matches!(&s.kind, ScannerKind::Serial(serial) if serial.ack);
+                if acked
+                    && crate::feedback::Told::ALL.iter().any(|&t| {
+                        fb.raw(t)
+                            .is_some_and(|b| b.0.iter().any(|&x| x == 0x06 || x == 0x15))
+                    })
+                {
+                    return Err(err(
+                        key("feedback"),
+                        "a raw feedback string holds an ACK (0x06) or NAK (0x15) byte, and this scanner has ack = true: the scanner would take it for the ACK of its next frame, before that frame is stored".into(),
+                        "use other bytes for the signal (the scanner's own beep command), or set ack = false",
+                    ));
+                }
             }
             if s.quantity == 0 || s.quantity > 100_000 {
                 return Err(err(

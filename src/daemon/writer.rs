@@ -98,6 +98,9 @@ fn outbox_writer(
         ..
     } = hooks;
     let mut undurable = 0;
+    // Control lapses not written yet (a failed write is retried with the
+    // next batch).
+    let mut lapsed: Vec<crate::source::operator::Lapse> = Vec::new();
     // Control reads a stopped daemon left waiting: none will get a read.
     lapse(&mut store, hooks, |tx, gw| {
         crate::gate::control::lapse_open(tx, gw)
@@ -107,7 +110,7 @@ fn outbox_writer(
     let mut undecided = {
         let _turn = progress.turn();
         match &mut decider {
-            Decider::Here(gate) => decide_leftovers(&mut store, gate, telemetry),
+            Decider::Here(gate) => decide_leftovers(&mut store, gate, hooks),
             Decider::Claimer { kick, .. } => {
                 kick.kick();
                 false
@@ -126,7 +129,7 @@ fn outbox_writer(
                     std::thread::sleep(RETRY_PENDING);
                     if let Decider::Here(gate) = &mut decider {
                         let _turn = progress.turn();
-                        undecided = decide_leftovers(&mut store, gate, telemetry);
+                        undecided = decide_leftovers(&mut store, gate, hooks);
                     }
                     continue;
                 }
@@ -138,7 +141,6 @@ fn outbox_writer(
             }
         };
         let mut batch = Vec::with_capacity(ADMIT_BATCH);
-        let mut lapsed = Vec::new();
         let mut next = Some(first);
         while let Some(inbound) = next.take() {
             match inbound {
@@ -150,9 +152,11 @@ fn outbox_writer(
             }
         }
         if batch.is_empty() {
-            lapse(&mut store, hooks, |tx, gw| {
+            if lapse(&mut store, hooks, |tx, gw| {
                 crate::gate::control::lapse(tx, gw, &lapsed)
-            });
+            }) {
+                lapsed.clear();
+            }
             continue;
         }
         let (scans, acks): (Vec<Scan>, Vec<_>) = batch
@@ -183,10 +187,12 @@ fn outbox_writer(
         }
         // After the batch's reads: one that came just in time is admitted
         // first, and its control is then no longer open.
-        if !lapsed.is_empty() {
-            lapse(&mut store, hooks, |tx, gw| {
+        if !lapsed.is_empty()
+            && lapse(&mut store, hooks, |tx, gw| {
                 crate::gate::control::lapse(tx, gw, &lapsed)
-            });
+            })
+        {
+            lapsed.clear();
         }
         match &mut decider {
             Decider::Here(_) => undecided = store.has_pending().unwrap_or(true),
@@ -204,7 +210,7 @@ fn outbox_writer(
         Decider::Here(gate) => {
             if undecided {
                 let _turn = progress.turn();
-                decide_leftovers(&mut store, gate, telemetry);
+                decide_leftovers(&mut store, gate, hooks);
             }
             (gate.stats(), undurable)
         }
@@ -213,13 +219,14 @@ fn outbox_writer(
 }
 
 /// Write control lapses (`write`: `gate::control`) in a transaction of
-/// their own and emit their audit records; a failure is logged, and the
-/// controls stay open (lapsed at the next start).
+/// their own and emit their audit records; a failure is logged and
+/// `false` (the caller tries again with its next batch; what is still
+/// open at a stop lapses at the next start).
 fn lapse(
     store: &mut Store,
     hooks: WriterHooks<'_>,
     write: impl FnOnce(&rusqlite::Connection, &str) -> rusqlite::Result<Vec<crate::audit::Emitted>>,
-) {
+) -> bool {
     let _turn = hooks.progress.turn();
     let done = store.write().and_then(|w| {
         let emitted = write(&w.tx, hooks.gateway).map_err(|e| w.err(e))?;
@@ -227,22 +234,31 @@ fn lapse(
         Ok(emitted)
     });
     match done {
-        Ok(emitted) => crate::audit::emit(&emitted),
-        Err(e) => crate::events::DecidingFailed {
-            error: &e,
-            then: crate::events::DecidingThen::RetriedEvery(RETRY_PENDING),
+        Ok(emitted) => {
+            crate::audit::emit(&emitted);
+            true
         }
-        .emit(),
+        Err(e) => {
+            crate::events::DecidingFailed {
+                error: &e,
+                then: crate::events::DecidingThen::RetriedEvery(RETRY_PENDING),
+            }
+            .emit();
+            false
+        }
     }
 }
 
 /// Decide whatever is pending; true if something is still left undecided.
-fn decide_leftovers(store: &mut Store, gate: &mut Gate, telemetry: &Telemetry) -> bool {
+fn decide_leftovers(store: &mut Store, gate: &mut Gate, hooks: WriterHooks<'_>) -> bool {
     match embedded::decide_pending(store, gate) {
-        Ok(decided) => crate::events::Decided {
-            decisions: &decided,
+        Ok(decided) => {
+            crate::events::Decided {
+                decisions: &decided,
+            }
+            .emit(hooks.telemetry);
+            hooks.signals.tell(&decided);
         }
-        .emit(telemetry),
         Err(e) => crate::events::DecidingFailed {
             error: &e,
             then: crate::events::DecidingThen::RetriedEvery(RETRY_PENDING),

@@ -319,18 +319,34 @@ impl Gate {
     }
 
     /// Whether `verdict` on `row` is an ambiguous echo: a label without a
-    /// serial, not a frame its scanner may have been resending (docs/design.md,
-    /// "Unserialised labels"). A serialised label's echo never is.
-    fn ambiguity(&self, row: &ScanRow, verdict: &Verdict) -> Option<crate::audit::AuditAmbiguous> {
-        let echo = matches!(verdict, Verdict::Suppressed { .. });
-        (echo && row.serial.is_none() && !row.resend).then(|| crate::audit::AuditAmbiguous {
+    /// serial, not a frame its scanner may have been resending, echoing a
+    /// commit of **this** gateway (docs/design.md, "Unserialised labels").
+    /// A serialised label's echo never is. With a facility store, an echo
+    /// of another gateway's commit is a shared scanner's read that gateway
+    /// heard too (every gateway hears every read of a shared scanner, so
+    /// the committing one judges its echoes, and counts an ambiguous one
+    /// once); scanners that are not shared have keys no other gateway
+    /// commits.
+    fn ambiguity(
+        &self,
+        tx: &Connection,
+        row: &ScanRow,
+        verdict: &Verdict,
+    ) -> rusqlite::Result<Option<crate::audit::AuditAmbiguous>> {
+        let Verdict::Suppressed { twin } = verdict else {
+            return Ok(None);
+        };
+        if row.serial.is_some() || row.resend || !outbox::has_scan(tx, twin)? {
+            return Ok(None);
+        }
+        Ok(Some(crate::audit::AuditAmbiguous {
             why: crate::audit::AMBIGUOUS_WHY.to_string(),
             policy: row
                 .unserialised
                 .clone()
                 .unwrap_or_else(|| "window".to_string()),
             window_ms: self.window_of(row),
-        })
+        }))
     }
 
     /// Write one verdict: state, ledger row and local exact knowledge for a
@@ -403,7 +419,7 @@ impl Gate {
             .or_else(|| (!notes.is_empty()).then(|| notes.join("; ")))
             .or_else(|| self.audit_note.clone());
         let decided_ms = verdict.is_final().then_some(now_ms);
-        let ambiguous = self.ambiguity(&row, &verdict);
+        let ambiguous = self.ambiguity(tx, &row, &verdict)?;
         let declared = match (&row.declared, &row.control) {
             (Some((control, by)), _) => Some((control, by)),
             (None, Some(control)) => Some((control, &row.uuid)),

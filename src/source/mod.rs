@@ -136,38 +136,46 @@ impl ToOutbox {
         self.operator.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Mark `scan` with what the operator declared, queue a control that
-    /// lapsed meanwhile, and, for a control read, watch its bound.
+    /// Mark `scan` with what the operator declared and queue a control
+    /// that lapsed meanwhile.
     async fn mark(&self, scan: &mut Scan) -> Result<(), OutboxClosed> {
-        let (lapsed, within) = {
-            let mut op = self.lock_operator();
-            (op.mark(scan, Instant::now()), op.within())
-        };
+        let lapsed = self.lock_operator().mark(scan, Instant::now());
         if let Some(l) = lapsed {
             self.queue
                 .send(Inbound::Lapsed(l))
                 .await
                 .map_err(|_| OutboxClosed)?;
         }
-        if scan.control.is_some() {
-            // Its bound, watched apart from the source (which may be
-            // waiting for bytes): a weak handle, so a stop is not held up.
-            let operator = Arc::downgrade(&self.operator);
-            let queue = self.queue.downgrade();
-            let uuid = scan.uuid;
-            tokio::spawn(async move {
-                tokio::time::sleep(within).await;
-                let lapsed = operator.upgrade().and_then(|op| {
-                    op.lock()
-                        .unwrap_or_else(PoisonError::into_inner)
-                        .lapse_if_waiting(uuid)
-                });
-                if let (Some(l), Some(q)) = (lapsed, queue.upgrade()) {
-                    let _ = q.send(Inbound::Lapsed(l)).await;
-                }
-            });
-        }
         Ok(())
+    }
+
+    /// Watch control read `uuid`'s bound (call once the read is queued, so
+    /// its lapse can never reach the writer before it), apart from the
+    /// source, which may be waiting for bytes: a weak handle on the queue,
+    /// so a stop is not held up. A source that ended meanwhile (a reload
+    /// changed or removed its scanner) left it waiting for a read that can
+    /// no longer come: it lapses too.
+    fn watch_control(&self, uuid: uuid::Uuid) {
+        let operator = Arc::downgrade(&self.operator);
+        let within = self.lock_operator().within();
+        let queue = self.queue.downgrade();
+        tokio::spawn(async move {
+            tokio::time::sleep(within).await;
+            let lapsed = match operator.upgrade() {
+                Some(op) => op
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .lapse_if_waiting(uuid),
+                None => Some((
+                    uuid.to_string(),
+                    "its scanner's source stopped (a reload or the stop) before a read followed"
+                        .to_string(),
+                )),
+            };
+            if let (Some(l), Some(q)) = (lapsed, queue.upgrade()) {
+                let _ = q.send(Inbound::Lapsed(l)).await;
+            }
+        });
     }
 
     /// Report this source's events ([`crate::events`]: connects, reads,
@@ -200,6 +208,7 @@ impl ToOutbox {
             .acquire_owned()
             .await
             .map_err(|_| OutboxClosed)?;
+        let control = scan.control.is_some().then_some(scan.uuid);
         self.queue
             .send(Inbound::Scan(Captured {
                 scan,
@@ -207,7 +216,11 @@ impl ToOutbox {
                 in_flight,
             }))
             .await
-            .map_err(|_| OutboxClosed)
+            .map_err(|_| OutboxClosed)?;
+        if let Some(uuid) = control {
+            self.watch_control(uuid);
+        }
+        Ok(())
     }
 }
 

@@ -28,6 +28,7 @@
 
 pub mod config;
 pub mod framing;
+pub mod ssi_replies;
 
 use super::Scanner;
 use super::latency::Histogram;
@@ -90,6 +91,40 @@ impl AckStats {
     }
 }
 
+/// The frames the scanner may resend: those waiting for their ACK on
+/// this connection, in read order (ACKs go out in it), and those a lost
+/// connection left unacknowledged, for [`RESEND_WITHIN`] after their read
+/// (the scanner resends them once the line is back).
+#[derive(Default)]
+struct Resends {
+    unacked: std::collections::VecDeque<Vec<u8>>,
+    orphans: Vec<(Vec<u8>, Instant)>,
+}
+
+/// How long after its read a frame a lost connection left unacknowledged
+/// may still come again as the scanner's resend.
+const RESEND_WITHIN: Duration = Duration::from_secs(10);
+
+impl Resends {
+    /// A new connection: what the last one left waiting may be resent.
+    fn reconnected(&mut self) {
+        let now = Instant::now();
+        self.orphans
+            .extend(self.unacked.drain(..).map(|frame| (frame, now)));
+        self.orphans
+            .retain(|(_, at)| now.duration_since(*at) < RESEND_WITHIN);
+    }
+
+    /// Whether `frame` may be the scanner resending one it sent before.
+    fn may_be_resent(&self, frame: &[u8]) -> bool {
+        self.unacked.iter().any(|f| f == frame)
+            || self
+                .orphans
+                .iter()
+                .any(|(f, at)| f == frame && at.elapsed() < RESEND_WITHIN)
+    }
+}
+
 /// Why a connection ended.
 enum Ended {
     /// Shutdown requested or the outbox writer is gone.
@@ -110,6 +145,7 @@ pub async fn run(cfg: Scanner<SerialConfig>, out: ToOutbox, mut shutdown: Stop) 
         interval_naks: 0,
     };
     let mut backoff = Backoff::new(BACKOFF_MIN, BACKOFF_MAX);
+    let mut resends = Resends::default();
     let mut last_error: Option<String> = None;
     while !shutdown.is_set() {
         let seen = device_id(&cfg.kind.path);
@@ -161,6 +197,7 @@ pub async fn run(cfg: Scanner<SerialConfig>, out: ToOutbox, mut shutdown: Stop) 
             &out,
             &mut shutdown,
             &mut stats,
+            &mut resends,
         )
         .await;
         drop(port);
@@ -357,14 +394,12 @@ async fn connection(
     out: &ToOutbox,
     shutdown: &mut Stop,
     stats: &mut AckStats,
+    resends: &mut Resends,
 ) -> Ended {
     // Durable notices for this connection only: after a reconnect, ACKs for
     // frames read on the old one are not sent (the scanner has resent them).
     let (durable_tx, mut durable_rx) = mpsc::unbounded_channel::<Instant>();
-    // The frames waiting for their ACK, in read order (ACKs go out in it):
-    // a frame read while one of the same bytes waits may be the scanner
-    // resending it ([`Scan::resend`]).
-    let mut unacked: std::collections::VecDeque<Vec<u8>> = Default::default();
+    resends.reconnected();
     // Decisions to tell the scanner in its protocol (`feedback`), after
     // the ACK; a scanner not set up for it is never listened for.
     let feedback = cfg
@@ -372,6 +407,10 @@ async fn connection(
         .as_ref()
         .filter(|f| f.protocol.is_some_and(|p| p.is_serial()));
     let mut signals = feedback.map(|_| out.listen(&cfg.name));
+    // A Zebra SSI scanner's replies to the feedback, taken out before framing.
+    let mut replies = feedback
+        .filter(|f| f.protocol == Some(crate::feedback::Protocol::ZebraSsi))
+        .map(|_| ssi_replies::SsiReplies::default());
     let timeout = framer.spec().timeout_ms.map(Duration::from_millis);
     let mut last_byte = tokio::time::Instant::now();
     let mut buf = [0u8; 1024];
@@ -393,7 +432,7 @@ async fn connection(
                 if let Err(e) = port.write_all(&[ACK]).await {
                     return Ended::Lost(format!("writing ACK failed: {e}"));
                 }
-                unacked.pop_front();
+                resends.unacked.pop_front();
                 let took = frame_end.elapsed();
                 stats.total.record(took);
                 stats.interval.record(took);
@@ -420,8 +459,11 @@ async fn connection(
                 Ok(n) => {
                     let now = Instant::now();
                     last_byte = tokio::time::Instant::now();
-                    let data = skip_replies(feedback, &buf[..n]);
-                    frames.extend(framer.push(data).into_iter().map(|r| (r, now)));
+                    let pushed = match &mut replies {
+                        Some(r) => framer.push(&r.filter(&buf[..n], !framer.pending())),
+                        None => framer.push(&buf[..n]),
+                    };
+                    frames.extend(pushed.into_iter().map(|r| (r, now)));
                 }
             },
             _ = sleep_until_opt(idle_deadline), if idle_deadline.is_some() => {
@@ -446,7 +488,7 @@ async fn connection(
         }
         for (raw, frame_end) in frames {
             let mut scan = Scan::capture(profile, raw);
-            scan.resend = cfg.kind.ack && unacked.contains(&scan.raw);
+            scan.resend = cfg.kind.ack && resends.may_be_resent(&scan.raw);
             // A frame that does not decode (over-long, torn by a reconnect,
             // misread, hostile bytes) is stored and audited as rejected, and
             // NAKed so the scanner sends it again: an ACK must only ever
@@ -466,7 +508,7 @@ async fn connection(
             let durable =
                 (cfg.kind.ack && usable).then(|| DurableAck::new(durable_tx.clone(), frame_end));
             if durable.is_some() {
-                unacked.push_back(scan.raw.clone());
+                resends.unacked.push_back(scan.raw.clone());
             }
             if out.send(scan, durable).await.is_err() {
                 return Ended::Stop; // the outbox writer is gone: shutting down
@@ -485,24 +527,32 @@ async fn recv_signal(
     }
 }
 
-/// A Zebra SSI scanner answers each command scangate sends with a
-/// `CMD_ACK` packet: dropped where a read begins with one, so it is never
-/// framed as a scan.
-fn skip_replies<'a>(
-    feedback: Option<&crate::feedback::FeedbackConfig>,
-    mut data: &'a [u8],
-) -> &'a [u8] {
-    if feedback.and_then(|f| f.protocol) == Some(crate::feedback::Protocol::ZebraSsi) {
-        while let Some((_, len)) = crate::feedback::ssi::reply_at(data) {
-            data = &data[len..];
-        }
-    }
-    data
-}
-
 async fn sleep_until_opt(deadline: Option<tokio::time::Instant>) {
     match deadline {
         Some(d) => tokio::time::sleep_until(d).await,
         None => std::future::pending().await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A frame a lost connection left without its ACK may come again on
+    /// the next one (the scanner resends it); one that was ACKed may not,
+    /// nor one left longer ago than [`RESEND_WITHIN`].
+    #[test]
+    fn frames_left_unacknowledged_by_a_lost_connection_may_be_resent() {
+        let mut r = Resends::default();
+        r.unacked.push_back(b"A".to_vec());
+        r.unacked.push_back(b"B".to_vec());
+        r.unacked.pop_front(); // A was ACKed
+        r.reconnected();
+        assert!(r.may_be_resent(b"B"));
+        assert!(!r.may_be_resent(b"A"));
+        r.orphans[0].1 -= RESEND_WITHIN;
+        assert!(!r.may_be_resent(b"B"));
+        r.reconnected();
+        assert!(r.orphans.is_empty());
     }
 }

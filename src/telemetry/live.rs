@@ -79,9 +79,13 @@ impl LiveScanner {
         }
     }
 
-    /// Count an ambiguous echo decided at `at_ms`.
-    pub(crate) fn ambiguous(&mut self, at_ms: i64) {
+    /// Count an ambiguous echo decided at `at_ms`; `live`: decided within
+    /// a minute of its read (a replayed backlog makes no burst).
+    pub(crate) fn ambiguous(&mut self, at_ms: i64, live: bool) {
         self.ambiguous_today += 1;
+        if !live {
+            return;
+        }
         self.ambiguous_recent_ms.push(at_ms);
         let over = self
             .ambiguous_recent_ms

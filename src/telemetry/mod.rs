@@ -161,6 +161,10 @@ struct Inner {
     started_ms: i64,
 }
 
+/// An ambiguous echo decided this soon after its read (ns) counts towards
+/// a burst in `status`.
+const AMBIGUOUS_LIVE_NS: i64 = 60_000_000_000;
+
 /// The daemon's shared metrics and live status (cheap to clone).
 #[derive(Clone)]
 pub struct Telemetry {
@@ -521,7 +525,11 @@ impl Telemetry {
                 .ambiguous
                 .get_or_create(&Self::label(&d.scanner))
                 .inc();
-            self.with_scanner(&d.scanner, |s| s.ambiguous(now_ms()));
+            // A burst is people at a counter now: not an outage's replay.
+            let live = d
+                .read_boot_ns
+                .is_some_and(|read| now - read < AMBIGUOUS_LIVE_NS);
+            self.with_scanner(&d.scanner, |s| s.ambiguous(now_ms(), live));
         }
     }
 

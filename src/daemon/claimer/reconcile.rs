@@ -138,12 +138,13 @@ pub fn markers(store: &Store, now_ms: i64, retention_ms: i64) -> Vec<String> {
 pub(super) fn reconcile(
     f: &mut Facility,
     store: &mut Store,
-    gateway: &str,
+    gate: &crate::gate::Gate,
     now_ms: i64,
     retention_ms: i64,
     lost: &str,
     progress: &crate::notify::Progress,
 ) -> Result<Option<Reconciliation>, Failed> {
+    let gateway = gate.gateway();
     if pending(store).is_none() {
         if f.has_decision(lost)? {
             return Ok(None);
@@ -193,7 +194,11 @@ pub(super) fn reconcile(
                 let mut on_ledger_time = row.clone();
                 on_ledger_time.time.utc_ms = *captured_ms;
                 on_ledger_time.time.synced = *synced;
-                claim_for(&on_ledger_time, gateway, row.window_ms)
+                claim_for(
+                    &on_ledger_time,
+                    gateway,
+                    row.window_ms.map(|_| gate.window_of(row)),
+                )
             })
             .collect();
         let outcomes = f.claim_batch(&claims)?;

@@ -260,7 +260,7 @@ impl Lane {
         match reconcile::reconcile(
             f,
             &mut self.store,
-            self.gate.gateway(),
+            &self.gate,
             now_ms,
             retention_ms,
             lost,
