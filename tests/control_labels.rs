@@ -283,3 +283,96 @@ fn a_zebra_scanners_replies_to_its_beeps_are_never_read_as_scans() {
     );
     assert_eq!(daemon.terminate().code(), Some(0), "{}", daemon.log());
 }
+
+/// Honeywell, Datalogic and raw feedback on the wire: after the ACK of a
+/// committed read, and after the NAK of a misread, exactly the bytes their
+/// documents give (docs/scanner-feedback.md), written out here.
+#[test]
+fn each_protocols_bytes_follow_the_ack_and_the_nak() {
+    // (protocol table, committed, rejected)
+    let cases: [(&str, &[u8], &[u8]); 3] = [
+        // Honeywell host commands: ESC 7 , (good read), ESC 8 , (error tone).
+        ("{ protocol = \"honeywell\" }", b"\x1b7,", b"\x1b8,"),
+        // Datalogic: 0x01 (good-read beep), F then E.
+        ("{ protocol = \"datalogic\" }", b"\x01", b"FE"),
+        (
+            "{ protocol = \"raw\", committed = \"\\u0007\", rejected = \"\\u0007\\u0007\" }",
+            b"\x07",
+            b"\x07\x07",
+        ),
+    ];
+    let mut gw = Gateway::builder("scangate-protocols-")
+        .ptys(cases.iter().enumerate().map(|(i, (table, _, _))| {
+            ScannerSpec::named(&format!("s{i}"))
+                .ack()
+                .with(&format!("feedback = {table}"))
+        }))
+        .build();
+    let mut daemon = gw.launch();
+    let mut scanners: Vec<VirtualScanner> = std::mem::take(&mut gw.scanners);
+    for (i, ((_, committed, rejected), vs)) in cases.iter().zip(&mut scanners).enumerate() {
+        let label = dscsa(&format!("PROTO{i}"));
+        vs.send(&frame(&label)).unwrap();
+        assert_eq!(
+            heard(vs, 1 + committed.len()),
+            [&[ACK][..], committed].concat(),
+            "s{i}"
+        );
+        let bad = label.replacen("00307773105025", "00307773105026", 1);
+        vs.send(&frame(&bad)).unwrap();
+        assert_eq!(
+            heard(vs, 1 + rejected.len()),
+            [&[NAK][..], rejected].concat(),
+            "s{i}"
+        );
+    }
+    assert_eq!(daemon.terminate().code(), Some(0), "{}", daemon.log());
+}
+
+/// With a facility store that does not answer, the scanner hears
+/// "waiting" after the ACK; the decision made when it answers again comes
+/// later than `max_delay_ms`: not signalled (a late beep would be taken
+/// for the next read's), and counted as skipped.
+#[test]
+fn a_decision_later_than_the_bound_is_not_signalled_and_is_counted() {
+    let (root, redis) = facility(&[]);
+    let textfile = root.path().join("gw.prom");
+    let mut gw = Gateway::builder_in(&root.path().join("gw"))
+        .pty(
+            ScannerSpec::named("receiving")
+                .ack()
+                .with("feedback = { protocol = \"zebra-ssi\", max_delay_ms = 1500 }"),
+        )
+        .config(&format!(
+            "[metrics]\ntextfile = {:?}\ninterval_s = 1",
+            textfile.to_str().unwrap()
+        ))
+        .redis(&redis)
+        .build();
+    let mut daemon = gw.launch();
+    let [mut vs] = gw.take_scanners();
+    vs.send(&frame(&dscsa("ON-TIME"))).unwrap();
+    assert_eq!(heard(&mut vs, 8), [&[ACK][..], &ssi_beep(0x00)].concat());
+    redis.signal(nix::sys::signal::Signal::SIGSTOP);
+    vs.send(&frame(&dscsa("LATE"))).unwrap();
+    // Stored (ACK), and "waiting" (two short high beeps, code 0x01).
+    assert_eq!(heard(&mut vs, 8), [&[ACK][..], &ssi_beep(0x01)].concat());
+    std::thread::sleep(Duration::from_millis(2000)); // past max_delay_ms
+    redis.signal(nix::sys::signal::Signal::SIGCONT);
+    wait_all_decided(&gw.cfg, 2);
+    wait_until("the skip to be counted", || {
+        std::fs::read_to_string(&textfile).is_ok_and(|t| {
+            t.lines().any(|l| {
+                l.starts_with("scangate_feedback_total")
+                    && l.contains("outcome=\"skipped\"")
+                    && l.contains("told=\"committed\"")
+                    && l.ends_with(" 1")
+            })
+        })
+    });
+    assert!(
+        drain(&mut vs, Duration::from_millis(300)).is_empty(),
+        "a late signal was sent"
+    );
+    assert_eq!(daemon.terminate().code(), Some(0), "{}", daemon.log());
+}
