@@ -29,9 +29,14 @@
 //!    per component; `emit` logs it and moves its metric), [`notify`]
 //!    (systemd: readiness, status, the watchdog's rule of progress);
 //!    [`controls`]: the REPEAT and QUANTITY labels, their `[controls]`
-//!    section, recognising a read as one, and their printed forms.
+//!    section, recognising a read as one, and their printed forms;
+//!    [`feedback`]: what a scanner is told of a decision, as each
+//!    protocol's bytes (Zebra SSI, Honeywell, Datalogic, raw, HID POS
+//!    output reports) or a gateway LED's pattern.
 //! 2. **Capture and storage** — [`source`]: one task per scanner (serial;
-//!    USB HID in [`source::hid`]); [`pty`]: pseudo-terminals standing in
+//!    USB HID in [`source::hid`]), the operator's control labels marked on
+//!    the reads ([`source::operator`]) and the decisions routed back to the
+//!    scanners ([`source::signal`]); [`pty`]: pseudo-terminals standing in
 //!    for serial scanners; [`store`]: the SQLite database (one file, WAL,
 //!    `synchronous=FULL`), its identity and anchors, the writers' turn,
 //!    disk space.
