@@ -376,3 +376,52 @@ fn a_decision_later_than_the_bound_is_not_signalled_and_is_counted() {
     );
     assert_eq!(daemon.terminate().code(), Some(0), "{}", daemon.log());
 }
+
+/// The gateway's own indicator for a scanner with no channel back: the
+/// LED class device (here a directory laid out as the kernel's, given by
+/// its absolute path) is taken from its trigger while the scanner runs,
+/// shows each decision, and gets its trigger back at the stop.
+#[test]
+fn the_gateway_led_shows_decisions_and_gets_its_trigger_back() {
+    let root = tempdir("scangate-led-");
+    let led = root.path().join("leds").join("ACT");
+    std::fs::create_dir_all(&led).unwrap();
+    std::fs::write(led.join("max_brightness"), "255\n").unwrap();
+    std::fs::write(led.join("trigger"), "none [mmc0] timer heartbeat\n").unwrap();
+    std::fs::write(led.join("brightness"), "0\n").unwrap();
+    let textfile = root.path().join("gw.prom");
+    let mut gw = Gateway::builder_in(&root.path().join("gw"))
+        .pty(ScannerSpec::named("counter-1").with(&format!(
+            "feedback = {{ led = {:?} }}",
+            led.to_str().unwrap()
+        )))
+        .config(&format!(
+            "[metrics]\ntextfile = {:?}\ninterval_s = 1",
+            textfile.to_str().unwrap()
+        ))
+        .build();
+    let mut daemon = gw.launch();
+    let [mut vs] = gw.take_scanners();
+    wait_until("the LED taken from its trigger", || {
+        std::fs::read_to_string(led.join("trigger")).is_ok_and(|t| t.trim() == "none")
+    });
+    vs.send(&frame(&dscsa("LED-1"))).unwrap();
+    wait_until("the committed read shown on the LED", || {
+        std::fs::read_to_string(&textfile).is_ok_and(|t| {
+            t.contains(
+                "scangate_feedback_total{scanner=\"counter-1\",told=\"committed\",outcome=\"sent\"} 1",
+            )
+        })
+    });
+    assert_eq!(
+        std::fs::read_to_string(led.join("brightness")).unwrap(),
+        "0",
+        "the pattern ends dark"
+    );
+    assert_eq!(daemon.terminate().code(), Some(0), "{}", daemon.log());
+    assert_eq!(
+        std::fs::read_to_string(led.join("trigger")).unwrap().trim(),
+        "mmc0",
+        "the trigger is given back"
+    );
+}

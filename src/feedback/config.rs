@@ -200,13 +200,17 @@ impl FeedbackConfig {
                 "set the bytes for at least one of committed, echo, ambiguous, rejected, waiting (e.g. committed = \"\\u0007\")",
             ));
         }
+        // A name in /sys/class/leds, or the absolute path of an LED class
+        // device's directory.
+        let absolute = |n: &str| n.starts_with('/') && !n.split('/').any(|c| c == "..");
         if let Some(name) = &self.led
+            && !absolute(name)
             && (name.is_empty() || name == "." || name == ".." || name.contains('/'))
         {
             return Err(Invalid::new(
                 "led",
                 format!("{name:?} is not the name of an LED class device"),
-                "use the name of a directory in /sys/class/leds (e.g. \"ACT\" or \"led0\" on a Pi); `ls /sys/class/leds` lists them",
+                "use the name of a directory in /sys/class/leds (e.g. \"ACT\" or \"led0\" on a Pi; `ls /sys/class/leds` lists them), or the absolute path of an LED class device's directory",
             ));
         }
         if !(1..=MAX_MAX_DELAY_MS).contains(&self.max_delay_ms) {

@@ -56,7 +56,15 @@ pub async fn led(
     telemetry: Telemetry,
 ) {
     let Some(name) = fb.led.clone() else { return };
-    let opened = tokio::task::spawn_blocking(move || Led::open_sysfs(&name)).await;
+    // A name in /sys/class/leds, or an LED class device's directory.
+    let opened = tokio::task::spawn_blocking(move || {
+        let path = std::path::Path::new(&name);
+        match (path.is_absolute(), path.parent(), path.file_name()) {
+            (true, Some(root), Some(leaf)) => Led::open(root, &leaf.to_string_lossy()),
+            _ => Led::open_sysfs(&name),
+        }
+    })
+    .await;
     let led = match opened {
         Ok(Ok(led)) => Arc::new(led),
         Ok(Err(e)) => {
