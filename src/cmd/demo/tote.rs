@@ -60,8 +60,8 @@ fn script(repeat: &str) -> Vec<(u64, usize, Vec<u8>)> {
 }
 
 /// Play the tote through the daemon (with `redis`, through the facility
-/// store) and print what happened; `Ok(true)` if each policy did what it
-/// promises.
+/// store; the demo passes none) and print what happened; `Ok(true)` if
+/// each policy did what it promises.
 pub(super) async fn run(
     redis: Option<crate::facility::config::RedisConfig>,
 ) -> Result<bool, String> {
