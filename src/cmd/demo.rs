@@ -190,24 +190,9 @@ async fn shift(redis: Option<String>) -> Result<Exit, String> {
         sends.last().map_or(0, |s| s.0) as f64 / 1000.0
     );
 
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let settings = Settings::resolve(&cfg).map_err(|e| e.to_string())?;
-    let daemon = tokio::spawn(daemon::run(settings, async {
-        let _ = stop_rx.await;
-    }));
-    // Let the daemon open its database and devices before the shift starts.
-    let db = dir.path().join(crate::store::DB_FILE);
-    let t0 = Instant::now();
-    while !db.exists() && t0.elapsed() < Duration::from_secs(10) {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    let daemon = Started::start(&cfg, dir.path()).await?;
     let played = play(&mut scanners, &sends, dir.path()).await?;
-    let _ = stop_tx.send(());
-    let report = daemon
-        .await
-        .map_err(|e| format!("daemon task failed: {e}"))?
-        .map_err(|e| e.to_string())?;
+    let report = daemon.stop().await?;
 
     let found = Found::read(dir.path(), &picks, played.start_wall_ms)?;
     let lost = sends.len() as i64 - found.in_outbox;
@@ -242,6 +227,49 @@ async fn shift(redis: Option<String>) -> Result<Exit, String> {
         }
     );
     Ok(if ok { Exit::Ok } else { Exit::CheckFailed })
+}
+
+/// The real daemon running a demo config, its database open and its
+/// devices set up.
+struct Started {
+    stop: tokio::sync::oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<Result<daemon::RunReport, daemon::DaemonError>>,
+}
+
+impl Started {
+    /// Start the daemon on `cfg` (state in `dir`) and let it open its
+    /// database and devices before anything is played.
+    async fn start(cfg: &Config, dir: &Path) -> Result<Started, String> {
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let settings = Settings::resolve(cfg).map_err(|e| e.to_string())?;
+        let task = tokio::spawn(daemon::run(settings, async {
+            let _ = stopped.await;
+        }));
+        let db = dir.join(crate::store::DB_FILE);
+        let t0 = Instant::now();
+        while !db.exists() && t0.elapsed() < Duration::from_secs(10) {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        Ok(Started { stop, task })
+    }
+
+    /// Stop it (drained) and return its report.
+    async fn stop(self) -> Result<daemon::RunReport, String> {
+        let _ = self.stop.send(());
+        self.task
+            .await
+            .map_err(|e| format!("daemon task failed: {e}"))?
+            .map_err(|e| e.to_string())
+    }
+}
+
+/// Whether the outbox in `dir` holds `transmissions` scans, none undecided.
+fn all_decided(dir: &Path, transmissions: i64) -> bool {
+    Store::open_read_only(dir)
+        .ok()
+        .and_then(|store| store.outbox_status().ok())
+        .is_some_and(|st| st.total() >= transmissions && st.pending == 0 && st.unresolved == 0)
 }
 
 /// `--redis URL`: the facility store's section, as the daemon would take it.
@@ -340,12 +368,7 @@ async fn play<'a>(
     let transmissions = sends.len() as i64;
     let deadline = Instant::now() + Duration::from_secs(15);
     loop {
-        if let Ok(store) = Store::open_read_only(dir)
-            && let Ok(st) = store.outbox_status()
-            && st.total() >= transmissions
-            && st.pending == 0
-            && st.unresolved == 0
-        {
+        if all_decided(dir, transmissions) {
             break;
         }
         if Instant::now() > deadline {

@@ -7,8 +7,7 @@
 //! told, read from the bytes the PTY received, and what the ledger and
 //! the outbox hold.
 
-use crate::capture::Unserialised;
-use crate::config::{Config, ScanType, Scanner, Settings};
+use crate::config::{Config, ScanType, Scanner};
 use crate::feedback::{FeedbackConfig, Protocol, Told};
 use crate::pty::VirtualScanner;
 use crate::source::config::UnserialisedPolicy;
@@ -22,6 +21,15 @@ const SCANNERS: [(&str, UnserialisedPolicy); 3] = [
     ("tote-double-fire", UnserialisedPolicy::DoubleFire),
     ("tote-ask", UnserialisedPolicy::Ask),
 ];
+
+/// A policy's name, as the config writes it.
+fn policy_name(p: UnserialisedPolicy) -> &'static str {
+    match p {
+        UnserialisedPolicy::Window => "window",
+        UnserialisedPolicy::DoubleFire => "double-fire",
+        UnserialisedPolicy::Ask => "ask",
+    }
+}
 
 /// Bottles in the tote, and the time between two.
 const BOTTLES: u64 = 6;
@@ -78,23 +86,9 @@ pub(super) async fn run(
     println!(
         "\nreceiving a tote: {BOTTLES} identical bottles without a serial (GTIN + lot), {APART_MS} ms apart, at three receiving scanners (ACK on, Zebra SSI feedback) ..."
     );
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let settings = Settings::resolve(&cfg).map_err(|e| e.to_string())?;
-    let daemon = tokio::spawn(crate::daemon::run(settings, async {
-        let _ = stop_rx.await;
-    }));
-    let db = dir.path().join(crate::store::DB_FILE);
-    let t0 = Instant::now();
-    while !db.exists() && t0.elapsed() < Duration::from_secs(10) {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    let daemon = super::Started::start(&cfg, dir.path()).await?;
     let heard = play(&mut scanners, &sends, dir.path()).await?;
-    let _ = stop_tx.send(());
-    daemon
-        .await
-        .map_err(|e| format!("daemon task failed: {e}"))?
-        .map_err(|e| e.to_string())?;
+    daemon.stop().await?;
     let store = Store::open_read_only(dir.path()).map_err(|e| e.to_string())?;
     let mut ok = true;
     println!(
@@ -109,7 +103,7 @@ pub(super) async fn run(
         ok &= matches;
         println!(
             "  {name:<18}{:<13}{reads:>6}{:>9}{:>11}{:>10}{}",
-            profile_policy(*policy).as_str(),
+            policy_name(*policy),
             c.committed,
             c.ambiguous,
             c.control,
@@ -126,15 +120,6 @@ pub(super) async fn run(
         "\n  window: bottles inside the window are taken for echoes, counted as ambiguous (status, metrics, alert, audit);\n  double-fire: every bottle counts; ask: the scanner says \"ambiguous\", staff scan REPEAT and the bottle, and it counts."
     );
     Ok(ok)
-}
-
-/// The capture policy a config policy names (for its name).
-fn profile_policy(p: UnserialisedPolicy) -> Unserialised {
-    match p {
-        UnserialisedPolicy::Window => Unserialised::Window,
-        UnserialisedPolicy::DoubleFire => Unserialised::DoubleFire { ms: 300 },
-        UnserialisedPolicy::Ask => Unserialised::Ask,
-    }
 }
 
 /// The tote gateway: state in `dir`, the [`SCANNERS`] on `scanners`' PTYs.
@@ -178,12 +163,7 @@ async fn play(
     }
     let deadline = Instant::now() + Duration::from_secs(15);
     loop {
-        if let Ok(store) = Store::open_read_only(dir)
-            && let Ok(st) = store.outbox_status()
-            && st.total() >= sends.len() as i64
-            && st.pending == 0
-            && st.unresolved == 0
-        {
+        if super::all_decided(dir, sends.len() as i64) {
             break;
         }
         if Instant::now() > deadline {
