@@ -59,12 +59,31 @@ fn tote(policy: Unserialised, reads: &[(String, i64)], resend: bool) -> Tote {
         let d = scangate::daemon::embedded::submit(&mut store, &mut gate, &[s]).unwrap();
         verdicts.push((d[0].verdict.clone(), d[0].ambiguous));
     }
-    let mut entries = 0;
-    scangate::ledger::for_each(&store, None, |_| {
-        entries += 1;
+    let mut entry_uuids = Vec::new();
+    scangate::ledger::for_each(&store, None, |e| {
+        entry_uuids.push(e.scan_uuid);
         Ok(())
     })
     .unwrap();
+    let entries = entry_uuids.len();
+    // What `ledger export --echoes` prints: every echo names an entry,
+    // and says ambiguous exactly where the audit trail does.
+    let mut echoes = Vec::new();
+    scangate::outbox::echoes::for_each(&store, "test-gw", None, |e| {
+        echoes.push(e);
+        Ok(())
+    })
+    .unwrap();
+    assert_eq!(echoes.len() + entries, reads.len());
+    for e in &echoes {
+        assert!(entry_uuids.contains(&e.echo_of), "{e:?}");
+        let audited = scangate::audit::records_for_scan(&store, &e.scan_uuid).unwrap();
+        assert_eq!(
+            audited.iter().any(|r| r.ambiguous.is_some()),
+            e.ambiguous,
+            "{e:?}"
+        );
+    }
     let audited_ambiguous = uuids
         .iter()
         .flat_map(|u| scangate::audit::records_for_scan(&store, u).unwrap())
@@ -235,5 +254,39 @@ fn a_burst_of_ambiguous_echoes_shows_in_status_and_the_metrics() {
         degraded.contains("unserialised = \\\"double-fire\\\""),
         "{degraded}"
     );
+    // `ledger export --echoes`: the receiving scanner's three echoes are
+    // ambiguous and name its one entry; the counter's three are certain.
+    let out: Outcome = cli_cfg(&gw.cfg, &["ledger", "export", "--echoes"]).into();
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let echoes: Vec<serde_json::Value> = out
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let of = |name: &str| -> Vec<&serde_json::Value> {
+        echoes.iter().filter(|e| e["scanner"] == name).collect()
+    };
+    let (rx, ctr) = (of("receiving"), of("counter-1"));
+    assert_eq!((rx.len(), ctr.len()), (3, 3), "{}", out.stdout);
+    assert!(
+        rx.iter()
+            .all(|e| e["ambiguous"] == true && e["serial"].is_null())
+    );
+    assert!(
+        ctr.iter()
+            .all(|e| e["ambiguous"] == false && e["serial"] == "SN-ONE")
+    );
+    let export: Outcome = cli_cfg(&gw.cfg, &["ledger", "export"]).into();
+    let entry = |name: &str| {
+        export
+            .stdout
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+            .find(|e| e["scanner"] == name)
+            .unwrap()["scan_uuid"]
+            .clone()
+    };
+    assert!(rx.iter().all(|e| e["echo_of"] == entry("receiving")));
+    assert!(ctr.iter().all(|e| e["echo_of"] == entry("counter-1")));
     assert_eq!(daemon.terminate().code(), Some(0), "{}", daemon.log());
 }

@@ -210,6 +210,14 @@ pub enum LedgerCommand {
         /// Only entries captured at or after this time (RFC 3339).
         #[arg(long, conflicts_with = "follow")]
         since: Option<String>,
+        /// Print, instead of entries, the reads this gateway suppressed as
+        /// echoes (from its own outbox, with or without `[redis]`): each
+        /// names its entry (`echo_of`) and says whether it was `ambiguous`
+        /// — a label without a serial that may have been a further
+        /// identical item — or a certain echo. Kept for `[dedup]
+        /// retention_hours`.
+        #[arg(long, conflicts_with = "follow")]
+        echoes: bool,
         /// With `[redis]`: keep reading the facility ledger stream as a
         /// member of consumer group `--group` (created if missing, from the
         /// first entry), printing each entry and flushing before it is

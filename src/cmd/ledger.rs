@@ -1,5 +1,5 @@
-//! `scangate ledger export [--since T] [--follow --group G]`: the ledger as
-//! JSON lines. With `[redis]` the ledger is the facility's stream
+//! `scangate ledger export [--since T] [--echoes | --follow --group G]`: the
+//! ledger as JSON lines (or, with `--echoes`, this gateway's suppressed reads). With `[redis]` the ledger is the facility's stream
 //! ([`crate::facility::stream`]; `--follow` reads it as a member of a
 //! consumer group); without, the embedded store's ([`crate::ledger`]).
 
@@ -17,6 +17,7 @@ pub fn run(command: LedgerCommand) -> Result<Exit, Failure> {
         LedgerCommand::Export {
             config,
             since,
+            echoes,
             follow,
             group,
             consumer,
@@ -26,6 +27,16 @@ pub fn run(command: LedgerCommand) -> Result<Exit, Failure> {
             let settings = resolve(&config)?;
             let stdout = std::io::stdout();
             let mut out = BufWriter::new(stdout.lock());
+            if echoes {
+                // Echoes are the gateway's own, in either mode.
+                let store = Store::open_read_only(&settings.config.state_dir())?;
+                let gateway = &settings.config.gateway.id;
+                crate::outbox::echoes::for_each(&store, gateway, since_ms, |e| {
+                    write_line(&mut out, &e)
+                })?;
+                let _ = out.flush();
+                return Ok(Exit::Ok);
+            }
             match &settings.redis {
                 // With a facility store, its stream is the ledger.
                 Some(redis) => {

@@ -14,6 +14,7 @@
 //!   claimer's lanes make of each other's;
 //! - [`raw`]: overwriting decided scans' raw bytes after `keep_raw_hours`.
 
+pub mod echoes;
 pub mod open;
 pub mod raw;
 
