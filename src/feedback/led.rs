@@ -95,6 +95,11 @@ impl LedError {
             io::ErrorKind::PermissionDenied => format!(
                 "let the scangate user write it, e.g. a udev rule: SUBSYSTEM==\"leds\", KERNEL==\"{name}\", RUN+=\"/bin/chgrp scangate /sys%p/brightness /sys%p/trigger\", RUN+=\"/bin/chmod g+w /sys%p/brightness /sys%p/trigger\" (or, to try it, `chmod a+w` both files as root)"
             ),
+            // The unit's ProtectKernelTunables= mounts /sys read-only.
+            io::ErrorKind::ReadOnlyFilesystem => format!(
+                "/sys is read-only inside scangate.service (ProtectKernelTunables=yes): open this LED's directory with a drop-in, `systemctl edit scangate`, adding the lines \"[Service]\" and \"ReadWritePaths={}\", then `systemctl restart scangate`",
+                path.parent().unwrap_or(path).display()
+            ),
             _ => "check that the LED driver is loaded (`dmesg`), or choose another LED".to_string(),
         };
         LedError {
@@ -277,6 +282,19 @@ mod tests {
             assert_eq!(total, pattern(told).iter().map(|&(_, d)| d).sum(), "{told}");
             assert_eq!(read(root.path(), "brightness"), "0", "{told} ends off");
         }
+    }
+
+    #[test]
+    fn a_read_only_sys_names_the_drop_in_that_opens_this_led() {
+        let file = Path::new("/sys/class/leds/input0::capslock/trigger");
+        let e = io::Error::from(io::ErrorKind::ReadOnlyFilesystem);
+        let err = LedError::io(file, "set it to none", &e, "input0::capslock");
+        let text = err.to_string();
+        assert!(
+            text.contains("ReadWritePaths=/sys/class/leds/input0::capslock\""),
+            "{text}"
+        );
+        assert!(text.contains("systemctl edit scangate"), "{text}");
     }
 
     #[test]

@@ -1435,6 +1435,107 @@ class Run:
         return (f"UHID_OUTPUT on the device with 0x8C outputs: {' then '.join(got)} for a committed read "
                 f"({serials['pos-fb']}), none for its echo, then the rejected read's; the device without: none")
 
+    def ps2_led_states(self, since):
+        """The caps lock states the guest's PS/2 keyboard was sent after
+        byte `since` of qemu.log: (host seconds, on) for each change.
+        qemu logs every LED state the keyboard receives (run.sh: -trace
+        ps2_set_ledstate, -msg timestamp=on); caps lock is bit 2."""
+        with open(os.path.join(self.out, "qemu.log"), "rb") as f:
+            f.seek(since)
+            text = f.read().decode(errors="replace")
+        states, last = [], None
+        for m in re.finditer(r"@(\d+\.\d+):ps2_set_ledstate \S+ ledstate (\d+)", text):
+            on = bool(int(m.group(2)) & 4)
+            if on != last:
+                states.append((float(m.group(1)), on))
+                last = on
+        return states
+
+    def gateway_led(self):
+        """feedback = { led = NAME } on the wedge scanner, NAME the caps
+        lock LED of the guest's PS/2 keyboard: a kernel LED class device
+        (input-leds), whose every state qemu logs as the keyboard receives
+        it. Set up as docs/technician.md says: a udev rule gives group
+        scangate the LED's files. First without the drop-in that opens
+        /sys to the service (the control: the unit's sandbox makes /sys
+        read-only, and the log names the drop-in), then with it. A
+        committed read blinks caps lock once, short; its echo not at all;
+        a rejected read once, about a second; at the stop the LED's kernel
+        trigger is back."""
+        listing = self.g.ok("for l in /sys/class/leds/input*::capslock; do "
+                            "echo \"${l##*/}|$(cat $l/device/name)\"; done")
+        names = [l.split("|")[0] for l in listing.splitlines() if l.endswith("|AT Translated Set 2 keyboard")]
+        check(names, f"no caps lock LED of the PS/2 keyboard in /sys/class/leds: {listing!r}")
+        led = names[0]
+        sysdir = f"/sys/class/leds/{led}"
+        trigger = self.g.ok(f"cat {sysdir}/trigger")
+        before = re.search(r"\[(\S+)\]", trigger)
+        check(before and before.group(1) != "none", f"{led}'s trigger before: {trigger!r}")
+        before = before.group(1)
+        rule = (f'SUBSYSTEM=="leds", KERNEL=="{led}", RUN+="/bin/chgrp scangate /sys%p/brightness /sys%p/trigger", '
+                'RUN+="/bin/chmod g+w /sys%p/brightness /sys%p/trigger"\n')
+        self.g.ok(
+            f"printf '%s' '{base64.b64encode(rule.encode()).decode()}' | base64 -d "
+            "> /etc/udev/rules.d/98-scangate-led.rules && udevadm control --reload && "
+            "udevadm trigger --action=add --subsystem-match=leds && udevadm settle"
+        )
+        owner = self.g.ok(f"stat -c '%G %A' {sysdir}/brightness {sysdir}/trigger").split("\n")
+        check(all(o.startswith("scangate -rw-rw") for o in owner if o), f"after the udev rule: {owner}")
+        saved = self.g.ok(f"cat {CONF}")
+        entries = [e + f'feedback = {{ led = "{led}" }}\n' if 'name = "wedge-us"' in e else e
+                   for e in self.hid_entries]
+        check(entries != self.hid_entries, "no wedge-us entry to give the LED to")
+        self.g.ok(write_file(CONF, self.hid_config(entries)))
+        self.g.run("systemctl reset-failed scangate")
+        self.g.ok("systemctl restart scangate", timeout=180)
+        wait_for("scangate active", self.active, 60)
+
+        def logged(text):
+            return text in self.g.run(
+                f"journalctl -u scangate SCANNER=wedge-us -o cat --no-pager | grep -F '{text}'")[1]
+        # The control: under the unit's sandbox /sys is read-only.
+        wait_for("the LED's failure logged with the drop-in that fixes it",
+                 lambda: logged(f"ReadWritePaths={sysdir}"), 60, 0.5)
+        check(self.g.ok(f"cat {sysdir}/trigger").find(f"[{before}]") >= 0, "the trigger changed without access")
+        dropin = "/etc/systemd/system/scangate.service.d/led.conf"
+        self.g.ok(f"mkdir -p {os.path.dirname(dropin)} && "
+                  f"printf '[Service]\\nReadWritePaths={sysdir}\\n' > {dropin} && systemctl daemon-reload")
+        self.g.ok("systemctl restart scangate", timeout=180)
+        wait_for("scangate active", self.active, 60)
+        wait_for(f"{led} taken from its trigger", lambda: "[none]" in self.g.run(f"cat {sysdir}/trigger")[1], 60, 0.5)
+        self.wait_holds(["/dev/scangate/wedge-us"])
+        mark = os.path.getsize(os.path.join(self.out, "qemu.log"))
+        suppressed, rejected = self.audited("suppressed"), self.audited("rejected")
+        serial = self.new_serial()
+        self.type_label("us", serial)
+        self.expect_entry(serial, "wedge-us", "LOTZY7")
+        wait_for("caps lock on and off after the commit",
+                 lambda: len(self.ps2_led_states(mark)) >= 2 or None, 30, 0.3)
+        self.type_label("us", serial)  # its echo
+        wait_for("the echo audited", lambda: self.audited("suppressed") > suppressed, 60, 0.5)
+        bad = label(serial).replace("10LOT7A", "10LOTZY7").replace(GTIN, GTIN[:-1] + "6")
+        self.kb.type("us", bad + "\r")  # a misread: bad check digit
+        wait_for("the misread audited", lambda: self.audited("rejected") > rejected, 60, 0.5)
+        wait_for("caps lock's second blink", lambda: len(self.ps2_led_states(mark)) >= 4 or None, 30, 0.3)
+        time.sleep(2.0 * SCALE)  # nothing more may come
+        states = self.ps2_led_states(mark)
+        check([on for _, on in states] == [True, False, True, False],
+              f"caps lock states the keyboard received: {states} (want a blink for the commit, none for "
+              "the echo, one for the rejected read)")
+        short, long = states[1][0] - states[0][0], states[3][0] - states[2][0]
+        check(short < 0.6 and long > 0.7 and long > 2 * short,
+              f"the commit's blink lasted {short:.2f} s, the rejected read's {long:.2f} s (150 ms and 1 s asked)")
+        self.g.ok("systemctl stop scangate", timeout=60)
+        after = self.g.ok(f"cat {sysdir}/trigger")
+        check(f"[{before}]" in after, f"{led}'s trigger after the stop: {after!r} (was {before})")
+        self.g.ok(write_file(CONF, saved))
+        self.g.run("systemctl reset-failed scangate")
+        self.g.ok("systemctl start scangate", timeout=180)
+        wait_for("scangate active", self.active, 60)
+        return (f"{led} (PS/2 keyboard, input-leds): read-only /sys logged with the drop-in; with it, qemu saw "
+                f"caps lock blink {short:.2f} s for the commit, nothing for the echo, {long:.2f} s for the "
+                f"misread; trigger {before} back after the stop")
+
     def pair(self):
         self.qmp.cmd("device_add", driver="usb-kbd", id="k3", display="gpu2", serial="", bus="xhci.0", port="6")
         wait_for("the third keyboard's hidraw node", lambda: self.usb_hidraw("1-6"), 60, 0.5)
@@ -1541,6 +1642,7 @@ class Run:
             ("hid_pos_uhid_scans", self.pos_scans, False),
             ("hid_pos_unplug_torn_and_reopen", self.pos_unplug, False),
             ("hid_pos_feedback_output_reports", self.pos_feedback, False),
+            ("gateway_led_on_a_kernel_led", self.gateway_led, False),
             ("hid_pair_end_to_end", self.pair, False),
             ("broken_config_exit2_no_restart", self.broken_config, False),
             ("load_credential_redis", self.credential, False),
