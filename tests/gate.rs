@@ -350,3 +350,64 @@ fn a_clock_step_is_remembered_across_a_restart() {
     let d = scangate::daemon::embedded::submit(&mut store, &mut gate, &[echo]).unwrap();
     assert!(suppressed_by(&d[0].verdict, &first), "{:?}", d[0]);
 }
+
+/// Decided before written: a fresh batch's rows are inserted with their
+/// verdicts and never updated, in the order they arrived (decided in
+/// capture order). The control: with an older scan still pending, the
+/// batch is written `pending` and decided by updating its rows — which
+/// the injected trigger refuses, so they stay pending.
+#[test]
+fn a_fresh_batch_is_decided_before_it_is_written_and_never_updated() {
+    let mut r = rig();
+    let other = rusqlite::Connection::open(r.store.path()).unwrap();
+    other
+        .execute_batch(
+            "CREATE TRIGGER no_verdict_updates BEFORE UPDATE OF state ON scans
+             BEGIN SELECT RAISE(ABORT, 'a verdict written by UPDATE'); END;",
+        )
+        .unwrap();
+    let (a, b) = (
+        r.scan("c1", &dscsa("S1"), 100),
+        r.scan("c1", &dscsa("S2"), 0),
+    );
+    let echo = r.scan("c1", &dscsa("S1"), 150);
+    let v = r.submit(&[a.clone(), b.clone(), echo.clone()]);
+    assert_eq!(v[0], Verdict::Committed);
+    assert_eq!(v[1], Verdict::Committed);
+    assert!(suppressed_by(&v[2], &a), "{v:?}");
+    let order: Vec<String> = other
+        .prepare("SELECT scan_uuid FROM scans ORDER BY seq")
+        .unwrap()
+        .query_map([], |row| row.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    let arrived: Vec<String> = [&a, &b, &echo].iter().map(|s| s.uuid.to_string()).collect();
+    assert_eq!(order, arrived, "outbox positions in arrival order");
+    // The control: an older scan pending (stored while deciding failed).
+    other
+        .execute_batch(
+            "CREATE TRIGGER injected BEFORE INSERT ON ledger
+             BEGIN SELECT RAISE(ABORT, 'injected fault'); END;",
+        )
+        .unwrap();
+    let old = r.scan("c1", &dscsa("S3"), 200);
+    assert_eq!(r.submit(std::slice::from_ref(&old)), [Verdict::Pending]);
+    other.execute_batch("DROP TRIGGER injected").unwrap();
+    let late = r.scan("c1", &dscsa("S4"), 300);
+    assert_eq!(
+        r.submit(&[late]),
+        [Verdict::Pending],
+        "behind a pending scan the batch is decided by UPDATE, which the trigger refuses"
+    );
+    other
+        .execute_batch("DROP TRIGGER no_verdict_updates")
+        .unwrap();
+    let d = scangate::daemon::embedded::decide_pending(&mut r.store, &mut r.gate).unwrap();
+    assert_eq!(d.len(), 2);
+    assert!(d.iter().all(|d| d.verdict == Verdict::Committed));
+    assert!(matches!(
+        scangate::audit::verify(&r.store).unwrap(),
+        scangate::audit::Verification::Intact { records: 5, .. }
+    ));
+}

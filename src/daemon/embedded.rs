@@ -1,7 +1,8 @@
-//! Deciding with the embedded store (no `[redis]`): the outbox writer admits
-//! a batch and the gate decides it in the **same** transaction, so a scan
-//! and its decision become durable together with one fsync, before the
-//! scanner's ACK. Also used by `outbox decide-locally`, the benchmark and
+//! Deciding with the embedded store (no `[redis]`): the gate decides a
+//! batch as the outbox writer writes it, in the **same** transaction, so a
+//! scan and its decision become durable together with one fsync, before
+//! the scanner's ACK (decided before written: each row is inserted once,
+//! with its verdict; [`Gate::write_and_decide`]). Also used by `outbox decide-locally`, the benchmark and
 //! tests: the one way to run the embedded pipeline synchronously.
 
 use crate::capture::Scan;
@@ -21,7 +22,8 @@ pub fn admit_and_decide(
     scans: &[Scan],
 ) -> Result<(Vec<bool>, Vec<Decision>), StoreError> {
     let facility = gate.facility().to_string();
-    let (fresh, decided) = store.admit_and(&facility, scans, |tx| gate.decide(tx))?;
+    let (fresh, decided) =
+        store.admit_and(&facility, scans, |tx| gate.write_and_decide(tx, scans))?;
     // (A failure to decide was logged: the scans wait as pending.)
     let Ok(decided) = decided else {
         return Ok((fresh, Vec::new()));

@@ -481,6 +481,7 @@ impl Gate {
                 note,
                 now_ms,
                 &mut stats,
+                super::RowWrite::Update,
             )?);
         }
         Ok(Recorded {

@@ -27,7 +27,7 @@ pub mod facility_time;
 
 use crate::audit::{AuditRecord, Chain};
 use crate::capture::clock::rfc3339_ms;
-use crate::capture::key_bytes;
+use crate::capture::{Scan, key_bytes};
 use crate::config::Config;
 use crate::model::ScanState;
 use crate::model::{Decision, GateStats, Verdict};
@@ -253,15 +253,84 @@ impl Gate {
             let verdict = self
                 .local_verdict(tx, &row, &mut stats)?
                 .unwrap_or(Verdict::Committed);
-            decisions.extend(
-                self.record_one(tx, &mut chain, row, verdict, None, None, now_ms, &mut stats)?,
-            );
+            decisions.extend(self.record_one(
+                tx,
+                &mut chain,
+                row,
+                verdict,
+                None,
+                None,
+                now_ms,
+                &mut stats,
+                RowWrite::Update,
+            )?);
         }
         Ok(Unsettled {
             decisions,
             emitted: chain.finish()?,
             stats,
         })
+    }
+
+    /// Write `scans` and decide them in `tx` (embedded store), returning
+    /// per scan whether it was new to the outbox. Decided before written:
+    /// each fresh scan is judged from its row made in memory, in capture
+    /// order, and inserted with its verdict — one `INSERT`, no `UPDATE`,
+    /// no re-reading. Only when older scans are still pending (a batch
+    /// whose deciding failed, `outbox decide-locally`) or the batch is
+    /// larger than [`DECIDE_BATCH`] are the scans inserted `pending` and
+    /// decided after the older ones, oldest capture first ([`Gate::decide`]),
+    /// so the order of decisions never depends on the path.
+    pub fn write_and_decide(
+        &mut self,
+        tx: &Connection,
+        scans: &[Scan],
+    ) -> rusqlite::Result<(Vec<bool>, Unsettled)> {
+        if scans.len() > DECIDE_BATCH || outbox::open::has_pending(tx)? {
+            let fresh = outbox::insert(tx, &self.cfg.facility, scans)?;
+            return Ok((fresh, self.decide(tx)?));
+        }
+        let rows: Vec<ScanRow> = scans
+            .iter()
+            .map(|s| ScanRow::of_scan(s, &self.cfg.facility))
+            .collect();
+        // The order `outbox::open::load` reads pending rows in.
+        let mut order: Vec<usize> = (0..rows.len()).collect();
+        order.sort_by(|&a, &b| {
+            let (a, b) = (&rows[a], &rows[b]);
+            (a.time.utc_ms, a.time.boot_ns, &a.uuid).cmp(&(b.time.utc_ms, b.time.boot_ns, &b.uuid))
+        });
+        let mut rows: Vec<Option<ScanRow>> = rows.into_iter().map(Some).collect();
+        let first_seq = outbox::next_seq(tx)?;
+        let mut fresh = vec![false; scans.len()];
+        let mut stats = self.stats;
+        let mut chain = Chain::begin(tx)?;
+        let now_ms = chrono::Utc::now().timestamp_millis();
+        let mut decisions = Vec::with_capacity(scans.len());
+        for i in order {
+            let row = rows[i].take().expect("each row once");
+            let verdict = self
+                .local_verdict(tx, &row, &mut stats)?
+                .unwrap_or(Verdict::Committed);
+            let raw = &scans[i].raw;
+            let write = RowWrite::Insert {
+                raw,
+                seq: first_seq + i as i64,
+            };
+            let decided = self.record_one(
+                tx, &mut chain, row, verdict, None, None, now_ms, &mut stats, write,
+            )?;
+            fresh[i] = decided.is_some();
+            decisions.extend(decided);
+        }
+        Ok((
+            fresh,
+            Unsettled {
+                decisions,
+                emitted: chain.finish()?,
+                stats,
+            },
+        ))
     }
 
     /// What this gateway's own knowledge says about a scan: rejected,
@@ -366,9 +435,42 @@ impl Gate {
         note: Option<String>,
         now_ms: i64,
         stats: &mut GateStats,
+        write: RowWrite<'_>,
     ) -> rusqlite::Result<Option<Decision>> {
         if matches!(verdict, Verdict::Unresolved { .. }) && row.state == ScanState::Unresolved {
             return Ok(None);
+        }
+        let mut row = row;
+        let (twin, reason) = match &verdict {
+            Verdict::Suppressed { twin } => (Some(twin.clone()), None),
+            Verdict::Rejected { reason } | Verdict::Unresolved { reason } => {
+                (None, Some(reason.clone()))
+            }
+            Verdict::Control { control } => (
+                None,
+                Some(format!(
+                    "a control label: declares {control} for the next read on this scanner"
+                )),
+            ),
+            _ => (None, None),
+        };
+        let decided_ms = verdict.is_final().then_some(now_ms);
+        let ambiguous = self.ambiguity(tx, &row, &verdict)?;
+        let set = outbox::SetVerdict {
+            state: verdict.state(),
+            twin: twin.as_deref(),
+            ambiguous: ambiguous.is_some(),
+            decided_ms,
+        };
+        match write {
+            RowWrite::Update => outbox::set_verdict(tx, row.seq, set)?,
+            RowWrite::Insert { raw, seq } => {
+                match outbox::insert_row(tx, raw, &row, Some(seq), Some(set))? {
+                    Some(seq) => row.seq = seq,
+                    // The outbox had this scan already: it was decided then.
+                    None => return Ok(None),
+                }
+            }
         }
         let mut ledger_hash = None;
         if verdict == Verdict::Committed {
@@ -390,19 +492,6 @@ impl Gate {
                 BootOffsets::store(tx, &time.boot_id, lo, hi)?;
             }
         }
-        let (twin, reason) = match &verdict {
-            Verdict::Suppressed { twin } => (Some(twin.clone()), None),
-            Verdict::Rejected { reason } | Verdict::Unresolved { reason } => {
-                (None, Some(reason.clone()))
-            }
-            Verdict::Control { control } => (
-                None,
-                Some(format!(
-                    "a control label: declares {control} for the next read on this scanner"
-                )),
-            ),
-            _ => (None, None),
-        };
         let declared_note = row
             .declared
             .as_ref()
@@ -418,8 +507,6 @@ impl Gate {
         let reason = reason
             .or_else(|| (!notes.is_empty()).then(|| notes.join("; ")))
             .or_else(|| self.audit_note.clone());
-        let decided_ms = verdict.is_final().then_some(now_ms);
-        let ambiguous = self.ambiguity(tx, &row, &verdict)?;
         let declared = match (&row.declared, &row.control) {
             (Some((control, by)), _) => Some((control, by)),
             (None, Some(control)) => Some((control, &row.uuid)),
@@ -429,16 +516,6 @@ impl Gate {
             control: control.clone(),
             by: by.clone(),
         });
-        outbox::set_verdict(
-            tx,
-            row.seq,
-            outbox::SetVerdict {
-                state: verdict.state(),
-                twin: twin.as_deref(),
-                ambiguous: ambiguous.is_some(),
-                decided_ms,
-            },
-        )?;
         let is_ambiguous = ambiguous.is_some();
         chain.append(AuditRecord {
             seq: 0,
@@ -490,6 +567,22 @@ impl Gate {
             was: row.state,
         }))
     }
+}
+
+/// How [`Gate::record_one`] writes the scan's outbox row.
+#[derive(Clone, Copy)]
+enum RowWrite<'a> {
+    /// The row is in the outbox: set its verdict.
+    Update,
+    /// A fresh scan decided before it was written: insert its row, with
+    /// its frame, already decided.
+    Insert {
+        /// The frame as read.
+        raw: &'a [u8],
+        /// Its outbox position: the batch keeps the order it arrived in,
+        /// though it is decided in capture order.
+        seq: i64,
+    },
 }
 
 /// Decisions written in a transaction not committed yet: hand them to

@@ -21,7 +21,7 @@ pub mod raw;
 use crate::capture::{CaptureTime, Scan};
 use crate::model::ScanState;
 use crate::store::{Store, StoreError};
-use rusqlite::{Connection, OptionalExtension, Transaction, params};
+use rusqlite::{Connection, OptionalExtension, params};
 
 /// A scan as the outbox holds it, the one record of its columns (the raw
 /// bytes only as their length): what the gate decides, the ledger entry's
@@ -185,26 +185,25 @@ impl Store {
         Ok(fresh)
     }
 
-    /// Make scans durable and, in the **same** transaction, run `decide`
-    /// on it (one fsync for both): nothing outside the database sees a
-    /// decision before the commit that also makes the scan durable. If
-    /// `decide` fails, the transaction is rolled back and the scans are
-    /// made durable alone, as `pending` — a fault in deciding never costs a
-    /// scan its durability; the failure is logged, and the second value is
-    /// then that failure.
-    /// Returns, per scan, whether it was new.
+    /// Make scans durable and decided in **one** transaction (one fsync):
+    /// `write_and_decide` writes them into it with their decisions (the
+    /// gate's `write_and_decide`), returning per scan whether it was new.
+    /// Nothing outside the database sees a decision before the commit that
+    /// also makes the scan durable. If it fails, the transaction is rolled
+    /// back and the scans are made durable alone, as `pending` — a fault
+    /// in deciding never costs a scan its durability; the failure is
+    /// logged, and the second value is then that failure.
     #[allow(clippy::type_complexity)]
     pub fn admit_and<T>(
         &mut self,
         facility: &str,
         scans: &[Scan],
-        decide: impl FnOnce(&Connection) -> rusqlite::Result<T>,
+        write_and_decide: impl FnOnce(&Connection) -> rusqlite::Result<(Vec<bool>, T)>,
     ) -> Result<(Vec<bool>, Result<T, StoreError>), StoreError> {
         let failed = {
             let w = self.write()?;
-            let fresh = insert(&w.tx, facility, scans).map_err(|e| w.err(e))?;
-            match decide(&w.tx) {
-                Ok(decided) => {
+            match write_and_decide(&w.tx) {
+                Ok((fresh, decided)) => {
                     w.commit()?;
                     return Ok((fresh, Ok(decided)));
                 }
@@ -375,23 +374,22 @@ impl Store {
 
 /// Insert scans as `pending` inside `tx` (idempotent by UUID). Returns, per
 /// scan, whether its row is new.
-fn insert(tx: &Transaction<'_>, facility: &str, scans: &[Scan]) -> rusqlite::Result<Vec<bool>> {
-    let mut insert = tx.prepare_cached(
-        "INSERT OR IGNORE INTO scans (scan_uuid, scanner, scan_type, quantity,
-            captured_ms, boot_id, boot_ns, clock_synced, raw, symbology, gtin,
-            ndc10, lot, serial, expiry, content_key, reject_reason, window_ms,
-            unserialised, resend, control, declared, declared_by)
-         VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,
-            ?18,?19,?20,?21,?22,?23)",
-    )?;
-    // A declared read ends its control: the control read's row says which
-    // read it applied to (so it does not lapse).
-    let mut applied = tx.prepare_cached(
-        "UPDATE scans SET control_end = 'applied ' || ?2
-         WHERE scan_uuid = ?1 AND control IS NOT NULL AND control_end IS NULL",
-    )?;
-    let mut fresh = Vec::with_capacity(scans.len());
-    for scan in scans {
+pub fn insert(tx: &Connection, facility: &str, scans: &[Scan]) -> rusqlite::Result<Vec<bool>> {
+    scans
+        .iter()
+        .map(|scan| {
+            let row = ScanRow::of_scan(scan, facility);
+            Ok(insert_row(tx, &scan.raw, &row, None, None)?.is_some())
+        })
+        .collect()
+}
+
+impl ScanRow {
+    /// The row `scan` becomes in the outbox, made in memory exactly as
+    /// [`ScanRow::read`] would read it back after [`insert_row`] (its
+    /// `seq` is 0 until then): the gate decides a fresh batch from these
+    /// before writing it.
+    pub fn of_scan(scan: &Scan, facility: &str) -> ScanRow {
         let decoded = scan.decoded.as_ref().ok();
         let (key, reason) = match scan.content_key(facility) {
             Ok(key) => (Some(key), None),
@@ -400,39 +398,108 @@ fn insert(tx: &Transaction<'_>, facility: &str, scans: &[Scan]) -> rusqlite::Res
             Err(reason) => (None, Some(reason)),
         };
         let product = decoded.filter(|_| key.is_some()).map(|d| &d.product);
-        let n = insert.execute(params![
-            scan.uuid.to_string(),
-            scan.profile.scanner,
-            scan.profile.scan_type.as_str(),
-            scan.quantity(),
-            scan.time.utc_ms,
-            scan.time.boot_id,
-            scan.time.boot_ns,
-            scan.time.synced,
-            scan.raw,
-            decoded.map(|d| d.aim.as_str()),
-            product.and_then(|p| p.gtin.as_deref()),
-            product.and_then(|p| p.ndc10.as_deref()),
-            product.and_then(|p| p.lot.as_deref()),
-            product.and_then(|p| p.serial.as_deref()),
-            product.and_then(|p| p.expiry.map(|d| d.format("%Y-%m-%d").to_string())),
-            key,
-            reason,
-            scan.own_window_ms(),
-            scan.unserialised().map(|u| u.as_str()),
-            scan.resend,
-            scan.control,
-            scan.declared.as_ref().map(|d| &d.what),
-            scan.declared.as_ref().map(|d| d.by.to_string()),
-        ])?;
-        if n == 1
-            && let Some(d) = &scan.declared
-        {
-            applied.execute(params![d.by.to_string(), scan.uuid.to_string()])?;
+        ScanRow {
+            seq: 0,
+            state: ScanState::Pending,
+            uuid: scan.uuid.to_string(),
+            scanner: scan.profile.scanner.clone(),
+            scan_type: scan.profile.scan_type.as_str().to_string(),
+            quantity: i64::from(scan.quantity()),
+            time: scan.time.clone(),
+            raw_len: scan.raw.len() as i64,
+            symbology: decoded.map(|d| d.aim.as_str().to_string()),
+            gtin: product.and_then(|p| p.gtin.clone()),
+            ndc10: product.and_then(|p| p.ndc10.clone()),
+            lot: product.and_then(|p| p.lot.clone()),
+            serial: product.and_then(|p| p.serial.clone()),
+            expiry: product.and_then(|p| p.expiry.map(|d| d.format("%Y-%m-%d").to_string())),
+            content_key: key,
+            reject_reason: reason,
+            window_ms: scan.own_window_ms(),
+            unserialised: scan.unserialised().map(|u| u.as_str().to_string()),
+            resend: scan.resend,
+            declared: scan
+                .declared
+                .as_ref()
+                .map(|d| (d.what.clone(), d.by.to_string())),
+            control: scan.control.clone(),
         }
-        fresh.push(n == 1);
     }
-    Ok(fresh)
+}
+
+/// The outbox position the next row written would get (`seq` is not
+/// AUTOINCREMENT: one past the newest; the newest row is never pruned).
+pub fn next_seq(tx: &Connection) -> rusqlite::Result<i64> {
+    tx.prepare_cached("SELECT coalesce(max(seq), 0) + 1 FROM scans")?
+        .query_row([], |r| r.get(0))
+}
+
+/// Insert `row` ([`ScanRow::of_scan`]) with its frame `raw` inside `tx`,
+/// at outbox position `seq` (`None`: the next one): `pending` when
+/// `verdict` is `None`, else already decided (the gate decided it before
+/// writing, so the row is written once, never updated). Idempotent by
+/// UUID: returns the new row's `seq`, or `None` when the outbox had the
+/// scan already (then nothing is written).
+pub fn insert_row(
+    tx: &Connection,
+    raw: &[u8],
+    row: &ScanRow,
+    seq: Option<i64>,
+    verdict: Option<SetVerdict<'_>>,
+) -> rusqlite::Result<Option<i64>> {
+    let n = tx
+        .prepare_cached(
+            "INSERT OR IGNORE INTO scans (scan_uuid, scanner, scan_type, quantity,
+                captured_ms, boot_id, boot_ns, clock_synced, raw, symbology, gtin,
+                ndc10, lot, serial, expiry, content_key, reject_reason, window_ms,
+                unserialised, resend, control, declared, declared_by,
+                state, twin_uuid, decided_ms, ambiguous, seq)
+             VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,
+                ?18,?19,?20,?21,?22,?23,?24,?25,?26,?27,?28)",
+        )?
+        .execute(params![
+            row.uuid,
+            row.scanner,
+            row.scan_type,
+            row.quantity,
+            row.time.utc_ms,
+            row.time.boot_id,
+            row.time.boot_ns,
+            row.time.synced,
+            raw,
+            row.symbology,
+            row.gtin,
+            row.ndc10,
+            row.lot,
+            row.serial,
+            row.expiry,
+            row.content_key,
+            row.reject_reason,
+            row.window_ms,
+            row.unserialised,
+            row.resend,
+            row.control,
+            row.declared.as_ref().map(|d| &d.0),
+            row.declared.as_ref().map(|d| &d.1),
+            verdict.map_or(ScanState::Pending, |v| v.state),
+            verdict.and_then(|v| v.twin),
+            verdict.and_then(|v| v.decided_ms),
+            verdict.and_then(|v| v.ambiguous.then_some(1)),
+            seq,
+        ])?;
+    if n == 0 {
+        return Ok(None);
+    }
+    // A declared read ends its control: the control read's row says which
+    // read it applied to (so it does not lapse).
+    if let Some((_, by)) = &row.declared {
+        tx.prepare_cached(
+            "UPDATE scans SET control_end = 'applied ' || ?2
+             WHERE scan_uuid = ?1 AND control IS NOT NULL AND control_end IS NULL",
+        )?
+        .execute(params![by, row.uuid])?;
+    }
+    Ok(Some(tx.last_insert_rowid()))
 }
 
 /// A scan's verdict as the outbox keeps it.
@@ -576,3 +643,6 @@ pub fn row_of(conn: &Connection, scan_uuid: &str) -> rusqlite::Result<Option<Sca
     .query_row([scan_uuid], ScanRow::read)
     .optional()
 }
+
+#[cfg(test)]
+mod tests;

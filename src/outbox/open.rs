@@ -96,6 +96,12 @@ pub fn unsynced_unresolved(conn: &Connection, key: Option<&str>) -> rusqlite::Re
     }
 }
 
+/// Whether `pending` scans wait in the outbox (an index probe).
+pub fn has_pending(conn: &Connection) -> rusqlite::Result<bool> {
+    conn.prepare_cached("SELECT EXISTS (SELECT 1 FROM scans WHERE state = 'pending')")?
+        .query_row([], |r| r.get(0))
+}
+
 /// Whether `unresolved` scans wait in the outbox (an index probe).
 pub fn has_unresolved(conn: &Connection) -> rusqlite::Result<bool> {
     conn.prepare_cached(

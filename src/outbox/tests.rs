@@ -1,0 +1,121 @@
+//! The outbox row of a scan made in memory ([`ScanRow::of_scan`], what the
+//! gate decides a fresh batch from) is the row the outbox reads back.
+
+use super::*;
+use crate::capture::{CaptureTime, Declared, Profile, RawScan, Unserialised};
+use crate::config::ScanType;
+
+fn scan(label: &str, unserialised: Unserialised, at_ms: i64) -> Scan {
+    let profile = Profile {
+        scanner: "receiving".into(),
+        scan_type: ScanType::Receive,
+        quantity: 2,
+        owner: Some("gw-1".into()),
+        unserialised,
+    };
+    let time = CaptureTime {
+        utc_ms: 1_764_000_000_000 + at_ms,
+        boot_id: "boot-a".into(),
+        boot_ns: 5_000_000 + at_ms,
+        synced: at_ms % 2 == 0,
+    };
+    let raw = RawScan {
+        bytes: label.as_bytes().to_vec(),
+        framing_error: None,
+    };
+    Scan::at(&profile, raw, time)
+}
+
+/// Every kind of read: serialised, without a serial under each policy, a
+/// UPC, a possible resend, a misread, a control label and a declared read.
+fn reads() -> Vec<Scan> {
+    let dscsa = "]d2010030777310502517281231211000001\u{1d}10LOT1";
+    let gtin_lot = "]d20100307773105025\u{1d}10LOT7A"[..].replace('\u{1d}', "");
+    let df = Unserialised::DoubleFire { ms: 250 };
+    let mut all = vec![
+        scan(dscsa, Unserialised::Window, 0),
+        scan(&gtin_lot, df, 1),
+        scan(&gtin_lot, Unserialised::Ask, 2),
+        scan("]E00312345678906", Unserialised::Window, 3),
+        scan("]d2not a GS1 string", Unserialised::Window, 4),
+    ];
+    let mut resend = scan(&gtin_lot, df, 5);
+    resend.resend = true;
+    let mut control = scan("]C0SGCTL-REPEAT", Unserialised::Window, 6);
+    control.control = Some("repeat".into());
+    let mut declared = scan(&gtin_lot, Unserialised::Ask, 7);
+    declared.declared = Some(Declared {
+        what: "quantity 3".into(),
+        quantity: Some(3),
+        by: control.uuid,
+    });
+    all.extend([resend, control, declared]);
+    all
+}
+
+#[test]
+fn a_scan_made_in_memory_is_the_row_read_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let scans = reads();
+    let fresh = insert(&store.conn, "pharmacy-1", &scans).unwrap();
+    assert!(fresh.iter().all(|&f| f));
+    let read = open::load(&store.conn, open::Open::Pending, &open::skip(&[]), 100).unwrap();
+    assert_eq!(read.len(), scans.len());
+    for (scan, back) in scans.iter().zip(&read) {
+        let mut made = ScanRow::of_scan(scan, "pharmacy-1");
+        made.seq = back.seq;
+        assert_eq!(&made, back);
+    }
+    // The kinds are there (a test of the test).
+    assert!(read.iter().any(|r| r.reject_reason.is_some()));
+    assert!(read.iter().any(|r| r.control.is_some()));
+    assert!(read.iter().any(|r| r.declared.is_some() && r.quantity == 3));
+    assert!(read.iter().any(|r| r.window_ms == Some(250)));
+    assert!(
+        read.iter()
+            .any(|r| r.serial.is_some() && r.expiry.is_some())
+    );
+    // Again: nothing is new, nothing written.
+    assert!(
+        insert(&store.conn, "pharmacy-1", &scans)
+            .unwrap()
+            .iter()
+            .all(|&f| !f)
+    );
+}
+
+#[test]
+fn a_row_inserted_decided_holds_its_verdict_and_is_written_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let scans = reads();
+    let row = ScanRow::of_scan(&scans[2], "pharmacy-1");
+    let verdict = SetVerdict {
+        state: ScanState::Suppressed,
+        twin: Some("019ae4c4-0d52-7c41-9f8e-2f0b7d1e6a30"),
+        ambiguous: true,
+        decided_ms: Some(42),
+    };
+    let seq = insert_row(&store.conn, &scans[2].raw, &row, Some(7), Some(verdict)).unwrap();
+    assert_eq!(seq, Some(7));
+    let got: (String, Option<String>, Option<i64>, Option<i64>) = store
+        .conn
+        .query_row(
+            "SELECT state, twin_uuid, decided_ms, ambiguous FROM scans WHERE seq = ?1",
+            [seq],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+        )
+        .unwrap();
+    assert_eq!(
+        got,
+        (
+            "suppressed".into(),
+            Some("019ae4c4-0d52-7c41-9f8e-2f0b7d1e6a30".into()),
+            Some(42),
+            Some(1)
+        )
+    );
+    let again = insert_row(&store.conn, &scans[2].raw, &row, None, None).unwrap();
+    assert_eq!(again, None, "the same UUID again writes nothing");
+}
