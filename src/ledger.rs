@@ -4,7 +4,6 @@
 //! lookup the gate asks for a committed twin ([`find_twin`]).
 
 use crate::capture::clock::rfc3339_ms;
-use crate::capture::key_bytes;
 use crate::outbox::ScanRow;
 use crate::store::{Store, StoreError};
 use rusqlite::{Connection, params};
@@ -51,7 +50,14 @@ pub struct LedgerEntry {
 /// fields, so this is one single-row `INSERT … VALUES` — no read, and no
 /// statement journal as `INSERT … SELECT` had.) Returns the entry's
 /// [`entry_hash`], for its commit's audit record.
-pub fn append(tx: &Connection, row: &ScanRow, gateway: &str) -> rusqlite::Result<String> {
+/// `key` is the row's content key as bytes (decoded once by the caller).
+pub fn append(
+    tx: &Connection,
+    row: &ScanRow,
+    key: &[u8; 32],
+    gateway: &str,
+) -> rusqlite::Result<String> {
+    let prefix = key_prefix(key);
     let key = row.content_key.as_deref().unwrap_or_default();
     tx.prepare_cached(
         "INSERT INTO ledger (scan_uuid, gateway, scanner, captured_ms, boot_id, boot_ns,
@@ -76,25 +82,47 @@ pub fn append(tx: &Connection, row: &ScanRow, gateway: &str) -> rusqlite::Result
         row.expiry,
         row.symbology.as_deref().unwrap_or_default(),
         key,
-        key_prefix(&key_bytes(key))
+        prefix
     ])?;
-    Ok(entry_hash(&LedgerEntry {
+    Ok(hash_json(&EntryLine {
         seq: tx.last_insert_rowid(),
-        scan_uuid: row.uuid.clone(),
-        gateway: gateway.to_string(),
-        scanner: row.scanner.clone(),
+        scan_uuid: &row.uuid,
+        gateway,
+        scanner: &row.scanner,
         captured_at: rfc3339_ms(row.time.utc_ms),
         clock_synced: row.time.synced,
-        scan_type: row.scan_type.clone(),
+        scan_type: &row.scan_type,
         quantity: row.quantity,
-        gtin: row.gtin.clone(),
-        ndc10: row.ndc10.clone(),
-        lot: row.lot.clone(),
-        serial: row.serial.clone(),
-        expiry: row.expiry.clone(),
-        symbology: row.symbology.clone().unwrap_or_default(),
-        content_key: key.to_string(),
+        gtin: row.gtin.as_deref(),
+        ndc10: row.ndc10.as_deref(),
+        lot: row.lot.as_deref(),
+        serial: row.serial.as_deref(),
+        expiry: row.expiry.as_deref(),
+        symbology: row.symbology.as_deref().unwrap_or_default(),
+        content_key: key,
     }))
+}
+
+/// A [`LedgerEntry`] borrowed from the row it is made of: the same fields
+/// in the same order, so the same JSON line (a unit test holds them
+/// equal), hashed at commit without copying the row's strings.
+#[derive(Serialize)]
+struct EntryLine<'a> {
+    seq: i64,
+    scan_uuid: &'a str,
+    gateway: &'a str,
+    scanner: &'a str,
+    captured_at: String,
+    clock_synced: bool,
+    scan_type: &'a str,
+    quantity: i64,
+    gtin: Option<&'a str>,
+    ndc10: Option<&'a str>,
+    lot: Option<&'a str>,
+    serial: Option<&'a str>,
+    expiry: Option<&'a str>,
+    symbology: &'a str,
+    content_key: &'a str,
 }
 
 /// The hash of an entry as `ledger export` prints it: SHA-256 (lowercase
@@ -102,9 +130,27 @@ pub fn append(tx: &Connection, row: &ScanRow, gateway: &str) -> rusqlite::Result
 /// (`ledger_hash`), so every byte the inventory system reads is under the
 /// chain (`audit verify` checks each entry against it).
 pub fn entry_hash(entry: &LedgerEntry) -> String {
+    hash_json(entry)
+}
+
+/// SHA-256 (lowercase hex) of `value`'s JSON, written straight into the
+/// hash (no JSON string is kept).
+fn hash_json(value: &impl Serialize) -> String {
     use sha2::{Digest, Sha256};
-    let json = serde_json::to_string(entry).expect("ledger entries always serialise");
-    hex::encode(Sha256::digest(json.as_bytes()))
+    /// Bytes written are bytes hashed.
+    struct Hashing(Sha256);
+    impl std::io::Write for Hashing {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.update(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut h = Hashing(Sha256::new());
+    serde_json::to_writer(&mut h, value).expect("ledger entries always serialise");
+    crate::capture::hex32(&h.0.finalize().into())
 }
 
 /// The exact lookup: the earliest-captured committed scan with content key
@@ -116,12 +162,12 @@ pub fn entry_hash(entry: &LedgerEntry) -> String {
 /// anything: same-boot twins never use it.
 pub fn find_twin(
     tx: &Connection,
-    key: &str,
+    (key, bytes): (&str, &[u8; 32]),
     row: &ScanRow,
     window_ms: i64,
 ) -> rusqlite::Result<Option<String>> {
     let w = window_ms;
-    let prefix = key_prefix(&key_bytes(key));
+    let prefix = key_prefix(bytes);
     let time = &row.time;
     // (captured_ms, seq, scan_uuid) of the earliest twin found.
     let mut best: Option<(i64, i64, String)> = None;
@@ -304,7 +350,56 @@ pub fn prune_entry(tx: &Connection, scan_uuid: &str) -> rusqlite::Result<bool> {
 
 #[cfg(test)]
 mod tests {
+    use super::{EntryLine, LedgerEntry};
     use crate::store::Store;
+
+    /// The entry hashed at commit is the one `ledger export` prints, byte
+    /// for byte, with and without the optional fields.
+    #[test]
+    fn the_borrowed_line_is_the_exported_entry() {
+        for some in [true, false] {
+            let opt = |v: &str| some.then(|| v.to_string());
+            let e = LedgerEntry {
+                seq: 7,
+                scan_uuid: "019ae4c4-0d52-7c41-9f8e-2f0b7d1e6a30".into(),
+                gateway: "gw \"1\"".into(),
+                scanner: "counter-1".into(),
+                captured_at: "2026-12-02T16:40:44.896Z".into(),
+                clock_synced: some,
+                scan_type: "dispense".into(),
+                quantity: 3,
+                gtin: opt("00307773105025"),
+                ndc10: opt("0777310502"),
+                lot: opt("LOT\u{1d}1"),
+                serial: opt("SN1"),
+                expiry: opt("2028-12-31"),
+                symbology: "]d2".into(),
+                content_key: "e9ed".into(),
+            };
+            let line = EntryLine {
+                seq: e.seq,
+                scan_uuid: &e.scan_uuid,
+                gateway: &e.gateway,
+                scanner: &e.scanner,
+                captured_at: e.captured_at.clone(),
+                clock_synced: e.clock_synced,
+                scan_type: &e.scan_type,
+                quantity: e.quantity,
+                gtin: e.gtin.as_deref(),
+                ndc10: e.ndc10.as_deref(),
+                lot: e.lot.as_deref(),
+                serial: e.serial.as_deref(),
+                expiry: e.expiry.as_deref(),
+                symbology: &e.symbology,
+                content_key: &e.content_key,
+            };
+            assert_eq!(
+                serde_json::to_string(&line).unwrap(),
+                serde_json::to_string(&e).unwrap()
+            );
+            assert_eq!(super::hash_json(&line), super::entry_hash(&e));
+        }
+    }
 
     /// The exact lookups must seek the bucketed indexes (a query that does
     /// not repeat the index expression exactly would scan the ledger).

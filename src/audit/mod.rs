@@ -228,7 +228,7 @@ pub(crate) fn chain_hash(prev: &str, record: &str) -> String {
     h.update(prev.as_bytes());
     h.update(b"\n");
     h.update(record.as_bytes());
-    hex::encode(h.finalize())
+    crate::capture::hex32(&h.finalize().into())
 }
 
 impl<'t> Chain<'t> {

@@ -366,13 +366,16 @@ impl Gate {
         let bloom_floor = chrono::Utc::now().timestamp_millis()
             - self.cfg.retention.as_millis() as i64
             + self.cfg.window_ms;
-        if !self.known().bloom.may_contain(&key_bytes(key)) && row.time.utc_ms >= bloom_floor {
+        let bytes = key_bytes(key);
+        if !self.known().bloom.may_contain(&bytes) && row.time.utc_ms >= bloom_floor {
             stats.lookups_saved += 1;
             return Ok(None);
         }
         stats.exact_lookups += 1;
-        Ok(crate::ledger::find_twin(tx, key, row, self.window_of(row))?
-            .map(|twin| Verdict::Suppressed { twin }))
+        Ok(
+            crate::ledger::find_twin(tx, (key, &bytes), row, self.window_of(row))?
+                .map(|twin| Verdict::Suppressed { twin }),
+        )
     }
 
     /// The echo window `row` is judged by (ms): the gateway's, or the
@@ -474,16 +477,15 @@ impl Gate {
         }
         let mut ledger_hash = None;
         if verdict == Verdict::Committed {
-            ledger_hash = Some(crate::ledger::append(tx, &row, &self.cfg.gateway)?);
+            let key = key_bytes(row.content_key.as_deref().unwrap_or_default());
+            ledger_hash = Some(crate::ledger::append(tx, &row, &key, &self.cfg.gateway)?);
             let time = &row.time;
             // The outbox orders and holds back scans by their wall stamps:
             // the steps recorded are the wall clock's.
             let wall_ms = clock.map_or(time.utc_ms, |c| c.wall_ms);
             let widened = {
                 let mut known = self.known();
-                known
-                    .bloom
-                    .insert(&key_bytes(row.content_key.as_deref().unwrap_or_default()));
+                known.bloom.insert(&key);
                 known
                     .offsets
                     .widen(&time.boot_id, clock_steps::offset(wall_ms, time.boot_ns))
