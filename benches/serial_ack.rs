@@ -35,13 +35,17 @@
 //! and runs itself again with it preloaded (`LD_PRELOAD`,
 //! `SCANGATE_FSYNC_DELAY_MS`), so every `fsync`/`fdatasync` in this
 //! process, the daemon's SQLite commits included, takes at least `MS`
-//! milliseconds (`0`: real fsyncs, only counted). The shim counts the calls
-//! and the time spent in them; the output then also gives the fsyncs made
-//! during the measured frames, their mean duration, and frames per fsync
-//! (the group commit: several scanners' frames share one commit). Offer
-//! more than one commit can take one at a time (`--scanners 32 --rate
-//! 640` at 20 ms is 13 frames per fsync) and compare `achieved` with
-//! `--rate`: that is the throughput the group commit keeps.
+//! milliseconds (`0`: real fsyncs, only counted), queued one at a time as
+//! on one card (the writer's commit waits for the WAL checkpointer's
+//! fsyncs); `SCANGATE_FSYNC_PARALLEL=1` in the environment: not queued.
+//! The shim counts the calls, the time spent in them and the WAL
+//! checkpointer's share; the output then also gives the fsyncs made during
+//! the measured frames, their mean duration (queue included), and frames
+//! per commit (frames per fsync of the outbox writer: the group commit,
+//! several scanners' frames sharing one commit). Offer more frames than
+//! commits one after another could take (`--scanners 32 --rate 640`: at
+//! 20 ms a commit, one frame per commit would stop at 50/s) and compare
+//! `achieved` with `--rate`: that is the throughput the group commit keeps.
 
 use scangate::config::{Config, GatewayConfig, ScanType, Scanner, Settings};
 use scangate::feedback::{FeedbackConfig, Told, ssi};
@@ -150,7 +154,11 @@ fn under_slow_fsync(a: &Args) {
 struct SlowSync {
     calls: &'static std::sync::atomic::AtomicU64,
     ns: &'static std::sync::atomic::AtomicU64,
+    /// Calls by the WAL checkpointer's thread.
+    checkpointer: &'static std::sync::atomic::AtomicU64,
     delay_ns: i64,
+    /// `SCANGATE_FSYNC_PARALLEL=1`: calls not queued behind each other.
+    parallel: bool,
 }
 
 // The shim's counters are C `unsigned long`s, read here as `AtomicU64`s.
@@ -166,23 +174,49 @@ impl SlowSync {
         }
         let calls = sym(c"scangate_slowsync_calls")?;
         let ns = sym(c"scangate_slowsync_ns")?;
+        let checkpointer = sym(c"scangate_slowsync_checkpointer_calls")?;
         let delay = sym(c"scangate_slowsync_delay_ns")?;
+        let parallel = sym(c"scangate_slowsync_parallel")?;
         // SAFETY: the shim's globals live as long as the process, are
         // 8-byte aligned `unsigned long`s that it only changes with atomic
-        // adds, and a `long` written once by its constructor.
+        // adds, and a `long` and an `int` written once by its constructor.
         unsafe {
             Some(SlowSync {
                 calls: std::sync::atomic::AtomicU64::from_ptr(calls.cast()),
                 ns: std::sync::atomic::AtomicU64::from_ptr(ns.cast()),
+                checkpointer: std::sync::atomic::AtomicU64::from_ptr(checkpointer.cast()),
                 delay_ns: *delay.cast::<i64>(),
+                parallel: *parallel.cast::<libc::c_int>() != 0,
             })
         }
     }
 
-    /// (calls, nanoseconds inside them) so far.
-    fn now(&self) -> (u64, u64) {
+    /// The counters so far.
+    fn now(&self) -> Synced {
         use std::sync::atomic::Ordering::Relaxed;
-        (self.calls.load(Relaxed), self.ns.load(Relaxed))
+        Synced {
+            calls: self.calls.load(Relaxed),
+            ns: self.ns.load(Relaxed),
+            checkpointer: self.checkpointer.load(Relaxed),
+        }
+    }
+}
+
+/// The shim's counters at one moment, or their growth over a span.
+#[derive(Clone, Copy)]
+struct Synced {
+    calls: u64,
+    ns: u64,
+    checkpointer: u64,
+}
+
+impl Synced {
+    fn since(self, before: Synced) -> Synced {
+        Synced {
+            calls: self.calls - before.calls,
+            ns: self.ns - before.ns,
+            checkpointer: self.checkpointer - before.checkpointer,
+        }
     }
 }
 
@@ -333,7 +367,14 @@ fn main() {
         a.seconds,
         tmp.path().display(),
         match a.fsync_delay_ms {
-            Some(ms) => format!(", every fsync at least {ms} ms (benches/slowsync.c)"),
+            Some(ms) => format!(
+                ", every fsync at least {ms} ms, {} (benches/slowsync.c)",
+                if slow.as_ref().is_some_and(|s| s.parallel) {
+                    "not queued"
+                } else {
+                    "one at a time"
+                }
+            ),
             None => String::new(),
         }
     );
@@ -385,10 +426,10 @@ fn main() {
         keep.push(vs);
     }
     let elapsed = start.elapsed();
-    let synced = slow.as_ref().zip(synced_before).map(|(s, (c0, ns0))| {
-        let (c, ns) = s.now();
-        (c - c0, ns - ns0)
-    });
+    let synced = slow
+        .as_ref()
+        .zip(synced_before)
+        .map(|(s, before)| s.now().since(before));
     let _ = stop_tx.send(());
     let report = rt
         .block_on(daemon)
@@ -429,14 +470,25 @@ fn main() {
         a.rate,
         all.len() as f64 / elapsed.as_secs_f64()
     );
-    if let (Some(ms), Some((calls, ns))) = (a.fsync_delay_ms, synced) {
+    if let (Some(ms), Some(sy)) = (a.fsync_delay_ms, synced) {
+        let Synced {
+            calls,
+            ns,
+            checkpointer,
+        } = sy;
         let mean = ns as f64 / 1e6 / calls.max(1) as f64;
-        let per = all.len() as f64 / calls.max(1) as f64;
+        let commits = calls - checkpointer;
+        let per = all.len() as f64 / commits.max(1) as f64;
         println!(
-            "fsync (at least {ms} ms each): {calls} during the frames, mean {mean:.2} ms, {per:.1} frames per fsync"
+            "fsync (at least {ms} ms each): {calls} during the frames ({commits} by the outbox writer, {checkpointer} by the WAL checkpointer), mean {mean:.2} ms, {per:.1} frames per writer fsync (a commit is one)"
         );
+        let queue = if slow.as_ref().is_some_and(|s| s.parallel) {
+            "parallel"
+        } else {
+            "card"
+        };
         result += &format!(
-            " fsync_delay_ms={ms} fsyncs={calls} fsync_mean={mean:.3} frames_per_fsync={per:.2}"
+            " fsync_delay_ms={ms} fsync_queue={queue} fsyncs={calls} fsyncs_checkpointer={checkpointer} fsync_mean={mean:.3} frames_per_writer_fsync={per:.2}"
         );
     }
     if !beeps.is_empty() {
