@@ -50,9 +50,9 @@ fn the_facility_bench_drains_a_backlog_and_reports_cpu_and_writes() {
 
 /// The SD-card profile's shim (`benches/slowsync.c`, docs/benchmarks.md)
 /// builds with `cc`, loads into the real binary and delays the fsync of its
-/// commits: under a 30 ms fsync no read alone is decided sooner. That is a
-/// floor the shim's sleep guarantees (the check that the delay applies),
-/// not a speed.
+/// commits: under a 30 ms fsync, a read decided alone (one commit) takes at
+/// least that at the median. That is a floor the shim's sleep guarantees
+/// (the check that the delay applies), not a speed.
 #[test]
 fn the_sd_card_shim_delays_every_commit_of_the_binary() {
     let dir = tempdir("slowsync");
