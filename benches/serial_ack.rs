@@ -1,6 +1,6 @@
 //! Serial ACK latency: scan bytes written on a PTY → ACK byte back.
 //!
-//! `cargo bench --bench serial_ack -- [--scanners 8] [--rate 200] [--seconds 20] [--dir PATH] [--feedback zebra-ssi]`
+//! `cargo bench --bench serial_ack -- [--scanners 8] [--rate 200] [--seconds 20] [--dir PATH] [--feedback zebra-ssi] [--fsync-delay-ms MS]`
 //!
 //! The real pipeline ([`scangate::daemon::run`], full durability: WAL,
 //! `synchronous=FULL`) runs in this process on a temporary state directory
@@ -29,6 +29,23 @@
 //! scanner's own beeper) is reported as well. The last line of the output,
 //! `RESULT …`, has the figures as `key=value` for scripts
 //! (docs/benchmarks.md, "Feedback and ACK latency").
+//!
+//! `--fsync-delay-ms MS` is an SD card's fsync (docs/benchmarks.md,
+//! "SD-card profile"): the bench compiles `benches/slowsync.c` with `cc`
+//! and runs itself again with it preloaded (`LD_PRELOAD`,
+//! `SCANGATE_FSYNC_DELAY_MS`), so every `fsync`/`fdatasync` in this
+//! process, the daemon's SQLite commits included, takes at least `MS`
+//! milliseconds (`0`: real fsyncs, only counted), queued one at a time as
+//! on one card (the writer's commit waits for the WAL checkpointer's
+//! fsyncs); `SCANGATE_FSYNC_PARALLEL=1` in the environment: not queued.
+//! The shim counts the calls, the time spent in them and the WAL
+//! checkpointer's share; the output then also gives the fsyncs made during
+//! the measured frames, their mean duration (queue included), and frames
+//! per commit (frames per fsync of the outbox writer: the group commit,
+//! several scanners' frames sharing one commit). Offer more frames than
+//! commits one after another could take (`--scanners 32 --rate 640`: at
+//! 20 ms a commit, one frame per commit would stop at 50/s) and compare
+//! `achieved` with `--rate`: that is the throughput the group commit keeps.
 
 use scangate::config::{Config, GatewayConfig, ScanType, Scanner, Settings};
 use scangate::feedback::{FeedbackConfig, Told, ssi};
@@ -43,6 +60,8 @@ struct Args {
     dir: Option<std::path::PathBuf>,
     /// `--feedback zebra-ssi` (or `off`, the default).
     feedback: bool,
+    /// `--fsync-delay-ms MS`: run under `benches/slowsync.c`.
+    fsync_delay_ms: Option<f64>,
 }
 
 fn args() -> Args {
@@ -52,6 +71,7 @@ fn args() -> Args {
         seconds: 20.0,
         dir: None,
         feedback: false,
+        fsync_delay_ms: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(k) = it.next() {
@@ -68,6 +88,11 @@ fn args() -> Args {
                     other => panic!("--feedback zebra-ssi|off, not {other}"),
                 }
             }
+            "--fsync-delay-ms" => {
+                let ms: f64 = val().parse().expect("--fsync-delay-ms MS");
+                assert!(ms >= 0.0, "--fsync-delay-ms must be 0 or more");
+                a.fsync_delay_ms = Some(ms);
+            }
             "--bench" => {} // passed by `cargo bench`
             other => panic!(
                 "unknown argument {other}; see the comment at the top of benches/serial_ack.rs"
@@ -75,6 +100,124 @@ fn args() -> Args {
         }
     }
     a
+}
+
+/// The environment variable that says this process was started again
+/// under the shim (its value: the shim's path).
+const SHIM_ENV: &str = "SCANGATE_SLOWSYNC_SO";
+
+/// With `--fsync-delay-ms`: unless this process already runs under the
+/// shim, compile `benches/slowsync.c` and replace this process with itself
+/// under it (`exec`, same arguments). Returns only in the process that has
+/// it loaded, or without the option.
+fn under_slow_fsync(a: &Args) {
+    let Some(ms) = a.fsync_delay_ms else { return };
+    if std::env::var_os(SHIM_ENV).is_some() {
+        return;
+    }
+    use std::os::unix::process::CommandExt;
+    let src = concat!(env!("CARGO_MANIFEST_DIR"), "/benches/slowsync.c");
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let so = dir.join("slowsync.so");
+    // Built beside and renamed: another bench may be loading the old one.
+    let tmp = dir.join(format!("slowsync.so.{}", std::process::id()));
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let built = std::process::Command::new(&cc)
+        .args(["-O2", "-Wall", "-shared", "-fPIC", "-o"])
+        .arg(&tmp)
+        .arg(src)
+        .arg("-ldl")
+        .status()
+        .unwrap_or_else(|e| panic!("running {cc} to build {src}: {e}"));
+    assert!(built.success(), "{cc} could not build {src}");
+    std::fs::rename(&tmp, &so).expect("installing slowsync.so");
+    let preload = match std::env::var_os("LD_PRELOAD") {
+        Some(p) if !p.is_empty() => {
+            let mut v = so.clone().into_os_string();
+            v.push(":");
+            v.push(p);
+            v
+        }
+        _ => so.clone().into_os_string(),
+    };
+    let err = std::process::Command::new(std::env::current_exe().expect("this bench's path"))
+        .args(std::env::args_os().skip(1))
+        .env("LD_PRELOAD", preload)
+        .env("SCANGATE_FSYNC_DELAY_MS", ms.to_string())
+        .env(SHIM_ENV, &so)
+        .exec();
+    panic!("running the bench again under {}: {err}", so.display());
+}
+
+/// The shim's counters, found with `dlsym` (which also proves it is
+/// loaded).
+struct SlowSync {
+    calls: &'static std::sync::atomic::AtomicU64,
+    ns: &'static std::sync::atomic::AtomicU64,
+    /// Calls by the WAL checkpointer's thread.
+    checkpointer: &'static std::sync::atomic::AtomicU64,
+    delay_ns: i64,
+    /// `SCANGATE_FSYNC_PARALLEL=1`: calls not queued behind each other.
+    parallel: bool,
+}
+
+// The shim's counters are C `unsigned long`s, read here as `AtomicU64`s.
+const _: () = assert!(std::mem::size_of::<libc::c_ulong>() == 8);
+
+impl SlowSync {
+    fn find() -> Option<SlowSync> {
+        fn sym(name: &std::ffi::CStr) -> Option<*mut libc::c_void> {
+            // SAFETY: dlsym with a NUL-terminated name; a null result is
+            // handled.
+            let p = unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr()) };
+            (!p.is_null()).then_some(p)
+        }
+        let calls = sym(c"scangate_slowsync_calls")?;
+        let ns = sym(c"scangate_slowsync_ns")?;
+        let checkpointer = sym(c"scangate_slowsync_checkpointer_calls")?;
+        let delay = sym(c"scangate_slowsync_delay_ns")?;
+        let parallel = sym(c"scangate_slowsync_parallel")?;
+        // SAFETY: the shim's globals live as long as the process, are
+        // 8-byte aligned `unsigned long`s that it only changes with atomic
+        // adds, and a `long` and an `int` written once by its constructor.
+        unsafe {
+            Some(SlowSync {
+                calls: std::sync::atomic::AtomicU64::from_ptr(calls.cast()),
+                ns: std::sync::atomic::AtomicU64::from_ptr(ns.cast()),
+                checkpointer: std::sync::atomic::AtomicU64::from_ptr(checkpointer.cast()),
+                delay_ns: *delay.cast::<i64>(),
+                parallel: *parallel.cast::<libc::c_int>() != 0,
+            })
+        }
+    }
+
+    /// The counters so far.
+    fn now(&self) -> Synced {
+        use std::sync::atomic::Ordering::Relaxed;
+        Synced {
+            calls: self.calls.load(Relaxed),
+            ns: self.ns.load(Relaxed),
+            checkpointer: self.checkpointer.load(Relaxed),
+        }
+    }
+}
+
+/// The shim's counters at one moment, or their growth over a span.
+#[derive(Clone, Copy)]
+struct Synced {
+    calls: u64,
+    ns: u64,
+    checkpointer: u64,
+}
+
+impl Synced {
+    fn since(self, before: Synced) -> Synced {
+        Synced {
+            calls: self.calls - before.calls,
+            ns: self.ns - before.ns,
+            checkpointer: self.checkpointer - before.checkpointer,
+        }
+    }
 }
 
 fn label(scanner: usize, n: usize) -> Vec<u8> {
@@ -149,6 +292,18 @@ fn pct(sorted: &[Duration], q: f64) -> f64 {
 
 fn main() {
     let a = args();
+    under_slow_fsync(&a);
+    let slow = a.fsync_delay_ms.map(|ms| {
+        let s = SlowSync::find().expect(
+            "benches/slowsync.c is not loaded (LD_PRELOAD ignored?): the fsync delay would not apply",
+        );
+        assert_eq!(
+            s.delay_ns,
+            (ms * 1e6) as i64,
+            "the shim's delay is not the one asked for"
+        );
+        s
+    });
     tracing_subscriber::fmt()
         .with_env_filter("scangate::ack_latency=info,scangate::daemon=warn,scangate::source=warn")
         .with_writer(std::io::stderr)
@@ -204,14 +359,26 @@ fn main() {
     let period = Duration::from_secs_f64(a.scanners as f64 / a.rate);
     let per_scanner = (a.seconds * a.rate / a.scanners as f64).round() as usize;
     println!(
-        "serial ACK latency: {} scanners, feedback {}, offered {} frames/s in total ({:.1} ms apart per scanner), {} s, state in {}",
+        "serial ACK latency: {} scanners, feedback {}, offered {} frames/s in total ({:.1} ms apart per scanner), {} s, state in {}{}",
         a.scanners,
         if a.feedback { "zebra-ssi" } else { "off" },
         a.rate,
         period.as_secs_f64() * 1000.0,
         a.seconds,
-        tmp.path().display()
+        tmp.path().display(),
+        match a.fsync_delay_ms {
+            Some(ms) => format!(
+                ", every fsync at least {ms} ms, {} (benches/slowsync.c)",
+                if slow.as_ref().is_some_and(|s| s.parallel) {
+                    "not queued"
+                } else {
+                    "one at a time"
+                }
+            ),
+            None => String::new(),
+        }
     );
+    let synced_before = slow.as_ref().map(SlowSync::now);
     let start = Instant::now() + Duration::from_millis(100);
     let players: Vec<_> = ptys
         .into_iter()
@@ -259,6 +426,10 @@ fn main() {
         keep.push(vs);
     }
     let elapsed = start.elapsed();
+    let synced = slow
+        .as_ref()
+        .zip(synced_before)
+        .map(|(s, before)| s.now().since(before));
     let _ = stop_tx.send(());
     let report = rt
         .block_on(daemon)
@@ -289,14 +460,37 @@ fn main() {
         100.0 * within as f64 / all.len() as f64
     );
     let mut result = format!(
-        "RESULT feedback={} frames={} late={} ack_p50={:.3} ack_p99={:.3} ack_max={:.3}",
+        "RESULT feedback={} frames={} late={} ack_p50={:.3} ack_p99={:.3} ack_max={:.3} offered={} achieved={:.1}",
         if a.feedback { "zebra-ssi" } else { "off" },
         all.len(),
         late,
         pct(&all, 0.50),
         pct(&all, 0.99),
-        pct(&all, 1.0)
+        pct(&all, 1.0),
+        a.rate,
+        all.len() as f64 / elapsed.as_secs_f64()
     );
+    if let (Some(ms), Some(sy)) = (a.fsync_delay_ms, synced) {
+        let Synced {
+            calls,
+            ns,
+            checkpointer,
+        } = sy;
+        let mean = ns as f64 / 1e6 / calls.max(1) as f64;
+        let commits = calls - checkpointer;
+        let per = all.len() as f64 / commits.max(1) as f64;
+        println!(
+            "fsync (at least {ms} ms each): {calls} during the frames ({commits} by the outbox writer, {checkpointer} by the WAL checkpointer), mean {mean:.2} ms, {per:.1} frames per writer fsync (a commit is one)"
+        );
+        let queue = if slow.as_ref().is_some_and(|s| s.parallel) {
+            "parallel"
+        } else {
+            "card"
+        };
+        result += &format!(
+            " fsync_delay_ms={ms} fsync_queue={queue} fsyncs={calls} fsyncs_checkpointer={checkpointer} fsync_mean={mean:.3} frames_per_writer_fsync={per:.2}"
+        );
+    }
     if !beeps.is_empty() {
         beeps.sort();
         gaps.sort();
