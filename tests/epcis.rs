@@ -1,0 +1,382 @@
+//! `ledger export --format epcis` (issue 28, item 1): every ledger entry as
+//! a GS1 EPCIS 2.0 `ObjectEvent` in one `EPCISDocument`, checked against
+//! GS1's EPCIS 2.0 JSON Schema (tests/vectors/epcis/, with a control that
+//! the validator refuses broken events), the mapping of every scan type
+//! and of serialised, lot-only and UPC-only labels against hand-written
+//! identifiers (read back by scangate's own Digital Link decoder), and
+//! eventIDs that stay the same from one export to the next.
+
+use crate::util::*;
+use scangate::capture::Profile;
+use scangate::config::ScanType;
+use scangate::store::Store;
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+
+/// The EPCIS 2.0 JSON-LD context.
+const CONTEXT: &str = "https://ref.gs1.org/standards/epcis/2.0.0/epcis-context.jsonld";
+/// A GLN with a valid check digit (GS1's example company prefix 0614141).
+const GLN: &str = "0614141000005";
+
+/// A serial with characters GS1 Digital Link percent-encodes (all in GS1's
+/// character set 82, so a valid AI 21 value).
+const SERIAL: &str = "SN/7%&+?";
+/// A lot with a character Digital Link percent-encodes.
+const LOT: &str = "LOT/9";
+
+/// Each scan type, its scanner, and what CBV 2.0 calls it: bizStep,
+/// disposition, and whether the objects stay at the facility (bizLocation).
+const TYPES: &[(ScanType, &str, &str, Option<&str>, bool)] = &[
+    (
+        ScanType::Receive,
+        "dock-1",
+        "receiving",
+        Some("in_progress"),
+        true,
+    ),
+    (
+        ScanType::Dispense,
+        "counter-1",
+        "dispensing",
+        Some("dispensed"),
+        false,
+    ),
+    (
+        ScanType::Waste,
+        "waste-bin",
+        "destroying",
+        Some("destroyed"),
+        false,
+    ),
+    (
+        ScanType::Return,
+        "rts-1",
+        "shipping",
+        Some("returned"),
+        false,
+    ),
+    (ScanType::Adjust, "shelf-1", "cycle_counting", None, true),
+];
+
+/// The three kinds of label, and the identifier each becomes: a
+/// serialised DSCSA DataMatrix (epcList), a GTIN + lot DataMatrix and a
+/// UPC-A (quantityList, with the scanner's quantity).
+fn labels() -> Vec<(String, Value)> {
+    vec![
+        (
+            dscsa_lot(SERIAL, "LOT7A"),
+            json!({"epcList": ["https://id.gs1.org/01/00307773105025/21/SN%2F7%25%26%2B%3F"]}),
+        ),
+        (
+            gtin_lot(LOT),
+            json!({"quantityList": [{"epcClass": "https://id.gs1.org/01/00307773105025/10/LOT%2F9", "quantity": 2}]}),
+        ),
+        (
+            UPC_NDC.to_string(),
+            json!({"quantityList": [{"epcClass": "https://id.gs1.org/01/00312345678906", "quantity": 2}]}),
+        ),
+    ]
+}
+
+/// A gateway state with one entry per scan type and label (15), each
+/// scanner counting 2 units a read; its config with `gln` (if any).
+fn ledger(dir: &Path, gln: Option<&str>) -> PathBuf {
+    let state = dir.join("state");
+    let mut store = Store::open(&state).expect("opening the database");
+    let mut gate = test_gate(&store);
+    let t0 = chrono::Utc::now().timestamp_millis() - 3_600_000;
+    let mut scans = Vec::new();
+    for (i, (scan_type, scanner, ..)) in TYPES.iter().enumerate() {
+        let profile = Profile {
+            quantity: 2,
+            scan_type: *scan_type,
+            ..dispense(scanner)
+        };
+        for (j, (label, _)) in labels().iter().enumerate() {
+            let at = (i * 3 + j) as i64 * 10_000;
+            let time = capture_time(t0 + at, "epcis-boot", 1_000_000 + at, true);
+            scans.push(scan(&profile, label.as_str(), time));
+        }
+    }
+    scangate::daemon::embedded::submit(&mut store, &mut gate, &scans).expect("submit");
+    store.checkpoint().unwrap();
+    drop(store);
+    config(dir, &state, gln)
+}
+
+/// The config of the gateway whose state is `state`, with `gln`.
+fn config(dir: &Path, state: &Path, gln: Option<&str>) -> PathBuf {
+    let path = write_config(dir, state, 3000, &[]);
+    if let Some(gln) = gln {
+        let text = std::fs::read_to_string(&path).unwrap();
+        let text = text.replacen("\n\n[dedup]", &format!("\ngln = {gln:?}\n\n[dedup]"), 1);
+        std::fs::write(&path, text).unwrap();
+    }
+    path
+}
+
+/// `ledger export` with `args`: its stdout (it must succeed).
+fn export(config: &Path, args: &[&str]) -> String {
+    let mut all = vec!["ledger", "export"];
+    all.extend_from_slice(args);
+    let out: Outcome = cli_cfg(config, &all).into();
+    assert_eq!(out.code, Some(0), "{out}");
+    out.stdout
+}
+
+/// GS1's EPCIS 2.0 JSON Schema (draft-07), compiled with format
+/// assertions on (`uri`, `date-time`).
+struct Validator(jsonschema::Validator);
+
+impl Validator {
+    fn new() -> Validator {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/vectors/epcis/EPCIS-JSON-Schema.json");
+        let schema: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let validator = jsonschema::options()
+            .with_draft(jsonschema::Draft::Draft7)
+            .should_validate_formats(true)
+            .build(&schema)
+            .expect("GS1's schema compiles");
+        Validator(validator)
+    }
+
+    /// Why `value` is not valid EPCIS, if it is not.
+    fn errors(&self, value: &Value) -> Option<String> {
+        let errors: Vec<String> = self
+            .0
+            .iter_errors(value)
+            .map(|e| format!("{} at {}", e, e.instance_path()))
+            .collect();
+        (!errors.is_empty()).then(|| errors.join("\n"))
+    }
+}
+
+/// The document of `export --format epcis`, checked: one JSON value,
+/// valid against GS1's schema, with the standard context.
+fn document(text: &str, validator: &Validator) -> Value {
+    let doc: Value = serde_json::from_str(text).expect("one JSON document");
+    if let Some(e) = validator.errors(&doc) {
+        panic!("the document is not valid EPCIS 2.0: {e}\n{text}");
+    }
+    assert_eq!(doc["@context"], json!([CONTEXT]));
+    assert_eq!(doc["type"], "EPCISDocument");
+    assert_eq!(doc["schemaVersion"], "2.0");
+    let created = doc["creationDate"].as_str().unwrap();
+    chrono::DateTime::parse_from_rfc3339(created).expect("creationDate is RFC 3339");
+    doc
+}
+
+#[test]
+fn every_entry_is_a_valid_object_event_mapped_as_documented() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = ledger(dir.path(), Some(GLN));
+    let validator = Validator::new();
+
+    // Today's JSON lines stay the default, unchanged.
+    let lines = export(&config, &[]);
+    assert_eq!(export(&config, &["--format", "json"]), lines);
+    let entries: Vec<Value> = lines
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(entries.len(), TYPES.len() * 3, "{lines}");
+
+    let text = export(&config, &["--format", "epcis"]);
+    let doc = document(&text, &validator);
+    let events = doc["epcisBody"]["eventList"].as_array().unwrap();
+    assert_eq!(events.len(), entries.len());
+    let place = json!({"id": format!("https://id.gs1.org/414/{GLN}")});
+    for (k, (event, entry)) in events.iter().zip(&entries).enumerate() {
+        let (_, scanner, biz_step, disposition, stays) = TYPES[k / 3];
+        let (_, what) = &labels()[k % 3];
+        assert_eq!(entry["scanner"], scanner);
+        let mut want = json!({
+            "type": "ObjectEvent",
+            "eventID": format!("urn:uuid:{}", entry["scan_uuid"].as_str().unwrap()),
+            "eventTime": entry["captured_at"],
+            "eventTimeZoneOffset": "+00:00",
+            "action": "OBSERVE",
+            "bizStep": biz_step,
+            "readPoint": place,
+        });
+        let fields = want.as_object_mut().unwrap();
+        fields.extend(what.as_object().unwrap().clone());
+        if let Some(d) = disposition {
+            fields.insert("disposition".into(), d.into());
+        }
+        if stays {
+            fields.insert("bizLocation".into(), place.clone());
+        }
+        assert_eq!(event, &want, "entry {entry}");
+
+        // The identifiers read back, by scangate's own Digital Link
+        // decoder, as the entry's product.
+        let uri = event["epcList"][0]
+            .as_str()
+            .or(event["quantityList"][0]["epcClass"].as_str())
+            .unwrap();
+        let product = scangate::capture::barcode::decode(uri.as_bytes())
+            .unwrap_or_else(|e| panic!("{uri}: {e}"))
+            .product;
+        assert_eq!(product.gtin.as_deref(), entry["gtin"].as_str(), "{uri}");
+        assert_eq!(product.serial.as_deref(), entry["serial"].as_str(), "{uri}");
+        if entry["serial"].is_null() {
+            assert_eq!(product.lot.as_deref(), entry["lot"].as_str(), "{uri}");
+        }
+        // Nothing of the gateway's own beyond the event: no scanner or
+        // gateway names, no content key.
+        let raw = event.to_string();
+        for private in ["scanner", "gateway", "content_key", "test-gw", scanner] {
+            assert!(!raw.contains(private), "{private} in {raw}");
+        }
+    }
+}
+
+#[test]
+fn event_ids_are_the_same_in_every_export() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = ledger(dir.path(), None);
+    let validator = Validator::new();
+    let ids = |doc: &Value| -> Vec<Value> {
+        doc["epcisBody"]["eventList"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["eventID"].clone())
+            .collect()
+    };
+    let first = document(&export(&config, &["--format", "epcis"]), &validator);
+    let second = document(&export(&config, &["--format", "epcis"]), &validator);
+    assert_eq!(ids(&first), ids(&second));
+    assert_eq!(
+        first["epcisBody"], second["epcisBody"],
+        "the same entries, the same events"
+    );
+    // One export from a later point has the same ID for the same entry.
+    let entries: Vec<Value> = export(&config, &[])
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let since = entries[7]["captured_at"].as_str().unwrap();
+    let later = document(
+        &export(&config, &["--format", "epcis", "--since", since]),
+        &validator,
+    );
+    assert_eq!(ids(&later)[..], ids(&first)[7..]);
+    // Without [gateway] gln: no readPoint, no bizLocation, and still valid.
+    for event in first["epcisBody"]["eventList"].as_array().unwrap() {
+        assert!(
+            event.get("readPoint").is_none() && event.get("bizLocation").is_none(),
+            "{event}"
+        );
+    }
+}
+
+/// A way to break an event.
+type Breaks = Box<dyn Fn(&mut Value)>;
+
+#[test]
+fn the_validator_refuses_broken_events() {
+    // The control: GS1's schema, as compiled here, does refuse what is not
+    // EPCIS, so the passes above mean something.
+    let validator = Validator::new();
+    let event = json!({
+        "type": "ObjectEvent",
+        "eventID": "urn:uuid:019ae4c4-0d52-7c41-9f8e-2f0b7d1e6a30",
+        "eventTime": "2026-12-02T16:40:44.896Z",
+        "eventTimeZoneOffset": "+00:00",
+        "epcList": ["https://id.gs1.org/01/00307773105025/21/SN1"],
+        "action": "OBSERVE",
+        "bizStep": "dispensing",
+        "disposition": "dispensed",
+    });
+    let doc = |event: Value| {
+        json!({
+            "@context": [CONTEXT],
+            "type": "EPCISDocument",
+            "schemaVersion": "2.0",
+            "creationDate": "2026-12-03T00:00:00.000Z",
+            "epcisBody": {"eventList": [event]},
+        })
+    };
+    assert_eq!(validator.errors(&doc(event.clone())), None);
+    let mut standalone = event.clone();
+    standalone["@context"] = json!(CONTEXT);
+    assert_eq!(validator.errors(&standalone), None);
+
+    let broken: Vec<(&str, Breaks)> = vec![
+        (
+            "no eventTime",
+            Box::new(|e| drop(e.as_object_mut().unwrap().remove("eventTime"))),
+        ),
+        (
+            "an eventTime that is no time",
+            Box::new(|e| e["eventTime"] = json!("yesterday")),
+        ),
+        (
+            "scangate's scan type as bizStep",
+            Box::new(|e| e["bizStep"] = json!("dispense")),
+        ),
+        (
+            "ilmd on an OBSERVE event",
+            Box::new(|e| e["ilmd"] = json!({"cbvmda:lotNumber": "L1"})),
+        ),
+        (
+            "an unknown action",
+            Box::new(|e| e["action"] = json!("DISPENSE")),
+        ),
+        (
+            "no epcList or quantityList",
+            Box::new(|e| drop(e.as_object_mut().unwrap().remove("epcList"))),
+        ),
+        (
+            "a quantity that is a string",
+            Box::new(|e| {
+                e.as_object_mut().unwrap().remove("epcList");
+                e["quantityList"] =
+                    json!([{"epcClass": "https://id.gs1.org/01/00307773105025", "quantity": "2"}]);
+            }),
+        ),
+    ];
+    for (what, breaks) in broken {
+        let mut bad = event.clone();
+        breaks(&mut bad);
+        assert!(validator.errors(&doc(bad)).is_some(), "accepted: {what}");
+    }
+    // A standalone event needs its @context.
+    assert!(
+        validator.errors(&event).is_some(),
+        "accepted an event without @context"
+    );
+}
+
+#[test]
+fn echoes_have_no_epcis_form_and_a_bad_gln_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = ledger(dir.path(), Some(GLN));
+    let out: Outcome = cli_cfg(
+        &config,
+        &["ledger", "export", "--echoes", "--format", "epcis"],
+    )
+    .into();
+    assert_eq!(out.code, Some(2), "{out}");
+    assert!(out.stderr.contains("drop --format epcis"), "{out}");
+
+    for (gln, says) in [
+        ("0614141000006", "its GS1 check digit is 5"),
+        ("061414100000", "is not 13 digits"),
+        ("06141410000X5", "is not 13 digits"),
+    ] {
+        let bad = dir.path().join("bad");
+        std::fs::create_dir_all(&bad).unwrap();
+        let config = self::config(&bad, &dir.path().join("state"), Some(gln));
+        let out: Outcome = cli_cfg(&config, &["check-config"]).into();
+        assert_eq!(out.code, Some(2), "{out}");
+        let all = format!("{}{}", out.stdout, out.stderr);
+        assert!(
+            all.contains("gateway.gln") && all.contains(says),
+            "{gln}: {out}"
+        );
+    }
+}
