@@ -11,7 +11,9 @@ use scangate::capture::Profile;
 use scangate::config::ScanType;
 use scangate::store::Store;
 use serde_json::{Value, json};
+use std::io::BufRead;
 use std::path::{Path, PathBuf};
+use std::process::Stdio;
 
 /// The EPCIS 2.0 JSON-LD context.
 const CONTEXT: &str = "https://ref.gs1.org/standards/epcis/2.0.0/epcis-context.jsonld";
@@ -379,4 +381,120 @@ fn echoes_have_no_epcis_form_and_a_bad_gln_is_named() {
             "{gln}: {out}"
         );
     }
+}
+
+/// Append to `redis`'s ledger stream of facility `test-pharmacy` an entry
+/// as the claim script does (absent values as empty strings).
+fn xadd(redis: &RedisServer, fields: &[(&str, &str)]) {
+    let mut cmd = redis::cmd("XADD");
+    cmd.arg("scangate:{test-pharmacy}:ledger").arg("*");
+    for (k, v) in fields {
+        cmd.arg(*k).arg(*v);
+    }
+    let _: String = cmd.query(&mut redis.connection()).unwrap();
+}
+
+/// The fields of a facility ledger entry: `scan_type`, a serial (or "").
+fn stream_entry<'a>(uuid: &'a str, scan_type: &'a str, serial: &'a str) -> Vec<(&'a str, &'a str)> {
+    vec![
+        ("scan_uuid", uuid),
+        ("gateway", "gw-a"),
+        ("scanner", "counter-1"),
+        ("captured_at", "2026-12-02T16:40:44.896Z"),
+        ("clock_synced", "true"),
+        ("scan_type", scan_type),
+        ("quantity", "1"),
+        ("gtin", GTIN),
+        ("ndc10", "0777310502"),
+        ("lot", "LOT1"),
+        ("serial", serial),
+        ("expiry", "2028-12-31"),
+        ("symbology", "]d2"),
+        (
+            "content_key",
+            "e9ed2338008099730808550dd420d0774954b39563ff5b55010378d39ed22178",
+        ),
+    ]
+}
+
+/// With a facility Redis, its ledger stream is exported the same way: one
+/// document, or with `--follow` one event a line (each with `@context`,
+/// each valid on its own), with the same event IDs; an entry that cannot
+/// be an event stops the export, naming it, after the ones before it.
+#[test]
+fn the_facility_stream_as_a_document_and_followed_an_event_a_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let redis = RedisServer::start_temp(&[]);
+    let cfg = config(dir.path(), &dir.path().join("state"), Some(GLN));
+    let mut text = std::fs::read_to_string(&cfg).unwrap();
+    text += &redis_section(&redis);
+    std::fs::write(&cfg, text).unwrap();
+    let validator = Validator::new();
+    let a = "019ae4c4-0d52-7c41-9f8e-2f0b7d1e6a30";
+    let b = "019ae4c4-114a-7a2e-8d47-51c0f6a2b9e1";
+    xadd(&redis, &stream_entry(a, "dispense", "SN0000000001"));
+    xadd(&redis, &stream_entry(b, "receive", ""));
+
+    let doc = document(&export(&cfg, &["--format", "epcis"]), &validator);
+    let events = doc["epcisBody"]["eventList"].as_array().unwrap();
+    assert_eq!(events.len(), 2, "{doc}");
+    assert_eq!(events[0]["eventID"], format!("urn:uuid:{a}"));
+    assert_eq!(
+        events[0]["epcList"],
+        json!(["https://id.gs1.org/01/00307773105025/21/SN0000000001"])
+    );
+    assert_eq!(events[0]["bizStep"], "dispensing");
+    assert_eq!(events[1]["eventID"], format!("urn:uuid:{b}"));
+    assert_eq!(
+        events[1]["quantityList"],
+        json!([{"epcClass": "https://id.gs1.org/01/00307773105025/10/LOT1", "quantity": 1}])
+    );
+    assert_eq!(
+        events[1]["bizLocation"]["id"],
+        format!("https://id.gs1.org/414/{GLN}")
+    );
+
+    // Followed: one event a line, as each comes, each a valid EPCIS event
+    // on its own; the same events as in the document.
+    let mut child = command()
+        .args([
+            "ledger", "export", "--format", "epcis", "--follow", "--group", "inv", "--config",
+        ])
+        .arg(&cfg)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    for want in events {
+        let line = lines.next().expect("a line").unwrap();
+        let event: Value = serde_json::from_str(&line).unwrap();
+        if let Some(e) = validator.errors(&event) {
+            panic!("not a valid standalone EPCIS event: {e}\n{line}");
+        }
+        assert_eq!(event["@context"], CONTEXT);
+        let mut without = event.clone();
+        without.as_object_mut().unwrap().remove("@context");
+        assert_eq!(&without, want);
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+
+    // A stream entry without a GTIN (none is ever appended: the gate
+    // rejects such reads) stops the export, naming it, after the events
+    // before it; the document is left open, so no reader takes it whole.
+    let c = "019ae4c4-1f00-7000-8000-000000000000";
+    let mut broken = stream_entry(c, "waste", "");
+    broken.retain(|(k, _)| *k != "gtin");
+    xadd(&redis, &broken);
+    let out: Outcome = cli_cfg(&cfg, &["ledger", "export", "--format", "epcis"]).into();
+    assert_eq!(out.code, Some(4), "{out}");
+    assert!(
+        out.stderr.contains(c) && out.stderr.contains("no GTIN"),
+        "{out}"
+    );
+    assert!(serde_json::from_str::<Value>(&out.stdout).is_err(), "{out}");
+    let written: Vec<&str> = out.stdout.lines().skip(1).collect();
+    assert_eq!(written.len(), 2, "{out}");
+    assert!(written[1].contains(b), "{out}");
 }

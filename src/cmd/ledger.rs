@@ -159,23 +159,24 @@ impl Sink {
         };
         match &mut self.shape {
             Shape::Document(doc) => doc.event(out, &event),
-            _ => write_line(out, &epcis::standalone(event)),
+            _ => write_line(out, &epcis::standalone(&event)),
         }
     }
 
-    /// Close the output (a document's end), and say why the export
-    /// stopped early if an entry could not be an event.
+    /// Close the output (a document's end), or say why the export stopped
+    /// early if an entry could not be an event. A document cut short is
+    /// left open, so that no reader takes it for the whole ledger.
     fn finish(self, out: &mut impl Write) -> Result<(), Failure> {
+        if let Some(e) = self.failed {
+            return Err(Failure::Runtime(format!(
+                "{e}; the export stopped there, its output cut short (the entries before it were written). Export it with --format json and report it"
+            )));
+        }
         if let Shape::Document(doc) = self.shape {
             // A reader that went away is no failure of the export.
             let _ = doc.finish(out);
         }
-        match self.failed {
-            Some(e) => Err(Failure::Runtime(format!(
-                "{e}; the export stopped there (the entries before it were written). Export it with --format json and report it"
-            ))),
-            None => Ok(()),
-        }
+        Ok(())
     }
 }
 

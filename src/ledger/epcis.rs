@@ -30,8 +30,7 @@
 //! less than the entry.
 
 use super::LedgerEntry;
-use serde::Deserialize;
-use serde_json::{Map, Value, json};
+use serde::{Deserialize, Serialize};
 use std::io::Write;
 
 /// The JSON-LD context of EPCIS 2.0, as GS1 publishes it.
@@ -121,10 +120,82 @@ pub fn business_step(scan_type: &str) -> Option<(&'static str, Option<&'static s
     })
 }
 
+/// An EPCIS 2.0 `ObjectEvent`, its fields in the standard's order.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ObjectEvent {
+    /// Always `ObjectEvent`.
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    /// `urn:uuid:{scan_uuid}`.
+    #[serde(rename = "eventID")]
+    pub event_id: String,
+    /// The capture time, RFC 3339 UTC.
+    pub event_time: String,
+    /// `+00:00`.
+    pub event_time_zone_offset: &'static str,
+    /// The one instance (a serial): its Digital Link URI.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub epc_list: Option<[String; 1]>,
+    /// The class and the count (no serial).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub quantity_list: Option<[Quantity; 1]>,
+    /// Always `OBSERVE`.
+    pub action: &'static str,
+    /// CBV 2.0 business step.
+    pub biz_step: &'static str,
+    /// CBV 2.0 disposition, where one fits.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub disposition: Option<&'static str>,
+    /// Where it was read: the facility.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub read_point: Option<Place>,
+    /// Where the objects are after it, while they stay in the facility.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub biz_location: Option<Place>,
+}
+
+/// A `quantityList` element.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Quantity {
+    /// The class: GTIN and lot, as a Digital Link URI.
+    pub epc_class: String,
+    /// How many (trade items: no unit of measure).
+    pub quantity: i64,
+}
+
+/// A `readPoint` or `bizLocation`.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Place {
+    /// The location's Digital Link URI.
+    pub id: String,
+}
+
+/// An event that travels alone (one a line with `--follow`): EPCIS
+/// requires the `@context` on every event outside a document.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Standalone<'a> {
+    /// [`CONTEXT`].
+    #[serde(rename = "@context")]
+    pub context: &'static str,
+    /// The event.
+    #[serde(flatten)]
+    pub event: &'a ObjectEvent,
+}
+
+/// `event` with the EPCIS 2.0 `@context` first, to travel alone.
+pub fn standalone(event: &ObjectEvent) -> Standalone<'_> {
+    Standalone {
+        context: CONTEXT,
+        event,
+    }
+}
+
 /// The `ObjectEvent` of one ledger entry (without `@context`: a document
 /// carries it once; [`standalone`] adds it to an event that travels alone).
 /// `gln`: the facility's GLN (`[gateway] gln`), validated.
-pub fn object_event(entry: &Observation, gln: Option<&str>) -> Result<Value, EpcisError> {
+pub fn object_event(entry: &Observation, gln: Option<&str>) -> Result<ObjectEvent, EpcisError> {
     let gtin = entry
         .gtin
         .as_deref()
@@ -136,47 +207,27 @@ pub fn object_event(entry: &Observation, gln: Option<&str>) -> Result<Value, Epc
             entry.scan_type.clone(),
         ));
     };
-    let mut event = Map::new();
-    event.insert("type".into(), "ObjectEvent".into());
-    event.insert("eventID".into(), event_id(&entry.scan_uuid).into());
-    event.insert("eventTime".into(), entry.captured_at.clone().into());
-    event.insert("eventTimeZoneOffset".into(), "+00:00".into());
-    match entry.serial.as_deref().filter(|s| !s.is_empty()) {
-        Some(serial) => {
-            event.insert("epcList".into(), json!([sgtin(gtin, serial)]));
-        }
-        None => {
-            let lot = entry.lot.as_deref().filter(|l| !l.is_empty());
-            event.insert(
-                "quantityList".into(),
-                json!([{ "epcClass": lgtin(gtin, lot), "quantity": entry.quantity }]),
-            );
-        }
-    }
-    event.insert("action".into(), "OBSERVE".into());
-    event.insert("bizStep".into(), biz_step.into());
-    if let Some(disposition) = disposition {
-        event.insert("disposition".into(), disposition.into());
-    }
-    if let Some(gln) = gln {
-        event.insert("readPoint".into(), json!({ "id": location(gln) }));
-        if stays {
-            event.insert("bizLocation".into(), json!({ "id": location(gln) }));
-        }
-    }
-    Ok(event.into())
-}
-
-/// `event` with the EPCIS 2.0 `@context` first, for an event read on its
-/// own (one a line with `--follow`): EPCIS requires the context on every
-/// event outside a document.
-pub fn standalone(event: Value) -> Value {
-    let mut out = Map::new();
-    out.insert("@context".into(), CONTEXT.into());
-    if let Value::Object(fields) = event {
-        out.extend(fields);
-    }
-    out.into()
+    let serial = entry.serial.as_deref().filter(|s| !s.is_empty());
+    let lot = entry.lot.as_deref().filter(|l| !l.is_empty());
+    let place = gln.map(|gln| Place { id: location(gln) });
+    Ok(ObjectEvent {
+        kind: "ObjectEvent",
+        event_id: event_id(&entry.scan_uuid),
+        event_time: entry.captured_at.clone(),
+        event_time_zone_offset: "+00:00",
+        epc_list: serial.map(|serial| [sgtin(gtin, serial)]),
+        quantity_list: serial.is_none().then(|| {
+            [Quantity {
+                epc_class: lgtin(gtin, lot),
+                quantity: entry.quantity,
+            }]
+        }),
+        action: "OBSERVE",
+        biz_step,
+        disposition,
+        biz_location: place.clone().filter(|_| stays),
+        read_point: place,
+    })
 }
 
 /// The event ID of the entry of scan `scan_uuid`.
@@ -219,6 +270,18 @@ pub fn percent_encode(value: &str) -> String {
     out
 }
 
+/// The fields of an `EPCISDocument` before its body, in the standard's order.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Head<'a> {
+    #[serde(rename = "@context")]
+    context: [&'static str; 1],
+    #[serde(rename = "type")]
+    kind: &'static str,
+    schema_version: &'static str,
+    creation_date: &'a str,
+}
+
 /// Writes one `EPCISDocument` as its events come, without holding them:
 /// the header, each event on a line of its own, then the closing. The
 /// output is one JSON value.
@@ -229,13 +292,13 @@ pub struct DocumentWriter {
 impl DocumentWriter {
     /// Write the document's opening, dated `creation_date` (RFC 3339).
     pub fn begin(out: &mut impl Write, creation_date: &str) -> std::io::Result<DocumentWriter> {
-        let head = json!({
-            "@context": [CONTEXT],
-            "type": "EPCISDocument",
-            "schemaVersion": "2.0",
-            "creationDate": creation_date,
-        });
-        let head = serde_json::to_vec(&head).map_err(std::io::Error::other)?;
+        let head = serde_json::to_vec(&Head {
+            context: [CONTEXT],
+            kind: "EPCISDocument",
+            schema_version: "2.0",
+            creation_date,
+        })
+        .map_err(std::io::Error::other)?;
         // `{…}` without its closing brace, then the body.
         out.write_all(&head[..head.len() - 1])?;
         out.write_all(b",\"epcisBody\":{\"eventList\":[\n")?;
@@ -243,7 +306,7 @@ impl DocumentWriter {
     }
 
     /// Write one event of the list.
-    pub fn event(&mut self, out: &mut impl Write, event: &Value) -> std::io::Result<()> {
+    pub fn event(&mut self, out: &mut impl Write, event: &impl Serialize) -> std::io::Result<()> {
         if self.events > 0 {
             out.write_all(b",\n")?;
         }
@@ -261,6 +324,7 @@ impl DocumentWriter {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::{Value, json};
 
     #[test]
     fn percent_encoding_keeps_only_unreserved_characters() {
