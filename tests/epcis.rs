@@ -518,3 +518,18 @@ fn the_documented_example_is_what_the_mapping_writes() {
     let alone = serde_json::to_value(scangate::ledger::epcis::standalone(&event)).unwrap();
     assert_eq!(Validator::new().errors(&alone), None);
 }
+
+/// A facility Redis that cannot be reached gives no document at all (exit
+/// 4), not an empty one a reader could take for an empty ledger.
+#[test]
+fn an_unreachable_ledger_writes_no_document() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), &dir.path().join("state"), Some(GLN));
+    let mut text = std::fs::read_to_string(&cfg).unwrap();
+    // Port 1 on the loopback: nothing listens there.
+    text += "[redis]\nurl = \"redis://127.0.0.1:1\"\nconnect_timeout_ms = 300\ncommand_timeout_ms = 500\n";
+    std::fs::write(&cfg, text).unwrap();
+    let out: Outcome = cli_cfg(&cfg, &["ledger", "export", "--format", "epcis"]).into();
+    assert_eq!(out.code, Some(4), "{out}");
+    assert_eq!(out.stdout, "", "{out}");
+}

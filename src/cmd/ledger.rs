@@ -56,11 +56,9 @@ pub fn run(command: LedgerCommand) -> Result<Exit, Failure> {
                         consumer,
                         claim_idle_secs,
                     });
-                    let mut sink = Sink::new(format, follow.is_some(), gln, &mut out)?;
-                    let done =
-                        export_facility(&settings, redis, since_ms, follow, &mut sink, &mut out);
+                    let mut sink = Sink::new(format, follow.is_some(), gln);
+                    export_facility(&settings, redis, since_ms, follow, &mut sink, &mut out)?;
                     sink.finish(&mut out)?;
-                    done?;
                 }
                 None if follow => {
                     return Err(Failure::Usage(
@@ -69,12 +67,11 @@ pub fn run(command: LedgerCommand) -> Result<Exit, Failure> {
                 }
                 None => {
                     let store = Store::open_read_only(&settings.config.state_dir())?;
-                    let mut sink = Sink::new(format, false, gln, &mut out)?;
-                    let done = crate::ledger::for_each(&store, since_ms, |e| {
+                    let mut sink = Sink::new(format, false, gln);
+                    crate::ledger::for_each(&store, since_ms, |e| {
                         sink.entry(&mut out, Entry::Embedded(&e))
-                    });
+                    })?;
                     sink.finish(&mut out)?;
-                    done?;
                 }
             }
             let _ = out.flush();
@@ -103,35 +100,34 @@ struct Sink {
 enum Shape {
     /// scangate's JSON lines.
     Lines,
-    /// One EPCIS document, its events written as they come.
-    Document(DocumentWriter),
+    /// One EPCIS document, its events written as they come; begun at the
+    /// first event or at the end (so nothing is written if the ledger
+    /// cannot be read at all), dated when the export started.
+    Document {
+        doc: Option<DocumentWriter>,
+        created: String,
+    },
     /// EPCIS events one a line, each with its `@context` (`--follow`: a
     /// consumer reading a stream cannot wait for a document's end).
     Events,
 }
 
 impl Sink {
-    /// Start the output (a document's opening, for `--format epcis`
-    /// without `--follow`).
-    fn new(
-        format: ExportFormat,
-        follow: bool,
-        gln: Option<String>,
-        out: &mut impl Write,
-    ) -> Result<Sink, Failure> {
+    /// The output of `format` (with `--follow`: `follow`).
+    fn new(format: ExportFormat, follow: bool, gln: Option<String>) -> Sink {
         let shape = match format {
             ExportFormat::Json => Shape::Lines,
             ExportFormat::Epcis if follow => Shape::Events,
-            ExportFormat::Epcis => {
-                let now = crate::capture::clock::rfc3339_ms(chrono::Utc::now().timestamp_millis());
-                Shape::Document(DocumentWriter::begin(out, &now).map_err(output_failed)?)
-            }
+            ExportFormat::Epcis => Shape::Document {
+                doc: None,
+                created: crate::capture::clock::rfc3339_ms(chrono::Utc::now().timestamp_millis()),
+            },
         };
-        Ok(Sink {
+        Sink {
             gln,
             shape,
             failed: None,
-        })
+        }
     }
 
     /// Write one entry. An error stops the export: the reader went away,
@@ -158,7 +154,13 @@ impl Sink {
             }
         };
         match &mut self.shape {
-            Shape::Document(doc) => doc.event(out, &event),
+            Shape::Document { doc, created } => {
+                let doc = match doc {
+                    Some(doc) => doc,
+                    None => doc.insert(DocumentWriter::begin(out, created)?),
+                };
+                doc.event(out, &event)
+            }
             _ => write_line(out, &epcis::standalone(&event)),
         }
     }
@@ -172,9 +174,13 @@ impl Sink {
                 "{e}; the export stopped there, its output cut short (the entries before it were written). Export it with --format json and report it"
             )));
         }
-        if let Shape::Document(doc) = self.shape {
+        if let Shape::Document { doc, created } = self.shape {
             // A reader that went away is no failure of the export.
-            let _ = doc.finish(out);
+            let doc = match doc {
+                Some(doc) => Ok(doc),
+                None => DocumentWriter::begin(out, &created),
+            };
+            let _ = doc.and_then(|doc| doc.finish(out));
         }
         Ok(())
     }
@@ -186,11 +192,6 @@ fn stream_id(v: &serde_json::Value) -> String {
         .and_then(|s| s.as_str())
         .unwrap_or("?")
         .to_string()
-}
-
-/// stdout could not be written at the start.
-fn output_failed(e: std::io::Error) -> Failure {
-    Failure::Runtime(format!("cannot write the export to stdout: {e}"))
 }
 
 /// `--since`: an RFC 3339 time, as Unix ms.
