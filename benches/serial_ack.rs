@@ -320,6 +320,7 @@ fn main() {
             facility: "bench".into(),
             id: "bench-gw".into(),
             state_dir: Some(tmp.path().to_owned()),
+            gln: None,
         },
         scanners: ptys
             .iter()

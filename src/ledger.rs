@@ -9,6 +9,8 @@ use crate::store::{Store, StoreError};
 use rusqlite::{Connection, params};
 use serde::Serialize;
 
+pub mod epcis;
+
 /// One ledger entry, with the field names the facility stream uses too
 /// (docs/integrator.md).
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]

@@ -30,6 +30,10 @@ mod retention;
 mod state_identity;
 mod unserialised;
 
+// What inventory systems read: the ledger as GS1 EPCIS 2.0, checked
+// against GS1's JSON Schema.
+mod epcis;
+
 // Serial scanners on PTYs against the real daemon.
 mod control_labels;
 mod crash_recovery;

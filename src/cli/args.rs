@@ -196,17 +196,24 @@ pub enum Command {
 
 #[derive(Subcommand)]
 pub enum LedgerCommand {
-    /// Print ledger entries as JSON lines.
+    /// Print ledger entries as JSON lines, or as GS1 EPCIS 2.0 events.
     ///
     /// Embedded, the gateway's own ledger; with `[redis]`, the facility
     /// ledger stream (what it still keeps). Exit codes: 0 done (with
     /// `--follow`: its output closed). 2 a usage error (a bad `--since`,
-    /// `--follow` without `[redis]`). 3 the database cannot be read. 4 the
-    /// facility Redis cannot be read (with `--follow`, only at the first
-    /// connection: later failures are retried).
+    /// `--follow` without `[redis]`, `--echoes` with `--format epcis`). 3
+    /// the database cannot be read. 4 the facility Redis cannot be read
+    /// (with `--follow`, only at the first connection: later failures are
+    /// retried); with `--format epcis`, an entry that cannot be an event.
     Export {
         #[command(flatten)]
         config: ConfigArg,
+        /// json: scangate's JSON lines, one entry a line. epcis: one EPCIS
+        /// 2.0 `EPCISDocument` (JSON-LD) with an `ObjectEvent` per entry;
+        /// with `--follow`, one `ObjectEvent` (with its `@context`) a line,
+        /// as each entry comes. docs/integrator.md has the mapping.
+        #[arg(long, value_enum, default_value_t)]
+        format: ExportFormat,
         /// Only entries captured at or after this time (RFC 3339).
         #[arg(long, conflicts_with = "follow")]
         since: Option<String>,
@@ -460,6 +467,16 @@ pub struct LabelsArgs {
     /// of the same name are replaced). Default: the current directory.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+}
+
+/// `scangate ledger export --format`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum ExportFormat {
+    /// scangate's JSON lines: one ledger entry a line.
+    #[default]
+    Json,
+    /// GS1 EPCIS 2.0 JSON-LD: a document, or with --follow an event a line.
+    Epcis,
 }
 
 /// `scangate labels --format`.

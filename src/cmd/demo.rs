@@ -301,6 +301,7 @@ fn demo_config(dir: &Path, scanners: &[VirtualScanner], redis: Option<RedisConfi
             facility: "demo-pharmacy".into(),
             id: "demo-gw".into(),
             state_dir: Some(dir.to_owned()),
+            gln: None,
         },
         dedup: DedupConfig::default(),
         outbox: Default::default(),

@@ -1,14 +1,18 @@
-//! `scangate ledger export [--since T] [--echoes | --follow --group G]`: the
-//! ledger as JSON lines (or, with `--echoes`, this gateway's suppressed reads). With `[redis]` the ledger is the facility's stream
-//! ([`crate::facility::stream`]; `--follow` reads it as a member of a
-//! consumer group); without, the embedded store's ([`crate::ledger`]).
+//! `scangate ledger export [--format json|epcis] [--since T] [--echoes |
+//! --follow --group G]`: the ledger as JSON lines or as GS1 EPCIS 2.0 (or,
+//! with `--echoes`, this gateway's suppressed reads). With `[redis]` the
+//! ledger is the facility's stream ([`crate::facility::stream`];
+//! `--follow` reads it as a member of a consumer group); without, the
+//! embedded store's ([`crate::ledger`]).
 
 use super::{Failure, connect, resolve};
-use crate::cli::args::LedgerCommand;
+use crate::cli::args::{ExportFormat, LedgerCommand};
 use crate::config::{RedisSettings, Settings};
 use crate::exit::Exit;
 use crate::facility::FacilityError;
+use crate::ledger::epcis::{self, DocumentWriter, EpcisError, Observation};
 use crate::store::Store;
+use serde::Deserialize;
 use std::io::{BufWriter, StdoutLock, Write};
 
 /// Run a `ledger` subcommand.
@@ -16,6 +20,7 @@ pub fn run(command: LedgerCommand) -> Result<Exit, Failure> {
     match command {
         LedgerCommand::Export {
             config,
+            format,
             since,
             echoes,
             follow,
@@ -28,6 +33,11 @@ pub fn run(command: LedgerCommand) -> Result<Exit, Failure> {
             let stdout = std::io::stdout();
             let mut out = BufWriter::new(stdout.lock());
             if echoes {
+                if format == ExportFormat::Epcis {
+                    return Err(Failure::Usage(
+                        "--echoes lists suppressed reads, which are not ledger entries and have no EPCIS form: drop --format epcis".into(),
+                    ));
+                }
                 // Echoes are the gateway's own, in either mode.
                 let store = Store::open_read_only(&settings.config.state_dir())?;
                 let gateway = &settings.config.gateway.id;
@@ -37,6 +47,7 @@ pub fn run(command: LedgerCommand) -> Result<Exit, Failure> {
                 let _ = out.flush();
                 return Ok(Exit::Ok);
             }
+            let gln = settings.config.gateway.gln.clone();
             match &settings.redis {
                 // With a facility store, its stream is the ledger.
                 Some(redis) => {
@@ -45,7 +56,9 @@ pub fn run(command: LedgerCommand) -> Result<Exit, Failure> {
                         consumer,
                         claim_idle_secs,
                     });
-                    export_facility(&settings, redis, since_ms, follow, &mut out)?;
+                    let mut sink = Sink::new(format, follow.is_some(), gln);
+                    export_facility(&settings, redis, since_ms, follow, &mut sink, &mut out)?;
+                    sink.finish(&mut out)?;
                 }
                 None if follow => {
                     return Err(Failure::Usage(
@@ -54,13 +67,131 @@ pub fn run(command: LedgerCommand) -> Result<Exit, Failure> {
                 }
                 None => {
                     let store = Store::open_read_only(&settings.config.state_dir())?;
-                    crate::ledger::for_each(&store, since_ms, |e| write_line(&mut out, &e))?;
+                    let mut sink = Sink::new(format, false, gln);
+                    crate::ledger::for_each(&store, since_ms, |e| {
+                        sink.entry(&mut out, Entry::Embedded(&e))
+                    })?;
+                    sink.finish(&mut out)?;
                 }
             }
             let _ = out.flush();
             Ok(Exit::Ok)
         }
     }
+}
+
+/// A ledger entry as read: from the embedded ledger, or the facility
+/// stream's JSON object.
+enum Entry<'a> {
+    Embedded(&'a crate::ledger::LedgerEntry),
+    Stream(&'a serde_json::Value),
+}
+
+/// Where exported entries go, in the chosen format.
+struct Sink {
+    /// The facility's GLN, for EPCIS events.
+    gln: Option<String>,
+    shape: Shape,
+    /// An entry that could not be an EPCIS event: the export stops there.
+    failed: Option<EpcisError>,
+}
+
+/// The output's shape.
+enum Shape {
+    /// scangate's JSON lines.
+    Lines,
+    /// One EPCIS document, its events written as they come; begun at the
+    /// first event or at the end (so nothing is written if the ledger
+    /// cannot be read at all), dated when the export started.
+    Document {
+        doc: Option<DocumentWriter>,
+        created: String,
+    },
+    /// EPCIS events one a line, each with its `@context` (`--follow`: a
+    /// consumer reading a stream cannot wait for a document's end).
+    Events,
+}
+
+impl Sink {
+    /// The output of `format` (with `--follow`: `follow`).
+    fn new(format: ExportFormat, follow: bool, gln: Option<String>) -> Sink {
+        let shape = match format {
+            ExportFormat::Json => Shape::Lines,
+            ExportFormat::Epcis if follow => Shape::Events,
+            ExportFormat::Epcis => Shape::Document {
+                doc: None,
+                created: crate::capture::clock::rfc3339_ms(chrono::Utc::now().timestamp_millis()),
+            },
+        };
+        Sink {
+            gln,
+            shape,
+            failed: None,
+        }
+    }
+
+    /// Write one entry. An error stops the export: the reader went away,
+    /// or (kept in `failed`) the entry cannot be an event.
+    fn entry(&mut self, out: &mut impl Write, entry: Entry<'_>) -> std::io::Result<()> {
+        if matches!(self.shape, Shape::Lines) {
+            return match entry {
+                Entry::Embedded(e) => write_line(out, e),
+                Entry::Stream(v) => write_line(out, v),
+            };
+        }
+        let event = match entry {
+            Entry::Embedded(e) => epcis::object_event(&Observation::from(e), self.gln.as_deref()),
+            Entry::Stream(v) => Observation::deserialize(v)
+                .map_err(|e| EpcisError::Unreadable(stream_id(v), e.to_string()))
+                .and_then(|o| epcis::object_event(&o, self.gln.as_deref())),
+        };
+        let event = match event {
+            Ok(event) => event,
+            Err(e) => {
+                let stop = std::io::Error::other(e.to_string());
+                self.failed = Some(e);
+                return Err(stop);
+            }
+        };
+        match &mut self.shape {
+            Shape::Document { doc, created } => {
+                let doc = match doc {
+                    Some(doc) => doc,
+                    None => doc.insert(DocumentWriter::begin(out, created)?),
+                };
+                doc.event(out, &event)
+            }
+            _ => write_line(out, &epcis::standalone(&event)),
+        }
+    }
+
+    /// Close the output (a document's end), or say why the export stopped
+    /// early if an entry could not be an event. A document cut short is
+    /// left open, so that no reader takes it for the whole ledger.
+    fn finish(self, out: &mut impl Write) -> Result<(), Failure> {
+        if let Some(e) = self.failed {
+            return Err(Failure::Runtime(format!(
+                "{e}; the export stopped there, its output cut short (the entries before it were written). Export it with --format json and report it"
+            )));
+        }
+        if let Shape::Document { doc, created } = self.shape {
+            // A reader that went away is no failure of the export.
+            let doc = match doc {
+                Some(doc) => Ok(doc),
+                None => DocumentWriter::begin(out, &created),
+            };
+            let _ = doc.and_then(|doc| doc.finish(out));
+        }
+        Ok(())
+    }
+}
+
+/// The `stream_id` of a facility stream entry, for a message.
+fn stream_id(v: &serde_json::Value) -> String {
+    v.get("stream_id")
+        .and_then(|s| s.as_str())
+        .unwrap_or("?")
+        .to_string()
 }
 
 /// `--since`: an RFC 3339 time, as Unix ms.
@@ -88,13 +219,14 @@ fn export_facility(
     redis: &RedisSettings,
     since_ms: Option<i64>,
     follow: Option<Follow>,
+    sink: &mut Sink,
     out: &mut BufWriter<StdoutLock>,
 ) -> Result<(), Failure> {
     let cfg = &settings.config;
     let mut facility = connect(cfg, redis).map_err(ledger_unreadable)?;
     let Some(follow) = follow else {
         return facility
-            .for_each_ledger_entry(since_ms, |v| write_line(out, &v))
+            .for_each_ledger_entry(since_ms, |v| sink.entry(out, Entry::Stream(&v)))
             .map_err(ledger_unreadable);
     };
     let consumer = follow.consumer.unwrap_or_else(|| cfg.gateway.id.clone());
@@ -116,7 +248,7 @@ fn export_facility(
             .then(|| std::time::Duration::from_secs(follow.claim_idle_secs)),
         |page| {
             for (_, v) in page {
-                write_line(out, v)?;
+                sink.entry(out, Entry::Stream(v))?;
             }
             out.flush()
         },

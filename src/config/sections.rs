@@ -23,6 +23,11 @@ pub struct GatewayConfig {
     /// (systemd `StateDirectory=`) or `./scangate-state`.
     #[serde(default)]
     pub state_dir: Option<PathBuf>,
+    /// The facility's GS1 Global Location Number (13 digits): the
+    /// `readPoint` and `bizLocation` of its EPCIS events. None: they have
+    /// none.
+    #[serde(default)]
+    pub gln: Option<String>,
 }
 
 impl Default for GatewayConfig {
@@ -31,6 +36,7 @@ impl Default for GatewayConfig {
             facility: default_facility(),
             id: default_gateway_id(),
             state_dir: None,
+            gln: None,
         }
     }
 }

@@ -573,3 +573,29 @@ fn bad_redis_values_name_the_key() {
     let e = Config::parse("[redis]\nurl = \"redis://u:secret@x\"\n", None).unwrap_err();
     assert!(!e.to_string().contains("secret"), "{e}");
 }
+
+/// `[gateway] gln`: the shipped example is a valid GLN; a mistyped check
+/// digit or a wrong length is refused naming the key and what is wrong.
+#[test]
+fn the_gln_is_checked_and_its_example_parses() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/scangate.toml");
+    let text = std::fs::read_to_string(path).unwrap();
+    let example = text
+        .lines()
+        .find_map(|l| l.strip_prefix("# ").filter(|l| l.starts_with("gln = ")))
+        .expect("config/scangate.toml documents an example gln");
+    let c = Config::parse(&format!("[gateway]\n{example}"), None).unwrap();
+    assert_eq!(c.gateway.gln.as_deref(), Some("0614141000005"));
+    assert_eq!(Config::default().gateway.gln, None);
+    for (gln, says) in [
+        ("0614141000006", "ends in 6, and its GS1 check digit is 5"),
+        ("614141000005", "is not 13 digits"),
+        ("06141410000050", "is not 13 digits"),
+        ("O614141000005", "is not 13 digits"),
+    ] {
+        let e = Config::parse(&format!("[gateway]\ngln = {gln:?}"), None)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("gateway.gln") && e.contains(says), "{gln}: {e}");
+    }
+}

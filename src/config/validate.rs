@@ -53,6 +53,24 @@ impl Config {
                 "use 1-64 letters, digits, '-', '_' or '.'",
             ));
         }
+        if let Some(gln) = &self.gateway.gln {
+            use crate::capture::barcode::gtin::check_digit;
+            let problem = if gln.len() != 13 || !gln.bytes().all(|b| b.is_ascii_digit()) {
+                Some(format!("{gln:?} is not 13 digits"))
+            } else {
+                let (payload, last) = gln.as_bytes().split_at(12);
+                check_digit(payload)
+                    .filter(|&d| d != last[0] - b'0')
+                    .map(|d| format!("{gln:?} ends in {}, and its GS1 check digit is {d}: a digit is mistyped", last[0] as char))
+            };
+            if let Some(problem) = problem {
+                return Err(err(
+                    "gateway.gln".into(),
+                    problem,
+                    "give the facility's GLN as GS1 issued it (13 digits, the last a check digit; it names the facility in EPCIS events), or remove the key",
+                ));
+            }
+        }
         Ok(())
     }
 
