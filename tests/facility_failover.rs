@@ -237,8 +237,8 @@ fn three_confirmed_then_four_held(pair: &LaggingPair, g: &mut Gateway) {
     assert_eq!(g.count("committed"), 3, "unconfirmed picks are not decided");
     assert_eq!(pair.replica.ledger(FACILITY).len(), 3, "the replica lags");
     // The replica's script cache is empty (scripts are not replicated):
-    // once promoted, only the SCRIPT LOAD in front of each round lets the
-    // claims run there.
+    // once promoted, the claims run there only because the gateway loads
+    // the script when it connects (or reloads it on NOSCRIPT).
     let sha = redis::Script::new(scangate::facility::CLAIM_LUA)
         .get_hash()
         .to_string();

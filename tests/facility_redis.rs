@@ -1,7 +1,7 @@
 //! The facility claim script against a real `redis-server` that each test
 //! starts on a free port and stops.
 
-use crate::util::{RedisServer, free_port, wait_until};
+use crate::util::{RedisServer, claim_at as claim, free_port, wait_until};
 use scangate::facility::{Claim, Facility, FacilityError, Outcome};
 use std::collections::HashMap;
 use std::time::Duration;
@@ -38,20 +38,6 @@ fn del(server: &RedisServer, key: &str) -> i64 {
         .arg(key)
         .query(&mut server.connection())
         .unwrap()
-}
-
-fn claim(uuid: &str, key: &str, at_ms: i64) -> Claim {
-    Claim {
-        scan_uuid: uuid.into(),
-        content_key: key.into(),
-        captured_ms: 1_800_000_000_000 + at_ms,
-        window_ms: None,
-        fields: vec![
-            ("scan_uuid", uuid.into()),
-            ("gateway", "gw".into()),
-            ("content_key", key.into()),
-        ],
-    }
 }
 
 /// The members of a seen set, by capture time.

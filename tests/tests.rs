@@ -69,6 +69,7 @@ mod facility_order;
 mod facility_outage;
 mod facility_reconcile;
 mod facility_redis;
+mod facility_script;
 mod ledger_stream;
 
 // The log: text, JSON, the journal's native protocol.

@@ -68,6 +68,25 @@ impl FacilityUnavailable<'_> {
     }
 }
 
+/// A claim round found the server without the claim script (`NOSCRIPT`:
+/// another client flushed the script cache, or a failover reached a node
+/// that never had it) and loaded it again, within the round.
+pub struct ScriptReloaded<'a> {
+    /// The Redis, as shown.
+    pub redis: &'a str,
+}
+
+impl ScriptReloaded<'_> {
+    /// Log it (INFO).
+    pub fn emit(self) {
+        tracing::info!(
+            target: "scangate::facility",
+            redis = %self.redis,
+            "facility Redis had lost the claim script (NOSCRIPT: its script cache was flushed, or a failover reached a node that never had it); loaded it again and resent the round's calls it refused"
+        );
+    }
+}
+
 /// A claimer lane's facility Redis answers again after an outage.
 pub struct FacilityAnswers<'a> {
     /// The Redis, as shown.

@@ -11,8 +11,8 @@ use redis::Value;
 /// (~2 ms at ~15 µs a scan); larger batches are pipelined calls.
 const CLAIMS_PER_CALL: usize = 128;
 
-/// The claim script (`claim.lua`; loaded at the start of every round, called
-/// with EVALSHA).
+/// The claim script (`claim.lua`; loaded once per connection, at connect,
+/// and again only after a `NOSCRIPT`; called with EVALSHA).
 pub const CLAIM_LUA: &str = include_str!("claim.lua");
 
 /// Claims written to the connection whose answers are still to be read
@@ -21,6 +21,9 @@ pub const CLAIM_LUA: &str = include_str!("claim.lua");
 pub struct Sent {
     calls: usize,
     claims: usize,
+    /// The round's token ([`Facility::send_claims_checked`]), which each of
+    /// its calls answers first.
+    token: String,
 }
 
 impl Facility {
@@ -72,17 +75,14 @@ impl Facility {
         claims: &[Claim],
         markers: &[String],
     ) -> Result<Sent, FacilityError> {
-        let mut packed = Vec::with_capacity(claims.len() * 512);
-        if !claims.is_empty() {
-            // The script first, in the same write: a server whose script
-            // cache was flushed cannot run a later call of this round before
-            // an earlier one (no NOSCRIPT in the middle of a round).
-            redis::cmd("SCRIPT")
-                .arg("LOAD")
-                .arg(CLAIM_LUA)
-                .write_packed_command(&mut packed);
-        }
-        let mut calls = 0;
+        self.round_token += 1;
+        let token = self.round_token.to_string();
+        // One buffer for every round of the connection, kept until the
+        // round is answered: resent from it after a NOSCRIPT.
+        let mut packed = std::mem::take(&mut self.packed);
+        packed.clear();
+        self.call_starts.clear();
+        let joined = markers.join(" ");
         let mut rest = claims;
         while let Some(head) = rest.first() {
             // One call: up to CLAIMS_PER_CALL claims with the same field names
@@ -114,7 +114,8 @@ impl Facility {
                 .arg(self.window_ms)
                 .arg(self.retention_ms)
                 .arg(head.fields.len())
-                .arg(markers.join(" "));
+                .arg(&joined)
+                .arg(&token);
             for (name, _) in &head.fields {
                 cmd.arg(*name);
             }
@@ -126,9 +127,10 @@ impl Facility {
                     cmd.arg(value);
                 }
             }
+            self.call_starts.push(packed.len());
             cmd.write_packed_command(&mut packed);
-            calls += 1;
         }
+        let calls = self.call_starts.len();
         if calls > 0 && self.min_replicas > 0 {
             redis::cmd("WAIT")
                 .arg(self.min_replicas)
@@ -144,56 +146,53 @@ impl Facility {
                 .arg(self.replica_timeout.as_millis() as u64)
                 .write_packed_command(&mut packed);
         }
-        if calls > 0 {
-            self.conn
-                .send_packed_command(&packed)
-                .map_err(|source| self.unavailable(source))?;
-        }
+        let written = if calls > 0 {
+            self.conn.send_packed_command(&packed)
+        } else {
+            Ok(())
+        };
+        self.packed = packed;
+        written.map_err(|source| self.unavailable(source))?;
         Ok(Sent {
             calls,
             claims: claims.len(),
+            token,
         })
     }
 
     /// The second half of [`Facility::claim_batch`]: read the answers to
     /// `sent`, one decision per claim in the order sent. Any error (a broken
-    /// connection, a timeout, a server error — even `NOSCRIPT`, should
-    /// another client flush the script cache between this round's
-    /// `SCRIPT LOAD` and its calls) fails the whole round; the connection may
-    /// still owe replies, so drop it and connect again (the claimer does),
-    /// and the claims are retried by UUID.
+    /// connection, a timeout, a server error) fails the whole round; the
+    /// connection may still owe replies, so drop it and connect again (the
+    /// claimer does), and the claims are retried by UUID. A `NOSCRIPT`
+    /// (another client flushed the script cache, or a failover to a server
+    /// that never had it) is the exception: see [`Facility::after_noscript`].
     pub fn recv_claims(&mut self, sent: Sent) -> Result<Vec<Outcome>, FacilityError> {
         self.fresh.clear();
         if sent.calls == 0 {
             return Ok(Vec::new());
         }
-        // SCRIPT LOAD answers the script's SHA: anything else is a reply
-        // owed to an earlier command that failed (a connection out of
-        // step), whose decisions must never be taken for this round's.
-        let loaded = self.reply()?;
-        if redis::from_redis_value::<String>(loaded.clone())
-            .ok()
-            .as_deref()
-            != Some(self.script.get_hash())
-        {
-            return Err(FacilityError::Protocol {
-                url: self.url.clone(),
-                reply: format!("{loaded:?} where SCRIPT LOAD's answer was due"),
-            });
-        }
         let mut outcomes = Vec::with_capacity(sent.claims);
         let mut fresh = Vec::with_capacity(sent.claims);
-        for call in 0..sent.calls {
-            let reply = match self.reply() {
+        let mut reloaded = false;
+        let mut call = 0;
+        while call < sent.calls {
+            let reply = match self.reply_raw() {
+                Err(e) if e.code() == Some("NOSCRIPT") && !reloaded => {
+                    self.after_noscript(&sent, call, e)?;
+                    reloaded = true;
+                    continue;
+                }
+                Err(e) => Err(self.classify(e)),
+                Ok(v) => Ok(v),
+            };
+            let reply = match reply {
                 Err(lost @ FacilityError::Lost { .. }) => {
                     // Every later call of the round refuses too; read their
                     // replies (and WAIT's and WAITAOF's), so the connection
                     // can go on — unless it failed meanwhile: then that
                     // failure, and the claimer drops the connection.
-                    let owed = sent.calls - call - 1
-                        + usize::from(self.min_replicas > 0)
-                        + usize::from(self.on_disk);
-                    for _ in 0..owed {
+                    for _ in 0..self.owed_after(&sent, call) {
                         match self.reply() {
                             Ok(_) | Err(FacilityError::Lost { .. }) => {}
                             Err(e) => return Err(e),
@@ -203,11 +202,30 @@ impl Facility {
                 }
                 other => other?,
             };
+            call += 1;
+            // Each call answers the round's token first: anything else is a
+            // reply owed to an earlier command that failed (a connection
+            // out of step), whose decisions must never be taken for this
+            // round's.
             let items = match reply {
-                Value::Array(items) => items,
-                other => vec![other],
+                Value::Array(items)
+                    if items.first().is_some_and(
+                        |t| matches!(t, Value::BulkString(b) if b == sent.token.as_bytes()),
+                    ) =>
+                {
+                    items
+                }
+                other => {
+                    return Err(FacilityError::Protocol {
+                        url: self.url.clone(),
+                        reply: format!(
+                            "{other:?} where the answer to round {} was due",
+                            sent.token
+                        ),
+                    });
+                }
             };
-            for v in items {
+            for v in items.into_iter().skip(1) {
                 let (outcome, made) = self.outcome(v)?;
                 outcomes.push(outcome);
                 fresh.push(made);
@@ -251,32 +269,106 @@ impl Facility {
         Ok(outcomes)
     }
 
+    /// The replies the round still owes after call `call`'s: the later
+    /// calls', WAIT's and WAITAOF's.
+    fn owed_after(&self, sent: &Sent, call: usize) -> usize {
+        sent.calls - call - 1 + usize::from(self.min_replicas > 0) + usize::from(self.on_disk)
+    }
+
+    /// Call `call` of the round was refused `NOSCRIPT`: the server lost the
+    /// script cache (another client's `SCRIPT FLUSH`, a failover to a node
+    /// that never had it; scripts are loaded once per connection, at
+    /// connect). Reload it and resend that call and the rest of the round,
+    /// within the round, so a flush costs one round trip, not a failed
+    /// round. This keeps the round's invariants only if none of the later
+    /// calls ran: then the calls run once each, in the order sent (the
+    /// calls before `call` ran, the resent ones after them), their answers
+    /// say truly whether they made their decisions, and the resent `WAIT`
+    /// and `WAITAOF` confirm everything the connection wrote. So every reply
+    /// still owed is read first; if any later call ran (another client
+    /// loaded the script meanwhile, so it ran before `call`) the round fails
+    /// as any failed round does, and its claims are retried by UUID, each
+    /// answered once from its first decision.
+    fn after_noscript(
+        &mut self,
+        sent: &Sent,
+        call: usize,
+        refused: redis::RedisError,
+    ) -> Result<(), FacilityError> {
+        let later_calls = sent.calls - call - 1;
+        let mut ran_out_of_order = false;
+        for later in 0..self.owed_after(sent, call) {
+            match self.reply_raw() {
+                // No server reply at all: the connection failed.
+                Err(e) if e.code().is_none() => return Err(self.unavailable(e)),
+                Err(e) if e.code() == Some("NOSCRIPT") => {}
+                // WAIT's and WAITAOF's: asked again with the resent calls.
+                _ if later >= later_calls => {}
+                // A later call answered (or refused by the script itself).
+                _ => ran_out_of_order = true,
+            }
+        }
+        if ran_out_of_order {
+            return Err(self.unavailable(refused));
+        }
+        let resent = &self.packed[self.call_starts[call]..];
+        let mut again = Vec::with_capacity(resent.len() + CLAIM_LUA.len() + 64);
+        redis::cmd("SCRIPT")
+            .arg("LOAD")
+            .arg(CLAIM_LUA)
+            .write_packed_command(&mut again);
+        again.extend_from_slice(resent);
+        self.conn
+            .send_packed_command(&again)
+            .map_err(|source| self.unavailable(source))?;
+        let loaded = self.reply()?;
+        if redis::from_redis_value::<String>(loaded.clone())
+            .ok()
+            .as_deref()
+            != Some(self.script.get_hash())
+        {
+            return Err(FacilityError::Protocol {
+                url: self.url.clone(),
+                reply: format!("{loaded:?} where SCRIPT LOAD's answer was due"),
+            });
+        }
+        crate::events::ScriptReloaded { redis: &self.url }.emit();
+        Ok(())
+    }
+
     /// The next reply on the connection, a server error as an error.
     fn reply(&mut self) -> Result<Value, FacilityError> {
-        self.conn
-            .recv_response()
-            .and_then(|v| v.extract_error())
-            .map_err(|source| match source.code() {
-                // The script fails at its first write, before it changed
-                // anything (Redis checks memory there, not later).
-                Some("OOM") => FacilityError::Full {
-                    url: self.url.clone(),
-                    detail: source.detail().unwrap_or("OOM").trim().to_string(),
-                },
-                Some("READONLY") => FacilityError::ReadOnly {
-                    url: self.url.clone(),
-                },
-                Some("SCANGATE_LOST") => FacilityError::Lost {
-                    url: self.url.clone(),
-                    marker: source.detail().unwrap_or_default().trim().to_string(),
-                },
-                Some("SCANGATE_SETTINGS") => {
-                    let detail = source.detail().unwrap_or_default();
-                    let mut agreed = detail.split_whitespace();
-                    self.settings_differ(agreed.next().unwrap_or("-"), agreed.next().unwrap_or("-"))
-                }
-                _ => self.unavailable(source),
-            })
+        self.reply_raw().map_err(|e| self.classify(e))
+    }
+
+    /// The next reply on the connection, a server error as redis-rs's.
+    fn reply_raw(&mut self) -> Result<Value, redis::RedisError> {
+        self.conn.recv_response().and_then(|v| v.extract_error())
+    }
+
+    /// What a failed reply means to the claimer.
+    fn classify(&self, source: redis::RedisError) -> FacilityError {
+        match source.code() {
+            // The script fails at its first write, before it changed
+            // anything (Redis checks memory there, not later).
+            Some("OOM") => FacilityError::Full {
+                url: self.url.clone(),
+                detail: source.detail().unwrap_or("OOM").trim().to_string(),
+            },
+            Some("READONLY") => FacilityError::ReadOnly {
+                url: self.url.clone(),
+            },
+            Some("SCANGATE_LOST") => FacilityError::Lost {
+                url: self.url.clone(),
+                marker: source.detail().unwrap_or_default().trim().to_string(),
+            },
+            Some("SCANGATE_SETTINGS") => {
+                let detail = source.detail().unwrap_or_default();
+                let mut agreed = detail.split_whitespace();
+                self.settings_differ(agreed.next().unwrap_or("-"), agreed.next().unwrap_or("-"))
+            }
+            _ => self.unavailable(source),
+        }
     }
 
     /// A claim's answer, and whether this call made the decision (`false`:

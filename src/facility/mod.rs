@@ -90,6 +90,13 @@ pub struct Facility {
     window_ms: i64,
     retention_ms: i64,
     script: Script,
+    /// The last claim round's token: each round's calls answer it first,
+    /// so a reply an earlier round left owed is never taken for a later's.
+    round_token: u64,
+    /// The last claim round as written to the connection (reused), and
+    /// where each of its calls begins: resent from there after a NOSCRIPT.
+    packed: Vec<u8>,
+    call_starts: Vec<usize>,
     min_replicas: u32,
     replica_timeout: Duration,
     /// Each round also waits for the primary's own AOF fsync (`WAITAOF 1 0`).
@@ -145,7 +152,9 @@ impl Facility {
         let user = url_user(url);
         let unavailable = |source| failed(&shown, &user, source);
         let mut conn = open(url, ca_pem, connect_timeout, command_timeout).map_err(unavailable)?;
-        // Load the script now, so a claim is one EVALSHA that runs at once.
+        // Load the script now, once per connection, so a claim is one
+        // EVALSHA that runs at once (again only after a NOSCRIPT: see
+        // `Facility::recv_claims`).
         redis::cmd("SCRIPT")
             .arg("LOAD")
             .arg(CLAIM_LUA)
@@ -159,6 +168,9 @@ impl Facility {
             window_ms,
             retention_ms: retention.as_millis() as i64,
             script: Script::new(CLAIM_LUA),
+            round_token: 0,
+            packed: Vec::new(),
+            call_starts: Vec::new(),
             min_replicas: 0,
             replica_timeout: command_timeout,
             on_disk: false,

@@ -8,6 +8,7 @@ use super::daemon::{ScannerSpec, count, tempdir, wait_all_decided};
 use super::gateway::Gateway;
 use super::redis_server::RedisServer;
 use super::scans::dscsa;
+use scangate::facility::Claim;
 use std::collections::HashMap;
 use std::path::Path;
 
@@ -104,5 +105,21 @@ pub fn roam(
                 a.send(&label)
             }
         }
+    }
+}
+
+/// A claim of scan `uuid` of label `key`, captured `at_ms` after a fixed
+/// instant, with three ledger fields.
+pub fn claim_at(uuid: &str, key: &str, at_ms: i64) -> Claim {
+    Claim {
+        scan_uuid: uuid.into(),
+        content_key: key.into(),
+        captured_ms: 1_800_000_000_000 + at_ms,
+        window_ms: None,
+        fields: vec![
+            ("scan_uuid", uuid.into()),
+            ("gateway", "gw".into()),
+            ("content_key", key.into()),
+        ],
     }
 }

@@ -44,6 +44,13 @@ fn facility_events_log_once_at_their_level() {
         (one(&up).level, one(&up).field("outage_s")),
         (tracing::Level::INFO, Some("5"))
     );
+    let reloaded = logged(|| {
+        ScriptReloaded {
+            redis: "redis://f:6379/",
+        }
+        .emit()
+    });
+    assert_eq!(one(&reloaded).level, tracing::Level::INFO);
     let clock = |offset_ms| {
         logged(|| {
             ClockMeasured {
