@@ -1,8 +1,10 @@
 //! The claim script lost from the server's cache (`SCRIPT FLUSH` by another
 //! client, a failover to a node that never had it) while gateways run: it
-//! is loaded once per connection, so the round that meets `NOSCRIPT`
-//! loads it again and resends what was refused, within the round. Every
-//! pick is still claimed exactly once. A `redis-server` of each test's own.
+//! is loaded once per connection, so a round whose first call meets
+//! `NOSCRIPT` loads it again and resends the round, within the round; one
+//! that meets it after a call ran fails and is claimed again by UUID.
+//! Every pick is still claimed exactly once. A `redis-server` of each
+//! test's own (and, for the failover, a proxy in Python).
 
 use crate::util::claim_at as claim;
 use crate::util::*;
@@ -183,4 +185,66 @@ fn a_script_cache_flushed_under_running_gateways_loses_and_doubles_no_claim() {
     caught("lost");
     a.stop();
     b.stop();
+}
+
+/// A failover behind a proxy that keeps the connection: the round's first
+/// call runs on the old primary, then the proxy switches to the new one,
+/// which never had the script, and the second call is refused
+/// `NOSCRIPT`. The round must fail (the first call's decision may be lost
+/// with the old primary) and be claimed again by UUID on the new one; an
+/// echo of its pick is then suppressed there. (Resending only the refused
+/// call within the round took the first call's commit as made, and the
+/// echo committed a second time on the new primary: a review showed it.)
+#[test]
+fn a_noscript_after_a_call_that_ran_fails_the_round_and_no_pick_is_doubled() {
+    let old = RedisServer::start_temp(&[]);
+    let new = RedisServer::start_temp(&[]);
+    let port = free_port();
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/util/switch_proxy.py");
+    let mut proxy = std::process::Command::new("python3")
+        .arg(script)
+        .args([port, old.port, new.port, 1].map(|p| p.to_string()))
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3 for the proxy");
+    let mut ready = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(proxy.stdout.take().unwrap()),
+        &mut ready,
+    )
+    .unwrap();
+    assert_eq!(ready.trim(), "ready");
+    let connect = |url: String| {
+        Facility::connect(
+            &url,
+            "f1",
+            3000,
+            Duration::from_secs(72 * 3600),
+            Duration::from_secs(2),
+            Duration::from_secs(5),
+        )
+        .unwrap()
+    };
+    let mut gw1 = connect(format!("redis://127.0.0.1:{port}/"));
+    // Two calls: X, then Z with other field names.
+    let mut z = claim("Z", "kz", 10);
+    z.fields.pop();
+    let round = [claim("X", "kx", 0), z];
+    let first = gw1.claim_batch(&round);
+    let _ = proxy.kill();
+    let _ = proxy.wait();
+    assert!(first.is_err(), "the round was taken: {first:?}");
+    // The claimer connects again (to the new primary) and claims by UUID.
+    let mut again = connect(new.url());
+    assert_eq!(
+        again.claim_batch(&round).unwrap(),
+        [Outcome::Committed, Outcome::Committed]
+    );
+    // Another gateway's read of X's label 150 ms later: an echo.
+    let mut gw2 = connect(new.url());
+    assert_eq!(
+        gw2.claim_batch(&[claim("Y", "kx", 150)]).unwrap(),
+        [Outcome::Suppressed { twin: "X".into() }]
+    );
+    assert_eq!(new.ledger("f1").len(), 2, "X and Z, once each");
 }

@@ -362,7 +362,12 @@ fn the_gateway_trims_what_every_consumer_group_acknowledged_and_nothing_unread()
             .log()
             .contains("no consumer group reads the facility ledger stream")
     });
-    let s = stream_status(&g.cfg);
+    // (The status is recorded just after the WARN is logged.)
+    let mut s = serde_json::Value::Null;
+    wait_until("the stream's status recorded", || {
+        s = stream_status(&g.cfg);
+        s["groups"].is_array()
+    });
     assert_eq!(s["groups"].as_array().map(Vec::len), Some(0), "{s}");
     for i in 0..3 {
         g.send(&dscsa(&format!("ST{i}")));

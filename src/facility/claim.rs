@@ -178,7 +178,8 @@ impl Facility {
         let mut call = 0;
         while call < sent.calls {
             let reply = match self.reply_raw() {
-                Err(e) if e.code() == Some("NOSCRIPT") && !reloaded => {
+                // Only at the round's first call: see `after_noscript`.
+                Err(e) if e.code() == Some("NOSCRIPT") && !reloaded && call == 0 => {
                     self.after_noscript(&sent, call, e)?;
                     reloaded = true;
                     continue;
@@ -280,15 +281,17 @@ impl Facility {
     /// that never had it; scripts are loaded once per connection, at
     /// connect). Reload it and resend that call and the rest of the round,
     /// within the round, so a flush costs one round trip, not a failed
-    /// round. This keeps the round's invariants only if none of the later
-    /// calls ran: then the calls run once each, in the order sent (the
-    /// calls before `call` ran, the resent ones after them), their answers
-    /// say truly whether they made their decisions, and the resent `WAIT`
-    /// and `WAITAOF` confirm everything the connection wrote. So every reply
-    /// still owed is read first; if any later call ran (another client
-    /// loaded the script meanwhile, so it ran before `call`) the round fails
-    /// as any failed round does, and its claims are retried by UUID, each
-    /// answered once from its first decision.
+    /// round. Only for the round's **first** call (`recv_claims` fails the
+    /// round on a later one): a `NOSCRIPT` after calls that ran may mean a
+    /// failover behind a proxy that kept the connection, and the calls that
+    /// ran then ran on the old primary — their decisions may be lost with it,
+    /// and the resent `WAIT` would confirm nothing of them (a pick committed
+    /// twice was shown so, `facility_script`). Failed, the round is retried
+    /// by UUID on a fresh connection, as any failed round. At the first
+    /// call nothing of the round ran, so resending all of it is a round
+    /// sent again — if none of the later calls ran either: every reply still
+    /// owed is read first, and if a later call ran (another client loaded
+    /// the script meanwhile, so it ran before the first) the round fails.
     fn after_noscript(
         &mut self,
         sent: &Sent,
