@@ -81,7 +81,7 @@ impl Facility {
         // round is answered: resent from it after a NOSCRIPT.
         let mut packed = std::mem::take(&mut self.packed);
         packed.clear();
-        self.call_starts.clear();
+        let mut calls = 0;
         let joined = markers.join(" ");
         let mut rest = claims;
         while let Some(head) = rest.first() {
@@ -127,10 +127,9 @@ impl Facility {
                     cmd.arg(value);
                 }
             }
-            self.call_starts.push(packed.len());
             cmd.write_packed_command(&mut packed);
+            calls += 1;
         }
-        let calls = self.call_starts.len();
         if calls > 0 && self.min_replicas > 0 {
             redis::cmd("WAIT")
                 .arg(self.min_replicas)
@@ -180,7 +179,7 @@ impl Facility {
             let reply = match self.reply_raw() {
                 // Only at the round's first call: see `after_noscript`.
                 Err(e) if e.code() == Some("NOSCRIPT") && !reloaded && call == 0 => {
-                    self.after_noscript(&sent, call, e)?;
+                    self.after_noscript(&sent, e)?;
                     reloaded = true;
                     continue;
                 }
@@ -276,31 +275,30 @@ impl Facility {
         sent.calls - call - 1 + usize::from(self.min_replicas > 0) + usize::from(self.on_disk)
     }
 
-    /// Call `call` of the round was refused `NOSCRIPT`: the server lost the
+    /// The round's first call was refused `NOSCRIPT`: the server lost the
     /// script cache (another client's `SCRIPT FLUSH`, a failover to a node
     /// that never had it; scripts are loaded once per connection, at
-    /// connect). Reload it and resend that call and the rest of the round,
-    /// within the round, so a flush costs one round trip, not a failed
-    /// round. Only for the round's **first** call (`recv_claims` fails the
-    /// round on a later one): a `NOSCRIPT` after calls that ran may mean a
-    /// failover behind a proxy that kept the connection, and the calls that
-    /// ran then ran on the old primary — their decisions may be lost with it,
-    /// and the resent `WAIT` would confirm nothing of them (a pick committed
-    /// twice was shown so, `facility_script`). Failed, the round is retried
-    /// by UUID on a fresh connection, as any failed round. At the first
-    /// call nothing of the round ran, so resending all of it is a round
-    /// sent again — if none of the later calls ran either: every reply still
-    /// owed is read first, and if a later call ran (another client loaded
-    /// the script meanwhile, so it ran before the first) the round fails.
+    /// connect). Reload it and send the whole round again, within the
+    /// round, so a flush costs one round trip, not a failed round. Nothing
+    /// of the round ran, so this is the round sent again — if none of the
+    /// later calls ran either: every reply still owed is read first, and
+    /// if a later call ran (another client loaded the script meanwhile, so
+    /// it ran before the first) the round fails. Only for the first call
+    /// (`recv_claims` fails the round on a later one): a `NOSCRIPT` after
+    /// calls that ran may mean a failover behind a proxy that kept the
+    /// connection, the calls that ran ran on the old primary, their
+    /// decisions may be lost with it, and a resent `WAIT` would confirm
+    /// nothing of them (a pick committed twice was shown so,
+    /// `facility_script`). Failed, the round is retried by UUID on a fresh
+    /// connection, as any failed round.
     fn after_noscript(
         &mut self,
         sent: &Sent,
-        call: usize,
         refused: redis::RedisError,
     ) -> Result<(), FacilityError> {
-        let later_calls = sent.calls - call - 1;
+        let later_calls = sent.calls - 1;
         let mut ran_out_of_order = false;
-        for later in 0..self.owed_after(sent, call) {
+        for later in 0..self.owed_after(sent, 0) {
             match self.reply_raw() {
                 // No server reply at all: the connection failed.
                 Err(e) if e.code().is_none() => return Err(self.unavailable(e)),
@@ -314,7 +312,7 @@ impl Facility {
         if ran_out_of_order {
             return Err(self.unavailable(refused));
         }
-        let resent = &self.packed[self.call_starts[call]..];
+        let resent = &self.packed;
         let mut again = Vec::with_capacity(resent.len() + CLAIM_LUA.len() + 64);
         redis::cmd("SCRIPT")
             .arg("LOAD")

@@ -93,10 +93,9 @@ pub struct Facility {
     /// The last claim round's token: each round's calls answer it first,
     /// so a reply an earlier round left owed is never taken for a later's.
     round_token: u64,
-    /// The last claim round as written to the connection (reused), and
-    /// where each of its calls begins: resent from there after a NOSCRIPT.
+    /// The last claim round as written to the connection (the buffer
+    /// reused): sent again whole after a NOSCRIPT at its first call.
     packed: Vec<u8>,
-    call_starts: Vec<usize>,
     min_replicas: u32,
     replica_timeout: Duration,
     /// Each round also waits for the primary's own AOF fsync (`WAITAOF 1 0`).
@@ -170,7 +169,6 @@ impl Facility {
             script: Script::new(CLAIM_LUA),
             round_token: 0,
             packed: Vec::new(),
-            call_starts: Vec::new(),
             min_replicas: 0,
             replica_timeout: command_timeout,
             on_disk: false,

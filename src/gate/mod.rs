@@ -290,25 +290,23 @@ impl Gate {
             let fresh = outbox::insert(tx, &self.cfg.facility, scans)?;
             return Ok((fresh, self.decide(tx)?));
         }
-        let rows: Vec<ScanRow> = scans
+        // Each with its place in the batch, in the order
+        // `outbox::open::load` reads pending rows in.
+        let mut rows: Vec<(usize, ScanRow)> = scans
             .iter()
             .map(|s| ScanRow::of_scan(s, &self.cfg.facility))
+            .enumerate()
             .collect();
-        // The order `outbox::open::load` reads pending rows in.
-        let mut order: Vec<usize> = (0..rows.len()).collect();
-        order.sort_by(|&a, &b| {
-            let (a, b) = (&rows[a], &rows[b]);
+        rows.sort_by(|(_, a), (_, b)| {
             (a.time.utc_ms, a.time.boot_ns, &a.uuid).cmp(&(b.time.utc_ms, b.time.boot_ns, &b.uuid))
         });
-        let mut rows: Vec<Option<ScanRow>> = rows.into_iter().map(Some).collect();
         let first_seq = outbox::next_seq(tx)?;
         let mut fresh = vec![false; scans.len()];
         let mut stats = self.stats;
         let mut chain = Chain::begin(tx)?;
         let now_ms = chrono::Utc::now().timestamp_millis();
         let mut decisions = Vec::with_capacity(scans.len());
-        for i in order {
-            let row = rows[i].take().expect("each row once");
+        for (i, row) in rows {
             let verdict = self
                 .local_verdict(tx, &row, &mut stats)?
                 .unwrap_or(Verdict::Committed);

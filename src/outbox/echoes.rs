@@ -72,28 +72,30 @@ pub fn for_each(
         ])
         .map_err(|e| store.err_at(e))?;
     while let Some(r) = rows.next().map_err(|e| store.err_at(e))? {
-        let echo = (|| {
-            Ok::<_, rusqlite::Error>(Echo {
-                echo_of: r.get::<_, Option<String>>(0)?.unwrap_or_default(),
-                scan_uuid: r.get(1)?,
-                gateway: gateway.to_owned(),
-                scanner: r.get(2)?,
-                captured_at: rfc3339_ms(r.get(3)?),
-                scan_type: r.get(4)?,
-                gtin: r.get(5)?,
-                lot: r.get(6)?,
-                serial: r.get(7)?,
-                content_key: r.get(8)?,
-                ambiguous: r.get::<_, Option<bool>>(9)?.unwrap_or(false),
-                window_ms: r.get(10)?,
-                unserialised: r.get(11)?,
-                resend: r.get(12)?,
-            })
-        })()
-        .map_err(|e| store.err_at(e))?;
+        let echo = echo_of(r, gateway).map_err(|e| store.err_at(e))?;
         if f(echo).is_err() {
             break;
         }
     }
     Ok(())
+}
+
+/// An echo from a row of [`for_each`]'s query.
+fn echo_of(r: &rusqlite::Row<'_>, gateway: &str) -> rusqlite::Result<Echo> {
+    Ok(Echo {
+        echo_of: r.get::<_, Option<String>>(0)?.unwrap_or_default(),
+        scan_uuid: r.get(1)?,
+        gateway: gateway.to_owned(),
+        scanner: r.get(2)?,
+        captured_at: rfc3339_ms(r.get(3)?),
+        scan_type: r.get(4)?,
+        gtin: r.get(5)?,
+        lot: r.get(6)?,
+        serial: r.get(7)?,
+        content_key: r.get(8)?,
+        ambiguous: r.get::<_, Option<bool>>(9)?.unwrap_or(false),
+        window_ms: r.get(10)?,
+        unserialised: r.get(11)?,
+        resend: r.get(12)?,
+    })
 }
