@@ -20,6 +20,7 @@ use crate::shutdown::Stop;
 use crate::source::Inbound;
 use crate::source::signal::Signals;
 use crate::store::Store;
+use crate::store::handoff::{Desk, Next};
 use crate::store::space::Floor;
 use crate::telemetry::Telemetry;
 use std::time::Duration;
@@ -118,27 +119,22 @@ fn outbox_writer(
         }
     };
     let _ = recovered.send(());
+    // Waits for scans and handed verdicts at once (facility mode).
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("a runtime without I/O or timers builds");
     loop {
-        let first = if undecided {
-            // Something could not be decided: retry it now and then, without
-            // waiting for the next scan to come along.
-            match rx.try_recv() {
-                Ok(c) => c,
-                Err(mpsc::error::TryRecvError::Disconnected) => break,
-                Err(mpsc::error::TryRecvError::Empty) => {
-                    std::thread::sleep(RETRY_PENDING);
-                    if let Decider::Here(gate) = &mut decider {
-                        let _turn = progress.turn();
-                        undecided = decide_leftovers(&mut store, gate, hooks);
-                    }
-                    continue;
-                }
-            }
-        } else {
-            match rx.blocking_recv() {
-                Some(c) => c,
-                None => break,
-            }
+        let first = match wait_for_work(
+            &mut store,
+            &mut decider,
+            &mut rx,
+            &rt,
+            &mut undecided,
+            hooks,
+        ) {
+            Work::Inbound(first) => first,
+            Work::Again => continue,
+            Work::End => break,
         };
         let mut batch = Vec::with_capacity(ADMIT_BATCH);
         let mut next = Some(first);
@@ -207,6 +203,13 @@ fn outbox_writer(
         }
     }
     match &mut decider {
+        Decider::Claimer { kick, .. } => {
+            // From now on the lanes write their rounds themselves.
+            kick.desk().close(&mut store);
+        }
+        Decider::Here(_) => {}
+    }
+    match &mut decider {
         Decider::Here(gate) => {
             if undecided {
                 let _turn = progress.turn();
@@ -215,6 +218,60 @@ fn outbox_writer(
             (gate.stats(), undurable)
         }
         Decider::Claimer { .. } => (GateStats::default(), undurable),
+    }
+}
+
+/// What the writer does after a wait ([`wait_for_work`]). (A return value
+/// moved once per batch: its size costs nothing worth a box.)
+#[allow(clippy::large_enum_variant)]
+enum Work {
+    /// Write a batch, beginning with this.
+    Inbound(Inbound),
+    /// Wait again.
+    Again,
+    /// Every sender is gone and the queue is empty: end.
+    End,
+}
+
+/// Wait for the next scan or control lapse. Meanwhile: what could not be
+/// decided is retried now and then (embedded; `undecided` says whether
+/// something still is), and the claimer's verdicts handed to this writer
+/// are written as they come (facility).
+fn wait_for_work(
+    store: &mut Store,
+    decider: &mut Decider,
+    rx: &mut mpsc::Receiver<Inbound>,
+    rt: &tokio::runtime::Runtime,
+    undecided: &mut bool,
+    hooks: WriterHooks<'_>,
+) -> Work {
+    if *undecided {
+        // Something could not be decided: retry it now and then, without
+        // waiting for the next scan to come along.
+        return match rx.try_recv() {
+            Ok(c) => Work::Inbound(c),
+            Err(mpsc::error::TryRecvError::Disconnected) => Work::End,
+            Err(mpsc::error::TryRecvError::Empty) => {
+                std::thread::sleep(RETRY_PENDING);
+                if let Decider::Here(gate) = decider {
+                    let _turn = hooks.progress.turn();
+                    *undecided = decide_leftovers(store, gate, hooks);
+                }
+                Work::Again
+            }
+        };
+    }
+    match decider {
+        Decider::Claimer { kick, .. } => match kick.desk().next(rt, rx) {
+            Next::Item(c) => Work::Inbound(c),
+            Next::Closed => Work::End,
+            Next::Handed => {
+                let _turn = hooks.progress.turn();
+                kick.desk().run_alone(store);
+                Work::Again
+            }
+        },
+        Decider::Here(_) => rx.blocking_recv().map_or(Work::End, Work::Inbound),
     }
 }
 
@@ -294,9 +351,9 @@ fn write_until_durable(
                 Decider::Here(gate) => {
                     embedded::admit_and_decide(store, gate, scans).map(|(_, d)| d)
                 }
-                Decider::Claimer { facility_id, .. } => {
-                    store.admit(facility_id, scans).map(|_| Vec::new())
-                }
+                Decider::Claimer { facility_id, kick } => store
+                    .admit_with(facility_id, scans, kick.desk())
+                    .map(|_| Vec::new()),
             }
             .map_err(|e| e.to_string()),
         };
@@ -328,9 +385,28 @@ fn write_until_durable(
                         return Err(());
                     }
                 }
-                std::thread::sleep(pause.failed());
+                let pause = pause.failed();
+                match decider {
+                    // The claimer's verdicts are written meanwhile: below
+                    // the disk floor they still may be, and a lane must
+                    // not wait for the admits' back-off.
+                    Decider::Claimer { kick, .. } => serve_for(kick.desk(), store, pause),
+                    Decider::Here(_) => std::thread::sleep(pause),
+                }
             }
         }
+    }
+}
+
+/// Run the writes handed to `desk` as they come, for `pause`.
+fn serve_for(desk: &Desk, store: &mut Store, pause: Duration) {
+    let until = std::time::Instant::now() + pause;
+    loop {
+        let left = until.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() || !desk.wait(left) {
+            return;
+        }
+        desk.run_alone(store);
     }
 }
 

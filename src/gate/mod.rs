@@ -146,6 +146,17 @@ impl Gate {
         }
     }
 
+    /// A copy of this gate, settings and counters, over the same in-memory
+    /// knowledge: it records a round in a transaction run on another
+    /// thread (the outbox writer's, `store::handoff`), and this gate
+    /// settles it once that transaction has committed.
+    pub fn copy(&self) -> Gate {
+        Gate {
+            stats: self.stats,
+            ..self.lane()
+        }
+    }
+
     /// Facility mode: compare captures on facility time — each capture's
     /// boot stamp mapped through the facility clock's samples of its boot
     /// ([`facility_time`]) — and claim a scan only once it maps within

@@ -185,6 +185,25 @@ impl Store {
         Ok(fresh)
     }
 
+    /// [`Store::admit`], and in the same transaction the writes handed to
+    /// this writer (`desk`: the facility claimer's verdicts): one commit,
+    /// one fsync for both. A handed write that fails is undone alone and
+    /// hears why; if the scans cannot be written, no handed write runs
+    /// (they wait for the writer's next transaction).
+    pub fn admit_with(
+        &mut self,
+        facility: &str,
+        scans: &[Scan],
+        desk: &crate::store::handoff::Desk,
+    ) -> Result<Vec<bool>, StoreError> {
+        let w = self.write()?;
+        let fresh = insert(&w.tx, facility, scans).map_err(|e| w.err(e))?;
+        let handed = desk.run_on(&w);
+        let committed = w.commit();
+        handed.done(&committed);
+        committed.map(|()| fresh)
+    }
+
     /// Make scans durable and decided in **one** transaction (one fsync):
     /// `write_and_decide` writes them into it with their decisions (the
     /// gate's `write_and_decide`), returning per scan whether it was new.

@@ -32,6 +32,7 @@ use turn::{Turn, TurnGuard};
 
 mod checkpoint;
 mod create;
+pub mod handoff;
 pub mod identity;
 mod lock;
 mod open;
@@ -176,6 +177,12 @@ pub enum StoreError {
         /// start does not).
         min_free_mb: Option<u64>,
     },
+    /// A write handed to the outbox writer ([`handoff`]) was neither
+    /// committed nor refused: the writer stopped (it panicked) first.
+    #[error(
+        "the outbox writer stopped before it wrote a claimer round; its scans stay open in the outbox and are claimed again (by scan UUID) once the daemon restarts. Fix: none needed; the log before this says why the writer stopped"
+    )]
+    WriterGone,
     /// Any other SQLite failure.
     #[error("database {path}: {source}")]
     Sqlite {

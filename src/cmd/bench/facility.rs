@@ -28,6 +28,7 @@ use crate::gate::facility::LaneKind;
 use crate::gate::{Gate, GateConfig};
 use crate::model::GateStats;
 use crate::store::Store;
+use crate::store::handoff::Next;
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
@@ -40,24 +41,79 @@ type Observed = (Instant, Vec<String>);
 /// How long to wait for a decision before declaring the benchmark stuck.
 const STUCK: Duration = Duration::from_secs(60);
 
-/// The writer's side: admits, kicks the claimer, collects its decisions.
-struct Writer<'a> {
-    store: Store,
-    facility: &'a str,
-    kick: claimer::Kicker,
+/// Batches queued for the writer thread at most.
+const WRITER_QUEUE: usize = 8;
+
+/// The writer's side: a thread admitting batches as the daemon's outbox
+/// writer does (the claimer's verdicts in the same transactions), then
+/// kicking the claimer; and the claimer's decisions, collected.
+struct Writer {
+    /// A connection of the main thread's (the checkpoint between phases).
+    own: Store,
+    admits: tokio::sync::mpsc::Sender<Vec<Scan>>,
+    thread: JoinHandle<Result<(), String>>,
     seen: Receiver<Observed>,
 }
 
-impl Writer<'_> {
-    fn admit(&mut self, scans: &[Scan]) -> Result<(), String> {
-        self.store
-            .admit(self.facility, scans)
-            .map_err(|e| e.to_string())?;
-        if self.kick.kick() {
-            Ok(())
-        } else {
-            Err("the claimer stopped".to_string())
-        }
+impl Writer {
+    /// Start the writer thread on `store`.
+    fn start(
+        store: Store,
+        facility: String,
+        kick: claimer::Kicker,
+        seen: Receiver<Observed>,
+    ) -> Result<Writer, String> {
+        let own = store.companion().map_err(|e| e.to_string())?;
+        let (admits, mut rx) = tokio::sync::mpsc::channel::<Vec<Scan>>(WRITER_QUEUE);
+        let thread = std::thread::Builder::new()
+            .name("outbox-writer".into())
+            .spawn(move || {
+                let mut store = store;
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .build()
+                    .map_err(|e| e.to_string())?;
+                let desk = kick.desk();
+                loop {
+                    match desk.next(&rt, &mut rx) {
+                        Next::Item(batch) => {
+                            if !batch.is_empty() {
+                                store
+                                    .admit_with(&facility, &batch, desk)
+                                    .map_err(|e| e.to_string())?;
+                            }
+                            if !kick.kick() {
+                                return Err("the claimer stopped".into());
+                            }
+                        }
+                        Next::Handed => desk.run_alone(&mut store),
+                        Next::Closed => break,
+                    }
+                }
+                desk.close(&mut store);
+                Ok(())
+            })
+            .expect("spawning a thread");
+        Ok(Writer {
+            own,
+            admits,
+            thread,
+            seen,
+        })
+    }
+
+    /// Queue `scans` for the writer (none: only kick the claimer).
+    fn admit(&mut self, scans: Vec<Scan>) -> Result<(), String> {
+        self.admits
+            .blocking_send(scans)
+            .map_err(|_| "the outbox writer stopped".to_string())
+    }
+
+    /// Stop the writer once it has admitted what was queued.
+    fn stop(self) -> Result<(), String> {
+        drop(self.admits);
+        self.thread
+            .join()
+            .map_err(|_| "the writer thread panicked".to_string())?
     }
 
     /// The next observation, waiting at most until `until`.
@@ -150,7 +206,7 @@ pub(super) fn run(
         // As the embedded benchmark does between its phases: fold the
         // drain's WAL into the database so the phases do not overlap.
         let t = Instant::now();
-        w.store.checkpoint().map_err(|e| e.to_string())?;
+        w.own.checkpoint().map_err(|e| e.to_string())?;
         println!(
             "checkpoint after the drain: {:.2} s",
             t.elapsed().as_secs_f64()
@@ -158,7 +214,7 @@ pub(super) fn run(
     }
     throughput(args, &mut w, work, profile, &mut probe)?;
     latency(args, &mut w, work, profile)?;
-    drop(w);
+    w.stop()?;
     stop_lanes(lane_stop, lanes)?;
     print_peak_rss();
     Ok(Exit::Ok)
@@ -230,13 +286,13 @@ fn build_backlog(
 
 /// The claimer's lanes on their threads, each reporting the scans it
 /// decided to the returned writer.
-fn start_lanes<'a>(
+fn start_lanes(
     store: Store,
     gate: Gate,
     link: Link,
     first: Facility,
-    facility: &'a str,
-) -> Result<(Writer<'a>, LaneStop, [JoinHandle<GateStats>; 2]), String> {
+    facility: &str,
+) -> Result<(Writer, LaneStop, [JoinHandle<GateStats>; 2]), String> {
     let (seen_tx, seen) = mpsc::channel::<Observed>();
     let (kick, lane_stop, lanes) =
         claimer::lanes(&store, gate, link, Some(first), move |decided| {
@@ -256,19 +312,14 @@ fn start_lanes<'a>(
             .spawn(move || lane.run())
             .expect("spawning a thread")
     });
-    let w = Writer {
-        store,
-        facility,
-        kick,
-        seen,
-    };
+    let w = Writer::start(store, facility.to_string(), kick, seen)?;
     Ok((w, lane_stop, lanes))
 }
 
 /// Throughput: admit as fast as the writer can; timed to the last decision.
 fn throughput(
     args: &BenchArgs,
-    w: &mut Writer<'_>,
+    w: &mut Writer,
     work: &mut Workload,
     profile: &Profile,
     probe: &mut Facility,
@@ -280,7 +331,7 @@ fn throughput(
     while admitted < args.scans {
         let n = (args.scans - admitted).min(ADMIT_BATCH as u64);
         let batch: Vec<Scan> = (0..n).map(|_| work.scan(profile)).collect();
-        w.admit(&batch)?;
+        w.admit(batch)?;
         admitted += n;
         while let Ok((_, uuids)) = w.seen.try_recv() {
             decided += uuids.len() as u64;
@@ -302,7 +353,7 @@ fn throughput(
 /// Latency at an offered rate, nothing else running.
 fn latency(
     args: &BenchArgs,
-    w: &mut Writer<'_>,
+    w: &mut Writer,
     work: &mut Workload,
     profile: &Profile,
 ) -> Result<(), String> {
@@ -311,7 +362,7 @@ fn latency(
         let t = Instant::now();
         let scan = work.scan(profile);
         let uuid = scan.uuid.to_string();
-        w.admit(std::slice::from_ref(&scan))?;
+        w.admit(vec![scan])?;
         loop {
             let (at, uuids) = w.next()?;
             if uuids.contains(&uuid) {
@@ -347,7 +398,7 @@ fn stop_lanes(mut lane_stop: LaneStop, lanes: [JoinHandle<GateStats>; 2]) -> Res
 /// live scans go ahead of the backlog (gate/facility.rs, "Order").
 fn drain_with_live_stream(
     args: &BenchArgs,
-    w: &mut Writer<'_>,
+    w: &mut Writer,
     work: &mut Workload,
     profile: &Profile,
     interval: Duration,
@@ -356,9 +407,7 @@ fn drain_with_live_stream(
     work.t0_ms = chrono::Utc::now().timestamp_millis() - work.n as i64 * 7;
     let started = Instant::now();
     let usage = Usage::now(probe);
-    if !w.kick.kick() {
-        return Err("the claimer stopped".into());
-    }
+    w.admit(Vec::new())?;
     let mut tally = Tally {
         live: HashMap::new(),
         latencies: Vec::new(),
@@ -374,7 +423,7 @@ fn drain_with_live_stream(
         let t = Instant::now();
         let scan = work.scan(profile);
         tally.live.insert(scan.uuid.to_string(), t);
-        w.admit(std::slice::from_ref(&scan))?;
+        w.admit(vec![scan])?;
         i += 1;
     }
     while !tally.live.is_empty() {

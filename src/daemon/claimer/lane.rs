@@ -35,10 +35,12 @@ use crate::capture::CaptureTime;
 use crate::events::Recording;
 use crate::facility::{Facility, FacilityError, Outcome, Sent};
 use crate::gate::Gate;
-use crate::gate::facility::{LaneKind, Picked, Round};
+use crate::gate::facility::{LaneKind, Picked, Recorded, Round};
 use crate::model::{Decision, GateStats, Verdict};
 use crate::notify::Progress;
+use crate::store::handoff::Handoff;
 use crate::store::{Store, StoreError};
+use rusqlite::Connection;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
@@ -136,6 +138,9 @@ pub(super) struct Lane {
     /// Its progress, for the watchdog (the thread counts each pass; a
     /// reconciliation counts each of its rounds too).
     progress: Progress,
+    /// Rounds' verdicts go to the outbox writer's transactions
+    /// ([`Lane::write`]); `None`: written on the lane's own connection.
+    handoff: Option<Handoff>,
 }
 
 /// What one pass saw, for the steps after it and the wait.
@@ -242,7 +247,14 @@ impl Lane {
             last_round_sent: false,
             between,
             progress,
+            handoff: None,
         }
+    }
+
+    /// Hand the lane's rounds to the outbox writer ([`Lane::write`]).
+    pub(super) fn with_handoff(mut self, handoff: Handoff) -> Lane {
+        self.handoff = Some(handoff);
+        self
     }
 
     /// Which lane.
@@ -426,7 +438,21 @@ impl Lane {
             .into_iter()
             .chain(pass.unclaimed.take())
         {
-            match record(&mut self.store, &mut self.gate, picked, claimed) {
+            let recorded = match &self.handoff {
+                // In the outbox writer's next transaction, beside its
+                // admits (one fsync for both), waited for; on the lane's
+                // own connection once the writer has ended (at a stop).
+                Some(handoff) if !picked.is_empty() => {
+                    let mut copy = self.gate.copy();
+                    handoff
+                        .write(&mut self.store, move |tx| {
+                            record_in(tx, &mut copy, picked, claimed)
+                        })
+                        .map(|recorded| self.gate.settle_round(recorded))
+                }
+                _ => record(&mut self.store, &mut self.gate, picked, claimed),
+            };
+            match recorded {
                 Ok(round) => {
                     pass.recorded = true;
                     observe(&round.decisions);
@@ -695,19 +721,30 @@ pub fn record(
     if picked.is_empty() {
         return Ok(Round::default());
     }
+    let w = store.write()?;
+    let recorded = record_in(&w, gate, picked, claimed).map_err(|e| w.err(e))?;
+    w.commit()?;
+    Ok(gate.settle_round(recorded))
+}
+
+/// A round's verdicts and its lane's marker, written in `tx`.
+fn record_in(
+    tx: &Connection,
+    gate: &mut Gate,
+    picked: Picked,
+    claimed: Result<Vec<Outcome>, String>,
+) -> rusqlite::Result<Recorded> {
     let lane = picked.lane();
     let last = claimed
         .as_ref()
         .ok()
         .and_then(|outcomes| picked.last_committed(outcomes))
         .map(str::to_owned);
-    let w = store.write()?;
-    let recorded = gate.record(&w, picked, claimed).map_err(|e| w.err(e))?;
+    let recorded = gate.record(tx, picked, claimed)?;
     if let Some(uuid) = last {
-        reconcile::note_commit(&w.tx, lane, &uuid, gate.facility_now()).map_err(|e| w.err(e))?;
+        reconcile::note_commit(tx, lane, &uuid, gate.facility_now())?;
     }
-    w.commit()?;
-    Ok(gate.settle_round(recorded))
+    Ok(recorded)
 }
 
 /// One round of each lane, start to end, without overlap — the replay's,

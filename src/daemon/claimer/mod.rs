@@ -34,6 +34,7 @@ use crate::model::ClockSample;
 use crate::model::FacilityState;
 use crate::model::{Decision, GateStats};
 use crate::notify::Progress;
+use crate::store::handoff::Desk;
 use crate::store::{Store, StoreError};
 use lane::{Lane, Next};
 use std::sync::atomic::AtomicBool;
@@ -373,10 +374,18 @@ struct Between {
     reconciling: Mutex<()>,
 }
 
-/// The writer's side of the live lane: kicks it for each admitted batch.
-pub struct Kicker(Sender<Wake>, Progress);
+/// The writer's side of the claimer: kicks the live lane for each admitted
+/// batch, and takes both lanes' verdicts into its transactions.
+pub struct Kicker(Sender<Wake>, Progress, Desk);
 
 impl Kicker {
+    /// The lanes' verdicts, handed to the writer's next transaction
+    /// ([`crate::store::handoff`]): the writer must run them (beside its
+    /// admits, or alone) and, when it ends, close the desk.
+    pub fn desk(&self) -> &Desk {
+        &self.2
+    }
+
     /// Wake the live lane; `false` if it is gone (nobody would decide the
     /// scans: the caller stops, so the service restarts).
     pub fn kick(&self) -> bool {
@@ -482,6 +491,7 @@ pub fn lanes(
         replay: Some(release.clone()),
     };
     let between = Arc::new(Between::default());
+    let (handoff, desk) = crate::store::handoff::handoff();
     let live_progress = Progress::new("facility claimer's live lane");
     let replay_progress = Progress::new("facility claimer's replay lane");
     // The backlog gives way to the counter at the writers' turn.
@@ -495,7 +505,8 @@ pub fn lanes(
             None,
             between.clone(),
             replay_progress.clone(),
-        ),
+        )
+        .with_handoff(handoff.clone()),
         peers: Peers {
             wake: released,
             other: kick.clone(),
@@ -513,7 +524,8 @@ pub fn lanes(
             first,
             between,
             live_progress.clone(),
-        ),
+        )
+        .with_handoff(handoff),
         peers: Peers {
             wake: kicked,
             other: release,
@@ -522,7 +534,7 @@ pub fn lanes(
         observe: Box::new(observe),
         progress: live_progress.clone(),
     };
-    Ok((Kicker(kick, live_progress), stop, [live, replay]))
+    Ok((Kicker(kick, live_progress, desk), stop, [live, replay]))
 }
 
 /// How a lane is woken, and how it wakes the other.
