@@ -241,8 +241,8 @@ fn a_facility_outage_is_no_wedge_a_frozen_live_lane_is() {
     wait_all_decided(&gw.cfg, 4);
 
     // The live lane stopped while a scan waits for it: wedged. (Stopped
-    // where it holds the writers' turn, the writer waits too, and is
-    // named with it.)
+    // while the writer runs its handed round, the writer is named with
+    // it.)
     let live = Frozen::thread(thread(d.pid(), "claimer-live"));
     vs.send(&frame(&dscsa("LANE00005"))).unwrap();
     socket.wait_status("naming the wedged live lane", |l| {

@@ -390,7 +390,7 @@ fn write_until_durable(
                     // The claimer's verdicts are written meanwhile: below
                     // the disk floor they still may be, and a lane must
                     // not wait for the admits' back-off.
-                    Decider::Claimer { kick, .. } => serve_for(kick.desk(), store, pause),
+                    Decider::Claimer { kick, .. } => serve_for(kick.desk(), store, pause, progress),
                     Decider::Here(_) => std::thread::sleep(pause),
                 }
             }
@@ -398,14 +398,16 @@ fn write_until_durable(
     }
 }
 
-/// Run the writes handed to `desk` as they come, for `pause`.
-fn serve_for(desk: &Desk, store: &mut Store, pause: Duration) {
+/// Run the writes handed to `desk` as they come, for `pause` (each run a
+/// turn of `progress`).
+fn serve_for(desk: &Desk, store: &mut Store, pause: Duration, progress: &Progress) {
     let until = std::time::Instant::now() + pause;
     loop {
         let left = until.saturating_duration_since(std::time::Instant::now());
         if left.is_zero() || !desk.wait(left) {
             return;
         }
+        let _turn = progress.turn();
         desk.run_alone(store);
     }
 }

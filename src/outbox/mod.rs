@@ -198,7 +198,10 @@ impl Store {
     ) -> Result<Vec<bool>, StoreError> {
         let w = self.write()?;
         let fresh = insert(&w.tx, facility, scans).map_err(|e| w.err(e))?;
-        let handed = desk.run_on(&w);
+        let mut handed = desk.run_on(&w);
+        if let Some(lost) = handed.lost() {
+            return Err(lost); // (the scans' rows went with it)
+        }
         let committed = w.commit();
         handed.done(&committed);
         committed.map(|()| fresh)

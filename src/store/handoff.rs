@@ -8,20 +8,25 @@
 //! it fails, only its own statements are rolled back, and it hears its
 //! error; if the commit fails, every write in the transaction hears that.
 //! Its result is handed back only after the commit, so nothing outside the
-//! database sees a verdict before it is durable. Once the writer has ended
-//! ([`Desk::close`]), a write is handed back unrun and its thread writes
-//! it on its own connection.
+//! database sees a verdict before it is durable. Background writes (the
+//! replay of a backlog: [`Handoff::in_background`]) never ride with the
+//! writer's own work; they get transactions of their own between it.
+//! Once the writer has ended ([`Desk::close`]), a write is handed back
+//! unrun and its thread writes it on its own connection.
 
 use super::{Store, StoreError, Write, classify};
 use rusqlite::Connection;
-use std::collections::VecDeque;
 use std::sync::mpsc::{SyncSender, sync_channel};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::Duration;
+use tokio::sync::mpsc::error::TryRecvError;
 
 /// A handed write: runs once on the writer's transaction, then hears
 /// whether that transaction committed.
 trait Handed: Send {
+    /// Whether it may wait for a transaction of its own rather than ride
+    /// with the writer's own work ([`Handoff::in_background`]).
+    fn background(&self) -> bool;
     /// Run the statements; the output is kept until [`Handed::done`].
     fn run(&mut self, tx: &Connection) -> rusqlite::Result<()>;
     /// The transaction committed (`Ok`) or failed, or [`Handed::run`]
@@ -31,29 +36,56 @@ trait Handed: Send {
 
 /// A write of output `T` and the channel its waiting thread reads.
 struct Call<F, T> {
+    background: bool,
     write: Option<F>,
     output: Option<T>,
-    reply: SyncSender<Result<T, StoreError>>,
+    /// The write panicked: the panic, resumed on the handing thread.
+    panic: Option<Panic>,
+    reply: SyncSender<Reply<T>>,
 }
+
+/// A panic's payload.
+type Panic = Box<dyn std::any::Any + Send>;
+
+/// What the handing thread hears: the write's output or error, or its
+/// panic.
+type Reply<T> = Result<Result<T, StoreError>, Panic>;
 
 impl<F, T> Handed for Call<F, T>
 where
     F: FnOnce(&Connection) -> rusqlite::Result<T> + Send,
     T: Send,
 {
+    fn background(&self) -> bool {
+        self.background
+    }
+
     fn run(&mut self, tx: &Connection) -> rusqlite::Result<()> {
-        if let Some(write) = self.write.take() {
-            self.output = Some(write(tx)?);
+        let Some(write) = self.write.take() else {
+            return Ok(());
+        };
+        // A panic in the handing thread's code is its own, not the
+        // writer's: undone like a failed write and resumed over there.
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| write(tx))) {
+            Ok(output) => self.output = Some(output?),
+            Err(panic) => {
+                self.panic = Some(panic);
+                return Err(rusqlite::Error::SqliteFailure(
+                    rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_ABORT),
+                    Some("a handed write panicked".into()),
+                ));
+            }
         }
         Ok(())
     }
 
     fn done(self: Box<Self>, outcome: Result<(), StoreError>) {
-        let reply = match (outcome, self.output) {
-            (Ok(()), Some(output)) => Ok(output),
-            (Err(e), _) => Err(e),
+        let reply = match (self.panic, outcome, self.output) {
+            (Some(panic), _, _) => Err(panic),
+            (None, Ok(()), Some(output)) => Ok(Ok(output)),
+            (None, Err(e), _) => Ok(Err(e)),
             // (Not reached: `done(Ok)` follows a `run` that succeeded.)
-            (Ok(()), None) => return,
+            (None, Ok(()), None) => return,
         };
         // The thread waits for it (it is gone only if it panicked).
         let _ = self.reply.send(reply);
@@ -73,10 +105,17 @@ struct Queue {
 
 #[derive(Default)]
 struct QueueState {
-    writes: VecDeque<Box<dyn Handed>>,
+    writes: Vec<Box<dyn Handed>>,
     /// The writer has ended: writes are handed back unrun.
     closed: bool,
+    /// Items of the writer's own taken while a background write waited,
+    /// since one last ran ([`Desk::next`]).
+    passed: usize,
 }
+
+/// How many of the writer's own items in a row a waiting background write
+/// lets go first.
+const YIELD_AT_MOST: usize = 4;
 
 impl Queue {
     fn state(&self) -> std::sync::MutexGuard<'_, QueueState> {
@@ -88,6 +127,8 @@ impl Queue {
 #[derive(Clone)]
 pub struct Handoff {
     queue: Arc<Queue>,
+    /// See [`Handoff::in_background`].
+    background: bool,
 }
 
 /// The writer's side: the writes handed to it.
@@ -101,6 +142,7 @@ pub fn handoff() -> (Handoff, Desk) {
     (
         Handoff {
             queue: queue.clone(),
+            background: false,
         },
         Desk { queue },
     )
@@ -117,6 +159,16 @@ pub enum Next<T> {
 }
 
 impl Handoff {
+    /// This handoff's writes are background work (the replay of a
+    /// backlog): they never ride in a transaction with the writer's own
+    /// work (a scan's ACK waits for its transaction) but take one of their
+    /// own between the writer's ([`Desk::run_alone`]), so a scan waits at
+    /// most for one such transaction.
+    pub fn in_background(mut self) -> Handoff {
+        self.background = true;
+        self
+    }
+
     /// Run `write` in the writer's next transaction and wait until that
     /// transaction has committed: its output, or the error of the write or
     /// of the commit (its statements are then undone). If the writer has
@@ -129,8 +181,10 @@ impl Handoff {
     {
         let (reply, answer) = sync_channel(1);
         let call = Call {
+            background: self.background,
             write: Some(write),
             output: None,
+            panic: None,
             reply,
         };
         {
@@ -143,15 +197,17 @@ impl Handoff {
                 w.commit()?;
                 return Ok(output);
             }
-            st.writes.push_back(Box::new(call));
+            st.writes.push(Box::new(call));
         }
         self.queue.queued.notify_one();
         self.queue.notify.notify_one();
         // The desk answers every write it takes, and takes every write
         // queued before it closed.
-        answer
-            .recv()
-            .unwrap_or_else(|_| Err(StoreError::WriterGone))
+        match answer.recv() {
+            Ok(Ok(answered)) => answered,
+            Ok(Err(panic)) => std::panic::resume_unwind(panic),
+            Err(_) => Err(StoreError::WriterGone),
+        }
     }
 }
 
@@ -162,15 +218,37 @@ impl Desk {
     }
 
     /// Wait for the next item of `own` (the writer's own queue) or a
-    /// handed write, whichever comes first (handed writes first when both
-    /// wait). `rt` runs the wait on this thread.
+    /// handed write, whichever comes first. An item waiting goes first: a
+    /// write that rides with the writer's work runs in that item's
+    /// transaction ([`Desk::run_on`]), alone only if no item waits; a
+    /// background write waits for a moment without items — or until it
+    /// was passed over [`YIELD_AT_MOST`] times, so a steady stream of scans
+    /// cannot hold a backlog's replay off for ever. `rt` runs the wait on
+    /// this thread.
     pub fn next<T>(
         &self,
         rt: &tokio::runtime::Runtime,
         own: &mut tokio::sync::mpsc::Receiver<T>,
     ) -> Next<T> {
-        if self.has_waiting() {
-            return Next::Handed;
+        let (riding, background) = {
+            let st = self.queue.state();
+            let background = st.writes.iter().any(|w| w.background());
+            if background && st.passed >= YIELD_AT_MOST {
+                return Next::Handed;
+            }
+            (st.writes.iter().any(|w| !w.background()), background)
+        };
+        match own.try_recv() {
+            // (A riding write goes with this item's transaction.)
+            Ok(item) => {
+                if background {
+                    self.queue.state().passed += 1;
+                }
+                return Next::Item(item);
+            }
+            Err(_) if riding || background => return Next::Handed,
+            Err(TryRecvError::Disconnected) => return Next::Closed,
+            Err(TryRecvError::Empty) => {}
         }
         rt.block_on(async {
             tokio::select! {
@@ -192,34 +270,81 @@ impl Desk {
         !st.writes.is_empty()
     }
 
-    /// Take the writes waiting now and run each in a savepoint of `w`'s
-    /// transaction; tell the result ([`Taken::done`]) once it has
+    /// Take the writes waiting now that may ride with the writer's own
+    /// work (not [`Handoff::in_background`]) and run each in a savepoint
+    /// of `w`'s transaction; tell them ([`Taken::done`]) once it has
     /// committed or failed.
     pub fn run_on(&self, w: &Write<'_>) -> Taken {
-        let writes: Vec<_> = self.queue.state().writes.drain(..).collect();
-        let mut ran = Vec::with_capacity(writes.len());
-        for mut write in writes {
-            match in_savepoint(&w.tx, |tx| write.run(tx)) {
-                Ok(()) => ran.push(write),
-                Err(e) => write.done(Err(w.err(e))),
-            }
-        }
-        Taken { ran }
+        self.run_taken(w, false)
     }
 
-    /// Run the waiting writes in a transaction of their own on `store`.
-    pub fn run_alone(&self, store: &mut Store) {
-        if !self.has_waiting() {
-            return;
+    /// Take the writes waiting now that ride with the writer's work
+    /// (`background`: the background ones instead) and run each in a
+    /// savepoint of `w`'s transaction.
+    fn run_taken(&self, w: &Write<'_>, background: bool) -> Taken {
+        let writes: Vec<_> = {
+            let mut st = self.queue.state();
+            let (taken, left) = st
+                .writes
+                .drain(..)
+                .partition(|write| write.background() == background);
+            st.writes = left;
+            taken
+        };
+        let mut ran = Vec::with_capacity(writes.len());
+        let mut lost = None;
+        for mut write in writes {
+            if let Some(e) = &lost {
+                write.done(Err(copy_error(e)));
+                continue;
+            }
+            match in_savepoint(&w.tx, |tx| write.run(tx)) {
+                Ok(()) => ran.push(write),
+                Err(Failed::Write(e)) => write.done(Err(w.err(e))),
+                Err(Failed::Transaction(e)) => {
+                    // Everything that ran in it is undone: each hears why,
+                    // and so does the writer (no commit follows).
+                    let e = w.err(e);
+                    for undone in ran.drain(..).chain(std::iter::once(write)) {
+                        undone.done(Err(copy_error(&e)));
+                    }
+                    lost = Some(e);
+                }
+            }
         }
+        Taken { ran, lost }
+    }
+
+    /// Run the waiting writes in a transaction of their own on `store`:
+    /// those that ride with the writer's work if any wait (a background
+    /// write's transaction is not one they wait for), else the background
+    /// ones.
+    pub fn run_alone(&self, store: &mut Store) {
+        let background = {
+            let mut st = self.queue.state();
+            if st.writes.is_empty() {
+                return;
+            }
+            let background = st.writes.iter().all(|w| w.background());
+            if background {
+                st.passed = 0;
+            }
+            background
+        };
         match store.write() {
             Ok(w) => {
-                let taken = self.run_on(&w);
-                taken.done(&w.commit());
+                let mut taken = self.run_taken(&w, background);
+                if taken.lost().is_none() {
+                    taken.done(&w.commit());
+                }
             }
             Err(e) => {
-                let writes: Vec<_> = self.queue.state().writes.drain(..).collect();
-                Taken { ran: writes }.done(&Err(e));
+                let writes = std::mem::take(&mut self.queue.state().writes);
+                Taken {
+                    ran: writes,
+                    lost: None,
+                }
+                .done(&Err(e));
             }
         }
     }
@@ -228,7 +353,9 @@ impl Desk {
     /// one writes it itself), and those still waiting run on `store`.
     pub fn close(&self, store: &mut Store) {
         self.queue.state().closed = true;
-        self.run_alone(store);
+        while self.has_waiting() {
+            self.run_alone(store);
+        }
     }
 }
 
@@ -247,9 +374,19 @@ impl Drop for Desk {
 #[must_use = "tell the writes how their transaction ended"]
 pub struct Taken {
     ran: Vec<Box<dyn Handed>>,
+    /// The transaction was lost while a write ran (SQLite rolled it back):
+    /// why. Every write taken has heard it; the transaction must not be
+    /// committed.
+    lost: Option<StoreError>,
 }
 
 impl Taken {
+    /// Why the transaction was lost while the writes ran, if it was: it is
+    /// then not committed (its earlier statements are undone too).
+    pub fn lost(&mut self) -> Option<StoreError> {
+        self.lost.take()
+    }
+
     /// How many writes ran.
     pub fn len(&self) -> usize {
         self.ran.len()
@@ -278,19 +415,40 @@ impl Taken {
 }
 
 /// Run `f` in a savepoint of `tx`: released if it succeeds, rolled back
-/// to (its statements undone, the transaction kept) if it fails.
+/// to (its statements undone, the transaction kept) if it fails. Some
+/// failures (a full disk, an I/O error, no memory) make SQLite roll the
+/// whole transaction back: then, or if the savepoint cannot be rolled back
+/// to, the error is [`Failed::Transaction`], with the write's own error.
 fn in_savepoint(
     tx: &Connection,
     f: impl FnOnce(&Connection) -> rusqlite::Result<()>,
-) -> rusqlite::Result<()> {
-    tx.execute_batch("SAVEPOINT handed")?;
-    match f(tx) {
-        Ok(()) => tx.execute_batch("RELEASE handed"),
-        Err(e) => {
-            tx.execute_batch("ROLLBACK TO handed; RELEASE handed")?;
-            Err(e)
+) -> Result<(), Failed> {
+    tx.execute_batch("SAVEPOINT handed")
+        .map_err(Failed::Transaction)?;
+    let failed = match f(tx) {
+        Ok(()) => {
+            return tx
+                .execute_batch("RELEASE handed")
+                .map_err(Failed::Transaction);
         }
+        Err(e) => e,
+    };
+    if tx.is_autocommit()
+        || tx
+            .execute_batch("ROLLBACK TO handed; RELEASE handed")
+            .is_err()
+    {
+        return Err(Failed::Transaction(failed));
     }
+    Err(Failed::Write(failed))
+}
+
+/// How a handed write failed ([`in_savepoint`]).
+enum Failed {
+    /// Its statements were undone; the transaction goes on.
+    Write(rusqlite::Error),
+    /// The transaction is lost with it (rolled back by SQLite).
+    Transaction(rusqlite::Error),
 }
 
 /// A copy of a write's error for each write that hears it (rusqlite's
@@ -464,6 +622,154 @@ mod tests {
         let r = t.join().unwrap();
         assert!(matches!(r, Err(StoreError::WriterGone)), "{r:?}");
         assert!(!has(&store, "lost"));
+    }
+
+    /// A background write does not ride with the writer's own work; it is
+    /// run in a transaction of its own.
+    #[test]
+    fn a_background_write_waits_for_a_transaction_of_its_own() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Store::open(dir.path()).unwrap();
+        let mut own = store.companion().unwrap();
+        let (handoff, desk) = handoff();
+        let background = handoff.in_background();
+        let t = std::thread::spawn(move || background.write(&mut own, put("bg")));
+        assert!(desk.wait(Duration::from_secs(10)));
+        let w = store.write().unwrap();
+        let taken = desk.run_on(&w);
+        assert!(taken.is_empty());
+        taken.done(&w.commit());
+        assert!(desk.has_waiting());
+        desk.run_alone(&mut store);
+        t.join().unwrap().unwrap();
+        assert!(has(&store, "bg"));
+    }
+
+    /// A waiting background write lets the writer's own items go first,
+    /// but at most [`YIELD_AT_MOST`] in a row; a write that rides with the
+    /// writer's work goes before them.
+    #[test]
+    fn a_background_write_yields_to_the_writers_items_a_few_times() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Store::open(dir.path()).unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let (items, mut rx) = tokio::sync::mpsc::channel::<u32>(16);
+        for i in 0..8 {
+            items.blocking_send(i).unwrap();
+        }
+        let (handoff, desk) = handoff();
+        let mut own = store.companion().unwrap();
+        let background = handoff.clone().in_background();
+        let bg = std::thread::spawn(move || background.write(&mut own, put("bg")));
+        assert!(desk.wait(Duration::from_secs(10)));
+        for i in 0..YIELD_AT_MOST as u32 {
+            assert!(matches!(desk.next(&rt, &mut rx), Next::Item(n) if n == i));
+        }
+        assert!(matches!(desk.next(&rt, &mut rx), Next::Handed));
+        desk.run_alone(&mut store);
+        bg.join().unwrap().unwrap();
+        // A riding write goes with the next item's transaction.
+        let mut own = store.companion().unwrap();
+        let urgent = std::thread::spawn(move || handoff.write(&mut own, put("urgent")));
+        while !desk.has_waiting() {
+            std::thread::yield_now();
+        }
+        assert!(matches!(desk.next(&rt, &mut rx), Next::Item(4)));
+        let w = store.write().unwrap();
+        let taken = desk.run_on(&w);
+        assert_eq!(taken.len(), 1);
+        taken.done(&w.commit());
+        urgent.join().unwrap().unwrap();
+        // With no item left, a riding write runs alone.
+        for i in 5..8 {
+            assert!(matches!(desk.next(&rt, &mut rx), Next::Item(n) if n == i));
+        }
+        let mut own = store.companion().unwrap();
+        let (alone, desk2) = super::handoff();
+        let t = std::thread::spawn(move || alone.write(&mut own, put("alone")));
+        assert!(desk2.wait(Duration::from_secs(10)));
+        assert!(matches!(desk2.next(&rt, &mut rx), Next::Handed));
+        desk2.run_alone(&mut store);
+        t.join().unwrap().unwrap();
+        assert!(has(&store, "urgent") && has(&store, "alone"));
+    }
+
+    /// A transaction SQLite rolls back as a whole while a write runs (a
+    /// full disk) is lost for every write in it and for the writer: each
+    /// hears why, none is committed by the savepoints after it.
+    #[test]
+    fn a_transaction_lost_in_a_write_is_told_to_all_and_not_committed() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Store::open(dir.path()).unwrap();
+        store
+            .conn
+            .execute_batch(
+                "CREATE TABLE doomed (x); CREATE TRIGGER full BEFORE INSERT ON doomed \
+                 BEGIN SELECT RAISE(ROLLBACK, 'database or disk is full'); END;",
+            )
+            .unwrap();
+        let (handoff, desk) = handoff();
+        let (said, heard) = channel();
+        for (queued, (key, dooms)) in [("first", false), ("dooms", true), ("after", false)]
+            .into_iter()
+            .enumerate()
+        {
+            let (handoff, said) = (handoff.clone(), said.clone());
+            let mut own = store.companion().unwrap();
+            std::thread::spawn(move || {
+                let r = handoff.write(&mut own, move |tx| {
+                    put(key)(tx)?;
+                    if dooms {
+                        tx.execute_batch("INSERT INTO doomed VALUES (1)")?;
+                    }
+                    Ok(())
+                });
+                said.send(r.map_err(|e| e.to_string())).unwrap();
+            });
+            // Queued in this order.
+            while desk.queue.state().writes.len() <= queued {
+                std::thread::yield_now();
+            }
+        }
+        let w = store.write().unwrap();
+        put("writer's")(&w).unwrap();
+        let mut taken = desk.run_on(&w);
+        let lost = taken.lost().expect("the transaction is lost");
+        assert!(lost.to_string().contains("full"), "{lost}");
+        drop(w);
+        for _ in 0..3 {
+            let e = heard.recv().unwrap().unwrap_err();
+            assert!(e.contains("full"), "{e}");
+        }
+        for key in ["first", "dooms", "after", "writer's"] {
+            assert!(!has(&store, key), "{key} was committed");
+        }
+    }
+
+    /// A write that panics is undone and its panic resumed on the thread
+    /// that handed it; the writer and the other writes go on.
+    #[test]
+    fn a_panicking_write_panics_its_own_thread_not_the_writer() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Store::open(dir.path()).unwrap();
+        let mut own = store.companion().unwrap();
+        let (handoff, desk) = handoff();
+        let t = std::thread::spawn(move || {
+            handoff.write(&mut own, |tx| -> rusqlite::Result<()> {
+                put("half")(tx)?;
+                panic!("a bug in a round");
+            })
+        });
+        assert!(desk.wait(Duration::from_secs(10)));
+        let w = store.write().unwrap();
+        put("writer's")(&w).unwrap();
+        let taken = desk.run_on(&w);
+        assert!(taken.is_empty());
+        taken.done(&w.commit());
+        assert!(t.join().is_err(), "the handing thread panicked");
+        assert!(has(&store, "writer's") && !has(&store, "half"));
     }
 
     /// A writer waiting for its own queue wakes for a handed write, and

@@ -180,7 +180,7 @@ pub enum StoreError {
     /// A write handed to the outbox writer ([`handoff`]) was neither
     /// committed nor refused: the writer stopped (it panicked) first.
     #[error(
-        "the outbox writer stopped before it wrote a claimer round; its scans stay open in the outbox and are claimed again (by scan UUID) once the daemon restarts. Fix: none needed; the log before this says why the writer stopped"
+        "the outbox writer stopped before it wrote a claimer round; its scans stay open in the outbox and are claimed again (by scan UUID), the lane writing them itself. Fix: none needed for the scans; the log before this says why the writer stopped"
     )]
     WriterGone,
     /// Any other SQLite failure.

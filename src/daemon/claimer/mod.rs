@@ -494,7 +494,8 @@ pub fn lanes(
     let (handoff, desk) = crate::store::handoff::handoff();
     let live_progress = Progress::new("facility claimer's live lane");
     let replay_progress = Progress::new("facility claimer's replay lane");
-    // The backlog gives way to the counter at the writers' turn.
+    // The backlog gives way to the counter at the writers' turn (its own
+    // rare writes; its rounds give way at the writer: `in_background`).
     let (replay_store, replay_gate) = (store.companion()?.yielding(), gate.lane());
     let replay = LaneRun {
         lane: Lane::new(
@@ -506,7 +507,9 @@ pub fn lanes(
             between.clone(),
             replay_progress.clone(),
         )
-        .with_handoff(handoff.clone()),
+        // Its rounds take transactions of their own between the writer's
+        // admits, never one a scan's ACK waits for (as its yielding turn).
+        .with_handoff(handoff.clone().in_background()),
         peers: Peers {
             wake: released,
             other: kick.clone(),
