@@ -35,7 +35,7 @@ use rusqlite::Connection;
 use std::collections::{HashMap, HashSet};
 
 /// Scans per replay round at most (and per offline round of the live
-/// lane). Small enough that the replay holds the writer and Redis
+/// lane). Small enough that the replay holds the writers' turn and Redis
 /// for a millisecond or two at a time (rounds of 128 and 256 doubled the
 /// live lane's median here, docs/benchmarks.md), large enough that a
 /// round's fixed costs (one transaction, one round trip) are shared by

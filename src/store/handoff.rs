@@ -8,10 +8,7 @@
 //! it fails, only its own statements are rolled back, and it hears its
 //! error; if the commit fails, every write in the transaction hears that.
 //! Its result is handed back only after the commit, so nothing outside the
-//! database sees a verdict before it is durable. Background writes (the
-//! replay of a backlog: [`Handoff::in_background`]) never ride with the
-//! writer's own work; they get transactions of their own between it.
-//! Once the writer has ended ([`Desk::close`]), a write is handed back
+//! database sees a verdict before it is durable. Once the writer has ended ([`Desk::close`]), a write is handed back
 //! unrun and its thread writes it on its own connection.
 
 use super::{Store, StoreError, Write, classify};
@@ -24,9 +21,6 @@ use tokio::sync::mpsc::error::TryRecvError;
 /// A handed write: runs once on the writer's transaction, then hears
 /// whether that transaction committed.
 trait Handed: Send {
-    /// Whether it may wait for a transaction of its own rather than ride
-    /// with the writer's own work ([`Handoff::in_background`]).
-    fn background(&self) -> bool;
     /// Run the statements; the output is kept until [`Handed::done`].
     fn run(&mut self, tx: &Connection) -> rusqlite::Result<()>;
     /// The transaction committed (`Ok`) or failed, or [`Handed::run`]
@@ -36,7 +30,6 @@ trait Handed: Send {
 
 /// A write of output `T` and the channel its waiting thread reads.
 struct Call<F, T> {
-    background: bool,
     write: Option<F>,
     output: Option<T>,
     /// The write panicked: the panic, resumed on the handing thread.
@@ -56,10 +49,6 @@ where
     F: FnOnce(&Connection) -> rusqlite::Result<T> + Send,
     T: Send,
 {
-    fn background(&self) -> bool {
-        self.background
-    }
-
     fn run(&mut self, tx: &Connection) -> rusqlite::Result<()> {
         let Some(write) = self.write.take() else {
             return Ok(());
@@ -108,14 +97,7 @@ struct QueueState {
     writes: Vec<Box<dyn Handed>>,
     /// The writer has ended: writes are handed back unrun.
     closed: bool,
-    /// Items of the writer's own taken while a background write waited,
-    /// since one last ran ([`Desk::next`]).
-    passed: usize,
 }
-
-/// How many of the writer's own items in a row a waiting background write
-/// lets go first.
-const YIELD_AT_MOST: usize = 4;
 
 impl Queue {
     fn state(&self) -> std::sync::MutexGuard<'_, QueueState> {
@@ -127,8 +109,6 @@ impl Queue {
 #[derive(Clone)]
 pub struct Handoff {
     queue: Arc<Queue>,
-    /// See [`Handoff::in_background`].
-    background: bool,
 }
 
 /// The writer's side: the writes handed to it.
@@ -142,7 +122,6 @@ pub fn handoff() -> (Handoff, Desk) {
     (
         Handoff {
             queue: queue.clone(),
-            background: false,
         },
         Desk { queue },
     )
@@ -159,16 +138,6 @@ pub enum Next<T> {
 }
 
 impl Handoff {
-    /// This handoff's writes are background work (the replay of a
-    /// backlog): they never ride in a transaction with the writer's own
-    /// work (a scan's ACK waits for its transaction) but take one of their
-    /// own between the writer's ([`Desk::run_alone`]), so a scan waits at
-    /// most for one such transaction.
-    pub fn in_background(mut self) -> Handoff {
-        self.background = true;
-        self
-    }
-
     /// Run `write` in the writer's next transaction and wait until that
     /// transaction has committed: its output, or the error of the write or
     /// of the commit (its statements are then undone). If the writer has
@@ -181,7 +150,6 @@ impl Handoff {
     {
         let (reply, answer) = sync_channel(1);
         let call = Call {
-            background: self.background,
             write: Some(write),
             output: None,
             panic: None,
@@ -218,35 +186,18 @@ impl Desk {
     }
 
     /// Wait for the next item of `own` (the writer's own queue) or a
-    /// handed write, whichever comes first. An item waiting goes first: a
-    /// write that rides with the writer's work runs in that item's
-    /// transaction ([`Desk::run_on`]), alone only if no item waits; a
-    /// background write waits for a moment without items — or until it
-    /// was passed over [`YIELD_AT_MOST`] times, so a steady stream of scans
-    /// cannot hold a backlog's replay off for ever. `rt` runs the wait on
-    /// this thread.
+    /// handed write, whichever comes first. An item waiting goes first:
+    /// the handed writes then run in that item's transaction
+    /// ([`Desk::run_on`]), alone only if no item waits. `rt` runs the wait
+    /// on this thread.
     pub fn next<T>(
         &self,
         rt: &tokio::runtime::Runtime,
         own: &mut tokio::sync::mpsc::Receiver<T>,
     ) -> Next<T> {
-        let (riding, background) = {
-            let st = self.queue.state();
-            let background = st.writes.iter().any(|w| w.background());
-            if background && st.passed >= YIELD_AT_MOST {
-                return Next::Handed;
-            }
-            (st.writes.iter().any(|w| !w.background()), background)
-        };
         match own.try_recv() {
-            // (A riding write goes with this item's transaction.)
-            Ok(item) => {
-                if background {
-                    self.queue.state().passed += 1;
-                }
-                return Next::Item(item);
-            }
-            Err(_) if riding || background => return Next::Handed,
+            Ok(item) => return Next::Item(item),
+            Err(_) if self.has_waiting() => return Next::Handed,
             Err(TryRecvError::Disconnected) => return Next::Closed,
             Err(TryRecvError::Empty) => {}
         }
@@ -270,27 +221,11 @@ impl Desk {
         !st.writes.is_empty()
     }
 
-    /// Take the writes waiting now that may ride with the writer's own
-    /// work (not [`Handoff::in_background`]) and run each in a savepoint
-    /// of `w`'s transaction; tell them ([`Taken::done`]) once it has
-    /// committed or failed.
+    /// Take the writes waiting now and run each in a savepoint of `w`'s
+    /// transaction; tell them ([`Taken::done`]) once it has committed or
+    /// failed.
     pub fn run_on(&self, w: &Write<'_>) -> Taken {
-        self.run_taken(w, false)
-    }
-
-    /// Take the writes waiting now that ride with the writer's work
-    /// (`background`: the background ones instead) and run each in a
-    /// savepoint of `w`'s transaction.
-    fn run_taken(&self, w: &Write<'_>, background: bool) -> Taken {
-        let writes: Vec<_> = {
-            let mut st = self.queue.state();
-            let (taken, left) = st
-                .writes
-                .drain(..)
-                .partition(|write| write.background() == background);
-            st.writes = left;
-            taken
-        };
+        let writes = std::mem::take(&mut self.queue.state().writes);
         let mut ran = Vec::with_capacity(writes.len());
         let mut lost = None;
         for mut write in writes {
@@ -315,25 +250,14 @@ impl Desk {
         Taken { ran, lost }
     }
 
-    /// Run the waiting writes in a transaction of their own on `store`:
-    /// those that ride with the writer's work if any wait (a background
-    /// write's transaction is not one they wait for), else the background
-    /// ones.
+    /// Run the waiting writes in a transaction of their own on `store`.
     pub fn run_alone(&self, store: &mut Store) {
-        let background = {
-            let mut st = self.queue.state();
-            if st.writes.is_empty() {
-                return;
-            }
-            let background = st.writes.iter().all(|w| w.background());
-            if background {
-                st.passed = 0;
-            }
-            background
-        };
+        if !self.has_waiting() {
+            return;
+        }
         match store.write() {
             Ok(w) => {
-                let mut taken = self.run_taken(&w, background);
+                let mut taken = self.run_on(&w);
                 if taken.lost().is_none() {
                     taken.done(&w.commit());
                 }
@@ -353,9 +277,7 @@ impl Desk {
     /// one writes it itself), and those still waiting run on `store`.
     pub fn close(&self, store: &mut Store) {
         self.queue.state().closed = true;
-        while self.has_waiting() {
-            self.run_alone(store);
-        }
+        self.run_alone(store);
     }
 }
 
@@ -624,76 +546,35 @@ mod tests {
         assert!(!has(&store, "lost"));
     }
 
-    /// A background write does not ride with the writer's own work; it is
-    /// run in a transaction of its own.
+    /// A handed write rides with the writer's next item if one waits, and
+    /// runs alone only if none does.
     #[test]
-    fn a_background_write_waits_for_a_transaction_of_its_own() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut store = Store::open(dir.path()).unwrap();
-        let mut own = store.companion().unwrap();
-        let (handoff, desk) = handoff();
-        let background = handoff.in_background();
-        let t = std::thread::spawn(move || background.write(&mut own, put("bg")));
-        assert!(desk.wait(Duration::from_secs(10)));
-        let w = store.write().unwrap();
-        let taken = desk.run_on(&w);
-        assert!(taken.is_empty());
-        taken.done(&w.commit());
-        assert!(desk.has_waiting());
-        desk.run_alone(&mut store);
-        t.join().unwrap().unwrap();
-        assert!(has(&store, "bg"));
-    }
-
-    /// A waiting background write lets the writer's own items go first,
-    /// but at most [`YIELD_AT_MOST`] in a row; a write that rides with the
-    /// writer's work goes before them.
-    #[test]
-    fn a_background_write_yields_to_the_writers_items_a_few_times() {
+    fn a_handed_write_rides_with_a_waiting_item() {
         let dir = tempfile::tempdir().unwrap();
         let mut store = Store::open(dir.path()).unwrap();
         let rt = tokio::runtime::Builder::new_current_thread()
             .build()
             .unwrap();
-        let (items, mut rx) = tokio::sync::mpsc::channel::<u32>(16);
-        for i in 0..8 {
-            items.blocking_send(i).unwrap();
-        }
+        let (items, mut rx) = tokio::sync::mpsc::channel::<u32>(4);
+        items.blocking_send(1).unwrap();
         let (handoff, desk) = handoff();
         let mut own = store.companion().unwrap();
-        let background = handoff.clone().in_background();
-        let bg = std::thread::spawn(move || background.write(&mut own, put("bg")));
+        let rider = handoff.clone();
+        let t = std::thread::spawn(move || rider.write(&mut own, put("rides")));
         assert!(desk.wait(Duration::from_secs(10)));
-        for i in 0..YIELD_AT_MOST as u32 {
-            assert!(matches!(desk.next(&rt, &mut rx), Next::Item(n) if n == i));
-        }
-        assert!(matches!(desk.next(&rt, &mut rx), Next::Handed));
-        desk.run_alone(&mut store);
-        bg.join().unwrap().unwrap();
-        // A riding write goes with the next item's transaction.
-        let mut own = store.companion().unwrap();
-        let urgent = std::thread::spawn(move || handoff.write(&mut own, put("urgent")));
-        while !desk.has_waiting() {
-            std::thread::yield_now();
-        }
-        assert!(matches!(desk.next(&rt, &mut rx), Next::Item(4)));
+        assert!(matches!(desk.next(&rt, &mut rx), Next::Item(1)));
         let w = store.write().unwrap();
         let taken = desk.run_on(&w);
         assert_eq!(taken.len(), 1);
         taken.done(&w.commit());
-        urgent.join().unwrap().unwrap();
-        // With no item left, a riding write runs alone.
-        for i in 5..8 {
-            assert!(matches!(desk.next(&rt, &mut rx), Next::Item(n) if n == i));
-        }
-        let mut own = store.companion().unwrap();
-        let (alone, desk2) = super::handoff();
-        let t = std::thread::spawn(move || alone.write(&mut own, put("alone")));
-        assert!(desk2.wait(Duration::from_secs(10)));
-        assert!(matches!(desk2.next(&rt, &mut rx), Next::Handed));
-        desk2.run_alone(&mut store);
         t.join().unwrap().unwrap();
-        assert!(has(&store, "urgent") && has(&store, "alone"));
+        let mut own = store.companion().unwrap();
+        let t = std::thread::spawn(move || handoff.write(&mut own, put("alone")));
+        assert!(desk.wait(Duration::from_secs(10)));
+        assert!(matches!(desk.next(&rt, &mut rx), Next::Handed));
+        desk.run_alone(&mut store);
+        t.join().unwrap().unwrap();
+        assert!(has(&store, "rides") && has(&store, "alone"));
     }
 
     /// A transaction SQLite rolls back as a whole while a write runs (a

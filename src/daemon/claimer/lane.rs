@@ -8,10 +8,9 @@
 //! 4. [`Lane::send`]: the next round's claims go out (Redis runs them while
 //!    step 5 writes), or, without claims or a connection, its verdicts are
 //!    made here;
-//! 5. [`Lane::write`]: the answered round's verdicts, in one transaction
-//!    of the outbox writer's (handed to it, "One writer" in
-//!    docs/design.md), or of the lane's own once the writer has ended
-//!    ([`record`]);
+//! 5. [`Lane::write`]: the answered round's verdicts, in one transaction:
+//!    the live lane's handed to the outbox writer ("One writer" in
+//!    docs/design.md) while it runs, else the lane's own ([`record`]);
 //! 6. [`Lane::account`]: whether the facility store answers (an outage
 //!    begins or ends, the retry backs off), and the local database's own
 //!    back-off.

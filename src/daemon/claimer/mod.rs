@@ -494,8 +494,11 @@ pub fn lanes(
     let (handoff, desk) = crate::store::handoff::handoff();
     let live_progress = Progress::new("facility claimer's live lane");
     let replay_progress = Progress::new("facility claimer's replay lane");
-    // The backlog gives way to the counter at the writers' turn (its own
-    // rare writes; its rounds give way at the writer: `in_background`).
+    // The backlog gives way to the counter at the writers' turn: the
+    // replay lane writes its rounds itself (handed to the writer, they
+    // cost its reads their page cache and a thread handoff per round, for
+    // nothing measured: docs/benchmarks.md); the live lane's ride with the
+    // writer's admits.
     let (replay_store, replay_gate) = (store.companion()?.yielding(), gate.lane());
     let replay = LaneRun {
         lane: Lane::new(
@@ -506,10 +509,7 @@ pub fn lanes(
             None,
             between.clone(),
             replay_progress.clone(),
-        )
-        // Its rounds take transactions of their own between the writer's
-        // admits, never one a scan's ACK waits for (as its yielding turn).
-        .with_handoff(handoff.clone().in_background()),
+        ),
         peers: Peers {
             wake: released,
             other: kick.clone(),
