@@ -143,6 +143,19 @@ pub enum FacilityError {
         /// What each sentinel said.
         detail: String,
     },
+    /// No node of the Redis Cluster named the primary of the facility's
+    /// slot.
+    #[error(
+        "no node of the Redis Cluster {nodes} named the primary of slot {slot} (the facility's): {detail}. Fix: check that a node answers and that every slot is covered (`redis-cli --cluster check HOST:PORT`), and [redis] cluster"
+    )]
+    NoSlotOwner {
+        /// The seed nodes asked.
+        nodes: String,
+        /// The facility's slot.
+        slot: u16,
+        /// What each node said.
+        detail: String,
+    },
     /// The store lacks this gateway's latest recorded commit: it lost data
     /// (emptied, replaced, a lagging replica promoted, an old backup
     /// restored). Nothing was claimed; the claimer re-publishes this
