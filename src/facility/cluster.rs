@@ -253,6 +253,13 @@ impl Facility {
         Ok(())
     }
 
+    /// Drop the connection to the node of the last `ASK`.
+    fn forget_asked(&mut self) {
+        if let Some(nodes) = &mut self.nodes {
+            nodes.asked = None;
+        }
+    }
+
     /// The connection to `addr`, the node an `ASK` named (opened once per
     /// node, the script loaded). Not in a cluster: the refusal stands.
     pub(super) fn asked(
@@ -285,12 +292,17 @@ impl Facility {
                     let refused =
                         RedisError::from((redis::ErrorKind::Client, "ASK outside a Redis Cluster"));
                     let conn = self.asked(&addr, refused)?;
-                    redis::pipe()
+                    let answer = redis::pipe()
                         .cmd("ASKING")
                         .ignore()
                         .add_command(cmd.clone())
                         .query::<(T,)>(conn)
-                        .map(|(v,)| v)
+                        .map(|(v,)| v);
+                    if answer.as_ref().is_err_and(|e| e.code().is_none()) {
+                        // Not the node's answer: the connection failed.
+                        self.forget_asked();
+                    }
+                    answer
                 }
             };
             let e = match result {

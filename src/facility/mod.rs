@@ -49,7 +49,7 @@ pub use crate::model::{Claim, Outcome};
 pub use claim::{CLAIM_LUA, Sent};
 pub use conflicts::{CONFLICTS_KEPT, ConflictNotice};
 use error::failed;
-pub use error::{ACL_GRANTS, ACL_GRANTS_WAITAOF, FacilityError, url_user};
+pub use error::{ACL_GRANTS, ACL_GRANTS_CLUSTER, ACL_GRANTS_WAITAOF, FacilityError, url_user};
 
 pub use config::redact;
 pub use connect::{connect, name_credential, primary_url};
