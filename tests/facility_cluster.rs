@@ -111,6 +111,64 @@ fn a_claim_round_follows_ask_and_moved_without_losing_or_doubling() {
     assert!(there.claim_batch(&claims(0..2)).is_ok());
 }
 
+#[test]
+fn a_round_refused_after_a_call_that_ran_fails_and_is_claimed_again_by_uuid() {
+    let cluster = RedisCluster::start(&[]);
+    let f = "pharmacy-split";
+    let slot = facility_slot(f);
+    let mut conn = connect(&cluster, f);
+    let first = claims(0..128); // one call
+    assert!(conn.claim_batch(&first).is_ok());
+    let from = cluster.owner(f);
+    let to = *cluster.primaries().iter().find(|&&p| p != from).unwrap();
+    cluster.begin_migration(slot, from, to);
+    // Two calls: the first only asks again for decisions whose keys are
+    // all still on `from` (it runs there), the second claims new scans
+    // (keys split between the nodes: TRYAGAIN). The round is not sent
+    // again (its first call ran): it fails.
+    let round = claims(0..130);
+    let evalsha = || -> (i64, i64) {
+        let info: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .query(&mut cluster.nodes[from].connection())
+            .unwrap();
+        let line = info
+            .lines()
+            .find(|l| l.starts_with("cmdstat_evalsha:"))
+            .unwrap()
+            .to_string();
+        let field = |name: &str| -> i64 {
+            let at = line.find(&format!("{name}=")).unwrap() + name.len() + 1;
+            line[at..].split(',').next().unwrap().parse().unwrap()
+        };
+        (field("calls"), field("rejected_calls"))
+    };
+    let before = evalsha();
+    let err = conn.claim_batch(&round).unwrap_err();
+    assert!(err.to_string().contains("rehashing of slot"), "{err}");
+    // One call ran, one was refused, and nothing was sent again.
+    let after = evalsha();
+    assert_eq!(
+        (after.0 - before.0, after.1 - before.1),
+        (1, 1),
+        "{before:?} {after:?}"
+    );
+    assert_eq!(cluster.nodes[from].ledger(f).len(), 128);
+    drop(conn);
+    // Claimed again by UUID once the slot is settled: the first 128
+    // answered as before, the two new ones committed, each once.
+    cluster.migrate_keys(slot, from, to);
+    cluster.end_migration(slot, to);
+    let mut conn = connect(&cluster, f);
+    let decided = conn.claim_batch(&round).unwrap();
+    assert!(decided.iter().all(|o| *o == Outcome::Committed));
+    let made: Vec<bool> = conn.fresh().to_vec();
+    assert_eq!(made.iter().filter(|m| **m).count(), 2, "{made:?}");
+    let counts = ledger_counts(&cluster, f);
+    assert_eq!(counts.len(), 130);
+    assert!(counts.values().all(|&n| n == 1), "{counts:?}");
+}
+
 /// `n` facility names whose slots are on `n` different primaries.
 fn spread(cluster: &RedisCluster, n: usize) -> Vec<String> {
     let mut owners = Vec::new();
