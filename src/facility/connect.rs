@@ -17,7 +17,8 @@ pub fn connect(
     window_ms: i64,
     retention: Duration,
 ) -> Result<Facility, FacilityError> {
-    let url = primary_url(settings, facility)?;
+    // (A cluster's seed node may refuse the credentials too.)
+    let url = primary_url(settings, facility).map_err(|e| name_credential(settings, e))?;
     let c = &settings.config;
     let mut f = Facility::connect_with_ca(
         &url,
