@@ -36,10 +36,23 @@ fn ledger_counts(cluster: &RedisCluster, facility: &str) -> HashMap<String, usiz
 
 #[test]
 fn a_claim_round_follows_ask_and_moved_without_losing_or_doubling() {
-    let cluster = RedisCluster::start(&[]);
+    follows_ask_and_moved(&RedisCluster::start(&[]));
+}
+
+#[test]
+fn a_claim_round_follows_ask_and_moved_on_valkey_too() {
+    if RedisServer::valkey_installed() {
+        follows_ask_and_moved(&RedisCluster::start_binary("valkey-server", &[]));
+    }
+}
+
+/// A round and a lookup follow `ASK` while the facility's slot migrates,
+/// new claims wait it out, and a connection made before it ends follows
+/// the `MOVED`: each claim once in the ledger.
+fn follows_ask_and_moved(cluster: &RedisCluster) {
     let f = "pharmacy-moving";
     let slot = facility_slot(f);
-    let mut before = connect(&cluster, f);
+    let mut before = connect(cluster, f);
     let first = claims(0..5);
     let decided = before.claim_batch(&first).unwrap();
     assert!(
@@ -72,7 +85,7 @@ fn a_claim_round_follows_ask_and_moved_without_losing_or_doubling() {
     drop(before);
 
     // A connection made before the migration ends, to `from`...
-    let mut stale = connect(&cluster, f);
+    let mut stale = connect(cluster, f);
     assert!(
         stale
             .server()
@@ -92,7 +105,7 @@ fn a_claim_round_follows_ask_and_moved_without_losing_or_doubling() {
         stale.server()
     );
     // Every claim once in the facility ledger, now on `to`.
-    let counts = ledger_counts(&cluster, f);
+    let counts = ledger_counts(cluster, f);
     assert_eq!(cluster.owner(f), to);
     assert_eq!(counts.len(), 10, "{counts:?}");
     assert!(counts.values().all(|&n| n == 1), "{counts:?}");
@@ -102,7 +115,7 @@ fn a_claim_round_follows_ask_and_moved_without_losing_or_doubling() {
         .map(|i| format!("pharmacy-{i}"))
         .find(|g| cluster.owner(g) == from)
         .unwrap();
-    let mut there = connect(&cluster, &other);
+    let mut there = connect(cluster, &other);
     assert!(
         there
             .server()

@@ -35,6 +35,11 @@ impl RedisCluster {
     /// every node agreeing that the cluster is ok and every replica in
     /// sync.
     pub fn start(extra: &[&str]) -> RedisCluster {
+        RedisCluster::start_binary("redis-server", extra)
+    }
+
+    /// [`RedisCluster::start`] with another server binary (`valkey-server`).
+    pub fn start_binary(binary: &str, extra: &[&str]) -> RedisCluster {
         let dir = tempdir("scangate-cluster-");
         let mut args = vec![
             "--cluster-enabled",
@@ -46,7 +51,7 @@ impl RedisCluster {
         ];
         args.extend_from_slice(extra);
         let nodes: Vec<RedisServer> = (0..6)
-            .map(|i| RedisServer::start(&dir.path().join(format!("node{i}")), &args))
+            .map(|i| RedisServer::start_binary(binary, &dir.path().join(format!("node{i}")), &args))
             .collect();
         let addrs: Vec<String> = nodes
             .iter()
