@@ -229,3 +229,56 @@ fn the_state_dir_and_the_password_file_are_checked_for_the_service_user() {
     assert_eq!(out.code, Some(0), "{out}");
     assert!(out.stdout.contains("writable by this user"), "{out}");
 }
+
+/// `check-config --online` says per backend what confirms a claim round
+/// and what covers a guarantee it lacks, and fails on none of them: a
+/// Redis 7.0 without AOF and without replicas (no confirmation but the
+/// primary's answer), one with AOF (no WAITAOF before 7.2), a Valkey with
+/// AOF (WAITAOF), and a Redis Cluster (the facility's shard's replica).
+#[test]
+fn online_reports_what_confirms_a_claim_on_each_backend() {
+    let d = tempdir("scangate-check-confirm-");
+    let scanner = VirtualScanner::new().unwrap();
+    let report = |section: &str| -> String {
+        let cfg = config(d.path(), scanner.path(), section);
+        let out: Outcome = cli_cfg(&cfg, &["check-config", "--online"]).into();
+        assert_eq!(out.code, Some(0), "{out}");
+        out.stdout
+    };
+    let bare = RedisServer::start_temp(&["--appendonly", "no"]);
+    let out = report(&redis_section(&bare));
+    for shown in [
+        "confirmation:",
+        "replicas: WAIT available, but no replica is connected",
+        "on disk: NOT available",
+        "appendonly is off",
+        "covered by the reconciliation",
+    ] {
+        assert!(out.contains(shown), "{shown:?} not shown: {out}");
+    }
+    let aof = RedisServer::start_temp(&["--appendonly", "yes"]);
+    let out = report(&redis_section(&aof));
+    assert!(
+        out.contains("has no WAITAOF") && out.contains("appendonly yes writes it within a second"),
+        "{out}"
+    );
+    if RedisServer::valkey_installed() {
+        let dir = tempdir("scangate-check-valkey-");
+        let valkey =
+            RedisServer::start_binary("valkey-server", dir.path(), &["--appendonly", "yes"]);
+        let out = report(&redis_section(&valkey));
+        assert!(
+            out.contains("on disk: WAITAOF available, appendonly yes"),
+            "{out}"
+        );
+    }
+    let cluster = RedisCluster::start(&[]);
+    let out = report(&format!("\n{}", cluster.section()));
+    let slot = scangate::facility::cluster::facility_slot("test-pharmacy");
+    for shown in [
+        format!("Redis Cluster: slot {slot}'s shard"),
+        "WAIT available, 1 replica(s) connected; each round waits for 1".to_string(),
+    ] {
+        assert!(out.contains(&shown), "{shown:?} not shown: {out}");
+    }
+}

@@ -103,6 +103,15 @@ fn print_facility(cfg: &Config, redis: &RedisSettings) -> Result<bool, Failure> 
             "WARNING: facility Redis is a read-only replica: it refuses claims. Fix: point [redis] url at the primary"
         );
     }
+    let backend = super::confirmation::Backend {
+        info: i,
+        wait: found.wait.clone(),
+        slot: found.slot,
+        ack: redis.config.min_replicas_ack,
+    };
+    for line in super::confirmation::report(&backend) {
+        println!("{line}");
+    }
     let c = &found.clock;
     let side = if c.offset_ms < 0.0 {
         "ahead of"
@@ -291,6 +300,10 @@ pub struct FacilityFound {
     pub info: ServerInfo,
     /// This gateway's clock against it.
     pub clock: ClockSample,
+    /// Whether it answers `WAIT` (else what it said).
+    pub wait: Result<(), String>,
+    /// In a Redis Cluster, the facility's slot.
+    pub slot: Option<u16>,
 }
 
 /// Connect to the facility Redis as `run` does (credentials, TLS), check
@@ -301,10 +314,19 @@ pub fn facility(cfg: &Config, redis: &RedisSettings) -> Result<FacilityFound, Fa
     let mut f = super::connect(cfg, redis)?;
     let info = f.check_server()?;
     let clock = f.sample_clock()?;
+    let wait = match info.role.as_str() {
+        // A replica refuses WAIT from anyone; it is warned of above.
+        "slave" => Ok(()),
+        _ => f.probe_wait().map_err(|e| e.to_string()),
+    };
     Ok(FacilityFound {
         server: f.server().to_string(),
         info,
         clock,
+        wait,
+        slot: f
+            .in_cluster()
+            .then(|| crate::facility::cluster::facility_slot(&cfg.gateway.facility)),
     })
 }
 

@@ -277,6 +277,7 @@ fn facility_config(url: &str) -> Result<RedisConfig, String> {
     let r = RedisConfig {
         url: url.to_string(),
         sentinels: Vec::new(),
+        cluster: Vec::new(),
         service_name: None,
         username: None,
         password_file: None,

@@ -31,6 +31,7 @@ use std::path::PathBuf;
 pub mod audit;
 pub mod bench;
 pub mod check_config;
+pub mod confirmation;
 pub mod decode;
 pub mod demo;
 pub mod devices;

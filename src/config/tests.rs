@@ -531,6 +531,37 @@ fn sentinels_name_the_primary_and_url_keeps_scheme_and_database() {
 }
 
 #[test]
+fn a_cluster_names_seed_nodes_and_url_keeps_only_the_scheme() {
+    let text = "[redis]\nurl = \"rediss://\"\ncluster = [\"n1:6379\", \"[::1]:6380\"]\n";
+    let r = Config::parse(text, None).unwrap().redis.unwrap();
+    assert!(r.is_cluster() && !r.uses_sentinel());
+    assert_eq!(r.scheme(), "rediss");
+    assert_eq!(
+        r.url_at(Some("10.0.0.7:6379"), None),
+        "rediss://10.0.0.7:6379/"
+    );
+    let r = Config::parse("[redis]\ncluster = [\"n1:6379\"]\n", None)
+        .unwrap()
+        .redis
+        .unwrap();
+    assert_eq!(r.url_at(Some("h:1"), None), "redis://h:1/");
+    let bad = |text: &str| Config::parse(text, None).unwrap_err().key;
+    assert_eq!(bad("[redis]\ncluster = [\"n1\"]\n"), "redis.cluster[0]");
+    assert_eq!(
+        bad("[redis]\nurl = \"redis://x:1\"\ncluster = [\"n1:1\"]\n"),
+        "redis.url"
+    );
+    assert_eq!(
+        bad("[redis]\nurl = \"redis:///3\"\ncluster = [\"n1:1\"]\n"),
+        "redis.url"
+    );
+    assert_eq!(
+        bad("[redis]\ncluster = [\"n1:1\"]\nsentinels = [\"s:1\"]\nservice_name = \"m\"\n"),
+        "redis.cluster"
+    );
+}
+
+#[test]
 fn bad_redis_values_name_the_key() {
     let bad = |text: &str| Config::parse(text, None).unwrap_err().key;
     assert_eq!(bad("[redis]\nurl = \"http://x\"\n"), "redis.url");

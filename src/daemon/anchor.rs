@@ -82,12 +82,12 @@ impl Anchoring {
 /// every [`ANCHOR_EVERY`] and at stop; a failure
 /// is logged and retried at the next tick.
 struct FacilityAnchor {
-    url: Result<String, String>,
-    ca_pem: Option<Vec<u8>>,
+    /// `[redis]`, secrets read: each connect asks where the primary is
+    /// (Sentinel, or the cluster's slot map).
+    redis: RedisSettings,
     facility: String,
     gateway: String,
     window_ms: i64,
-    timeouts: (Duration, Duration),
     conn: Option<Facility>,
     sent: Option<Head>,
 }
@@ -95,15 +95,10 @@ struct FacilityAnchor {
 impl FacilityAnchor {
     fn new(cfg: &Config, redis: &RedisSettings) -> FacilityAnchor {
         FacilityAnchor {
-            url: crate::facility::primary_url(redis).map_err(|e| e.to_string()),
-            ca_pem: redis.ca_pem.clone(),
+            redis: redis.clone(),
             facility: cfg.gateway.facility.clone(),
             gateway: cfg.gateway.id.clone(),
             window_ms: cfg.window_ms(),
-            timeouts: (
-                redis.config.connect_timeout(),
-                redis.config.command_timeout(),
-            ),
             conn: None,
             sent: None,
         }
@@ -116,16 +111,12 @@ impl FacilityAnchor {
         }
         let done = (|| -> Result<(), String> {
             if self.conn.is_none() {
-                let url = self.url.clone()?;
                 self.conn = Some(
-                    Facility::connect_with_ca(
-                        &url,
-                        self.ca_pem.clone(),
+                    crate::facility::connect(
+                        &self.redis,
                         &self.facility,
                         self.window_ms,
                         Duration::ZERO,
-                        self.timeouts.0,
-                        self.timeouts.1,
                     )
                     .map_err(|e| e.to_string())?,
                 );

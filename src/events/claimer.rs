@@ -87,6 +87,28 @@ impl ScriptReloaded<'_> {
     }
 }
 
+/// The facility's slot moved to another primary of the Redis Cluster
+/// (`MOVED`: a resharding, or a failover): the connection follows it.
+pub struct SlotMoved<'a> {
+    /// The node it was at, as shown.
+    pub from: &'a str,
+    /// The node that owns the slot now, as shown.
+    pub to: &'a str,
+}
+
+impl SlotMoved<'_> {
+    /// Log it (INFO).
+    pub fn emit(self) {
+        tracing::info!(
+            target: "scangate::facility",
+            redis = %self.from,
+            to = %self.to,
+            "the facility's Redis Cluster slot moved (MOVED: a resharding or a failover); following it to {}",
+            self.to
+        );
+    }
+}
+
 /// A claimer lane's facility Redis answers again after an outage.
 pub struct FacilityAnswers<'a> {
     /// The Redis, as shown.

@@ -2,6 +2,7 @@
 //! claim script (`send_claims`), their decisions read back
 //! (`recv_claims`), each checked against what the round asked.
 
+use super::cluster::MAX_REDIRECTS;
 use super::{Facility, FacilityError};
 use crate::model::{Claim, Outcome};
 use redis::Value;
@@ -19,7 +20,7 @@ pub const CLAIM_LUA: &str = include_str!("claim.lua");
 /// ([`Facility::send_claims`], [`Facility::recv_claims`]).
 #[must_use = "the answers must be read before the connection is used again"]
 pub struct Sent {
-    calls: usize,
+    pub(super) calls: usize,
     claims: usize,
     /// The round's token ([`Facility::send_claims_checked`]), which each of
     /// its calls answers first.
@@ -50,9 +51,8 @@ impl Facility {
     /// marker between claims: an idle gateway notices a loss too).
     pub fn has_decision(&mut self, scan_uuid: &str) -> Result<bool, FacilityError> {
         let key = self.key("scan", scan_uuid);
-        let found: Option<String> = redis::cmd("GET")
-            .arg(&key)
-            .query(&mut self.conn)
+        let found: Option<String> = self
+            .run(redis::cmd("GET").arg(&key))
             .map_err(|e| self.unavailable(e))?;
         Ok(found.is_some())
     }
@@ -81,6 +81,8 @@ impl Facility {
         // round is answered: resent from it after a NOSCRIPT.
         let mut packed = std::mem::take(&mut self.packed);
         packed.clear();
+        self.call_ends.clear();
+        self.asking = false;
         let mut calls = 0;
         let joined = markers.join(" ");
         let mut rest = claims;
@@ -99,6 +101,9 @@ impl Facility {
                 .count();
             let (chunk, after) = rest.split_at(same);
             rest = after;
+            if calls > 0 {
+                self.call_ends.push(packed.len());
+            }
             let mut cmd = redis::cmd("EVALSHA");
             cmd.arg(self.script.get_hash())
                 .arg(2 * chunk.len() + 2 + markers.len());
@@ -129,6 +134,9 @@ impl Facility {
             }
             cmd.write_packed_command(&mut packed);
             calls += 1;
+        }
+        if calls > 0 {
+            self.call_ends.push(packed.len());
         }
         if calls > 0 && self.min_replicas > 0 {
             redis::cmd("WAIT")
@@ -165,7 +173,7 @@ impl Facility {
     /// connection may still owe replies, so drop it and connect again (the
     /// claimer does), and the claims are retried by UUID. A `NOSCRIPT`
     /// (another client flushed the script cache, or a failover to a server
-    /// that never had it) is the exception: see [`Facility::after_noscript`].
+    /// that never had it) is the exception: see `Facility::resend_round`.
     pub fn recv_claims(&mut self, sent: Sent) -> Result<Vec<Outcome>, FacilityError> {
         self.fresh.clear();
         if sent.calls == 0 {
@@ -173,14 +181,14 @@ impl Facility {
         }
         let mut outcomes = Vec::with_capacity(sent.claims);
         let mut fresh = Vec::with_capacity(sent.claims);
-        let mut reloaded = false;
+        let mut resent = 0;
         let mut call = 0;
         while call < sent.calls {
-            let reply = match self.reply_raw() {
-                // Only at the round's first call: see `after_noscript`.
-                Err(e) if e.code() == Some("NOSCRIPT") && !reloaded && call == 0 => {
-                    self.after_noscript(&sent, e)?;
-                    reloaded = true;
+            let reply = match self.call_reply() {
+                // Only at the round's first call: see `resend_round`.
+                Err(e) if call == 0 && resent < MAX_REDIRECTS && self.may_resend(&e) => {
+                    self.resend_round(&sent, e, resent)?;
+                    resent += 1;
                     continue;
                 }
                 Err(e) => Err(self.classify(e)),
@@ -192,8 +200,9 @@ impl Facility {
                     // replies (and WAIT's and WAITAOF's), so the connection
                     // can go on — unless it failed meanwhile: then that
                     // failure, and the claimer drops the connection.
-                    for _ in 0..self.owed_after(&sent, call) {
-                        match self.reply() {
+                    for later in 0..self.owed_after(&sent, call) {
+                        let owed = self.owed_reply(later, sent.calls - call - 1);
+                        match owed.map_err(|e| self.classify(e)) {
                             Ok(_) | Err(FacilityError::Lost { .. }) => {}
                             Err(e) => return Err(e),
                         }
@@ -271,70 +280,8 @@ impl Facility {
 
     /// The replies the round still owes after call `call`'s: the later
     /// calls', WAIT's and WAITAOF's.
-    fn owed_after(&self, sent: &Sent, call: usize) -> usize {
+    pub(super) fn owed_after(&self, sent: &Sent, call: usize) -> usize {
         sent.calls - call - 1 + usize::from(self.min_replicas > 0) + usize::from(self.on_disk)
-    }
-
-    /// The round's first call was refused `NOSCRIPT`: the server lost the
-    /// script cache (another client's `SCRIPT FLUSH`, a failover to a node
-    /// that never had it; scripts are loaded once per connection, at
-    /// connect). Reload it and send the whole round again, within the
-    /// round, so a flush costs one round trip, not a failed round. Nothing
-    /// of the round ran, so this is the round sent again — if none of the
-    /// later calls ran either: every reply still owed is read first, and
-    /// if a later call ran (another client loaded the script meanwhile, so
-    /// it ran before the first) the round fails. Only for the first call
-    /// (`recv_claims` fails the round on a later one): a `NOSCRIPT` after
-    /// calls that ran may mean a failover behind a proxy that kept the
-    /// connection, the calls that ran ran on the old primary, their
-    /// decisions may be lost with it, and a resent `WAIT` would confirm
-    /// nothing of them (a pick committed twice was shown so,
-    /// `facility_script`). Failed, the round is retried by UUID on a fresh
-    /// connection, as any failed round.
-    fn after_noscript(
-        &mut self,
-        sent: &Sent,
-        refused: redis::RedisError,
-    ) -> Result<(), FacilityError> {
-        let later_calls = sent.calls - 1;
-        let mut ran_out_of_order = false;
-        for later in 0..self.owed_after(sent, 0) {
-            match self.reply_raw() {
-                // No server reply at all: the connection failed.
-                Err(e) if e.code().is_none() => return Err(self.unavailable(e)),
-                Err(e) if e.code() == Some("NOSCRIPT") => {}
-                // WAIT's and WAITAOF's: asked again with the resent calls.
-                _ if later >= later_calls => {}
-                // A later call answered (or refused by the script itself).
-                _ => ran_out_of_order = true,
-            }
-        }
-        if ran_out_of_order {
-            return Err(self.unavailable(refused));
-        }
-        let resent = &self.packed;
-        let mut again = Vec::with_capacity(resent.len() + CLAIM_LUA.len() + 64);
-        redis::cmd("SCRIPT")
-            .arg("LOAD")
-            .arg(CLAIM_LUA)
-            .write_packed_command(&mut again);
-        again.extend_from_slice(resent);
-        self.conn
-            .send_packed_command(&again)
-            .map_err(|source| self.unavailable(source))?;
-        let loaded = self.reply()?;
-        if redis::from_redis_value::<String>(loaded.clone())
-            .ok()
-            .as_deref()
-            != Some(self.script.get_hash())
-        {
-            return Err(FacilityError::Protocol {
-                url: self.url.clone(),
-                reply: format!("{loaded:?} where SCRIPT LOAD's answer was due"),
-            });
-        }
-        crate::events::ScriptReloaded { redis: &self.url }.emit();
-        Ok(())
     }
 
     /// The next reply on the connection, a server error as an error.
@@ -342,9 +289,12 @@ impl Facility {
         self.reply_raw().map_err(|e| self.classify(e))
     }
 
-    /// The next reply on the connection, a server error as redis-rs's.
-    fn reply_raw(&mut self) -> Result<Value, redis::RedisError> {
-        self.conn.recv_response().and_then(|v| v.extract_error())
+    /// The next reply on the connection the round was sent on (after an
+    /// `ASK`, the node it named), a server error as redis-rs's.
+    pub(super) fn reply_raw(&mut self) -> Result<Value, redis::RedisError> {
+        self.round_conn()
+            .recv_response()
+            .and_then(|v| v.extract_error())
     }
 
     /// What a failed reply means to the claimer.

@@ -27,6 +27,13 @@ pub struct RedisConfig {
     /// (`sentinel monitor <name> …`); set exactly when `sentinels` is.
     #[serde(default)]
     pub service_name: Option<String>,
+    /// Redis Cluster seed nodes (`host:port`): at every connect the first
+    /// that answers is asked for the slot map (`CLUSTER SLOTS`), and each
+    /// lane connects to the primary that owns the facility's slot (its
+    /// keys share one hash tag). Empty = not a cluster. Not with
+    /// `sentinels`; `url` then gives only the scheme, as with sentinels.
+    #[serde(default)]
+    pub cluster: Vec<String>,
     /// ACL user name (Redis 6+); none = the default user.
     #[serde(default)]
     pub username: Option<String>,
@@ -137,8 +144,9 @@ impl RedisConfig {
     /// inside `[redis]` (`url`).
     pub fn validate(&self) -> Result<(), Invalid> {
         self.validate_sentinels()?;
-        if self.url.is_empty() && !self.sentinels.is_empty() {
-            // Plain redis:// to the sentinels and the primary, database 0.
+        self.validate_cluster()?;
+        if self.url.is_empty() && (self.uses_sentinel() || self.is_cluster()) {
+            // Plain redis:// to the sentinels (or nodes) and the primary, database 0.
         } else if !(self.url.starts_with("redis://") || self.url.starts_with("rediss://")) {
             return Err(Invalid::new(
                 "url",
@@ -211,11 +219,11 @@ impl RedisConfig {
         let example = "e.g. sentinels = [\"redis-a.pharmacy.lan:26379\", \"redis-b.pharmacy.lan:26379\"] and service_name = \"scangate\"";
         match (self.sentinels.is_empty(), &self.service_name) {
             (true, None) => {
-                if self.url.is_empty() {
+                if self.url.is_empty() && !self.is_cluster() {
                     return Err(Invalid::new(
                         "url",
-                        "neither url nor sentinels is set",
-                        "write url = \"redis://redis.pharmacy.lan:6379/0\" (rediss:// for TLS), or name the Redis Sentinels (sentinels and service_name)",
+                        "neither url nor sentinels nor cluster is set",
+                        "write url = \"redis://redis.pharmacy.lan:6379/0\" (rediss:// for TLS), or name the Redis Sentinels (sentinels and service_name), or a Redis Cluster's nodes (cluster)",
                     ));
                 }
                 return Ok(());
@@ -243,32 +251,69 @@ impl RedisConfig {
             }
             (false, Some(_)) => {}
         }
-        for (i, addr) in self.sentinels.iter().enumerate() {
-            let port = addr
-                .rsplit_once(':')
-                .map(|(host, port)| (host, port.parse::<u16>()));
-            if !matches!(port, Some((host, Ok(1..))) if !host.is_empty() && !host.contains('/')) {
-                return Err(Invalid::new(
-                    format!("sentinels[{i}]"),
-                    format!("{addr:?} is not host:port"),
-                    format!("write each sentinel as host:port, {example}"),
-                ));
-            }
+        host_ports(
+            "sentinels",
+            &self.sentinels,
+            &format!("write each sentinel as host:port, {example}"),
+        )?;
+        self.url_names_no_server("with sentinels the primary's address comes from them")
+    }
+
+    /// `cluster` names seed nodes as `host:port`, not with `sentinels`;
+    /// with it `url` names no host (the slot map names the primary) and no
+    /// database but 0 (a cluster has no other).
+    fn validate_cluster(&self) -> Result<(), Invalid> {
+        if !self.is_cluster() {
+            return Ok(());
         }
+        if self.uses_sentinel() {
+            return Err(Invalid::new(
+                "cluster",
+                "both cluster and sentinels are set",
+                "a Redis Cluster fails over by itself: keep cluster (its nodes) and remove sentinels and service_name, or the other way round",
+            ));
+        }
+        host_ports(
+            "cluster",
+            &self.cluster,
+            "write each node as host:port, e.g. cluster = [\"redis-1.chain.lan:6379\", \"redis-2.chain.lan:6379\"] (a few are enough: the others are learnt from them)",
+        )?;
+        self.url_names_no_server(
+            "with cluster the primary's address comes from the cluster's slot map",
+        )?;
+        let db = self.url.split_once("://").map_or("", |(_, r)| r);
+        let db = db.split('?').next().unwrap_or("").trim_start_matches('/');
+        if !db.is_empty() && db != "0" {
+            return Err(Invalid::new(
+                "url",
+                format!(
+                    "{:?} names database {db}, but a Redis Cluster has only database 0",
+                    redact(&self.url)
+                ),
+                "leave url out, or write only the scheme, e.g. url = \"rediss://\" for TLS",
+            ));
+        }
+        Ok(())
+    }
+
+    /// `url`, with sentinels or a cluster, must name no server: `why`.
+    fn url_names_no_server(&self, why: &str) -> Result<(), Invalid> {
         if let Some((_, rest)) = self.url.split_once("://")
             && !rest.starts_with('/')
             && !rest.is_empty()
         {
             return Err(Invalid::new(
                 "url",
-                format!(
-                    "{:?} names a server, but with sentinels the primary's address comes from them",
-                    redact(&self.url)
-                ),
+                format!("{:?} names a server, but {why}", redact(&self.url)),
                 "leave url out, or keep only the scheme and database, e.g. url = \"rediss:///0\" for TLS",
             ));
         }
         Ok(())
+    }
+
+    /// Whether the facility's primary is found in a Redis Cluster's slot map.
+    pub fn is_cluster(&self) -> bool {
+        !self.cluster.is_empty()
     }
 
     /// Whether the primary is found through Redis Sentinel.
@@ -391,6 +436,23 @@ impl RedisConfig {
             ),
         }
     }
+}
+
+/// Each of `addrs` (the list `key`) is `host:port`, else `fix`.
+fn host_ports(key: &str, addrs: &[String], fix: &str) -> Result<(), Invalid> {
+    for (i, addr) in addrs.iter().enumerate() {
+        let port = addr
+            .rsplit_once(':')
+            .map(|(host, port)| (host, port.parse::<u16>()));
+        if !matches!(port, Some((host, Ok(1..))) if !host.is_empty() && !host.contains('/')) {
+            return Err(Invalid::new(
+                format!("{key}[{i}]"),
+                format!("{addr:?} is not host:port"),
+                fix,
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// `[redis]` with its secrets read ([`RedisConfig::resolve`]). Its `Debug`

@@ -27,7 +27,7 @@ pub struct ConflictNotice {
 impl Facility {
     /// The conflicts stream's key.
     fn conflicts_key(&self) -> String {
-        format!("scangate:{{{}}}:conflicts", self.facility)
+        super::cluster::facility_key(&self.facility, "conflicts")
     }
 
     /// Tell the facility's gateways that this gateway's re-published
@@ -41,20 +41,21 @@ impl Facility {
         twin_uuid: &str,
     ) -> Result<(), FacilityError> {
         let key = self.conflicts_key();
-        redis::cmd("XADD")
-            .arg(&key)
-            .arg("MAXLEN")
-            .arg("~")
-            .arg(CONFLICTS_KEPT)
-            .arg("*")
-            .arg("scan_uuid")
-            .arg(scan_uuid)
-            .arg("gateway")
-            .arg(gateway)
-            .arg("twin_uuid")
-            .arg(twin_uuid)
-            .query::<String>(&mut self.conn)
-            .map_err(|e| self.unavailable(e))?;
+        self.run::<String>(
+            redis::cmd("XADD")
+                .arg(&key)
+                .arg("MAXLEN")
+                .arg("~")
+                .arg(CONFLICTS_KEPT)
+                .arg("*")
+                .arg("scan_uuid")
+                .arg(scan_uuid)
+                .arg("gateway")
+                .arg(gateway)
+                .arg("twin_uuid")
+                .arg(twin_uuid),
+        )
+        .map_err(|e| self.unavailable(e))?;
         Ok(())
     }
 
@@ -66,13 +67,15 @@ impl Facility {
         count: usize,
     ) -> Result<Vec<ConflictNotice>, FacilityError> {
         let start = cursor.map_or_else(|| "-".to_string(), |c| format!("({c}"));
-        let page: Vec<(String, Vec<(String, String)>)> = redis::cmd("XRANGE")
-            .arg(self.conflicts_key())
-            .arg(&start)
-            .arg("+")
-            .arg("COUNT")
-            .arg(count)
-            .query(&mut self.conn)
+        let page: Vec<(String, Vec<(String, String)>)> = self
+            .run(
+                redis::cmd("XRANGE")
+                    .arg(self.conflicts_key())
+                    .arg(&start)
+                    .arg("+")
+                    .arg("COUNT")
+                    .arg(count),
+            )
             .map_err(|e| self.unavailable(e))?;
         Ok(page
             .into_iter()

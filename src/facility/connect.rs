@@ -1,9 +1,10 @@
 //! Connecting to the facility store as `[redis]` says: the primary (named
-//! by the sentinels, with `sentinels`), with the section's CA and
+//! by the sentinels, with `sentinels`; with `cluster`, the one that owns
+//! the facility's slot, redirects followed), with the section's CA and
 //! timeouts, and refused credentials named by where the password came from.
 
 use super::config::RedisSettings;
-use super::{Facility, FacilityError, sentinel};
+use super::{Facility, FacilityError, cluster, sentinel};
 use std::time::Duration;
 
 /// Connect to the primary ([`primary_url`]) for `facility`, with its
@@ -16,9 +17,10 @@ pub fn connect(
     window_ms: i64,
     retention: Duration,
 ) -> Result<Facility, FacilityError> {
-    let url = primary_url(settings)?;
+    // (A cluster's seed node may refuse the credentials too.)
+    let url = primary_url(settings, facility).map_err(|e| name_credential(settings, e))?;
     let c = &settings.config;
-    Facility::connect_with_ca(
+    let mut f = Facility::connect_with_ca(
         &url,
         settings.ca_pem.clone(),
         facility,
@@ -27,7 +29,11 @@ pub fn connect(
         c.connect_timeout(),
         c.command_timeout(),
     )
-    .map_err(|e| name_credential(settings, e))
+    .map_err(|e| name_credential(settings, e))?;
+    if c.is_cluster() {
+        f.set_cluster(settings);
+    }
+    Ok(f)
 }
 
 /// `e`, if the server refused the credentials
@@ -47,10 +53,15 @@ pub fn name_credential(settings: &RedisSettings, e: FacilityError) -> FacilityEr
 }
 
 /// The URL of the primary (a secret, as [`RedisSettings::url`]): with
-/// `sentinels`, the server they name now ([`sentinel::primary_of`]), else
-/// `url`.
-pub fn primary_url(settings: &RedisSettings) -> Result<String, FacilityError> {
+/// `sentinels`, the server they name now ([`sentinel::primary_of`]); with
+/// `cluster`, the primary that owns `facility`'s slot now
+/// ([`cluster::owner_of`]); else `url`.
+pub fn primary_url(settings: &RedisSettings, facility: &str) -> Result<String, FacilityError> {
     let c = &settings.config;
+    if c.is_cluster() {
+        let owner = cluster::owner_of(settings, cluster::facility_slot(facility))?;
+        return Ok(c.url_at(Some(&owner), settings.password()));
+    }
     match &c.service_name {
         Some(service) if c.uses_sentinel() => {
             let addr = sentinel::primary_of(

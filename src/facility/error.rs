@@ -14,6 +14,10 @@ pub const ACL_GRANTS: &str = "resetkeys ~scangate:* resetchannels -@all +evalsha
 /// command it does not know in `ACL SETUSER`.
 pub const ACL_GRANTS_WAITAOF: &str = "+waitaof";
 
+/// What an ACL user needs besides [`ACL_GRANTS`] in a Redis Cluster
+/// (`[redis] cluster`): the slot map, and following an `ASK`.
+pub const ACL_GRANTS_CLUSTER: &str = "+cluster|slots +asking";
+
 /// What went wrong talking to the facility store.
 #[derive(Debug, thiserror::Error)]
 pub enum FacilityError {
@@ -49,7 +53,7 @@ pub enum FacilityError {
     /// The ACL user may not run a command scangate needs (`NOPERM`, or a
     /// command inside the claim script refused): nothing was claimed.
     #[error(
-        "facility Redis {url}: the ACL user {user:?} may not run what scangate needs ({detail}). Fix: on the server, `ACL SETUSER {user} {ACL_GRANTS}`, on Redis 7.2 or later and Valkey with `{ACL_GRANTS_WAITAOF}` too (see [redis] username in config/scangate.toml), or configure a user that has these"
+        "facility Redis {url}: the ACL user {user:?} may not run what scangate needs ({detail}). Fix: on the server, `ACL SETUSER {user} {ACL_GRANTS}`, on Redis 7.2 or later and Valkey with `{ACL_GRANTS_WAITAOF}` too, in a Redis Cluster with `{ACL_GRANTS_CLUSTER}` too (see [redis] username in config/scangate.toml), or configure a user that has these"
     )]
     NoPermission {
         /// The server, without credentials.
@@ -141,6 +145,19 @@ pub enum FacilityError {
         /// `service_name`.
         service: String,
         /// What each sentinel said.
+        detail: String,
+    },
+    /// No node of the Redis Cluster named the primary of the facility's
+    /// slot.
+    #[error(
+        "no node of the Redis Cluster {nodes} named the primary of slot {slot} (the facility's): {detail}. Fix: check that a node answers and that every slot is covered (`redis-cli --cluster check HOST:PORT`), and [redis] cluster"
+    )]
+    NoSlotOwner {
+        /// The seed nodes asked.
+        nodes: String,
+        /// The facility's slot.
+        slot: u16,
+        /// What each node said.
         detail: String,
     },
     /// The store lacks this gateway's latest recorded commit: it lost data

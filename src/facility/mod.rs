@@ -35,10 +35,12 @@
 //!   [`CONFLICTS_KEPT`] entries, never expires.
 
 mod claim;
+pub mod cluster;
 pub mod config;
 mod conflicts;
 pub mod connect;
 mod error;
+mod resend;
 pub mod sentinel;
 mod server;
 pub mod stream;
@@ -47,7 +49,7 @@ pub use crate::model::{Claim, Outcome};
 pub use claim::{CLAIM_LUA, Sent};
 pub use conflicts::{CONFLICTS_KEPT, ConflictNotice};
 use error::failed;
-pub use error::{ACL_GRANTS, ACL_GRANTS_WAITAOF, FacilityError, url_user};
+pub use error::{ACL_GRANTS, ACL_GRANTS_CLUSTER, ACL_GRANTS_WAITAOF, FacilityError, url_user};
 
 pub use config::redact;
 pub use connect::{connect, name_credential, primary_url};
@@ -96,6 +98,9 @@ pub struct Facility {
     /// The last claim round as written to the connection (the buffer
     /// reused): sent again whole after a NOSCRIPT at its first call.
     packed: Vec<u8>,
+    /// Where each call of that round ends in `packed` (to send it again
+    /// with `ASKING` before each call).
+    call_ends: Vec<usize>,
     min_replicas: u32,
     replica_timeout: Duration,
     /// Each round also waits for the primary's own AOF fsync (`WAITAOF 1 0`).
@@ -108,6 +113,11 @@ pub struct Facility {
     clones: Vec<ScannerClone>,
     /// The clock sample taken at connect.
     clock: Option<ClockSample>,
+    /// In a Redis Cluster: how to reach the node a redirect names.
+    nodes: Option<cluster::Nodes>,
+    /// The claim round in flight was sent, after an `ASK`, to that node
+    /// (`ASKING` before each call): its replies are read there.
+    asking: bool,
 }
 
 impl Facility {
@@ -169,6 +179,7 @@ impl Facility {
             script: Script::new(CLAIM_LUA),
             round_token: 0,
             packed: Vec::new(),
+            call_ends: Vec::new(),
             min_replicas: 0,
             replica_timeout: command_timeout,
             on_disk: false,
@@ -176,6 +187,8 @@ impl Facility {
             replica: false,
             clones: Vec::new(),
             clock: None,
+            nodes: None,
+            asking: false,
         })
     }
 
@@ -218,7 +231,7 @@ impl Facility {
     }
 
     fn key(&self, kind: &str, id: &str) -> String {
-        format!("scangate:{{{}}}:{kind}:{id}", self.facility)
+        cluster::facility_key(&self.facility, &format!("{kind}:{id}"))
     }
 
     /// Anchor `gateway`'s audit chain head here (hash
@@ -232,16 +245,15 @@ impl Facility {
         hash: &str,
     ) -> Result<(), FacilityError> {
         let key = self.key("anchor", gateway);
-        redis::cmd("HSET")
-            .arg(&key)
+        let mut cmd = redis::cmd("HSET");
+        cmd.arg(&key)
             .arg("state_id")
             .arg(state_id)
             .arg("seq")
             .arg(seq)
             .arg("hash")
-            .arg(hash)
-            .query::<()>(&mut self.conn)
-            .map_err(|e| self.unavailable(e))
+            .arg(hash);
+        self.run::<()>(&cmd).map_err(|e| self.unavailable(e))
     }
 
     /// `gateway`'s anchored chain head (`state_id`, `seq`, `hash`), if any.
@@ -250,13 +262,10 @@ impl Facility {
         gateway: &str,
     ) -> Result<Option<(String, i64, String)>, FacilityError> {
         let key = self.key("anchor", gateway);
-        let (id, seq, hash): (Option<String>, Option<i64>, Option<String>) = redis::cmd("HMGET")
-            .arg(&key)
-            .arg("state_id")
-            .arg("seq")
-            .arg("hash")
-            .query(&mut self.conn)
-            .map_err(|e| self.unavailable(e))?;
+        let mut cmd = redis::cmd("HMGET");
+        cmd.arg(&key).arg("state_id").arg("seq").arg("hash");
+        let (id, seq, hash): (Option<String>, Option<i64>, Option<String>) =
+            self.run(&cmd).map_err(|e| self.unavailable(e))?;
         Ok(match (id, seq, hash) {
             (Some(id), Some(seq), Some(hash)) => Some((id, seq, hash)),
             _ => None,
@@ -265,7 +274,7 @@ impl Facility {
 
     /// The ledger stream's key.
     pub fn ledger_key(&self) -> String {
-        format!("scangate:{{{}}}:ledger", self.facility)
+        cluster::facility_key(&self.facility, "ledger")
     }
 
     /// The scanner names another gateway uses too, as found when this
@@ -302,14 +311,14 @@ impl Facility {
     ) -> Result<(), FacilityError> {
         let mut start = "-".to_string();
         loop {
-            let page: Vec<(String, Vec<(String, String)>)> = redis::cmd("XRANGE")
-                .arg(self.ledger_key())
+            let mut cmd = redis::cmd("XRANGE");
+            cmd.arg(self.ledger_key())
                 .arg(&start)
                 .arg("+")
                 .arg("COUNT")
-                .arg(1000)
-                .query(&mut self.conn)
-                .map_err(|source| self.unavailable(source))?;
+                .arg(1000);
+            let page: Vec<(String, Vec<(String, String)>)> =
+                self.run(&cmd).map_err(|source| self.unavailable(source))?;
             let Some(last) = page.last().map(|(id, _)| id.clone()) else {
                 return Ok(());
             };

@@ -96,6 +96,18 @@ impl Facility {
         })
     }
 
+    /// Whether the server runs `WAIT` (`WAIT 0 0` answers at once): some
+    /// managed offerings refuse it, and then no replica can confirm a
+    /// round.
+    pub fn probe_wait(&mut self) -> Result<(), FacilityError> {
+        redis::cmd("WAIT")
+            .arg(0)
+            .arg(0)
+            .query::<i64>(&mut self.conn)
+            .map(drop)
+            .map_err(|source| self.unavailable(source))
+    }
+
     /// CPU seconds the server has used so far (`INFO cpu`): its own process
     /// (all threads), and its children (AOF rewrites, RDB saves). For the
     /// benchmark, which shares the machine's cores with the server.
@@ -117,7 +129,7 @@ impl Facility {
 
     /// The key of the facility's settings (window and retention).
     pub fn settings_key(&self) -> String {
-        format!("scangate:{{{}}}:settings", self.facility)
+        super::cluster::facility_key(&self.facility, "settings")
     }
 
     /// The refusal when the facility runs with `window_ms` / `retention_ms`
@@ -187,12 +199,10 @@ impl Facility {
     /// (read only: the first claim sets them if none are set).
     pub fn check_settings(&mut self) -> Result<(), FacilityError> {
         let key = self.settings_key();
-        let agreed: (Option<String>, Option<String>) = redis::cmd("HMGET")
-            .arg(&key)
-            .arg("window_ms")
-            .arg("retention_ms")
-            .query(&mut self.conn)
-            .map_err(|source| self.unavailable(source))?;
+        let mut cmd = redis::cmd("HMGET");
+        cmd.arg(&key).arg("window_ms").arg("retention_ms");
+        let agreed: (Option<String>, Option<String>) =
+            self.run(&cmd).map_err(|source| self.unavailable(source))?;
         match agreed {
             (None, None) => Ok(()),
             (w, r)
@@ -226,27 +236,22 @@ impl Facility {
                 true => "shared".to_string(),
                 false => format!("gateway={gateway}"),
             };
-            let set: Option<String> = redis::cmd("SET")
-                .arg(&key)
+            let mut cmd = redis::cmd("SET");
+            cmd.arg(&key)
                 .arg(&mine)
                 .arg("NX")
                 .arg("PX")
-                .arg(self.retention_ms)
-                .query(&mut self.conn)
-                .map_err(|e| self.unavailable(e))?;
+                .arg(self.retention_ms);
+            let set: Option<String> = self.run(&cmd).map_err(|e| self.unavailable(e))?;
             if set.is_some() {
                 continue;
             }
-            let theirs: Option<String> = redis::cmd("GET")
-                .arg(&key)
-                .query(&mut self.conn)
+            let theirs: Option<String> = self
+                .run(redis::cmd("GET").arg(&key))
                 .map_err(|e| self.unavailable(e))?;
             let Some(theirs) = theirs else { continue }; // expired meanwhile
             if theirs == mine {
-                redis::cmd("PEXPIRE")
-                    .arg(&key)
-                    .arg(self.retention_ms)
-                    .query::<i64>(&mut self.conn)
+                self.run::<i64>(redis::cmd("PEXPIRE").arg(&key).arg(self.retention_ms))
                     .map_err(|e| self.unavailable(e))?;
                 continue;
             }

@@ -96,13 +96,14 @@ impl Facility {
     /// there, reading from the stream's first entry (the stream is made if
     /// missing). `true` if it was created now.
     pub fn ensure_ledger_group(&mut self, group: &str) -> Result<bool, FacilityError> {
-        let made: redis::RedisResult<()> = redis::cmd("XGROUP")
-            .arg("CREATE")
-            .arg(self.ledger_key())
-            .arg(group)
-            .arg("0")
-            .arg("MKSTREAM")
-            .query(&mut self.conn);
+        let made: redis::RedisResult<()> = self.run(
+            redis::cmd("XGROUP")
+                .arg("CREATE")
+                .arg(self.ledger_key())
+                .arg(group)
+                .arg("0")
+                .arg("MKSTREAM"),
+        );
         match made {
             Ok(()) => Ok(true),
             Err(e) if e.code() == Some("BUSYGROUP") => Ok(false),
@@ -136,7 +137,7 @@ impl Facility {
                 .arg(self.ledger_key())
                 .arg(if pending { "0" } else { ">" });
             type Page = Option<Vec<(String, Vec<(String, Option<Vec<(String, String)>>)>)>>;
-            let page: Page = cmd.query(&mut self.conn).map_err(|e| self.unavailable(e))?;
+            let page: Page = self.run(&cmd).map_err(|e| self.unavailable(e))?;
             let mut entries = Vec::new();
             let mut gone = Vec::new();
             for (id, fields) in page.into_iter().flatten().flat_map(|(_, e)| e) {
@@ -170,15 +171,17 @@ impl Facility {
         cursor: &str,
         count: usize,
     ) -> Result<(String, Vec<Entry>), FacilityError> {
-        let reply: Vec<Value> = redis::cmd("XAUTOCLAIM")
-            .arg(self.ledger_key())
-            .arg(group)
-            .arg(consumer)
-            .arg(min_idle_ms)
-            .arg(cursor)
-            .arg("COUNT")
-            .arg(count)
-            .query(&mut self.conn)
+        let reply: Vec<Value> = self
+            .run(
+                redis::cmd("XAUTOCLAIM")
+                    .arg(self.ledger_key())
+                    .arg(group)
+                    .arg(consumer)
+                    .arg(min_idle_ms)
+                    .arg(cursor)
+                    .arg("COUNT")
+                    .arg(count),
+            )
             .map_err(|e| self.unavailable(e))?;
         let protocol = |what: &str| FacilityError::Protocol {
             url: self.url.clone(),
@@ -217,12 +220,13 @@ impl Facility {
         if ids.is_empty() {
             return Ok(());
         }
-        redis::cmd("XACK")
-            .arg(self.ledger_key())
-            .arg(group)
-            .arg(ids)
-            .query::<i64>(&mut self.conn)
-            .map_err(|e| self.unavailable(e))?;
+        self.run::<i64>(
+            redis::cmd("XACK")
+                .arg(self.ledger_key())
+                .arg(group)
+                .arg(ids),
+        )
+        .map_err(|e| self.unavailable(e))?;
         Ok(())
     }
 }

@@ -47,7 +47,6 @@ use std::time::Duration;
 pub struct Link {
     /// The URL (`url`) and credentials.
     settings: RedisSettings,
-    ca_pem: Option<Vec<u8>>,
     shown: String,
     facility_id: String,
     window_ms: i64,
@@ -71,11 +70,15 @@ impl Link {
                 "primary of {service:?} (Sentinel {})",
                 redis.config.sentinels.join(", ")
             ),
+            _ if redis.config.is_cluster() => format!(
+                "primary of slot {} (Redis Cluster {})",
+                crate::facility::cluster::facility_slot(&cfg.gateway.facility),
+                redis.config.cluster.join(", ")
+            ),
             _ => crate::facility::redact(&redis.config.url),
         };
         Link {
             settings: redis.clone(),
-            ca_pem: redis.ca_pem.clone(),
             shown,
             facility_id: cfg.gateway.facility.clone(),
             window_ms: cfg.window_ms(),
@@ -137,17 +140,13 @@ impl Link {
     fn connect_for(&self, lane: &str) -> Result<Facility, FacilityError> {
         // With Sentinel: whichever server is the primary now (after a
         // failover, the promoted one).
-        let url = crate::facility::primary_url(&self.settings)?;
-        let mut f = Facility::connect_with_ca(
-            &url,
-            self.ca_pem.clone(),
+        // (In a Redis Cluster: the primary that owns the facility's slot.)
+        let mut f = crate::facility::connect(
+            &self.settings,
             &self.facility_id,
             self.window_ms,
             self.retention,
-            self.redis.connect_timeout(),
-            self.redis.command_timeout(),
-        )
-        .map_err(|e| crate::facility::name_credential(&self.settings, e))?;
+        )?;
         let info = f.check_server()?;
         crate::events::FacilityConnected {
             redis: &self.shown,
@@ -156,10 +155,10 @@ impl Link {
             info: &info,
         }
         .emit();
-        if info.role == "slave" && self.redis.uses_sentinel() {
-            // The sentinel named a node that is (or is again) a replica: it
-            // has not seen the failover through yet. Ask again after the
-            // back-off.
+        if info.role == "slave" && (self.redis.uses_sentinel() || self.redis.is_cluster()) {
+            // The sentinel (or the slot map) named a node that is (or is
+            // again) a replica: it has not seen the failover through yet.
+            // Ask again after the back-off.
             return Err(FacilityError::ReadOnly {
                 url: f.server().to_string(),
             });
