@@ -35,6 +35,7 @@ mod create;
 pub mod identity;
 mod lock;
 mod open;
+pub mod packed;
 mod schema;
 pub mod space;
 mod turn;
