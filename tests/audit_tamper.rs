@@ -13,9 +13,9 @@ use rusqlite::types::{Value, ValueRef};
 use rusqlite::{Connection, params};
 use scangate::audit::stored::{pack, record_json};
 use scangate::capture::Profile;
-use scangate::store::packed::{packed, unpack};
 use scangate::config::ScanType;
 use scangate::store::Store;
+use scangate::store::packed::{packed, unpack};
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -256,7 +256,9 @@ fn editing_a_middle_character_of_any_record_is_named() {
         // a JSON record's middle character.
         let stored: Value = Connection::open(&copy.db)
             .unwrap()
-            .query_row("SELECT record FROM audit WHERE seq = ?1", [seq], |r| r.get(0))
+            .query_row("SELECT record FROM audit WHERE seq = ?1", [seq], |r| {
+                r.get(0)
+            })
             .unwrap();
         let edited = match stored {
             Value::Blob(mut b) => {
@@ -424,7 +426,11 @@ fn a_trace_whose_commit_record_was_deleted_says_so_and_fails() {
             && intact.stdout.contains(&format!("  committed  {commit}")),
         "{intact}"
     );
-    tamper(&copy, "DELETE FROM audit WHERE scan_uuid = ?1", [packed(&commit)]);
+    tamper(
+        &copy,
+        "DELETE FROM audit WHERE scan_uuid = ?1",
+        [packed(&commit)],
+    );
     let out = trace(&copy);
     assert_eq!(out.code, Some(1), "{out}");
     assert!(
@@ -491,7 +497,11 @@ fn a_trace_missing_any_decisions_record_names_it_and_fails() {
             |r| r.get(0),
         )
         .unwrap();
-    tamper(&copy, "DELETE FROM audit WHERE scan_uuid = ?1", [packed(&echo)]);
+    tamper(
+        &copy,
+        "DELETE FROM audit WHERE scan_uuid = ?1",
+        [packed(&echo)],
+    );
     let out: Outcome = cli_cfg(&copy.config, &["audit", "trace", &echo]).into();
     assert_eq!(out.code, Some(1), "{out}");
     assert!(

@@ -36,7 +36,9 @@ fn restore() -> Restored {
     let c = Connection::open(state.join("scangate.db")).unwrap();
     c.execute_batch(&fs::read_to_string(fixture("schema7.sql")).unwrap())
         .unwrap();
-    let version: i64 = c.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
+    let version: i64 = c
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap();
     assert_eq!(version, 7, "the fixture is a schema-7 database");
     drop(c);
     fs::copy(fixture("state-id"), state.join("state-id")).unwrap();
@@ -111,7 +113,13 @@ fn commands(r: &Restored) -> Vec<(String, Vec<String>)> {
         .map(|(name, args)| {
             let args = args
                 .into_iter()
-                .map(|a| if a == "ARCHIVE" { archive.clone() } else { a.to_string() })
+                .map(|a| {
+                    if a == "ARCHIVE" {
+                        archive.clone()
+                    } else {
+                        a.to_string()
+                    }
+                })
                 .collect();
             (name, args)
         })
@@ -139,7 +147,10 @@ fn a_schema_7_database_migrates_and_every_output_stays_byte_for_byte() {
         count("SELECT count(*) FROM audit WHERE length(hash) = 32 AND length(scan_uuid) = 16"),
         records
     );
-    assert_eq!(count("SELECT count(*) FROM audit WHERE prev_hash IS NOT NULL"), 1);
+    assert_eq!(
+        count("SELECT count(*) FROM audit WHERE prev_hash IS NOT NULL"),
+        1
+    );
     assert!(
         c.prepare("SELECT content_key FROM audit").is_err(),
         "audit.content_key is gone"
@@ -161,9 +172,21 @@ fn a_schema_7_database_migrates_and_every_output_stays_byte_for_byte() {
     let now = chrono::Utc::now().timestamp_millis();
     let boot = "0b5c7e4a-2f1d-4c3b-8a9e-7d6f5e4c3b2a";
     let scans = vec![
-        scan(&counter, dscsa("AFTER1"), capture_time(now, boot, 5_000, true)),
-        scan(&counter, dscsa("AFTER1"), capture_time(now + 40, boot, 5_040, true)),
-        scan(&counter, b"]C1NOT-GS1".to_vec(), capture_time(now + 90, boot, 5_090, true)),
+        scan(
+            &counter,
+            dscsa("AFTER1"),
+            capture_time(now, boot, 5_000, true),
+        ),
+        scan(
+            &counter,
+            dscsa("AFTER1"),
+            capture_time(now + 40, boot, 5_040, true),
+        ),
+        scan(
+            &counter,
+            b"]C1NOT-GS1".to_vec(),
+            capture_time(now + 90, boot, 5_090, true),
+        ),
     ];
     scangate::daemon::embedded::submit(&mut store, &mut gate, &scans).unwrap();
     drop(store);
@@ -177,7 +200,10 @@ fn a_schema_7_database_migrates_and_every_output_stays_byte_for_byte() {
             |r| r.get(0),
         )
         .unwrap();
-    assert_eq!(packed, 3, "the three new decision records are stored packed");
+    assert_eq!(
+        packed, 3,
+        "the three new decision records are stored packed"
+    );
     let (first, _) = recorded("verify", r.dir.path());
     assert!(first.starts_with("audit chain intact:"), "{first}");
 }
@@ -209,7 +235,10 @@ fn tampering_before_the_migration_is_still_named_after_it() {
             "UPDATE audit SET record = replace(record, '\"raw_len\":', '\"raw_len\":1') WHERE seq = ?1",
         ),
         // Upper-case hex: the same bytes, another text.
-        ("its hash", "UPDATE audit SET hash = upper(hash) WHERE seq = ?1"),
+        (
+            "its hash",
+            "UPDATE audit SET hash = upper(hash) WHERE seq = ?1",
+        ),
         ("it, deleted", "DELETE FROM audit WHERE seq = ?1"),
     ];
     for (what, sql) in edits {

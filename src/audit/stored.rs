@@ -208,7 +208,10 @@ impl<'a> Packer<'a, '_> {
 
     fn number(&mut self) -> Option<()> {
         let start = self.i;
-        while matches!(self.peek(), Some(b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9')) {
+        while matches!(
+            self.peek(),
+            Some(b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9')
+        ) {
             self.i += 1;
         }
         let raw = &self.s[start..self.i];
@@ -228,7 +231,12 @@ impl<'a> Packer<'a, '_> {
     }
 
     /// `[` or `{` … its closing byte: the entries, counted in one byte.
-    fn entries(&mut self, tag: u8, close: u8, mut entry: impl FnMut(&mut Self) -> Option<()>) -> Option<()> {
+    fn entries(
+        &mut self,
+        tag: u8,
+        close: u8,
+        mut entry: impl FnMut(&mut Self) -> Option<()>,
+    ) -> Option<()> {
         self.i += 1;
         self.out.push(tag);
         let count_at = self.out.len();
@@ -367,8 +375,8 @@ impl Unpacker<'_> {
             }
             tag @ (HEX32 | UUID) => {
                 let raw = self.take(if tag == HEX32 { 32 } else { 16 })?;
-                let text = crate::store::packed::unpack(ValueRef::Blob(raw))
-                    .map_err(|e| e.to_string())?;
+                let text =
+                    crate::store::packed::unpack(ValueRef::Blob(raw)).map_err(|e| e.to_string())?;
                 self.quoted(text.as_bytes());
             }
             TIME => {
@@ -403,7 +411,10 @@ impl Unpacker<'_> {
                         let n = self.varint()? as usize;
                         self.take(n)?.to_vec()
                     } else {
-                        KEYS.get(usize::from(k)).ok_or("unknown field")?.as_bytes().to_vec()
+                        KEYS.get(usize::from(k))
+                            .ok_or("unknown field")?
+                            .as_bytes()
+                            .to_vec()
                     };
                     self.quoted(&key);
                     self.out.push(b':');
@@ -455,7 +466,14 @@ mod tests {
     #[test]
     fn what_does_not_round_trip_is_refused() {
         let mut out = Vec::new();
-        for json in [r#"{ "a":1}"#, r#"{"a":1} "#, r#"{"a":tru}"#, r#"{"a":"x"#, "", r#"{"a" :1}"#] {
+        for json in [
+            r#"{ "a":1}"#,
+            r#"{"a":1} "#,
+            r#"{"a":tru}"#,
+            r#"{"a":"x"#,
+            "",
+            r#"{"a" :1}"#,
+        ] {
             assert!(!pack(json, &mut out), "{json:?}");
         }
     }

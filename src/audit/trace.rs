@@ -49,7 +49,9 @@ pub fn trail_for_key(store: &Store, content_key: &str) -> Result<KeyTrail, Store
         let bytes = bytes.bytes().unwrap_or(content_key.as_bytes());
         let holds = |v: ValueRef<'_>| match v {
             ValueRef::Blob(b) => b.windows(bytes.len()).any(|w| w == bytes),
-            ValueRef::Text(t) => t.windows(content_key.len()).any(|w| w == content_key.as_bytes()),
+            ValueRef::Text(t) => t
+                .windows(content_key.len())
+                .any(|w| w == content_key.as_bytes()),
             _ => false,
         };
         each_record(store, holds, |rec| {
@@ -121,7 +123,11 @@ pub fn records_for_scan(store: &Store, scan_uuid: &str) -> Result<Vec<AuditRecor
 /// Whether committed scan `scan_uuid` has a conflict record naming the
 /// other gateway's scan `other` (conflict records are stored as JSON:
 /// [`super::Chain::append`]).
-pub fn has_conflict_record(tx: &Connection, scan_uuid: &str, other: &str) -> rusqlite::Result<bool> {
+pub fn has_conflict_record(
+    tx: &Connection,
+    scan_uuid: &str,
+    other: &str,
+) -> rusqlite::Result<bool> {
     tx.prepare_cached(
         "SELECT EXISTS (SELECT 1 FROM audit WHERE scan_uuid = ?1 AND typeof(record) = 'text'
            AND record ->> '$.conflict.other_scan_uuid' = ?2)",
@@ -131,10 +137,7 @@ pub fn has_conflict_record(tx: &Connection, scan_uuid: &str, other: &str) -> rus
 
 /// Call `f` with every record in chain order that parses (one that does
 /// not is reported, as [`records_where`] does), streamed.
-pub(super) fn for_each_record(
-    store: &Store,
-    f: impl FnMut(AuditRecord),
-) -> Result<(), StoreError> {
+pub(super) fn for_each_record(store: &Store, f: impl FnMut(AuditRecord)) -> Result<(), StoreError> {
     each_record(store, |_| true, f)
 }
 

@@ -5,12 +5,12 @@
 use super::stored::record_json;
 use super::trace::{for_each_record, records_for_scan};
 use super::{AuditRecord, GENESIS, chain_hash};
-use crate::store::packed::{Unpacked, unpack};
-use rusqlite::types::ValueRef;
 use crate::model::ScanState;
 use crate::store::identity::AUDIT_HEAD_KEY as HEAD_KEY;
+use crate::store::packed::{Unpacked, unpack};
 use crate::store::{Store, StoreError};
 use rusqlite::OptionalExtension;
+use rusqlite::types::ValueRef;
 use std::ops::ControlFlow;
 
 /// Result of verifying the chain.
@@ -48,7 +48,10 @@ pub fn first_live(store: &Store) -> Result<Option<(i64, Option<String>)>, StoreE
         .map_err(|e| store.err_at(e))?;
     Ok(first.map(|(seq, prev)| {
         let prev = prev.map(|p| p.0);
-        (seq, prev.or_else(|| (seq == 1).then(|| GENESIS.to_string())))
+        (
+            seq,
+            prev.or_else(|| (seq == 1).then(|| GENESIS.to_string())),
+        )
     }))
 }
 
@@ -371,7 +374,9 @@ pub fn verify_ledger(store: &Store) -> Result<LedgerCheck, StoreError> {
     }
     // Every commit record that names an entry: as many as matched one.
     let mut recorded = 0i64;
-    for_each_record(store, |rec| recorded += i64::from(rec.ledger_hash.is_some()))?;
+    for_each_record(store, |rec| {
+        recorded += i64::from(rec.ledger_hash.is_some())
+    })?;
     if recorded != covered {
         let (mut missing, mut failed) = (None, None);
         for_each_record(store, |rec| {

@@ -150,9 +150,7 @@ mod tests {
         ];
         for text in cases {
             let p = packed(text);
-            let back: Unpacked = c
-                .query_row("SELECT ?1", [p], |r| r.get(0))
-                .unwrap();
+            let back: Unpacked = c.query_row("SELECT ?1", [p], |r| r.get(0)).unwrap();
             assert_eq!(back.0, text);
             let sql_blob: bool = c
                 .query_row(

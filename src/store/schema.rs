@@ -554,7 +554,10 @@ mod tests {
             while let Some(r) = rows.next().unwrap() {
                 ops.push(r.get(1).unwrap());
             }
-            assert!(ops.iter().any(|o| o == "Insert" || o == "IdxInsert"), "{ops:?}");
+            assert!(
+                ops.iter().any(|o| o == "Insert" || o == "IdxInsert"),
+                "{ops:?}"
+            );
             assert!(!ops.iter().any(|o| o == "OpenEphemeral"), "{sql}: {ops:?}");
         }
     }
@@ -578,10 +581,22 @@ mod tests {
             details.join("; ")
         };
         for (sql, index) in [
-            ("SELECT content_key FROM ledger WHERE captured_ms >= 1", "ledger_time"),
-            ("SELECT EXISTS (SELECT 1 FROM ledger WHERE scan_uuid = x'00')", "sqlite_autoindex_ledger"),
-            ("SELECT seq, record FROM audit WHERE scan_uuid = x'00' ORDER BY seq", "audit_scan"),
-            ("SELECT min(seq) FROM audit WHERE scan_uuid = x'00'", "audit_scan"),
+            (
+                "SELECT content_key FROM ledger WHERE captured_ms >= 1",
+                "ledger_time",
+            ),
+            (
+                "SELECT EXISTS (SELECT 1 FROM ledger WHERE scan_uuid = x'00')",
+                "sqlite_autoindex_ledger",
+            ),
+            (
+                "SELECT seq, record FROM audit WHERE scan_uuid = x'00' ORDER BY seq",
+                "audit_scan",
+            ),
+            (
+                "SELECT min(seq) FROM audit WHERE scan_uuid = x'00'",
+                "audit_scan",
+            ),
         ] {
             let p = plan(sql);
             assert!(p.contains(&format!("INDEX {index}")), "{sql}: {p}");

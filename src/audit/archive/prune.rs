@@ -6,9 +6,9 @@ use super::{ArchiveError, at_ms, commits, hash_at, require_intact};
 use crate::audit::stored::{RecordJson, record_json};
 use crate::audit::trace::records_where;
 use crate::audit::{AuditPruned, AuditRecord, Chain, Emitted, first_live};
-use crate::store::packed::{Unpacked, packed};
 use crate::model::ScanState;
 use crate::store::identity::Head;
+use crate::store::packed::{Unpacked, packed};
 use crate::store::{Store, StoreError};
 use rusqlite::{OptionalExtension, params};
 

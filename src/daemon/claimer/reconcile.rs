@@ -314,8 +314,8 @@ fn record_conflicts(
     let mut chain = Chain::begin(&w.tx).map_err(|e| w.err(e))?;
     let mut listed = Vec::new();
     for (row, other, other_gateway) in found {
-        let known = crate::audit::has_conflict_record(&w.tx, &row.uuid, &other)
-            .map_err(|e| w.err(e))?;
+        let known =
+            crate::audit::has_conflict_record(&w.tx, &row.uuid, &other).map_err(|e| w.err(e))?;
         if known {
             continue;
         }
