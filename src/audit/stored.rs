@@ -273,7 +273,7 @@ impl<'a> Packer<'a, '_> {
                 None => {
                     p.out.push(RAW_KEY);
                     varint(p.out, key.len() as u64);
-                    p.out.extend_from_slice(&key);
+                    p.out.extend_from_slice(key);
                 }
             }
             if p.peek()? != b':' {

@@ -31,10 +31,8 @@ impl<'a> Packed<'a> {
         let mut bytes = [0u8; 32];
         let len = if is_uuid(text) {
             let mut digits = [0u8; 32];
-            let mut n = 0;
-            for b in text.bytes().filter(|b| *b != b'-') {
+            for (n, b) in text.bytes().filter(|b| *b != b'-').enumerate() {
                 digits[n] = b;
-                n += 1;
             }
             hex::decode_to_slice(digits, &mut bytes[..16]).map_or(0, |()| 16)
         } else if is_hex64(text) {
