@@ -1,9 +1,10 @@
 #!/bin/bash
 # Bytes stored and bytes written per scan, two builds paired and
 # alternated (docs/benchmarks.md, "Lean rows"). Each run: `scangate bench
-# --scans N --batch B --seconds 1 --rate 50 --dir D` on a fresh directory
-# on disk; written = the run's write_bytes (getrusage ru_oublock × 512:
-# WAL appends, checkpoint copies, the file's growth) / N; stored = the
+# --scans N --batch B --seconds 0 --dir D` (the throughput phase and its
+# checkpoint, no latency phase) on a fresh directory on disk; written =
+# the run's write_bytes (getrusage ru_oublock × 512: WAL appends,
+# checkpoint copies) / N; stored = the
 # pages of the audit trail and the ledger with their indexes (SQLite's
 # dbstat) / N — what stays once the outbox rows are swept.
 # Usage: benches/lean_rows.sh OLD_BINARY NEW_BINARY [N] [PAIRS] [BATCH]
@@ -21,8 +22,8 @@ one() { # label binary
 import resource, sqlite3, subprocess, sys
 b, d, n, batch, label = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5]
 before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_oublock
-out = subprocess.run([b, "bench", "--scans", str(n), "--batch", batch, "--seconds", "1",
-                      "--rate", "50", "--dir", d], check=True, capture_output=True, text=True).stdout
+out = subprocess.run([b, "bench", "--scans", str(n), "--batch", batch, "--seconds", "0",
+                      "--dir", d], check=True, capture_output=True, text=True).stdout
 written = (resource.getrusage(resource.RUSAGE_CHILDREN).ru_oublock - before) * 512
 c = sqlite3.connect(f"file:{d}/scangate.db?mode=ro", uri=True)
 sizes = dict(c.execute("select name, sum(pgsize) from dbstat group by name"))

@@ -284,9 +284,12 @@ pub fn has_entry(conn: &Connection, scan_uuid: &str) -> rusqlite::Result<bool> {
         .query_row([packed(scan_uuid)], |r| r.get(0))
 }
 
-/// The ledger's index column for a content key: its first 8 bytes.
+/// The ledger's index column for a content key: its first 4 bytes, as a
+/// signed integer (SQLite stores it in 4 bytes; within one ~8 s bucket
+/// of the exact indexes a wrong match is rare, and the query compares the
+/// whole key). Migration 8 made it so (it was the first 8).
 fn key_prefix(key: &[u8; 32]) -> i64 {
-    i64::from_be_bytes(key[..8].try_into().expect("8 bytes"))
+    i64::from(i32::from_be_bytes(key[..4].try_into().expect("4 bytes")))
 }
 
 /// Entries captured at or after `since_ms` (all when `None`), in ledger order;

@@ -188,10 +188,50 @@ fn a_schema_7_database_migrates_and_every_output_stays_byte_for_byte() {
     );
     drop(c);
 
-    // Decisions made after the migration extend the same chain, packed.
+    // A commit from before the migration is still found by the exact
+    // lookup (key bytes and prefix converted): a re-read 40 ms later on
+    // its boot's clock, and one from another boot on the wall clock, are
+    // echoes of it.
+    let (twin, at_ms, boot_ns): (String, i64, i64) = r
+        .db()
+        .query_row(
+            &format!(
+                "SELECT {UUID_TEXT}, captured_ms, boot_ns FROM ledger
+                 WHERE serial = 'B0005' AND scanner = 'counter-1'"
+            ),
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .unwrap();
     let mut store = Store::open(&r.state).unwrap();
     let mut gate = test_gate(&store);
     let counter = dispense("counter-1");
+    let old_boot = "6f1d3a52-8c2e-4f7a-9d3b-2a1c0e5f7b90";
+    let echoes = vec![
+        scan(
+            &counter,
+            dscsa("B0005"),
+            capture_time(at_ms + 40, old_boot, boot_ns / 1_000_000 + 40, true),
+        ),
+        scan(
+            &counter,
+            dscsa("B0005"),
+            capture_time(
+                at_ms + 80,
+                "0b5c7e4a-0000-4c3b-8a9e-7d6f5e4c3b2a",
+                9_000,
+                true,
+            ),
+        ),
+    ];
+    scangate::daemon::embedded::submit(&mut store, &mut gate, &echoes).unwrap();
+    for echo in &echoes {
+        let record = audit_of(&store, echo);
+        assert_eq!(record["decision"], "suppressed", "{record}");
+        assert_eq!(record["twin_uuid"], twin.as_str(), "{record}");
+    }
+
+    // Decisions made after the migration extend the same chain, packed.
     let now = chrono::Utc::now().timestamp_millis();
     let boot = "0b5c7e4a-2f1d-4c3b-8a9e-7d6f5e4c3b2a";
     let scans = vec![
@@ -219,14 +259,11 @@ fn a_schema_7_database_migrates_and_every_output_stays_byte_for_byte() {
     let packed: i64 = c
         .query_row(
             "SELECT count(*) FROM audit WHERE seq > ?1 AND typeof(record) = 'blob'",
-            [records],
+            [head],
             |r| r.get(0),
         )
         .unwrap();
-    assert_eq!(
-        packed, 3,
-        "the three new decision records are stored packed"
-    );
+    assert_eq!(packed, 5, "the five new decision records are stored packed");
     let (first, _) = recorded("verify", r.dir.path());
     assert!(first.starts_with("audit chain intact:"), "{first}");
 }
