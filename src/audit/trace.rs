@@ -129,8 +129,9 @@ pub fn has_conflict_record(
     other: &str,
 ) -> rusqlite::Result<bool> {
     tx.prepare_cached(
-        "SELECT EXISTS (SELECT 1 FROM audit WHERE scan_uuid = ?1 AND typeof(record) = 'text'
-           AND record ->> '$.conflict.other_scan_uuid' = ?2)",
+        "SELECT EXISTS (SELECT 1 FROM audit WHERE scan_uuid = ?1
+           AND CASE WHEN typeof(record) = 'text'
+               THEN record ->> '$.conflict.other_scan_uuid' END = ?2)",
     )?
     .query_row(params![packed(scan_uuid), other], |r| r.get(0))
 }
