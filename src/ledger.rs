@@ -5,7 +5,9 @@
 
 use crate::capture::clock::rfc3339_ms;
 use crate::outbox::ScanRow;
+use crate::store::packed::{Unpacked, packed};
 use crate::store::{Store, StoreError};
+use rusqlite::types::ValueRef;
 use rusqlite::{Connection, params};
 use serde::Serialize;
 
@@ -68,11 +70,11 @@ pub fn append(
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
     )?
     .execute(params![
-        row.uuid,
+        packed(&row.uuid),
         gateway,
         row.scanner,
         row.time.utc_ms,
-        row.time.boot_id,
+        packed(&row.time.boot_id),
         row.time.boot_ns,
         row.time.synced,
         row.scan_type,
@@ -83,7 +85,7 @@ pub fn append(
         row.serial,
         row.expiry,
         row.symbology.as_deref().unwrap_or_default(),
-        key,
+        packed(key),
         prefix
     ])?;
     Ok(hash_json(&EntryLine {
@@ -174,7 +176,7 @@ pub fn find_twin(
     // (captured_ms, seq, scan_uuid) of the earliest twin found.
     let mut best: Option<(i64, i64, String)> = None;
     let mut keep = |r: &rusqlite::Row<'_>| -> rusqlite::Result<()> {
-        let found = (r.get(0)?, r.get(1)?, r.get(2)?);
+        let found = (r.get(0)?, r.get(1)?, r.get::<_, Unpacked>(2)?.0);
         if best
             .as_ref()
             .is_none_or(|b| (found.0, found.1) < (b.0, b.1))
@@ -189,8 +191,9 @@ pub fn find_twin(
          WHERE boot_id = ?1 AND boot_ns >> 33 = ?2 AND key_prefix = ?3
            AND boot_ns BETWEEN ?4 AND ?5 AND content_key = ?6",
     )?;
+    let (boot, key) = (packed(&time.boot_id), packed(key));
     for bucket in (lo >> 33)..=(hi >> 33) {
-        let mut rows = q.query(params![time.boot_id, bucket, prefix, lo, hi, key])?;
+        let mut rows = q.query(params![boot, bucket, prefix, lo, hi, key])?;
         while let Some(r) = rows.next()? {
             keep(r)?;
         }
@@ -202,7 +205,7 @@ pub fn find_twin(
            AND captured_ms BETWEEN ?3 AND ?4 AND content_key = ?5 AND boot_id <> ?6",
     )?;
     for bucket in (lo >> 13)..=(hi >> 13) {
-        let mut rows = q.query(params![bucket, prefix, lo, hi, key, time.boot_id])?;
+        let mut rows = q.query(params![bucket, prefix, lo, hi, key, boot])?;
         while let Some(r) = rows.next()? {
             keep(r)?;
         }
@@ -211,16 +214,21 @@ pub fn find_twin(
 }
 
 /// Call `f` with the content key of every entry captured at or after
-/// `since_ms` (the gate rebuilds its Bloom filter from them at start).
+/// `since_ms` (the gate rebuilds its Bloom filter from them at start), as
+/// its 32 bytes (zeros for a key that is not 64 hex digits, as
+/// [`crate::capture::key_bytes`] gives).
 pub fn keys_since(
     conn: &Connection,
     since_ms: i64,
-    mut f: impl FnMut(&str),
+    mut f: impl FnMut(&[u8; 32]),
 ) -> rusqlite::Result<()> {
     let mut q = conn.prepare("SELECT content_key FROM ledger WHERE captured_ms >= ?1")?;
     let mut rows = q.query([since_ms])?;
     while let Some(row) = rows.next()? {
-        f(row.get_ref(0)?.as_str()?);
+        match row.get_ref(0)? {
+            ValueRef::Blob(b) if b.len() == 32 => f(b.try_into().expect("32 bytes")),
+            v => f(&crate::capture::key_bytes(v.as_str()?)),
+        }
     }
     Ok(())
 }
@@ -234,7 +242,7 @@ pub fn latest_since(conn: &Connection, since_ms: i64) -> rusqlite::Result<Option
     let mut rows = q.query([])?;
     while let Some(r) = rows.next()? {
         if r.get::<_, i64>(1)? >= since_ms {
-            return Ok(Some(r.get(0)?));
+            return Ok(Some(r.get::<_, Unpacked>(0)?.0));
         }
     }
     Ok(None)
@@ -248,8 +256,7 @@ pub fn scans_since(conn: &Connection, since_ms: i64) -> rusqlite::Result<Vec<(St
         "SELECT scan_uuid, captured_ms, clock_synced FROM ledger
          WHERE captured_ms >= ?1 ORDER BY seq",
     )?;
-    q.query_map([since_ms], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
-        .collect()
+    q.query_map([since_ms], scan_row)?.collect()
 }
 
 /// The scan of the entry of committed scan `scan_uuid`, as
@@ -262,19 +269,27 @@ pub fn scan_of(
     conn.prepare_cached(
         "SELECT scan_uuid, captured_ms, clock_synced FROM ledger WHERE scan_uuid = ?1",
     )?
-    .query_row([scan_uuid], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+    .query_row([packed(scan_uuid)], scan_row)
     .optional()
+}
+
+/// `(scan_uuid, captured_ms, clock_synced)` of a row.
+fn scan_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<(String, i64, bool)> {
+    Ok((r.get::<_, Unpacked>(0)?.0, r.get(1)?, r.get(2)?))
 }
 
 /// Whether scan `scan_uuid` is in this ledger (committed by this gateway).
 pub fn has_entry(conn: &Connection, scan_uuid: &str) -> rusqlite::Result<bool> {
     conn.prepare_cached("SELECT EXISTS (SELECT 1 FROM ledger WHERE scan_uuid = ?1)")?
-        .query_row([scan_uuid], |r| r.get(0))
+        .query_row([packed(scan_uuid)], |r| r.get(0))
 }
 
-/// The ledger's index column for a content key: its first 8 bytes.
+/// The ledger's index column for a content key: its first 4 bytes, as a
+/// signed integer (SQLite stores it in 4 bytes; within one ~8 s bucket
+/// of the exact indexes a wrong match is rare, and the query compares the
+/// whole key). Migration 8 made it so (it was the first 8).
 fn key_prefix(key: &[u8; 32]) -> i64 {
-    i64::from_be_bytes(key[..8].try_into().expect("8 bytes"))
+    i64::from(i32::from_be_bytes(key[..4].try_into().expect("4 bytes")))
 }
 
 /// Entries captured at or after `since_ms` (all when `None`), in ledger order;
@@ -312,7 +327,7 @@ const ENTRY_COLUMNS: &str =
 fn entry_of(r: &rusqlite::Row<'_>) -> rusqlite::Result<LedgerEntry> {
     Ok(LedgerEntry {
         seq: r.get(0)?,
-        scan_uuid: r.get(1)?,
+        scan_uuid: r.get::<_, Unpacked>(1)?.0,
         gateway: r.get(2)?,
         scanner: r.get(3)?,
         captured_at: rfc3339_ms(r.get(4)?),
@@ -325,7 +340,7 @@ fn entry_of(r: &rusqlite::Row<'_>) -> rusqlite::Result<LedgerEntry> {
         serial: r.get(11)?,
         expiry: r.get(12)?,
         symbology: r.get(13)?,
-        content_key: r.get(14)?,
+        content_key: r.get::<_, Unpacked>(14)?.0,
     })
 }
 
@@ -336,7 +351,7 @@ pub fn entry_for_scan(conn: &Connection, scan_uuid: &str) -> rusqlite::Result<Op
     conn.prepare_cached(&format!(
         "SELECT {ENTRY_COLUMNS} FROM ledger WHERE scan_uuid = ?1"
     ))?
-    .query_row([scan_uuid], entry_of)
+    .query_row([packed(scan_uuid)], entry_of)
     .optional()
 }
 
@@ -346,7 +361,7 @@ pub fn entry_for_scan(conn: &Connection, scan_uuid: &str) -> rusqlite::Result<Op
 pub fn prune_entry(tx: &Connection, scan_uuid: &str) -> rusqlite::Result<bool> {
     Ok(tx
         .prepare_cached("DELETE FROM ledger WHERE scan_uuid = ?1")?
-        .execute([scan_uuid])?
+        .execute([packed(scan_uuid)])?
         > 0)
 }
 

@@ -3,13 +3,19 @@
 //!
 //! The database is produced by the real pipeline (store → gate → ledger +
 //! audit) through the library, on a real SQLite file; every tampered copy is
-//! a fresh file checked by the real binary.
+//! a fresh file checked by the real binary. Records are stored packed
+//! (hashes and UUIDs as bytes, the record's JSON packed without loss:
+//! `scangate::audit::stored`); a forger may write the packed form or JSON
+//! text, and either is caught.
 
 use crate::util::*;
+use rusqlite::types::{Value, ValueRef};
 use rusqlite::{Connection, params};
+use scangate::audit::stored::{pack, record_json};
 use scangate::capture::Profile;
 use scangate::config::ScanType;
 use scangate::store::Store;
+use scangate::store::packed::{packed, unpack};
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -92,6 +98,14 @@ fn fixture() -> Fixture {
         .query_row("SELECT count(*) FROM audit", [], |r| r.get(0))
         .unwrap();
     assert_eq!(n, records, "one audit record per decision");
+    let packed: i64 = c
+        .query_row(
+            "SELECT count(*) FROM audit WHERE typeof(record) = 'blob' AND prev_hash IS NULL",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(packed, records, "every decision record is stored packed");
     drop(c);
     Fixture {
         _dir: dir,
@@ -143,14 +157,37 @@ fn assert_broken_at(out: &Outcome, seq: i64, what: &str) {
     );
 }
 
-fn row(db: &Path, seq: i64) -> (String, String, String) {
+/// Record `seq` as stored: its JSON, whether it is packed, the hash it
+/// links to (the column, else the record before's hash, else 64 zeros),
+/// its hash.
+fn row(db: &Path, seq: i64) -> (String, bool, String, String) {
     let c = Connection::open(db).unwrap();
     c.query_row(
-        "SELECT record, prev_hash, hash FROM audit WHERE seq = ?1",
+        "SELECT record, coalesce(prev_hash, (SELECT p.hash FROM audit p WHERE p.seq = a.seq - 1),
+             zeroblob(32)), hash FROM audit a WHERE seq = ?1",
         [seq],
-        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        |r| {
+            let stored = r.get_ref(0)?;
+            Ok((
+                record_json(stored).unwrap(),
+                matches!(stored, ValueRef::Blob(_)),
+                unpack(r.get_ref(1)?)?,
+                unpack(r.get_ref(2)?)?,
+            ))
+        },
     )
     .unwrap()
+}
+
+/// `json` in the form a record is stored in: packed if `packed_form`.
+fn stored(json: &str, packed_form: bool) -> Value {
+    let mut out = Vec::new();
+    if packed_form {
+        assert!(pack(json, &mut out), "the forger packs {json}");
+        Value::Blob(out)
+    } else {
+        Value::Text(json.to_string())
+    }
 }
 
 /// Change exactly one character: the last digit of `"raw_len":N`, so the
@@ -192,17 +229,20 @@ fn untouched_copy_verifies() {
 fn editing_one_character_of_any_record_is_named() {
     let f = fixture();
     for seq in 1..=f.records {
-        let copy = copy_of(&f);
-        let (record, _, _) = row(&copy.db, seq);
-        let edited = edit_one_char(&record);
-        assert_ne!(edited, record);
-        assert_eq!(edited.len(), record.len());
-        tamper(
-            &copy,
-            "UPDATE audit SET record = ?2 WHERE seq = ?1",
-            params![seq, edited],
-        );
-        assert_broken_at(&verify(&copy), seq, &format!("record {seq} edited"));
+        // As stored (packed or JSON), and as JSON text in its place.
+        for packed_form in [true, false] {
+            let copy = copy_of(&f);
+            let (record, was_packed, _, _) = row(&copy.db, seq);
+            let edited = edit_one_char(&record);
+            assert_ne!(edited, record);
+            assert_eq!(edited.len(), record.len());
+            tamper(
+                &copy,
+                "UPDATE audit SET record = ?2 WHERE seq = ?1",
+                params![seq, stored(&edited, packed_form && was_packed)],
+            );
+            assert_broken_at(&verify(&copy), seq, &format!("record {seq} edited"));
+        }
     }
 }
 
@@ -212,11 +252,28 @@ fn editing_a_middle_character_of_any_record_is_named() {
     let f = fixture();
     for seq in 1..=f.records {
         let copy = copy_of(&f);
-        let (record, _, _) = row(&copy.db, seq);
-        let mut chars: Vec<char> = record.chars().collect();
-        let mid = chars.len() / 2;
-        chars[mid] = if chars[mid] == 'x' { 'y' } else { 'x' };
-        let edited: String = chars.into_iter().collect();
+        // The stored bytes themselves: a packed record's middle byte, or
+        // a JSON record's middle character.
+        let stored: Value = Connection::open(&copy.db)
+            .unwrap()
+            .query_row("SELECT record FROM audit WHERE seq = ?1", [seq], |r| {
+                r.get(0)
+            })
+            .unwrap();
+        let edited = match stored {
+            Value::Blob(mut b) => {
+                let mid = b.len() / 2;
+                b[mid] ^= 0x01;
+                Value::Blob(b)
+            }
+            Value::Text(record) => {
+                let mut chars: Vec<char> = record.chars().collect();
+                let mid = chars.len() / 2;
+                chars[mid] = if chars[mid] == 'x' { 'y' } else { 'x' };
+                Value::Text(chars.into_iter().collect())
+            }
+            other => panic!("record {seq} stored as {other:?}"),
+        };
         tamper(
             &copy,
             "UPDATE audit SET record = ?2 WHERE seq = ?1",
@@ -246,11 +303,11 @@ fn tampering_with_any_hash_is_named() {
     let f = fixture();
     for seq in 1..=f.records {
         let copy = copy_of(&f);
-        let (_, _, hash) = row(&copy.db, seq);
+        let (_, _, _, hash) = row(&copy.db, seq);
         tamper(
             &copy,
             "UPDATE audit SET hash = ?2 WHERE seq = ?1",
-            params![seq, flip_hex(&hash)],
+            params![seq, packed(&flip_hex(&hash))],
         );
         assert_broken_at(
             &verify(&copy),
@@ -265,11 +322,12 @@ fn tampering_with_any_prev_hash_is_named() {
     let f = fixture();
     for seq in 1..=f.records {
         let copy = copy_of(&f);
-        let (_, prev, _) = row(&copy.db, seq);
+        // Stored only where the row before is gone: a forger writes one.
+        let (_, _, prev, _) = row(&copy.db, seq);
         tamper(
             &copy,
             "UPDATE audit SET prev_hash = ?2 WHERE seq = ?1",
-            params![seq, flip_hex(&prev)],
+            params![seq, packed(&flip_hex(&prev))],
         );
         assert_broken_at(
             &verify(&copy),
@@ -281,15 +339,15 @@ fn tampering_with_any_prev_hash_is_named() {
 
 #[test]
 fn changing_the_indexed_columns_of_any_record_is_named() {
-    // scan_uuid / content_key are indexed copies of hashed fields; `audit
-    // trace` reads them, so they must be covered by verification too.
+    // scan_uuid is an indexed copy of a hashed field; `audit trace` reads
+    // it, so it must be covered by verification too.
     let f = fixture();
     for seq in 1..=f.records {
         let copy = copy_of(&f);
         tamper(
             &copy,
-            "UPDATE audit SET scan_uuid = '00000000-0000-7000-8000-000000000000' WHERE seq = ?1",
-            params![seq],
+            "UPDATE audit SET scan_uuid = ?2 WHERE seq = ?1",
+            params![seq, packed("00000000-0000-7000-8000-000000000000")],
         );
         assert_broken_at(
             &verify(&copy),
@@ -307,7 +365,7 @@ fn a_forged_record_appended_to_the_chain_is_named() {
     use sha2::{Digest, Sha256};
     let f = fixture();
     let copy = copy_of(&f);
-    let (record, _, hash) = row(&copy.db, f.records);
+    let (record, _, _, hash) = row(&copy.db, f.records);
     let mut forged: serde_json::Value = serde_json::from_str(&record).unwrap();
     let seq = f.records + 1;
     forged["seq"] = seq.into();
@@ -318,15 +376,15 @@ fn a_forged_record_appended_to_the_chain_is_named() {
     h.update(b"\n");
     h.update(forged.as_bytes());
     let forged_hash = hex::encode(h.finalize());
-    let key: Option<String> =
-        serde_json::from_str::<serde_json::Value>(&forged).unwrap()["content_key"]
-            .as_str()
-            .map(str::to_string);
     tamper(
         &copy,
-        "INSERT INTO audit (seq, scan_uuid, content_key, record, prev_hash, hash)
-         VALUES (?1, '01a20000-0000-7000-8000-000000000001', ?2, ?3, ?4, ?5)",
-        params![seq, key, forged, hash, forged_hash],
+        "INSERT INTO audit (seq, scan_uuid, record, hash) VALUES (?1, ?2, ?3, ?4)",
+        params![
+            seq,
+            packed("01a20000-0000-7000-8000-000000000001"),
+            stored(&forged, true),
+            packed(&forged_hash)
+        ],
     );
     assert_broken_at(&verify(&copy), seq, "a record appended after the head");
 }
@@ -368,7 +426,11 @@ fn a_trace_whose_commit_record_was_deleted_says_so_and_fails() {
             && intact.stdout.contains(&format!("  committed  {commit}")),
         "{intact}"
     );
-    tamper(&copy, "DELETE FROM audit WHERE scan_uuid = ?1", [&commit]);
+    tamper(
+        &copy,
+        "DELETE FROM audit WHERE scan_uuid = ?1",
+        [packed(&commit)],
+    );
     let out = trace(&copy);
     assert_eq!(out.code, Some(1), "{out}");
     assert!(
@@ -412,7 +474,7 @@ fn a_trace_missing_any_decisions_record_names_it_and_fails() {
     tamper(
         &copy,
         "DELETE FROM audit WHERE scan_uuid = ?1",
-        [&commits[1]],
+        [packed(&commits[1])],
     );
     let out: Outcome = cli_cfg(&copy.config, &["audit", "trace", &commits[0]]).into();
     assert_eq!(out.code, Some(1), "{out}");
@@ -435,7 +497,11 @@ fn a_trace_missing_any_decisions_record_names_it_and_fails() {
             |r| r.get(0),
         )
         .unwrap();
-    tamper(&copy, "DELETE FROM audit WHERE scan_uuid = ?1", [&echo]);
+    tamper(
+        &copy,
+        "DELETE FROM audit WHERE scan_uuid = ?1",
+        [packed(&echo)],
+    );
     let out: Outcome = cli_cfg(&copy.config, &["audit", "trace", &echo]).into();
     assert_eq!(out.code, Some(1), "{out}");
     assert!(

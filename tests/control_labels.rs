@@ -38,14 +38,10 @@ fn heard(vs: &mut VirtualScanner, n: usize) -> Vec<u8> {
 
 /// The audit records of `scan_uuid` whose reason starts with `lapsed`.
 fn lapsed(state: &std::path::Path) -> Vec<String> {
-    let conn = open_db(state);
-    let mut q = conn
-        .prepare("SELECT record FROM audit WHERE record LIKE '%\"reason\":\"lapsed:%'")
-        .unwrap();
-    q.query_map([], |r| r.get(0))
-        .unwrap()
-        .collect::<Result<_, _>>()
-        .unwrap()
+    audit_records(&open_db(state))
+        .into_iter()
+        .filter(|r| r.contains("\"reason\":\"lapsed:"))
+        .collect()
 }
 
 #[test]
@@ -118,13 +114,10 @@ fn repeat_and_quantity_declare_the_next_read_a_lapsed_control_nothing_and_the_sc
     );
     // The declared commits say who declared them, in the audit trail.
     let conn = open_db(&gw.state);
-    let declared: Vec<String> = conn
-        .prepare("SELECT record FROM audit WHERE record LIKE '%declared a repeat by the operator%'")
-        .unwrap()
-        .query_map([], |r| r.get(0))
-        .unwrap()
-        .collect::<Result<_, _>>()
-        .unwrap();
+    let declared: Vec<String> = audit_records(&conn)
+        .into_iter()
+        .filter(|r| r.contains("declared a repeat by the operator"))
+        .collect();
     assert_eq!(declared.len(), 1, "{declared:?}");
     assert_eq!(daemon.terminate().code(), Some(0), "{}", daemon.log());
     // The chain, with its control and lapse records, verifies; the trace

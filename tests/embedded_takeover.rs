@@ -127,12 +127,8 @@ fn decide_locally_on_a_gateway_that_never_had_a_facility_store_adds_no_note() {
         ),
         "{out}"
     );
-    let reason: Option<String> = open_db(&state)
-        .query_row(
-            "SELECT json_extract(record, '$.reason') FROM audit",
-            [],
-            |r| r.get(0),
-        )
-        .unwrap();
+    let records = audit_records(&open_db(&state));
+    let record: serde_json::Value = serde_json::from_str(&records[0]).unwrap();
+    let reason = record["reason"].as_str();
     assert_eq!(reason, None, "nothing was taken over from a facility store");
 }

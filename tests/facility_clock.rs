@@ -369,12 +369,9 @@ fn an_unsynchronised_kernel_clock_still_claims_at_once_on_facility_time() {
     );
     assert_each_pick_once(&redis, 1);
     let db = open_db(&g.state.clone());
-    let committed: String = db
-        .query_row(
-            "SELECT record FROM audit WHERE record LIKE '%\"decision\":\"committed\"%'",
-            [],
-            |r| r.get(0),
-        )
+    let committed = audit_records(&db)
+        .into_iter()
+        .find(|r| r.contains("\"decision\":\"committed\""))
         .unwrap();
     let record: serde_json::Value = serde_json::from_str(&committed).unwrap();
     assert!(record["facility_at"].is_string(), "{record}");

@@ -55,7 +55,7 @@ fn read_labels(g: &mut Gateway, labels: std::ops::Range<usize>, total: i64) -> s
 /// The scan UUIDs in a gateway's own ledger.
 fn local_ledger(g: &Gateway) -> Vec<String> {
     let db = open_db(&g.state.clone());
-    db.prepare("SELECT scan_uuid FROM ledger ORDER BY seq")
+    db.prepare(&format!("SELECT {UUID_TEXT} FROM ledger ORDER BY seq"))
         .unwrap()
         .query_map([], |r| r.get(0))
         .unwrap()

@@ -1,7 +1,7 @@
 //! Gate decisions on a real SQLite file: echo patterns, idempotency by UUID,
 //! capture order, event time.
 
-use crate::util::{capture_time, dispense, dscsa, scan, test_gate};
+use crate::util::{audit_records, capture_time, dispense, dscsa, scan, test_gate};
 use scangate::capture::Scan;
 use scangate::config::ScanType;
 use scangate::gate::Gate;
@@ -215,11 +215,7 @@ fn invalid_barcodes_are_rejected_with_a_reason_that_does_not_echo_the_data() {
     // The audit trail holds the rejections, without the scanned bytes.
     let text: String = {
         let c = rusqlite::Connection::open(r.store.path()).unwrap();
-        let mut q = c.prepare("SELECT record FROM audit").unwrap();
-        q.query_map([], |row| row.get::<_, String>(0))
-            .unwrap()
-            .map(Result::unwrap)
-            .collect()
+        audit_records(&c).concat()
     };
     assert!(text.contains("\"decision\":\"rejected\""));
     assert!(!text.contains("MRN"), "audit leaks scanned data: {text}");

@@ -392,14 +392,14 @@ fn decided_outbox_rows_are_removed_and_trace_still_finds_their_records() {
     let mut store = Store::open(&state).unwrap();
     let key: String = open_db(&state)
         .query_row(
-            "SELECT content_key FROM ledger ORDER BY seq LIMIT 1",
+            "SELECT lower(hex(content_key)) FROM ledger ORDER BY seq LIMIT 1",
             [],
             |r| r.get(0),
         )
         .unwrap();
     let kept: String = open_db(&state)
         .query_row(
-            "SELECT scan_uuid FROM ledger ORDER BY seq DESC LIMIT 1",
+            &format!("SELECT {UUID_TEXT} FROM ledger ORDER BY seq DESC LIMIT 1"),
             [],
             |r| r.get(0),
         )
@@ -455,8 +455,12 @@ fn with_a_facility_store_only_anchored_records_are_pruned() {
                 r.get(0)
             })
             .unwrap(),
-            db.query_row("SELECT hash FROM audit WHERE seq = 3", [], |r| r.get(0))
-                .unwrap(),
+            db.query_row(
+                "SELECT lower(hex(hash)) FROM audit WHERE seq = 3",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap(),
         )
     };
     // The daemon anchored record 3 in the facility store, then stopped.

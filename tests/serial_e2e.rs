@@ -239,7 +239,7 @@ fn noisy_shift_on_two_serial_scanners() {
         .prepare(
             "SELECT s.scan_uuid, s.state, s.twin_uuid, s.content_key, s.captured_ms,
                     s.reject_reason, t.state, t.content_key, t.captured_ms,
-                    (SELECT count(*) FROM audit a WHERE a.scan_uuid = s.scan_uuid)
+                    (SELECT count(*) FROM audit a WHERE a.scan_uuid = unhex(replace(s.scan_uuid, '-', '')))
              FROM scans s LEFT JOIN scans t ON t.scan_uuid = s.twin_uuid",
         )
         .unwrap();
@@ -288,13 +288,7 @@ fn noisy_shift_on_two_serial_scanners() {
     }
 
     // Audit records are PHI-free: no scanned data in the trail.
-    let records: Vec<String> = db
-        .prepare("SELECT record FROM audit ORDER BY seq")
-        .unwrap()
-        .query_map([], |r| r.get(0))
-        .unwrap()
-        .collect::<Result<_, _>>()
-        .unwrap();
+    let records: Vec<String> = audit_records(&db);
     for r in &records {
         for secret in ["SN000", "LOT7A", "NOT-A-GS1", "noise", "312345678906", GTIN] {
             assert!(!r.contains(secret), "audit record leaks {secret:?}: {r}");

@@ -232,14 +232,8 @@ fn state_reset_takes_the_lost_identity_and_audits_the_reset_first() {
 
     let verify = audit_verify(&s.gw.cfg);
     assert!(verify.stdout.contains("intact: 1 records"), "{verify}");
-    let record: serde_json::Value = serde_json::from_str(
-        &open_db(&s.gw.state)
-            .query_row("SELECT record FROM audit WHERE seq = 1", [], |r| {
-                r.get::<_, String>(0)
-            })
-            .unwrap(),
-    )
-    .unwrap();
+    let record: serde_json::Value =
+        serde_json::from_str(&audit_records(&open_db(&s.gw.state))[0]).unwrap();
     let reset = &record["state_reset"];
     assert_eq!(reset["lost_state_id"], id.as_str(), "{record}");
     assert_eq!(reset["lost_head_seq"], head_seq.parse::<i64>().unwrap());
@@ -362,14 +356,14 @@ fn a_lost_tail_is_named_from_the_anchors_outside_the_database() {
         let c = rusqlite::Connection::open(gw.state.join("scangate.db")).unwrap();
         let head: String = c
             .query_row(
-                "SELECT seq || ' ' || hash FROM audit WHERE seq = 20",
+                "SELECT seq || ' ' || lower(hex(hash)) FROM audit WHERE seq = 20",
                 [],
                 |r| r.get(0),
             )
             .unwrap();
         c.execute_batch(&format!(
             "DELETE FROM ledger WHERE scan_uuid IN (SELECT scan_uuid FROM audit WHERE seq > 20);
-             DELETE FROM scans WHERE scan_uuid IN (SELECT scan_uuid FROM audit WHERE seq > 20);
+             DELETE FROM scans WHERE scan_uuid IN (SELECT {UUID_TEXT} FROM audit WHERE seq > 20);
              DELETE FROM audit WHERE seq > 20;
              UPDATE meta SET value = '{head}' WHERE key = 'audit_head';"
         ))

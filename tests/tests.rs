@@ -83,6 +83,7 @@ mod observability;
 
 // The shape of src/: no module imports from a floor above its own.
 mod layout;
+mod lean_rows;
 
 // Scanner feedback: the bytes docs/scanner-feedback.md shows are the bytes sent.
 mod feedback_bytes;

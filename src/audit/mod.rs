@@ -22,20 +22,31 @@
 //! pruning in [`archive`]; `scangate state reset` in [`reset`].
 
 use crate::model::ScanState;
+use crate::store::packed::{Unpacked, packed};
 use crate::store::{Store, StoreError};
+use rusqlite::types::{ToSqlOutput, ValueRef};
 use rusqlite::{Connection, OptionalExtension, params};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 pub mod archive;
 pub mod reset;
+pub mod stored;
 mod trace;
 mod verify;
 
-pub use trace::{KeyTrail, key_of, records_for_scan, render_trace, trail_for_key};
+pub use trace::{
+    KeyTrail, has_conflict_record, key_of, records_for_scan, render_trace, trail_for_key,
+};
 pub use verify::{LedgerCheck, Verification, check_anchor, first_live, verify, verify_ledger};
 
 pub(crate) const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+
+/// SQL: a row of `audit`'s `prev_hash` as the chain has it: the column,
+/// or where it is NULL the hash of the row before (64 zeros for record 1).
+pub(crate) const PREV_HASH: &str = "coalesce(prev_hash,
+    (SELECT p.hash FROM audit p WHERE p.seq = audit.seq - 1),
+    CASE WHEN seq = 1 THEN zeroblob(32) END)";
 use crate::store::identity::AUDIT_HEAD_KEY as HEAD_KEY;
 
 /// The log target audit records are emitted under ([`emit`]); the log
@@ -221,6 +232,8 @@ pub struct Chain<'t> {
     prev: String,
     next_seq: i64,
     emitted: Vec<Emitted>,
+    /// The record being stored, packed ([`stored::pack`]).
+    packed: Vec<u8>,
 }
 
 pub(crate) fn chain_hash(prev: &str, record: &str) -> String {
@@ -238,7 +251,7 @@ impl<'t> Chain<'t> {
             .query_row(
                 "SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1",
                 [],
-                |r| Ok((r.get(0)?, r.get(1)?)),
+                |r| Ok((r.get(0)?, r.get::<_, Unpacked>(1)?.0)),
             )
             .optional()?;
         let (seq, prev) = head.unwrap_or((0, GENESIS.to_string()));
@@ -247,26 +260,33 @@ impl<'t> Chain<'t> {
             prev,
             next_seq: seq + 1,
             emitted: Vec::new(),
+            packed: Vec::new(),
         })
     }
 
-    /// Append one record (its `seq` is assigned here).
+    /// Append one record (its `seq` is assigned here). It is stored
+    /// packed if it is a decision and packs without loss
+    /// ([`stored::pack`]), else as its JSON; its `prev_hash` is left NULL,
+    /// "the hash of the row before", which it is.
     pub fn append(&mut self, mut rec: AuditRecord) -> rusqlite::Result<()> {
         rec.seq = self.next_seq;
         let json = serde_json::to_string(&rec).expect("audit records always serialise");
         let hash = chain_hash(&self.prev, &json);
+        let decision = rec.pruned.is_none() && rec.state_reset.is_none() && rec.conflict.is_none();
+        let record = if decision && stored::pack(&json, &mut self.packed) {
+            ValueRef::Blob(&self.packed)
+        } else {
+            ValueRef::Text(json.as_bytes())
+        };
         self.tx
             .prepare_cached(
-                "INSERT INTO audit (seq, scan_uuid, content_key, record, prev_hash, hash)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                "INSERT INTO audit (seq, scan_uuid, record, hash) VALUES (?1, ?2, ?3, ?4)",
             )?
             .execute(params![
                 rec.seq,
-                rec.scan_uuid,
-                rec.content_key,
-                json,
-                self.prev,
-                hash
+                packed(&rec.scan_uuid),
+                ToSqlOutput::Borrowed(record),
+                packed(&hash)
             ])?;
         self.emitted.push(Emitted {
             seq: rec.seq,

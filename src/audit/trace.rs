@@ -4,10 +4,13 @@
 //! ([`render_trace`]).
 
 use super::AuditRecord;
+use super::stored::record_json;
 use crate::model::ScanState;
 use crate::outbox;
+use crate::store::packed::packed;
 use crate::store::{Store, StoreError};
-use rusqlite::params;
+use rusqlite::types::ValueRef;
+use rusqlite::{Connection, params};
 use std::fmt::Write;
 
 /// What this gateway recorded about one content key ([`trail_for_key`]).
@@ -38,15 +41,25 @@ pub fn trail_for_key(store: &Store, content_key: &str) -> Result<KeyTrail, Store
     // scans are found by their records, read whole: there is no index by
     // content key (its random inserts would cost every scan a page write, as
     // `ledger_key` did; a trace is rare).
-    let mut records = if outbox::was_pruned(&store.conn).map_err(err)? {
-        records_where(
-            store,
-            "SELECT seq, record FROM audit WHERE content_key = ?1 ORDER BY seq",
-            params![content_key],
-        )?
-    } else {
-        Vec::new()
-    };
+    let mut records = Vec::new();
+    if outbox::was_pruned(&store.conn).map_err(err)? {
+        // Records that hold the key's bytes (packed) or digits (JSON),
+        // then only those that name it as their content key.
+        let bytes = crate::store::packed::packed(content_key);
+        let bytes = bytes.bytes().unwrap_or(content_key.as_bytes());
+        let holds = |v: ValueRef<'_>| match v {
+            ValueRef::Blob(b) => b.windows(bytes.len()).any(|w| w == bytes),
+            ValueRef::Text(t) => t
+                .windows(content_key.len())
+                .any(|w| w == content_key.as_bytes()),
+            _ => false,
+        };
+        each_record(store, holds, |rec| {
+            if rec.content_key.as_deref() == Some(content_key) {
+                records.push(rec);
+            }
+        })?;
+    }
     let mut seen: std::collections::HashSet<i64> = records.iter().map(|r| r.seq).collect();
     for (uuid, _) in &scans {
         for r in records_for_scan(store, uuid)? {
@@ -103,8 +116,62 @@ pub fn records_for_scan(store: &Store, scan_uuid: &str) -> Result<Vec<AuditRecor
     records_where(
         store,
         "SELECT seq, record FROM audit WHERE scan_uuid = ?1 ORDER BY seq",
-        params![scan_uuid],
+        params![packed(scan_uuid)],
     )
+}
+
+/// Whether committed scan `scan_uuid` has a conflict record naming the
+/// other gateway's scan `other` (conflict records are stored as JSON:
+/// [`super::Chain::append`]).
+pub fn has_conflict_record(
+    tx: &Connection,
+    scan_uuid: &str,
+    other: &str,
+) -> rusqlite::Result<bool> {
+    tx.prepare_cached(
+        "SELECT EXISTS (SELECT 1 FROM audit WHERE scan_uuid = ?1
+           AND CASE WHEN typeof(record) = 'text'
+               THEN record ->> '$.conflict.other_scan_uuid' END = ?2)",
+    )?
+    .query_row(params![packed(scan_uuid), other], |r| r.get(0))
+}
+
+/// Call `f` with every record in chain order that parses (one that does
+/// not is reported, as [`records_where`] does), streamed.
+pub(super) fn for_each_record(store: &Store, f: impl FnMut(AuditRecord)) -> Result<(), StoreError> {
+    each_record(store, |_| true, f)
+}
+
+/// [`for_each_record`] over the records whose stored form passes `keep`.
+fn each_record(
+    store: &Store,
+    keep: impl Fn(ValueRef<'_>) -> bool,
+    mut f: impl FnMut(AuditRecord),
+) -> Result<(), StoreError> {
+    let err = |e| store.err_at(e);
+    let mut q = store
+        .conn
+        .prepare("SELECT seq, record FROM audit ORDER BY seq")
+        .map_err(err)?;
+    let mut rows = q.query([]).map_err(err)?;
+    while let Some(r) = rows.next().map_err(err)? {
+        let stored = r.get_ref(1).map_err(err)?;
+        if !keep(stored) {
+            continue;
+        }
+        let seq: i64 = r.get(0).map_err(err)?;
+        match parse(stored) {
+            Ok(rec) => f(rec),
+            Err(error) => crate::events::AuditRecordUnreadable { seq, error: &error }.emit(),
+        }
+    }
+    Ok(())
+}
+
+/// A stored record, unpacked and parsed.
+fn parse(stored: ValueRef<'_>) -> Result<AuditRecord, String> {
+    let json = record_json(stored)?;
+    serde_json::from_str(&json).map_err(|e| e.to_string())
 }
 
 /// Run a `SELECT seq, record …` and parse the records. One that does not
@@ -117,15 +184,13 @@ pub(super) fn records_where(
     let err = |e| store.err_at(e);
     // Cached: a trace runs it once per scan of the label.
     let mut q = store.conn.prepare_cached(sql).map_err(err)?;
-    let rows = q
-        .query_map(args, |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)))
-        .map_err(err)?;
+    let mut rows = q.query(args).map_err(err)?;
     let mut out = Vec::new();
-    for row in rows {
-        let (seq, text) = row.map_err(err)?;
-        match serde_json::from_str(&text) {
+    while let Some(r) = rows.next().map_err(err)? {
+        let seq: i64 = r.get(0).map_err(err)?;
+        match parse(r.get_ref(1).map_err(err)?) {
             Ok(rec) => out.push(rec),
-            Err(e) => crate::events::AuditRecordUnreadable { seq, error: &e }.emit(),
+            Err(error) => crate::events::AuditRecordUnreadable { seq, error: &error }.emit(),
         }
     }
     Ok(out)

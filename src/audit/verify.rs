@@ -2,12 +2,15 @@
 //! against one anchored outside the database ([`check_anchor`]), and the
 //! ledger against the commit records ([`verify_ledger`]).
 
-use super::trace::{records_for_scan, records_where};
+use super::stored::record_json;
+use super::trace::{for_each_record, records_for_scan};
 use super::{AuditRecord, GENESIS, chain_hash};
 use crate::model::ScanState;
 use crate::store::identity::AUDIT_HEAD_KEY as HEAD_KEY;
+use crate::store::packed::{Unpacked, unpack};
 use crate::store::{Store, StoreError};
-use rusqlite::{OptionalExtension, params};
+use rusqlite::OptionalExtension;
+use rusqlite::types::ValueRef;
 use std::ops::ControlFlow;
 
 /// Result of verifying the chain.
@@ -29,11 +32,12 @@ pub enum Verification {
     },
 }
 
-/// The first record still in the database and its `prev_hash` (the hash
-/// of the last record pruned before it, or 64 zeros): `None` for an empty
-/// chain.
-pub fn first_live(store: &Store) -> Result<Option<(i64, String)>, StoreError> {
-    store
+/// The first record still in the database and the hash it links to: its
+/// `prev_hash` (the hash of the last record pruned before it), 64 zeros
+/// for record 1, `None` where neither is stored (its predecessor was
+/// removed outside `audit prune`). `None` for an empty chain.
+pub fn first_live(store: &Store) -> Result<Option<(i64, Option<String>)>, StoreError> {
+    let first: Option<(i64, Option<Unpacked>)> = store
         .conn
         .query_row(
             "SELECT seq, prev_hash FROM audit ORDER BY seq LIMIT 1",
@@ -41,7 +45,14 @@ pub fn first_live(store: &Store) -> Result<Option<(i64, String)>, StoreError> {
             |r| Ok((r.get(0)?, r.get(1)?)),
         )
         .optional()
-        .map_err(|e| store.err_at(e))
+        .map_err(|e| store.err_at(e))?;
+    Ok(first.map(|(seq, prev)| {
+        let prev = prev.map(|p| p.0);
+        (
+            seq,
+            prev.or_else(|| (seq == 1).then(|| GENESIS.to_string())),
+        )
+    }))
 }
 
 /// Walk the whole chain and report the first broken record. A database
@@ -61,11 +72,20 @@ pub fn verify(store: &Store) -> Result<Verification, StoreError> {
         ControlFlow::Continue(walked) => walked,
         ControlFlow::Break(broken) => return Ok(broken),
     };
-    if let Some((first, _)) = start.filter(|_| !checkpoint_seen) {
+    if let Some((first, _)) = start.as_ref().filter(|_| !checkpoint_seen) {
         return Ok(Verification::Broken {
             seq: 1,
             problem: format!(
                 "record 1 is missing (the next one is {first}), and no checkpoint record says records 1..={} were pruned into an archive",
+                first - 1
+            ),
+        });
+    }
+    if let Some((first, None)) = start {
+        return Ok(Verification::Broken {
+            seq: first,
+            problem: format!(
+                "record {first} links to nothing (no prev_hash): record {} was removed outside `scangate audit prune`",
                 first - 1
             ),
         });
@@ -83,31 +103,27 @@ struct Walked {
 
 /// Read the records in order from `start` (the first kept after a prune,
 /// else record 1): each in its place, linked to the one before, matching
-/// its hash and its indexed columns. `Break`: the first broken record.
+/// its hash and its indexed column. `Break`: the first broken record.
 fn walk(
     store: &Store,
-    start: &Option<(i64, String)>,
+    start: &Option<(i64, Option<String>)>,
 ) -> Result<ControlFlow<Verification, Walked>, StoreError> {
     let err = |e| store.err_at(e);
     let mut checkpoint_seen = false;
+    let unmatched = unmatched_keys(store)?;
     let mut q = store
         .conn
-        .prepare(
-            "SELECT seq, scan_uuid, content_key, record, prev_hash, hash FROM audit ORDER BY seq",
-        )
+        .prepare("SELECT seq, scan_uuid, record, prev_hash, hash FROM audit ORDER BY seq")
         .map_err(err)?;
     let mut rows = q.query([]).map_err(err)?;
+    // The hash the next record links to (`None`: the first record kept
+    // names none; it is reported after the walk).
     let (mut expected, mut prev) = match start {
         Some((seq, prev_hash)) => (*seq, prev_hash.clone()),
-        None => (1, GENESIS.to_string()),
+        None => (1, Some(GENESIS.to_string())),
     };
     while let Some(r) = rows.next().map_err(err)? {
         let seq: i64 = r.get(0).map_err(err)?;
-        let uuid: String = r.get(1).map_err(err)?;
-        let key: Option<String> = r.get(2).map_err(err)?;
-        let record: String = r.get(3).map_err(err)?;
-        let prev_hash: String = r.get(4).map_err(err)?;
-        let hash: String = r.get(5).map_err(err)?;
         let broken = |problem: String| {
             Ok(ControlFlow::Break(Verification::Broken {
                 seq: expected,
@@ -119,25 +135,44 @@ fn walk(
                 "record {expected} is missing (the next one is {seq})"
             ));
         }
-        if prev_hash != prev {
+        let column = |i: usize| r.get_ref(i).map_err(err);
+        let uuid = unpack(column(1)?).ok();
+        let record = match record_json(column(2)?) {
+            Ok(record) => record,
+            Err(e) => return broken(format!("record {seq}: not a valid audit record: {e}")),
+        };
+        // NULL: the hash of the record before, as written.
+        let prev_hash = match column(3)? {
+            ValueRef::Null => prev.clone(),
+            v => Some(unpack(v).unwrap_or_default()),
+        };
+        let hash = unpack(column(4)?).unwrap_or_default();
+        if prev.is_some() && prev_hash != prev {
             return broken(format!(
                 "record {seq}: prev_hash does not match the hash of record {}",
                 seq - 1
             ));
         }
-        if chain_hash(&prev_hash, &record) != hash {
+        if let Some(prev_hash) = &prev_hash
+            && chain_hash(prev_hash, &record) != hash
+        {
             return broken(format!(
                 "record {seq}: content does not match its hash (altered)"
             ));
         }
         match serde_json::from_str::<AuditRecord>(&record) {
-            Ok(rec) if rec.seq == seq && rec.scan_uuid == uuid && rec.content_key == key => {
+            Ok(rec)
+                if rec.seq == seq
+                    && uuid.as_ref() == Some(&rec.scan_uuid)
+                    && !unmatched.contains(&seq) =>
+            {
                 // The checkpoint that removed the records before `first`
                 // (all of them, or, while a prune is interrupted, some).
                 if let (Some(p), Some((first, first_prev))) = (&rec.pruned, start) {
                     let before = first - 1;
                     checkpoint_seen |= (p.first_seq..p.through_seq).contains(&before)
-                        || (before == p.through_seq && p.through_hash == *first_prev);
+                        || (before == p.through_seq
+                            && first_prev.as_deref() == Some(p.through_hash.as_str()));
                 }
             }
             Ok(_) => {
@@ -147,15 +182,30 @@ fn walk(
             }
             Err(e) => return broken(format!("record {seq}: not a valid audit record: {e}")),
         }
-        prev = hash;
+        prev = Some(hash);
         expected += 1;
     }
     let last = expected - 1;
     Ok(ControlFlow::Continue(Walked {
         last,
-        prev,
+        prev: prev.unwrap_or_default(),
         checkpoint_seen,
     }))
+}
+
+/// The records whose `content_key` column differed from their record
+/// when migration 8 dropped the column (normally none): still named as
+/// altered.
+fn unmatched_keys(store: &Store) -> Result<std::collections::BTreeSet<i64>, StoreError> {
+    let err = |e| store.err_at(e);
+    let mut q = store
+        .conn
+        .prepare("SELECT seq FROM audit_unmatched_keys")
+        .map_err(err)?;
+    q.query_map([], |r| r.get(0))
+        .map_err(err)?
+        .collect::<rusqlite::Result<_>>()
+        .map_err(err)
 }
 
 /// Compare the chain walked (`last` records, the last one's hash `prev`)
@@ -223,7 +273,7 @@ pub fn check_anchor(
     {
         // Pruned (`verify` checked the checkpoint that says so); its
         // archive holds it. The boundary record's hash is still here.
-        return Ok((head.seq == first - 1 && head.hash != first_prev).then(|| {
+        return Ok((head.seq == first - 1 && first_prev.as_deref() != Some(head.hash.as_str())).then(|| {
             format!(
                 "record {} is not the one {by} saw (hash {}): the chain was rewritten from there or before",
                 head.seq, head.hash
@@ -233,7 +283,7 @@ pub fn check_anchor(
     let hash: Option<String> = store
         .conn
         .query_row("SELECT hash FROM audit WHERE seq = ?1", [head.seq], |r| {
-            r.get(0)
+            r.get::<_, Unpacked>(0).map(|h| h.0)
         })
         .optional()
         .map_err(|e| store.err_at(e))?;
@@ -265,11 +315,6 @@ pub enum LedgerCheck {
         problem: String,
     },
 }
-
-/// A commit record that covers a ledger entry: canonical JSON has exactly
-/// this key only where the field is present (quotes inside strings are
-/// escaped).
-const LEDGER_HASH_LIKE: &str = "%\"ledger_hash\":%";
 
 /// Check every ledger entry, as `ledger export` prints it, against the
 /// `ledger_hash` its commit record holds, and that every such record's
@@ -327,30 +372,33 @@ pub fn verify_ledger(store: &Store) -> Result<LedgerCheck, StoreError> {
     if let Some((entry, problem)) = broken {
         return Ok(LedgerCheck::Broken { entry, problem });
     }
-    let err = |e| store.err_at(e);
-    let recorded: i64 = store
-        .conn
-        .query_row(
-            "SELECT count(*) FROM audit WHERE record LIKE ?1",
-            [LEDGER_HASH_LIKE],
-            |r| r.get(0),
-        )
-        .map_err(err)?;
+    // Every commit record that names an entry: as many as matched one.
+    let mut recorded = 0i64;
+    for_each_record(store, |rec| {
+        recorded += i64::from(rec.ledger_hash.is_some())
+    })?;
     if recorded != covered {
-        for rec in records_where(
-            store,
-            "SELECT seq, record FROM audit WHERE record LIKE ?1 ORDER BY seq",
-            params![LEDGER_HASH_LIKE],
-        )? {
-            if !crate::ledger::has_entry(&store.conn, &rec.scan_uuid).map_err(err)? {
-                return Ok(LedgerCheck::Broken {
-                    entry: rec.seq,
-                    problem: format!(
-                        "the ledger entry of scan {}, committed by audit record {}, is missing from the ledger",
-                        rec.scan_uuid, rec.seq
-                    ),
-                });
+        let (mut missing, mut failed) = (None, None);
+        for_each_record(store, |rec| {
+            if missing.is_some() || failed.is_some() || rec.ledger_hash.is_none() {
+                return;
             }
+            match crate::ledger::has_entry(&store.conn, &rec.scan_uuid) {
+                Ok(true) => {}
+                Ok(false) => missing = Some((rec.seq, rec.scan_uuid)),
+                Err(e) => failed = Some(e),
+            }
+        })?;
+        if let Some(e) = failed {
+            return Err(store.err_at(e));
+        }
+        if let Some((seq, scan)) = missing {
+            return Ok(LedgerCheck::Broken {
+                entry: seq,
+                problem: format!(
+                    "the ledger entry of scan {scan}, committed by audit record {seq}, is missing from the ledger"
+                ),
+            });
         }
         return Ok(LedgerCheck::Broken {
             entry: 0,

@@ -84,7 +84,8 @@ fn verify_chain(store: &Store) -> Result<Option<(i64, First)>, Failure> {
     Store::check_pages(store.path())?;
     match audit::verify(store)? {
         Verification::Intact { records, head } => {
-            let first = audit::first_live(store)?;
+            let first =
+                audit::first_live(store)?.map(|(seq, prev)| (seq, prev.unwrap_or_default()));
             let from = first.as_ref().map_or(1, |f| f.0);
             println!(
                 "audit chain intact: {} records{}, head {head}",

@@ -113,7 +113,7 @@ impl Gate {
     pub fn new(cfg: GateConfig, store: &Store) -> Result<Gate, StoreError> {
         let mut bloom = Bloom::new(BLOOM_BITS, cfg.retention);
         let since = chrono::Utc::now().timestamp_millis() - cfg.retention.as_millis() as i64;
-        crate::ledger::keys_since(&store.conn, since, |key| bloom.insert(&key_bytes(key)))
+        crate::ledger::keys_since(&store.conn, since, |key| bloom.insert(key))
             .map_err(|e| store.err_at(e))?;
         let offsets = BootOffsets::load(&store.conn).map_err(|e| store.err_at(e))?;
         let clock = FacilityClock::load(&store.conn).map_err(|e| store.err_at(e))?;

@@ -36,6 +36,7 @@ pub mod handoff;
 pub mod identity;
 mod lock;
 mod open;
+pub mod packed;
 mod schema;
 pub mod space;
 mod turn;

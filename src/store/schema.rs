@@ -213,6 +213,90 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX scans_control_open ON scans (scanner, captured_ms)
         WHERE state = 'control' AND control_end IS NULL;
     "#,
+    // 8: lean rows (issue 27). Identifiers and hashes as the bytes they
+    // are (store/packed.rs): a canonical UUID as a 16-byte BLOB, a 64-digit
+    // lowercase hex key or hash as a 32-byte BLOB, any other text kept as
+    // it was, so everything reads back as written. The ledger and the
+    // audit trail are rebuilt in place (SQLite cannot change a column's
+    // type), in this migration's one transaction.
+    // The audit trail drops what repeats its record or its neighbour:
+    // `content_key` (in the record; rows where the column differed from
+    // the record are kept in `audit_unmatched_keys`, so `audit verify`
+    // still names them), and `prev_hash` where it is the previous row's
+    // `hash` (NULL: "the hash of the row before"; a value is kept only
+    // where it says something: the first row after a prune, and any row
+    // that does not link). New records are stored packed
+    // (audit/stored.rs); the chain still hashes their canonical JSON.
+    // `key_prefix` becomes the key's first 4 bytes (was 8: `>> 32` keeps
+    // the top 4 as a signed integer, as `ledger::key_prefix` makes it):
+    // 4 bytes less in the row and in each exact index.
+    // Indexes, and the queries each serves (EXPLAIN QUERY PLAN: the
+    // tests in store/schema.rs and ledger.rs):
+    // - ledger's `scan_uuid` UNIQUE: an entry by scan (`ledger::has_entry`,
+    //   `scan_of`, `entry_for_scan`, `prune_entry`, trace and verify).
+    // - `ledger_wall`, `ledger_boot`: the exact lookup (`ledger::find_twin`).
+    // - `ledger_time`: entries by capture time (`ledger::keys_since`, the
+    //   Bloom filter rebuilt at every start: without it every start reads
+    //   the whole ledger). (`scans_since` and `for_each` ask for ledger
+    //   order, `ORDER BY seq`: SQLite walks the table rather than sort.)
+    // - `audit_scan`: a scan's records (`audit::records_for_scan`: trace,
+    //   `verify_ledger`, conflicts, prune's dedup horizon).
+    r#"
+    CREATE TABLE ledger_v8 (
+        seq           INTEGER PRIMARY KEY,
+        scan_uuid     BLOB    NOT NULL UNIQUE,
+        gateway       TEXT    NOT NULL,
+        scanner       TEXT    NOT NULL,
+        captured_ms   INTEGER NOT NULL,
+        boot_id       BLOB    NOT NULL,
+        boot_ns       INTEGER NOT NULL,
+        clock_synced  INTEGER NOT NULL,
+        scan_type     TEXT    NOT NULL,
+        quantity      INTEGER NOT NULL,
+        gtin          TEXT,
+        ndc10         TEXT,
+        lot           TEXT,
+        serial        TEXT,
+        expiry        TEXT,
+        symbology     TEXT    NOT NULL,
+        content_key   BLOB    NOT NULL,
+        key_prefix    INTEGER NOT NULL
+    );
+    INSERT INTO ledger_v8
+    SELECT seq, CASE WHEN scan_uuid GLOB '[0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f]-[0-9a-f][0-9a-f][0-9a-f][0-9a-f]-[0-9a-f][0-9a-f][0-9a-f][0-9a-f]-[0-9a-f][0-9a-f][0-9a-f][0-9a-f]-[0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f]' THEN unhex(replace(scan_uuid, '-', '')) WHEN length(scan_uuid) = 64 AND scan_uuid NOT GLOB '*[^0-9a-f]*' THEN unhex(scan_uuid) ELSE scan_uuid END, gateway, scanner, captured_ms, CASE WHEN boot_id GLOB '[0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f]-[0-9a-f][0-9a-f][0-9a-f][0-9a-f]-[0-9a-f][0-9a-f][0-9a-f][0-9a-f]-[0-9a-f][0-9a-f][0-9a-f][0-9a-f]-[0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f]' THEN unhex(replace(boot_id, '-', '')) WHEN length(boot_id) = 64 AND boot_id NOT GLOB '*[^0-9a-f]*' THEN unhex(boot_id) ELSE boot_id END,
+        boot_ns, clock_synced, scan_type, quantity, gtin, ndc10, lot, serial,
+        expiry, symbology, CASE WHEN content_key GLOB '[0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f]-[0-9a-f][0-9a-f][0-9a-f][0-9a-f]-[0-9a-f][0-9a-f][0-9a-f][0-9a-f]-[0-9a-f][0-9a-f][0-9a-f][0-9a-f]-[0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f]' THEN unhex(replace(content_key, '-', '')) WHEN length(content_key) = 64 AND content_key NOT GLOB '*[^0-9a-f]*' THEN unhex(content_key) ELSE content_key END, key_prefix >> 32
+    FROM ledger ORDER BY seq;
+    DROP TABLE ledger;
+    ALTER TABLE ledger_v8 RENAME TO ledger;
+    CREATE INDEX ledger_wall ON ledger (captured_ms >> 13, key_prefix, captured_ms);
+    CREATE INDEX ledger_boot ON ledger (boot_id, boot_ns >> 33, key_prefix, boot_ns);
+    CREATE INDEX ledger_time ON ledger (captured_ms);
+    CREATE TABLE audit_unmatched_keys (
+        seq           INTEGER PRIMARY KEY,
+        content_key   TEXT
+    );
+    INSERT INTO audit_unmatched_keys
+    SELECT seq, content_key FROM audit
+    WHERE json_valid(record) AND (record ->> '$.content_key') IS NOT content_key;
+    CREATE TABLE audit_v8 (
+        seq           INTEGER PRIMARY KEY,
+        scan_uuid     BLOB    NOT NULL,
+        record        BLOB    NOT NULL,
+        prev_hash     BLOB,
+        hash          BLOB    NOT NULL
+    );
+    INSERT INTO audit_v8 (seq, scan_uuid, record, prev_hash, hash)
+    SELECT seq, CASE WHEN scan_uuid GLOB '[0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f]-[0-9a-f][0-9a-f][0-9a-f][0-9a-f]-[0-9a-f][0-9a-f][0-9a-f][0-9a-f]-[0-9a-f][0-9a-f][0-9a-f][0-9a-f]-[0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f]' THEN unhex(replace(scan_uuid, '-', '')) WHEN length(scan_uuid) = 64 AND scan_uuid NOT GLOB '*[^0-9a-f]*' THEN unhex(scan_uuid) ELSE scan_uuid END, record,
+        CASE WHEN prev_hash IS coalesce(lag(hash) OVER (ORDER BY seq),
+                CASE WHEN seq = 1 THEN '0000000000000000000000000000000000000000000000000000000000000000' END)
+            THEN NULL ELSE CASE WHEN prev_hash GLOB '[0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f]-[0-9a-f][0-9a-f][0-9a-f][0-9a-f]-[0-9a-f][0-9a-f][0-9a-f][0-9a-f]-[0-9a-f][0-9a-f][0-9a-f][0-9a-f]-[0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f]' THEN unhex(replace(prev_hash, '-', '')) WHEN length(prev_hash) = 64 AND prev_hash NOT GLOB '*[^0-9a-f]*' THEN unhex(prev_hash) ELSE prev_hash END END,
+        CASE WHEN hash GLOB '[0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f]-[0-9a-f][0-9a-f][0-9a-f][0-9a-f]-[0-9a-f][0-9a-f][0-9a-f][0-9a-f]-[0-9a-f][0-9a-f][0-9a-f][0-9a-f]-[0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f]' THEN unhex(replace(hash, '-', '')) WHEN length(hash) = 64 AND hash NOT GLOB '*[^0-9a-f]*' THEN unhex(hash) ELSE hash END
+    FROM audit ORDER BY seq;
+    DROP TABLE audit;
+    ALTER TABLE audit_v8 RENAME TO audit;
+    CREATE INDEX audit_scan ON audit (scan_uuid);
+    "#,
 ];
 
 /// `PRAGMA secure_delete` on every writing connection: whatever a write
@@ -446,5 +530,79 @@ mod tests {
             Store::open_read_only(dir.path()),
             Err(StoreError::OlderSchema { found: 1, .. })
         ));
+    }
+    /// No write of a scan, a ledger entry or an audit record makes SQLite
+    /// build a throw-away index (`OpenEphemeral`, as the scans table's
+    /// old CHECK did on every INSERT and UPDATE).
+    #[test]
+    fn writes_build_no_ephemeral_index() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        for sql in [
+            "INSERT INTO scans (scan_uuid, scanner, scan_type, quantity, captured_ms, boot_id,
+                 boot_ns, clock_synced, raw, symbology, gtin, content_key, state, twin_uuid,
+                 decided_ms, window_ms, unserialised, resend, ambiguous)
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "UPDATE scans SET state = ?2, twin_uuid = ?3, decided_ms = ?4, ambiguous = ?5
+             WHERE seq = ?1",
+            "INSERT INTO ledger (scan_uuid, gateway, scanner, captured_ms, boot_id, boot_ns,
+                 clock_synced, scan_type, quantity, gtin, ndc10, lot, serial, expiry, symbology,
+                 content_key, key_prefix)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
+            "INSERT INTO audit (seq, scan_uuid, record, hash) VALUES (?1, ?2, ?3, ?4)",
+        ] {
+            let mut q = store.conn.prepare(&format!("EXPLAIN {sql}")).unwrap();
+            let mut rows = q.raw_query();
+            let mut ops: Vec<String> = Vec::new();
+            while let Some(r) = rows.next().unwrap() {
+                ops.push(r.get(1).unwrap());
+            }
+            assert!(
+                ops.iter().any(|o| o == "Insert" || o == "IdxInsert"),
+                "{ops:?}"
+            );
+            assert!(!ops.iter().any(|o| o == "OpenEphemeral"), "{sql}: {ops:?}");
+        }
+    }
+
+    /// Each index of the ledger and the audit trail serves the queries
+    /// migration 8 names (the exact lookups: `ledger.rs`).
+    #[test]
+    fn the_indexes_serve_their_queries() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let plan = |sql: &str| -> String {
+            let mut q = store
+                .conn
+                .prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
+                .unwrap();
+            let details: Vec<String> = q
+                .query_map([], |r| r.get::<_, String>(3))
+                .unwrap()
+                .map(Result::unwrap)
+                .collect();
+            details.join("; ")
+        };
+        for (sql, index) in [
+            (
+                "SELECT content_key FROM ledger WHERE captured_ms >= 1",
+                "ledger_time",
+            ),
+            (
+                "SELECT EXISTS (SELECT 1 FROM ledger WHERE scan_uuid = x'00')",
+                "sqlite_autoindex_ledger",
+            ),
+            (
+                "SELECT seq, record FROM audit WHERE scan_uuid = x'00' ORDER BY seq",
+                "audit_scan",
+            ),
+            (
+                "SELECT min(seq) FROM audit WHERE scan_uuid = x'00'",
+                "audit_scan",
+            ),
+        ] {
+            let p = plan(sql);
+            assert!(p.contains(&format!("INDEX {index}")), "{sql}: {p}");
+        }
     }
 }

@@ -350,6 +350,20 @@ pub fn ledger(config: &Path) -> Vec<serde_json::Value> {
         .collect()
 }
 
+/// Every audit record on `c` as its JSON, in chain order (records are
+/// stored packed: `scangate::audit::stored`).
+pub fn audit_records(c: &rusqlite::Connection) -> Vec<String> {
+    let mut q = c.prepare("SELECT record FROM audit ORDER BY seq").unwrap();
+    q.query_map([], |r| r.get::<_, scangate::audit::stored::RecordJson>(0))
+        .unwrap()
+        .map(|r| r.unwrap().0)
+        .collect()
+}
+
+/// SQL: the text of a UUID column of `ledger` or `audit` (stored as its
+/// 16 bytes), to compare with the outbox's text.
+pub const UUID_TEXT: &str = "lower(substr(hex(scan_uuid), 1, 8) || '-' || substr(hex(scan_uuid), 9, 4) || '-' || substr(hex(scan_uuid), 13, 4) || '-' || substr(hex(scan_uuid), 17, 4) || '-' || substr(hex(scan_uuid), 21))";
+
 /// A read-only connection to a state dir's database (for cross-checks the
 /// CLI does not expose, e.g. per-scan twins).
 pub fn open_db(state_dir: &Path) -> rusqlite::Connection {

@@ -95,16 +95,17 @@ pub fn verdict(store: &Store, scan: &Scan) -> Verdict {
 
 /// The latest audit record of `scan`.
 pub fn audit_of(store: &Store, scan: &Scan) -> serde_json::Value {
-    let record: String = store
+    let uuid = scan.uuid.to_string();
+    let record: scangate::audit::stored::RecordJson = store
         .read()
         .unwrap()
         .query_row(
             "SELECT record FROM audit WHERE scan_uuid = ?1 ORDER BY seq DESC LIMIT 1",
-            [scan.uuid.to_string()],
+            [scangate::store::packed::packed(&uuid)],
             |r| r.get(0),
         )
         .unwrap();
-    serde_json::from_str(&record).unwrap()
+    serde_json::from_str(&record.0).unwrap()
 }
 
 /// The gate settings the tests use: window 3 s, retention 72 h.

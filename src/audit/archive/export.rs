@@ -6,7 +6,9 @@ use super::{
     ArchiveError, FORMAT, Line, Manifest, VERSION, at_ms, commits, hash_at, require_intact,
     verify_file,
 };
-use crate::audit::AuditRecord;
+use crate::audit::stored::RecordJson;
+use crate::audit::{AuditRecord, PREV_HASH};
+use crate::store::packed::Unpacked;
 use crate::store::{Store, StoreError};
 use rusqlite::{Connection, params};
 use serde_json::value::RawValue;
@@ -39,7 +41,9 @@ pub fn export(
     let err = |e| store.err_at(e);
     let start = first_to_archive(store, &read)?;
     let mut q = read
-        .prepare("SELECT seq, record, prev_hash, hash FROM audit WHERE seq >= ?1 ORDER BY seq")
+        .prepare(&format!(
+            "SELECT seq, record, {PREV_HASH}, hash FROM audit WHERE seq >= ?1 ORDER BY seq"
+        ))
         .map_err(err)?;
     let mut rows = q.query([start]).map_err(err)?;
     let tmp = PathBuf::from(format!("{}.partial", out.display()));
@@ -188,7 +192,7 @@ impl ArchiveFile {
         let mut m: Option<Manifest> = None;
         let (mut records, mut entries) = (0i64, 0i64);
         while let Some(r) = rows.next().map_err(err)? {
-            let (seq, json, prev_hash, hash): (i64, String, String, String) = (
+            let (seq, RecordJson(json), Unpacked(prev_hash), Unpacked(hash)) = (
                 r.get(0).map_err(err)?,
                 r.get(1).map_err(err)?,
                 r.get(2).map_err(err)?,

@@ -186,7 +186,9 @@ fn require_intact(store: &Store, what: &str) -> Result<Head, ArchiveError> {
 fn hash_at(store: &Store, seq: i64) -> Result<Option<String>, StoreError> {
     store
         .conn
-        .query_row("SELECT hash FROM audit WHERE seq = ?1", [seq], |r| r.get(0))
+        .query_row("SELECT hash FROM audit WHERE seq = ?1", [seq], |r| {
+            r.get::<_, crate::store::packed::Unpacked>(0).map(|h| h.0)
+        })
         .optional()
         .map_err(|e| store.err_at(e))
 }

@@ -3,10 +3,12 @@
 //! record that says so, and the removal in short transactions.
 
 use super::{ArchiveError, at_ms, commits, hash_at, require_intact};
+use crate::audit::stored::{RecordJson, record_json};
 use crate::audit::trace::records_where;
 use crate::audit::{AuditPruned, AuditRecord, Chain, Emitted, first_live};
 use crate::model::ScanState;
 use crate::store::identity::Head;
+use crate::store::packed::{Unpacked, packed};
 use crate::store::{Store, StoreError};
 use rusqlite::{OptionalExtension, params};
 
@@ -181,7 +183,7 @@ impl Limit {
                 .conn
                 .query_row(
                     "SELECT min(seq) FROM audit WHERE scan_uuid = ?1",
-                    [&scan],
+                    [packed(&scan)],
                     |r| r.get(0),
                 )
                 .map_err(|e| store.err_at(e))?;
@@ -215,13 +217,13 @@ impl Limit {
         let mut rows = q.query([first, self.seq]).map_err(err)?;
         while let Some(r) = rows.next().map_err(err)? {
             let seq: i64 = r.get(0).map_err(err)?;
-            let rec: AuditRecord =
-                serde_json::from_str(r.get_ref(1).map_err(err)?.as_str().unwrap_or_default())
-                    .map_err(|e| {
-                        ArchiveError::Refused(format!(
-                            "audit record {seq} is unreadable ({e}); nothing pruned"
-                        ))
-                    })?;
+            let rec: AuditRecord = record_json(r.get_ref(1).map_err(err)?)
+                .and_then(|json| serde_json::from_str(&json).map_err(|e| e.to_string()))
+                .map_err(|e| {
+                    ArchiveError::Refused(format!(
+                        "audit record {seq} is unreadable ({e}); nothing pruned"
+                    ))
+                })?;
             if at_ms(&rec.at).is_none_or(|at| at >= cutoff) {
                 self.why = format!(
                     "record {seq} was decided {} (less than [records] keep_days = {} days ago)",
@@ -235,7 +237,7 @@ impl Limit {
                 entries += 1;
             }
             through = seq;
-            through_hash = r.get(2).map_err(err)?;
+            through_hash = r.get::<_, Unpacked>(2).map_err(err)?.0;
         }
         Ok((through, through_hash, entries))
     }
@@ -301,7 +303,7 @@ fn append_checkpoint(store: &mut Store, record: AuditRecord) -> Result<Vec<Emitt
 
 /// The gateway named by the chain's last record.
 fn gateway_of_chain(store: &Store) -> Result<String, StoreError> {
-    let rec: Option<String> = store
+    let rec: Option<RecordJson> = store
         .conn
         .query_row(
             "SELECT record FROM audit ORDER BY seq DESC LIMIT 1",
@@ -311,23 +313,27 @@ fn gateway_of_chain(store: &Store) -> Result<String, StoreError> {
         .optional()
         .map_err(|e| store.err_at(e))?;
     Ok(rec
-        .and_then(|r| serde_json::from_str::<AuditRecord>(&r).ok())
+        .and_then(|r| serde_json::from_str::<AuditRecord>(&r.0).ok())
         .map(|r| r.gateway)
         .unwrap_or_default())
 }
 
-/// The newest checkpoint record's [`AuditPruned`], if any.
+/// The newest checkpoint record's [`AuditPruned`], if any (checkpoint
+/// records are stored as JSON: [`Chain::append`]).
 fn last_checkpoint(store: &Store) -> Result<Option<AuditPruned>, StoreError> {
     let recs = records_where(
         store,
-        "SELECT seq, record FROM audit WHERE record LIKE '%\"pruned\":{%' ORDER BY seq DESC LIMIT 1",
+        "SELECT seq, record FROM audit WHERE typeof(record) = 'text'
+           AND record LIKE '%\"pruned\":{%' ORDER BY seq DESC LIMIT 1",
         params![],
     )?;
     Ok(recs.into_iter().next().and_then(|r| r.pruned))
 }
 
 /// Remove records `from..=through` that are still here, with the ledger
-/// entries they committed, [`PRUNE_CHUNK`] records per transaction.
+/// entries they committed, [`PRUNE_CHUNK`] records per transaction; the
+/// first record kept gets the removed one's hash as its `prev_hash` (it
+/// was NULL, "the hash of the row before"), in the same transaction.
 /// Returns the ledger entries removed.
 fn remove(store: &mut Store, from: i64, through: i64) -> Result<i64, StoreError> {
     let mut entries = 0;
@@ -339,10 +345,10 @@ fn remove(store: &mut Store, from: i64, through: i64) -> Result<i64, StoreError>
             let mut q = w
                 .prepare_cached("SELECT record FROM audit WHERE seq BETWEEN ?1 AND ?2")
                 .map_err(|e| w.err(e))?;
-            q.query_map([at, end], |r| r.get::<_, String>(0))
+            q.query_map([at, end], |r| r.get::<_, RecordJson>(0))
                 .map_err(|e| w.err(e))?
                 .filter_map(|r| r.ok())
-                .filter_map(|json| serde_json::from_str::<AuditRecord>(&json).ok())
+                .filter_map(|json| serde_json::from_str::<AuditRecord>(&json.0).ok())
                 .filter(commits)
                 .map(|r| r.scan_uuid)
                 .collect()
@@ -350,8 +356,19 @@ fn remove(store: &mut Store, from: i64, through: i64) -> Result<i64, StoreError>
         for scan in &scans {
             entries += i64::from(crate::ledger::prune_entry(&w, scan).map_err(|e| w.err(e))?);
         }
+        let link: Option<rusqlite::types::Value> = w
+            .query_row("SELECT hash FROM audit WHERE seq = ?1", [end], |r| r.get(0))
+            .optional()
+            .map_err(|e| w.err(e))?;
         w.execute("DELETE FROM audit WHERE seq BETWEEN ?1 AND ?2", [at, end])
             .map_err(|e| w.err(e))?;
+        if let Some(hash) = link {
+            w.execute(
+                "UPDATE audit SET prev_hash = ?2 WHERE seq = ?1 AND prev_hash IS NULL",
+                params![end + 1, hash],
+            )
+            .map_err(|e| w.err(e))?;
+        }
         w.commit()?;
         at = end + 1;
     }
@@ -361,6 +378,7 @@ fn remove(store: &mut Store, from: i64, through: i64) -> Result<i64, StoreError>
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rusqlite::types::Value;
 
     /// `n` records decided in 2020 (they decide no scan: enough for the chain).
     fn old_records(store: &mut Store, n: i64) {
@@ -418,16 +436,23 @@ mod tests {
         super::super::export(&store, until, &out, "gw").unwrap();
         super::super::register(&mut store, &out).unwrap();
         // What records 6..=10 were, before the prune.
-        let kept: Vec<(i64, String, String, String)> = {
+        type Row = (i64, Value, Value, Value, Value);
+        let kept: Vec<Row> = {
             let mut q = store
                 .conn
-                .prepare("SELECT seq, record, prev_hash, hash FROM audit WHERE seq > 5")
+                .prepare("SELECT seq, scan_uuid, record, prev_hash, hash FROM audit WHERE seq > 5")
                 .unwrap();
-            q.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
-                .unwrap()
-                .map(Result::unwrap)
-                .collect()
+            q.query_map([], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+            })
+            .unwrap()
+            .map(Result::unwrap)
+            .collect()
         };
+        let hash_5: Value = store
+            .conn
+            .query_row("SELECT hash FROM audit WHERE seq = 5", [], |r| r.get(0))
+            .unwrap();
         let policy = PrunePolicy {
             now_ms: until,
             keep_days: 730,
@@ -442,27 +467,23 @@ mod tests {
             }
         ));
         assert!(intact(&store));
-        // As if it had stopped after removing 1..=5: 6..=10 back.
+        // As if it had stopped after removing 1..=5 (and so linked record
+        // 6 to record 5's hash): 6..=10 back.
         let put_back = |store: &mut Store| {
             let w = store.write().unwrap();
-            for (seq, record, prev, hash) in &kept {
+            for (seq, uuid, record, prev, hash) in &kept {
                 w.execute(
                     "INSERT INTO audit (seq, scan_uuid, record, prev_hash, hash)
-                     VALUES (?1, '', ?2, ?3, ?4)",
-                    params![seq, record, prev, hash],
+                     VALUES (?1, ?2, ?3, ?4, ?5)",
+                    params![seq, uuid, record, prev, hash],
                 )
                 .unwrap();
             }
+            w.execute("UPDATE audit SET prev_hash = ?1 WHERE seq = 6", [&hash_5])
+                .unwrap();
             w.commit().unwrap();
         };
-        // (The scan_uuid column must match the record for verify.)
         put_back(&mut store);
-        store
-            .conn
-            .execute_batch(
-                "UPDATE audit SET scan_uuid = json_extract(record, '$.scan_uuid') WHERE seq <= 10",
-            )
-            .unwrap();
         assert_eq!(first_live(&store).unwrap().unwrap().0, 6);
         assert!(intact(&store), "a start inside the checkpoint's range");
         match prune(&mut store, &policy).unwrap() {

@@ -314,13 +314,8 @@ fn record_conflicts(
     let mut chain = Chain::begin(&w.tx).map_err(|e| w.err(e))?;
     let mut listed = Vec::new();
     for (row, other, other_gateway) in found {
-        let known: bool =
-            w.tx.prepare_cached(
-                "SELECT EXISTS (SELECT 1 FROM audit WHERE scan_uuid = ?1
-                   AND record ->> '$.conflict.other_scan_uuid' = ?2)",
-            )
-            .and_then(|mut q| q.query_row([&row.uuid, &other], |r| r.get(0)))
-            .map_err(|e| w.err(e))?;
+        let known =
+            crate::audit::has_conflict_record(&w.tx, &row.uuid, &other).map_err(|e| w.err(e))?;
         if known {
             continue;
         }
