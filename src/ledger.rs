@@ -9,6 +9,7 @@ use crate::store::{Store, StoreError};
 use rusqlite::{Connection, params};
 use serde::Serialize;
 
+pub mod cursor;
 pub mod epcis;
 
 /// One ledger entry, with the field names the facility stream uses too
@@ -264,6 +265,14 @@ pub fn scan_of(
     )?
     .query_row([scan_uuid], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
     .optional()
+}
+
+/// The position of scan `scan_uuid`'s entry in this ledger, if it has one.
+pub fn seq_of(conn: &Connection, scan_uuid: &str) -> rusqlite::Result<Option<i64>> {
+    use rusqlite::OptionalExtension;
+    conn.prepare_cached("SELECT seq FROM ledger WHERE scan_uuid = ?1")?
+        .query_row([scan_uuid], |r| r.get(0))
+        .optional()
 }
 
 /// Whether scan `scan_uuid` is in this ledger (committed by this gateway).
