@@ -494,3 +494,32 @@ fn a_prune_keeps_what_a_consumer_owes_unless_past_retention() {
         Some(0)
     );
 }
+
+/// With `[redis]`, `--local` reads and follows the gateway's own ledger
+/// (its commits, with their `seq`), while `--follow` without `--group`
+/// or `--local` is refused, naming both.
+#[test]
+fn with_a_facility_redis_local_follows_the_gateways_own_ledger() {
+    let (_root, redis, mut g) = one_gateway();
+    for i in 0..3 {
+        g.send(&dscsa(&format!("LOCAL{i:04}")));
+    }
+    assert_settled(&g, &redis, 3, 0);
+    let out: Outcome = cli_cfg(&g.cfg, &["ledger", "export", "--local"]).into();
+    assert_eq!(out.code, Some(0), "{out}");
+    let local: Vec<String> = out.stdout.lines().map(str::to_string).collect();
+    assert_eq!(local.iter().map(|l| seq(l)).collect::<Vec<_>>(), [1, 2, 3]);
+    let f = Follower::start(&g.cfg, "inv", &["--local"]);
+    assert_eq!(f.take(3), local);
+    wait_acked(&g.cfg, "inv", 3);
+    let refused: Outcome = cli_cfg(
+        &g.cfg,
+        &["ledger", "export", "--follow", "--consumer", "inv"],
+    )
+    .into();
+    assert_eq!(refused.code, Some(2), "{refused}");
+    assert!(
+        refused.stderr.contains("--group NAME") && refused.stderr.contains("--local"),
+        "{refused}"
+    );
+}
