@@ -203,11 +203,12 @@ pub enum LedgerCommand {
     /// gateway's own. Exit codes: 0 done (with `--follow`: its output
     /// closed). 2 a usage error (a bad `--since` or name, `--follow`
     /// without `--consumer` or `--group`, `--group` without `[redis]`,
-    /// `--echoes` with `--format epcis`). 3 the database cannot be read
-    /// (with `--consumer`: or written), or the consumer was removed while
-    /// following. 4 the facility Redis cannot be read (with `--follow`,
-    /// only at the first connection: later failures are retried); with
-    /// `--format epcis`, an entry that cannot be an event.
+    /// `--echoes` with `--format epcis`). 3 the database cannot be read.
+    /// 4 the facility Redis cannot be read (with `--follow`, only at the
+    /// first connection: later failures are retried); with `--format
+    /// epcis`, an entry that cannot be an event; with `--consumer`, its
+    /// cursor cannot be written (run it as the service user) or the
+    /// consumer was removed while following.
     Export {
         #[command(flatten)]
         config: ConfigArg,
