@@ -589,8 +589,9 @@ pub fn render_consumer(c: &LedgerConsumerView) -> String {
     let behind = match c.oldest_unacked_age_s {
         None => "all acknowledged".to_string(),
         Some(age) => format!(
-            "{} entries after it, the oldest captured {}",
+            "{} {} after it, the oldest captured {}",
             c.behind,
+            if c.behind == 1 { "entry" } else { "entries" },
             age_words(age)
         ),
     };

@@ -12,6 +12,17 @@
 //! Every function takes a connection inside the caller's transaction: a
 //! page and its position are read in one read transaction (a
 //! [`crate::store::Read`]), a registration or an ack is one tiny write.
+//! A consumer's loop, as `cmd/ledger/follow.rs` runs it:
+//!
+//! ```text
+//! register(&store.write()?, name, now)            (commit)
+//! loop {
+//!     page = page(&store.read()?, name, 100)       (None: removed, stop)
+//!     empty: wait for a commit (PRAGMA data_version), again
+//!     deliver page.entries (write, flush / POST …)  (failed: nothing acked)
+//!     ack(&store.write()?, name, last entry, now)  (commit; false: removed)
+//! }
+//! ```
 //!
 //! **Positions that start again.** `seq` is SQLite's rowid: were every
 //! entry pruned, the next one would be 1 again. A cursor therefore keeps
