@@ -5,7 +5,7 @@
 //! is the facility's stream ([`crate::facility::stream`]; `--follow
 //! --group` reads it as a member of a consumer group); without, or with
 //! `--local`, the gateway's own ([`crate::ledger`]; `--follow --consumer`
-//! reads it from a cursor in its database: [`follow`]).
+//! reads it from a cursor in its database: `ledger/follow.rs`).
 
 use super::{Failure, connect, resolve};
 use crate::cli::args::{ExportFormat, LedgerCommand};
