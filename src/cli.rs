@@ -6,7 +6,8 @@
 use crate::cmd::{self, Failure};
 use crate::exit::Exit;
 use args::{
-    AuditCommand, Cli, Command, ConfigArg, LabelsArgs, LedgerCommand, OutboxCommand, StateCommand,
+    AuditCommand, Cli, Command, ConfigArg, ConsumersCommand, LabelsArgs, LedgerCommand,
+    OutboxCommand, StateCommand,
 };
 use clap::{CommandFactory, FromArgMatches};
 use std::process::ExitCode;
@@ -87,7 +88,13 @@ impl Command {
             | Command::CheckConfig { config: c, .. }
             | Command::Status { config: c, .. }
             | Command::Ledger {
-                command: LedgerCommand::Export { config: c, .. },
+                command:
+                    LedgerCommand::Export { config: c, .. }
+                    | LedgerCommand::Consumers {
+                        command:
+                            ConsumersCommand::List { config: c, .. }
+                            | ConsumersCommand::Remove { config: c, .. },
+                    },
             }
             | Command::Audit {
                 command:

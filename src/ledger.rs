@@ -11,6 +11,7 @@ use rusqlite::types::ValueRef;
 use rusqlite::{Connection, params};
 use serde::Serialize;
 
+pub mod cursor;
 pub mod epcis;
 
 /// One ledger entry, with the field names the facility stream uses too
@@ -276,6 +277,14 @@ pub fn scan_of(
 /// `(scan_uuid, captured_ms, clock_synced)` of a row.
 fn scan_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<(String, i64, bool)> {
     Ok((r.get::<_, Unpacked>(0)?.0, r.get(1)?, r.get(2)?))
+}
+
+/// The position of scan `scan_uuid`'s entry in this ledger, if it has one.
+pub fn seq_of(conn: &Connection, scan_uuid: &str) -> rusqlite::Result<Option<i64>> {
+    use rusqlite::OptionalExtension;
+    conn.prepare_cached("SELECT seq FROM ledger WHERE scan_uuid = ?1")?
+        .query_row([packed(scan_uuid)], |r| r.get(0))
+        .optional()
 }
 
 /// Whether scan `scan_uuid` is in this ledger (committed by this gateway).

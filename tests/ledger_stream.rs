@@ -514,12 +514,12 @@ fn a_full_redis_is_trimmed_and_takes_writes_again() {
 }
 
 #[test]
-fn follow_needs_a_group_and_a_facility_redis() {
+fn follow_needs_a_consumer_or_a_group_and_a_facility_redis() {
     let dir = tempdir("scangate-follow-");
     let cfg = write_config(dir.path(), &dir.path().join("state"), 3000, &[]);
     let out: Outcome = cli_cfg(&cfg, &["ledger", "export", "--follow"]).into();
     assert_eq!(out.code, Some(2), "{out}");
-    assert!(out.stderr.contains("--group"), "{out}");
+    assert!(out.stderr.contains("--consumer NAME"), "{out}");
     let out: Outcome = cli_cfg(&cfg, &["ledger", "export", "--follow", "--group", "g"]).into();
     assert_eq!(out.code, Some(2), "{out}");
     assert!(out.stderr.contains("no [redis] section"), "{out}");

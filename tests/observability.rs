@@ -451,11 +451,18 @@ fn every_series_contrib_names_is_one_a_gateway_exposes() {
         .arg("MKSTREAM")
         .query::<()>(&mut redis.connection())
         .unwrap();
-    let (_gw, _vs, listen, mut daemon) =
+    let (gw, _vs, listen, mut daemon) =
         metrics_gateway(&format!("\n[redis]\nurl = {:?}", redis.url()));
+    // A consumer of the gateway's own ledger, so its series exist too
+    // (registered beside the running daemon, as a follower does).
+    let mut store = scangate::store::Store::open_unlocked(&gw.state).unwrap();
+    let w = store.write().unwrap();
+    scangate::ledger::cursor::register(&w, "inventory", 0).unwrap();
+    w.commit().unwrap();
     let body = scrape_until(&listen, "/metrics with the facility series", |b| {
         b.contains("scangate_facility_up")
             && b.contains("scangate_facility_ledger_oldest_unacked_age_seconds")
+            && b.contains("scangate_ledger_consumer_oldest_unacked_age_seconds")
     });
     let exposed = exposed_names(&body);
     let contrib = Path::new(env!("CARGO_MANIFEST_DIR")).join("contrib");

@@ -50,20 +50,6 @@ fn submit_picks(state: &Path, prefix: &str, offset_ms: i64) {
     store.checkpoint().unwrap();
 }
 
-/// `scangate <args> --config <config>` with the wall clock `days` ahead.
-fn cli_later(config: &Path, days: i64, args: &[&str]) -> Outcome {
-    command()
-        .args(args)
-        .arg("--config")
-        .arg(config)
-        .env("LD_PRELOAD", libfaketime())
-        .env("FAKETIME", format!("+{days}d"))
-        .env("FAKETIME_DONT_FAKE_MONOTONIC", "1")
-        .output()
-        .expect("running scangate under libfaketime")
-        .into()
-}
-
 fn run(config: &Path, args: &[&str]) -> Outcome {
     cli_cfg(config, args).into()
 }
@@ -361,6 +347,7 @@ fn prune_keeps_ledger_entries_inside_the_dedup_horizon() {
         keep_days: 730,
         // A horizon reaching back before the picks.
         retention_hours: 800 * 24 + 2,
+        consumer_hold_days: 90,
         facility_anchor: None,
     };
     match archive::prune(&mut store, &policy).unwrap() {

@@ -31,8 +31,9 @@ mod state_identity;
 mod unserialised;
 
 // What inventory systems read: the ledger as GS1 EPCIS 2.0, checked
-// against GS1's JSON Schema.
+// against GS1's JSON Schema; the embedded ledger followed with a cursor.
 mod epcis;
+mod ledger_follow;
 
 // Serial scanners on PTYs against the real daemon.
 mod control_labels;

@@ -178,6 +178,29 @@ pub struct AuditPruned {
     pub archives: Vec<String>,
     /// `[records] keep_days` at the time.
     pub keep_days: u64,
+    /// Entries among them that a ledger consumer had not acknowledged
+    /// (pruned because they were past `keep_days` + `consumer_hold_days`),
+    /// per consumer. Absent when there were none (so checkpoint records
+    /// written before it existed hash the same).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unacknowledged: Option<Vec<AuditUnacknowledged>>,
+}
+
+/// Ledger entries a prune removed although a consumer had not
+/// acknowledged them ([`AuditPruned::unacknowledged`]).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct AuditUnacknowledged {
+    /// The consumer (`ledger consumers list`).
+    pub consumer: String,
+    /// How many of its entries.
+    pub entries: i64,
+    /// The first of them (ledger position).
+    pub first_seq: i64,
+    /// The last of them.
+    pub through_seq: i64,
+    /// Their age limit: `[records] keep_days` + `consumer_hold_days`.
+    pub held_days: u64,
 }
 
 /// What a state reset started over from ([`AuditRecord::state_reset`]).

@@ -199,12 +199,16 @@ pub enum LedgerCommand {
     /// Print ledger entries as JSON lines, or as GS1 EPCIS 2.0 events.
     ///
     /// Embedded, the gateway's own ledger; with `[redis]`, the facility
-    /// ledger stream (what it still keeps). Exit codes: 0 done (with
-    /// `--follow`: its output closed). 2 a usage error (a bad `--since`,
-    /// `--follow` without `[redis]`, `--echoes` with `--format epcis`). 3
-    /// the database cannot be read. 4 the facility Redis cannot be read
-    /// (with `--follow`, only at the first connection: later failures are
-    /// retried); with `--format epcis`, an entry that cannot be an event.
+    /// ledger stream (what it still keeps), or with `--local` the
+    /// gateway's own. Exit codes: 0 done (with `--follow`: its output
+    /// closed). 2 a usage error (a bad `--since` or name, `--follow`
+    /// without `--consumer` or `--group`, `--group` without `[redis]`,
+    /// `--echoes` with `--format epcis`). 3 the database cannot be read.
+    /// 4 the facility Redis cannot be read (with `--follow`, only at the
+    /// first connection: later failures are retried); with `--format
+    /// epcis`, an entry that cannot be an event; with `--consumer`, its
+    /// cursor cannot be written (run it as the service user) or the
+    /// consumer was removed while following.
     Export {
         #[command(flatten)]
         config: ConfigArg,
@@ -223,36 +227,83 @@ pub enum LedgerCommand {
         /// — a label without a serial that may have been a further
         /// identical item — or a certain echo. Kept for `[dedup]
         /// retention_hours`.
-        #[arg(long, conflicts_with = "follow")]
+        #[arg(long, conflicts_with_all = ["follow", "local"])]
         echoes: bool,
-        /// With `[redis]`: keep reading the facility ledger stream as a
-        /// member of consumer group `--group` (created if missing, from the
-        /// first entry), printing each entry and flushing before it is
-        /// acknowledged (at-least-once: dedup by `scan_uuid`). A restart
-        /// with the same `--consumer` first prints what it was given and
-        /// never acknowledged. Runs until killed or its output closes; reconnects when Redis fails.
-        #[arg(long, requires = "group")]
+        /// With `[redis]`: this gateway's own ledger (its database, the
+        /// scans it committed) instead of the facility stream.
+        #[arg(long, conflicts_with = "group")]
+        local: bool,
+        /// Keep printing entries as they come, each page flushed before it
+        /// is acknowledged (at-least-once: dedup by `scan_uuid`). With
+        /// `--consumer` alone: the gateway's own ledger, from a cursor kept
+        /// in its database under that name (registered at first use, from
+        /// the first entry; a restart first prints what was never
+        /// acknowledged; run it as the service user). With `--group`
+        /// (`[redis]`): the facility ledger stream as a member of that
+        /// consumer group (created if missing, from the first entry).
+        /// Runs until killed or its output closes; reconnects when Redis
+        /// fails.
+        #[arg(long)]
         follow: bool,
-        /// The consumer group (`--follow`): the facility ledger stream is
-        /// trimmed only past what every group has acknowledged.
+        /// The consumer group (`--follow`, `[redis]`): the facility ledger
+        /// stream is trimmed only past what every group has acknowledged.
         #[arg(long, requires = "follow")]
         group: Option<String>,
-        /// This consumer's name within the group (`--follow`; keep it
-        /// stable across restarts). Default: `[gateway] id` (the host name).
+        /// With `--group`: this consumer's name within the group (keep it
+        /// stable across restarts; default `[gateway] id`, the host name).
+        /// Without: the name of this consumer's cursor in the gateway's
+        /// database (`ledger consumers` lists them); `audit prune` keeps
+        /// the entries it has not acknowledged.
         #[arg(long, requires = "follow")]
         consumer: Option<String>,
         /// Entries the group gave another consumer that has left them
         /// unacknowledged this many seconds (it is gone, or stuck) are
-        /// claimed and printed by this one (`--follow`; looked for at
-        /// start and every minute; 0: never). They would hold the stream's
-        /// trim for ever.
+        /// claimed and printed by this one (`--follow --group`; looked for
+        /// at start and every minute; 0: never). They would hold the
+        /// stream's trim for ever.
         #[arg(
             long,
-            requires = "follow",
+            requires = "group",
             default_value_t = 3600,
             value_name = "SECONDS"
         )]
         claim_idle_secs: u64,
+    },
+    /// The consumers that follow the gateway's own ledger with a cursor in
+    /// its database (`ledger export --follow --consumer NAME`).
+    Consumers {
+        #[command(subcommand)]
+        command: ConsumersCommand,
+    },
+}
+
+#[derive(Subcommand)]
+pub enum ConsumersCommand {
+    /// List each consumer: its cursor (the last entry it acknowledged),
+    /// the entries after it, the capture time of the oldest of them, and
+    /// when it last acknowledged. Read-only; works while the daemon runs.
+    ///
+    /// Exit codes: 0 listed (also when there is none). 3 the database
+    /// cannot be read.
+    List {
+        #[command(flatten)]
+        config: ConfigArg,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Remove a consumer and its cursor: `audit prune` no longer keeps the
+    /// entries it has not acknowledged, and a follower still running
+    /// under that name stops (exit 3). For a consumer nobody runs any
+    /// more. Works while the daemon runs; run it as the service user.
+    ///
+    /// Exit codes: 0 removed. 1 no consumer of that name. 3 the database
+    /// cannot be written.
+    Remove {
+        #[command(flatten)]
+        config: ConfigArg,
+        /// The consumer's name, as `ledger consumers list` shows it.
+        name: String,
     },
 }
 

@@ -319,6 +319,7 @@ fn prune(config: &ConfigArg, archives: &[PathBuf]) -> Result<Exit, Failure> {
         now_ms: chrono::Utc::now().timestamp_millis(),
         keep_days: cfg.records.keep_days,
         retention_hours: cfg.dedup.retention_hours,
+        consumer_hold_days: cfg.records.consumer_hold_days,
         facility_anchor,
     };
     match archive::prune(&mut store, &policy)? {
@@ -326,15 +327,32 @@ fn prune(config: &ConfigArg, archives: &[PathBuf]) -> Result<Exit, Failure> {
             first_seq,
             through_seq,
             ledger_entries,
+            unacknowledged,
             checkpoint,
         } => {
             audit::emit(&checkpoint);
+            for u in &unacknowledged {
+                crate::events::LedgerConsumer::PrunedUnacknowledged {
+                    consumer: &u.consumer,
+                    entries: u.entries,
+                    first_seq: u.first_seq,
+                    through_seq: u.through_seq,
+                    held_days: u.held_days,
+                }
+                .emit();
+            }
             identity::Anchor::new(&dir, None)?.tick()?;
             println!(
                 "pruned records {first_seq}..={through_seq} and {ledger_entries} ledger entries from {}; checkpoint record {} names them and their archives (`scangate audit verify --archive FILE…` checks them)",
                 store.path().display(),
                 checkpoint.last().map_or(0, |c| c.seq)
             );
+            for u in &unacknowledged {
+                println!(
+                    "  {} of those entries ({}..={}) consumer {} had not acknowledged: pruned as past [records] keep_days + consumer_hold_days ({} days); the archive holds them",
+                    u.entries, u.first_seq, u.through_seq, u.consumer, u.held_days
+                );
+            }
         }
         archive::Pruned::Nothing(why) => println!("nothing pruned: {why}"),
     }

@@ -1,9 +1,11 @@
-//! `scangate ledger export [--format json|epcis] [--since T] [--echoes |
-//! --follow --group G]`: the ledger as JSON lines or as GS1 EPCIS 2.0 (or,
-//! with `--echoes`, this gateway's suppressed reads). With `[redis]` the
-//! ledger is the facility's stream ([`crate::facility::stream`];
-//! `--follow` reads it as a member of a consumer group); without, the
-//! embedded store's ([`crate::ledger`]).
+//! `scangate ledger export [--format json|epcis] [--since T] [--local]
+//! [--echoes | --follow (--consumer C | --group G)]` and `ledger consumers
+//! list | remove`: the ledger as JSON lines or as GS1 EPCIS 2.0 (or, with
+//! `--echoes`, this gateway's suppressed reads). With `[redis]` the ledger
+//! is the facility's stream ([`crate::facility::stream`]; `--follow
+//! --group` reads it as a member of a consumer group); without, or with
+//! `--local`, the gateway's own ([`crate::ledger`]; `--follow --consumer`
+//! reads it from a cursor in its database: `ledger/follow.rs`).
 
 use super::{Failure, connect, resolve};
 use crate::cli::args::{ExportFormat, LedgerCommand};
@@ -15,14 +17,19 @@ use crate::store::Store;
 use serde::Deserialize;
 use std::io::{BufWriter, StdoutLock, Write};
 
+pub(super) mod consumers;
+mod follow;
+
 /// Run a `ledger` subcommand.
 pub fn run(command: LedgerCommand) -> Result<Exit, Failure> {
     match command {
+        LedgerCommand::Consumers { command } => consumers::run(command),
         LedgerCommand::Export {
             config,
             format,
             since,
             echoes,
+            local,
             follow,
             group,
             consumer,
@@ -50,7 +57,12 @@ pub fn run(command: LedgerCommand) -> Result<Exit, Failure> {
             let gln = settings.config.gateway.gln.clone();
             match &settings.redis {
                 // With a facility store, its stream is the ledger.
-                Some(redis) => {
+                Some(redis) if !local => {
+                    if follow && group.is_none() {
+                        return Err(Failure::Usage(
+                            "--follow with [redis] reads the facility ledger stream as a member of a consumer group: add --group NAME; to follow this gateway's own ledger (the scans it committed) instead, use --local --consumer NAME".into(),
+                        ));
+                    }
                     let follow = group.filter(|_| follow).map(|group| Follow {
                         group,
                         consumer,
@@ -60,12 +72,26 @@ pub fn run(command: LedgerCommand) -> Result<Exit, Failure> {
                     export_facility(&settings, redis, since_ms, follow, &mut sink, &mut out)?;
                     sink.finish(&mut out)?;
                 }
-                None if follow => {
-                    return Err(Failure::Usage(
-                        "--follow reads the facility ledger stream, and this gateway has no [redis] section: its ledger is the embedded one (export it without --follow)".into(),
-                    ));
+                _ if group.is_some() => {
+                    return Err(Failure::Usage(format!(
+                        "--group reads the facility ledger stream, and {}: follow its own ledger with --consumer NAME instead",
+                        if local {
+                            "--local asks for this gateway's own ledger"
+                        } else {
+                            "this gateway has no [redis] section (its ledger is the embedded one)"
+                        }
+                    )));
                 }
-                None => {
+                _ if follow => {
+                    let Some(name) = consumer else {
+                        return Err(Failure::Usage(
+                            "--follow on the gateway's own ledger needs --consumer NAME: the name its cursor is kept under in the database (keep it stable across restarts)".into(),
+                        ));
+                    };
+                    let sink = Sink::new(format, true, gln);
+                    follow::run(&settings.config.state_dir(), &name, sink, &mut out)?;
+                }
+                _ => {
                     let store = Store::open_read_only(&settings.config.state_dir())?;
                     let mut sink = Sink::new(format, false, gln);
                     crate::ledger::for_each(&store, since_ms, |e| {

@@ -130,6 +130,41 @@ pub struct LedgerGroupView {
     pub oldest_unacked_age_s: Option<f64>,
 }
 
+/// A consumer of the gateway's own ledger (`ledger export --follow
+/// --consumer`), with its cursor.
+#[derive(Debug, Clone, Serialize)]
+pub struct LedgerConsumerView {
+    /// Its name.
+    pub name: String,
+    /// Its cursor: the position of the last entry it acknowledged.
+    pub acked_seq: i64,
+    /// Entries after it, not acknowledged.
+    pub behind: i64,
+    /// Age in seconds, by capture time, of the oldest of them (`None`:
+    /// it has acknowledged everything).
+    pub oldest_unacked_age_s: Option<f64>,
+    /// When it last acknowledged (Unix ms; `None`: never).
+    pub acked_ms: Option<i64>,
+    /// When it was registered (Unix ms).
+    pub registered_ms: i64,
+}
+
+impl LedgerConsumerView {
+    /// `lag` as seen at `now_ms`.
+    pub fn of(lag: &crate::ledger::cursor::Lag, now_ms: i64) -> LedgerConsumerView {
+        LedgerConsumerView {
+            name: lag.name.clone(),
+            acked_seq: lag.acked_seq,
+            behind: lag.behind,
+            oldest_unacked_age_s: lag
+                .oldest_unacked_ms
+                .map(|ms| crate::daemon::publish::age_s(now_ms, ms)),
+            acked_ms: lag.acked_ms,
+            registered_ms: lag.registered_ms,
+        }
+    }
+}
+
 /// Storage.
 #[derive(Debug, Clone, Serialize)]
 pub struct StorageView {
@@ -177,6 +212,8 @@ pub struct Status {
     pub outbox: OutboxView,
     /// The facility store (`None` without `[redis]`).
     pub facility: Option<FacilityView>,
+    /// The consumers of the gateway's own ledger.
+    pub ledger_consumers: Vec<LedgerConsumerView>,
     /// Storage.
     pub storage: StorageView,
     /// The audit trail.
@@ -246,6 +283,11 @@ pub fn gather(cfg: &Config, now_ms: i64) -> Result<Status, StoreError> {
             oldest_undecided_age_s: oldest,
         },
         facility,
+        ledger_consumers: stored
+            .ledger_consumers
+            .iter()
+            .map(|c| LedgerConsumerView::of(c, now_ms))
+            .collect(),
         storage,
         audit: audit_view(&state_dir, &stored),
     })
@@ -515,6 +557,9 @@ pub fn render(st: &Status) -> String {
     if let Some(f) = &st.facility {
         render_facility(&mut out, f);
     }
+    for c in &st.ledger_consumers {
+        let _ = writeln!(out, "ledger {}", render_consumer(c));
+    }
     let sto = &st.storage;
     let _ = writeln!(
         out,
@@ -536,6 +581,36 @@ pub fn render(st: &Status) -> String {
         }
     );
     out
+}
+
+/// A ledger consumer's line of [`render`] (and of `ledger consumers list`).
+pub fn render_consumer(c: &LedgerConsumerView) -> String {
+    use crate::capture::clock::rfc3339_ms;
+    let behind = match c.oldest_unacked_age_s {
+        None => "all acknowledged".to_string(),
+        Some(age) => format!(
+            "{} {} after it, the oldest captured {}",
+            c.behind,
+            if c.behind == 1 { "entry" } else { "entries" },
+            age_words(age)
+        ),
+    };
+    format!(
+        "consumer {}: acknowledged through entry {}, {behind}; last acknowledged {}",
+        c.name,
+        c.acked_seq,
+        c.acked_ms.map_or_else(|| "never".into(), rfc3339_ms)
+    )
+}
+
+/// An age in seconds, roughly, for a person.
+fn age_words(s: f64) -> String {
+    match s {
+        s if s < 120.0 => format!("{s:.0} s ago"),
+        s if s < 7200.0 => format!("{:.0} min ago", s / 60.0),
+        s if s < 172_800.0 => format!("{:.0} h ago", s / 3600.0),
+        s => format!("{:.0} days ago", s / 86_400.0),
+    }
 }
 
 /// The facility store's lines of [`render`].

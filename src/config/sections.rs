@@ -132,6 +132,16 @@ pub struct RecordsConfig {
     /// [`MIN_KEEP_DAYS`] (21 CFR 1304.04: two years).
     #[serde(default = "default_keep_days")]
     pub keep_days: u64,
+    /// Days past `keep_days` that `audit prune` keeps a ledger entry a
+    /// registered consumer has not acknowledged (`ledger export --follow
+    /// --consumer`); older ones are pruned all the same, and the log and
+    /// the checkpoint record say so. Default 90.
+    #[serde(default = "default_consumer_hold_days")]
+    pub consumer_hold_days: u64,
+}
+
+fn default_consumer_hold_days() -> u64 {
+    90
 }
 
 /// The shortest `[records] keep_days` accepted: two years (21 CFR 1304.04
@@ -146,6 +156,7 @@ impl Default for RecordsConfig {
     fn default() -> Self {
         RecordsConfig {
             keep_days: default_keep_days(),
+            consumer_hold_days: default_consumer_hold_days(),
         }
     }
 }

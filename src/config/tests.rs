@@ -630,3 +630,14 @@ fn the_gln_is_checked_and_its_example_parses() {
         assert!(e.contains("gateway.gln") && e.contains(says), "{gln}: {e}");
     }
 }
+
+#[test]
+fn records_consumer_hold_days_defaults_to_90_and_is_bounded() {
+    assert_eq!(Config::default().records.consumer_hold_days, 90);
+    let c = Config::parse("[records]\nconsumer_hold_days = 0", None).unwrap();
+    assert_eq!(c.records.consumer_hold_days, 0);
+    let e = Config::parse("[records]\nconsumer_hold_days = 40000", None)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("records.consumer_hold_days"), "{e}");
+}

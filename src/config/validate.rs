@@ -120,6 +120,13 @@ impl Config {
                 "use 730..=36600 days (default 730): records of controlled substances are kept at least two years (21 CFR 1304.04)",
             ));
         }
+        if self.records.consumer_hold_days > 36_600 {
+            return Err(err(
+                "records.consumer_hold_days".into(),
+                format!("{} is out of range", self.records.consumer_hold_days),
+                "use 0 ..=36600 days (default 90)",
+            ));
+        }
         if self.dedup.window_ms > self.dedup.retention_hours * 3_600_000 {
             return Err(err(
                 "dedup.window_ms".into(),

@@ -8,12 +8,15 @@
 use crate::audit;
 use crate::daemon::claimer::records;
 use crate::events;
+use crate::ledger::cursor::Lag;
 use crate::model::{ClockSample, FacilityState, LedgerStream};
 use crate::shutdown::Stop;
 use crate::store::space::{Space, days_left_warning};
 use crate::store::{DB_FILE, Store, StoreError};
 use crate::telemetry::live::{LiveScanner, STATUS_FILE};
-use crate::telemetry::{STATUS_EVERY, STATUS_HEARTBEAT, Sampled, SampledStream, Telemetry};
+use crate::telemetry::{
+    STATUS_EVERY, STATUS_HEARTBEAT, Sampled, SampledConsumer, SampledStream, Telemetry,
+};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -44,6 +47,8 @@ pub struct StoredSample {
     pub space: Space,
     /// The facility ledger stream as the claimer's last trim found it.
     pub ledger_stream: Option<LedgerStream>,
+    /// The consumers of the gateway's own ledger.
+    pub ledger_consumers: Vec<Lag>,
 }
 
 impl StoredSample {
@@ -56,6 +61,10 @@ impl StoredSample {
         let database_bytes = size(DB_FILE) + size(&format!("{DB_FILE}-wal"));
         let space = store.space(state_dir, chrono::Utc::now().timestamp_millis())?;
         let ledger_stream = records::ledger_stream(store)?;
+        let ledger_consumers = {
+            let r = store.read()?;
+            crate::ledger::cursor::lags(&r).map_err(|e| store.err_at(e))?
+        };
         Ok(StoredSample {
             pending,
             unresolved,
@@ -67,6 +76,7 @@ impl StoredSample {
             database_bytes,
             space,
             ledger_stream,
+            ledger_consumers,
         })
     }
 
@@ -112,13 +122,28 @@ impl StoredSample {
                     .map(|(group, _, age)| (group, age))
                     .collect(),
             }),
+            ledger_consumers: self
+                .ledger_consumers
+                .iter()
+                .map(|c| SampledConsumer {
+                    name: c.name.clone(),
+                    acked_seq: c.acked_seq,
+                    behind: c.behind,
+                    oldest_unacked_s: c.oldest_unacked_ms.map(|ms| age_s(now_ms, ms)),
+                })
+                .collect(),
         }
     }
 
     /// Age of the oldest undecided scan at `now_ms`, in seconds.
     pub fn oldest_age_s(&self, now_ms: i64) -> Option<f64> {
-        self.oldest_ms.map(|ms| (now_ms - ms).max(0) as f64 / 1e3)
+        self.oldest_ms.map(|ms| age_s(now_ms, ms))
     }
+}
+
+/// Seconds from `ms` to `now_ms` (0 if later).
+pub fn age_s(now_ms: i64, ms: i64) -> f64 {
+    (now_ms - ms).max(0) as f64 / 1e3
 }
 
 /// Write `contents` to `path` atomically: a temporary file in the same

@@ -153,15 +153,7 @@ impl Store {
     /// leaves no log behind: the database file holds everything) SQLite
     /// could not create them, so the file is read as immutable.
     pub fn open_read_only(state_dir: &Path) -> Result<Store, StoreError> {
-        let path = state_dir.join(DB_FILE);
-        let id_file = identity::read(state_dir)?;
-        let found = identity::inspect(&path)?;
-        let judged = identity::check(state_dir, id_file.as_ref(), &found)?;
-        if matches!(judged, Judged::NeverStarted(_)) {
-            return Err(StoreError::NotStarted {
-                dir: state_dir.to_owned(),
-            });
-        }
+        let path = started_db(state_dir)?;
         match Store::open_file(&path, true) {
             Err(StoreError::Sqlite { source, .. })
                 if matches!(
@@ -181,6 +173,18 @@ impl Store {
             }
             opened => opened,
         }
+    }
+
+    /// Open the existing database read-write without taking the state
+    /// directory's lock, for the small writes that go on beside the
+    /// running daemon (a ledger consumer's cursor,
+    /// [`crate::ledger::cursor`]); never creates, migrates or adopts
+    /// anything. Refused like [`Store::open_read_only`] when the database
+    /// was lost or never made. Its writes are short transactions at
+    /// `synchronous = NORMAL` (see `open_file_unlocked`).
+    pub fn open_unlocked(state_dir: &Path) -> Result<Store, StoreError> {
+        let path = started_db(state_dir)?;
+        Store::open_file_unlocked(&path)
     }
 
     /// [`Store::open_file`] read-only through an `immutable=1` URI: SQLite
@@ -220,6 +224,23 @@ fn first_start(state_dir: &Path, leftovers: &[PathBuf]) -> Result<StateId, Store
     }
     .emit();
     Ok(id)
+}
+
+/// The database of `state_dir` for a command that neither makes nor
+/// adopts one: refused when it was lost or replaced
+/// ([`StoreError::Lost`], [`StoreError::Replaced`]) or never made
+/// ([`StoreError::NotStarted`]).
+fn started_db(state_dir: &Path) -> Result<PathBuf, StoreError> {
+    let path = state_dir.join(DB_FILE);
+    let id_file = identity::read(state_dir)?;
+    let found = identity::inspect(&path)?;
+    let judged = identity::check(state_dir, id_file.as_ref(), &found)?;
+    if matches!(judged, Judged::NeverStarted(_)) {
+        return Err(StoreError::NotStarted {
+            dir: state_dir.to_owned(),
+        });
+    }
+    Ok(path)
 }
 
 /// The write-ahead log beside database `db`.

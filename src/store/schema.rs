@@ -297,6 +297,20 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE audit_v8 RENAME TO audit;
     CREATE INDEX audit_scan ON audit (scan_uuid);
     "#,
+    // 9: ledger consumers (ledger/cursor.rs): each one's durable cursor,
+    // the last entry it acknowledged (`acked_seq`, and its scan so that a
+    // ledger whose positions started again after a prune is noticed).
+    // Written by `ledger export --follow --consumer` beside the daemon,
+    // one tiny row per consumer; `audit prune` keeps what they owe.
+    r#"
+    CREATE TABLE ledger_consumers (
+        name          TEXT    PRIMARY KEY,
+        acked_seq     INTEGER NOT NULL DEFAULT 0,
+        acked_uuid    TEXT,
+        acked_ms      INTEGER,
+        registered_ms INTEGER NOT NULL
+    ) WITHOUT ROWID;
+    "#,
 ];
 
 /// `PRAGMA secure_delete` on every writing connection: whatever a write
@@ -323,25 +337,43 @@ impl Store {
         let conn = open_connection(path, uri, read_only)?;
         let version = check_version(&conn, path, read_only)?;
         configure(&conn, path, read_only)?;
-        let known = MIGRATIONS.len() as i64;
-        let mut store = Store {
+        let mut store = Store::unlocked(conn, path);
+        if !read_only {
+            store.migrate(version)?;
+        } else {
+            require_current(path, version)?;
+        }
+        Ok(store)
+    }
+
+    /// A store of `conn` on `path` that holds no lock and runs no
+    /// checkpointer.
+    fn unlocked(conn: Connection, path: &Path) -> Store {
+        Store {
             conn,
             path: path.to_owned(),
             _lock: None,
             _checkpointer: None,
             writers: Arc::default(),
             yields: false,
-        };
-        if !read_only {
-            store.migrate(version)?;
-        } else if version < known {
-            return Err(StoreError::OlderSchema {
-                path: path.to_owned(),
-                found: version,
-                known,
-            });
         }
-        Ok(store)
+    }
+
+    /// Open the existing database file `path` read-write beside its writer
+    /// (the daemon may be running): no lock, no migration (a file that
+    /// still needs one is refused, as read-only commands refuse it), and
+    /// `synchronous = NORMAL`: what such a connection writes (a ledger
+    /// consumer's cursor) may be lost to a power cut, which only makes
+    /// entries come again, and its commit never waits for an fsync while
+    /// it holds the write lock the daemon needs.
+    pub(super) fn open_file_unlocked(path: &Path) -> Result<Store, StoreError> {
+        let conn = super::connect(path, OpenFlags::SQLITE_OPEN_READ_WRITE)?;
+        let version = check_version(&conn, path, true)?;
+        configure(&conn, path, true)?;
+        conn.pragma_update(None, "synchronous", "NORMAL")
+            .map_err(|e| sqlite(path, e))?;
+        require_current(path, version)?;
+        Ok(Store::unlocked(conn, path))
     }
 
     /// Apply the migrations after version `from`, each in a transaction
@@ -367,6 +399,20 @@ impl Store {
     pub fn check_pages(db: &Path) -> Result<(), StoreError> {
         check_pages(&connect(db, OpenFlags::SQLITE_OPEN_READ_ONLY)?, db)
     }
+}
+
+/// A connection that does not migrate needs a file of this build's schema
+/// version (`version`, not newer: [`check_version`] refused that).
+fn require_current(path: &Path, version: i64) -> Result<(), StoreError> {
+    let known = MIGRATIONS.len() as i64;
+    if version < known {
+        return Err(StoreError::OlderSchema {
+            path: path.to_owned(),
+            found: version,
+            known,
+        });
+    }
+    Ok(())
 }
 
 /// `PRAGMA quick_check`: read every page; `Corrupt` if anything is wrong.

@@ -81,6 +81,59 @@ struct GroupLabel {
     group: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ConsumerLabel {
+    consumer: String,
+}
+
+/// The gauges of the consumers of the gateway's own ledger
+/// (`ledger export --follow --consumer`), one series each.
+#[derive(Default)]
+struct ConsumerGauges {
+    acked_seq: Family<ConsumerLabel, Gauge>,
+    behind: Family<ConsumerLabel, Gauge>,
+    oldest_unacked: Family<ConsumerLabel, FloatGauge>,
+}
+
+impl ConsumerGauges {
+    fn register(registry: &mut Registry) -> ConsumerGauges {
+        let g = ConsumerGauges::default();
+        registry.register(
+            "scangate_ledger_consumer_acked_seq",
+            "Per consumer of this gateway's own ledger: its cursor, the position of the last entry it acknowledged (sampled)",
+            g.acked_seq.clone(),
+        );
+        registry.register(
+            "scangate_ledger_consumer_behind_entries",
+            "Per consumer of this gateway's own ledger: entries after its cursor, not acknowledged (sampled)",
+            g.behind.clone(),
+        );
+        registry.register(
+            "scangate_ledger_consumer_oldest_unacked_age_seconds",
+            "Per consumer of this gateway's own ledger: age, by capture time, of the oldest entry it has not acknowledged (0: none; sampled)",
+            g.oldest_unacked.clone(),
+        );
+        g
+    }
+
+    /// Set them from `consumers`; a consumer gone has no series.
+    fn set(&self, consumers: &[SampledConsumer]) {
+        self.acked_seq.clear();
+        self.behind.clear();
+        self.oldest_unacked.clear();
+        for c in consumers {
+            let label = ConsumerLabel {
+                consumer: c.name.clone(),
+            };
+            self.acked_seq.get_or_create(&label).set(c.acked_seq);
+            self.behind.get_or_create(&label).set(c.behind);
+            self.oldest_unacked
+                .get_or_create(&label)
+                .set(c.oldest_unacked_s.unwrap_or(0.0));
+        }
+    }
+}
+
 /// The facility store's gauges (registered only with `[redis]`).
 struct FacilityGauges {
     up: Gauge,
@@ -151,6 +204,7 @@ struct Inner {
     ack_latency: Histogram,
     commit_latency: Histogram,
     facility: Option<FacilityGauges>,
+    consumers: ConsumerGauges,
     audit_records: Counter,
     last_anchor: FloatGauge,
     database_bytes: Gauge,
@@ -266,6 +320,7 @@ impl Telemetry {
         );
         let facility = facility_max_clock_error_ms
             .map(|max_clock_error_ms| FacilityGauges::register(&mut registry, max_clock_error_ms));
+        let consumers = ConsumerGauges::register(&mut registry);
         let audit_records = Counter::default();
         registry.register(
             "scangate_audit_records",
@@ -323,6 +378,7 @@ impl Telemetry {
                 ack_latency,
                 commit_latency,
                 facility,
+                consumers,
                 audit_records,
                 last_anchor,
                 database_bytes,
@@ -573,6 +629,7 @@ impl Telemetry {
         i.free_bytes
             .set(s.free_bytes.map_or(-1, |b| b.min(i64::MAX as u64) as i64));
         i.days_left.set(s.days_left.unwrap_or(-1.0));
+        i.consumers.set(&s.ledger_consumers);
         if let Some(f) = &i.facility {
             f.up.set(s.facility_up as i64);
             if let Some((offset_ms, bound_ms)) = s.facility_clock {
@@ -619,6 +676,21 @@ pub struct Sampled {
     pub facility_clock: Option<(f64, f64)>,
     /// The facility ledger stream as the last trim found it.
     pub ledger_stream: Option<SampledStream>,
+    /// The consumers of the gateway's own ledger.
+    pub ledger_consumers: Vec<SampledConsumer>,
+}
+
+/// A consumer of the gateway's own ledger in [`Sampled`].
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SampledConsumer {
+    /// Its name.
+    pub name: String,
+    /// Its cursor: the last entry it acknowledged.
+    pub acked_seq: i64,
+    /// Entries after it.
+    pub behind: i64,
+    /// Age (s, by capture time) of the oldest of them.
+    pub oldest_unacked_s: Option<f64>,
 }
 
 /// The facility ledger stream in [`Sampled`].

@@ -90,3 +90,18 @@ pub fn libfaketime() -> String {
         .display()
         .to_string()
 }
+
+/// `scangate <args> --config <config>` with the wall clock `days` ahead
+/// (libfaketime; the boot clock is left alone).
+pub fn cli_later(config: &Path, days: i64, args: &[&str]) -> Outcome {
+    command()
+        .args(args)
+        .arg("--config")
+        .arg(config)
+        .env("LD_PRELOAD", libfaketime())
+        .env("FAKETIME", format!("+{days}d"))
+        .env("FAKETIME_DONT_FAKE_MONOTONIC", "1")
+        .output()
+        .expect("running scangate under libfaketime")
+        .into()
+}

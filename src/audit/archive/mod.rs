@@ -46,6 +46,7 @@ use sha2::{Digest, Sha256};
 use std::path::PathBuf;
 
 mod export;
+mod hold;
 mod prune;
 mod verify;
 

@@ -1,11 +1,13 @@
 //! Pruning by archives ([`prune`]): what may go (archived, anchored,
-//! outside the dedup horizon, older than `keep_days`), the checkpoint
-//! record that says so, and the removal in short transactions.
+//! outside the dedup horizon, not owed to a ledger consumer, older than
+//! `keep_days`), the checkpoint record that says so, and the removal in
+//! short transactions.
 
+use super::hold::Hold;
 use super::{ArchiveError, at_ms, commits, hash_at, require_intact};
 use crate::audit::stored::{RecordJson, record_json};
 use crate::audit::trace::records_where;
-use crate::audit::{AuditPruned, AuditRecord, Chain, Emitted, first_live};
+use crate::audit::{AuditPruned, AuditRecord, AuditUnacknowledged, Chain, Emitted, first_live};
 use crate::model::ScanState;
 use crate::store::identity::Head;
 use crate::store::packed::{Unpacked, packed};
@@ -25,6 +27,9 @@ pub struct PrunePolicy {
     /// `[dedup] retention_hours`: ledger entries inside it stay (the gate
     /// looks for echoes among them).
     pub retention_hours: u64,
+    /// `[records] consumer_hold_days`: an entry a ledger consumer has not
+    /// acknowledged stays until it is this much older than `keep_days`.
+    pub consumer_hold_days: u64,
     /// With `[redis]`: the head anchored in the facility store (`None`
     /// inside: nothing anchored, nothing pruned). Without: `None`.
     pub facility_anchor: Option<Option<Head>>,
@@ -42,6 +47,9 @@ pub enum Pruned {
         through_seq: i64,
         /// Ledger entries removed.
         ledger_entries: i64,
+        /// Those of them a consumer had not acknowledged (past
+        /// retention), per consumer.
+        unacknowledged: Vec<AuditUnacknowledged>,
         /// The checkpoint record (to emit and anchor).
         checkpoint: Vec<Emitted>,
     },
@@ -52,7 +60,8 @@ pub enum Pruned {
 /// Remove from the database the records that are in a registered archive
 /// ([`register`](super::register)), older than `keep_days` and, with a
 /// facility store, anchored there, with the ledger entries they committed —
-/// never an entry inside the dedup horizon. First appends a checkpoint
+/// never an entry inside the dedup horizon, nor one a ledger consumer has
+/// not acknowledged unless it is past `keep_days` + `consumer_hold_days`. First appends a checkpoint
 /// record naming them (in its own transaction), then removes them in short
 /// transactions: an interrupted prune leaves a chain that verifies, and the
 /// next one finishes it. Only from an intact chain. The daemon must be
@@ -84,15 +93,35 @@ pub fn prune(store: &mut Store, policy: &PrunePolicy) -> Result<Pruned, ArchiveE
     // Limit 3: ledger entries inside the dedup horizon stay, and so do
     // the records of their scans.
     limit.dedup_horizon(store, policy)?;
-    // Limit 4: age.
-    let (through, through_hash, entries) = limit.aged(store, policy, first)?;
+    // Limit 4: what a ledger consumer has not acknowledged, unless past
+    // retention.
+    let hold = Hold::read(
+        store,
+        policy.now_ms,
+        policy.keep_days + policy.consumer_hold_days,
+    )?;
+    if let Some((record, why)) = hold.first_held(store)?
+        && record <= limit.seq
+    {
+        limit.seq = record - 1;
+        limit.why = why;
+    }
+    // Limit 5: age.
+    let (through, through_hash, entries, last_entry) = limit.aged(store, policy, first)?;
     if through < first {
         return Ok(Pruned::Nothing(format!(
             "nothing to prune from record {first} on: {}",
             limit.why
         )));
     }
-    let record = checkpoint_record(policy, first, through, through_hash, entries, used);
+    let unacknowledged = hold.unacknowledged(store, last_entry)?;
+    let record = checkpoint_record(
+        policy,
+        (first, through, through_hash),
+        entries,
+        used,
+        unacknowledged.clone(),
+    );
     let gateway = gateway_of_chain(store)?;
     let record = AuditRecord { gateway, ..record };
     let checkpoint = append_checkpoint(store, record)?;
@@ -101,6 +130,7 @@ pub fn prune(store: &mut Store, policy: &PrunePolicy) -> Result<Pruned, ArchiveE
         first_seq: first,
         through_seq: through,
         ledger_entries,
+        unacknowledged,
         checkpoint,
     })
 }
@@ -200,16 +230,18 @@ impl Limit {
 
     /// The records from `first` up to the limit decided more than
     /// `keep_days` ago: through which record (`first - 1`: none), its
-    /// hash, and the ledger entries they committed.
+    /// hash, the ledger entries they committed, and the last of those
+    /// entries' positions (0: none).
     fn aged(
         &mut self,
         store: &Store,
         policy: &PrunePolicy,
         first: i64,
-    ) -> Result<(i64, String, i64), ArchiveError> {
+    ) -> Result<(i64, String, i64, i64), ArchiveError> {
         let err = |e| store.err_at(e);
         let cutoff = policy.now_ms - policy.keep_days as i64 * 86_400_000;
         let (mut through, mut through_hash, mut entries) = (first - 1, String::new(), 0i64);
+        let mut last_entry = 0;
         let mut q = store
             .conn
             .prepare("SELECT seq, record, hash FROM audit WHERE seq BETWEEN ?1 AND ?2 ORDER BY seq")
@@ -232,29 +264,40 @@ impl Limit {
                 break;
             }
             if commits(&rec)
-                && crate::ledger::has_entry(&store.conn, &rec.scan_uuid).map_err(err)?
+                && let Some(entry) =
+                    crate::ledger::seq_of(&store.conn, &rec.scan_uuid).map_err(err)?
             {
                 entries += 1;
+                last_entry = last_entry.max(entry);
             }
             through = seq;
             through_hash = r.get::<_, Unpacked>(2).map_err(err)?.0;
         }
-        Ok((through, through_hash, entries))
+        Ok((through, through_hash, entries, last_entry))
     }
 }
 
 /// The checkpoint record of a prune of records `first..=through` (the
 /// last one's hash `through_hash`) and the `entries` ledger entries they
-/// committed, archived in `archives`; its gateway is set by the caller.
+/// committed (`unacknowledged` by a consumer among them), archived in
+/// `archives`; its gateway is set by the caller.
 fn checkpoint_record(
     policy: &PrunePolicy,
-    first: i64,
-    through: i64,
-    through_hash: String,
+    (first, through, through_hash): (i64, i64, String),
     entries: i64,
     archives: Vec<String>,
+    unacknowledged: Vec<AuditUnacknowledged>,
 ) -> AuditRecord {
     let now = crate::capture::clock::rfc3339_ms(policy.now_ms);
+    let owed: String = unacknowledged
+        .iter()
+        .map(|u| {
+            format!(
+                "; {} of them ({}..={}) consumer {} had not acknowledged, past [records] keep_days + consumer_hold_days ({} days)",
+                u.entries, u.first_seq, u.through_seq, u.consumer, u.held_days
+            )
+        })
+        .collect();
     AuditRecord {
         seq: 0,
         at: now.clone(),
@@ -270,7 +313,7 @@ fn checkpoint_record(
         content_key: None,
         twin_uuid: None,
         reason: Some(format!(
-            "checkpoint (scangate audit prune): records {first}..={through}, decided more than {} days ago and archived, and the {entries} ledger entries they committed were removed from this database; the chain continues from record {through}'s hash. Verify them with `scangate audit verify --archive FILE…`",
+            "checkpoint (scangate audit prune): records {first}..={through}, decided more than {} days ago and archived, and the {entries} ledger entries they committed were removed from this database; the chain continues from record {through}'s hash{owed}. Verify them with `scangate audit verify --archive FILE…`",
             policy.keep_days
         )),
         raw_len: 0,
@@ -284,6 +327,7 @@ fn checkpoint_record(
             ledger_entries: entries,
             archives,
             keep_days: policy.keep_days,
+            unacknowledged: (!unacknowledged.is_empty()).then_some(unacknowledged),
         }),
         ambiguous: None,
         declared: None,
@@ -457,6 +501,7 @@ mod tests {
             now_ms: until,
             keep_days: 730,
             retention_hours: 72,
+            consumer_hold_days: 90,
             facility_anchor: None,
         };
         assert!(matches!(
