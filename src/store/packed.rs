@@ -26,19 +26,23 @@ pub struct Packed<'a> {
 }
 
 impl<'a> Packed<'a> {
-    /// Classify `text` (no allocation).
+    /// Classify `text` (no allocation; one pass over its bytes).
     pub fn new(text: &'a str) -> Packed<'a> {
+        let s = text.as_bytes();
         let mut bytes = [0u8; 32];
-        let len = if is_uuid(text) {
-            let mut digits = [0u8; 32];
-            for (n, b) in text.bytes().filter(|b| *b != b'-').enumerate() {
-                digits[n] = b;
+        let b = &mut bytes;
+        let len = match s.len() {
+            36 if [8, 13, 18, 23].iter().all(|&i| s[i] == b'-')
+                && decode(&s[..8], &mut b[..4])
+                && decode(&s[9..13], &mut b[4..6])
+                && decode(&s[14..18], &mut b[6..8])
+                && decode(&s[19..23], &mut b[8..10])
+                && decode(&s[24..], &mut b[10..16]) =>
+            {
+                16
             }
-            hex::decode_to_slice(digits, &mut bytes[..16]).map_or(0, |()| 16)
-        } else if is_hex64(text) {
-            hex::decode_to_slice(text, &mut bytes).map_or(0, |()| 32)
-        } else {
-            0
+            64 if decode(s, b) => 32,
+            _ => 0,
         };
         Packed { text, bytes, len }
     }
@@ -63,18 +67,23 @@ impl ToSql for Packed<'_> {
     }
 }
 
-/// Whether `s` is a canonical UUID: 8-4-4-4-12 lowercase hex digits.
-fn is_uuid(s: &str) -> bool {
-    s.len() == 36
-        && s.bytes().enumerate().all(|(i, b)| match i {
-            8 | 13 | 18 | 23 => b == b'-',
-            _ => matches!(b, b'0'..=b'9' | b'a'..=b'f'),
-        })
-}
-
-/// Whether `s` is 64 lowercase hex digits.
-fn is_hex64(s: &str) -> bool {
-    s.len() == 64 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+/// Decode lowercase hex digits, two per byte, from `hex` into `out`;
+/// `false` at the first character that is not one.
+fn decode(hex: &[u8], out: &mut [u8]) -> bool {
+    fn digit(c: u8) -> Option<u8> {
+        match c {
+            b'0'..=b'9' => Some(c - b'0'),
+            b'a'..=b'f' => Some(c - b'a' + 10),
+            _ => None,
+        }
+    }
+    for (o, pair) in out.iter_mut().zip(hex.chunks_exact(2)) {
+        match (digit(pair[0]), digit(pair[1])) {
+            (Some(high), Some(low)) => *o = high << 4 | low,
+            _ => return false,
+        }
+    }
+    true
 }
 
 /// The text of a stored identifier: a 16-byte BLOB as a canonical UUID, a
