@@ -433,18 +433,7 @@ mod tests {
     fn exact_lookups_seek_the_bucketed_indexes() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
-        let plan = |sql: &str| -> String {
-            let mut q = store
-                .conn
-                .prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
-                .unwrap();
-            let details: Vec<String> = q
-                .query_map([], |r| r.get::<_, String>(3))
-                .unwrap()
-                .map(Result::unwrap)
-                .collect();
-            details.join("; ")
-        };
+        let plan = |sql: &str| crate::store::query_plan(&store.conn, sql);
         let boot = plan(
             "SELECT captured_ms, seq, scan_uuid FROM ledger
              WHERE boot_id = 'b' AND boot_ns >> 33 = 1 AND key_prefix = 2

@@ -436,6 +436,19 @@ pub(crate) fn connect(db: &Path, flags: OpenFlags) -> Result<Connection, StoreEr
     Ok(conn)
 }
 
+/// The details of `EXPLAIN QUERY PLAN sql`, joined (tests that hold a
+/// query to its index).
+#[cfg(test)]
+pub(crate) fn query_plan(conn: &Connection, sql: &str) -> String {
+    let mut q = conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
+    let details: Vec<String> = q
+        .query_map([], |r| r.get::<_, String>(3))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    details.join("; ")
+}
+
 pub(crate) fn classify(path: &Path, e: rusqlite::Error) -> StoreError {
     use rusqlite::ffi::ErrorCode;
     match e.sqlite_error_code() {

@@ -617,18 +617,7 @@ mod tests {
     fn the_indexes_serve_their_queries() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
-        let plan = |sql: &str| -> String {
-            let mut q = store
-                .conn
-                .prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
-                .unwrap();
-            let details: Vec<String> = q
-                .query_map([], |r| r.get::<_, String>(3))
-                .unwrap()
-                .map(Result::unwrap)
-                .collect();
-            details.join("; ")
-        };
+        let plan = |sql: &str| crate::store::query_plan(&store.conn, sql);
         for (sql, index) in [
             (
                 "SELECT content_key FROM ledger WHERE captured_ms >= 1",
