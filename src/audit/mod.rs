@@ -257,6 +257,11 @@ pub struct Chain<'t> {
     emitted: Vec<Emitted>,
     /// The record being stored, packed ([`stored::pack`]).
     packed: Vec<u8>,
+    /// What the packing's check unpacks into ([`stored::pack_checked`]).
+    scratch: Vec<u8>,
+    /// The INSERT, prepared once per chain (a decision's transaction),
+    /// not looked up in the statement cache per record.
+    insert: Option<rusqlite::CachedStatement<'t>>,
 }
 
 pub(crate) fn chain_hash(prev: &str, record: &str) -> String {
@@ -284,6 +289,8 @@ impl<'t> Chain<'t> {
             next_seq: seq + 1,
             emitted: Vec::new(),
             packed: Vec::new(),
+            scratch: Vec::new(),
+            insert: None,
         })
     }
 
@@ -296,21 +303,24 @@ impl<'t> Chain<'t> {
         let json = serde_json::to_string(&rec).expect("audit records always serialise");
         let hash = chain_hash(&self.prev, &json);
         let decision = rec.pruned.is_none() && rec.state_reset.is_none() && rec.conflict.is_none();
-        let record = if decision && stored::pack(&json, &mut self.packed) {
+        let record = if decision && stored::pack_checked(&json, &mut self.packed, &mut self.scratch)
+        {
             ValueRef::Blob(&self.packed)
         } else {
             ValueRef::Text(json.as_bytes())
         };
-        self.tx
-            .prepare_cached(
+        let insert = match &mut self.insert {
+            Some(insert) => insert,
+            insert => insert.insert(self.tx.prepare_cached(
                 "INSERT INTO audit (seq, scan_uuid, record, hash) VALUES (?1, ?2, ?3, ?4)",
-            )?
-            .execute(params![
-                rec.seq,
-                packed(&rec.scan_uuid),
-                ToSqlOutput::Borrowed(record),
-                packed(&hash)
-            ])?;
+            )?),
+        };
+        insert.execute(params![
+            rec.seq,
+            packed(&rec.scan_uuid),
+            ToSqlOutput::Borrowed(record),
+            packed(&hash)
+        ])?;
         self.emitted.push(Emitted {
             seq: rec.seq,
             scanner: rec.scanner,

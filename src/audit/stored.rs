@@ -88,6 +88,12 @@ const RAW_KEY: u8 = 0xff;
 /// The record's JSON packed into `out` (cleared first), if it unpacks to
 /// `json` byte for byte; `false` leaves it to be stored as text.
 pub fn pack(json: &str, out: &mut Vec<u8>) -> bool {
+    pack_checked(json, out, &mut Vec::new())
+}
+
+/// [`pack`] with the buffer the check unpacks into (kept by the caller
+/// across records: the audit chain packs one per decision).
+pub fn pack_checked(json: &str, out: &mut Vec<u8>, scratch: &mut Vec<u8>) -> bool {
     out.clear();
     out.push(FORMAT);
     let mut p = Packer {
@@ -98,15 +104,23 @@ pub fn pack(json: &str, out: &mut Vec<u8>) -> bool {
     if p.value().is_none() || p.i != p.s.len() {
         return false;
     }
-    unpack_record(out).is_ok_and(|back| back == json)
+    scratch.clear();
+    unpack_into(out, scratch).is_ok() && scratch == json.as_bytes()
 }
 
 /// The JSON of a packed record.
 pub fn unpack_record(bytes: &[u8]) -> Result<String, String> {
+    let mut out = Vec::with_capacity(bytes.len() * 3);
+    unpack_into(bytes, &mut out)?;
+    String::from_utf8(out).map_err(|e| e.to_string())
+}
+
+/// [`unpack_record`], appended to `out`.
+fn unpack_into(bytes: &[u8], out: &mut Vec<u8>) -> Result<(), String> {
     let mut u = Unpacker {
         b: bytes,
         i: 0,
-        out: Vec::with_capacity(bytes.len() * 3),
+        out,
     };
     if u.byte()? != FORMAT {
         return Err(format!("unknown record packing {}", bytes[0]));
@@ -115,7 +129,7 @@ pub fn unpack_record(bytes: &[u8]) -> Result<String, String> {
     if u.i != bytes.len() {
         return Err(format!("{} bytes after the record", bytes.len() - u.i));
     }
-    String::from_utf8(u.out).map_err(|e| e.to_string())
+    Ok(())
 }
 
 /// A stored record's JSON: TEXT as it is, a BLOB unpacked.
@@ -196,7 +210,7 @@ impl<'a> Packer<'a, '_> {
             self.out.extend_from_slice(bytes);
         } else if let Some(w) = WORDS.iter().position(|w| w.as_bytes() == raw) {
             self.out.extend_from_slice(&[WORD, w as u8]);
-        } else if let Some(ms) = time_ms(text) {
+        } else if let Some(ms) = time_ms(raw) {
             self.out.push(TIME);
             varint(self.out, zigzag(ms));
         } else {
@@ -217,7 +231,7 @@ impl<'a> Packer<'a, '_> {
         let raw = &self.s[start..self.i];
         let text = std::str::from_utf8(raw).ok()?;
         match text.parse::<i64>() {
-            Ok(n) if n.to_string() == text => {
+            Ok(n) if itoa::Buffer::new().format(n).as_bytes() == raw => {
                 self.out.push(INT);
                 varint(self.out, zigzag(n));
             }
@@ -293,14 +307,8 @@ impl<'a> Packer<'a, '_> {
 /// (`YYYY-MM-DDTHH:MM:SS.mmmZ`), if it is exactly that.
 ///
 /// [`rfc3339_ms`]: crate::capture::clock::rfc3339_ms
-fn time_ms(text: &str) -> Option<i64> {
-    if text.len() != 24 || !text.ends_with('Z') {
-        return None;
-    }
-    let ms = chrono::DateTime::parse_from_rfc3339(text)
-        .ok()?
-        .timestamp_millis();
-    (crate::capture::clock::rfc3339_ms(ms) == text).then_some(ms)
+fn time_ms(text: &[u8]) -> Option<i64> {
+    crate::capture::clock::parse_rfc3339_ms(text)
 }
 
 fn zigzag(n: i64) -> u64 {
@@ -319,20 +327,20 @@ fn varint(out: &mut Vec<u8>, mut n: u64) {
     out.push(n as u8);
 }
 
-struct Unpacker<'a> {
+struct Unpacker<'a, 'o> {
     b: &'a [u8],
     i: usize,
-    out: Vec<u8>,
+    out: &'o mut Vec<u8>,
 }
 
-impl Unpacker<'_> {
+impl<'a> Unpacker<'a, '_> {
     fn byte(&mut self) -> Result<u8, String> {
         let b = *self.b.get(self.i).ok_or("the record ends early")?;
         self.i += 1;
         Ok(b)
     }
 
-    fn take(&mut self, n: usize) -> Result<&[u8], String> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
         let end = self.i.checked_add(n).filter(|e| *e <= self.b.len());
         let end = end.ok_or("the record ends early")?;
         let s = &self.b[self.i..end];
@@ -362,26 +370,31 @@ impl Unpacker<'_> {
             TRUE => self.out.extend_from_slice(b"true"),
             INT => {
                 let n = unzigzag(self.varint()?);
-                self.out.extend_from_slice(n.to_string().as_bytes());
+                self.out
+                    .extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
             }
             NUMBER | STRING => {
                 let tag = self.b[self.i - 1];
                 let n = self.varint()? as usize;
-                let raw = self.take(n)?.to_vec();
-                let quote = if tag == STRING { &b"\""[..] } else { b"" };
-                self.out.extend_from_slice(quote);
-                self.out.extend_from_slice(&raw);
-                self.out.extend_from_slice(quote);
+                let raw = self.take(n)?;
+                if tag == STRING {
+                    self.quoted(raw);
+                } else {
+                    self.out.extend_from_slice(raw);
+                }
             }
             tag @ (HEX32 | UUID) => {
                 let raw = self.take(if tag == HEX32 { 32 } else { 16 })?;
-                let text =
-                    crate::store::packed::unpack(ValueRef::Blob(raw)).map_err(|e| e.to_string())?;
-                self.quoted(text.as_bytes());
+                self.out.push(b'"');
+                crate::store::packed::write_text(raw, self.out);
+                self.out.push(b'"');
             }
             TIME => {
                 let ms = unzigzag(self.varint()?);
-                self.quoted(crate::capture::clock::rfc3339_ms(ms).as_bytes());
+                match crate::capture::clock::rfc3339_ms_bytes(ms) {
+                    Some(text) => self.quoted(&text),
+                    None => self.quoted(crate::capture::clock::rfc3339_ms(ms).as_bytes()),
+                }
             }
             WORD => {
                 let w = self.byte()?;
@@ -409,14 +422,11 @@ impl Unpacker<'_> {
                     let k = self.byte()?;
                     let key = if k == RAW_KEY {
                         let n = self.varint()? as usize;
-                        self.take(n)?.to_vec()
+                        self.take(n)?
                     } else {
-                        KEYS.get(usize::from(k))
-                            .ok_or("unknown field")?
-                            .as_bytes()
-                            .to_vec()
+                        KEYS.get(usize::from(k)).ok_or("unknown field")?.as_bytes()
                     };
-                    self.quoted(&key);
+                    self.quoted(key);
                     self.out.push(b':');
                     self.value(depth + 1)?;
                 }

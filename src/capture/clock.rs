@@ -55,11 +55,94 @@ impl CaptureTime {
 /// floor for an unsynchronised clock's year.
 pub const EARLIEST_YEAR: i32 = 2026;
 
-/// Format Unix milliseconds as RFC 3339 UTC with milliseconds.
+/// Format Unix milliseconds as RFC 3339 UTC with milliseconds
+/// (`YYYY-MM-DDTHH:MM:SS.mmmZ`; a time chrono cannot represent as 1970).
 pub fn rfc3339_ms(ms: i64) -> String {
-    chrono::DateTime::from_timestamp_millis(ms)
-        .unwrap_or_default()
-        .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+    match rfc3339_ms_bytes(ms) {
+        Some(b) => b.iter().map(|&c| char::from(c)).collect(),
+        None => chrono::DateTime::from_timestamp_millis(ms)
+            .unwrap_or_default()
+            .to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+    }
+}
+
+/// The last millisecond of year 9999: the fast formatter's upper bound.
+const MAX_FOUR_DIGIT_MS: i64 = 253_402_300_799_999;
+
+/// [`rfc3339_ms`]'s 24 bytes for a time from 1970 through year 9999 (every
+/// stamp scangate writes), without chrono or an allocation: it runs
+/// several times per scan. `None` for any other time.
+pub fn rfc3339_ms_bytes(ms: i64) -> Option<[u8; 24]> {
+    if !(0..=MAX_FOUR_DIGIT_MS).contains(&ms) {
+        return None;
+    }
+    let (days, ms_of_day) = (ms / 86_400_000, ms % 86_400_000);
+    let (y, m, d) = civil_from_days(days);
+    let mut out = *b"0000-00-00T00:00:00.000Z";
+    let mut put = |at: usize, width: usize, mut n: i64| {
+        for i in (at..at + width).rev() {
+            out[i] = b'0' + (n % 10) as u8;
+            n /= 10;
+        }
+    };
+    put(0, 4, y);
+    put(5, 2, m);
+    put(8, 2, d);
+    put(11, 2, ms_of_day / 3_600_000);
+    put(14, 2, ms_of_day / 60_000 % 60);
+    put(17, 2, ms_of_day / 1000 % 60);
+    put(20, 3, ms_of_day % 1000);
+    Some(out)
+}
+
+/// The milliseconds of a stamp exactly as [`rfc3339_ms`] writes it for a
+/// time from 1970 through year 9999; `None` for any other text.
+pub fn parse_rfc3339_ms(text: &[u8]) -> Option<i64> {
+    let num = |at: usize, width: usize| -> Option<i64> {
+        let digits = text.get(at..at + width)?;
+        digits.iter().try_fold(0i64, |n, &c| {
+            c.is_ascii_digit().then(|| n * 10 + i64::from(c - b'0'))
+        })
+    };
+    if text.len() != 24 {
+        return None;
+    }
+    let (y, m, d) = (num(0, 4)?, num(5, 2)?, num(8, 2)?);
+    if !(1..=12).contains(&m) || !(1..=31).contains(&d) {
+        return None;
+    }
+    let ms = days_from_civil(y, m, d) * 86_400_000
+        + num(11, 2)? * 3_600_000
+        + num(14, 2)? * 60_000
+        + num(17, 2)? * 1000
+        + num(20, 3)?;
+    // Written back, the same bytes: a 31 April, 25 o'clock or a wrong
+    // separator is not this format.
+    (rfc3339_ms_bytes(ms)? == text).then_some(ms)
+}
+
+/// Year, month, day of a day count from 1970-01-01 (proleptic Gregorian;
+/// H. Hinnant's `civil_from_days`, <https://howardhinnant.github.io/date_algorithms.html>).
+fn civil_from_days(days: i64) -> (i64, i64, i64) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    (yoe + era * 400 + i64::from(m <= 2), m, d)
+}
+
+/// The inverse of [`civil_from_days`] (Hinnant's `days_from_civil`).
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
 }
 
 /// `CLOCK_BOOTTIME` in nanoseconds. (Time since boot: a 32-bit `time_t`,
@@ -96,6 +179,56 @@ pub fn clock_synced() -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The fast formatter writes what chrono writes, and its parser reads
+    /// back exactly what it writes: edges of days, months, leap years,
+    /// centuries, and a spread over 1970–9999.
+    #[test]
+    fn stamps_match_chrono_and_parse_back() {
+        let chrono = |ms: i64| {
+            chrono::DateTime::from_timestamp_millis(ms)
+                .unwrap_or_default()
+                .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+        };
+        let mut cases = vec![
+            0,
+            1,
+            86_399_999,
+            86_400_000,
+            951_782_400_000,   // 2000-02-29
+            4_107_542_400_000, // 2100-03-01
+            1_796_256_000_000,
+            MAX_FOUR_DIGIT_MS,
+        ];
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for _ in 0..100_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            cases.push((x % (MAX_FOUR_DIGIT_MS as u64 + 1)) as i64);
+        }
+        for ms in cases {
+            let text = chrono(ms);
+            assert_eq!(rfc3339_ms(ms), text, "{ms}");
+            assert_eq!(parse_rfc3339_ms(text.as_bytes()), Some(ms), "{text}");
+        }
+        for ms in [-1, MAX_FOUR_DIGIT_MS + 1, i64::MIN, i64::MAX] {
+            assert_eq!(rfc3339_ms(ms), chrono(ms), "{ms}");
+            assert_eq!(rfc3339_ms_bytes(ms), None);
+        }
+        for text in [
+            "2026-04-31T00:00:00.000Z",
+            "2026-02-29T00:00:00.000Z",
+            "2026-12-03T24:00:00.000Z",
+            "2026-12-03T17:32:47.123+0",
+            "2026-12-03 17:32:47.123Z",
+            "2026-12-03T17:32:47.1234",
+            "+026-12-03T17:32:47.123Z",
+            "2026-12-03T17:32:47Z",
+        ] {
+            assert_eq!(parse_rfc3339_ms(text.as_bytes()), None, "{text}");
+        }
+    }
 
     fn at(utc_ms: i64, synced: bool) -> CaptureTime {
         CaptureTime {

@@ -115,6 +115,22 @@ pub fn unpack(v: ValueRef<'_>) -> FromSqlResult<String> {
     }
 }
 
+/// Append the text of a 16-byte (UUID) or 32-byte (hex) identifier to
+/// `out`, as [`unpack`] reads it (no allocation); any other length as
+/// hex without hyphens.
+pub fn write_text(b: &[u8], out: &mut Vec<u8>) {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    for (i, byte) in b.iter().enumerate() {
+        if b.len() == 16 && matches!(i, 4 | 6 | 8 | 10) {
+            out.push(b'-');
+        }
+        out.extend_from_slice(&[
+            DIGITS[usize::from(byte >> 4)],
+            DIGITS[usize::from(byte & 15)],
+        ]);
+    }
+}
+
 fn push_hex(out: &mut String, b: u8) {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
     out.push(DIGITS[usize::from(b >> 4)] as char);
