@@ -19,9 +19,9 @@ fn connect(cluster: &RedisCluster, facility: &str) -> Facility {
 }
 
 /// Claims `u<i>` of labels `k<i>` for `i` in `range`, a minute apart.
-fn claims(range: std::ops::Range<i64>) -> Vec<scangate::facility::Claim> {
+fn claims(range: std::ops::Range<i64>) -> Vec<scangate::facility::Claim<'static>> {
     range
-        .map(|i| claim_at(&format!("u{i}"), &format!("k{i}"), i * 60_000))
+        .map(|i| claim_at(leaked(format!("u{i}")), leaked(format!("k{i}")), i * 60_000))
         .collect()
 }
 

@@ -1,7 +1,7 @@
 //! The facility claim script against a real `redis-server` that each test
 //! starts on a free port and stops.
 
-use crate::util::{RedisServer, claim_at as claim, free_port, wait_until};
+use crate::util::{RedisServer, claim_at as claim, free_port, leaked, wait_until};
 use scangate::facility::{Claim, Facility, FacilityError, Outcome};
 use std::collections::HashMap;
 use std::time::Duration;
@@ -101,7 +101,7 @@ fn a_claims_own_narrower_window_is_the_one_it_is_judged_by() {
     let server = RedisServer::start_temp(&[]);
     let mut a = gateway(&server);
     let mut b = gateway(&server);
-    let narrow = |uuid: &str, at_ms: i64, w: i64| Claim {
+    let narrow = |uuid: &'static str, at_ms: i64, w: i64| Claim {
         window_ms: Some(w),
         ..claim(uuid, "k", at_ms)
     };
@@ -274,7 +274,7 @@ fn capture_times_beyond_the_horizon_are_pruned_and_the_earliest_twin_is_named() 
     let mut gw = gateway(&server);
     let now = chrono::Utc::now().timestamp_millis();
     let hour = 3_600_000;
-    let at = |uuid: &str, ms: i64| Claim {
+    let at = |uuid: &'static str, ms: i64| Claim {
         captured_ms: ms,
         ..claim(uuid, "kp", 0)
     };
@@ -417,7 +417,7 @@ fn a_replayed_commit_is_recognised_even_after_its_label_was_pruned() {
     let server = RedisServer::start_temp(&[]);
     let mut gw = gateway_with(&server, WINDOW_MS, Duration::from_secs(3600));
     let now = chrono::Utc::now().timestamp_millis();
-    let at = |uuid: &str, ms: i64| Claim {
+    let at = |uuid: &'static str, ms: i64| Claim {
         captured_ms: ms,
         ..claim(uuid, "kr", 0)
     };
@@ -565,7 +565,7 @@ fn a_claim_whose_marker_the_server_lacks_is_refused_with_nothing_changed() {
         [Outcome::Committed]
     );
     let round: Vec<Claim> = (0..200)
-        .map(|i| claim(&format!("r{i}"), &format!("k{i}"), 10))
+        .map(|i| claim(leaked(format!("r{i}")), leaked(format!("k{i}")), 10))
         .collect();
     // Two markers (the ledger's latest commit and a lane's), one missing:
     // refused, naming that one.
@@ -609,7 +609,7 @@ fn a_refused_round_on_a_server_with_waitaof_leaves_the_connection_in_step() {
         [Outcome::Committed]
     );
     let round: Vec<Claim> = (0..3)
-        .map(|i| claim(&format!("r{i}"), &format!("k{i}"), 10))
+        .map(|i| claim(leaked(format!("r{i}")), leaked(format!("k{i}")), 10))
         .collect();
     assert!(matches!(
         gw.claim_batch_checked(&round, &["gone".into()]),
@@ -741,7 +741,7 @@ fn a_round_never_takes_the_replies_a_timed_out_round_left_owed() {
     );
     server.signal(Signal::SIGSTOP);
     let round: Vec<Claim> = (0..129)
-        .map(|i| claim(&format!("r{i}"), &format!("k{i}"), 10))
+        .map(|i| claim(leaked(format!("r{i}")), leaked(format!("k{i}")), 10))
         .collect();
     let timed_out = gw.claim_batch(&round);
     server.signal(Signal::SIGCONT);

@@ -42,7 +42,13 @@ fn a_round_whose_script_was_flushed_in_flight_reloads_it_and_decides_each_claim_
     // 150 new labels, then an echo of each 150 ms later: calls of 128,
     // 128 and 44 claims.
     let round: Vec<Claim> = (0..300)
-        .map(|i| claim(&format!("r{i}"), &format!("k{}", i % 150), i as i64))
+        .map(|i| {
+            claim(
+                leaked(format!("r{i}")),
+                leaked(format!("k{}", i % 150)),
+                i as i64,
+            )
+        })
         .collect();
     let mut admin = server.connection();
     redis::cmd("CLIENT")

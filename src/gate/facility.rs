@@ -32,6 +32,7 @@ use crate::model::{Decision, Verdict};
 use crate::outbox::ScanRow;
 use crate::outbox::open::{self, Open};
 use rusqlite::Connection;
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 
 /// Scans per replay round at most (and per offline round of the live
@@ -162,7 +163,7 @@ impl Picked {
     /// capture order, carrying their ledger entries' fields.
     /// Each carries its own echo window when narrower than the
     /// facility's ([`Gate::window_of`]).
-    pub fn claims(&self, gate: &Gate) -> Vec<Claim> {
+    pub fn claims<'a>(&'a self, gate: &'a Gate) -> Vec<Claim<'a>> {
         self.rows
             .iter()
             .zip(&self.verdicts)
@@ -575,29 +576,43 @@ impl PastRetention {
 
 /// The claim for one open scan, with the ledger entry's fields (also for
 /// a committed scan re-published by a reconciliation: the same claim).
-pub fn claim_for(row: &ScanRow, gateway: &str, window_ms: Option<i64>) -> Claim {
-    let text = |v: &Option<String>| v.clone().unwrap_or_default();
-    let key = text(&row.content_key);
+pub fn claim_for<'a>(row: &'a ScanRow, gateway: &'a str, window_ms: Option<i64>) -> Claim<'a> {
+    claim_on(row, gateway, window_ms, (row.time.utc_ms, row.time.synced))
+}
+
+/// [`claim_for`] with the capture placed at `captured_ms` (and its clock's
+/// `synced`): a committed scan re-published on its ledger entry's time.
+pub fn claim_on<'a>(
+    row: &'a ScanRow,
+    gateway: &'a str,
+    window_ms: Option<i64>,
+    (captured_ms, synced): (i64, bool),
+) -> Claim<'a> {
+    let text = |v: &'a Option<String>| Cow::Borrowed(v.as_deref().unwrap_or_default());
+    let key = row.content_key.as_deref().unwrap_or_default();
     Claim {
-        scan_uuid: row.uuid.clone(),
-        content_key: key.clone(),
-        captured_ms: row.time.utc_ms,
+        scan_uuid: &row.uuid,
+        content_key: key,
+        captured_ms,
         window_ms,
         fields: vec![
-            ("scan_uuid", row.uuid.clone()),
-            ("gateway", gateway.to_string()),
-            ("scanner", row.scanner.clone()),
-            ("captured_at", rfc3339_ms(row.time.utc_ms)),
-            ("clock_synced", row.time.synced.to_string()),
-            ("scan_type", row.scan_type.clone()),
-            ("quantity", row.quantity.to_string()),
+            ("scan_uuid", Cow::Borrowed(&row.uuid)),
+            ("gateway", Cow::Borrowed(gateway)),
+            ("scanner", Cow::Borrowed(&row.scanner)),
+            ("captured_at", Cow::Owned(rfc3339_ms(captured_ms))),
+            (
+                "clock_synced",
+                Cow::Borrowed(if synced { "true" } else { "false" }),
+            ),
+            ("scan_type", Cow::Borrowed(&row.scan_type)),
+            ("quantity", Cow::Owned(row.quantity.to_string())),
             ("gtin", text(&row.gtin)),
             ("ndc10", text(&row.ndc10)),
             ("lot", text(&row.lot)),
             ("serial", text(&row.serial)),
             ("expiry", text(&row.expiry)),
             ("symbology", text(&row.symbology)),
-            ("content_key", key),
+            ("content_key", Cow::Borrowed(key)),
         ],
     }
 }

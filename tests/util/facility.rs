@@ -108,9 +108,14 @@ pub fn roam(
     }
 }
 
+/// `s` for the rest of the test: a [`Claim`] borrows its names.
+pub fn leaked(s: String) -> &'static str {
+    Box::leak(s.into_boxed_str())
+}
+
 /// A claim of scan `uuid` of label `key`, captured `at_ms` after a fixed
 /// instant, with three ledger fields.
-pub fn claim_at(uuid: &str, key: &str, at_ms: i64) -> Claim {
+pub fn claim_at<'a>(uuid: &'a str, key: &'a str, at_ms: i64) -> Claim<'a> {
     Claim {
         scan_uuid: uuid.into(),
         content_key: key.into(),

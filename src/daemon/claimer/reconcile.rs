@@ -27,7 +27,7 @@
 use crate::audit::{self, AuditConflict, AuditRecord, Chain};
 use crate::capture::clock::rfc3339_ms;
 use crate::facility::{Claim, Facility, FacilityError, Outcome};
-use crate::gate::facility::{LaneKind, claim_for};
+use crate::gate::facility::{LaneKind, claim_on};
 use crate::model::{ConflictRecord, Reconciliation};
 use crate::outbox::{self, ScanRow};
 use crate::store::{Store, StoreError};
@@ -191,13 +191,11 @@ pub(super) fn reconcile(
         let claims: Vec<Claim> = rows
             .iter()
             .map(|(row, captured_ms, synced)| {
-                let mut on_ledger_time = row.clone();
-                on_ledger_time.time.utc_ms = *captured_ms;
-                on_ledger_time.time.synced = *synced;
-                claim_for(
-                    &on_ledger_time,
+                claim_on(
+                    row,
                     gateway,
                     row.window_ms.map(|_| gate.window_of(row)),
+                    (*captured_ms, *synced),
                 )
             })
             .collect();
