@@ -108,8 +108,8 @@ impl Facility {
             cmd.arg(self.script.get_hash())
                 .arg(2 * chunk.len() + 2 + markers.len());
             for c in chunk {
-                cmd.arg(self.key("scan", &c.scan_uuid))
-                    .arg(self.key("seen", &c.content_key));
+                cmd.arg(self.key("scan", c.scan_uuid))
+                    .arg(self.key("seen", c.content_key));
             }
             for m in markers {
                 cmd.arg(self.key("scan", m));
@@ -125,7 +125,7 @@ impl Facility {
                 cmd.arg(*name);
             }
             for c in chunk {
-                cmd.arg(&c.scan_uuid)
+                cmd.arg(c.scan_uuid)
                     .arg(c.captured_ms)
                     .arg(c.window_ms.unwrap_or(self.window_ms));
                 for (_, value) in &c.fields {

@@ -117,8 +117,8 @@ pub fn leaked(s: String) -> &'static str {
 /// instant, with three ledger fields.
 pub fn claim_at<'a>(uuid: &'a str, key: &'a str, at_ms: i64) -> Claim<'a> {
     Claim {
-        scan_uuid: uuid.into(),
-        content_key: key.into(),
+        scan_uuid: uuid,
+        content_key: key,
         captured_ms: 1_800_000_000_000 + at_ms,
         window_ms: None,
         fields: vec![
