@@ -40,13 +40,21 @@ impl Follower {
             .stderr(Stdio::null())
             .spawn()
             .expect("starting ledger export --follow");
-        let out = std::io::BufReader::new(child.stdout.take().unwrap());
+        let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
         let (tx, lines) = mpsc::channel();
         std::thread::spawn(move || {
-            for line in out.lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
+            // A line counts only with its newline: a follower killed
+            // inside a page's write leaves half a line in the pipe, which
+            // a reader drops (docs/integrator.md says so).
+            let mut line = String::new();
+            while matches!(out.read_line(&mut line), Ok(n) if n > 0) {
+                let Some(whole) = line.strip_suffix('\n') else {
+                    return;
+                };
+                if tx.send(whole.to_string()).is_err() {
                     return;
                 }
+                line.clear();
             }
         });
         Follower { child, lines }
