@@ -15,10 +15,18 @@
 use rusqlite::{Connection, params};
 use std::collections::HashMap;
 
-/// Offset range of committed rows, per boot.
+/// Offset range of committed rows, per boot: in memory as the decisions
+/// of transactions not committed yet widen it (`ranges`, what allowances
+/// use, so a later scan of the same batch finds its twin), and as the
+/// database holds it (`stored`: loaded, then [`BootOffsets::confirm`]ed
+/// after each commit). A range widened by a transaction that was rolled
+/// back is wider in memory than stored; the next commit of such an offset
+/// stores it again, so the range reloaded at the next start never misses
+/// a committed row.
 #[derive(Debug, Default)]
 pub struct BootOffsets {
     ranges: HashMap<String, (i64, i64)>,
+    stored: HashMap<String, (i64, i64)>,
 }
 
 /// Wall-clock minus boot-clock of one capture, in ms.
@@ -32,8 +40,11 @@ impl BootOffsets {
         let mut q = conn.prepare("SELECT boot_id, min_offset, max_offset FROM boot_offsets")?;
         let ranges = q
             .query_map([], |r| Ok((r.get(0)?, (r.get(1)?, r.get(2)?))))?
-            .collect::<Result<_, _>>()?;
-        Ok(BootOffsets { ranges })
+            .collect::<Result<HashMap<_, _>, _>>()?;
+        Ok(BootOffsets {
+            stored: ranges.clone(),
+            ranges,
+        })
     }
 
     /// How far (ms) a same-boot twin's wall time can be from where its boot
@@ -45,18 +56,33 @@ impl BootOffsets {
         }
     }
 
-    /// Record a committed row's offset in memory; returns the boot's new
-    /// range if it widened, for [`BootOffsets::store`] inside the commit's
-    /// transaction. (Two steps, so the caller can share this map between
-    /// threads without holding its lock across SQL.)
+    /// Record a committed row's offset in memory; returns the boot's range
+    /// to store inside the commit's transaction ([`BootOffsets::store`])
+    /// if the database's range does not hold the offset yet, and after
+    /// the commit [`BootOffsets::confirm`] it. (Two steps, so the caller
+    /// can share this map between threads without holding its lock across
+    /// SQL.)
     pub fn widen(&mut self, boot_id: &str, off: i64) -> Option<(i64, i64)> {
-        let widened = match self.ranges.get(boot_id) {
-            Some(&(lo, hi)) if (lo..=hi).contains(&off) => return None,
+        let range = match self.ranges.get(boot_id) {
             Some(&(lo, hi)) => (lo.min(off), hi.max(off)),
             None => (off, off),
         };
-        self.ranges.insert(boot_id.to_string(), widened);
-        Some(widened)
+        self.ranges.insert(boot_id.to_string(), range);
+        let stored = self
+            .stored
+            .get(boot_id)
+            .is_some_and(|&(lo, hi)| (lo..=hi).contains(&off));
+        (!stored).then_some(range)
+    }
+
+    /// A range [`BootOffsets::widen`] returned is committed: the database
+    /// holds it.
+    pub fn confirm(&mut self, boot_id: &str, (lo, hi): (i64, i64)) {
+        let range = match self.stored.get(boot_id) {
+            Some(&(l, h)) => (l.min(lo), h.max(hi)),
+            None => (lo, hi),
+        };
+        self.stored.insert(boot_id.to_string(), range);
     }
 
     /// Persist a boot's widened range (inside the commit's transaction);
@@ -100,5 +126,24 @@ mod tests {
         assert_eq!(b.allowance("b", 5), 0);
         let reloaded = BootOffsets::load(&conn).unwrap();
         assert_eq!(reloaded.allowance("a", 1000), 7_200_000);
+    }
+
+    /// A widening whose transaction rolled back is stored by the next
+    /// commit of that offset; once confirmed, it is not stored again.
+    #[test]
+    fn a_widening_rolled_back_is_stored_by_the_next_commit() {
+        let mut b = BootOffsets::default();
+        assert_eq!(b.widen("a", 1000), Some((1000, 1000)));
+        b.confirm("a", (1000, 1000));
+        assert_eq!(b.widen("a", 1000), None);
+        // Stepped by 2 h; the transaction that stored it rolled back (no
+        // confirm): the range in memory is wide, the stored one is not.
+        assert_eq!(b.widen("a", 7_201_000), Some((1000, 7_201_000)));
+        assert_eq!(b.allowance("a", 1000), 7_200_000);
+        // The scan is decided again and committed: stored this time.
+        assert_eq!(b.widen("a", 7_201_000), Some((1000, 7_201_000)));
+        b.confirm("a", (1000, 7_201_000));
+        assert_eq!(b.widen("a", 7_201_000), None);
+        assert_eq!(b.widen("a", 5_000), None);
     }
 }

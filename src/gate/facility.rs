@@ -456,7 +456,7 @@ impl Gate {
                 any.then_some(reason)
             }
         };
-        let mut stats = self.stats;
+        let mut tally = super::Tally::new(self.stats);
         let mut chain = Chain::begin(tx)?;
         let now_ms = chrono::Utc::now().timestamp_millis();
         let open = rows.len();
@@ -481,16 +481,12 @@ impl Gate {
                 clock.as_ref(),
                 note,
                 now_ms,
-                &mut stats,
+                &mut tally,
                 super::RowWrite::Update,
             )?);
         }
         Ok(Recorded {
-            decided: Some(Unsettled {
-                decisions,
-                emitted: chain.finish()?,
-                stats,
-            }),
+            decided: Some(tally.unsettled(decisions, chain.finish()?)),
             round: Round {
                 decisions: Vec::new(),
                 open,

@@ -238,6 +238,12 @@ impl Gate {
     /// (call after the commit of the transaction that decided them).
     pub fn settle(&mut self, decided: Unsettled) -> Vec<Decision> {
         self.stats = decided.stats;
+        if !decided.widened.is_empty() {
+            let mut known = self.known();
+            for (boot_id, range) in &decided.widened {
+                known.offsets.confirm(boot_id, *range);
+            }
+        }
         crate::audit::emit(&decided.emitted);
         decided.decisions
     }
@@ -256,13 +262,13 @@ impl Gate {
             &outbox::open::skip(&[]),
             DECIDE_BATCH,
         )?;
-        let mut stats = self.stats;
+        let mut tally = Tally::new(self.stats);
         let mut chain = Chain::begin(tx)?;
         let now_ms = chrono::Utc::now().timestamp_millis();
         let mut decisions = Vec::with_capacity(rows.len());
         for row in rows {
             let verdict = self
-                .local_verdict(tx, &row, &mut stats)?
+                .local_verdict(tx, &row, &mut tally.stats)?
                 .unwrap_or(Verdict::Committed);
             decisions.extend(self.record_one(
                 tx,
@@ -272,15 +278,11 @@ impl Gate {
                 None,
                 None,
                 now_ms,
-                &mut stats,
+                &mut tally,
                 RowWrite::Update,
             )?);
         }
-        Ok(Unsettled {
-            decisions,
-            emitted: chain.finish()?,
-            stats,
-        })
+        Ok(tally.unsettled(decisions, chain.finish()?))
     }
 
     /// Write `scans` and decide them in `tx` (embedded store), returning
@@ -313,13 +315,13 @@ impl Gate {
         });
         let first_seq = outbox::next_seq(tx)?;
         let mut fresh = vec![false; scans.len()];
-        let mut stats = self.stats;
+        let mut tally = Tally::new(self.stats);
         let mut chain = Chain::begin(tx)?;
         let now_ms = chrono::Utc::now().timestamp_millis();
         let mut decisions = Vec::with_capacity(scans.len());
         for (i, row) in rows {
             let verdict = self
-                .local_verdict(tx, &row, &mut stats)?
+                .local_verdict(tx, &row, &mut tally.stats)?
                 .unwrap_or(Verdict::Committed);
             let raw = &scans[i].raw;
             let write = RowWrite::Insert {
@@ -327,19 +329,12 @@ impl Gate {
                 seq: first_seq + i as i64,
             };
             let decided = self.record_one(
-                tx, &mut chain, row, verdict, None, None, now_ms, &mut stats, write,
+                tx, &mut chain, row, verdict, None, None, now_ms, &mut tally, write,
             )?;
             fresh[i] = decided.is_some();
             decisions.extend(decided);
         }
-        Ok((
-            fresh,
-            Unsettled {
-                decisions,
-                emitted: chain.finish()?,
-                stats,
-            },
-        ))
+        Ok((fresh, tally.unsettled(decisions, chain.finish()?)))
     }
 
     /// What this gateway's own knowledge says about a scan: rejected,
@@ -446,7 +441,7 @@ impl Gate {
         clock: Option<&facility_time::ClockUsed>,
         note: Option<String>,
         now_ms: i64,
-        stats: &mut GateStats,
+        tally: &mut Tally,
         write: RowWrite<'_>,
     ) -> rusqlite::Result<Option<Decision>> {
         if matches!(verdict, Verdict::Unresolved { .. }) && row.state == ScanState::Unresolved {
@@ -501,6 +496,7 @@ impl Gate {
             };
             if let Some((lo, hi)) = widened {
                 BootOffsets::store(tx, &time.boot_id, lo, hi)?;
+                tally.widened.push((time.boot_id.clone(), (lo, hi)));
             }
         }
         let declared_note = row
@@ -553,6 +549,7 @@ impl Gate {
             ambiguous,
             declared,
         })?;
+        let stats = &mut tally.stats;
         match verdict {
             Verdict::Committed => stats.committed += 1,
             Verdict::Suppressed { .. } => {
@@ -603,6 +600,35 @@ pub struct Unsettled {
     decisions: Vec<Decision>,
     emitted: Vec<crate::audit::Emitted>,
     stats: GateStats,
+    /// Clock-step ranges the transaction stored (confirmed at settle).
+    widened: Vec<(String, (i64, i64))>,
+}
+
+/// What a transaction's decisions change besides their rows, gathered as
+/// they are written: the counters, and the clock-step ranges stored.
+struct Tally {
+    stats: GateStats,
+    widened: Vec<(String, (i64, i64))>,
+}
+
+impl Tally {
+    /// Counting on from `stats`.
+    fn new(stats: GateStats) -> Tally {
+        Tally {
+            stats,
+            widened: Vec::new(),
+        }
+    }
+
+    /// The transaction's decisions, to settle once it commits.
+    fn unsettled(self, decisions: Vec<Decision>, emitted: Vec<crate::audit::Emitted>) -> Unsettled {
+        Unsettled {
+            decisions,
+            emitted,
+            stats: self.stats,
+            widened: self.widened,
+        }
+    }
 }
 
 /// The recorded decision of a scan, if the outbox has it.
