@@ -90,3 +90,89 @@ fn the_sd_card_shim_delays_every_commit_of_the_binary() {
         "a read alone was decided in {p50} ms although every fsync takes 30: the shim did not apply\n{out}"
     );
 }
+
+/// The first number after `before` in `out`.
+fn number_after(out: &str, before: &str) -> u64 {
+    let at = out
+        .find(before)
+        .unwrap_or_else(|| panic!("no {before:?} in {out}"))
+        + before.len();
+    out[at..]
+        .split(|c: char| !c.is_ascii_digit())
+        .find(|w| !w.is_empty())
+        .and_then(|w| w.parse().ok())
+        .unwrap_or_else(|| panic!("no number after {before:?} in {out}"))
+}
+
+/// The commits the capacity and shift phases report ("…, N committed)"), summed.
+fn committed(out: &str) -> u64 {
+    out.lines()
+        .filter(|l| l.starts_with("capacity:") || l.starts_with("shift"))
+        .map(|l| {
+            let end = l.find(" committed").expect("a committed count");
+            let start = l[..end].rfind(|c: char| !c.is_ascii_digit()).unwrap() + 1;
+            l[start..end].parse::<u64>().unwrap()
+        })
+        .sum()
+}
+
+/// The load generator (`bench --gateways`, issue 29) at its smallest,
+/// against a 3-primary cluster: every phase reports, and what the
+/// simulated gateways were told was committed is exactly what the
+/// facilities' ledger streams hold (read on the primaries that own their
+/// slots), each scan once; the busy facility, its keys deleted, is
+/// re-published whole.
+#[test]
+fn the_load_generator_runs_against_a_cluster_and_its_commits_are_the_ledgers() {
+    let cluster = crate::util::RedisCluster::start(&[]);
+    let seeds: Vec<String> = cluster
+        .nodes
+        .iter()
+        .map(|n| format!("127.0.0.1:{}", n.port))
+        .collect();
+    let out = bench(&[
+        "--gateways",
+        "4",
+        "--facilities",
+        "3",
+        "--cluster",
+        &seeds.join(","),
+        "--seconds",
+        "1",
+        "--gateway-rate",
+        "20",
+        "--republish",
+        "600",
+    ]);
+    assert!(out.contains("3 primaries"), "{out}");
+    for phase in [
+        "capacity:",
+        "shift:",
+        "memory:",
+        "shift during the re-publish:",
+    ] {
+        assert!(out.contains(phase), "no {phase} in {out}");
+    }
+    assert!(
+        out.contains("600 claims re-published") && out.contains("as many as before: true"),
+        "{out}"
+    );
+    let run = out
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix('(')?.strip_suffix("-f0"))
+        .unwrap_or_else(|| panic!("no run id in {out}"));
+    let mut in_ledgers = 0;
+    for f in 0..3 {
+        let ledger = cluster.ledger(&format!("{run}-f{f}"));
+        let uuids: std::collections::HashSet<&String> = ledger.iter().map(|(u, _)| u).collect();
+        assert_eq!(uuids.len(), ledger.len(), "a scan twice in facility {f}");
+        assert!(!ledger.is_empty(), "facility {f} has no entry");
+        in_ledgers += ledger.len() as u64;
+    }
+    assert_eq!(in_ledgers, committed(&out), "{out}");
+    assert_eq!(
+        cluster.ledger(&format!("{run}-busy")).len() as u64,
+        number_after(&out, "claims/s, "),
+        "{out}"
+    );
+}

@@ -477,6 +477,26 @@ pub struct BenchArgs {
     /// every second (embedded store only), as `[metrics]` does.
     #[arg(long)]
     pub metrics: bool,
+    /// Simulate this many gateways against the facility store (`--redis`
+    /// or `--cluster`), each on its own connection, claiming as the
+    /// claimer does: what a facility and a chain cost the store.
+    #[arg(long, default_value_t = 0)]
+    pub gateways: u32,
+    /// With `--gateways`: spread them over this many facilities.
+    #[arg(long, default_value_t = 1, requires = "gateways")]
+    pub facilities: u32,
+    /// With `--gateways`: a Redis Cluster's seed nodes (host:port,…)
+    /// instead of `--redis`.
+    #[arg(long, value_delimiter = ',', requires = "gateways")]
+    pub cluster: Vec<String>,
+    /// With `--gateways`: reads a second each gateway offers in the shift
+    /// phases, in bursts.
+    #[arg(long, default_value_t = 2.0, requires = "gateways")]
+    pub gateway_rate: f64,
+    /// With `--gateways`: a busy facility's 72 hours of this many claims,
+    /// re-published after its keys are deleted while a shift runs.
+    #[arg(long, default_value_t = 0, requires = "gateways")]
+    pub republish: u64,
 }
 
 /// Arguments of `scangate decode`.

@@ -23,6 +23,7 @@
 //! admits as the outbox writer does (`bench/facility.rs`).
 
 mod facility;
+mod load;
 
 use super::Failure;
 use crate::capture::{CaptureTime, Profile, RawScan, Scan};
@@ -50,9 +51,31 @@ struct Workload {
     /// time on this boot's clock as it ran then, so facility time maps it
     /// (no clock read per synthetic scan).
     clocks: CaptureTime,
+    /// Capture time between reads (ms).
+    step_ms: i64,
 }
 
 impl Workload {
+    /// Reads from number `n` on (serials differ between workloads started
+    /// far enough apart), the first captured at `t0_ms`, 7 ms apart.
+    fn new(n: u64, t0_ms: i64) -> Workload {
+        Workload {
+            n,
+            t0_ms,
+            last: None,
+            rng: 0x9e37_79b9_7f4a_7c15 ^ n.wrapping_mul(0x2545_f491_4f6c_dd1d),
+            clocks: CaptureTime::now(),
+            step_ms: 7,
+        }
+    }
+
+    /// Capture the next read at `first_ms`, the ones after it `step_ms`
+    /// apart.
+    fn place(&mut self, first_ms: i64, step_ms: i64) {
+        self.step_ms = step_ms;
+        self.t0_ms = first_ms - (self.n as i64 + 1) * step_ms;
+    }
+
     fn next_label(&mut self) -> String {
         // xorshift64*: deterministic, no dependency.
         self.rng ^= self.rng >> 12;
@@ -91,7 +114,7 @@ impl Workload {
 
     fn scan(&mut self, profile: &Profile) -> Scan {
         let label = self.next_label();
-        let at = self.t0_ms + self.n as i64 * 7;
+        let at = self.t0_ms + self.n as i64 * self.step_ms;
         let time = CaptureTime {
             utc_ms: at,
             boot_ns: self.clocks.boot_ns - (self.clocks.utc_ms - at) * 1_000_000,
@@ -211,6 +234,9 @@ pub fn run(args: &BenchArgs) -> Result<Exit, Failure> {
 /// Set up the database and workload, then measure through the embedded
 /// store (or, with `--redis`, the facility store: [`facility`]).
 fn measure(args: &BenchArgs) -> Result<Exit, String> {
+    if args.gateways > 0 {
+        return load::run(args);
+    }
     let tmp;
     let dir = match &args.dir {
         Some(d) => d.clone(),
@@ -243,13 +269,7 @@ fn measure(args: &BenchArgs) -> Result<Exit, String> {
         args.batch,
         store.path().display()
     );
-    let mut work = Workload {
-        n: 0,
-        t0_ms: chrono::Utc::now().timestamp_millis() - 3_600_000,
-        last: None,
-        rng: 0x9e37_79b9_7f4a_7c15,
-        clocks: CaptureTime::now(),
-    };
+    let mut work = Workload::new(0, chrono::Utc::now().timestamp_millis() - 3_600_000);
 
     if let Some(url) = &args.redis {
         if args.metrics {

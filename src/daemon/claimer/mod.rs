@@ -23,7 +23,7 @@ pub mod records;
 const CLOCK_WORTH_A_WORD: f64 = 0.05;
 
 pub use lane::{pick, record, round};
-pub use reconcile::markers;
+pub use reconcile::{REPUBLISH_ROUND, markers};
 
 use crate::config::Config;
 use crate::facility::config::{RedisConfig, RedisSettings, ReplicaAck};

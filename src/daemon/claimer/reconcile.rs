@@ -39,7 +39,7 @@ use std::time::Instant;
 const MARKER_MARGIN_MS: i64 = 10 * 60 * 1000;
 
 /// Commits re-published per claim round (pipelined calls of 128).
-const REPUBLISH_ROUND: usize = 512;
+pub const REPUBLISH_ROUND: usize = 512;
 
 /// Conflict notices read per page of the facility's conflicts stream.
 const NOTICES_PAGE: usize = 100;
