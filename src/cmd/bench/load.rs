@@ -89,7 +89,8 @@ impl Target {
     }
 }
 
-/// The primaries `CLUSTER NODES` lists, as URLs.
+/// The primaries `CLUSTER NODES` lists that serve slots, as URLs (a node
+/// just made a replica may still call itself a master, without slots).
 fn primaries_of(nodes: &str) -> Vec<String> {
     nodes
         .lines()
@@ -98,9 +99,11 @@ fn primaries_of(nodes: &str) -> Vec<String> {
             let flags = f.get(2)?;
             let master = flags.split(',').any(|x| x == "master");
             let failed = flags.split(',').any(|x| x == "fail");
+            // Fields 9 on: the slots it serves.
+            let serves = f.len() > 8;
             // ip:port@cport[,hostname]
             let addr = f.get(1)?.split('@').next()?;
-            (master && !failed).then(|| format!("redis://{addr}"))
+            (master && !failed && serves).then(|| format!("redis://{addr}"))
         })
         .collect()
 }
@@ -153,11 +156,18 @@ fn cpu_between(a: &[Counters], b: &[Counters]) -> (f64, f64) {
 
 /// One simulated gateway: its connection, its reads, its facility.
 struct Sim {
+    /// How it connects (again, after a failed round, as a lane does).
+    link: Link,
     f: Facility,
+    /// Rounds that failed (a timeout, a dropped connection) and were sent
+    /// again on a new connection.
+    failed: u64,
     gateway: String,
     facility: String,
     work: Workload,
     profile: Profile,
+    /// The content key of its last read (its next read's echo check).
+    last_key: Option<String>,
 }
 
 impl Sim {
@@ -167,10 +177,8 @@ impl Sim {
         let mut rows: Vec<ScanRow> = Vec::with_capacity(scans.len());
         for scan in scans {
             let row = ScanRow::of_scan(scan, &self.facility);
-            let echo = rows
-                .last()
-                .is_some_and(|r| r.content_key == row.content_key);
-            if row.content_key.is_some() && !echo {
+            if row.content_key.is_some() && row.content_key != self.last_key {
+                self.last_key.clone_from(&row.content_key);
                 rows.push(row);
             }
         }
@@ -180,15 +188,10 @@ impl Sim {
     /// Claim `rows` in rounds of at most `round`; the commits among them.
     fn claim(&mut self, rows: &[ScanRow], round: usize) -> Result<u64, String> {
         let mut committed = 0;
+        let gateway = self.gateway.clone();
         for chunk in rows.chunks(round) {
-            let claims: Vec<_> = chunk
-                .iter()
-                .map(|r| claim_for(r, &self.gateway, None))
-                .collect();
-            let outcomes = self
-                .f
-                .claim_batch(&claims)
-                .map_err(|e| format!("gateway {}: {e}", self.gateway))?;
+            let claims: Vec<_> = chunk.iter().map(|r| claim_for(r, &gateway, None)).collect();
+            let outcomes = self.claim_round(&claims)?;
             committed += outcomes
                 .iter()
                 .filter(|o| **o == Outcome::Committed)
@@ -197,6 +200,47 @@ impl Sim {
         Ok(committed)
     }
 }
+
+impl Sim {
+    /// One round, sent again by UUID on a new connection after a failure
+    /// (back-off 100 ms doubling to 2 s) as a claimer lane does; an error
+    /// only after [`ATTEMPTS`] failures.
+    fn claim_round(&mut self, claims: &[crate::facility::Claim]) -> Result<Vec<Outcome>, String> {
+        let mut pause = Duration::from_millis(100);
+        let mut last = String::new();
+        for _ in 0..ATTEMPTS {
+            match self.f.claim_batch(claims) {
+                Ok(outcomes) => return Ok(outcomes),
+                Err(e) => last = e.to_string(),
+            }
+            self.failed += 1;
+            std::thread::sleep(pause);
+            pause = (pause * 2).min(Duration::from_secs(2));
+            if let Ok(f) = self.link.connect_checked() {
+                self.f = f;
+            }
+        }
+        Err(format!(
+            "gateway {}: {ATTEMPTS} rounds failed: {last}",
+            self.gateway
+        ))
+    }
+}
+
+/// ", N rounds failed and were sent again", if any did.
+fn resent(failed: u64) -> String {
+    if failed == 0 {
+        String::new()
+    } else {
+        format!(", {failed} rounds failed and were sent again")
+    }
+}
+
+/// Gateways per primary that claim flat out in the capacity phase.
+const CAPACITY_SENDERS: usize = 4;
+
+/// Times a round is sent before the benchmark gives up.
+const ATTEMPTS: u32 = 10;
 
 /// A gateway's read arrivals: bursts at exponential intervals averaging
 /// `rate` reads a second.
@@ -252,27 +296,40 @@ impl Arrivals {
 struct Done {
     claims: u64,
     committed: u64,
-    /// Each read's capture → decision time, and when it was decided.
-    latencies: Vec<(Instant, Duration)>,
+    /// Rounds that failed and were sent again.
+    failed: u64,
+    /// Each read: when it was decided, its capture → decision time.
+    reads: Vec<Read>,
+}
+
+/// A read of the shift phases.
+struct Read {
+    decided: Instant,
+    took: Duration,
+    /// The server its gateway claimed on.
+    server: String,
 }
 
 impl Done {
     fn add(&mut self, other: Done) {
         self.claims += other.claims;
         self.committed += other.committed;
-        self.latencies.extend(other.latencies);
+        self.failed += other.failed;
+        self.reads.extend(other.reads);
     }
 }
 
 /// Phase 1 for one gateway: rounds back to back until `until`.
 fn flat_out(sim: &mut Sim, until: Instant) -> Result<Done, String> {
     let mut done = Done::default();
+    let failed = sim.failed;
     while Instant::now() < until {
         let scans: Vec<Scan> = (0..ROUND).map(|_| sim.work.scan(&sim.profile)).collect();
         let rows = sim.rows(&scans);
         done.committed += sim.claim(&rows, ROUND)?;
         done.claims += rows.len() as u64;
     }
+    done.failed = sim.failed - failed;
     Ok(done)
 }
 
@@ -282,6 +339,7 @@ fn shift(sim: &mut Sim, rate: f64, seed: u64, until: Instant) -> Result<Done, St
     let mut arrivals = Arrivals::new(Instant::now(), rate, seed);
     let mut done = Done::default();
     let mut waiting: Vec<(Instant, Scan)> = Vec::new();
+    let failed = sim.failed;
     loop {
         let now = Instant::now();
         while arrivals.next <= now && arrivals.next < until {
@@ -290,6 +348,7 @@ fn shift(sim: &mut Sim, rate: f64, seed: u64, until: Instant) -> Result<Done, St
         }
         if waiting.is_empty() {
             if arrivals.next >= until {
+                done.failed = sim.failed - failed;
                 return Ok(done);
             }
             std::thread::sleep(arrivals.next.saturating_duration_since(now));
@@ -302,11 +361,11 @@ fn shift(sim: &mut Sim, rate: f64, seed: u64, until: Instant) -> Result<Done, St
         done.committed += sim.claim(&rows, ROUND)?;
         done.claims += rows.len() as u64;
         let decided = Instant::now();
-        done.latencies.extend(
-            batch
-                .iter()
-                .map(|(at, _)| (decided, decided.saturating_duration_since(*at))),
-        );
+        done.reads.extend(batch.iter().map(|(at, _)| Read {
+            decided,
+            took: decided.saturating_duration_since(*at),
+            server: sim.f.server().to_string(),
+        }));
     }
 }
 
@@ -346,11 +405,15 @@ fn connect(target: &Target, facility: &str, g: usize, seed_n: u64) -> Result<Sim
     let gateway = format!("sim-gw-{g}");
     let (config, settings) = settings(target, facility, &gateway)?;
     let redis = settings.redis.as_ref().ok_or("[redis] missing")?;
-    let f = Link::new(&config, redis)
+    let link = Link::new(&config, redis);
+    let f = link
         .connect_checked()
         .map_err(|e| format!("gateway {gateway} of {facility}: {e}"))?;
     Ok(Sim {
+        link,
         f,
+        failed: 0,
+        last_key: None,
         gateway: gateway.clone(),
         facility: facility.to_string(),
         work: {
@@ -413,18 +476,21 @@ pub(super) fn run(args: &BenchArgs) -> Result<Exit, String> {
     );
     let seconds = Duration::from_secs(args.seconds.max(1));
 
-    // 1. capacity
+    // 1. capacity: enough gateways to keep every primary busy, not all
+    // of them (200 gateways flat out would only queue behind each other).
+    let senders = n.min(CAPACITY_SENDERS * primaries.len());
     let before = sample(&primaries)?;
     let t = Instant::now();
     let until = t + seconds;
-    let done = on_all(&mut sims, |_, sim| flat_out(sim, until))?;
+    let done = on_all(&mut sims[..senders], |_, sim| flat_out(sim, until))?;
     let wall = t.elapsed().as_secs_f64();
     let (cpu, busiest) = cpu_between(&before, &sample(&primaries)?);
     println!(
-        "capacity: {} claims in {wall:.2} s = {:.0} claims/s ({} committed); store CPU {:.1} µs per claim, busiest primary at {:.0} % of a core (one primary's ceiling at this cost: {:.0} claims/s)",
+        "capacity: {senders} gateways flat out: {} claims in {wall:.2} s = {:.0} claims/s ({} committed){}; store CPU {:.1} µs per claim, busiest primary at {:.0} % of a core (a primary's ceiling at this cost: {:.0} claims/s)",
         done.claims,
         done.claims as f64 / wall,
         done.committed,
+        resent(done.failed),
         cpu * 1e6 / done.claims.max(1) as f64,
         busiest / wall * 100.0,
         done.claims as f64 / cpu.max(1e-9)
@@ -452,7 +518,7 @@ fn shift_phase(
     rate: f64,
     seconds: Duration,
     what: &str,
-) -> Result<Vec<(Instant, Duration)>, String> {
+) -> Result<Vec<Read>, String> {
     let before = sample(primaries)?;
     let t = Instant::now();
     let until = t + seconds;
@@ -460,14 +526,15 @@ fn shift_phase(
     let wall = t.elapsed().as_secs_f64();
     let (_, busiest) = cpu_between(&before, &sample(primaries)?);
     println!(
-        "{what}: {rate} reads/s offered per gateway in bursts, {} claims in {wall:.1} s ({:.0}/s, {} committed); {}; busiest primary at {:.1} % of a core",
+        "{what}: {rate} reads/s offered per gateway in bursts, {} claims in {wall:.1} s ({:.0}/s, {} committed){}; {}; busiest primary at {:.1} % of a core",
         done.claims,
         done.claims as f64 / wall,
         done.committed,
-        latency(done.latencies.iter().map(|l| l.1)),
+        resent(done.failed),
+        latency(done.reads.iter().map(|r| r.took)),
         busiest / wall * 100.0
     );
-    Ok(done.latencies)
+    Ok(done.reads)
 }
 
 /// "capture->decision p50 …, p99 …, max …" of `latencies`.
@@ -495,7 +562,7 @@ fn republish(
     run_id: &str,
     sims: &mut [Sim],
     primaries: &[String],
-    quiet: &[(Instant, Duration)],
+    quiet: &[Read],
 ) -> Result<(), String> {
     let busy = format!("{run_id}-busy");
     let mut sim = connect(target, &busy, 999_999, 900_000_000)?;
@@ -537,18 +604,25 @@ fn republish(
     });
     let (recommitted, took) = again.map_err(|_| "the re-publishing thread panicked")??;
     let load = load?;
-    let beside = load
-        .iter()
-        .filter(|(at, _)| *at <= started + took)
-        .map(|l| l.1);
+    let busy_server = sim.f.server().to_string();
+    let meanwhile = |same: bool| {
+        let busy_server = &busy_server;
+        load.iter()
+            .filter(move |r| r.decided <= started + took && (r.server == *busy_server) == same)
+            .map(|r| r.took)
+    };
     println!(
-        "republish: {} claims re-published in {:.2} s ({:.0} claims/s, {recommitted} commits again, as many as before: {}); the other facilities' reads decided meanwhile: {}; in the shift without it: {}",
+        "republish: {} claims re-published in {:.2} s ({:.0} claims/s, {recommitted} commits again, as many as before: {})",
         rows.len(),
         took.as_secs_f64(),
         rows.len() as f64 / took.as_secs_f64().max(1e-9),
         recommitted == committed,
-        latency(beside),
-        latency(quiet.iter().map(|l| l.1))
+    );
+    println!(
+        "republish: meanwhile, the other facilities' reads on its primary: {}; on the other primaries: {}; all reads in the shift without it: {}",
+        latency(meanwhile(true)),
+        latency(meanwhile(false)),
+        latency(quiet.iter().map(|r| r.took))
     );
     Ok(())
 }
@@ -672,6 +746,7 @@ a1 127.0.0.1:7000@17000 myself,master - 0 0 1 connected 0-5460
 b2 127.0.0.1:7001@17001 slave a1 0 0 1 connected
 c3 127.0.0.1:7002@17002,host master - 0 0 2 connected 5461-10922
 d4 127.0.0.1:7003@17003 master,fail - 0 0 3 disconnected
+e5 127.0.0.1:7004@17004 master - 0 0 4 connected
 ";
         assert_eq!(
             primaries_of(nodes),
