@@ -18,6 +18,7 @@
 //! means the head is no longer being anchored.
 
 pub mod live;
+mod sink;
 
 use crate::model::{Decision, ScanState};
 use live::{LiveScanner, LiveStatus};
@@ -205,6 +206,7 @@ struct Inner {
     commit_latency: Histogram,
     facility: Option<FacilityGauges>,
     consumers: ConsumerGauges,
+    sinks: sink::SinkMetrics,
     audit_records: Counter,
     last_anchor: FloatGauge,
     database_bytes: Gauge,
@@ -243,6 +245,15 @@ impl Telemetry {
     pub fn new(
         scanners_configured: &[String],
         facility_max_clock_error_ms: Option<u64>,
+    ) -> Telemetry {
+        Telemetry::with_sinks(scanners_configured, facility_max_clock_error_ms, &[])
+    }
+
+    /// [`Telemetry::new`], with the series of these `[[sink]]`s too.
+    pub fn with_sinks(
+        scanners_configured: &[String],
+        facility_max_clock_error_ms: Option<u64>,
+        sinks: &[String],
     ) -> Telemetry {
         let mut registry = Registry::default();
         let build = Family::<BuildLabels, Gauge>::default();
@@ -321,6 +332,7 @@ impl Telemetry {
         let facility = facility_max_clock_error_ms
             .map(|max_clock_error_ms| FacilityGauges::register(&mut registry, max_clock_error_ms));
         let consumers = ConsumerGauges::register(&mut registry);
+        let sinks = sink::SinkMetrics::register(&mut registry, sinks);
         let audit_records = Counter::default();
         registry.register(
             "scangate_audit_records",
@@ -379,6 +391,7 @@ impl Telemetry {
                 commit_latency,
                 facility,
                 consumers,
+                sinks,
                 audit_records,
                 last_anchor,
                 database_bytes,
@@ -537,6 +550,16 @@ impl Telemetry {
             s.last_read_ms = Some(now);
             s.reads_today += 1;
         });
+    }
+
+    /// `entries` delivered by sink `sink` ([`crate::events::SinkEvent`]).
+    pub(crate) fn sink_delivered(&self, sink: &str, entries: u64) {
+        self.inner.sinks.delivered(sink, entries);
+    }
+
+    /// A failed attempt of sink `sink`; `blocked`: a retry will not mend it.
+    pub(crate) fn sink_failure(&self, sink: &str, kind: &str, blocked: bool) {
+        self.inner.sinks.failure(sink, kind, blocked);
     }
 
     /// The audit chain head is anchored outside the database, as of now.
