@@ -159,6 +159,8 @@ fn failure(e: &ureq::Error) -> Outcome {
         E::Io(io) if io.kind() == std::io::ErrorKind::ConnectionRefused => "connect",
         E::HostNotFound | E::ConnectionFailed => "connect",
         E::Tls(_) | E::Rustls(_) => "tls",
+        // rustls's handshake failures come as I/O errors.
+        e if e.to_string().contains("certificate") => "tls",
         _ => "io",
     };
     Outcome::Retry {
