@@ -82,7 +82,7 @@ impl Control {
 /// What there is to send.
 enum Next {
     /// This batch, held.
-    Held(Held),
+    Held(Box<Held>),
     /// Nothing after the cursor.
     Nothing,
     /// An entry that cannot be an EPCIS event: nothing is sent (logged).
@@ -215,7 +215,7 @@ impl Sink {
             let r = self.store.read()?;
             let held = held::get(&r, name).map_err(|e| self.store.err_at(e))?;
             if let Some(h) = held.as_ref().filter(|h| h.batch.format == format) {
-                return Ok(Next::Held(h.clone()));
+                return Ok(Next::Held(Box::new(h.clone())));
             }
             let page = cursor::page(&r, consumer, settings.config.batch)
                 .map_err(|e| self.store.err_at(e))?;
@@ -270,12 +270,12 @@ impl Sink {
             key: &batch.key,
         }
         .emit(&self.telemetry);
-        Ok(Next::Held(Held {
+        Ok(Next::Held(Box::new(Held {
             sink: name.to_string(),
             batch,
             held_ms: now,
             state: Default::default(),
-        }))
+        })))
     }
 
     /// A 2xx: move the cursor and drop the held batch, in one commit.
