@@ -152,12 +152,11 @@ pub async fn run_with(
     }
     .emit();
     let scanner_names: Vec<String> = cfg.scanners.iter().map(|s| s.name.clone()).collect();
-    let sink_names: Vec<String> = cfg.sinks.iter().map(|s| s.name.clone()).collect();
-    let telemetry = Telemetry::with_sinks(
+    let telemetry = Telemetry::new(
         &scanner_names,
         cfg.redis.as_ref().map(|r| r.max_clock_error_ms),
-        &sink_names,
     );
+    telemetry.set_sinks(&cfg.sinks.iter().map(|s| s.name.clone()).collect::<Vec<_>>());
     let listener = match cfg.metrics.listen {
         Some(addr) => Some(metrics_http::bind(addr).await?),
         None => None,

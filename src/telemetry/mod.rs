@@ -17,6 +17,7 @@
 //! head outside the database or found it anchored already: a stale value
 //! means the head is no longer being anchored.
 
+mod build;
 pub mod live;
 mod sink;
 
@@ -66,13 +67,6 @@ struct FeedbackLabels {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct StateLabel {
     state: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct BuildLabels {
-    version: &'static str,
-    commit: &'static str,
-    target: &'static str,
 }
 
 type FloatGauge = Gauge<f64, AtomicU64>;
@@ -246,29 +240,8 @@ impl Telemetry {
         scanners_configured: &[String],
         facility_max_clock_error_ms: Option<u64>,
     ) -> Telemetry {
-        Telemetry::with_sinks(scanners_configured, facility_max_clock_error_ms, &[])
-    }
-
-    /// [`Telemetry::new`], with the series of these `[[sink]]`s too.
-    pub fn with_sinks(
-        scanners_configured: &[String],
-        facility_max_clock_error_ms: Option<u64>,
-        sinks: &[String],
-    ) -> Telemetry {
         let mut registry = Registry::default();
-        let build = Family::<BuildLabels, Gauge>::default();
-        build
-            .get_or_create(&BuildLabels {
-                version: env!("CARGO_PKG_VERSION"),
-                commit: env!("SCANGATE_COMMIT"),
-                target: env!("SCANGATE_TARGET"),
-            })
-            .set(1);
-        registry.register(
-            "scangate_build_info",
-            "This scangate build (always 1)",
-            build,
-        );
+        build::register(&mut registry);
         let scans_read = Family::<ScannerLabel, Counter>::default();
         registry.register(
             "scangate_scans_read",
@@ -332,7 +305,7 @@ impl Telemetry {
         let facility = facility_max_clock_error_ms
             .map(|max_clock_error_ms| FacilityGauges::register(&mut registry, max_clock_error_ms));
         let consumers = ConsumerGauges::register(&mut registry);
-        let sinks = sink::SinkMetrics::register(&mut registry, sinks);
+        let sinks = sink::SinkMetrics::register(&mut registry);
         let audit_records = Counter::default();
         registry.register(
             "scangate_audit_records",
@@ -550,16 +523,6 @@ impl Telemetry {
             s.last_read_ms = Some(now);
             s.reads_today += 1;
         });
-    }
-
-    /// `entries` delivered by sink `sink` ([`crate::events::SinkEvent`]).
-    pub(crate) fn sink_delivered(&self, sink: &str, entries: u64) {
-        self.inner.sinks.delivered(sink, entries);
-    }
-
-    /// A failed attempt of sink `sink`; `blocked`: a retry will not mend it.
-    pub(crate) fn sink_failure(&self, sink: &str, kind: &str, blocked: bool) {
-        self.inner.sinks.failure(sink, kind, blocked);
     }
 
     /// The audit chain head is anchored outside the database, as of now.

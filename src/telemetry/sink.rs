@@ -8,6 +8,30 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
+use super::Telemetry;
+
+impl Telemetry {
+    /// The configured `[[sink]]`s: a series of each at zero.
+    pub fn set_sinks(&self, names: &[String]) {
+        for name in names {
+            let label = SinkLabel { sink: name.clone() };
+            let m = &self.inner.sinks;
+            m.delivered.get_or_create(&label).inc_by(0);
+            m.blocked.get_or_create(&label).set(0);
+        }
+    }
+
+    /// `entries` delivered by sink `sink` ([`crate::events::SinkEvent`]).
+    pub(crate) fn sink_delivered(&self, sink: &str, entries: u64) {
+        self.inner.sinks.delivered(sink, entries);
+    }
+
+    /// A failed attempt of sink `sink`; `blocked`: a retry will not mend it.
+    pub(crate) fn sink_failure(&self, sink: &str, kind: &str, blocked: bool) {
+        self.inner.sinks.failure(sink, kind, blocked);
+    }
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct SinkLabel {
     sink: String,
@@ -28,8 +52,8 @@ pub(super) struct SinkMetrics {
 }
 
 impl SinkMetrics {
-    /// Registered in `registry`, a series of each of `sinks` at zero.
-    pub(super) fn register(registry: &mut Registry, sinks: &[String]) -> SinkMetrics {
+    /// Registered in `registry` (no sink yet: [`Telemetry::set_sinks`]).
+    pub(super) fn register(registry: &mut Registry) -> SinkMetrics {
         let m = SinkMetrics::default();
         registry.register(
             "scangate_sink_delivered_entries",
@@ -46,11 +70,6 @@ impl SinkMetrics {
             "Per [[sink]]: 1 while its receiver refuses its held batch in a way a retry will not change (a 4xx, a 3xx): kept, not dropped, until an operator acts",
             m.blocked.clone(),
         );
-        for name in sinks {
-            let label = SinkLabel { sink: name.clone() };
-            m.delivered.get_or_create(&label).inc_by(0);
-            m.blocked.get_or_create(&label).set(0);
-        }
         m
     }
 
