@@ -528,6 +528,15 @@ fn tls_with_a_test_ca_delivers_epcis_documents_with_a_bearer_token() {
             token
         ),
     );
+    let checked: Outcome = cli_cfg(&gw.cfg, &["check-config"]).into();
+    assert!(
+        checked.stdout.contains(&format!(
+            "sink inv: epcis to {}, 100 entries per POST, timeout 10000 ms, bearer token from {} (read), CA: the system's trust store",
+            r.url(),
+            token.display()
+        )),
+        "{checked}"
+    );
     let d = gw.launch();
     let [mut vs] = gw.take_scanners();
     for i in 0..3 {

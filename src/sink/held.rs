@@ -134,7 +134,8 @@ pub fn failed(
 /// Sink `sink`'s held batch was delivered: its consumer `consumer`'s
 /// cursor moves to the batch's last entry and the batch is gone, in the
 /// caller's transaction. False if the consumer is not registered (removed
-/// meanwhile): then nothing is written.
+/// meanwhile by an operator): the batch is gone all the same, and the
+/// sink registers anew, from the first entry the ledger keeps.
 pub fn delivered(
     tx: &Connection,
     sink: &str,
@@ -142,12 +143,9 @@ pub fn delivered(
     batch: &Batch,
     now_ms: i64,
 ) -> rusqlite::Result<bool> {
-    if !cursor::ack_at(tx, consumer, batch.last_seq, &batch.last_uuid, now_ms)? {
-        return Ok(false);
-    }
     tx.prepare_cached("DELETE FROM sink_batches WHERE sink = ?1")?
         .execute([sink])?;
-    Ok(true)
+    cursor::ack_at(tx, consumer, batch.last_seq, &batch.last_uuid, now_ms)
 }
 
 #[cfg(test)]
@@ -182,14 +180,14 @@ mod tests {
             (2, true, Some(6))
         );
         assert_eq!(all(c).unwrap().len(), 1);
-        assert!(!delivered(c, "inv", "sink.gone", &batch, 8).unwrap());
-        assert!(
-            get(c, "inv").unwrap().is_some(),
-            "kept: nothing acknowledged"
-        );
         assert!(delivered(c, "inv", "sink.inv", &batch, 8).unwrap());
         assert!(get(c, "inv").unwrap().is_none());
         let lag = &cursor::lags(c).unwrap()[0];
         assert_eq!((lag.acked_ms, lag.behind), (Some(8), 0));
+        // Its consumer removed meanwhile: nothing acknowledged, the batch
+        // gone all the same (the sink registers anew).
+        hold(c, "inv", &batch, 9).unwrap();
+        assert!(!delivered(c, "inv", "sink.gone", &batch, 10).unwrap());
+        assert!(get(c, "inv").unwrap().is_none());
     }
 }
