@@ -365,6 +365,12 @@ fn retried_blocked_and_killed_receivers_get_every_entry_in_order() {
     assert_every_entry_delivered_in_order(&gw.cfg, &r);
     let consumers: Outcome = cli_cfg(&gw.cfg, &["ledger", "consumers", "list"]).into();
     assert!(consumers.stdout.contains("sink.inv"), "{consumers}");
+    // A sink added takes a restart: the reload is refused, naming it.
+    gw.edit_config(|text| text + "\n[[sink]]\nname = \"other\"\nurl = \"http://127.0.0.1:9/\"\n");
+    sighup(&d);
+    wait_until("the reload refused for the added sink", || {
+        d.log().contains("reload refused: `sink` changed")
+    });
 }
 
 /// A receiver slower than `timeout_ms`: the POST times out (counted) and
