@@ -374,7 +374,7 @@ fn retried_blocked_and_killed_receivers_get_every_entry_in_order() {
 }
 
 /// A receiver slower than `timeout_ms`: the POST times out (counted) and
-/// the same batch is sent again, and taken.
+/// the same batch is sent again, and taken; basic auth from its file.
 #[test]
 fn a_receiver_slower_than_the_timeout_gets_the_batch_again() {
     let tmp = tempdir("scangate-sink-slow-");
@@ -383,9 +383,14 @@ fn a_receiver_slower_than_the_timeout_gets_the_batch_again() {
         &[json!({"status": 200, "delay_s": 3})],
         json!({"status": 200}),
     );
+    let basic = tmp.path().join("basic");
+    std::fs::write(&basic, "scangate:pa ss\n").unwrap();
     let (mut gw, listen) = gateway(
         "scangate-sink-slow-",
-        &format!("url = {:?}\ntimeout_ms = 500\n", r.url()),
+        &format!(
+            "url = {:?}\ntimeout_ms = 500\nbasic_auth_file = {basic:?}\n",
+            r.url()
+        ),
     );
     let _d = gw.launch();
     let [mut vs] = gw.take_scanners();
@@ -401,6 +406,11 @@ fn a_receiver_slower_than_the_timeout_gets_the_batch_again() {
     assert!(
         reqs.len() >= 2 && reqs[0]["key"] == reqs[1]["key"],
         "{reqs:?}"
+    );
+    // base64("scangate:pa ss")
+    assert!(
+        reqs.iter()
+            .all(|q| q["authorization"] == "Basic c2NhbmdhdGU6cGEgc3M=")
     );
     assert_every_entry_delivered_in_order(&gw.cfg, &r);
 }
