@@ -585,3 +585,47 @@ fn tls_with_a_test_ca_delivers_epcis_documents_with_a_bearer_token() {
     assert!(!d.log().contains("s3cret"), "the token is never logged");
     assert_every_entry_delivered_in_order(&gw.cfg, &r);
 }
+
+/// With a facility store, each gateway pushes its own ledger: the scans
+/// it committed, from its own database (`ledger export --local`).
+#[test]
+fn with_a_facility_store_a_gateway_pushes_its_own_ledger() {
+    let tmp = tempdir("scangate-sink-facility-");
+    let r = Receiver::start(tmp.path(), None);
+    let redis = RedisServer::start_temp(&[]);
+    let mut gw = Gateway::builder("scangate-sink-facility-")
+        .pty(ScannerSpec::named("counter-1").ack())
+        .config(&format!("[[sink]]\nname = \"inv\"\nurl = {:?}\n", r.url()))
+        .redis(&redis)
+        .build();
+    let _d = gw.launch();
+    let [mut vs] = gw.take_scanners();
+    for i in 0..3 {
+        scan(&mut vs, &dscsa(&format!("FACILITY{i:03}")));
+    }
+    wait_until("the sink to deliver the gateway's 3 commits", || {
+        sink_status(&gw.cfg)["delivered_through_seq"] == 3
+    });
+    let out: Outcome = cli_cfg(&gw.cfg, &["ledger", "export", "--local"]).into();
+    let local: Vec<String> = out
+        .stdout
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["scan_uuid"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(local.len(), 3, "{out}");
+    let sent: Vec<String> = r
+        .requests()
+        .iter()
+        .filter(|q| q["status"] == 200)
+        .flat_map(scans_of)
+        .collect();
+    assert_eq!(
+        sent, local,
+        "the gateway's own entries, in its ledger order"
+    );
+}
