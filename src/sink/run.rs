@@ -125,6 +125,8 @@ impl Sink {
             if self.stop.is_set() {
                 return;
             }
+            // (The count first: a reload after it is seen at the next turn.)
+            let reloads = self.control.reloads();
             let settings = self.control.settings();
             let held = match self.next_batch(&name, &consumer, &settings) {
                 Ok(Next::Held(held)) => held,
@@ -148,7 +150,6 @@ impl Sink {
                     continue;
                 }
             };
-            let reloads = self.control.reloads();
             if agent.as_ref().is_none_or(|(r, _)| *r != reloads) {
                 match deliver::agent(&settings) {
                     Ok(a) => agent = Some((reloads, a)),
