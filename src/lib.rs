@@ -49,7 +49,9 @@
 //!    and in what order ([`gate::facility`]).
 //! 5. **The facility Redis adapter** — [`facility`]: connecting, the claim
 //!    script and its rounds, the server's checks and clock, the ledger and
-//!    conflicts streams.
+//!    conflicts streams. **The HTTP sinks** — [`sink`]: the ledger POSTed
+//!    to inventory systems from a durable cursor (its `[[sink]]` section,
+//!    `sink::config`, is a leaf of floor 1).
 //! 6. **The claimer** — [`daemon::claimer`]: the facility store's two
 //!    lanes (live and replay) and what they record of it.
 //! 7. **The daemon** — [`daemon`]: the one place that wires the stages,
@@ -86,6 +88,7 @@ pub mod notify;
 pub mod outbox;
 pub mod pty;
 pub mod shutdown;
+pub mod sink;
 pub mod source;
 pub mod store;
 pub mod telemetry;

@@ -128,10 +128,10 @@ fn export(config: &Path, args: &[&str]) -> String {
 
 /// GS1's EPCIS 2.0 JSON Schema (draft-07), compiled with format
 /// assertions on (`uri`, `date-time`).
-struct Validator(jsonschema::Validator);
+pub struct Validator(jsonschema::Validator);
 
 impl Validator {
-    fn new() -> Validator {
+    pub fn new() -> Validator {
         let path = Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("tests/vectors/epcis/EPCIS-JSON-Schema.json");
         let schema: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
@@ -144,7 +144,7 @@ impl Validator {
     }
 
     /// Why `value` is not valid EPCIS, if it is not.
-    fn errors(&self, value: &Value) -> Option<String> {
+    pub fn errors(&self, value: &Value) -> Option<String> {
         let errors: Vec<String> = self
             .0
             .iter_errors(value)

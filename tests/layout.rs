@@ -21,6 +21,7 @@ const FLOORS: &[(&str, u8)] = &[
     ("source::hid::layout", 1),
     ("source::serial::config", 1),
     ("facility::config", 1),
+    ("sink::config", 1),
     ("capture", 1),
     ("telemetry", 1),
     ("events", 1),
@@ -39,6 +40,7 @@ const FLOORS: &[(&str, u8)] = &[
     ("gate", 4),
     // 5: the facility Redis adapter.
     ("facility", 5),
+    ("sink", 5),
     // 6: the facility claimer.
     ("daemon::claimer", 6),
     // 7: the running daemon: its stages wired.

@@ -451,8 +451,11 @@ fn every_series_contrib_names_is_one_a_gateway_exposes() {
         .arg("MKSTREAM")
         .query::<()>(&mut redis.connection())
         .unwrap();
-    let (gw, _vs, listen, mut daemon) =
-        metrics_gateway(&format!("\n[redis]\nurl = {:?}", redis.url()));
+    // And a [[sink]] (its receiver need not answer), so the sinks' too.
+    let (gw, _vs, listen, mut daemon) = metrics_gateway(&format!(
+        "\n[redis]\nurl = {:?}\n\n[[sink]]\nname = \"inv\"\nurl = \"http://127.0.0.1:9/ledger\"\n",
+        redis.url()
+    ));
     // A consumer of the gateway's own ledger, so its series exist too
     // (registered beside the running daemon, as a follower does).
     let mut store = scangate::store::Store::open_unlocked(&gw.state).unwrap();

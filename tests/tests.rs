@@ -31,9 +31,11 @@ mod state_identity;
 mod unserialised;
 
 // What inventory systems read: the ledger as GS1 EPCIS 2.0, checked
-// against GS1's JSON Schema; the embedded ledger followed with a cursor.
+// against GS1's JSON Schema; the embedded ledger followed with a cursor;
+// the ledger pushed over HTTP to a receiver the test starts.
 mod epcis;
 mod ledger_follow;
+mod sink_http;
 
 // Serial scanners on PTYs against the real daemon.
 mod control_labels;

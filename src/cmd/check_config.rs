@@ -46,6 +46,25 @@ pub fn run(arg: &ConfigArg, online: bool) -> Result<Exit, Failure> {
         cfg.dedup.window_ms,
         cfg.state_dir().display()
     );
+    for s in &cfg.sinks {
+        println!(
+            "sink {}: {} to {}, {} entries per POST, timeout {} ms, {}, CA: {}",
+            s.name,
+            s.format.as_str(),
+            s.url,
+            s.batch,
+            s.timeout_ms,
+            match (&s.bearer_token_file, &s.basic_auth_file) {
+                (Some(p), _) => format!("bearer token from {} (read)", p.display()),
+                (None, Some(p)) => format!("basic auth from {} (read)", p.display()),
+                (None, None) => "no Authorization".to_string(),
+            },
+            s.ca_file.as_ref().map_or_else(
+                || "the system's trust store".to_string(),
+                |p| format!("{} (read)", p.display())
+            )
+        );
+    }
     for line in state_dir(&cfg.state_dir())? {
         println!("{line}");
     }

@@ -310,6 +310,7 @@ fn demo_config(dir: &Path, scanners: &[VirtualScanner], redis: Option<RedisConfi
         metrics: Default::default(),
         records: Default::default(),
         controls: Default::default(),
+        sinks: Vec::new(),
         scanners: NAMES
             .iter()
             .zip(scanners)

@@ -23,6 +23,9 @@ use crate::telemetry::live::{LiveStatus, STATUS_FILE};
 use serde::Serialize;
 use std::path::Path;
 
+mod sinks;
+pub use sinks::SinkView;
+
 /// A status file older than this (three heartbeats) means the daemon is
 /// not running, or hangs.
 pub const STALE_AFTER_MS: i64 = 3 * crate::telemetry::STATUS_HEARTBEAT.as_millis() as i64;
@@ -214,6 +217,8 @@ pub struct Status {
     pub facility: Option<FacilityView>,
     /// The consumers of the gateway's own ledger.
     pub ledger_consumers: Vec<LedgerConsumerView>,
+    /// Each `[[sink]]`.
+    pub sinks: Vec<SinkView>,
     /// Storage.
     pub storage: StorageView,
     /// The audit trail.
@@ -271,6 +276,7 @@ pub fn gather(cfg: &Config, now_ms: i64) -> Result<Status, StoreError> {
         .redis
         .as_ref()
         .map(|_| facility_view(&stored, now_ms, &mut degraded));
+    let sinks = sinks::views(cfg, &stored, now_ms, &mut degraded);
     let storage = storage_view(cfg, &state_dir, &stored, &mut degraded);
     Ok(Status {
         healthy: degraded.is_empty(),
@@ -288,6 +294,7 @@ pub fn gather(cfg: &Config, now_ms: i64) -> Result<Status, StoreError> {
             .iter()
             .map(|c| LedgerConsumerView::of(c, now_ms))
             .collect(),
+        sinks,
         storage,
         audit: audit_view(&state_dir, &stored),
     })
@@ -559,6 +566,9 @@ pub fn render(st: &Status) -> String {
     }
     for c in &st.ledger_consumers {
         let _ = writeln!(out, "ledger {}", render_consumer(c));
+    }
+    for sink in &st.sinks {
+        let _ = writeln!(out, "{}", sinks::render(sink));
     }
     let sto = &st.storage;
     let _ = writeln!(

@@ -37,6 +37,7 @@ mod validate;
 
 pub use crate::capture::ScanType;
 pub use crate::facility::config::{RedisConfig, RedisSettings};
+pub use crate::sink::config::{SinkConfig, SinkFormat, SinkSettings};
 pub use crate::source::config::Scanner;
 pub use crate::source::hid::config::{
     DEFAULT_HID_TIMEOUT_MS, GsKey, HidConfig, HidMode, KeyboardConfig, ModeConfig, PosConfig,
@@ -90,6 +91,9 @@ pub struct Config {
     /// `[controls]`: the REPEAT and QUANTITY labels' contents and how long
     /// a control waits for its read; the defaults without the section.
     pub controls: crate::controls::ControlsConfig,
+    /// `[[sink]]`: inventory systems the ledger is POSTed to; none by
+    /// default.
+    pub sinks: Vec<SinkConfig>,
 }
 
 /// A configuration problem: which file, which key, what is wrong, how to fix it.

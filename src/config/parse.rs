@@ -68,6 +68,7 @@ impl Config {
             metrics: sections.metrics,
             records: sections.records,
             controls: sections.controls,
+            sinks: sections.sinks,
         };
         cfg.validate(file)?;
         Ok(cfg)
@@ -95,6 +96,8 @@ struct Sections {
     records: RecordsConfig,
     #[serde(default)]
     controls: crate::controls::ControlsConfig,
+    #[serde(default, rename = "sink")]
+    sinks: Vec<crate::sink::config::SinkConfig>,
 }
 
 impl ConfigError {

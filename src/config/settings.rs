@@ -1,18 +1,20 @@
 //! [`Settings`]: the configuration with the secrets and files it names
 //! read, once ([`Settings::resolve`]).
 
-use super::{Config, ConfigError, RedisSettings};
+use super::{Config, ConfigError, RedisSettings, SinkSettings};
 use std::path::Path;
 
 /// The configuration with everything it points to read: what `run` works
 /// with. `check-config` resolves the same way, so it refuses what `run`
-/// would (an unreadable `password_file` or `ca_file`).
+/// would (an unreadable `password_file` or `ca_file`, a sink's token file).
 #[derive(Debug, Clone)]
 pub struct Settings {
     /// The validated configuration.
     pub config: Config,
     /// `[redis]` with its password and CA read; `None`: embedded store.
     pub redis: Option<RedisSettings>,
+    /// Each `[[sink]]` with its CA and credentials read.
+    pub sinks: Vec<SinkSettings>,
 }
 
 impl Settings {
@@ -34,9 +36,19 @@ impl Settings {
                     .map_err(|e| ConfigError::new(file, e.within("redis")))?,
             ),
         };
+        let sinks = cfg
+            .sinks
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                s.resolve()
+                    .map_err(|e| ConfigError::new(file, e.within(&format!("sink[{i}]"))))
+            })
+            .collect::<Result<_, _>>()?;
         Ok(Settings {
             config: cfg.clone(),
             redis,
+            sinks,
         })
     }
 }

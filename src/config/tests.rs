@@ -641,3 +641,98 @@ fn records_consumer_hold_days_defaults_to_90_and_is_bounded() {
         .to_string();
     assert!(e.contains("records.consumer_hold_days"), "{e}");
 }
+
+/// A `[[sink]]` table: the shipped example parses; refusals name
+/// `sink[i].key` and say what to do; the files it names are read at
+/// resolve, their secrets never shown.
+#[test]
+fn sinks_are_checked_and_their_files_read() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/scangate.toml");
+    let text = std::fs::read_to_string(path).unwrap();
+    let start = text
+        .find("# [[sink]]")
+        .expect("the example documents [[sink]]");
+    let example: String = text[start..]
+        .lines()
+        .take_while(|l| !l.is_empty())
+        .filter_map(|l| l.strip_prefix("# "))
+        .filter(|l| !l.starts_with('#'))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let c = Config::parse(&example, None).unwrap();
+    let s = &c.sinks[0];
+    assert_eq!(
+        (s.name.as_str(), s.format, s.batch, s.timeout_ms),
+        ("inventory", SinkFormat::Json, 100, 10_000)
+    );
+    let refused = |table: &str| {
+        let text = format!("[[sink]]\nname = \"a\"\nurl = \"http://h/x\"\n\n[[sink]]\n{table}");
+        Config::parse(&text, None).unwrap_err()
+    };
+    for (table, key, fix) in [
+        (
+            "name = \"b\"\nurl = \"ftp://h\"\n",
+            "sink[1].url",
+            "https://",
+        ),
+        (
+            "name = \"b\"\nurl = \"https://u:p@h/\"\n",
+            "sink[1].url",
+            "bearer_token_file",
+        ),
+        (
+            "name = \"a\"\nurl = \"http://h/\"\n",
+            "sink[1].name",
+            "a name of its own",
+        ),
+        (
+            "name = \"b c\"\nurl = \"http://h/\"\n",
+            "sink[1].name",
+            "letters",
+        ),
+        (
+            "name = \"b\"\nurl = \"http://h/\"\nbatch = 0\n",
+            "sink[1].batch",
+            "1..=1000",
+        ),
+        (
+            "name = \"b\"\nurl = \"http://h/\"\ntimeout_ms = 5\n",
+            "sink[1].timeout_ms",
+            "100..=300000",
+        ),
+        (
+            "name = \"b\"\nurl = \"http://h/\"\nca_file = \"/x\"\n",
+            "sink[1].ca_file",
+            "https://",
+        ),
+        (
+            "name = \"b\"\nurl = \"http://h/\"\nformat = \"xml\"\n",
+            "sink[1].format",
+            "scangate.toml",
+        ),
+        (
+            "name = \"b\"\nurl = \"http://h/\"\ntoken = \"t\"\n",
+            "sink[1].token",
+            "scangate.toml",
+        ),
+    ] {
+        let e = refused(table);
+        assert_eq!(e.key, key, "{table}: {e}");
+        assert!(e.fix.contains(fix), "{table}: {e}");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let basic = dir.path().join("basic");
+    std::fs::write(&basic, "scangate:s3cret\n").unwrap();
+    let text =
+        format!("[[sink]]\nname = \"a\"\nurl = \"https://h/\"\nbasic_auth_file = {basic:?}\n");
+    let s = Settings::resolve(&Config::parse(&text, None).unwrap()).unwrap();
+    assert_eq!(
+        s.sinks[0].authorization.as_deref(),
+        Some("Basic c2NhbmdhdGU6czNjcmV0")
+    );
+    assert!(!format!("{s:?}").contains("c2NhbmdhdGU6czNjcmV0"), "{s:?}");
+    std::fs::remove_file(&basic).unwrap();
+    let e = Settings::resolve(&Config::parse(&text, None).unwrap()).unwrap_err();
+    assert_eq!(e.key, "sink[0].basic_auth_file", "{e}");
+    assert!(e.problem.contains(basic.to_str().unwrap()), "{e}");
+}

@@ -17,7 +17,26 @@ impl Config {
         self.controls
             .validate()
             .map_err(|e| ConfigError::new(file, e.within("controls")))?;
-        self.validate_scanners(file)
+        self.validate_scanners(file)?;
+        self.validate_sinks(file)
+    }
+
+    /// Each `[[sink]]`: its own checks, and a name no other sink has.
+    fn validate_sinks(&self, file: Option<&Path>) -> Result<(), ConfigError> {
+        let mut names = HashSet::new();
+        for (i, sink) in self.sinks.iter().enumerate() {
+            sink.validate()
+                .map_err(|e| ConfigError::new(file, e.within(&format!("sink[{i}]"))))?;
+            if !names.insert(sink.name.as_str()) {
+                return Err(refusal(
+                    file,
+                    format!("sink[{i}].name"),
+                    format!("{:?} names another sink too", sink.name),
+                    "give each [[sink]] a name of its own (it names its ledger consumer sink.<name>)",
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// `[gateway]` identifiers and `[metrics]`.

@@ -32,6 +32,11 @@ pub enum DaemonError {
         "the raw-bytes sweeper stopped unexpectedly ({0}); scangate stopped so that it is restarted. Scans are safe in the outbox"
     )]
     SweeperPanicked(String),
+    /// A `[[sink]]`'s thread died (a bug): its batches would wait.
+    #[error(
+        "a sink's thread stopped unexpectedly ({0}); scangate stopped so that it is restarted. Nothing is lost: the sink sends from its cursor again"
+    )]
+    SinkEnded(String),
     /// A scanner's task ended while the daemon ran (a bug: it should
     /// reconnect by itself until shutdown).
     #[error(

@@ -36,8 +36,9 @@
 //! stop `STOPPING=1`, and `EXTEND_TIMEOUT_USEC` while a long drain runs.
 //!
 //! **Reload** (SIGHUP, [`Reloads`]): the configuration is read again;
-//! scanners added, removed or changed start and stop alone, anything else
-//! changed is refused ([`reload`]).
+//! scanners added, removed or changed start and stop alone, each
+//! `[[sink]]` gets its keys and files read again and tries a blocked batch
+//! at once (`sinks.rs`), anything else changed is refused ([`reload`]).
 //!
 //! **Starting and stopping.** [`run_with`] is the list of starts: each
 //! stage starts itself from its section of the settings (`writer.rs`,
@@ -56,6 +57,7 @@ pub mod metrics_http;
 pub mod publish;
 pub mod reload;
 mod running;
+mod sinks;
 mod stop;
 pub mod supervisor;
 pub mod sweeper;
@@ -154,6 +156,7 @@ pub async fn run_with(
         &scanner_names,
         cfg.redis.as_ref().map(|r| r.max_clock_error_ms),
     );
+    telemetry.set_sinks(&cfg.sinks.iter().map(|s| s.name.clone()).collect::<Vec<_>>());
     let listener = match cfg.metrics.listen {
         Some(addr) => Some(metrics_http::bind(addr).await?),
         None => None,
@@ -186,6 +189,7 @@ pub async fn run_with(
         events::StartWarning::NoScanners.emit();
     }
     sweeper::start(&mut wiring.stages, &store, cfg, stop.clone())?;
+    let sinks = sinks::start(&mut wiring.stages, &store, &settings, &telemetry, &stop)?;
     let anchoring = anchor::start(
         &state_dir,
         cfg,
@@ -222,6 +226,7 @@ pub async fn run_with(
         stopper: &stopper,
         scanners: &mut scanners,
         facility_link: link.as_ref(),
+        sinks: &sinks,
         settings: settings.clone(),
         reloads,
     }

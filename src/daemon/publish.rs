@@ -49,6 +49,8 @@ pub struct StoredSample {
     pub ledger_stream: Option<LedgerStream>,
     /// The consumers of the gateway's own ledger.
     pub ledger_consumers: Vec<Lag>,
+    /// The `[[sink]]`s' held batches.
+    pub sink_batches: Vec<crate::sink::held::Held>,
 }
 
 impl StoredSample {
@@ -61,9 +63,11 @@ impl StoredSample {
         let database_bytes = size(DB_FILE) + size(&format!("{DB_FILE}-wal"));
         let space = store.space(state_dir, chrono::Utc::now().timestamp_millis())?;
         let ledger_stream = records::ledger_stream(store)?;
-        let ledger_consumers = {
+        let (ledger_consumers, sink_batches) = {
             let r = store.read()?;
-            crate::ledger::cursor::lags(&r).map_err(|e| store.err_at(e))?
+            let lags = crate::ledger::cursor::lags(&r).map_err(|e| store.err_at(e))?;
+            let held = crate::sink::held::all(&r).map_err(|e| store.err_at(e))?;
+            (lags, held)
         };
         Ok(StoredSample {
             pending,
@@ -77,6 +81,7 @@ impl StoredSample {
             space,
             ledger_stream,
             ledger_consumers,
+            sink_batches,
         })
     }
 

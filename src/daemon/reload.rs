@@ -114,6 +114,11 @@ pub fn plan(old: &Settings, new: &Settings) -> Result<Plan, Vec<String>> {
         // The same keys, other contents of the files they name.
         key("redis.password_file", same(&old.redis, &new.redis));
     }
+    // A sink's thread starts with the daemon; its keys and files change
+    // at a reload (`daemon/sinks.rs`), its being there does not.
+    let sink_names =
+        |s: &Settings| -> Vec<String> { s.config.sinks.iter().map(|s| s.name.clone()).collect() };
+    key("sink", sink_names(old) == sink_names(new));
     let was: BTreeMap<&str, &ScannerConfig> =
         o.scanners.iter().map(|s| (s.name.as_str(), s)).collect();
     let mut plan = Plan::default();

@@ -35,6 +35,8 @@ pub(super) struct Running<'a> {
     /// The configuration running now (a reload replaces it).
     pub(super) settings: Settings,
     pub(super) reloads: Option<Reloads>,
+    /// The `[[sink]]`s, given their settings again at a reload.
+    pub(super) sinks: &'a super::sinks::Sinks,
 }
 
 impl Running<'_> {
@@ -137,6 +139,7 @@ impl Running<'_> {
                     link.set_scanners(&new.config);
                 }
                 self.scanners.apply(self.stages, self.stopper, plan);
+                self.sinks.reload(&new.sinks);
                 self.settings = new;
             }
             Err(keys) => events::ReloadRefused::NeedsRestart { keys: &keys }.emit(),

@@ -123,6 +123,15 @@ pub(super) fn ended_early(ended: StageEnded, state_dir: &Path) -> DaemonError {
             events::StageFailed::SweeperStopped { why: &why }.emit();
             DaemonError::SweeperPanicked(why)
         }
+        (Stage::Sink(name), result) => {
+            let why = match result {
+                StageResult::Panicked(why) => why,
+                _ => "it returned".to_string(),
+            };
+            let why = format!("sink {name}: {why}");
+            events::StageFailed::SinkStopped { why: &why }.emit();
+            DaemonError::SinkEnded(why)
+        }
     }
 }
 
@@ -159,6 +168,10 @@ pub(super) fn outcome(
                     }
                     Stage::Sweeper => {
                         failed = failed.or(Some(DaemonError::SweeperPanicked(why)));
+                    }
+                    Stage::Sink(name) => {
+                        failed =
+                            failed.or(Some(DaemonError::SinkEnded(format!("sink {name}: {why}"))));
                     }
                 }
             }

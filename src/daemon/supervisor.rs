@@ -24,6 +24,8 @@ pub enum Stage {
     ReplayLane,
     /// The page check and raw-bytes sweeper thread.
     Sweeper,
+    /// A `[[sink]]`'s thread, by sink name.
+    Sink(String),
 }
 
 impl fmt::Display for Stage {
@@ -34,6 +36,7 @@ impl fmt::Display for Stage {
             Stage::LiveLane => f.write_str("facility claimer's live lane"),
             Stage::ReplayLane => f.write_str("facility claimer's replay lane"),
             Stage::Sweeper => f.write_str("raw-bytes sweeper"),
+            Stage::Sink(name) => write!(f, "sink {name}"),
         }
     }
 }

@@ -154,6 +154,11 @@ pub enum StageFailed<'a> {
         /// How.
         why: &'a str,
     },
+    /// A `[[sink]]`'s thread stopped.
+    SinkStopped {
+        /// Which, and how.
+        why: &'a str,
+    },
     /// The anchor thread panicked (WARN).
     AnchorThreadPanicked,
     /// A metrics/status publisher task failed.
@@ -212,6 +217,10 @@ impl StageFailed<'_> {
             StageFailed::SweeperStopped { why } => tracing::error!(
                 target: "scangate::daemon",
                 "the raw-bytes sweeper stopped unexpectedly ({why}); stopping"
+            ),
+            StageFailed::SinkStopped { why } => tracing::error!(
+                target: "scangate::daemon",
+                "a sink's thread stopped unexpectedly ({why}); stopping"
             ),
             StageFailed::AnchorThreadPanicked => tracing::warn!(
                 target: "scangate::daemon",

@@ -74,12 +74,24 @@ pub fn ack(
     entry: &LedgerEntry,
     now_ms: i64,
 ) -> rusqlite::Result<bool> {
+    ack_at(tx, name, entry.seq, &entry.scan_uuid, now_ms)
+}
+
+/// [`ack`] of the entry at position `seq` of scan `scan_uuid` (a sink's
+/// held batch keeps only its last entry's position and scan).
+pub fn ack_at(
+    tx: &Connection,
+    name: &str,
+    seq: i64,
+    scan_uuid: &str,
+    now_ms: i64,
+) -> rusqlite::Result<bool> {
     Ok(tx
         .prepare_cached(
             "UPDATE ledger_consumers SET acked_seq = ?2, acked_uuid = ?3, acked_ms = ?4
              WHERE name = ?1",
         )?
-        .execute(params![name, entry.seq, entry.scan_uuid, now_ms])?
+        .execute(params![name, seq, scan_uuid, now_ms])?
         > 0)
 }
 

@@ -311,6 +311,29 @@ const MIGRATIONS: &[&str] = &[
         registered_ms INTEGER NOT NULL
     ) WITHOUT ROWID;
     "#,
+    // 10: each `[[sink]]`'s held batch (sink/held.rs): the exact body and
+    // `Idempotency-Key` of the batch it POSTs, stored before the first
+    // POST so that every retry (also after a restart) sends the same;
+    // removed with the cursor's move after a 2xx. One row per sink.
+    r#"
+    CREATE TABLE sink_batches (
+        sink             TEXT    PRIMARY KEY,
+        first_seq        INTEGER NOT NULL,
+        last_seq         INTEGER NOT NULL,
+        last_uuid        TEXT    NOT NULL,
+        entries          INTEGER NOT NULL,
+        key              TEXT    NOT NULL,
+        format           TEXT    NOT NULL,
+        body             BLOB    NOT NULL,
+        held_ms          INTEGER NOT NULL,
+        attempts         INTEGER NOT NULL DEFAULT 0,
+        last_kind        TEXT,
+        last_error       TEXT,
+        last_attempt_ms  INTEGER,
+        failing_since_ms INTEGER,
+        blocked          INTEGER NOT NULL DEFAULT 0
+    ) WITHOUT ROWID;
+    "#,
 ];
 
 /// `PRAGMA secure_delete` on every writing connection: whatever a write

@@ -17,7 +17,9 @@
 //! head outside the database or found it anchored already: a stale value
 //! means the head is no longer being anchored.
 
+mod build;
 pub mod live;
+mod sink;
 
 use crate::model::{Decision, ScanState};
 use live::{LiveScanner, LiveStatus};
@@ -65,13 +67,6 @@ struct FeedbackLabels {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct StateLabel {
     state: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct BuildLabels {
-    version: &'static str,
-    commit: &'static str,
-    target: &'static str,
 }
 
 type FloatGauge = Gauge<f64, AtomicU64>;
@@ -205,6 +200,7 @@ struct Inner {
     commit_latency: Histogram,
     facility: Option<FacilityGauges>,
     consumers: ConsumerGauges,
+    sinks: sink::SinkMetrics,
     audit_records: Counter,
     last_anchor: FloatGauge,
     database_bytes: Gauge,
@@ -245,19 +241,7 @@ impl Telemetry {
         facility_max_clock_error_ms: Option<u64>,
     ) -> Telemetry {
         let mut registry = Registry::default();
-        let build = Family::<BuildLabels, Gauge>::default();
-        build
-            .get_or_create(&BuildLabels {
-                version: env!("CARGO_PKG_VERSION"),
-                commit: env!("SCANGATE_COMMIT"),
-                target: env!("SCANGATE_TARGET"),
-            })
-            .set(1);
-        registry.register(
-            "scangate_build_info",
-            "This scangate build (always 1)",
-            build,
-        );
+        build::register(&mut registry);
         let scans_read = Family::<ScannerLabel, Counter>::default();
         registry.register(
             "scangate_scans_read",
@@ -321,6 +305,7 @@ impl Telemetry {
         let facility = facility_max_clock_error_ms
             .map(|max_clock_error_ms| FacilityGauges::register(&mut registry, max_clock_error_ms));
         let consumers = ConsumerGauges::register(&mut registry);
+        let sinks = sink::SinkMetrics::register(&mut registry);
         let audit_records = Counter::default();
         registry.register(
             "scangate_audit_records",
@@ -379,6 +364,7 @@ impl Telemetry {
                 commit_latency,
                 facility,
                 consumers,
+                sinks,
                 audit_records,
                 last_anchor,
                 database_bytes,
