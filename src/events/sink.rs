@@ -103,13 +103,13 @@ pub enum SinkEvent<'a> {
         /// Why.
         error: &'a str,
     },
-    /// The held batch was of another format than the configured one: it
-    /// is made again of the same entries (INFO).
-    FormatChanged {
+    /// The held batch is made again from the cursor (INFO): its format
+    /// changed or `batch` was lowered below its size.
+    Recut {
         /// The sink.
         sink: &'a str,
-        /// The format now.
-        format: &'a str,
+        /// Why: the format changed, or `batch` was lowered below it.
+        why: &'a str,
     },
     /// The database refused the sink's read or write (WARN): retried.
     StoreFailed {
@@ -222,10 +222,10 @@ impl SinkEvent<'_> {
                     "sink {sink}: {error}; nothing is sent from there on. Export it with `scangate ledger export --format json` and report it; format = \"json\" sends it"
                 );
             }
-            SinkEvent::FormatChanged { sink, format } => tracing::info!(
+            SinkEvent::Recut { sink, why } => tracing::info!(
                 target: "scangate::sink",
                 sink,
-                "sink {sink}: its held batch is made again as {format} (the format changed); the same entries, another Idempotency-Key"
+                "sink {sink}: its held batch is made again ({why}): entries it held may come again under another Idempotency-Key (deduplicate by scan_uuid / eventID)"
             ),
             SinkEvent::StoreFailed {
                 sink,

@@ -56,6 +56,12 @@ pub fn register(tx: &Connection, name: &str, now_ms: i64) -> rusqlite::Result<bo
         > 0)
 }
 
+/// Whether consumer `name` is registered.
+pub fn registered(conn: &Connection, name: &str) -> rusqlite::Result<bool> {
+    conn.prepare_cached("SELECT 1 FROM ledger_consumers WHERE name = ?1")?
+        .exists([name])
+}
+
 /// Remove consumer `name`: it no longer holds any entry from a prune. True
 /// if there was one.
 pub fn remove(tx: &Connection, name: &str) -> rusqlite::Result<bool> {

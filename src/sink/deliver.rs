@@ -1,5 +1,5 @@
 //! One POST of a held batch and what its answer means: delivered (2xx),
-//! worth retrying (no connection, a timeout, 5xx, 408, 429), or blocked (a
+//! worth retrying (no connection, a timeout, 5xx, 408, 409, 425, 429), or blocked (a
 //! 3xx, another 4xx: the receiver will answer the same until someone
 //! changes it or the config).
 //!
@@ -27,7 +27,7 @@ pub enum Outcome {
     /// `Retry-After`).
     Retry {
         /// `connect`, `timeout`, `tls`, `status_5xx`, `status_408`,
-        /// `status_429`, `io`.
+        /// `status_409`, `status_425`, `status_429`, `io`.
         kind: &'static str,
         /// What happened, in words.
         error: String,
@@ -130,9 +130,14 @@ pub fn judge(status: u16, retry_after: Option<Duration>, body: &str) -> Outcome 
     let error = format!("HTTP {status}: {:?}", body.trim());
     match status {
         200..=299 => Outcome::Delivered(status),
-        408 | 429 | 500..=599 => Outcome::Retry {
+        // 409 and 425: a request with the same Idempotency-Key is still
+        // being processed (the IETF httpapi idempotency-key draft), as
+        // when an earlier attempt outlived `timeout_ms`.
+        408 | 409 | 425 | 429 | 500..=599 => Outcome::Retry {
             kind: match status {
                 408 => "status_408",
+                409 => "status_409",
+                425 => "status_425",
                 429 => "status_429",
                 _ => "status_5xx",
             },
@@ -181,6 +186,8 @@ mod tests {
             (500, "status_5xx"),
             (503, "status_5xx"),
             (408, "status_408"),
+            (409, "status_409"),
+            (425, "status_425"),
             (429, "status_429"),
         ] {
             assert!(

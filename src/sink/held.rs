@@ -131,6 +131,14 @@ pub fn failed(
     Ok(())
 }
 
+/// Forget sink `sink`'s held batch unsent (its consumer was removed: the
+/// sink starts again from the first entry the ledger keeps).
+pub fn forget(tx: &Connection, sink: &str) -> rusqlite::Result<()> {
+    tx.prepare_cached("DELETE FROM sink_batches WHERE sink = ?1")?
+        .execute([sink])?;
+    Ok(())
+}
+
 /// Sink `sink`'s held batch was delivered: its consumer `consumer`'s
 /// cursor moves to the batch's last entry and the batch is gone, in the
 /// caller's transaction. False if the consumer is not registered (removed

@@ -165,11 +165,26 @@ impl Sink {
             let Some((_, client)) = &agent else {
                 unreachable!("made above")
             };
+            // The batch is held (durable): a stop need not wait for a POST.
+            if self.stop.is_set() {
+                return;
+            }
             let wait = match deliver::post(client, &settings, &held.batch) {
                 Outcome::Delivered(status) => {
-                    self.delivered(&name, &consumer, &settings, &held, status);
-                    backoff.reset();
-                    continue;
+                    match self.delivered(&name, &consumer, &settings, &held, status) {
+                        Ok(()) => {
+                            backoff.reset();
+                            continue;
+                        }
+                        // Not recorded (the disk full, an I/O error): sent
+                        // again after the back-off, not at once (the
+                        // receiver dedups by its key).
+                        Err(e) => {
+                            let delay = backoff.failed();
+                            self.store_failed(&name, &e, delay);
+                            delay
+                        }
+                    }
                 }
                 Outcome::Retry {
                     kind,
@@ -177,7 +192,8 @@ impl Sink {
                     retry_after,
                 } => {
                     let delay = backoff.failed();
-                    let delay = retry_after.map_or(delay, |r| r.min(RETRY_AFTER_MAX));
+                    // (Never sooner than RETRY_MIN: `Retry-After: 0` would spin.)
+                    let delay = retry_after.map_or(delay, |r| r.clamp(RETRY_MIN, RETRY_AFTER_MAX));
                     self.record(&name, kind, &error, false);
                     SinkEvent::Failed {
                         sink: &name,
@@ -215,7 +231,13 @@ impl Sink {
         let (held, page) = {
             let r = self.store.read()?;
             let held = held::get(&r, name).map_err(|e| self.store.err_at(e))?;
-            if let Some(h) = held.as_ref().filter(|h| h.batch.format == format) {
+            let owed = cursor::registered(&r, consumer).map_err(|e| self.store.err_at(e))?;
+            // Sent again as it is unless its format changed, `batch` was
+            // lowered below it (a receiver refusing its size: 413), or its
+            // consumer was removed (then from the first entry kept).
+            if let Some(h) = held.as_ref().filter(|h| {
+                owed && h.batch.format == format && h.batch.entries <= settings.config.batch as i64
+            }) {
                 return Ok(Next::Held(Box::new(h.clone())));
             }
             let page = cursor::page(&r, consumer, settings.config.batch)
@@ -227,6 +249,9 @@ impl Sink {
             // Not registered (first start, or removed by an operator):
             // from the first entry the ledger keeps.
             let w = self.store.write()?;
+            if held.is_some() {
+                held::forget(&w, name).map_err(|e| w.err(e))?;
+            }
             let new = cursor::register(&w, consumer, now).map_err(|e| w.err(e))?;
             w.commit()?;
             if new {
@@ -253,12 +278,13 @@ impl Sink {
                 return Ok(Next::Unmappable);
             }
         };
-        if held.is_some() {
-            SinkEvent::FormatChanged {
-                sink: name,
-                format: format.as_str(),
-            }
-            .emit(&self.telemetry);
+        if let Some(h) = &held {
+            let why = if h.batch.format != format {
+                "the format changed"
+            } else {
+                "[[sink]] batch was lowered below its size"
+            };
+            SinkEvent::Recut { sink: name, why }.emit(&self.telemetry);
         }
         let w = self.store.write()?;
         held::hold(&w, name, &batch, now).map_err(|e| w.err(e))?;
@@ -287,28 +313,25 @@ impl Sink {
         settings: &SinkSettings,
         held: &Held,
         status: u16,
-    ) {
-        let done = (|| {
+    ) -> Result<(), StoreError> {
+        let acked = {
             let w = self.store.write()?;
             let acked =
                 held::delivered(&w, name, consumer, &held.batch, now_ms()).map_err(|e| w.err(e))?;
             w.commit()?;
-            Ok::<_, StoreError>(acked)
-        })();
-        match done {
-            Ok(acked) => SinkEvent::Delivered {
-                sink: name,
-                url: &settings.config.url,
-                status,
-                entries: held.batch.entries,
-                through_seq: held.batch.last_seq,
-                attempts: held.state.attempts + 1,
-                consumer_gone: !acked,
-            }
-            .emit(&self.telemetry),
-            // Not recorded: it is sent again (the receiver dedups by its key).
-            Err(e) => self.store_failed(name, &e, RETRY_MIN),
+            acked
+        };
+        SinkEvent::Delivered {
+            sink: name,
+            url: &settings.config.url,
+            status,
+            entries: held.batch.entries,
+            through_seq: held.batch.last_seq,
+            attempts: held.state.attempts + 1,
+            consumer_gone: !acked,
         }
+        .emit(&self.telemetry);
+        Ok(())
     }
 
     /// The receiver refused the batch for good: recorded, logged, counted.

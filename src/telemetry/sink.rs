@@ -62,7 +62,7 @@ impl SinkMetrics {
         );
         registry.register(
             "scangate_sink_failures",
-            "Per [[sink]] and kind (connect, timeout, tls, status_5xx, status_408, status_429, status_4xx, status_3xx, ca_file, epcis, database, io): failed attempts since start",
+            "Per [[sink]] and kind (connect, timeout, tls, status_5xx, status_408, status_409, status_425, status_429, status_4xx, status_3xx, ca_file, epcis, database, io): failed attempts since start",
             m.failures.clone(),
         );
         registry.register(
