@@ -45,7 +45,8 @@ pub enum Outcome {
 
 /// An HTTP client for sink `s`: its roots, its timeout, no redirects
 /// followed (a 3xx is the receiver's to fix: a POST is not resent
-/// elsewhere). Err: the CA file holds no certificate.
+/// elsewhere). Err: for an `https` URL, no usable root (the CA file's
+/// certificates unparsable, or an empty system trust store).
 pub fn agent(s: &SinkSettings) -> Result<ureq::Agent, String> {
     let roots: Vec<Certificate<'static>> = match &s.ca_pem {
         Some(pem) => {
@@ -74,6 +75,28 @@ pub fn agent(s: &SinkSettings) -> Result<ureq::Agent, String> {
             .map(|der| Certificate::from_der(der.as_ref()).to_owned())
             .collect(),
     };
+    // (rustls drops a root it cannot parse without a word: with none left,
+    // every TLS handshake would fail as an unknown issuer, retried forever.)
+    let usable = rustls::RootCertStore::empty()
+        .add_parsable_certificates(
+            roots
+                .iter()
+                .map(|c| rustls_pki_types::CertificateDer::from(c.der())),
+        )
+        .0;
+    if usable == 0 && s.config.url.starts_with("https://") {
+        return Err(match &s.config.ca_file {
+            Some(path) => format!(
+                "the CA file {} holds no certificate rustls can use as a root: give the receiver's CA certificate (PEM) in sink {:?}'s ca_file",
+                path.display(),
+                s.config.name
+            ),
+            None => format!(
+                "the system trust store has no certificate (install the ca-certificates package), so sink {:?} cannot check its receiver: install it, or set its ca_file to the receiver's CA",
+                s.config.name
+            ),
+        });
+    }
     let tls = TlsConfig::builder()
         .provider(TlsProvider::Rustls)
         .root_certs(RootCerts::Specific(Arc::new(roots)))
