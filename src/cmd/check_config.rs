@@ -51,7 +51,7 @@ pub fn run(arg: &ConfigArg, online: bool) -> Result<Exit, Failure> {
             "sink {}: {} to {}, {} entries per POST, timeout {} ms, {}, CA: {}",
             s.name,
             s.format.as_str(),
-            s.url,
+            s.shown_url(),
             s.batch,
             s.timeout_ms,
             match (&s.bearer_token_file, &s.basic_auth_file) {

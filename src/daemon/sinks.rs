@@ -40,7 +40,7 @@ pub(crate) fn start(
         };
         crate::events::SinkStarted {
             sink: &name,
-            url: &s.config.url,
+            url: &s.config.shown_url(),
             format: s.config.format.as_str(),
         }
         .emit();

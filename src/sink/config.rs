@@ -77,6 +77,15 @@ pub fn consumer_name(name: &str) -> String {
 }
 
 impl SinkConfig {
+    /// The URL as logs, `status` and `check-config` show it: without its
+    /// query, which may carry a key (`?code=…`).
+    pub fn shown_url(&self) -> String {
+        match self.url.split_once('?') {
+            Some((base, _)) => format!("{base}?…"),
+            None => self.url.clone(),
+        }
+    }
+
     /// Check the values; keys are named relative to the table (the caller
     /// adds `sink[i]`).
     pub fn validate(&self) -> Result<(), Invalid> {
@@ -98,7 +107,7 @@ impl SinkConfig {
         if !matches!(scheme, "http" | "https") || host.is_empty() {
             return Err(Invalid::new(
                 "url",
-                format!("{:?} is not an http:// or https:// URL", self.url),
+                format!("{:?} is not an http:// or https:// URL", self.shown_url()),
                 "write e.g. url = \"https://inventory.pharmacy.lan/scangate/ledger\"",
             ));
         }
@@ -257,5 +266,14 @@ mod tests {
         assert_eq!(base64(b"fo"), "Zm8=");
         assert_eq!(base64(b"foo"), "Zm9v");
         assert_eq!(base64(b"user:pass word"), "dXNlcjpwYXNzIHdvcmQ=");
+    }
+
+    #[test]
+    fn a_urls_query_is_never_shown() {
+        let c: SinkConfig =
+            toml::from_str("name = \"a\"\nurl = \"https://h/api/ledger?code=SECRET\"\n").unwrap();
+        assert_eq!(c.shown_url(), "https://h/api/ledger?…");
+        let c: SinkConfig = toml::from_str("name = \"a\"\nurl = \"http://h/x\"\n").unwrap();
+        assert_eq!(c.shown_url(), "http://h/x");
     }
 }

@@ -197,7 +197,7 @@ impl Sink {
                     self.record(&name, kind, &error, false);
                     SinkEvent::Failed {
                         sink: &name,
-                        url: &settings.config.url,
+                        url: &settings.config.shown_url(),
                         kind,
                         error: &error,
                         attempts: held.state.attempts + 1,
@@ -323,7 +323,7 @@ impl Sink {
         };
         SinkEvent::Delivered {
             sink: name,
-            url: &settings.config.url,
+            url: &settings.config.shown_url(),
             status,
             entries: held.batch.entries,
             through_seq: held.batch.last_seq,
@@ -340,7 +340,7 @@ impl Sink {
         self.record(name, kind, error, true);
         SinkEvent::Blocked {
             sink: name,
-            url: &settings.config.url,
+            url: &settings.config.shown_url(),
             kind,
             error,
             first_seq: held.batch.first_seq,

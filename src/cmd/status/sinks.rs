@@ -86,7 +86,7 @@ pub(super) fn views(
                 degraded.push(format!(
                     "sink {}: {} refuses its batch (entries {}..={}): {error}. Nothing is dropped; it is sent again every 10 min. Fix the receiver or the [[sink]] config, then `systemctl reload scangate` sends it at once",
                     s.name,
-                    s.url,
+                    s.shown_url(),
                     held.as_ref().map_or(0, |h| h.first_seq),
                     held.as_ref().map_or(0, |h| h.last_seq),
                 ));
@@ -94,13 +94,13 @@ pub(super) fn views(
                 degraded.push(format!(
                     "sink {}: POSTs to {} have failed for {:.0} min (last: {error}); it retries by itself. Check the receiver and the network",
                     s.name,
-                    s.url,
+                    s.shown_url(),
                     f / 60.0
                 ));
             }
             SinkView {
                 name: s.name.clone(),
-                url: s.url.clone(),
+                url: s.shown_url(),
                 format: s.format.as_str(),
                 delivered_through_seq: lag.map_or(0, |l| l.acked_seq),
                 behind: lag.map_or(0, |l| l.behind),
