@@ -415,6 +415,53 @@ fn a_receiver_slower_than_the_timeout_gets_the_batch_again() {
     assert_every_entry_delivered_in_order(&gw.cfg, &r);
 }
 
+/// A `Retry-After: 0` is held to the first retry's second (it spun), and
+/// 409 and 425 (the same Idempotency-Key still in progress) are retried,
+/// not blocked: the batch arrives after them, the same bytes under the
+/// same key, each attempt at least ~1 s after the one before (a floor the
+/// back-off's sleep guarantees, not a speed).
+#[test]
+fn a_zero_retry_after_and_a_409_are_retried_a_second_apart() {
+    let tmp = tempdir("scangate-sink-409-");
+    let mut r = Receiver::start(tmp.path(), None);
+    r.answer(
+        &[
+            json!({"status": 503, "retry_after": 0}),
+            json!({"status": 409, "body": "in progress"}),
+            json!({"status": 425}),
+        ],
+        json!({"status": 200}),
+    );
+    let (mut gw, listen) = gateway("scangate-sink-409-", &format!("url = {:?}\n", r.url()));
+    let _d = gw.launch();
+    let [mut vs] = gw.take_scanners();
+    scan(&mut vs, &dscsa("AGAIN000"));
+    wait_delivered(&gw.cfg, 1);
+    let reqs = r.requests();
+    assert_eq!(
+        reqs.iter()
+            .map(|q| q["status"].as_u64().unwrap())
+            .collect::<Vec<_>>(),
+        [503, 409, 425, 200],
+        "{reqs:?}"
+    );
+    for pair in reqs.windows(2) {
+        assert_eq!(pair[1]["key"], pair[0]["key"]);
+        assert_eq!(pair[1]["body"], pair[0]["body"]);
+        let gap = pair[1]["t"].as_f64().unwrap() - pair[0]["t"].as_f64().unwrap();
+        assert!(gap >= 0.9, "attempts {gap:.3} s apart: {reqs:?}");
+    }
+    assert_eq!(
+        metric(
+            &listen,
+            r#"scangate_sink_failures_total{sink="inv",kind="status_409"}"#
+        ),
+        1.0
+    );
+    assert_eq!(sink_status(&gw.cfg)["blocked"], false);
+    assert_every_entry_delivered_in_order(&gw.cfg, &r);
+}
+
 /// The daemon SIGKILLed while its batch is held (the receiver answering
 /// 503): started again, it sends that batch, byte for byte, under the
 /// same key, first.

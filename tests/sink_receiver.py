@@ -9,8 +9,9 @@ test): {"gen": N, "script": [{"status": 500, "delay_s": 0}, ...],
 last changed gets script[i], later ones "default".
 
 Log (JSON lines, one per request, flushed before the answer is sent):
-{"n", "path", "key", "content_type", "authorization", "entries", "seq",
-"body", "status"}: the body as text, and the status answered.
+{"n", "t", "path", "key", "content_type", "authorization", "entries",
+"seq", "body", "status"}: when it came (Unix s), the body as text, and the
+status answered.
 """
 import argparse
 import http.server
@@ -54,6 +55,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         status = answer.get("status", 200)
         record = {
             "n": state["total"],
+            "t": time.time(),
             "path": self.path,
             "key": self.headers.get("Idempotency-Key"),
             "content_type": self.headers.get("Content-Type"),
