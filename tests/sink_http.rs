@@ -496,81 +496,6 @@ fn a_batch_held_at_a_sigkill_is_sent_again_the_same_after_restart() {
     assert_every_entry_delivered_in_order(&gw.cfg, &r);
 }
 
-/// A test CA (openssl) and a certificate for 127.0.0.1 it signed, in
-/// `dir`: (CA, certificate, key).
-fn test_ca(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
-    let run = |args: &[&str]| {
-        let out = Command::new("openssl")
-            .args(args)
-            .current_dir(dir)
-            .output()
-            .expect("openssl");
-        assert!(
-            out.status.success(),
-            "openssl {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    };
-    run(&[
-        "req",
-        "-x509",
-        "-newkey",
-        "rsa:2048",
-        "-nodes",
-        "-keyout",
-        "ca.key",
-        "-out",
-        "ca.pem",
-        "-days",
-        "2",
-        "-subj",
-        "/CN=scangate test CA",
-        "-addext",
-        "basicConstraints=critical,CA:TRUE",
-        "-addext",
-        "keyUsage=critical,keyCertSign,cRLSign",
-    ]);
-    run(&[
-        "req",
-        "-newkey",
-        "rsa:2048",
-        "-nodes",
-        "-keyout",
-        "server.key",
-        "-out",
-        "server.csr",
-        "-subj",
-        "/CN=127.0.0.1",
-    ]);
-    std::fs::write(
-        dir.join("ext.cnf"),
-        "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\nkeyUsage=digitalSignature,keyEncipherment\n",
-    )
-    .unwrap();
-    run(&[
-        "x509",
-        "-req",
-        "-in",
-        "server.csr",
-        "-CA",
-        "ca.pem",
-        "-CAkey",
-        "ca.key",
-        "-CAcreateserial",
-        "-out",
-        "server.pem",
-        "-days",
-        "2",
-        "-extfile",
-        "ext.cnf",
-    ]);
-    (
-        dir.join("ca.pem"),
-        dir.join("server.pem"),
-        dir.join("server.key"),
-    )
-}
-
 /// HTTPS with a CA of the test's own, as EPCIS with a bearer token: the
 /// system's trust store refuses the receiver (counted, nothing
 /// delivered); with `ca_file` added and a reload, every entry arrives,
@@ -579,7 +504,7 @@ fn test_ca(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
 #[test]
 fn tls_with_a_test_ca_delivers_epcis_documents_with_a_bearer_token() {
     let tmp = tempdir("scangate-sink-tls-");
-    let (ca, cert, key) = test_ca(tmp.path());
+    let (ca, cert, key) = make_test_ca(tmp.path(), "sink");
     let r = Receiver::start(tmp.path(), Some((cert, key)));
     let token = tmp.path().join("token");
     std::fs::write(&token, "s3cret-token\n").unwrap();

@@ -38,7 +38,7 @@ pub struct HeldState {
     /// When its attempts began failing (Unix ms; `None`: none failed).
     pub failing_since_ms: Option<i64>,
     /// The receiver refused it in a way a retry will not change (a 4xx
-    /// other than 408/429, a 3xx): retried only every 10 minutes or at a
+    /// other than 408, 409, 425 and 429; a 3xx): retried only every 10 minutes or at a
     /// reload, never dropped.
     pub blocked: bool,
 }
