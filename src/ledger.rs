@@ -223,7 +223,11 @@ pub fn keys_since(
     since_ms: i64,
     mut f: impl FnMut(&[u8; 32]),
 ) -> rusqlite::Result<()> {
-    let mut q = conn.prepare("SELECT content_key FROM ledger WHERE captured_ms >= ?1")?;
+    // `ledger_wall`'s first column is the time's 8 s bucket: its range
+    // finds the entries without an index of their own (migration 11).
+    let mut q = conn.prepare(
+        "SELECT content_key FROM ledger WHERE captured_ms >> 13 >= ?1 >> 13 AND captured_ms >= ?1",
+    )?;
     let mut rows = q.query([since_ms])?;
     while let Some(row) = rows.next()? {
         match row.get_ref(0)? {

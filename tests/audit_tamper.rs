@@ -15,7 +15,7 @@ use scangate::audit::stored::{pack, record_json};
 use scangate::capture::Profile;
 use scangate::config::ScanType;
 use scangate::store::Store;
-use scangate::store::packed::{packed, unpack};
+use scangate::store::packed::{Unpacked, packed, unpack};
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -412,7 +412,7 @@ fn a_trace_whose_commit_record_was_deleted_says_so_and_fails() {
         .query_row(
             "SELECT twin_uuid, scan_uuid FROM scans WHERE state = 'suppressed' ORDER BY seq LIMIT 1",
             [],
-            |r| Ok((r.get(0)?, r.get(1)?)),
+            |r| Ok((r.get::<_, Unpacked>(0)?.0, r.get::<_, Unpacked>(1)?.0)),
         )
         .unwrap();
     let trace =
@@ -464,10 +464,12 @@ fn a_trace_missing_any_decisions_record_names_it_and_fails() {
                    (SELECT content_key FROM scans WHERE raw = ?1 LIMIT 1) ORDER BY seq",
             )
             .unwrap();
-        q.query_map([UPC_NDC.as_bytes()], |r| r.get(0))
-            .unwrap()
-            .map(Result::unwrap)
-            .collect()
+        q.query_map([UPC_NDC.as_bytes()], |r| {
+            r.get::<_, Unpacked>(0).map(|u| u.0)
+        })
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
     };
     assert_eq!(commits.len(), 2);
     let copy = copy_of(&f);
@@ -494,7 +496,7 @@ fn a_trace_missing_any_decisions_record_names_it_and_fails() {
         .query_row(
             "SELECT scan_uuid FROM scans WHERE state = 'suppressed' ORDER BY seq LIMIT 1",
             [],
-            |r| r.get(0),
+            |r| r.get::<_, Unpacked>(0).map(|u| u.0),
         )
         .unwrap();
     tamper(

@@ -127,7 +127,10 @@ fn repeat_and_quantity_declare_the_next_read_a_lapsed_control_nothing_and_the_sc
         .query_row(
             "SELECT scan_uuid FROM scans WHERE state = 'committed' ORDER BY seq LIMIT 1",
             [],
-            |r| r.get(0),
+            |r| {
+                r.get::<_, scangate::store::packed::Unpacked>(0)
+                    .map(|u| u.0)
+            },
         )
         .unwrap();
     let trace: Outcome = cli_cfg(&gw.cfg, &["audit", "trace", &uuid]).into();

@@ -303,7 +303,7 @@ fn kill_minus_9_while_scans_stream_loses_and_doubles_nothing() {
     }
     let bad_audit: Vec<(String, i64)> = c
         .prepare(
-            "SELECT s.scan_uuid, (SELECT count(*) FROM audit a WHERE a.scan_uuid = unhex(replace(s.scan_uuid, '-', ''))) n
+            "SELECT s.scan_uuid, (SELECT count(*) FROM audit a WHERE a.scan_uuid = s.scan_uuid) n
              FROM scans s WHERE n <> 1",
         )
         .unwrap()
@@ -321,7 +321,7 @@ fn kill_minus_9_while_scans_stream_loses_and_doubles_nothing() {
     assert_eq!(audit_rows, rows, "one audit record per decision");
     let orphans: i64 = c
         .query_row(
-            "SELECT count(*) FROM ledger l LEFT JOIN scans s ON unhex(replace(s.scan_uuid, '-', '')) = l.scan_uuid
+            "SELECT count(*) FROM ledger l LEFT JOIN scans s ON s.scan_uuid = l.scan_uuid
              WHERE s.state IS NOT 'committed'",
             [],
             |r| r.get(0),

@@ -41,7 +41,13 @@ fn two_gateways_one_roaming_scanner_one_ledger_entry_per_pick() {
                 "SELECT scan_uuid, twin_uuid, content_key FROM scans WHERE state = 'suppressed'",
             )
             .unwrap()
-            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .query_map([], |r| {
+                Ok((
+                    r.get::<_, scangate::store::packed::Unpacked>(0)?.0,
+                    r.get::<_, scangate::store::packed::Unpacked>(1)?.0,
+                    r.get::<_, scangate::store::packed::Unpacked>(2)?.0,
+                ))
+            })
             .unwrap()
             .map(Result::unwrap)
             .collect();
@@ -49,14 +55,14 @@ fn two_gateways_one_roaming_scanner_one_ledger_entry_per_pick() {
             let here: i64 = db
                 .query_row(
                     "SELECT count(*) FROM scans WHERE content_key = ?1",
-                    [&key],
+                    [scangate::store::packed::packed(&key)],
                     |r| r.get(0),
                 )
                 .unwrap();
             let twin_elsewhere: bool = other_db
                 .query_row(
                     "SELECT count(*) = 1 FROM scans WHERE scan_uuid = ?1 AND state = 'committed'",
-                    [&twin],
+                    [scangate::store::packed::packed(&twin)],
                     |r| r.get(0),
                 )
                 .unwrap();

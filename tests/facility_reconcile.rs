@@ -80,7 +80,10 @@ fn committed_scan(g: &Gateway, serial: &str) -> String {
     db.query_row(
         "SELECT scan_uuid FROM scans WHERE state = 'committed' AND serial = ?1",
         [serial],
-        |r| r.get(0),
+        |r| {
+            r.get::<_, scangate::store::packed::Unpacked>(0)
+                .map(|u| u.0)
+        },
     )
     .unwrap_or_else(|e| panic!("no committed scan of {serial}: {e}"))
 }
@@ -102,7 +105,10 @@ fn a_commit_whose_outbox_row_is_gone_is_republished_from_its_ledger_entry() {
     let removed = db
         .execute(
             "DELETE FROM scans WHERE scan_uuid IN (?1, ?2)",
-            [&gone[0], &gone[2]],
+            [
+                scangate::store::packed::packed(&gone[0]),
+                scangate::store::packed::packed(&gone[2]),
+            ],
         )
         .unwrap();
     assert_eq!(removed, 2);

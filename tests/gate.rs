@@ -374,7 +374,10 @@ fn a_fresh_batch_is_decided_before_it_is_written_and_never_updated() {
     let order: Vec<String> = other
         .prepare("SELECT scan_uuid FROM scans ORDER BY seq")
         .unwrap()
-        .query_map([], |row| row.get(0))
+        .query_map([], |row| {
+            row.get::<_, scangate::store::packed::Unpacked>(0)
+                .map(|u| u.0)
+        })
         .unwrap()
         .map(Result::unwrap)
         .collect();

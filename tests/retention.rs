@@ -400,10 +400,13 @@ fn decided_outbox_rows_are_removed_and_trace_still_finds_their_records() {
         let mut q = db
             .prepare("SELECT scan_uuid FROM scans ORDER BY seq")
             .unwrap();
-        q.query_map([], |r| r.get(0))
-            .unwrap()
-            .map(Result::unwrap)
-            .collect()
+        q.query_map([], |r| {
+            r.get::<_, scangate::store::packed::Unpacked>(0)
+                .map(|u| u.0)
+        })
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
     };
     // Outbox order: picks 0..5, then the echo; pick 5 is kept, so it and
     // everything after it stays.

@@ -239,21 +239,25 @@ fn noisy_shift_on_two_serial_scanners() {
         .prepare(
             "SELECT s.scan_uuid, s.state, s.twin_uuid, s.content_key, s.captured_ms,
                     s.reject_reason, t.state, t.content_key, t.captured_ms,
-                    (SELECT count(*) FROM audit a WHERE a.scan_uuid = unhex(replace(s.scan_uuid, '-', '')))
+                    (SELECT count(*) FROM audit a WHERE a.scan_uuid = s.scan_uuid)
              FROM scans s LEFT JOIN scans t ON t.scan_uuid = s.twin_uuid",
         )
         .unwrap();
     let rows: Vec<ScanRow> = q
         .query_map([], |r| {
+            let id = |i| {
+                r.get::<_, Option<scangate::store::packed::Unpacked>>(i)
+                    .map(|u| u.map(|u| u.0))
+            };
             Ok((
-                r.get(0)?,
+                r.get::<_, scangate::store::packed::Unpacked>(0)?.0,
                 r.get(1)?,
-                r.get(2)?,
-                r.get(3)?,
+                id(2)?,
+                id(3)?,
                 r.get(4)?,
                 r.get(5)?,
                 r.get(6)?,
-                r.get(7)?,
+                id(7)?,
                 r.get(8)?,
                 r.get(9)?,
             ))

@@ -363,7 +363,7 @@ fn a_lost_tail_is_named_from_the_anchors_outside_the_database() {
             .unwrap();
         c.execute_batch(&format!(
             "DELETE FROM ledger WHERE scan_uuid IN (SELECT scan_uuid FROM audit WHERE seq > 20);
-             DELETE FROM scans WHERE scan_uuid IN (SELECT {UUID_TEXT} FROM audit WHERE seq > 20);
+             DELETE FROM scans WHERE scan_uuid IN (SELECT scan_uuid FROM audit WHERE seq > 20);
              DELETE FROM audit WHERE seq > 20;
              UPDATE meta SET value = '{head}' WHERE key = 'audit_head';"
         ))

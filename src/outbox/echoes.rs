@@ -8,6 +8,7 @@
 
 use crate::capture::clock::rfc3339_ms;
 use crate::model::ScanState;
+use crate::store::packed::Unpacked;
 use crate::store::{Store, StoreError};
 use serde::Serialize;
 
@@ -83,8 +84,11 @@ pub fn for_each(
 /// An echo from a row of [`for_each`]'s query.
 fn echo_of(r: &rusqlite::Row<'_>, gateway: &str) -> rusqlite::Result<Echo> {
     Ok(Echo {
-        echo_of: r.get::<_, Option<String>>(0)?.unwrap_or_default(),
-        scan_uuid: r.get(1)?,
+        echo_of: r
+            .get::<_, Option<Unpacked>>(0)?
+            .map(|u| u.0)
+            .unwrap_or_default(),
+        scan_uuid: r.get::<_, Unpacked>(1)?.0,
         gateway: gateway.to_owned(),
         scanner: r.get(2)?,
         captured_at: rfc3339_ms(r.get(3)?),
@@ -92,7 +96,7 @@ fn echo_of(r: &rusqlite::Row<'_>, gateway: &str) -> rusqlite::Result<Echo> {
         gtin: r.get(5)?,
         lot: r.get(6)?,
         serial: r.get(7)?,
-        content_key: r.get(8)?,
+        content_key: r.get::<_, Option<Unpacked>>(8)?.map(|k| k.0),
         ambiguous: r.get::<_, Option<bool>>(9)?.unwrap_or(false),
         window_ms: r.get(10)?,
         unserialised: r.get(11)?,

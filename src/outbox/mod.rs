@@ -20,6 +20,7 @@ pub mod raw;
 
 use crate::capture::{CaptureTime, Scan};
 use crate::model::ScanState;
+use crate::store::packed::{Unpacked, packed};
 use crate::store::{Store, StoreError};
 use rusqlite::{Connection, OptionalExtension, params};
 
@@ -94,15 +95,15 @@ impl ScanRow {
         Ok(ScanRow {
             seq: r.get(0)?,
             state: r.get(1)?,
-            uuid: r.get(2)?,
+            uuid: r.get::<_, Unpacked>(2)?.0,
             scanner: r.get(3)?,
             time: CaptureTime {
                 utc_ms: r.get(4)?,
-                boot_id: r.get(5)?,
+                boot_id: r.get::<_, Unpacked>(5)?.0,
                 boot_ns: r.get(6)?,
                 synced: r.get(7)?,
             },
-            content_key: r.get(8)?,
+            content_key: r.get::<_, Option<Unpacked>>(8)?.map(|k| k.0),
             reject_reason: r.get(9)?,
             raw_len: r.get(10)?,
             scan_type: r.get(11)?,
@@ -116,8 +117,8 @@ impl ScanRow {
             window_ms: r.get(19)?,
             unserialised: r.get(20)?,
             resend: r.get(21)?,
-            declared: match (r.get(22)?, r.get(23)?) {
-                (Some(what), Some(by)) => Some((what, by)),
+            declared: match (r.get(22)?, r.get::<_, Option<Unpacked>>(23)?) {
+                (Some(what), Some(Unpacked(by))) => Some((what, by)),
                 _ => None,
             },
             control: r.get(24)?,
@@ -480,12 +481,12 @@ pub fn insert_row(
                 ?18,?19,?20,?21,?22,?23,?24,?25,?26,?27,?28)",
         )?
         .execute(params![
-            row.uuid,
+            packed(&row.uuid),
             row.scanner,
             row.scan_type,
             row.quantity,
             row.time.utc_ms,
-            row.time.boot_id,
+            packed(&row.time.boot_id),
             row.time.boot_ns,
             row.time.synced,
             raw,
@@ -495,16 +496,16 @@ pub fn insert_row(
             row.lot,
             row.serial,
             row.expiry,
-            row.content_key,
+            row.content_key.as_deref().map(packed),
             row.reject_reason,
             row.window_ms,
             row.unserialised,
             row.resend,
             row.control,
             row.declared.as_ref().map(|d| &d.0),
-            row.declared.as_ref().map(|d| &d.1),
+            row.declared.as_ref().map(|d| packed(&d.1)),
             verdict.map_or(ScanState::Pending, |v| v.state),
-            verdict.and_then(|v| v.twin),
+            verdict.and_then(|v| v.twin).map(packed),
             verdict.and_then(|v| v.decided_ms),
             verdict.and_then(|v| v.ambiguous.then_some(1)),
             seq,
@@ -519,7 +520,7 @@ pub fn insert_row(
             "UPDATE scans SET control_end = 'applied ' || ?2
              WHERE scan_uuid = ?1 AND control IS NOT NULL AND control_end IS NULL",
         )?
-        .execute(params![by, row.uuid])?;
+        .execute(params![packed(by), packed(&row.uuid)])?;
     }
     Ok(Some(tx.last_insert_rowid()))
 }
@@ -546,7 +547,7 @@ pub fn set_verdict(tx: &Connection, seq: i64, v: SetVerdict<'_>) -> rusqlite::Re
     .execute(params![
         seq,
         v.state,
-        v.twin,
+        v.twin.map(packed),
         v.decided_ms,
         v.ambiguous.then_some(1)
     ])?;
@@ -561,7 +562,7 @@ pub fn lapse_control(tx: &Connection, control_uuid: &str) -> rusqlite::Result<Op
             "UPDATE scans SET control_end = 'lapsed'
              WHERE scan_uuid = ?1 AND control IS NOT NULL AND control_end IS NULL",
         )?
-        .execute([control_uuid])?;
+        .execute([packed(control_uuid)])?;
     if n == 0 {
         return Ok(None);
     }
@@ -577,7 +578,8 @@ pub fn open_controls(conn: &Connection) -> rusqlite::Result<Vec<String>> {
          SELECT scan_uuid FROM scans WHERE state = 'pending' AND control IS NOT NULL
              AND control_end IS NULL",
     )?;
-    q.query_map([], |r| r.get(0))?.collect()
+    q.query_map([], |r| r.get::<_, Unpacked>(0).map(|u| u.0))?
+        .collect()
 }
 
 /// A scan's recorded state, as the outbox has it.
@@ -605,12 +607,12 @@ pub fn recorded(conn: &Connection, scan_uuid: &str) -> rusqlite::Result<Option<R
         "SELECT state, twin_uuid, reject_reason, content_key, scanner, ambiguous, control
          FROM scans WHERE scan_uuid = ?1",
     )?
-    .query_row([scan_uuid], |r| {
+    .query_row([packed(scan_uuid)], |r| {
         Ok(Recorded {
             state: r.get(0)?,
-            twin_uuid: r.get(1)?,
+            twin_uuid: r.get::<_, Option<Unpacked>>(1)?.map(|u| u.0),
             reject_reason: r.get(2)?,
-            content_key: r.get(3)?,
+            content_key: r.get::<_, Option<Unpacked>>(3)?.map(|k| k.0),
             scanner: r.get(4)?,
             ambiguous: r.get::<_, Option<bool>>(5)?.unwrap_or(false),
             control: r.get(6)?,
@@ -626,8 +628,10 @@ pub fn recorded(conn: &Connection, scan_uuid: &str) -> rusqlite::Result<Option<R
 pub fn scans_with_key(conn: &Connection, key: &str) -> rusqlite::Result<Vec<(String, ScanState)>> {
     let mut q =
         conn.prepare("SELECT scan_uuid, state FROM scans WHERE content_key = ?1 ORDER BY seq")?;
-    q.query_map([key], |r| Ok((r.get(0)?, r.get(1)?)))?
-        .collect()
+    q.query_map([packed(key)], |r| {
+        Ok((r.get::<_, Unpacked>(0)?.0, r.get(1)?))
+    })?
+    .collect()
 }
 
 /// Whether decided rows were removed from the outbox after the dedup
@@ -640,7 +644,7 @@ pub fn was_pruned(conn: &Connection) -> rusqlite::Result<bool> {
 /// Whether scan `scan_uuid` is in this outbox (was read by this gateway).
 pub fn has_scan(conn: &Connection, scan_uuid: &str) -> rusqlite::Result<bool> {
     conn.prepare_cached("SELECT EXISTS (SELECT 1 FROM scans WHERE scan_uuid = ?1)")?
-        .query_row([scan_uuid], |r| r.get(0))
+        .query_row([packed(scan_uuid)], |r| r.get(0))
 }
 
 /// The content key of scan `scan_uuid` (`None`: no such scan, or it was
@@ -648,11 +652,11 @@ pub fn has_scan(conn: &Connection, scan_uuid: &str) -> rusqlite::Result<bool> {
 pub fn content_key_of(conn: &Connection, scan_uuid: &str) -> rusqlite::Result<Option<String>> {
     conn.query_row(
         "SELECT content_key FROM scans WHERE scan_uuid = ?1",
-        [scan_uuid],
-        |r| r.get::<_, Option<String>>(0),
+        [packed(scan_uuid)],
+        |r| r.get::<_, Option<Unpacked>>(0),
     )
     .optional()
-    .map(Option::flatten)
+    .map(|k| k.flatten().map(|k| k.0))
 }
 
 /// The row of scan `scan_uuid`, if the outbox has it.
@@ -662,7 +666,7 @@ pub fn row_of(conn: &Connection, scan_uuid: &str) -> rusqlite::Result<Option<Sca
         COLUMNS!(),
         " FROM scans WHERE scan_uuid = ?1"
     ))?
-    .query_row([scan_uuid], ScanRow::read)
+    .query_row([packed(scan_uuid)], ScanRow::read)
     .optional()
 }
 

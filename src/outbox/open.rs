@@ -9,6 +9,7 @@
 
 use super::{COLUMNS, ScanRow};
 use crate::model::ScanState;
+use crate::store::packed::packed;
 use rusqlite::{Connection, OptionalExtension, params};
 
 /// The two open states, one per claimer lane.
@@ -86,7 +87,7 @@ pub fn unsynced_unresolved(conn: &Connection, key: Option<&str>) -> rusqlite::Re
                 "SELECT 1 FROM scans WHERE state = 'unresolved' AND clock_synced = 0
                    AND content_key = ?1 LIMIT 1",
             )?
-            .exists([key]),
+            .exists([packed(key)]),
         None => conn
             .prepare_cached(
                 "SELECT 1 FROM scans INDEXED BY scans_unsynced
@@ -153,11 +154,11 @@ pub fn earlier_with_key(
 ) -> rusqlite::Result<bool> {
     conn.prepare_cached(earlier_with_key_sql(state))?
         .exists(params![
-            key,
+            packed(key),
             from_ms,
             row.time.utc_ms,
             row.time.boot_ns,
-            row.uuid
+            packed(&row.uuid)
         ])
 }
 

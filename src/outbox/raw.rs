@@ -4,6 +4,7 @@
 //! not the outbox row). The sweeper thread drives both.
 
 use crate::model::ScanState;
+use crate::store::packed::Unpacked;
 use crate::store::{Store, StoreError, get_meta, put_meta};
 use rusqlite::{Transaction, params};
 
@@ -138,7 +139,7 @@ fn prune_chunk(
              FROM scans ORDER BY seq LIMIT ?1"
         ))?
         .query_map([CLEAR_CHUNK], |r| {
-            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+            Ok((r.get(0)?, r.get::<_, Unpacked>(1)?.0, r.get(2)?, r.get(3)?))
         })?
         .collect::<rusqlite::Result<_>>()?;
     let full = rows.len() as i64 == CLEAR_CHUNK;

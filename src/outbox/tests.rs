@@ -104,7 +104,10 @@ fn a_row_inserted_decided_holds_its_verdict_and_is_written_once() {
         .query_row(
             "SELECT state, twin_uuid, decided_ms, ambiguous FROM scans WHERE seq = ?1",
             [seq],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+            |r| {
+                let twin = r.get::<_, Option<crate::store::packed::Unpacked>>(1)?;
+                Ok((r.get(0)?, twin.map(|t| t.0), r.get(2)?, r.get(3)?))
+            },
         )
         .unwrap();
     assert_eq!(
@@ -118,4 +121,46 @@ fn a_row_inserted_decided_holds_its_verdict_and_is_written_once() {
     );
     let again = insert_row(&store.conn, &scans[2].raw, &row, None, None).unwrap();
     assert_eq!(again, None, "the same UUID again writes nothing");
+}
+
+/// The row's identifiers are stored as their bytes (migration 11: UUIDs
+/// 16, the content key 32) and read back exactly as they were made.
+#[test]
+fn identifiers_are_stored_packed_and_read_back_as_made() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let scans = reads();
+    let mut row = ScanRow::of_scan(&scans[0], "pharmacy-1");
+    row.declared = Some((
+        "repeat".into(),
+        "019ae4c4-0d52-7c41-9f8e-2f0b7d1e6a30".into(),
+    ));
+    let seq = insert_row(&store.conn, &scans[0].raw, &row, None, None)
+        .unwrap()
+        .unwrap();
+    let sizes: (i64, i64, i64, i64) = store
+        .conn
+        .query_row(
+            "SELECT length(scan_uuid), length(boot_id), length(content_key), length(declared_by)
+             FROM scans WHERE seq = ?1 AND typeof(scan_uuid) = 'blob'
+               AND typeof(content_key) = 'blob' AND typeof(declared_by) = 'blob'",
+            [seq],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+        )
+        .unwrap();
+    let boot = if row.time.boot_id.len() == 36 {
+        16
+    } else {
+        row.time.boot_id.len() as i64
+    };
+    assert_eq!(sizes, (16, boot, 32, 16));
+    row.seq = seq;
+    assert_eq!(row_of(&store.conn, &row.uuid).unwrap(), Some(row.clone()));
+    let recorded = recorded(&store.conn, &row.uuid).unwrap().unwrap();
+    assert_eq!(recorded.content_key, row.content_key);
+    assert!(has_scan(&store.conn, &row.uuid).unwrap());
+    assert_eq!(
+        scans_with_key(&store.conn, row.content_key.as_deref().unwrap()).unwrap(),
+        vec![(row.uuid.clone(), ScanState::Pending)]
+    );
 }

@@ -334,6 +334,92 @@ const MIGRATIONS: &[&str] = &[
         blocked          INTEGER NOT NULL DEFAULT 0
     ) WITHOUT ROWID;
     "#,
+    // 11: lean outbox rows (issue 27). The `scans` table's identifiers
+    // packed as migration 8 packed the ledger's (store/packed.rs): the
+    // scan's and its twin's UUIDs, the boot id and the control read a
+    // declared read names as 16 bytes, the content key as 32 (~110 B a
+    // row less, and 20 B in its UNIQUE index). Canonical UUIDs sort as
+    // their bytes do, so the open states' indexes keep capture order.
+    // `ledger_time` goes: the Bloom filter's rebuild at start
+    // (`ledger::keys_since`) reads the same range through `ledger_wall`,
+    // whose first column is the time's 8 s bucket — one b-tree fewer for
+    // every commit to write.
+    r#"
+    CREATE TABLE scans_v11 (
+        seq           INTEGER PRIMARY KEY,
+        scan_uuid     BLOB    NOT NULL UNIQUE,
+        scanner       TEXT    NOT NULL,
+        scan_type     TEXT    NOT NULL,
+        quantity      INTEGER NOT NULL,
+        captured_ms   INTEGER NOT NULL,
+        boot_id       BLOB    NOT NULL,
+        boot_ns       INTEGER NOT NULL,
+        clock_synced  INTEGER NOT NULL,
+        raw           BLOB    NOT NULL,
+        symbology     TEXT,
+        gtin          TEXT,
+        ndc10         TEXT,
+        lot           TEXT,
+        serial        TEXT,
+        expiry        TEXT,
+        content_key   BLOB,
+        reject_reason TEXT,
+        state         TEXT    NOT NULL DEFAULT 'pending',
+        twin_uuid     BLOB,
+        decided_ms    INTEGER,
+        window_ms     INTEGER,
+        unserialised  TEXT,
+        resend        INTEGER NOT NULL DEFAULT 0,
+        control       TEXT,
+        declared      TEXT,
+        declared_by   BLOB,
+        control_end   TEXT,
+        ambiguous     INTEGER
+    );
+    INSERT INTO scans_v11
+    SELECT seq,
+        CASE WHEN scan_uuid GLOB '[0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f]-[0-9a-f][0-9a-f][0-9a-f][0-9a-f]-[0-9a-f][0-9a-f][0-9a-f][0-9a-f]-[0-9a-f][0-9a-f][0-9a-f][0-9a-f]-[0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f]' THEN unhex(replace(scan_uuid, '-', '')) WHEN length(scan_uuid) = 64 AND scan_uuid NOT GLOB '*[^0-9a-f]*' THEN unhex(scan_uuid) ELSE scan_uuid END,
+        scanner,
+        scan_type,
+        quantity,
+        captured_ms,
+        CASE WHEN boot_id GLOB '[0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f]-[0-9a-f][0-9a-f][0-9a-f][0-9a-f]-[0-9a-f][0-9a-f][0-9a-f][0-9a-f]-[0-9a-f][0-9a-f][0-9a-f][0-9a-f]-[0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f]' THEN unhex(replace(boot_id, '-', '')) WHEN length(boot_id) = 64 AND boot_id NOT GLOB '*[^0-9a-f]*' THEN unhex(boot_id) ELSE boot_id END,
+        boot_ns,
+        clock_synced,
+        raw,
+        symbology,
+        gtin,
+        ndc10,
+        lot,
+        serial,
+        expiry,
+        CASE WHEN content_key GLOB '[0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f]-[0-9a-f][0-9a-f][0-9a-f][0-9a-f]-[0-9a-f][0-9a-f][0-9a-f][0-9a-f]-[0-9a-f][0-9a-f][0-9a-f][0-9a-f]-[0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f]' THEN unhex(replace(content_key, '-', '')) WHEN length(content_key) = 64 AND content_key NOT GLOB '*[^0-9a-f]*' THEN unhex(content_key) ELSE content_key END,
+        reject_reason,
+        state,
+        CASE WHEN twin_uuid GLOB '[0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f]-[0-9a-f][0-9a-f][0-9a-f][0-9a-f]-[0-9a-f][0-9a-f][0-9a-f][0-9a-f]-[0-9a-f][0-9a-f][0-9a-f][0-9a-f]-[0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f]' THEN unhex(replace(twin_uuid, '-', '')) WHEN length(twin_uuid) = 64 AND twin_uuid NOT GLOB '*[^0-9a-f]*' THEN unhex(twin_uuid) ELSE twin_uuid END,
+        decided_ms,
+        window_ms,
+        unserialised,
+        resend,
+        control,
+        declared,
+        CASE WHEN declared_by GLOB '[0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f]-[0-9a-f][0-9a-f][0-9a-f][0-9a-f]-[0-9a-f][0-9a-f][0-9a-f][0-9a-f]-[0-9a-f][0-9a-f][0-9a-f][0-9a-f]-[0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f]' THEN unhex(replace(declared_by, '-', '')) WHEN length(declared_by) = 64 AND declared_by NOT GLOB '*[^0-9a-f]*' THEN unhex(declared_by) ELSE declared_by END,
+        control_end,
+        ambiguous
+    FROM scans ORDER BY seq;
+    DROP TABLE scans;
+    ALTER TABLE scans_v11 RENAME TO scans;
+    CREATE INDEX scans_pending ON scans (captured_ms, boot_ns, scan_uuid)
+        WHERE state = 'pending';
+    CREATE INDEX scans_twin ON scans (twin_uuid) WHERE twin_uuid IS NOT NULL;
+    CREATE INDEX scans_unresolved ON scans (captured_ms, boot_ns, scan_uuid)
+        WHERE state = 'unresolved';
+    CREATE INDEX scans_unsynced ON scans (content_key)
+        WHERE state = 'unresolved' AND clock_synced = 0;
+    CREATE INDEX scans_control_open ON scans (scanner, captured_ms)
+        WHERE state = 'control' AND control_end IS NULL;
+    DROP INDEX ledger_time;
+    "#,
 ];
 
 /// `PRAGMA secure_delete` on every writing connection: whatever a write
@@ -643,8 +729,12 @@ mod tests {
         let plan = |sql: &str| crate::store::query_plan(&store.conn, sql);
         for (sql, index) in [
             (
-                "SELECT content_key FROM ledger WHERE captured_ms >= 1",
-                "ledger_time",
+                "SELECT content_key FROM ledger WHERE captured_ms >> 13 >= 1 >> 13 AND captured_ms >= 1",
+                "ledger_wall",
+            ),
+            (
+                "SELECT 1 FROM scans WHERE scan_uuid = x'00'",
+                "sqlite_autoindex_scans",
             ),
             (
                 "SELECT EXISTS (SELECT 1 FROM ledger WHERE scan_uuid = x'00')",
