@@ -67,23 +67,34 @@ impl ToSql for Packed<'_> {
     }
 }
 
+/// Each byte's value as a lowercase hex digit; 0x10 and up: not one.
+const DIGIT: [u8; 256] = {
+    let mut t = [0xff; 256];
+    let mut c = 0;
+    while c < 10 {
+        t[b'0' as usize + c] = c as u8;
+        c += 1;
+    }
+    let mut c = 0;
+    while c < 6 {
+        t[b'a' as usize + c] = 10 + c as u8;
+        c += 1;
+    }
+    t
+};
+
 /// Decode lowercase hex digits, two per byte, from `hex` into `out`;
-/// `false` at the first character that is not one.
+/// `false` if any character is not one (then `out` holds garbage). A
+/// table and no branch per digit: it runs for every identifier bound on
+/// the scan path, several per scan.
 fn decode(hex: &[u8], out: &mut [u8]) -> bool {
-    fn digit(c: u8) -> Option<u8> {
-        match c {
-            b'0'..=b'9' => Some(c - b'0'),
-            b'a'..=b'f' => Some(c - b'a' + 10),
-            _ => None,
-        }
-    }
+    let mut bad = 0;
     for (o, pair) in out.iter_mut().zip(hex.chunks_exact(2)) {
-        match (digit(pair[0]), digit(pair[1])) {
-            (Some(high), Some(low)) => *o = high << 4 | low,
-            _ => return false,
-        }
+        let (high, low) = (DIGIT[usize::from(pair[0])], DIGIT[usize::from(pair[1])]);
+        bad |= high | low;
+        *o = high << 4 | (low & 0x0f);
     }
-    true
+    bad < 0x10
 }
 
 /// The text of a stored identifier: a 16-byte BLOB as a canonical UUID, a
@@ -167,6 +178,9 @@ mod tests {
             &"AB".repeat(32),
             &"ab".repeat(31),
             &"g".repeat(64),
+            &format!("{}a/", "ab".repeat(31)),
+            &format!("{}:0", "ab".repeat(31)),
+            "019ae4c4-0d52-7c41-9f8e-2f0b7d1e6a3G",
             "u1",
             "",
             "boot-é",
