@@ -100,6 +100,7 @@ pub fn pack_checked(json: &str, out: &mut Vec<u8>, scratch: &mut Vec<u8>) -> boo
         s: json.as_bytes(),
         i: 0,
         out,
+        next_key: 0,
     };
     if p.value().is_none() || p.i != p.s.len() {
         return false;
@@ -156,6 +157,10 @@ struct Packer<'a, 'o> {
     s: &'a [u8],
     i: usize,
     out: &'o mut Vec<u8>,
+    /// Where in [`KEYS`] the next key is looked for first: records write
+    /// their keys in about that order, so a lookup is one comparison or
+    /// two, not a walk of the table.
+    next_key: usize,
 }
 
 impl<'a> Packer<'a, '_> {
@@ -282,8 +287,11 @@ impl<'a> Packer<'a, '_> {
                 return None;
             }
             let key = p.string()?;
-            match KEYS.iter().position(|k| k.as_bytes() == key) {
-                Some(k) => p.out.push(k as u8),
+            match p.key_index(key) {
+                Some(k) => {
+                    p.out.push(k as u8);
+                    p.next_key = k + 1;
+                }
                 None => {
                     p.out.push(RAW_KEY);
                     varint(p.out, key.len() as u64);
@@ -300,6 +308,15 @@ impl<'a> Packer<'a, '_> {
 
     fn array(&mut self) -> Option<()> {
         self.entries(ARRAY, b']', Self::value)
+    }
+
+    /// `key`'s position in [`KEYS`], looked for from `next_key` on, then
+    /// from the start (every key is in the table once: the same answer).
+    fn key_index(&self, key: &[u8]) -> Option<usize> {
+        let from = self.next_key.min(KEYS.len());
+        (from..KEYS.len())
+            .chain(0..from)
+            .find(|&k| KEYS[k].as_bytes() == key)
     }
 }
 
