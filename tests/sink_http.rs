@@ -23,6 +23,7 @@ struct Receiver {
     log: PathBuf,
     tls: Option<(PathBuf, PathBuf)>,
     generation: u64,
+    max_entries: Option<u64>,
 }
 
 impl Receiver {
@@ -36,6 +37,7 @@ impl Receiver {
             log: dir.join("receiver-log.jsonl"),
             tls,
             generation: 0,
+            max_entries: None,
         };
         r.answer(&[], json!({"status": 200}));
         r.restart();
@@ -79,9 +81,17 @@ impl Receiver {
     fn answer(&mut self, script: &[Value], default: Value) {
         self.generation += 1;
         let tmp = self.control.with_extension("tmp");
-        let c = json!({"gen": self.generation, "script": script, "default": default});
+        let c = json!({"gen": self.generation, "script": script, "default": default,
+            "max_entries": self.max_entries});
         std::fs::write(&tmp, c.to_string()).unwrap();
         std::fs::rename(&tmp, &self.control).unwrap();
+    }
+
+    /// From now on (with the answers last set): 413 to a request of more
+    /// than `max` entries.
+    fn limit_entries(&mut self, max: u64) {
+        self.max_entries = Some(max);
+        self.answer(&[], json!({"status": 200}));
     }
 
     /// Every POST it got, in order.
@@ -462,6 +472,80 @@ fn a_zero_retry_after_and_a_409_are_retried_a_second_apart() {
     assert_every_entry_delivered_in_order(&gw.cfg, &r);
 }
 
+/// A receiver refusing a batch's size (413) blocks the sink; with `batch`
+/// lowered and the daemon reloaded, the held batch is cut again at the new
+/// size and every entry arrives once, in order. Control: a reload that
+/// leaves `batch` as it was sends the same batch (key and bytes) again,
+/// and it is refused again.
+#[test]
+fn a_batch_too_large_for_the_receiver_is_cut_again_when_batch_is_lowered() {
+    let tmp = tempdir("scangate-sink-413-");
+    let mut r = Receiver::start(tmp.path(), None);
+    r.limit_entries(2);
+    // Three entries in the ledger before the sink exists, so its first
+    // batch holds all three (a sink added takes a restart).
+    let mut gw = Gateway::builder("scangate-sink-413-")
+        .pty(ScannerSpec::named("counter-1").ack())
+        .build();
+    let mut d = gw.launch();
+    let [mut vs] = gw.take_scanners();
+    for i in 0..3 {
+        scan(&mut vs, &dscsa(&format!("SIZE{i:03}")));
+    }
+    wait_all_decided(&gw.cfg, 3);
+    d.terminate();
+    gw.edit_config(|text| {
+        text + &format!(
+            "\n[[sink]]\nname = \"inv\"\nurl = {:?}\nbatch = 3\n",
+            r.url()
+        )
+    });
+    let d = gw.launch();
+    wait_until("the sink to be blocked by the 413", || {
+        sink_status(&gw.cfg)["blocked"] == true
+    });
+    let refused = r.requests();
+    assert_eq!(refused.len(), 1, "{refused:?}");
+    assert_eq!(
+        (&refused[0]["status"], &refused[0]["entries"]),
+        (&json!(413), &json!("3"))
+    );
+    // Control: reloaded with `batch` unchanged, the same batch again.
+    sighup(&d);
+    wait_until("the held batch sent again after the reload", || {
+        r.requests().len() == 2
+    });
+    let again = &r.requests()[1];
+    assert_eq!(again["key"], refused[0]["key"]);
+    assert_eq!(again["body"], refused[0]["body"]);
+    assert_eq!(again["status"], 413);
+    wait_until("the sink blocked again", || {
+        sink_status(&gw.cfg)["blocked"] == true
+    });
+    assert_eq!(sink_status(&gw.cfg)["delivered_through_seq"], 0);
+    // Lowered: cut again, two entries then one.
+    gw.edit_config(|text| text.replace("batch = 3\n", "batch = 2\n"));
+    sighup(&d);
+    wait_delivered(&gw.cfg, 3);
+    let taken: Vec<(Value, Value)> = r
+        .requests()
+        .iter()
+        .filter(|q| q["status"] == 200)
+        .map(|q| (q["entries"].clone(), q["key"].clone()))
+        .collect();
+    assert_eq!(
+        taken.iter().map(|t| t.0.clone()).collect::<Vec<_>>(),
+        [json!("2"), json!("1")],
+        "{taken:?}"
+    );
+    assert_ne!(
+        taken[0].1, refused[0]["key"],
+        "a batch cut again has its own key"
+    );
+    assert_eq!(sink_status(&gw.cfg)["blocked"], false);
+    assert_every_entry_delivered_in_order(&gw.cfg, &r);
+}
+
 /// The daemon SIGKILLed while its batch is held (the receiver answering
 /// 503): started again, it sends that batch, byte for byte, under the
 /// same key, first.
@@ -555,6 +639,50 @@ fn tls_with_a_test_ca_delivers_epcis_documents_with_a_bearer_token() {
         }
     }
     assert!(!d.log().contains("s3cret"), "the token is never logged");
+    assert_every_entry_delivered_in_order(&gw.cfg, &r);
+}
+
+/// A CA file whose certificate rustls cannot read (PEM around bytes that
+/// are not one) blocks the sink, kind `ca_file`, naming the file, and
+/// nothing is sent — not retried every minute against a trust store with
+/// no root. Control: the same sink with the real CA file, reloaded,
+/// delivers everything.
+#[test]
+fn an_unreadable_ca_file_blocks_the_sink_and_names_the_file() {
+    let tmp = tempdir("scangate-sink-badca-");
+    let (ca, cert, key) = make_test_ca(tmp.path(), "sink");
+    let r = Receiver::start(tmp.path(), Some((cert, key)));
+    let bad = tmp.path().join("bad-ca.pem");
+    std::fs::write(
+        &bad,
+        "-----BEGIN CERTIFICATE-----\nbm90IGEgY2VydGlmaWNhdGU=\n-----END CERTIFICATE-----\n",
+    )
+    .unwrap();
+    let (mut gw, listen) = gateway(
+        "scangate-sink-badca-",
+        &format!("url = {:?}\nca_file = {:?}\n", r.url(), bad),
+    );
+    let d = gw.launch();
+    let [mut vs] = gw.take_scanners();
+    scan(&mut vs, &dscsa("BADCA000"));
+    wait_until("the sink blocked by its CA file", || {
+        sink_status(&gw.cfg)["blocked"] == true
+    });
+    let sink = sink_status(&gw.cfg);
+    assert_eq!(sink["held"]["last_kind"], "ca_file", "{sink}");
+    let error = sink["held"]["last_error"].as_str().unwrap();
+    assert!(
+        error.contains(bad.to_str().unwrap()) && error.contains("ca_file"),
+        "{error}"
+    );
+    assert!(r.requests().is_empty(), "nothing sent");
+    wait_until("the blocked gauge", || {
+        metric(&listen, r#"scangate_sink_blocked{sink="inv"}"#) == 1.0
+    });
+    gw.edit_config(|text| text.replace(bad.to_str().unwrap(), ca.to_str().unwrap()));
+    sighup(&d);
+    wait_delivered(&gw.cfg, 1);
+    assert_eq!(sink_status(&gw.cfg)["blocked"], false);
     assert_every_entry_delivered_in_order(&gw.cfg, &r);
 }
 

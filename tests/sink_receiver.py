@@ -5,8 +5,10 @@ and answers as the control file says.
 
 Control file (JSON, read again at each request, written atomically by the
 test): {"gen": N, "script": [{"status": 500, "delay_s": 0}, ...],
-"default": {"status": 200, "delay_s": 0}}. The i-th request since "gen"
-last changed gets script[i], later ones "default".
+"default": {"status": 200, "delay_s": 0}, "max_entries": M}. The i-th
+request since "gen" last changed gets script[i], later ones "default";
+with "max_entries", a request of more entries (X-Scangate-Entries) gets
+413 whatever its turn (a receiver's size limit).
 
 Log (JSON lines, one per request, flushed before the answer is sent):
 {"n", "t", "path", "key", "content_type", "authorization", "entries",
@@ -53,6 +55,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
         state["n"] += 1
         state["total"] += 1
         status = answer.get("status", 200)
+        limit = c.get("max_entries")
+        if limit is not None and int(self.headers.get("X-Scangate-Entries", "0")) > limit:
+            answer, status = {"body": f"at most {limit} entries per request"}, 413
         record = {
             "n": state["total"],
             "t": time.time(),
