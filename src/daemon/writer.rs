@@ -352,7 +352,7 @@ fn write_until_durable(
                     embedded::admit_and_decide(store, gate, scans).map(|(_, d)| d)
                 }
                 Decider::Claimer { facility_id, kick } => store
-                    .admit_with(facility_id, scans, kick.desk())
+                    .admit_with(facility_id, scans, kick.desk(), kick.admitted())
                     .map(|_| Vec::new()),
             }
             .map_err(|e| e.to_string()),

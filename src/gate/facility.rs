@@ -246,7 +246,10 @@ impl Gate {
             _ => ROUND,
         };
         let loaded = match (lane, online) {
-            (LaneKind::Live, _) => open::load(conn, Open::Pending, &in_flight, limit)?,
+            (LaneKind::Live, _) => match &mut self.admitted {
+                Some(cached) => cached.load_pending(conn, &in_flight, limit)?,
+                None => open::load(conn, Open::Pending, &in_flight, limit)?,
+            },
             (LaneKind::Replay, true) => open::load(conn, Open::Unresolved, &in_flight, limit)?,
             (LaneKind::Replay, false) => Vec::new(),
         };

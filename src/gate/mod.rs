@@ -85,6 +85,9 @@ pub struct Gate {
     local_echoes: bool,
     /// See [`Gate::set_audit_note`].
     audit_note: Option<String>,
+    /// The facility claimer's live lane: the rows the writer made durable,
+    /// in memory ([`Gate::with_admitted`]).
+    admitted: Option<crate::outbox::admitted::Cached>,
 }
 
 /// What the gate knows in memory of this gateway's own commits.
@@ -128,6 +131,7 @@ impl Gate {
             max_clock_error_ms: None,
             local_echoes: true,
             audit_note: None,
+            admitted: None,
         })
     }
 
@@ -143,7 +147,17 @@ impl Gate {
             max_clock_error_ms: self.max_clock_error_ms,
             local_echoes: self.local_echoes,
             audit_note: self.audit_note.clone(),
+            admitted: None,
         }
+    }
+
+    /// This gate, its `pending` rows' columns taken from `cached` where it
+    /// has them instead of read from the table (the facility claimer's
+    /// live lane: [`crate::outbox::admitted`]); which rows, and their
+    /// order, are still the table's.
+    pub fn with_admitted(mut self, cached: crate::outbox::admitted::Cached) -> Gate {
+        self.admitted = Some(cached);
+        self
     }
 
     /// A copy of this gate, settings and counters, over the same in-memory

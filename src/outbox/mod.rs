@@ -14,6 +14,7 @@
 //!   claimer's lanes make of each other's;
 //! - [`raw`]: overwriting decided scans' raw bytes after `keep_raw_hours`.
 
+pub mod admitted;
 pub mod echoes;
 pub mod open;
 pub mod raw;
@@ -190,22 +191,27 @@ impl Store {
     /// this writer (`desk`: the facility claimer's verdicts): one commit,
     /// one fsync for both. A handed write that fails is undone alone and
     /// hears why; if the scans cannot be written, no handed write runs
-    /// (they wait for the writer's next transaction).
+    /// (they wait for the writer's next transaction). Once committed, the
+    /// new rows go to `admitted` (the live lane's cache of them).
     pub fn admit_with(
         &mut self,
         facility: &str,
         scans: &[Scan],
         desk: &crate::store::handoff::Desk,
+        admitted: &admitted::Admitted,
     ) -> Result<Vec<bool>, StoreError> {
         let w = self.write()?;
-        let fresh = insert(&w.tx, facility, scans).map_err(|e| w.err(e))?;
+        let (fresh, rows) = insert_rows(&w.tx, facility, scans).map_err(|e| w.err(e))?;
         let mut handed = desk.run_on(&w);
         if let Some(lost) = handed.lost() {
             return Err(lost); // (the scans' rows went with it)
         }
         let committed = w.commit();
         handed.done(&committed);
-        committed.map(|()| fresh)
+        committed.map(|()| {
+            admitted.hand(rows);
+            fresh
+        })
     }
 
     /// Make scans durable and decided in **one** transaction (one fsync):
@@ -398,13 +404,28 @@ impl Store {
 /// Insert scans as `pending` inside `tx` (idempotent by UUID). Returns, per
 /// scan, whether its row is new.
 pub fn insert(tx: &Connection, facility: &str, scans: &[Scan]) -> rusqlite::Result<Vec<bool>> {
-    scans
-        .iter()
-        .map(|scan| {
-            let row = ScanRow::of_scan(scan, facility);
-            Ok(insert_row(tx, &scan.raw, &row, None, None)?.is_some())
-        })
-        .collect()
+    insert_rows(tx, facility, scans).map(|(fresh, _)| fresh)
+}
+
+/// [`insert`], and the new rows as the outbox would read them back (each
+/// with its `seq`).
+pub fn insert_rows(
+    tx: &Connection,
+    facility: &str,
+    scans: &[Scan],
+) -> rusqlite::Result<(Vec<bool>, Vec<ScanRow>)> {
+    let mut fresh = Vec::with_capacity(scans.len());
+    let mut rows = Vec::with_capacity(scans.len());
+    for scan in scans {
+        let mut row = ScanRow::of_scan(scan, facility);
+        let seq = insert_row(tx, &scan.raw, &row, None, None)?;
+        fresh.push(seq.is_some());
+        if let Some(seq) = seq {
+            row.seq = seq;
+            rows.push(row);
+        }
+    }
+    Ok((fresh, rows))
 }
 
 impl ScanRow {
@@ -520,7 +541,8 @@ pub fn insert_row(
             "UPDATE scans SET control_end = 'applied ' || ?2
              WHERE scan_uuid = ?1 AND control IS NOT NULL AND control_end IS NULL",
         )?
-        .execute(params![packed(by), packed(&row.uuid)])?;
+        // (?2 as text: it is spelled out in `control_end`.)
+        .execute(params![packed(by), row.uuid])?;
     }
     Ok(Some(tx.last_insert_rowid()))
 }

@@ -78,6 +78,33 @@ fn load_sql(state: Open) -> &'static str {
     per_state!(state, load!("pending"), load!("unresolved"))
 }
 
+/// [`pending_seqs`]'s statement: [`load`]'s for `pending`, the outbox
+/// positions only — answered from the `scans_pending` index alone (its
+/// columns and the rowid), no row read.
+pub const PENDING_SEQS: &str = "SELECT seq FROM scans WHERE state = 'pending'
+    AND seq NOT IN rarray(?2) ORDER BY captured_ms, boot_ns, scan_uuid LIMIT ?1";
+
+/// The outbox positions of what [`load`] returns for [`Open::Pending`],
+/// in its order (the live lane's rows then come from memory:
+/// [`super::admitted`]).
+pub fn pending_seqs(conn: &Connection, skip: &Skip, limit: usize) -> rusqlite::Result<Vec<i64>> {
+    conn.prepare_cached(PENDING_SEQS)?
+        .query_map(params![limit as i64, skip], |r| r.get(0))?
+        .collect()
+}
+
+/// The rows at outbox positions `seqs` (any order; a position with no row
+/// is left out).
+pub fn rows_by_seq(conn: &Connection, seqs: &[i64]) -> rusqlite::Result<Vec<ScanRow>> {
+    conn.prepare_cached(concat!(
+        "SELECT ",
+        COLUMNS!(),
+        " FROM scans WHERE seq IN rarray(?1)"
+    ))?
+    .query_map([skip(seqs)], ScanRow::read)?
+    .collect()
+}
+
 /// Whether an `unresolved` scan whose wall time is not trusted yet has
 /// content key `key` — with `None`, whether there is any (migration 4).
 pub fn unsynced_unresolved(conn: &Connection, key: Option<&str>) -> rusqlite::Result<bool> {

@@ -28,7 +28,7 @@ fn scan(label: &str, unserialised: Unserialised, at_ms: i64) -> Scan {
 
 /// Every kind of read: serialised, without a serial under each policy, a
 /// UPC, a possible resend, a misread, a control label and a declared read.
-fn reads() -> Vec<Scan> {
+pub(super) fn reads() -> Vec<Scan> {
     let dscsa = "]d2010030777310502517281231211000001\u{1d}10LOT1";
     let gtin_lot = "]d20100307773105025\u{1d}10LOT7A"[..].replace('\u{1d}', "");
     let df = Unserialised::DoubleFire { ms: 250 };
@@ -163,4 +163,19 @@ fn identifiers_are_stored_packed_and_read_back_as_made() {
         scans_with_key(&store.conn, row.content_key.as_deref().unwrap()).unwrap(),
         vec![(row.uuid.clone(), ScanState::Pending)]
     );
+    // A declared read ends its control read, naming itself in text.
+    let (control, declared) = (&scans[6], &scans[7]);
+    for scan in [control, declared] {
+        let row = ScanRow::of_scan(scan, "pharmacy-1");
+        insert_row(&store.conn, &scan.raw, &row, None, None).unwrap();
+    }
+    let end: String = store
+        .conn
+        .query_row(
+            "SELECT control_end FROM scans WHERE scan_uuid = ?1",
+            [packed(&control.uuid.to_string())],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(end, format!("applied {}", declared.uuid));
 }

@@ -78,7 +78,7 @@ impl Writer {
                         Next::Item(batch) => {
                             if !batch.is_empty() {
                                 store
-                                    .admit_with(&facility, &batch, desk)
+                                    .admit_with(&facility, &batch, desk, kick.admitted())
                                     .map_err(|e| e.to_string())?;
                             }
                             if !kick.kick() {

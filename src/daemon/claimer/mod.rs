@@ -34,6 +34,7 @@ use crate::model::ClockSample;
 use crate::model::FacilityState;
 use crate::model::{Decision, GateStats};
 use crate::notify::Progress;
+use crate::outbox::admitted::{Admitted, Cached};
 use crate::store::handoff::Desk;
 use crate::store::{Store, StoreError};
 use lane::{Lane, Next};
@@ -375,7 +376,7 @@ struct Between {
 
 /// The writer's side of the claimer: kicks the live lane for each admitted
 /// batch, and takes both lanes' verdicts into its transactions.
-pub struct Kicker(Sender<Wake>, Progress, Desk);
+pub struct Kicker(Sender<Wake>, Progress, Desk, Arc<Admitted>);
 
 impl Kicker {
     /// The lanes' verdicts, handed to the writer's next transaction
@@ -383,6 +384,12 @@ impl Kicker {
     /// admits, or alone) and, when it ends, close the desk.
     pub fn desk(&self) -> &Desk {
         &self.2
+    }
+
+    /// Where the writer hands the rows it made durable, for the live lane
+    /// to take instead of reading them back ([`Admitted`]).
+    pub fn admitted(&self) -> &Admitted {
+        &self.3
     }
 
     /// Wake the live lane; `false` if it is gone (nobody would decide the
@@ -491,6 +498,7 @@ pub fn lanes(
     };
     let between = Arc::new(Between::default());
     let (handoff, desk) = crate::store::handoff::handoff();
+    let admitted = Arc::new(Admitted::default());
     let live_progress = Progress::new("facility claimer's live lane");
     let replay_progress = Progress::new("facility claimer's replay lane");
     // The backlog gives way to the counter at the writers' turn: the
@@ -521,7 +529,7 @@ pub fn lanes(
         lane: Lane::new(
             LaneKind::Live,
             store.companion()?,
-            gate,
+            gate.with_admitted(Cached::new(admitted.clone())),
             link,
             first,
             between,
@@ -536,7 +544,11 @@ pub fn lanes(
         observe: Box::new(observe),
         progress: live_progress.clone(),
     };
-    Ok((Kicker(kick, live_progress, desk), stop, [live, replay]))
+    Ok((
+        Kicker(kick, live_progress, desk, admitted),
+        stop,
+        [live, replay],
+    ))
 }
 
 /// How a lane is woken, and how it wakes the other.
