@@ -18,9 +18,10 @@ use rusqlite::Connection;
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
 
-/// Rows handed and not yet taken by the lane beyond this are dropped (the
-/// lane reads them from the table): memory stays bounded while the lane
-/// is held up.
+/// Rows handed and not yet taken beyond this, in the writer's queue and
+/// again in the lane's cache, are dropped (the lane reads them from the
+/// table): while the lane is held up or behind, memory stays at most
+/// twice this many rows (a few MB).
 const QUEUE_CAP: usize = 8192;
 
 /// A cached row not taken within this many picks is dropped: it was
@@ -80,6 +81,9 @@ impl Cached {
     ) -> rusqlite::Result<Vec<ScanRow>> {
         self.picks += 1;
         for row in self.admitted.take() {
+            if self.rows.len() >= QUEUE_CAP {
+                break;
+            }
             self.rows.insert(row.seq, (row, self.picks));
         }
         let seqs = open::pending_seqs(snapshot, skip, limit)?;
@@ -108,6 +112,8 @@ impl Cached {
         if picks.is_multiple_of(16) {
             self.rows
                 .retain(|_, (_, at)| picks - *at < EVICT_AFTER_PICKS);
+            // (A burst's peak is not kept allocated.)
+            self.rows.shrink_to(QUEUE_CAP.min(self.rows.len() * 2));
         }
         // (A seq the index named is in the snapshot's table: found.)
         Ok(found.into_iter().flatten().collect())
@@ -207,16 +213,35 @@ mod tests {
         );
     }
 
-    /// A queue the lane does not take from stops growing.
+    /// A queue the lane does not take from stops growing, and so does the
+    /// lane's cache while the lane is behind (rows handed faster than it
+    /// takes them): what is dropped is read from the table.
     #[test]
-    fn the_queue_is_capped() {
+    fn the_queue_and_the_cache_are_capped() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
-        let admitted = Admitted::default();
+        let admitted = Arc::new(Admitted::default());
         let made = rows(&store, 3, 1_764_000_000_000);
-        for _ in 0..QUEUE_CAP {
-            admitted.hand(made.clone());
-        }
+        let many = |first: i64| -> Vec<ScanRow> {
+            (0..QUEUE_CAP as i64)
+                .map(|i| ScanRow {
+                    seq: first + i,
+                    ..made[0].clone()
+                })
+                .collect()
+        };
+        admitted.hand(many(1_000));
+        admitted.hand(many(1_000_000));
         assert_eq!(admitted.take().len(), QUEUE_CAP);
+        let mut cached = Cached::new(admitted.clone());
+        for round in 0..100 {
+            admitted.hand(many(10_000 * (round + 2)));
+            let got = cached.load_pending(&store.conn, &skip(&[]), 1).unwrap();
+            assert_eq!(
+                got,
+                load(&store.conn, Open::Pending, &skip(&[]), 1).unwrap()
+            );
+            assert!(cached.len() <= QUEUE_CAP, "{} rows cached", cached.len());
+        }
     }
 }
