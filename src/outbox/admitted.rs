@@ -119,13 +119,15 @@ impl Cached {
         Ok(found.into_iter().flatten().collect())
     }
 
-    /// Rows cached now (tests).
-    pub fn len(&self) -> usize {
+    /// Rows cached now.
+    #[cfg(test)]
+    fn len(&self) -> usize {
         self.rows.len()
     }
 
-    /// Whether nothing is cached (tests).
-    pub fn is_empty(&self) -> bool {
+    /// Whether nothing is cached.
+    #[cfg(test)]
+    fn is_empty(&self) -> bool {
         self.rows.is_empty()
     }
 }

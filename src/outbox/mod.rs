@@ -12,6 +12,8 @@
 //!
 //! - [`open`]: the open scans in capture order, and the probes the
 //!   claimer's lanes make of each other's;
+//! - [`admitted`]: the rows just committed, handed in memory to the
+//!   claimer's live lane (it need not read them back);
 //! - [`raw`]: overwriting decided scans' raw bytes after `keep_raw_hours`.
 
 pub mod admitted;
