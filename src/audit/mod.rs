@@ -255,10 +255,8 @@ pub struct Chain<'t> {
     prev: String,
     next_seq: i64,
     emitted: Vec<Emitted>,
-    /// The record being stored, packed ([`stored::pack`]).
+    /// The record being stored, packed ([`stored::pack_decision`]).
     packed: Vec<u8>,
-    /// What the packing's check unpacks into ([`stored::pack_checked`]).
-    scratch: Vec<u8>,
     /// The INSERT, prepared once per chain (a decision's transaction),
     /// not looked up in the statement cache per record.
     insert: Option<rusqlite::CachedStatement<'t>>,
@@ -289,22 +287,29 @@ impl<'t> Chain<'t> {
             next_seq: seq + 1,
             emitted: Vec::new(),
             packed: Vec::new(),
-            scratch: Vec::new(),
             insert: None,
         })
     }
 
     /// Append one record (its `seq` is assigned here). It is stored
-    /// packed if it is a decision and packs without loss
-    /// ([`stored::pack`]), else as its JSON; its `prev_hash` is left NULL,
+    /// packed if it is a decision ([`stored::pack_decision`]), else as
+    /// its JSON; its `prev_hash` is left NULL,
     /// "the hash of the row before", which it is.
     pub fn append(&mut self, mut rec: AuditRecord) -> rusqlite::Result<()> {
         rec.seq = self.next_seq;
-        let json = serde_json::to_string(&rec).expect("audit records always serialise");
+        // A decision is packed from its fields and hashed as the JSON its
+        // packed bytes unpack to: what `audit verify` will hash, by
+        // construction. Debug builds hold that JSON to the serde form.
+        let is_packed = stored::pack_decision(&rec, &mut self.packed);
+        let json = if is_packed {
+            let json = stored::unpack_record(&self.packed).expect("a record packed here unpacks");
+            debug_assert_eq!(json, serde_json::to_string(&rec).unwrap());
+            json
+        } else {
+            serde_json::to_string(&rec).expect("audit records always serialise")
+        };
         let hash = chain_hash(&self.prev, &json);
-        let decision = rec.pruned.is_none() && rec.state_reset.is_none() && rec.conflict.is_none();
-        let record = if decision && stored::pack_checked(&json, &mut self.packed, &mut self.scratch)
-        {
+        let record = if is_packed {
             ValueRef::Blob(&self.packed)
         } else {
             ValueRef::Text(json.as_bytes())

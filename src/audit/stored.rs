@@ -8,16 +8,19 @@
 //! its milliseconds, a common word ([`WORDS`]) as one byte, integers as
 //! varints, every other string byte for byte as it stands between its
 //! quotes. [`unpack_record`] writes the same JSON back, so `audit verify`
-//! hashes exactly what was hashed at the write. A record is stored packed
-//! only if it unpacks to its JSON byte for byte (checked at every write);
-//! otherwise, and for records that are not decisions (a checkpoint, a
-//! state reset, a conflict: rare, and found by SQL `LIKE`), the JSON is
-//! stored as TEXT. Records written before migration 8 stay TEXT.
+//! hashes exactly what was hashed at the write: the chain packs a decision
+//! from its fields ([`pack_decision`]) and hashes the JSON the packed
+//! bytes unpack to. Other records (a checkpoint, a state reset, a
+//! conflict: rare, and found by SQL `LIKE`) are stored as their JSON,
+//! TEXT. Records written before migration 8 stay TEXT.
 //!
 //! The first byte is [`FORMAT`]; the tables [`KEYS`] and [`WORDS`] are
 //! append-only (a packed record names its entries by position).
 
 use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ValueRef};
+
+mod fields;
+pub use fields::pack_decision;
 
 /// The first byte of a packed record: the packing's version.
 pub const FORMAT: u8 = 1;
@@ -86,14 +89,10 @@ const WORD: u8 = 11;
 const RAW_KEY: u8 = 0xff;
 
 /// The record's JSON packed into `out` (cleared first), if it unpacks to
-/// `json` byte for byte; `false` leaves it to be stored as text.
+/// `json` byte for byte; `false` leaves it to be stored as text. This is
+/// the packing's definition; the chain packs a decision from its fields
+/// ([`pack_decision`]), which tests hold to the same bytes.
 pub fn pack(json: &str, out: &mut Vec<u8>) -> bool {
-    pack_checked(json, out, &mut Vec::new())
-}
-
-/// [`pack`] with the buffer the check unpacks into (kept by the caller
-/// across records: the audit chain packs one per decision).
-pub fn pack_checked(json: &str, out: &mut Vec<u8>, scratch: &mut Vec<u8>) -> bool {
     out.clear();
     out.push(FORMAT);
     let mut p = Packer {
@@ -105,8 +104,8 @@ pub fn pack_checked(json: &str, out: &mut Vec<u8>, scratch: &mut Vec<u8>) -> boo
     if p.value().is_none() || p.i != p.s.len() {
         return false;
     }
-    scratch.clear();
-    unpack_into(out, scratch).is_ok() && scratch == json.as_bytes()
+    let mut back = Vec::with_capacity(json.len());
+    unpack_into(out, &mut back).is_ok() && back == json.as_bytes()
 }
 
 /// The JSON of a packed record.
@@ -182,7 +181,7 @@ impl<'a> Packer<'a, '_> {
             b'f' => self.literal(b"false", FALSE),
             b'"' => {
                 let raw = self.string()?;
-                self.string_value(raw);
+                string_value(self.out, raw);
                 Some(())
             }
             b'{' => self.object(),
@@ -206,23 +205,6 @@ impl<'a> Packer<'a, '_> {
         }
         self.i = j + 1;
         Some(&s[start..j])
-    }
-
-    fn string_value(&mut self, raw: &[u8]) {
-        let text = std::str::from_utf8(raw).unwrap_or("\\");
-        if let Some(bytes) = crate::store::packed::packed(text).bytes() {
-            self.out.push(if bytes.len() == 16 { UUID } else { HEX32 });
-            self.out.extend_from_slice(bytes);
-        } else if let Some(w) = WORDS.iter().position(|w| w.as_bytes() == raw) {
-            self.out.extend_from_slice(&[WORD, w as u8]);
-        } else if let Some(ms) = time_ms(raw) {
-            self.out.push(TIME);
-            varint(self.out, zigzag(ms));
-        } else {
-            self.out.push(STRING);
-            varint(self.out, raw.len() as u64);
-            self.out.extend_from_slice(raw);
-        }
     }
 
     fn number(&mut self) -> Option<()> {
@@ -317,6 +299,26 @@ impl<'a> Packer<'a, '_> {
         (from..KEYS.len())
             .chain(0..from)
             .find(|&k| KEYS[k].as_bytes() == key)
+    }
+}
+
+/// A string value packed from the raw bytes between its quotes: a UUID or
+/// a 64-digit hex string as its bytes, a [`WORDS`] word as its byte, a
+/// timestamp as its milliseconds, anything else as it stands.
+fn string_value(out: &mut Vec<u8>, raw: &[u8]) {
+    let text = std::str::from_utf8(raw).unwrap_or("\\");
+    if let Some(bytes) = crate::store::packed::packed(text).bytes() {
+        out.push(if bytes.len() == 16 { UUID } else { HEX32 });
+        out.extend_from_slice(bytes);
+    } else if let Some(w) = WORDS.iter().position(|w| w.as_bytes() == raw) {
+        out.extend_from_slice(&[WORD, w as u8]);
+    } else if let Some(ms) = time_ms(raw) {
+        out.push(TIME);
+        varint(out, zigzag(ms));
+    } else {
+        out.push(STRING);
+        varint(out, raw.len() as u64);
+        out.extend_from_slice(raw);
     }
 }
 
