@@ -62,50 +62,78 @@ pub fn append(
     key: &[u8; 32],
     gateway: &str,
 ) -> rusqlite::Result<String> {
-    let prefix = key_prefix(key);
-    let key = row.content_key.as_deref().unwrap_or_default();
-    tx.prepare_cached(
-        "INSERT INTO ledger (scan_uuid, gateway, scanner, captured_ms, boot_id, boot_ns,
-             clock_synced, scan_type, quantity, gtin, ndc10, lot, serial, expiry, symbology,
-             content_key, key_prefix)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
-    )?
-    .execute(params![
-        packed(&row.uuid),
-        gateway,
-        row.scanner,
-        row.time.utc_ms,
-        packed(&row.time.boot_id),
-        row.time.boot_ns,
-        row.time.synced,
-        row.scan_type,
-        row.quantity,
-        row.gtin,
-        row.ndc10,
-        row.lot,
-        row.serial,
-        row.expiry,
-        row.symbology.as_deref().unwrap_or_default(),
-        packed(key),
-        prefix
-    ])?;
-    Ok(hash_json(&EntryLine {
-        seq: tx.last_insert_rowid(),
-        scan_uuid: &row.uuid,
-        gateway,
-        scanner: &row.scanner,
-        captured_at: rfc3339_ms(row.time.utc_ms),
-        clock_synced: row.time.synced,
-        scan_type: &row.scan_type,
-        quantity: row.quantity,
-        gtin: row.gtin.as_deref(),
-        ndc10: row.ndc10.as_deref(),
-        lot: row.lot.as_deref(),
-        serial: row.serial.as_deref(),
-        expiry: row.expiry.as_deref(),
-        symbology: row.symbology.as_deref().unwrap_or_default(),
-        content_key: key,
-    }))
+    Appender::new(tx).append(row, key, gateway)
+}
+
+/// [`append`] for every commit of one transaction through one prepared
+/// statement (looked up in rusqlite's statement cache once, not per scan).
+pub struct Appender<'t> {
+    tx: &'t Connection,
+    insert: Option<rusqlite::CachedStatement<'t>>,
+}
+
+impl<'t> Appender<'t> {
+    /// Appends to the ledger inside `tx`.
+    pub fn new(tx: &'t Connection) -> Appender<'t> {
+        Appender { tx, insert: None }
+    }
+
+    /// [`append`].
+    pub fn append(
+        &mut self,
+        row: &ScanRow,
+        key: &[u8; 32],
+        gateway: &str,
+    ) -> rusqlite::Result<String> {
+        let tx = self.tx;
+        let insert = match &mut self.insert {
+            Some(insert) => insert,
+            insert => insert.insert(tx.prepare_cached(
+                "INSERT INTO ledger (scan_uuid, gateway, scanner, captured_ms, boot_id, boot_ns,
+                     clock_synced, scan_type, quantity, gtin, ndc10, lot, serial, expiry, symbology,
+                     content_key, key_prefix)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
+            )?),
+        };
+        let prefix = key_prefix(key);
+        let key = row.content_key.as_deref().unwrap_or_default();
+        insert.execute(params![
+            packed(&row.uuid),
+            gateway,
+            row.scanner,
+            row.time.utc_ms,
+            packed(&row.time.boot_id),
+            row.time.boot_ns,
+            row.time.synced,
+            row.scan_type,
+            row.quantity,
+            row.gtin,
+            row.ndc10,
+            row.lot,
+            row.serial,
+            row.expiry,
+            row.symbology.as_deref().unwrap_or_default(),
+            packed(key),
+            prefix
+        ])?;
+        Ok(hash_json(&EntryLine {
+            seq: tx.last_insert_rowid(),
+            scan_uuid: &row.uuid,
+            gateway,
+            scanner: &row.scanner,
+            captured_at: rfc3339_ms(row.time.utc_ms),
+            clock_synced: row.time.synced,
+            scan_type: &row.scan_type,
+            quantity: row.quantity,
+            gtin: row.gtin.as_deref(),
+            ndc10: row.ndc10.as_deref(),
+            lot: row.lot.as_deref(),
+            serial: row.serial.as_deref(),
+            expiry: row.expiry.as_deref(),
+            symbology: row.symbology.as_deref().unwrap_or_default(),
+            content_key: key,
+        }))
+    }
 }
 
 /// A [`LedgerEntry`] borrowed from the row it is made of: the same fields
@@ -138,24 +166,14 @@ pub fn entry_hash(entry: &LedgerEntry) -> String {
     hash_json(entry)
 }
 
-/// SHA-256 (lowercase hex) of `value`'s JSON, written straight into the
-/// hash (no JSON string is kept).
+/// SHA-256 (lowercase hex) of `value`'s JSON, written into a buffer and
+/// hashed in one call (serde writes a line in ~60 pieces; hashing each as
+/// it comes cost more than the buffer).
 fn hash_json(value: &impl Serialize) -> String {
     use sha2::{Digest, Sha256};
-    /// Bytes written are bytes hashed.
-    struct Hashing(Sha256);
-    impl std::io::Write for Hashing {
-        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-            self.0.update(bytes);
-            Ok(bytes.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let mut h = Hashing(Sha256::new());
-    serde_json::to_writer(&mut h, value).expect("ledger entries always serialise");
-    crate::capture::hex32(&h.0.finalize().into())
+    let mut line = Vec::with_capacity(512);
+    serde_json::to_writer(&mut line, value).expect("ledger entries always serialise");
+    crate::capture::hex32(&Sha256::digest(&line).into())
 }
 
 /// The exact lookup: the earliest-captured committed scan with content key

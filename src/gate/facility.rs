@@ -24,7 +24,6 @@
 
 use super::facility_time::ClockUsed;
 use super::{Gate, Unsettled};
-use crate::audit::Chain;
 use crate::capture::CaptureTime;
 use crate::capture::clock::rfc3339_ms;
 use crate::model::{Claim, Outcome};
@@ -460,7 +459,7 @@ impl Gate {
             }
         };
         let mut tally = super::Tally::new(self.stats);
-        let mut chain = Chain::begin(tx)?;
+        let mut writes = super::Writes::begin(tx)?;
         let now_ms = chrono::Utc::now().timestamp_millis();
         let open = rows.len();
         let mut decisions = Vec::with_capacity(open);
@@ -478,7 +477,7 @@ impl Gate {
             committed_past += usize::from(note.is_some());
             decisions.extend(self.record_one(
                 tx,
-                &mut chain,
+                &mut writes,
                 row,
                 verdict,
                 clock.as_ref(),
@@ -489,7 +488,7 @@ impl Gate {
             )?);
         }
         Ok(Recorded {
-            decided: Some(tally.unsettled(decisions, chain.finish()?)),
+            decided: Some(tally.unsettled(decisions, writes.chain.finish()?)),
             round: Round {
                 decisions: Vec::new(),
                 open,

@@ -418,9 +418,10 @@ pub fn insert_rows(
 ) -> rusqlite::Result<(Vec<bool>, Vec<ScanRow>)> {
     let mut fresh = Vec::with_capacity(scans.len());
     let mut rows = Vec::with_capacity(scans.len());
+    let mut inserts = Rows::new(tx);
     for scan in scans {
         let mut row = ScanRow::of_scan(scan, facility);
-        let seq = insert_row(tx, &scan.raw, &row, None, None)?;
+        let seq = inserts.insert(&scan.raw, &row, None, None)?;
         fresh.push(seq.is_some());
         if let Some(seq) = seq {
             row.seq = seq;
@@ -458,7 +459,7 @@ impl ScanRow {
             ndc10: product.and_then(|p| p.ndc10.clone()),
             lot: product.and_then(|p| p.lot.clone()),
             serial: product.and_then(|p| p.serial.clone()),
-            expiry: product.and_then(|p| p.expiry.map(|d| d.format("%Y-%m-%d").to_string())),
+            expiry: product.and_then(|p| p.expiry.map(iso_date)),
             content_key: key,
             reject_reason: reason,
             window_ms: scan.own_window_ms(),
@@ -470,6 +471,28 @@ impl ScanRow {
                 .map(|d| (d.what.clone(), d.by.to_string())),
             control: scan.control.clone(),
         }
+    }
+}
+
+/// `YYYY-MM-DD`, as chrono's `%Y-%m-%d` writes it (without parsing the
+/// format string per scan; a year beyond four digits goes to chrono).
+fn iso_date(d: chrono::NaiveDate) -> String {
+    use chrono::Datelike;
+    match u16::try_from(d.year()) {
+        Ok(y) if y <= 9999 => {
+            let (m, day) = (d.month() as u8, d.day() as u8);
+            let mut s = String::with_capacity(10);
+            for digit in [y / 1000, y / 100 % 10, y / 10 % 10, y % 10] {
+                s.push(char::from(b'0' + digit as u8));
+            }
+            for (sep, n) in [('-', m), ('-', day)] {
+                s.push(sep);
+                s.push(char::from(b'0' + n / 10));
+                s.push(char::from(b'0' + n % 10));
+            }
+            s
+        }
+        _ => d.format("%Y-%m-%d").to_string(),
     }
 }
 
@@ -493,17 +516,71 @@ pub fn insert_row(
     seq: Option<i64>,
     verdict: Option<SetVerdict<'_>>,
 ) -> rusqlite::Result<Option<i64>> {
-    let n = tx
-        .prepare_cached(
-            "INSERT OR IGNORE INTO scans (scan_uuid, scanner, scan_type, quantity,
-                captured_ms, boot_id, boot_ns, clock_synced, raw, symbology, gtin,
-                ndc10, lot, serial, expiry, content_key, reject_reason, window_ms,
-                unserialised, resend, control, declared, declared_by,
-                state, twin_uuid, decided_ms, ambiguous, seq)
-             VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,
-                ?18,?19,?20,?21,?22,?23,?24,?25,?26,?27,?28)",
-        )?
-        .execute(params![
+    Rows::new(tx).insert(raw, row, seq, verdict)
+}
+
+/// The outbox row's INSERT ([`insert_row`]).
+const INSERT_ROW: &str = "INSERT OR IGNORE INTO scans (scan_uuid, scanner, scan_type, quantity,
+        captured_ms, boot_id, boot_ns, clock_synced, raw, symbology, gtin,
+        ndc10, lot, serial, expiry, content_key, reject_reason, window_ms,
+        unserialised, resend, control, declared, declared_by,
+        state, twin_uuid, decided_ms, ambiguous, seq)
+     VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,
+        ?18,?19,?20,?21,?22,?23,?24,?25,?26,?27,?28)";
+
+/// [`insert_row`] and [`set_verdict`] for every scan of one transaction,
+/// each through one prepared statement (looked up in rusqlite's statement
+/// cache once, not per scan).
+pub struct Rows<'t> {
+    tx: &'t Connection,
+    insert: Option<rusqlite::CachedStatement<'t>>,
+    verdict: Option<rusqlite::CachedStatement<'t>>,
+}
+
+impl<'t> Rows<'t> {
+    /// Writes outbox rows inside `tx`.
+    pub fn new(tx: &'t Connection) -> Rows<'t> {
+        Rows {
+            tx,
+            insert: None,
+            verdict: None,
+        }
+    }
+
+    /// [`set_verdict`].
+    pub fn set_verdict(&mut self, seq: i64, v: SetVerdict<'_>) -> rusqlite::Result<()> {
+        let tx = self.tx;
+        let update = match &mut self.verdict {
+            Some(update) => update,
+            update => update.insert(tx.prepare_cached(
+                "UPDATE scans SET state = ?2, twin_uuid = ?3, decided_ms = ?4, ambiguous = ?5
+                 WHERE seq = ?1",
+            )?),
+        };
+        update.execute(params![
+            seq,
+            v.state,
+            v.twin.map(packed),
+            v.decided_ms,
+            v.ambiguous.then_some(1)
+        ])?;
+        Ok(())
+    }
+
+    /// [`insert_row`].
+    pub fn insert(
+        &mut self,
+        raw: &[u8],
+        row: &ScanRow,
+        seq: Option<i64>,
+        verdict: Option<SetVerdict<'_>>,
+    ) -> rusqlite::Result<Option<i64>> {
+        let tx = self.tx;
+        let insert = match &mut self.insert {
+            Some(insert) => insert,
+            insert => insert.insert(tx.prepare_cached(INSERT_ROW)?),
+        };
+        let n = insert.execute(params![
             packed(&row.uuid),
             row.scanner,
             row.scan_type,
@@ -533,20 +610,21 @@ pub fn insert_row(
             verdict.and_then(|v| v.ambiguous.then_some(1)),
             seq,
         ])?;
-    if n == 0 {
-        return Ok(None);
+        if n == 0 {
+            return Ok(None);
+        }
+        // A declared read ends its control: the control read's row says which
+        // read it applied to (so it does not lapse).
+        if let Some((_, by)) = &row.declared {
+            tx.prepare_cached(
+                "UPDATE scans SET control_end = 'applied ' || ?2
+                 WHERE scan_uuid = ?1 AND control IS NOT NULL AND control_end IS NULL",
+            )?
+            // (?2 as text: it is spelled out in `control_end`.)
+            .execute(params![packed(by), row.uuid])?;
+        }
+        Ok(Some(tx.last_insert_rowid()))
     }
-    // A declared read ends its control: the control read's row says which
-    // read it applied to (so it does not lapse).
-    if let Some((_, by)) = &row.declared {
-        tx.prepare_cached(
-            "UPDATE scans SET control_end = 'applied ' || ?2
-             WHERE scan_uuid = ?1 AND control IS NOT NULL AND control_end IS NULL",
-        )?
-        // (?2 as text: it is spelled out in `control_end`.)
-        .execute(params![packed(by), row.uuid])?;
-    }
-    Ok(Some(tx.last_insert_rowid()))
 }
 
 /// A scan's verdict as the outbox keeps it.
@@ -564,18 +642,7 @@ pub struct SetVerdict<'a> {
 
 /// Write a scan's verdict (inside the decision's transaction).
 pub fn set_verdict(tx: &Connection, seq: i64, v: SetVerdict<'_>) -> rusqlite::Result<()> {
-    tx.prepare_cached(
-        "UPDATE scans SET state = ?2, twin_uuid = ?3, decided_ms = ?4, ambiguous = ?5
-         WHERE seq = ?1",
-    )?
-    .execute(params![
-        seq,
-        v.state,
-        v.twin.map(packed),
-        v.decided_ms,
-        v.ambiguous.then_some(1)
-    ])?;
-    Ok(())
+    Rows::new(tx).set_verdict(seq, v)
 }
 
 /// End control read `control_uuid` unused (`lapsed`): its row, if it was

@@ -179,3 +179,20 @@ fn identifiers_are_stored_packed_and_read_back_as_made() {
         .unwrap();
     assert_eq!(end, format!("applied {}", declared.uuid));
 }
+
+/// An expiry date is written as chrono's `%Y-%m-%d` would write it.
+#[test]
+fn expiry_dates_are_written_as_chrono_writes_them() {
+    for (y, m, d) in [
+        (2026, 12, 31),
+        (2000, 1, 1),
+        (999, 5, 9),
+        (0, 1, 1),
+        (9999, 12, 31),
+        (10000, 1, 1),
+        (-1, 3, 4),
+    ] {
+        let date = chrono::NaiveDate::from_ymd_opt(y, m, d).unwrap();
+        assert_eq!(super::iso_date(date), date.format("%Y-%m-%d").to_string());
+    }
+}
