@@ -281,20 +281,8 @@ impl Gate {
         let now_ms = chrono::Utc::now().timestamp_millis();
         let mut decisions = Vec::with_capacity(rows.len());
         for row in rows {
-            let verdict = self
-                .local_verdict(tx, &row, &mut tally.stats)?
-                .unwrap_or(Verdict::Committed);
-            decisions.extend(self.record_one(
-                tx,
-                &mut writes,
-                row,
-                verdict,
-                None,
-                None,
-                now_ms,
-                &mut tally,
-                RowWrite::Update,
-            )?);
+            let write = RowWrite::Update;
+            decisions.extend(self.decide_one(tx, &mut writes, row, now_ms, &mut tally, write)?);
         }
         Ok(tally.unsettled(decisions, writes.chain.finish()?))
     }
@@ -334,29 +322,33 @@ impl Gate {
         let now_ms = chrono::Utc::now().timestamp_millis();
         let mut decisions = Vec::with_capacity(scans.len());
         for (i, row) in rows {
-            let verdict = self
-                .local_verdict(tx, &row, &mut tally.stats)?
-                .unwrap_or(Verdict::Committed);
             let raw = &scans[i].raw;
             let write = RowWrite::Insert {
                 raw,
                 seq: first_seq + i as i64,
             };
-            let decided = self.record_one(
-                tx,
-                &mut writes,
-                row,
-                verdict,
-                None,
-                None,
-                now_ms,
-                &mut tally,
-                write,
-            )?;
+            let decided = self.decide_one(tx, &mut writes, row, now_ms, &mut tally, write)?;
             fresh[i] = decided.is_some();
             decisions.extend(decided);
         }
         Ok((fresh, tally.unsettled(decisions, writes.chain.finish()?)))
+    }
+
+    /// Decide `row` on this gateway's own knowledge ([`Self::local_verdict`]:
+    /// no local twin is a new pick) and record it.
+    fn decide_one(
+        &mut self,
+        tx: &Connection,
+        writes: &mut Writes<'_>,
+        row: ScanRow,
+        now_ms: i64,
+        tally: &mut Tally,
+        write: RowWrite<'_>,
+    ) -> rusqlite::Result<Option<Decision>> {
+        let verdict = self
+            .local_verdict(tx, &row, &mut tally.stats)?
+            .unwrap_or(Verdict::Committed);
+        self.record_one(tx, writes, row, verdict, None, None, now_ms, tally, write)
     }
 
     /// What this gateway's own knowledge says about a scan: rejected,
