@@ -28,7 +28,7 @@ pub(super) const MAX_REDIRECTS: u32 = 6;
 /// The key `scangate:{<facility>}:<rest>`: the only way a facility key is
 /// built, so every key of a facility carries its hash tag (one slot;
 /// `tests/facility_keys.rs` fails if another key builder appears).
-pub fn facility_key(facility: &str, rest: &str) -> String {
+pub fn facility_key(facility: &str, rest: impl std::fmt::Display) -> String {
     format!("scangate:{{{facility}}}:{rest}")
 }
 

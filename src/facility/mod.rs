@@ -231,7 +231,7 @@ impl Facility {
     }
 
     fn key(&self, kind: &str, id: &str) -> String {
-        cluster::facility_key(&self.facility, &format!("{kind}:{id}"))
+        cluster::facility_key(&self.facility, format_args!("{kind}:{id}"))
     }
 
     /// Anchor `gateway`'s audit chain head here (hash
