@@ -6,10 +6,10 @@
 //! the record's serde JSON, the canonical form.
 
 use super::{FALSE, INT, NULL, OBJECT, TRUE, string_value, varint, zigzag};
-use crate::audit::AuditRecord;
+use crate::audit::{AuditAmbiguous, AuditDeclared, AuditRecord};
 
-/// A field name's byte: its position in [`super::KEYS`], found when the
-/// crate is compiled (a name not in the table does not compile).
+/// A field name's byte: its position in [`super::KEYS`] (evaluated at
+/// compile time through [`k!`]: a name not in the table does not compile).
 const fn key(name: &str) -> u8 {
     let name = name.as_bytes();
     let mut k = 0;
@@ -45,6 +45,7 @@ impl<'o> Object<'o> {
     }
 
     fn key(&mut self, k: u8) -> &mut Vec<u8> {
+        // (At most 21 entries: a record's fields.)
         self.out[self.count_at] += 1;
         self.out.push(k);
         self.out
@@ -85,49 +86,86 @@ fn string(out: &mut Vec<u8>, s: &str) {
     }
 }
 
+/// A field name's byte, found when the crate is compiled.
+macro_rules! k {
+    ($name:literal) => {
+        const { key($name) }
+    };
+}
+
 /// A decision record (no `conflict`, `state_reset` or `pruned`) packed
-/// into `out` (cleared first); `false` for any other record.
+/// into `out` (cleared first); `false` for any other record. Every struct
+/// is taken apart field by field (no `..`): a field added to a record does
+/// not compile until it is packed here too.
 pub fn pack_decision(rec: &AuditRecord, out: &mut Vec<u8>) -> bool {
-    if rec.conflict.is_some() || rec.state_reset.is_some() || rec.pruned.is_some() {
+    let AuditRecord {
+        seq,
+        at,
+        gateway,
+        scanner,
+        scan_uuid,
+        captured_at,
+        clock_synced,
+        facility_at,
+        clock_offset_ms,
+        clock_error_ms,
+        decision,
+        content_key,
+        twin_uuid,
+        reason,
+        raw_len,
+        conflict,
+        state_reset,
+        ledger_hash,
+        pruned,
+        ambiguous,
+        declared,
+    } = rec;
+    if conflict.is_some() || state_reset.is_some() || pruned.is_some() {
         return false;
     }
     out.clear();
     out.push(super::FORMAT);
     let mut o = Object::open(out);
-    o.int(key("seq"), rec.seq);
-    o.str(key("at"), &rec.at);
-    o.str(key("gateway"), &rec.gateway);
-    o.str(key("scanner"), &rec.scanner);
-    o.str(key("scan_uuid"), &rec.scan_uuid);
-    o.str(key("captured_at"), &rec.captured_at);
-    o.bool(key("clock_synced"), rec.clock_synced);
-    if let Some(at) = &rec.facility_at {
-        o.str(key("facility_at"), at);
+    o.int(k!("seq"), *seq);
+    o.str(k!("at"), at);
+    o.str(k!("gateway"), gateway);
+    o.str(k!("scanner"), scanner);
+    o.str(k!("scan_uuid"), scan_uuid);
+    o.str(k!("captured_at"), captured_at);
+    o.bool(k!("clock_synced"), *clock_synced);
+    if let Some(at) = facility_at {
+        o.str(k!("facility_at"), at);
     }
-    if let Some(ms) = rec.clock_offset_ms {
-        o.int(key("clock_offset_ms"), ms);
+    if let Some(ms) = clock_offset_ms {
+        o.int(k!("clock_offset_ms"), *ms);
     }
-    if let Some(ms) = rec.clock_error_ms {
-        o.int(key("clock_error_ms"), ms);
+    if let Some(ms) = clock_error_ms {
+        o.int(k!("clock_error_ms"), *ms);
     }
-    o.str(key("decision"), rec.decision.as_str());
-    o.opt_str(key("content_key"), rec.content_key.as_deref());
-    o.opt_str(key("twin_uuid"), rec.twin_uuid.as_deref());
-    o.opt_str(key("reason"), rec.reason.as_deref());
-    o.int(key("raw_len"), rec.raw_len);
-    if let Some(hash) = &rec.ledger_hash {
-        o.str(key("ledger_hash"), hash);
+    o.str(k!("decision"), decision.as_str());
+    o.opt_str(k!("content_key"), content_key.as_deref());
+    o.opt_str(k!("twin_uuid"), twin_uuid.as_deref());
+    o.opt_str(k!("reason"), reason.as_deref());
+    o.int(k!("raw_len"), *raw_len);
+    if let Some(hash) = ledger_hash {
+        o.str(k!("ledger_hash"), hash);
     }
-    if let Some(a) = &rec.ambiguous {
-        let mut inner = Object::open(o.key(key("ambiguous")));
-        inner.str(key("why"), &a.why);
-        inner.str(key("policy"), &a.policy);
-        inner.int(key("window_ms"), a.window_ms);
+    if let Some(AuditAmbiguous {
+        why,
+        policy,
+        window_ms,
+    }) = ambiguous
+    {
+        let mut inner = Object::open(o.key(k!("ambiguous")));
+        inner.str(k!("why"), why);
+        inner.str(k!("policy"), policy);
+        inner.int(k!("window_ms"), *window_ms);
     }
-    if let Some(d) = &rec.declared {
-        let mut inner = Object::open(o.key(key("declared")));
-        inner.str(key("control"), &d.control);
-        inner.str(key("by"), &d.by);
+    if let Some(AuditDeclared { control, by }) = declared {
+        let mut inner = Object::open(o.key(k!("declared")));
+        inner.str(k!("control"), control);
+        inner.str(k!("by"), by);
     }
     true
 }
@@ -135,7 +173,7 @@ pub fn pack_decision(rec: &AuditRecord, out: &mut Vec<u8>) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::audit::{AuditAmbiguous, AuditDeclared, AuditPruned};
+    use crate::audit::AuditPruned;
     use crate::model::ScanState;
 
     fn commit() -> AuditRecord {
