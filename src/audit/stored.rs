@@ -110,7 +110,8 @@ pub fn pack(json: &str, out: &mut Vec<u8>) -> bool {
 
 /// The JSON of a packed record.
 pub fn unpack_record(bytes: &[u8]) -> Result<String, String> {
-    let mut out = Vec::with_capacity(bytes.len() * 3);
+    // (A packed decision is about a third of its JSON; room for all of it.)
+    let mut out = Vec::with_capacity(bytes.len() * 4);
     unpack_into(bytes, &mut out)?;
     String::from_utf8(out).map_err(|e| e.to_string())
 }
