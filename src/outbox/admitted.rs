@@ -21,7 +21,9 @@ use std::sync::{Mutex, PoisonError};
 /// Rows handed and not yet taken beyond this, in the writer's queue and
 /// again in the lane's cache, are dropped (the lane reads them from the
 /// table): while the lane is held up or behind, memory stays at most
-/// twice this many rows (a few MB).
+/// twice this many rows, ~1 KB each (the facility drain bench peaks at
+/// ~77 MB with this cap, ~60 MB with 1,024; 2,048 cost ~3 % more
+/// instructions in callgrind's `--redis` bench: docs/benchmarks.md).
 const QUEUE_CAP: usize = 8192;
 
 /// A cached row not taken within this many picks is dropped: it was
