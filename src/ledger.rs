@@ -50,23 +50,9 @@ pub struct LedgerEntry {
     pub content_key: String,
 }
 
-/// Append the ledger entry of committed scan `row` of `gateway`; call it
-/// inside the decision's transaction. (The caller already holds the row's
-/// fields, so this is one single-row `INSERT … VALUES` — no read, and no
-/// statement journal as `INSERT … SELECT` had.) Returns the entry's
-/// [`entry_hash`], for its commit's audit record.
-/// `key` is the row's content key as bytes (decoded once by the caller).
-pub fn append(
-    tx: &Connection,
-    row: &ScanRow,
-    key: &[u8; 32],
-    gateway: &str,
-) -> rusqlite::Result<String> {
-    Appender::new(tx).append(row, key, gateway)
-}
-
-/// [`append`] for every commit of one transaction through one prepared
-/// statement (looked up in rusqlite's statement cache once, not per scan).
+/// Appends the ledger entries of one transaction's commits through one
+/// prepared statement (looked up in rusqlite's statement cache once, not
+/// per scan).
 pub struct Appender<'t> {
     tx: &'t Connection,
     insert: Option<rusqlite::CachedStatement<'t>>,
@@ -78,7 +64,12 @@ impl<'t> Appender<'t> {
         Appender { tx, insert: None }
     }
 
-    /// [`append`].
+    /// Append the ledger entry of committed scan `row` of `gateway`, in the
+    /// decision's transaction. (The caller already holds the row's fields,
+    /// so this is one single-row `INSERT … VALUES` — no read, and no
+    /// statement journal as `INSERT … SELECT` had.) Returns the entry's
+    /// [`entry_hash`], for its commit's audit record. `key` is the row's
+    /// content key as bytes (decoded once by the caller).
     pub fn append(
         &mut self,
         row: &ScanRow,

@@ -3,7 +3,7 @@
 //! The chain hashes a record's canonical JSON, and always will: `hash =
 //! SHA-256(prev_hash || "\n" || json)`, the JSON the journal, the archives
 //! and `audit trace` show. Stored, a decision record is that JSON packed
-//! without loss ([`pack`]): field names as one byte each ([`KEYS`]), a
+//! without loss ([`pack_decision`]): field names as one byte each ([`KEYS`]), a
 //! 64-digit hex string as its 32 bytes, a UUID as its 16, a timestamp as
 //! its milliseconds, a common word ([`WORDS`]) as one byte, integers as
 //! varints, every other string byte for byte as it stands between its
@@ -89,9 +89,9 @@ const WORD: u8 = 11;
 const RAW_KEY: u8 = 0xff;
 
 /// The record's JSON packed into `out` (cleared first), if it unpacks to
-/// `json` byte for byte; `false` leaves it to be stored as text. This is
-/// the packing's definition; the chain packs a decision from its fields
-/// ([`pack_decision`]), which tests hold to the same bytes.
+/// `json` byte for byte: the packing defined on JSON, which tests hold
+/// [`pack_decision`] to (same bytes) and use to write records as a
+/// tamperer would.
 pub fn pack(json: &str, out: &mut Vec<u8>) -> bool {
     out.clear();
     out.push(FORMAT);
@@ -99,7 +99,6 @@ pub fn pack(json: &str, out: &mut Vec<u8>) -> bool {
         s: json.as_bytes(),
         i: 0,
         out,
-        next_key: 0,
     };
     if p.value().is_none() || p.i != p.s.len() {
         return false;
@@ -157,10 +156,6 @@ struct Packer<'a, 'o> {
     s: &'a [u8],
     i: usize,
     out: &'o mut Vec<u8>,
-    /// Where in [`KEYS`] the next key is looked for first: records write
-    /// their keys in about that order, so a lookup is one comparison or
-    /// two, not a walk of the table.
-    next_key: usize,
 }
 
 impl<'a> Packer<'a, '_> {
@@ -270,11 +265,8 @@ impl<'a> Packer<'a, '_> {
                 return None;
             }
             let key = p.string()?;
-            match p.key_index(key) {
-                Some(k) => {
-                    p.out.push(k as u8);
-                    p.next_key = k + 1;
-                }
+            match KEYS.iter().position(|k| k.as_bytes() == key) {
+                Some(k) => p.out.push(k as u8),
                 None => {
                     p.out.push(RAW_KEY);
                     varint(p.out, key.len() as u64);
@@ -291,15 +283,6 @@ impl<'a> Packer<'a, '_> {
 
     fn array(&mut self) -> Option<()> {
         self.entries(ARRAY, b']', Self::value)
-    }
-
-    /// `key`'s position in [`KEYS`], looked for from `next_key` on, then
-    /// from the start (every key is in the table once: the same answer).
-    fn key_index(&self, key: &[u8]) -> Option<usize> {
-        let from = self.next_key.min(KEYS.len());
-        (from..KEYS.len())
-            .chain(0..from)
-            .find(|&k| KEYS[k].as_bytes() == key)
     }
 }
 

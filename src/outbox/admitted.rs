@@ -150,7 +150,8 @@ mod tests {
             // Capture order differs from outbox order.
             scan.time.utc_ms = from_ms - i as i64 * 7 % 5;
             let mut row = ScanRow::of_scan(&scan, "pharmacy-1");
-            row.seq = crate::outbox::insert_row(&store.conn, &scan.raw, &row, None, None)
+            row.seq = crate::outbox::Rows::new(&store.conn)
+                .insert(&scan.raw, &row, None, None)
                 .unwrap()
                 .unwrap();
             made.push(row);

@@ -7,7 +7,7 @@
 //! Inserting is idempotent by scan UUID (invariant 5). A row's life is its
 //! [`ScanState`]: `pending` → `committed` | `suppressed` | `rejected`, or,
 //! with a facility store that does not answer, `unresolved` first. The gate
-//! decides; the verdict is written back here ([`set_verdict`]) in the
+//! decides; the verdict is written back here ([`Rows::set_verdict`]) in the
 //! decision's own transaction.
 //!
 //! - [`open`]: the open scans in capture order, and the probes the
@@ -433,7 +433,7 @@ pub fn insert_rows(
 
 impl ScanRow {
     /// The row `scan` becomes in the outbox, made in memory exactly as
-    /// [`ScanRow::read`] would read it back after [`insert_row`] (its
+    /// [`ScanRow::read`] would read it back after [`Rows::insert`] (its
     /// `seq` is 0 until then): the gate decides a fresh batch from these
     /// before writing it.
     pub fn of_scan(scan: &Scan, facility: &str) -> ScanRow {
@@ -503,23 +503,7 @@ pub fn next_seq(tx: &Connection) -> rusqlite::Result<i64> {
         .query_row([], |r| r.get(0))
 }
 
-/// Insert `row` ([`ScanRow::of_scan`]) with its frame `raw` inside `tx`,
-/// at outbox position `seq` (`None`: the next one): `pending` when
-/// `verdict` is `None`, else already decided (the gate decided it before
-/// writing, so the row is written once, never updated). Idempotent by
-/// UUID: returns the new row's `seq`, or `None` when the outbox had the
-/// scan already (then nothing is written).
-pub fn insert_row(
-    tx: &Connection,
-    raw: &[u8],
-    row: &ScanRow,
-    seq: Option<i64>,
-    verdict: Option<SetVerdict<'_>>,
-) -> rusqlite::Result<Option<i64>> {
-    Rows::new(tx).insert(raw, row, seq, verdict)
-}
-
-/// The outbox row's INSERT ([`insert_row`]).
+/// The outbox row's INSERT ([`Rows::insert`]).
 const INSERT_ROW: &str = "INSERT OR IGNORE INTO scans (scan_uuid, scanner, scan_type, quantity,
         captured_ms, boot_id, boot_ns, clock_synced, raw, symbology, gtin,
         ndc10, lot, serial, expiry, content_key, reject_reason, window_ms,
@@ -528,9 +512,9 @@ const INSERT_ROW: &str = "INSERT OR IGNORE INTO scans (scan_uuid, scanner, scan_
      VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,
         ?18,?19,?20,?21,?22,?23,?24,?25,?26,?27,?28)";
 
-/// [`insert_row`] and [`set_verdict`] for every scan of one transaction,
-/// each through one prepared statement (looked up in rusqlite's statement
-/// cache once, not per scan).
+/// Writes the outbox rows of one transaction, each kind of write through
+/// one prepared statement (looked up in rusqlite's statement cache once,
+/// not per scan).
 pub struct Rows<'t> {
     tx: &'t Connection,
     insert: Option<rusqlite::CachedStatement<'t>>,
@@ -547,7 +531,7 @@ impl<'t> Rows<'t> {
         }
     }
 
-    /// [`set_verdict`].
+    /// Write a scan's verdict (inside the decision's transaction).
     pub fn set_verdict(&mut self, seq: i64, v: SetVerdict<'_>) -> rusqlite::Result<()> {
         let tx = self.tx;
         let update = match &mut self.verdict {
@@ -567,7 +551,12 @@ impl<'t> Rows<'t> {
         Ok(())
     }
 
-    /// [`insert_row`].
+    /// Insert `row` ([`ScanRow::of_scan`]) with its frame `raw`, at outbox
+    /// position `seq` (`None`: the next one): `pending` when `verdict` is
+    /// `None`, else already decided (the gate decided it before writing,
+    /// so the row is written once, never updated). Idempotent by UUID:
+    /// returns the new row's `seq`, or `None` when the outbox had the scan
+    /// already (then nothing is written).
     pub fn insert(
         &mut self,
         raw: &[u8],
@@ -638,11 +627,6 @@ pub struct SetVerdict<'a> {
     pub ambiguous: bool,
     /// For a final state, when it was decided (Unix ms).
     pub decided_ms: Option<i64>,
-}
-
-/// Write a scan's verdict (inside the decision's transaction).
-pub fn set_verdict(tx: &Connection, seq: i64, v: SetVerdict<'_>) -> rusqlite::Result<()> {
-    Rows::new(tx).set_verdict(seq, v)
 }
 
 /// End control read `control_uuid` unused (`lapsed`): its row, if it was

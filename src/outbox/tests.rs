@@ -97,7 +97,9 @@ fn a_row_inserted_decided_holds_its_verdict_and_is_written_once() {
         ambiguous: true,
         decided_ms: Some(42),
     };
-    let seq = insert_row(&store.conn, &scans[2].raw, &row, Some(7), Some(verdict)).unwrap();
+    let seq = Rows::new(&store.conn)
+        .insert(&scans[2].raw, &row, Some(7), Some(verdict))
+        .unwrap();
     assert_eq!(seq, Some(7));
     let got: (String, Option<String>, Option<i64>, Option<i64>) = store
         .conn
@@ -119,7 +121,9 @@ fn a_row_inserted_decided_holds_its_verdict_and_is_written_once() {
             Some(1)
         )
     );
-    let again = insert_row(&store.conn, &scans[2].raw, &row, None, None).unwrap();
+    let again = Rows::new(&store.conn)
+        .insert(&scans[2].raw, &row, None, None)
+        .unwrap();
     assert_eq!(again, None, "the same UUID again writes nothing");
 }
 
@@ -135,7 +139,8 @@ fn identifiers_are_stored_packed_and_read_back_as_made() {
         "repeat".into(),
         "019ae4c4-0d52-7c41-9f8e-2f0b7d1e6a30".into(),
     ));
-    let seq = insert_row(&store.conn, &scans[0].raw, &row, None, None)
+    let seq = Rows::new(&store.conn)
+        .insert(&scans[0].raw, &row, None, None)
         .unwrap()
         .unwrap();
     let sizes: (i64, i64, i64, i64) = store
@@ -167,7 +172,9 @@ fn identifiers_are_stored_packed_and_read_back_as_made() {
     let (control, declared) = (&scans[6], &scans[7]);
     for scan in [control, declared] {
         let row = ScanRow::of_scan(scan, "pharmacy-1");
-        insert_row(&store.conn, &scan.raw, &row, None, None).unwrap();
+        Rows::new(&store.conn)
+            .insert(&scan.raw, &row, None, None)
+            .unwrap();
     }
     let end: String = store
         .conn
