@@ -3,9 +3,9 @@
 //! The chain hashes a record's canonical JSON, and always will: `hash =
 //! SHA-256(prev_hash || "\n" || json)`, the JSON the journal, the archives
 //! and `audit trace` show. Stored, a decision record is that JSON packed
-//! without loss ([`pack_decision`]): field names as one byte each ([`KEYS`]), a
+//! without loss ([`pack_decision`]): field names as one byte each (`KEYS`), a
 //! 64-digit hex string as its 32 bytes, a UUID as its 16, a timestamp as
-//! its milliseconds, a common word ([`WORDS`]) as one byte, integers as
+//! its milliseconds, a common word (`WORDS`) as one byte, integers as
 //! varints, every other string byte for byte as it stands between its
 //! quotes. [`unpack_record`] writes the same JSON back, so `audit verify`
 //! hashes exactly what was hashed at the write: the chain packs a decision
@@ -14,7 +14,7 @@
 //! conflict: rare, and found by SQL `LIKE`) are stored as their JSON,
 //! TEXT. Records written before migration 8 stay TEXT.
 //!
-//! The first byte is [`FORMAT`]; the tables [`KEYS`] and [`WORDS`] are
+//! The first byte is [`FORMAT`]; the tables `KEYS` and `WORDS` are
 //! append-only (a packed record names its entries by position).
 
 use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ValueRef};

@@ -59,7 +59,8 @@ pub const EARLIEST_YEAR: i32 = 2026;
 /// (`YYYY-MM-DDTHH:MM:SS.mmmZ`; a time chrono cannot represent as 1970).
 pub fn rfc3339_ms(ms: i64) -> String {
     match rfc3339_ms_bytes(ms) {
-        Some(b) => b.iter().map(|&c| char::from(c)).collect(),
+        // (ASCII digits and separators: one allocation and a copy.)
+        Some(b) => String::from_utf8(b.to_vec()).expect("an RFC 3339 stamp is ASCII"),
         None => chrono::DateTime::from_timestamp_millis(ms)
             .unwrap_or_default()
             .to_rfc3339_opts(chrono::SecondsFormat::Millis, true),

@@ -119,7 +119,7 @@ pub async fn run(
 ///
 /// The stages are started in this order, each from its own section of
 /// the settings; the daemon then runs until the shutdown signal or a stage
-/// ending early, and stops them in the order [`stop::in_order`] writes
+/// ending early, and stops them in the order `stop::in_order` writes
 /// down.
 pub async fn run_with(
     settings: Settings,

@@ -1,7 +1,7 @@
 //! `systemctl reload` (SIGHUP): the configuration read again and compared
 //! with the running one ([`plan`]). Scanners added, removed or changed
 //! (by name) start and stop on their own, the others untouched
-//! ([`Scanners`]); a change of any key a running stage holds (state
+//! (`Scanners`); a change of any key a running stage holds (state
 //! directory, identity, `[dedup]`, `[outbox]`, `[metrics]`, `[controls]`,
 //! `[redis]`) is
 //! refused as a whole, naming the keys, and the running configuration is

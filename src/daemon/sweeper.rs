@@ -29,7 +29,7 @@ use std::time::Duration;
 pub const SWEEP_EVERY: Duration = Duration::from_secs(600);
 
 /// Time between tries of a WAL truncation still owed after a sweep (a
-/// reader was in the way for all of [`truncate_soon`]'s tries): the
+/// reader was in the way for all of `truncate_soon`'s tries): the
 /// cleared bytes' old page images stay in the WAL until it succeeds.
 pub const WAL_RETRY: Duration = Duration::from_secs(10);
 

@@ -8,7 +8,7 @@
 //! ([`owner_of`]). A command the node refuses with `MOVED` (the slot moved
 //! for good), `ASK` (the slot is migrating and the keys are on the node it
 //! names) or `TRYAGAIN` (migrating, the keys split between the two) did not
-//! run, so it is sent again where the refusal says ([`Facility::run`]); a
+//! run, so it is sent again where the refusal says (`Facility::run`); a
 //! claim round is resent only when its first call was refused so and none
 //! of its later calls ran (`claim.rs`).
 

@@ -165,7 +165,7 @@ impl Facility {
     }
 
     /// Measure the facility's clock against this gateway's
-    /// ([`ClockSample`]): [`CLOCK_ROUND_TRIPS`] `TIME` round trips, the
+    /// ([`ClockSample`]): `CLOCK_ROUND_TRIPS` `TIME` round trips, the
     /// shortest kept.
     pub fn sample_clock(&mut self) -> Result<ClockSample, FacilityError> {
         use crate::capture::clock::{boot_id, boot_ns};

@@ -241,7 +241,7 @@ const CLAIM_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
 /// from the stream's first entry): first the entries delivered to this
 /// consumer before and never acknowledged (a restart after a crash), then
 /// new ones as they come, each page waiting at most `block_ms`. With
-/// `claim_idle`, then and every [`CLAIM_EVERY`], the entries other
+/// `claim_idle`, then and every `CLAIM_EVERY`, the entries other
 /// consumers of the group were given and left unacknowledged that long are
 /// claimed and printed too (a consumer gone under another name would hold
 /// the trim for ever). `emit`

@@ -121,7 +121,7 @@ impl FacilityClock {
     /// Keep a new measurement in memory, dropping its boot's samples more
     /// than `keep_ms` of boot clock before it. Returns how far the facility
     /// clock stepped (ms, signed) since the sample before it, if the two
-    /// are not one continuous clock ([`stepped`]).
+    /// are not one continuous clock (`stepped`).
     pub fn learn(&mut self, sample: &ClockSample, keep_ms: i64) -> Option<f64> {
         let s = Sample {
             boot_ms: sample.boot_ms,

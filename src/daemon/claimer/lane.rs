@@ -712,7 +712,7 @@ pub fn pick(
 
 /// Write a picked round's verdicts ([`Gate::record`]) in one transaction,
 /// with the round's last commit as its lane's marker
-/// ([`reconcile::note_commit`]), then settle them.
+/// (`reconcile::note_commit`), then settle them.
 pub fn record(
     store: &mut Store,
     gate: &mut Gate,

@@ -92,7 +92,7 @@ impl Link {
     }
 
     /// Measure the facility's clock on `f` and log it if it changed by more
-    /// than [`CLOCK_WORTH_A_WORD`] of the window since last logged: a WARN
+    /// than `CLOCK_WORTH_A_WORD` of the window since last logged: a WARN
     /// when this gateway's wall clock is that far off (reads of one label by
     /// two gateways are compared that far apart), else INFO.
     pub fn sample_clock(&self, f: &mut Facility) -> Option<ClockSample> {

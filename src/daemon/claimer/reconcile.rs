@@ -97,9 +97,9 @@ pub(super) fn note_commit(
 /// This gateway's markers, the commits whose decisions the facility store
 /// must have (docs/design.md, "Reconciliation"): its latest commit recorded
 /// in its own ledger, captured within the retention (less
-/// [`MARKER_MARGIN_MS`]) before `now_ms` — facility time, as the ledger's
+/// `MARKER_MARGIN_MS`) before `now_ms` — facility time, as the ledger's
 /// capture times and the decision keys' expiry are — and each lane's latest
-/// commit ([`note_commit`]) recorded within that horizon. Empty (no check
+/// commit (`note_commit`) recorded within that horizon. Empty (no check
 /// this round) when there is none, or the database cannot say.
 pub fn markers(store: &Store, now_ms: i64, retention_ms: i64) -> Vec<String> {
     let since = now_ms - retention_ms + MARKER_MARGIN_MS;
