@@ -77,15 +77,14 @@ impl<'t> Appender<'t> {
         gateway: &str,
     ) -> rusqlite::Result<String> {
         let tx = self.tx;
-        let insert = match &mut self.insert {
-            Some(insert) => insert,
-            insert => insert.insert(tx.prepare_cached(
-                "INSERT INTO ledger (scan_uuid, gateway, scanner, captured_ms, boot_id, boot_ns,
-                     clock_synced, scan_type, quantity, gtin, ndc10, lot, serial, expiry, symbology,
-                     content_key, key_prefix)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
-            )?),
-        };
+        let insert = crate::store::held(
+            &mut self.insert,
+            tx,
+            "INSERT INTO ledger (scan_uuid, gateway, scanner, captured_ms, boot_id, boot_ns,
+                 clock_synced, scan_type, quantity, gtin, ndc10, lot, serial, expiry, symbology,
+                 content_key, key_prefix)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
+        )?;
         let prefix = key_prefix(key);
         let key = row.content_key.as_deref().unwrap_or_default();
         insert.execute(params![

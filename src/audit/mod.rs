@@ -314,12 +314,11 @@ impl<'t> Chain<'t> {
         } else {
             ValueRef::Text(json.as_bytes())
         };
-        let insert = match &mut self.insert {
-            Some(insert) => insert,
-            insert => insert.insert(self.tx.prepare_cached(
-                "INSERT INTO audit (seq, scan_uuid, record, hash) VALUES (?1, ?2, ?3, ?4)",
-            )?),
-        };
+        let insert = crate::store::held(
+            &mut self.insert,
+            self.tx,
+            "INSERT INTO audit (seq, scan_uuid, record, hash) VALUES (?1, ?2, ?3, ?4)",
+        )?;
         insert.execute(params![
             rec.seq,
             packed(&rec.scan_uuid),

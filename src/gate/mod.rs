@@ -281,8 +281,9 @@ impl Gate {
         let now_ms = chrono::Utc::now().timestamp_millis();
         let mut decisions = Vec::with_capacity(rows.len());
         for row in rows {
-            let write = RowWrite::Update;
-            decisions.extend(self.decide_one(tx, &mut writes, row, now_ms, &mut tally, write)?);
+            let decided =
+                self.decide_one(tx, &mut writes, row, now_ms, &mut tally, RowWrite::Update)?;
+            decisions.extend(decided);
         }
         Ok(tally.unsettled(decisions, writes.chain.finish()?))
     }

@@ -533,14 +533,12 @@ impl<'t> Rows<'t> {
 
     /// Write a scan's verdict (inside the decision's transaction).
     pub fn set_verdict(&mut self, seq: i64, v: SetVerdict<'_>) -> rusqlite::Result<()> {
-        let tx = self.tx;
-        let update = match &mut self.verdict {
-            Some(update) => update,
-            update => update.insert(tx.prepare_cached(
-                "UPDATE scans SET state = ?2, twin_uuid = ?3, decided_ms = ?4, ambiguous = ?5
-                 WHERE seq = ?1",
-            )?),
-        };
+        let update = crate::store::held(
+            &mut self.verdict,
+            self.tx,
+            "UPDATE scans SET state = ?2, twin_uuid = ?3, decided_ms = ?4, ambiguous = ?5
+             WHERE seq = ?1",
+        )?;
         update.execute(params![
             seq,
             v.state,
@@ -565,10 +563,7 @@ impl<'t> Rows<'t> {
         verdict: Option<SetVerdict<'_>>,
     ) -> rusqlite::Result<Option<i64>> {
         let tx = self.tx;
-        let insert = match &mut self.insert {
-            Some(insert) => insert,
-            insert => insert.insert(tx.prepare_cached(INSERT_ROW)?),
-        };
+        let insert = crate::store::held(&mut self.insert, tx, INSERT_ROW)?;
         let n = insert.execute(params![
             packed(&row.uuid),
             row.scanner,

@@ -426,6 +426,21 @@ pub fn put_meta(tx: &Connection, key: &str, value: &str) -> rusqlite::Result<()>
     Ok(())
 }
 
+/// The statement in `slot`, prepared for `sql` on `tx` the first time
+/// (rusqlite's statement cache is looked up then, not at every run): how a
+/// transaction's per-scan writers hold theirs (the audit chain, the outbox
+/// rows, the ledger).
+pub fn held<'s, 't>(
+    slot: &'s mut Option<rusqlite::CachedStatement<'t>>,
+    tx: &'t Connection,
+    sql: &str,
+) -> rusqlite::Result<&'s mut rusqlite::CachedStatement<'t>> {
+    Ok(match slot {
+        Some(statement) => statement,
+        slot => slot.insert(tx.prepare_cached(sql)?),
+    })
+}
+
 /// A connection to the existing database `db` (`flags`: read-only or
 /// read-write) that waits up to 5 s for a lock.
 pub(crate) fn connect(db: &Path, flags: OpenFlags) -> Result<Connection, StoreError> {
