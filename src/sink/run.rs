@@ -257,7 +257,10 @@ impl Sink {
             if new {
                 crate::events::LedgerConsumer::Registered { consumer }.emit();
             }
-            return Ok(Next::Nothing);
+            // Its page now, not after a wait: the entries already in the
+            // ledger are owed, and only another connection's commit would
+            // end the wait (its own registration does not).
+            return self.next_batch(name, consumer, settings);
         };
         if page.restarted {
             crate::events::LedgerConsumer::Restarted { consumer }.emit();
