@@ -14,22 +14,22 @@ use std::process::ExitCode;
 
 pub mod args;
 
-/// `scangate --version`: the version, the commit it was built from and
-/// the target triple (from `build.rs`, as `scangate_build_info` has them).
-const VERSION: &str = concat!(
-    env!("CARGO_PKG_VERSION"),
-    " (commit ",
-    env!("SCANGATE_COMMIT"),
-    ", target ",
-    env!("SCANGATE_TARGET"),
-    ")"
-);
+/// `scangate --version`: the version, the database schema version, the
+/// commit it was built from and the target triple ([`crate::build`], as
+/// `scangate_build_info` has them).
+/// (Made once per process: clap keeps a `&'static str`.)
+fn version() -> &'static str {
+    use crate::build::{COMMIT, SCHEMA_VERSION, TARGET, VERSION};
+    String::leak(format!(
+        "{VERSION} (schema {SCHEMA_VERSION}, commit {COMMIT}, target {TARGET})"
+    ))
+}
 
 /// Entry point of the binary.
 pub fn main() -> ExitCode {
     // (`--version` names the commit and target, which `build.rs` knows
     // only for the binary, not for the man page it generates.)
-    let cli = Cli::from_arg_matches(&Cli::command().version(VERSION).get_matches())
+    let cli = Cli::from_arg_matches(&Cli::command().version(version()).get_matches())
         .unwrap_or_else(|e| e.exit());
     // The demo and the benchmark print their own report (the demo's rejects
     // in its table); keep the log quiet.

@@ -18,7 +18,7 @@
 //!    [`model::Claim`] and its [`model::Outcome`], what is known of the
 //!    facility store); [`invalid`] (a refused setting), [`shutdown`] (the
 //!    stop token), [`backoff`] (the retry schedule), [`exit`] (the exit
-//!    codes).
+//!    codes), [`build`] (the version, schema version and commit).
 //! 1. **What a stage is told and what it tells** — [`config`]: the TOML
 //!    file, assembled from the sections each stage owns (`source::config`,
 //!    `source::{serial,hid}::config`, `facility::config`: leaves), and its
@@ -69,6 +69,7 @@
 
 pub mod audit;
 pub mod backoff;
+pub mod build;
 pub mod capture;
 pub mod cli;
 pub mod cmd;

@@ -549,12 +549,14 @@ fn a_toml_syntax_error_exits_2_naming_line_and_column() {
     }
 }
 
-/// `--version` names the commit and the target triple it was built for.
+/// `--version` names the release, the schema version, the commit and the
+/// target triple it was built for.
 #[test]
-fn version_names_the_commit_and_the_target() {
+fn version_names_the_schema_the_commit_and_the_target() {
     let out: Outcome = cli(&["--version"]).into();
     assert_eq!(out.code, Some(0), "{out}");
-    for fact in [env!("SCANGATE_COMMIT"), env!("SCANGATE_TARGET")] {
+    let schema = format!("schema {}", scangate::build::SCHEMA_VERSION);
+    for fact in [env!("SCANGATE_COMMIT"), env!("SCANGATE_TARGET"), &schema] {
         assert!(out.stdout.contains(fact), "{fact} not in: {out}");
     }
     assert!(

@@ -102,6 +102,12 @@ fn prometheus_and_node_exporter_see_the_decisions_of_a_running_gateway() {
             [(env!("CARGO_PKG_VERSION").to_string(), 1.0)],
             "{job}"
         );
+        let schema = prom.values_by(&format!("scangate_build_info{{job=\"{job}\"}}"), "schema");
+        assert_eq!(
+            schema,
+            [(scangate::build::SCHEMA_VERSION.to_string(), 1.0)],
+            "{job}"
+        );
     }
     assert_eq!(
         prom.values_by("node_textfile_scrape_error", "job"),

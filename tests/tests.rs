@@ -30,6 +30,10 @@ mod retention;
 mod state_identity;
 mod unserialised;
 
+// Upgrades: every earlier release's shipped config; keys of an earlier form.
+mod upgrade_config;
+mod upgrade_keys;
+
 // What inventory systems read: the ledger as GS1 EPCIS 2.0, checked
 // against GS1's JSON Schema; the embedded ledger followed with a cursor;
 // the ledger pushed over HTTP to a receiver the test starts.

@@ -46,6 +46,9 @@ pub fn run(arg: &ConfigArg, online: bool) -> Result<Exit, Failure> {
         cfg.dedup.window_ms,
         cfg.state_dir().display()
     );
+    for old in &cfg.carried {
+        println!("warning: {}", old.warning(arg.path().as_deref()));
+    }
     for s in &cfg.sinks {
         println!(
             "sink {}: {} to {}, {} entries per POST, timeout {} ms, {}, CA: {}",

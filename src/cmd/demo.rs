@@ -287,7 +287,6 @@ fn facility_config(url: &str) -> Result<RedisConfig, String> {
         min_replicas_ack: Default::default(),
         max_clock_error_ms: 250,
         ledger_stream_keep_days: 7,
-        require_synced_clock: None,
     };
     r.validate()
         .map_err(|e| format!("--redis: {}", ConfigError::new(None, e.within("redis"))))?;
@@ -326,6 +325,7 @@ fn demo_config(dir: &Path, scanners: &[VirtualScanner], redis: Option<RedisConfi
                 sc.into()
             })
             .collect(),
+        carried: Vec::new(),
     }
 }
 

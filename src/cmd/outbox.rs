@@ -177,6 +177,7 @@ fn decide_locally(config: &ConfigArg) -> Result<Exit, Failure> {
     let mut store = Store::open(&cfg.state_dir())?;
     let handed = store.reopen_unresolved()?;
     let mut gate = crate::gate::Gate::new(crate::gate::GateConfig::from_config(&cfg), &store)?;
+    gate.bridge_earlier_keys(&mut store, &cfg)?;
     // Only a gateway that had a facility store has scans it left.
     if handed > 0 {
         gate.set_audit_note(Some(

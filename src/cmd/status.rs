@@ -49,6 +49,23 @@ pub struct DaemonView {
     pub started_ms: Option<i64>,
     /// Seconds since the status file was written (`None`: no file).
     pub status_age_s: Option<f64>,
+    /// The release it runs, as its status file says (`None`: not known,
+    /// or a release before 0.2.0, which did not say).
+    pub version: Option<String>,
+    /// The commit it was built from (`None`: not known).
+    pub commit: Option<String>,
+}
+
+/// This `scangate` build: the one installed, which a running daemon
+/// started before an upgrade may not be.
+#[derive(Debug, Clone, Serialize)]
+pub struct BuildView {
+    /// Its release version.
+    pub version: &'static str,
+    /// The database schema version it reads and writes.
+    pub schema: i64,
+    /// The commit it was built from.
+    pub commit: &'static str,
 }
 
 /// One configured scanner.
@@ -205,6 +222,8 @@ pub struct AuditView {
 pub struct Status {
     /// No reason to worry.
     pub healthy: bool,
+    /// This build (`scangate --version`).
+    pub build: BuildView,
     /// Why not: each a sentence naming what and what to do.
     pub degraded: Vec<String>,
     /// The daemon.
@@ -257,6 +276,9 @@ pub fn gather(cfg: &Config, now_ms: i64) -> Result<Status, StoreError> {
     // Each step adds its reasons to worry, in this order.
     let mut degraded = Vec::new();
     let (daemon, live) = daemon_view(&state_dir, now_ms, &mut degraded);
+    for old in &cfg.carried {
+        degraded.push(format!("config: {}", old.warning(None)));
+    }
     let scanners = scanner_views(cfg, live.as_ref(), daemon.running, &mut degraded);
     let oldest = stored.oldest_age_s(now_ms);
     if let Some(age) = oldest.filter(|a| *a > OLD_UNDECIDED_S) {
@@ -280,6 +302,11 @@ pub fn gather(cfg: &Config, now_ms: i64) -> Result<Status, StoreError> {
     let storage = storage_view(cfg, &state_dir, &stored, &mut degraded);
     Ok(Status {
         healthy: degraded.is_empty(),
+        build: BuildView {
+            version: crate::build::VERSION,
+            schema: crate::build::SCHEMA_VERSION,
+            commit: crate::build::COMMIT,
+        },
         degraded,
         daemon,
         scanners,
@@ -327,11 +354,21 @@ fn daemon_view(
             ),
         });
     }
+    let version = live.as_ref().and_then(|l| l.version.clone());
+    if running && version.as_deref() != Some(crate::build::VERSION) {
+        degraded.push(format!(
+            "the daemon runs {}, not the installed {}: it was not restarted after the upgrade. Fix: systemctl restart scangate",
+            version.as_deref().map_or_else(|| "a release before 0.2.0".to_string(), |v| format!("release {v}")),
+            crate::build::VERSION
+        ));
+    }
     let view = DaemonView {
         running,
         pid: live.as_ref().map(|l| l.pid),
         started_ms: live.as_ref().map(|l| l.started_ms),
         status_age_s: age_ms.map(|a| a as f64 / 1e3),
+        version,
+        commit: live.as_ref().and_then(|l| l.commit.clone()),
     };
     (view, live)
 }
@@ -523,11 +560,18 @@ pub fn render(st: &Status) -> String {
     let _ = match (d.running, d.pid) {
         (true, Some(pid)) => writeln!(
             out,
-            "daemon: running (pid {pid}, since {})",
+            "daemon: running {} (pid {pid}, since {})",
+            d.version.as_deref().unwrap_or("a release before 0.2.0"),
             d.started_ms.map_or_else(String::new, rfc3339_ms)
         ),
         _ => writeln!(out, "daemon: not running"),
     };
+    let b = &st.build;
+    let _ = writeln!(
+        out,
+        "installed: scangate {} (schema {}, commit {})",
+        b.version, b.schema, b.commit
+    );
     for s in &st.scanners {
         let _ = writeln!(
             out,

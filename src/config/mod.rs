@@ -30,6 +30,7 @@ use crate::invalid::Invalid;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+mod carried;
 mod parse;
 mod sections;
 mod settings;
@@ -46,6 +47,7 @@ pub use crate::source::hid::config::{
 pub use crate::source::serial::config::{
     ByteString, FlowControl, MAX_AFFIX_BYTES, Parity, SerialConfig,
 };
+pub use carried::{Carried, OLD_KEYS, OldKey};
 pub use sections::{
     DedupConfig, GatewayConfig, MIN_KEEP_DAYS, MetricsConfig, OutboxConfig, RecordsConfig,
     ScannerConfig, ScannerKind,
@@ -94,6 +96,9 @@ pub struct Config {
     /// `[[sink]]`: inventory systems the ledger is POSTed to; none by
     /// default.
     pub sinks: Vec<SinkConfig>,
+    /// Keys of an earlier release found in the file and carried over
+    /// (renamed or ignored): each is warned of ([`Carried::warning`]).
+    pub carried: Vec<Carried>,
 }
 
 /// A configuration problem: which file, which key, what is wrong, how to fix it.

@@ -42,7 +42,8 @@ impl Config {
         let toml_error = |e| ConfigError::from_toml(text, file, e);
         let doc = DeTable::parse(text).map_err(toml_error)?;
         let span = doc.span();
-        let root = doc.into_inner();
+        let mut root = doc.into_inner();
+        let carried = super::carried::carry_over(&mut root, super::carried::OLD_KEYS, text, file)?;
         let tables = root.get("scanner").cloned();
         let sections =
             Sections::deserialize(toml::de::Deserializer::from(Spanned::new(span, root)))
@@ -69,6 +70,7 @@ impl Config {
             records: sections.records,
             controls: sections.controls,
             sinks: sections.sinks,
+            carried,
         };
         cfg.validate(file)?;
         Ok(cfg)

@@ -133,6 +133,14 @@ pub async fn run_with(
         watchdog: crate::notify::watchdog_interval(),
     };
     let cfg = &settings.config;
+    for old in &cfg.carried {
+        let warning = old.warning(reloads.as_ref().and_then(|r| r.config.as_deref()));
+        events::OldConfigKey {
+            key: &old.key,
+            warning: &warning,
+        }
+        .emit();
+    }
     let state_dir = cfg.state_dir();
     let mut store = Store::open(&state_dir)?;
     if cfg.redis.is_none() {
@@ -141,7 +149,8 @@ pub async fn run_with(
             events::StartWarning::NoFacilityStore { waiting }.emit();
         }
     }
-    let gate = Gate::new(GateConfig::from_config(cfg), &store)?;
+    let mut gate = Gate::new(GateConfig::from_config(cfg), &store)?;
+    gate.bridge_earlier_keys(&mut store, cfg)?;
     events::Starting {
         db: store.path(),
         facility: &cfg.gateway.facility,

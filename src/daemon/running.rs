@@ -180,12 +180,22 @@ async fn reloaded(running: &Settings, path: Option<PathBuf>) -> Option<Settings>
             (Err(_), Some(p)) => reload::syntax_error_line(p),
             _ => None,
         };
-        (read, line)
+        (read, line, path)
     })
     .await;
     match read {
-        Ok((Ok(new), _)) => Some(new),
-        Ok((Err(e), line)) => {
+        Ok((Ok(new), _, path)) => {
+            for old in &new.config.carried {
+                let warning = old.warning(path.as_deref());
+                events::OldConfigKey {
+                    key: &old.key,
+                    warning: &warning,
+                }
+                .emit();
+            }
+            Some(new)
+        }
+        Ok((Err(e), line, _)) => {
             let at = line.map(|l| format!(" (line {l})")).unwrap_or_default();
             events::ReloadRefused::ConfigError {
                 at: &at,

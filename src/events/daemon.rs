@@ -19,6 +19,22 @@ pub struct Starting<'a> {
     pub facility_redis: bool,
 }
 
+/// A key of an earlier release found in the config file and carried over
+/// (WARN, at start and at each reload, until the file is edited).
+pub struct OldConfigKey<'a> {
+    /// The key, e.g. `redis.require_synced_clock`.
+    pub key: &'a str,
+    /// The whole warning: what, where, the fix ([`crate::config::Carried::warning`]).
+    pub warning: &'a str,
+}
+
+impl OldConfigKey<'_> {
+    /// Log it (WARN).
+    pub fn emit(self) {
+        tracing::warn!(target: "scangate::daemon", key = %self.key, "{}", self.warning);
+    }
+}
+
 impl Starting<'_> {
     /// Log it (INFO).
     pub fn emit(self) {
@@ -27,7 +43,9 @@ impl Starting<'_> {
             db = %self.db.display(), facility = %self.facility, gateway = %self.gateway,
             scanners = self.scanners, window_ms = self.window_ms,
             store = if self.facility_redis { "facility redis" } else { "embedded" },
-            "scangate starting"
+            version = crate::build::VERSION, schema = crate::build::SCHEMA_VERSION,
+            commit = crate::build::COMMIT,
+            "scangate {} starting", crate::build::VERSION
         );
     }
 }

@@ -8,6 +8,25 @@ use std::time::Duration;
 /// silences them alone (the demo does, it tabulates them).
 pub const REJECT_TARGET: &str = "scangate::reject";
 
+/// The state holds commits an earlier release keyed in another form: reads
+/// are also looked up under it until `until_ms` (INFO, at start).
+pub struct EarlierKeys {
+    /// The last capture time bridged (Unix ms).
+    pub until_ms: i64,
+}
+
+impl EarlierKeys {
+    /// Log it (INFO).
+    pub fn emit(self) {
+        tracing::info!(
+            target: "scangate::gate",
+            until = %crate::capture::clock::rfc3339_ms(self.until_ms),
+            "this state holds commits an earlier release keyed without the gateway's name: reads of this gateway's own scanners are also matched against them until {}, so a read straddling the upgrade is still an echo",
+            crate::capture::clock::rfc3339_ms(self.until_ms)
+        );
+    }
+}
+
 /// Decisions were committed (by the embedded gate, or a claimer round).
 pub struct Decided<'a> {
     /// Them, in the order they were made.

@@ -70,10 +70,6 @@ pub struct RedisConfig {
     /// is (0..=3650, default 7).
     #[serde(default = "default_ledger_stream_keep_days")]
     pub ledger_stream_keep_days: u64,
-    /// Gone: replaced by facility time and `max_clock_error_ms` (refused
-    /// with that message, see [`RedisConfig::validate`]).
-    #[serde(default)]
-    pub require_synced_clock: Option<toml::Value>,
 }
 
 /// How many replicas must confirm a claim round (`min_replicas_ack`).
@@ -181,13 +177,6 @@ impl RedisConfig {
                     "use 10..=60000 ms (default 1000)",
                 ));
             }
-        }
-        if self.require_synced_clock.is_some() {
-            return Err(Invalid::new(
-                "require_synced_clock",
-                "this key is gone: a gateway now claims on the facility Redis's clock (each capture's boot-clock stamp mapped through measurements of it), whether or not its own wall clock is NTP-synchronised",
-                "remove require_synced_clock; max_clock_error_ms (default 250) bounds how far a capture's facility time may be off before its scan waits",
-            ));
         }
         if !(1..=60_000).contains(&self.max_clock_error_ms) {
             return Err(Invalid::new(

@@ -22,6 +22,7 @@
 pub mod bloom;
 pub mod clock_steps;
 pub mod control;
+pub mod earlier_keys;
 pub mod facility;
 pub mod facility_time;
 
@@ -88,6 +89,8 @@ pub struct Gate {
     /// The facility claimer's live lane: the rows the writer made durable,
     /// in memory ([`Gate::with_admitted`]).
     admitted: Option<crate::outbox::admitted::Cached>,
+    /// Keys of an earlier form still in the state ([`Gate::set_bridge`]).
+    bridge: Option<Arc<earlier_keys::Bridge>>,
 }
 
 /// What the gate knows in memory of this gateway's own commits.
@@ -132,6 +135,7 @@ impl Gate {
             local_echoes: true,
             audit_note: None,
             admitted: None,
+            bridge: None,
         })
     }
 
@@ -148,7 +152,29 @@ impl Gate {
             local_echoes: self.local_echoes,
             audit_note: self.audit_note.clone(),
             admitted: None,
+            bridge: self.bridge.clone(),
         }
+    }
+
+    /// Look at `store` for keys an earlier release made in another form
+    /// ([`earlier_keys::Bridge::prepare`], at start, before any scan is
+    /// decided) and, while they could still be twins, also look reads up
+    /// under that form: commits an earlier release made are still found.
+    pub fn bridge_earlier_keys(
+        &mut self,
+        store: &mut Store,
+        cfg: &Config,
+    ) -> Result<(), StoreError> {
+        let now_ms = chrono::Utc::now().timestamp_millis();
+        let bridge = earlier_keys::Bridge::prepare(store, cfg, now_ms)?;
+        if let Some(b) = &bridge {
+            crate::events::EarlierKeys {
+                until_ms: b.until_ms(),
+            }
+            .emit();
+        }
+        self.bridge = bridge.map(Arc::new);
+        Ok(())
     }
 
     /// This gate, its `pending` rows' columns taken from `cached` where it
@@ -385,16 +411,26 @@ impl Gate {
         let bloom_floor = chrono::Utc::now().timestamp_millis()
             - self.cfg.retention.as_millis() as i64
             + self.cfg.window_ms;
+        let window = self.window_of(row);
         let bytes = key_bytes(key);
+        let mut twin = None;
         if !self.known().bloom.may_contain(&bytes) && row.time.utc_ms >= bloom_floor {
             stats.lookups_saved += 1;
-            return Ok(None);
+        } else {
+            stats.exact_lookups += 1;
+            twin = crate::ledger::find_twin(tx, (key, &bytes), row, window)?;
         }
-        stats.exact_lookups += 1;
-        Ok(
-            crate::ledger::find_twin(tx, (key, &bytes), row, self.window_of(row))?
-                .map(|twin| Verdict::Suppressed { twin }),
-        )
+        // A commit an earlier release keyed in another form (only while
+        // the state holds such commits: `earlier_keys`).
+        if twin.is_none()
+            && let Some(earlier) = self.bridge.as_ref().and_then(|b| b.earlier_key(row))
+        {
+            let bytes = key_bytes(&earlier);
+            if self.known().bloom.may_contain(&bytes) || row.time.utc_ms < bloom_floor {
+                twin = crate::ledger::find_twin(tx, (&earlier, &bytes), row, window)?;
+            }
+        }
+        Ok(twin.map(|twin| Verdict::Suppressed { twin }))
     }
 
     /// The echo window `row` is judged by (ms): the gateway's, or the

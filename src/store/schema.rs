@@ -422,6 +422,9 @@ const MIGRATIONS: &[&str] = &[
     "#,
 ];
 
+// The schema version the build declares is the number of migrations.
+const _: () = assert!(MIGRATIONS.len() as i64 == crate::build::SCHEMA_VERSION);
+
 /// `PRAGMA secure_delete` on every writing connection: whatever a write
 /// frees (the old copy of a row rewritten by its decision, overflow pages of
 /// a long frame) is overwritten with zeros, so raw scan bytes cleared after

@@ -8,18 +8,21 @@ use prometheus_client::registry::Registry;
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct BuildLabels {
     version: &'static str,
+    schema: i64,
     commit: &'static str,
     target: &'static str,
 }
 
-/// `scangate_build_info`: this build's version, commit and target.
+/// `scangate_build_info`: this build's version, database schema version,
+/// commit and target.
 pub(super) fn register(registry: &mut Registry) {
     let build = Family::<BuildLabels, Gauge>::default();
     build
         .get_or_create(&BuildLabels {
-            version: env!("CARGO_PKG_VERSION"),
-            commit: env!("SCANGATE_COMMIT"),
-            target: env!("SCANGATE_TARGET"),
+            version: crate::build::VERSION,
+            schema: crate::build::SCHEMA_VERSION,
+            commit: crate::build::COMMIT,
+            target: crate::build::TARGET,
         })
         .set(1);
     registry.register(

@@ -54,6 +54,12 @@ pub struct LiveStatus {
     pub started_ms: i64,
     /// How often it is rewritten (ms).
     pub every_ms: i64,
+    /// The daemon's release version (absent: a release before 0.2.0).
+    #[serde(default)]
+    pub version: Option<String>,
+    /// The commit it was built from (absent: before 0.2.0).
+    #[serde(default)]
+    pub commit: Option<String>,
     /// Every configured scanner.
     pub scanners: Vec<LiveScanner>,
 }

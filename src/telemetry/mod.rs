@@ -587,6 +587,8 @@ impl Telemetry {
             pid: std::process::id(),
             started_ms: self.inner.started_ms,
             every_ms: STATUS_HEARTBEAT.as_millis() as i64,
+            version: Some(crate::build::VERSION.to_string()),
+            commit: Some(crate::build::COMMIT.to_string()),
             scanners: scanners
                 .values()
                 .cloned()

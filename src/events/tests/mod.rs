@@ -358,18 +358,24 @@ fn lifecycle_events_log_once_with_their_fields() {
         .emit()
     });
     let l = one(&logs);
+    let message = format!("scangate {} starting", crate::build::VERSION);
+    let schema = crate::build::SCHEMA_VERSION.to_string();
     assert_eq!(
         (
             l.level,
             l.field("message"),
             l.field("store"),
-            l.field("scanners")
+            l.field("scanners"),
+            l.field("version"),
+            l.field("schema"),
         ),
         (
             tracing::Level::INFO,
-            Some("scangate starting"),
+            Some(message.as_str()),
             Some("embedded"),
-            Some("2")
+            Some("2"),
+            Some(crate::build::VERSION),
+            Some(schema.as_str()),
         )
     );
     assert_eq!(l.target, "scangate::daemon");
