@@ -32,6 +32,7 @@ mod unserialised;
 
 // Upgrades: every earlier release's shipped config; keys of an earlier form.
 mod upgrade_config;
+mod upgrade_fixtures;
 mod upgrade_keys;
 
 // What inventory systems read: the ledger as GS1 EPCIS 2.0, checked

@@ -290,7 +290,7 @@ fn prune(config: &ConfigArg, archives: &[PathBuf]) -> Result<Exit, Failure> {
     let settings = resolve(config)?;
     let cfg = &settings.config;
     let dir = cfg.state_dir();
-    let mut store = Store::open(&dir)?;
+    let mut store = Store::open_with_floor(&dir, cfg.outbox.min_free_mb)?;
     for path in archives {
         let m = archive::register(&mut store, path)?;
         println!(

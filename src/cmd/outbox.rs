@@ -174,7 +174,7 @@ fn decide_locally(config: &ConfigArg) -> Result<Exit, Failure> {
     if cfg.redis.is_some() {
         return Err(Failure::Usage("this gateway has a [redis] section: its unresolved scans are replayed through the facility store when it answers. Fix: remove [redis] first if that store is gone for good".into()));
     }
-    let mut store = Store::open(&cfg.state_dir())?;
+    let mut store = Store::open_with_floor(&cfg.state_dir(), cfg.outbox.min_free_mb)?;
     let handed = store.reopen_unresolved()?;
     let mut gate = crate::gate::Gate::new(crate::gate::GateConfig::from_config(&cfg), &store)?;
     gate.bridge_earlier_keys(&mut store, &cfg)?;

@@ -142,7 +142,7 @@ pub async fn run_with(
         .emit();
     }
     let state_dir = cfg.state_dir();
-    let mut store = Store::open(&state_dir)?;
+    let mut store = Store::open_with_floor(&state_dir, cfg.outbox.min_free_mb)?;
     if cfg.redis.is_none() {
         let waiting = store.unresolved()?;
         if waiting > 0 {

@@ -166,3 +166,123 @@ impl AuditRecordUnreadable<'_> {
         );
     }
 }
+
+/// A schema migration begins (INFO): the database, its schema version and
+/// the version this build writes, and how many rows it holds.
+pub struct MigrationStarting<'a> {
+    /// The database.
+    pub db: &'a std::path::Path,
+    /// Its schema version.
+    pub from: i64,
+    /// This build's.
+    pub to: i64,
+    /// Scans, ledger entries and audit records in it.
+    pub rows: i64,
+}
+
+impl MigrationStarting<'_> {
+    /// Log it (INFO).
+    pub fn emit(self) {
+        tracing::info!(
+            target: "scangate::store",
+            db = %self.db.display(), from = self.from, to = self.to, rows = self.rows,
+            "migrating the database from schema {} to {} ({} rows); scans wait until it is done, do not stop the service",
+            self.from, self.to, self.rows
+        );
+    }
+}
+
+/// A schema migration is still running (INFO, every few seconds).
+pub struct MigrationProgress {
+    /// The migration running (its number is the schema version it makes).
+    pub step: i64,
+    /// The version this build writes.
+    pub to: i64,
+    /// Since the migration began.
+    pub elapsed: std::time::Duration,
+}
+
+impl MigrationProgress {
+    /// Log it (INFO).
+    pub fn emit(self) {
+        tracing::info!(
+            target: "scangate::store",
+            step = self.step, to = self.to, elapsed_s = self.elapsed.as_secs(),
+            "migrating: schema {} of {}, {} s so far",
+            self.step, self.to, self.elapsed.as_secs()
+        );
+    }
+}
+
+/// A schema migration is done (INFO).
+pub struct MigrationDone {
+    /// The schema version migrated from.
+    pub from: i64,
+    /// The one migrated to.
+    pub to: i64,
+    /// How long it took, the copy kept before it included.
+    pub elapsed: std::time::Duration,
+}
+
+impl MigrationDone {
+    /// Log it (INFO).
+    pub fn emit(self) {
+        tracing::info!(
+            target: "scangate::store",
+            from = self.from, to = self.to, elapsed_ms = self.elapsed.as_millis() as u64,
+            "database migrated from schema {} to {} in {:.1} s",
+            self.from, self.to, self.elapsed.as_secs_f64()
+        );
+    }
+}
+
+/// What became of the copy of the database kept before a migration.
+pub enum MigrationCopy<'a> {
+    /// Kept (INFO): a rollback restores it.
+    Kept {
+        /// The copy.
+        path: &'a std::path::Path,
+        /// Its size.
+        bytes: u64,
+    },
+    /// Not kept (WARN): too little free space.
+    NoRoom {
+        /// The copy it would have been.
+        path: &'a std::path::Path,
+        /// Free bytes in the state directory's file system.
+        free: u64,
+        /// What the copy needs on top of `[outbox] min_free_mb`.
+        needed: u64,
+    },
+    /// An old copy is removed (INFO): it is older than the days copies are kept.
+    Removed {
+        /// The copy.
+        path: &'a std::path::Path,
+    },
+}
+
+impl MigrationCopy<'_> {
+    /// Log it.
+    pub fn emit(self) {
+        match self {
+            MigrationCopy::Kept { path, bytes } => tracing::info!(
+                target: "scangate::store",
+                copy = %path.display(), bytes,
+                "the database as it was before the migration is kept in {} ({} MiB): docs/technician.md, \"Rolling back\", says how to go back to the earlier release with it",
+                path.display(), bytes / (1024 * 1024)
+            ),
+            MigrationCopy::NoRoom { path, free, needed } => tracing::warn!(
+                target: "scangate::store",
+                copy = %path.display(), free_bytes = free, needed_bytes = needed,
+                "no copy of the database is kept before the migration: {} MiB free, {} MiB needed above [outbox] min_free_mb; the migration goes ahead, but a rollback to the earlier release will need a backup of your own",
+                free / (1024 * 1024), needed / (1024 * 1024)
+            ),
+            MigrationCopy::Removed { path } => tracing::info!(
+                target: "scangate::store",
+                copy = %path.display(),
+                "removed {}: kept for the days after a migration in which a rollback may be wanted",
+                path.display()
+            ),
+        }
+    }
+}

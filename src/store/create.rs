@@ -131,7 +131,7 @@ pub(crate) fn install(store: Store, state_dir: &Path) -> Result<PathBuf, StoreEr
 }
 
 /// fsync the directory `dir`, so a rename or removal in it is durable.
-fn sync_dir(dir: &Path) -> Result<(), StoreError> {
+pub(super) fn sync_dir(dir: &Path) -> Result<(), StoreError> {
     std::fs::File::open(dir)
         .and_then(|d| d.sync_all())
         .map_err(|source| dir_error(dir, source))

@@ -40,6 +40,7 @@ pub mod packed;
 mod schema;
 pub mod space;
 mod turn;
+pub mod upgrade;
 
 pub use lock::{LOCK_FILE, is_running};
 

@@ -15,8 +15,19 @@ use std::sync::Arc;
 impl Store {
     /// Open (creating if absent) the database in `state_dir`, check it and
     /// migrate it. An existing file that is not a healthy scangate database is
-    /// refused, never recreated.
+    /// refused, never recreated. Before a migration a copy of the database
+    /// is kept beside it if the default `[outbox] min_free_mb` stays free
+    /// ([`Store::open_with_floor`]).
     pub fn open(state_dir: &Path) -> Result<Store, StoreError> {
+        Store::open_with_floor(
+            state_dir,
+            crate::config::OutboxConfig::default().min_free_mb,
+        )
+    }
+
+    /// [`Store::open`], keeping a copy before a migration only if
+    /// `min_free_mb` (`[outbox] min_free_mb`) stays free after it.
+    pub fn open_with_floor(state_dir: &Path, min_free_mb: u64) -> Result<Store, StoreError> {
         std::fs::create_dir_all(state_dir).map_err(|source| StoreError::StateDir {
             dir: state_dir.to_owned(),
             source,
@@ -37,7 +48,8 @@ impl Store {
         {
             id_file = Some(first_start(state_dir, &leftovers)?);
         }
-        let mut store = Store::open_file(&path, false)?;
+        let mut store = Store::open_file_migrating(&path, min_free_mb * 1024 * 1024)?;
+        super::upgrade::tidy_copies(state_dir)?;
         store._lock = Some(Arc::new(lock));
         store.adopt_identity(state_dir, id_file)?;
         store
@@ -202,7 +214,7 @@ impl Store {
             }
         }
         uri.push_str("?immutable=1");
-        Store::open_file_as(path, Some(&uri), true)
+        Store::open_file_as(path, Some(&uri), true, None)
     }
 }
 

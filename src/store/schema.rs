@@ -434,24 +434,34 @@ pub(super) const SECURE_DELETE: &str = "ON";
 impl Store {
     /// Open the database file `path` ([`Store::open_file_as`]).
     pub(super) fn open_file(path: &Path, read_only: bool) -> Result<Store, StoreError> {
-        Store::open_file_as(path, None, read_only)
+        Store::open_file_as(path, None, read_only, None)
+    }
+
+    /// Open `path` read-write as the state directory's writer: an older
+    /// schema is migrated, announced and reported, after a copy of the
+    /// database is kept beside it if `floor` bytes (`[outbox]
+    /// min_free_mb`) stay free after it (`store::upgrade`).
+    pub(super) fn open_file_migrating(path: &Path, floor: u64) -> Result<Store, StoreError> {
+        Store::open_file_as(path, None, false, Some(floor))
     }
 
     /// Open `path` (through `uri` if given, read-only): connect, check its
     /// header and schema version, set the connection up, then migrate it
-    /// (read-write) or refuse a version that still needs migrating
-    /// (read-only).
+    /// (read-write; keeping a copy first with `floor`, see
+    /// [`Store::open_file_migrating`]) or refuse a version that still needs
+    /// migrating (read-only).
     pub(super) fn open_file_as(
         path: &Path,
         uri: Option<&str>,
         read_only: bool,
+        floor: Option<u64>,
     ) -> Result<Store, StoreError> {
         let conn = open_connection(path, uri, read_only)?;
         let version = check_version(&conn, path, read_only)?;
         configure(&conn, path, read_only)?;
         let mut store = Store::unlocked(conn, path);
         if !read_only {
-            store.migrate(version)?;
+            store.migrate(version, floor)?;
         } else {
             require_current(path, version)?;
         }
@@ -489,11 +499,19 @@ impl Store {
     }
 
     /// Apply the migrations after version `from`, each in a transaction
-    /// of its own with the version it makes.
-    fn migrate(&mut self, from: i64) -> Result<(), StoreError> {
+    /// of its own with the version it makes (a cut leaves a version in
+    /// between, which the next start migrates on from), announced and
+    /// reported when `floor` is given (`store::upgrade`).
+    fn migrate(&mut self, from: i64, floor: Option<u64>) -> Result<(), StoreError> {
+        let to = MIGRATIONS.len() as i64;
+        if from >= to {
+            return Ok(());
+        }
         let Store { conn, path, .. } = self;
         let err = |e| classify(path, e);
+        let migration = super::upgrade::Migration::begin(conn, path, from, to, floor)?;
         for (i, sql) in MIGRATIONS.iter().enumerate().skip(from as usize) {
+            migration.step(i as i64 + 1);
             let tx = conn
                 .transaction_with_behavior(TransactionBehavior::Immediate)
                 .map_err(err)?;
@@ -502,7 +520,7 @@ impl Store {
                 .map_err(err)?;
             tx.commit().map_err(err)?;
         }
-        Ok(())
+        migration.done(conn, path)
     }
 
     /// Read every page of the database file `db` on a connection of its own
