@@ -34,6 +34,7 @@ mod unserialised;
 mod upgrade_config;
 mod upgrade_fixtures;
 mod upgrade_keys;
+mod upgrade_rolling;
 
 // What inventory systems read: the ledger as GS1 EPCIS 2.0, checked
 // against GS1's JSON Schema; the embedded ledger followed with a cursor;

@@ -1,6 +1,10 @@
 #!/usr/bin/env python3
 """Host side of tests/vm/run.sh: boots the guest once, installs the .deb
-with apt inside it and runs every check as a named step.
+with apt inside it and runs every check as a named step. First the
+previous release's .deb (--prev-deb): installed, its conffile edited, used,
+upgraded to this tree's .deb unattended, broken and repaired, rolled back
+and upgraded again, purged (Run.run's `upgrade` group); then the checks of
+a fresh install.
 
 The guest has no network (-nic none). The host talks to it over three kinds
 of channel, none of them the console (which is only kept as a log):
@@ -23,6 +27,7 @@ there: take it off that list) or SKIP. Exit status 1 if any check FAILed.
 Stdlib only."""
 
 import base64
+import hashlib
 import fcntl
 import json
 import os
@@ -39,7 +44,9 @@ import time
 SCALE = float(os.environ.get("SCANGATE_VM_TIME_SCALE", "1"))
 EXPECTED_TO_FAIL = set(os.environ.get("SCANGATE_VM_EXPECTED_TO_FAIL", "").split())
 # SCANGATE_VM_ONLY=check1,check2: run only these (and the ones every check
-# needs: apt_install, enable_now_starts), while working on them.
+# needs: apt_install, enable_now_starts), while working on them. Naming one
+# check of the upgrade group (or purge_removes_config_keeps_state) runs the
+# whole group, whose steps each need the one before.
 
 CONF = "/etc/scangate/scangate.toml"
 GTIN = "00307773105025"
@@ -346,15 +353,36 @@ def config(scanners, redis=None, extra="", window_ms=120000):
         # A resend after a missed ACK is an echo, not a second pick.
         f"[dedup]\nwindow_ms = {window_ms}\n\n"
     )
-    for name in scanners:
-        text += (
-            f'[[scanner]]\nname = "{name}"\nkind = "serial"\npath = "/dev/scangate/{name}"\n'
-            'scan_type = "dispense"\nack = true\nbaud = 19200\n\n'
-        )
+    text += serial_scanners(scanners)
     text += extra
     if redis:
         text += f'[redis]\nurl = "{redis}"\n'
     return text
+
+
+def serial_scanners(names):
+    """[[scanner]] entries for serial scanners (see config())."""
+    return "".join(
+        f'[[scanner]]\nname = "{name}"\nkind = "serial"\npath = "/dev/scangate/{name}"\n'
+        'scan_type = "dispense"\nack = true\nbaud = 19200\n\n'
+        for name in names
+    )
+
+
+def site_edit(shipped):
+    """What a site makes of the config the previous release shipped (its
+    conffile): a comment of its own, its facility and gateway id, the
+    test's dedup window, and its one scanner in place of the examples;
+    every other line as shipped."""
+    text = shipped
+    for key, value in (("facility", '"vm-pharmacy"'), ("id", '"vm-gw-1"'), ("window_ms", "120000")):
+        text, n = re.subn(rf"^{key} = .*$", f"{key} = {value}", text, count=1, flags=re.M)
+        check(n == 1, f"the shipped config has no `{key} = ` line to edit")
+    cut = text.find("\n[[scanner]]")
+    check(cut >= 0, "the shipped config has no [[scanner]] to replace")
+    return ("# Edited on site (the VM test, under the previous release): facility,\n"
+            "# gateway id, the window and this gateway's one scanner.\n"
+            + text[:cut + 1] + serial_scanners(["counter-1"]))
 
 
 def write_file(path, text):
@@ -371,12 +399,15 @@ RULES = "".join(
 
 
 class Run:
-    def __init__(self, guest, qmp, scanners, results, deb, out):
+    def __init__(self, guest, qmp, scanners, results, deb, out, prev_deb=None, prev_error=""):
         self.g = guest
         self.qmp = qmp
         self.sc = scanners
         self.results = results
         self.deb = deb
+        self.prev_deb = prev_deb  # the previous release's .deb (run.sh, prev-deb.sh)
+        self.prev_error = prev_error
+        self.site_conf = None  # the config as the site edited it under the previous release
         self.failed = []
         self.serial_no = 0
         self.serial_lock = threading.Lock()
@@ -443,12 +474,304 @@ class Run:
     def active(self):
         return self.g.prop("ActiveState") == "active"
 
-    # -- the checks, in the order run() calls them
+    def audit_verify(self):
+        rc, out = self.g.run(f"runuser -u scangate -- scangate audit verify --config {CONF} 2>&1", timeout=120)
+        check(rc == 0, f"`scangate audit verify` exited {rc}: {out.strip()[-400:]}")
+        return out.strip().splitlines()[-1] if out.strip() else ""
+
+    def install_rules(self):
+        """The README's udev step: the example rules copied to /etc with
+        this gateway's scanners (SCAN1..3 on counter-1, counter-2, late)."""
+        self.g.ok(
+            "cp /usr/lib/udev/rules.d/99-scangate.rules /etc/udev/rules.d/ && "
+            f"printf '%s' '{base64.b64encode(RULES.encode()).decode()}' | base64 -d "
+            ">> /etc/udev/rules.d/99-scangate.rules && udevadm control --reload && "
+            "udevadm trigger --action=add --subsystem-match=tty && udevadm settle"
+        )
+        wait_for("/dev/scangate/counter-1", lambda: self.g.run("test -c /dev/scangate/counter-1")[0] == 0, 60)
+
+    # -- the upgrade from the previous release, unattended; a broken config
+    # at an upgrade; the rollback and the way back; the purge. One group,
+    # run before the checks of a fresh install (which the purge makes room
+    # for), each step on what the one before left.
+
+    # What dpkg prints when it asks about a conffile (and, with stdin at
+    # EOF, its error).
+    PROMPT_SIGNS = ("Configuration file '", "(Y/I/N/O/D/Z)", "conffile prompt", "What would you like to do about it")
+
+    def apt(self, args, what, timeout=300):
+        """apt-get as a fleet tool runs it: DEBIAN_FRONTEND=noninteractive,
+        stdin /dev/null, no terminal (setsid: no controlling tty; the agent
+        has none either), bounded by `timeout` so that a question waiting
+        for an answer fails the check, not the run. The output (stdout and
+        stderr, as apt's log shows them) is kept as <out>/apt-<what>.txt.
+        Returns (exit code, output)."""
+        limit = int(timeout * SCALE)
+        rc, out = self.g.run(
+            f"cd /vmtest && DEBIAN_FRONTEND=noninteractive timeout -k 10 {limit} "
+            f"setsid -w apt-get {args} </dev/null 2>&1", timeout=timeout + 60)
+        with open(os.path.join(self.out, f"apt-{what}.txt"), "w") as f:
+            f.write(f"# apt-get {args}: exit {rc}\n{out}")
+        check(rc not in (124, 137), f"apt-get {args} did not finish within {limit} s (waiting for an answer?): "
+                                   f"{out.strip()[-400:]} (apt-{what}.txt)")
+        return rc, out
+
+    def unattended_ok(self, rc, out, what):
+        signs = [x for x in self.PROMPT_SIGNS if x in out]
+        check(not signs, f"{what}: dpkg asked about a conffile ({', '.join(signs)}): "
+                         f"{out[max(0, out.find(signs[0]) - 200):][:600] if signs else ''}")
+        check(rc == 0, f"{what}: apt-get exited {rc}: {out.strip()[-600:]}")
+
+    def deb_version(self, deb):
+        return self.g.ok(f"dpkg-deb -f /vmtest/{deb} Version").strip()
+
+    def installed_version(self):
+        return self.g.ok("dpkg-query -W -f='${Version}' scangate").strip()
+
+    def conf_sum(self):
+        return self.g.ok(f"sha256sum {CONF}").split()[0]
+
+    def running(self, version):
+        """The service is active, its main process runs /usr/bin/scangate
+        as installed now (not a replaced binary: `(deleted)`), and both the
+        package and the binary say `version` (a Debian version: its
+        upstream part in `scangate --version`). The --version line."""
+        wait_for("scangate active", self.active, 90)
+        pid = self.main_pid()
+        exe = self.g.ok(f"readlink /proc/{pid}/exe").strip()
+        check(exe == "/usr/bin/scangate", f"the daemon (pid {pid}) runs {exe!r}: not the installed binary")
+        installed = self.installed_version()
+        check(installed == version, f"dpkg-query: scangate {installed} installed, not {version}")
+        # (`scangate --version`: "scangate 0.2.0 (schema N, commit C, target
+        # T)" from 0.2.0 on; 0.1.0 says no schema.)
+        line = self.g.ok("scangate --version").strip()
+        upstream = version.rsplit("-", 1)[0]
+        check(re.match(rf"scangate {re.escape(upstream)}\b", line), f"`scangate --version`: {line!r}, not {upstream}")
+        return line
+
+    def prev_apt_install(self):
+        check(self.prev_deb, f"no previous release's .deb: {self.prev_error}")
+        self.prev_version, self.new_version = self.deb_version(self.prev_deb), self.deb_version(self.deb)
+        rc, out = self.apt(f"install -y ./{self.prev_deb}", "prev-install")
+        check(rc == 0 and "Setting up scangate" in out, f"apt-get exited {rc}: {out.strip()[-600:]}")
+        check(self.installed_version() == self.prev_version, f"installed: {self.installed_version()}")
+        conffiles = self.g.ok("dpkg-query -W -f='${Conffiles}' scangate")
+        check(CONF in conffiles, f"{CONF} is no conffile of {self.prev_version}: {conffiles!r}")
+        return f"{self.prev_deb} with apt-get; {CONF} one of its conffiles"
+
+    def prev_site_setup(self):
+        self.site_conf = site_edit(self.g.ok(f"cat {CONF}"))
+        self.g.ok(write_file(CONF, self.site_conf))
+        verify = self.g.run("dpkg --verify scangate")[1]
+        check(re.search(rf"^\S+ c {re.escape(CONF)}$", verify, re.M), f"dpkg --verify does not see {CONF} edited: {verify!r}")
+        self.install_rules()
+        self.g.ok("systemctl enable --now scangate", timeout=180)
+        self.running(self.prev_version)
+        self.wait_opened("counter-1")
+        for _ in range(5):
+            self.sc["counter-1"].scan(self.new_serial())
+        n = self.ledger_has_all_acked()
+        return f"conffile edited (comment, facility, gateway id, window, scanner), enable --now, {n} scans ACKed and in the ledger"
+
+    def keep_scanning(self, name):
+        """`name` scans without pause in a thread of its own, each scan
+        resent until ACKed (a scanner does the same across a restart).
+        Returns stop(), which ends it and returns the serials ACKed."""
+        stop, got, errors = threading.Event(), [], []
+
+        def loop():
+            try:
+                while not stop.is_set():
+                    serial = self.new_serial()
+                    if self.sc[name].scan(serial, seconds=240, stop=stop):
+                        got.append(serial)
+                    time.sleep(0.5)
+            except Exception as e:
+                errors.append(f"{name}: {e}")
+
+        t = threading.Thread(target=loop, daemon=True)
+        t.start()
+
+        def end():
+            stop.set()
+            t.join()
+            check(not errors, f"while scanning: {errors}")
+            return got
+        return end
+
+    def upgrade_no_prompt(self):
+        check(self.site_conf, "the site's setup under the previous release failed")
+        self.before_upgrade = {p: self.g.prop(p) for p in ("MainPID", "InvocationID")}
+        self.sum_before = self.conf_sum()
+        end = self.keep_scanning("counter-1")
+        t0 = time.monotonic()
+        try:
+            rc, out = self.apt(f"install -y ./{self.deb}", "upgrade")
+        finally:
+            took = time.monotonic() - t0
+            self.during_upgrade = end()
+        self.unattended_ok(rc, out, "the upgrade")
+        check(f"Setting up scangate ({self.new_version})" in out, f"no 'Setting up scangate ({self.new_version})': {out[-600:]}")
+        said = f"scangate: scangate.service restarted, running version {self.new_version}"
+        check(said in out, f"postinst did not say {said!r}: {out.strip()[-800:]}")
+        check("DID NOT COME BACK" not in out, f"postinst said the service did not come back: {out.strip()[-800:]}")
+        return (f"{self.prev_version} -> {self.new_version}: noninteractive, stdin /dev/null, no tty: exit 0 in "
+                f"{took:.0f} s, no conffile question; postinst: {said!r}; {len(self.during_upgrade)} scans ACKed "
+                "on counter-1 meanwhile")
+
+    def upgrade_kept_config(self):
+        after = self.conf_sum()
+        check(after == self.sum_before, f"{CONF} changed across the upgrade: sha256 {self.sum_before[:12]} -> {after[:12]}")
+        # (The agent's output loses trailing newlines: compared by hash.)
+        site = hashlib.sha256(self.site_conf.encode()).hexdigest()
+        check(after == site, f"{CONF} is not the file the site wrote (sha256 {site[:12]})")
+        mode = self.g.ok(f"stat -c '%U:%G %a' {CONF}").strip()
+        check(mode == "root:scangate 640", f"{CONF} is {mode}")
+        conffiles = self.g.ok("dpkg-query -W -f='${Conffiles}' scangate").strip()
+        check(conffiles.startswith(CONF + " ") and conffiles.endswith(" obsolete"),
+              f"dpkg's conffiles of scangate: {conffiles!r} (expected {CONF} as obsolete)")
+        left = self.g.ok(f"ls -A /etc/scangate/").split()
+        check(left == ["scangate.toml"], f"/etc/scangate/ holds {left}")
+        ref = "/usr/share/scangate/scangate.toml.example"
+        check(self.g.run(f"test -f {ref}")[0] == 0, f"no {ref}")
+        return f"byte for byte (sha256 {after[:12]}), {mode}; dpkg: {conffiles}; the reference in {ref}"
+
+    def upgrade_restarted(self):
+        line = self.running(self.new_version)
+        now = {p: self.g.prop(p) for p in ("MainPID", "InvocationID")}
+        check(now["InvocationID"] != self.before_upgrade["InvocationID"] and now["MainPID"] != self.before_upgrade["MainPID"],
+              f"not restarted: {self.before_upgrade} -> {now}")
+        check(self.g.prop("UnitFileState") == "enabled", "the unit is no longer enabled")
+        return f"restarted (MainPID {self.before_upgrade['MainPID']} -> {now['MainPID']}), /usr/bin/scangate: {line!r}"
+
+    def upgrade_ledger(self):
+        self.wait_opened("counter-1")
+        for _ in range(3):
+            self.sc["counter-1"].scan(self.new_serial())
+        n = self.ledger_has_all_acked()
+        verified = self.audit_verify()
+        return (f"all {n} ACKed scans in the ledger ({len(self.during_upgrade)} of them during the upgrade, "
+                f"3 after it); audit verify 0: {verified!r}")
+
+    def upgrade_broken_config(self):
+        broken = self.site_conf.replace('id = "vm-gw-1"\n', 'id = "vm-gw-1"\nsite_colour = "blue"\n', 1)
+        check(broken != self.site_conf, "no id line to break")
+        self.g.ok(write_file(CONF, broken))
+        check(self.active(), "scangate is not running before the reinstall")
+        rc, out = self.apt(f"install -y --reinstall ./{self.deb}", "broken-config")
+        try:
+            self.unattended_ok(rc, out, "the reinstall")
+            state = self.g.prop("ActiveState")
+            check(state == "failed", f"scangate is {state} with the unknown key (want failed)")
+            # The message: what failed, the reason (check-config as the
+            # service user, naming the key; the journal), the fix.
+            for want in ("THE SERVICE DID NOT COME BACK", f"restarted on version {self.new_version}",
+                         "NOT taking scans", "REASON: the config is refused",
+                         f"check-config --config {CONF}: exit 2", "site_colour",
+                         "Its journal since the restart", f"FIX: edit {CONF}", "systemctl restart scangate"):
+                check(want in out, f"apt's output lacks {want!r}: {out.strip()[-1500:]}")
+            msg = out[out.find("THE SERVICE DID NOT COME BACK"):]
+            journal = msg[msg.find("Its journal since the restart"):msg.find("FIX:")]
+            check("scangate" in journal.split("\n", 1)[1], f"no journal lines in the message: {journal!r}")
+            reason = next((l.strip("# ") for l in msg.splitlines() if "site_colour" in l), "")
+            logged = self.g.run("journalctl -t scangate-postinst -o cat --no-pager | tail -n 1")[1].strip()
+            check("did not come back" in logged, f"not in the system log (scangate-postinst): {logged!r}")
+        finally:
+            # The repair, as the message says: the file, then a restart.
+            self.g.ok(write_file(CONF, self.site_conf))
+            self.g.run("systemctl reset-failed scangate")
+            self.g.ok("systemctl restart scangate", timeout=180)
+        self.running(self.new_version)
+        self.wait_opened("counter-1")
+        self.sc["counter-1"].scan(self.new_serial())
+        self.ledger_has_all_acked()
+        return (f"--reinstall with an unknown key: apt-get exit 0, the unit failed, and apt's output has the message "
+                f"(reason {reason!r}, the journal, the fix; full text in apt-broken-config.txt); repaired, restarted, "
+                "a scan in the ledger")
+
+    def rollback(self):
+        before = self.g.prop("InvocationID")
+        rc, out = self.apt(f"install -y --allow-downgrades ./{self.prev_deb}", "rollback")
+        self.unattended_ok(rc, out, "the rollback")
+        check(self.conf_sum() == self.sum_before, f"{CONF} changed across the rollback")
+        try:
+            line = self.running(self.prev_version)
+        except CheckFailed as e:
+            said = self.g.run("journalctl -u scangate -n 15 --no-pager -o cat")[1].strip()
+            raise CheckFailed(f"{e}; the previous release on this state: {said[-800:]}")
+        check(self.g.prop("InvocationID") != before, "the previous release's postinst did not restart the service")
+        self.wait_opened("counter-1")
+        for _ in range(3):
+            self.sc["counter-1"].scan(self.new_serial())
+        n = self.ledger_has_all_acked()
+        verified = self.audit_verify()
+        conffiles = self.g.ok("dpkg-query -W -f='${Conffiles}' scangate").strip()
+        return (f"{self.new_version} -> {self.prev_version} (--allow-downgrades): exit 0, no question, config kept; "
+                f"runs {line!r} on the database the new version used; all {n} ACKed scans in the ledger, 3 new ones "
+                f"too; audit verify 0 ({verified!r}); dpkg tracks the conffile again: {conffiles}")
+
+    def prompt_control(self):
+        """The control: what the checks above would see if a release still
+        changed a conffile the site edited. The previous release again,
+        its conffile tracked and edited (after the rollback), and a copy of
+        it whose conffile differs, installed the same unattended way: dpkg
+        must ask, fail at EOF, and the check must say so. Then configured
+        with --force-confold (the site's file kept) to go on."""
+        ver = self.prev_version + "+vmctl1"
+        self.g.ok(
+            "rm -rf /var/tmp/vmctl && dpkg-deb -R /vmtest/{0} /var/tmp/vmctl && "
+            "echo '# changed in a later release' >> /var/tmp/vmctl{1} && "
+            "sed -i 's/^Version: .*/Version: {2}/' /var/tmp/vmctl/DEBIAN/control && "
+            "dpkg-deb -Zgzip -z1 -b /var/tmp/vmctl /var/tmp/scangate-control.deb >/dev/null && rm -rf /var/tmp/vmctl"
+            .format(self.prev_deb, CONF, ver), timeout=300)
+        rc, out = self.apt("install -y /var/tmp/scangate-control.deb", "control")
+        signs = [x for x in self.PROMPT_SIGNS if x in out]
+        check(rc != 0 and signs, f"a changed conffile the site edited: apt-get exited {rc}, no question seen: {out.strip()[-600:]}")
+        rc2, out2 = self.g.run("DEBIAN_FRONTEND=noninteractive dpkg --configure --force-confdef --force-confold -a "
+                               "</dev/null 2>&1; rm -f /var/tmp/scangate-control.deb " + CONF + ".dpkg-*", timeout=300)
+        check(rc2 == 0, f"dpkg --configure --force-confold: exit {rc2}: {out2.strip()[-400:]}")
+        check(self.conf_sum() == self.sum_before, f"{CONF} changed by the control")
+        check(self.installed_version() == ver, f"installed: {self.installed_version()}")
+        return (f"{self.prev_version} -> {ver} (its conffile changed): apt-get exit {rc}, seen: {', '.join(signs)}; "
+                "then configured with --force-confold")
+
+    def reupgrade(self):
+        before = self.g.prop("InvocationID")
+        rc, out = self.apt(f"install -y ./{self.deb}", "reupgrade")
+        self.unattended_ok(rc, out, "the upgrade after the rollback")
+        check(self.conf_sum() == self.sum_before, f"{CONF} changed across the upgrade")
+        line = self.running(self.new_version)
+        check(self.g.prop("InvocationID") != before, "not restarted")
+        self.wait_opened("counter-1")
+        self.sc["counter-1"].scan(self.new_serial())
+        n = self.ledger_has_all_acked()
+        self.audit_verify()
+        return f"exit 0, no question, config kept, {line!r}, all {n} ACKed scans in the ledger, audit verify 0"
+
+    def purge(self):
+        rc, out = self.apt("purge -y scangate", "purge")
+        if rc != 0:  # (whatever the group left: the fresh install needs a clean box)
+            self.g.run("dpkg --purge --force-all scangate", timeout=300)
+        self.unattended_ok(rc, out, "the purge")
+        got = dict(l.split("=", 1) for l in self.g.ok(
+            "echo etc=$(ls -A /etc/scangate 2>/dev/null || echo '(gone)'); "
+            "echo db=$(stat -c %s /var/lib/scangate/scangate.db 2>/dev/null || echo '(gone)'); "
+            "echo unit=$(ls /usr/lib/systemd/system/scangate.service 2>/dev/null || echo '(gone)'); "
+            "echo state=$(systemctl show -p ActiveState --value scangate)").splitlines() if "=" in l)
+        check(got["etc"] == "(gone)", f"/etc/scangate after the purge: {got['etc']}")
+        check(got["db"] != "(gone)", "the purge removed the state directory's database")
+        check(got["unit"] == "(gone)", "the unit file is still there")
+        check(got["state"] == "inactive", f"scangate is {got['state']} after the purge")
+        return f"the config and /etc/scangate gone, the service stopped, /var/lib/scangate/scangate.db kept ({got['db']} B)"
+
+    # -- the checks of a fresh install, in the order run() calls them
 
     def apt_install(self):
         out = self.g.ok(f"cd /vmtest && apt-get install -y ./{self.deb} 2>&1", timeout=300)
         check("Setting up scangate" in out, f"apt did not set scangate up: {out[-600:]}")
         self.g.ok("dpkg-query -W -f='${Status}' scangate | grep -qx 'install ok installed'")
+        check(f"created {CONF} from /usr/share/scangate/scangate.toml.example" in out,
+              f"postinst did not say it created {CONF}: {out[-600:]}")
         return "apt-get install ./" + self.deb
 
     def package_files(self):
@@ -460,14 +783,18 @@ class Run:
             "/usr/share/man/man1/scangate-run.1.gz /usr/share/bash-completion/completions/scangate "
             "/usr/share/zsh/vendor-completions/_scangate /usr/share/fish/vendor_completions.d/scangate.fish "
             "/usr/share/doc/scangate/README.md >/dev/null; "
-            "grep -qx /etc/scangate/scangate.toml /var/lib/dpkg/info/scangate.conffiles && echo conffile"
+            "dpkg-query -W -f='${Conffiles}' scangate | grep -q . && echo conffile; "
+            f"cmp -s {CONF} /usr/share/scangate/scangate.toml.example && echo from-reference"
         ).split("\n")
         check(got[0] == "root:scangate 640", f"{CONF} is {got[0]}, not root:scangate 640")
         check(got[1] == "/usr/sbin/nologin", f"scangate's shell is {got[1]!r}")
         check("dialout" in got[2].split(), f"scangate's groups: {got[2]}")
         check(got[3] == "disabled", f"the unit is {got[3]!r} after install (expected disabled until configured)")
-        check("conffile" in got, "scangate.toml is not a conffile")
-        return f"{got[0]} {CONF}, groups {got[2]}"
+        # No conffile (pkg/deb/postinst: the site's file, never a question
+        # at an upgrade); postinst made it from the reference.
+        check("conffile" not in got, "the package has conffiles: " + self.g.ok("dpkg-query -W -f='${Conffiles}' scangate"))
+        check("from-reference" in got, f"{CONF} is not /usr/share/scangate/scangate.toml.example")
+        return f"{got[0]} {CONF} (no conffile; made from the reference by postinst), groups {got[2]}"
 
     def config_readable(self):
         out = self.g.ok(f"runuser -u scangate -- scangate check-config --config {CONF}")
@@ -489,13 +816,7 @@ class Run:
         # The README's steps after apt install: edit the config (and copy
         # the udev rules and put these scanners in), then enable --now.
         self.g.ok(write_file(CONF, config(["counter-1", "late"])))
-        self.g.ok(
-            "cp /usr/lib/udev/rules.d/99-scangate.rules /etc/udev/rules.d/ && "
-            f"printf '%s' '{base64.b64encode(RULES.encode()).decode()}' | base64 -d "
-            ">> /etc/udev/rules.d/99-scangate.rules && udevadm control --reload && "
-            "udevadm trigger --action=add --subsystem-match=tty && udevadm settle"
-        )
-        wait_for("/dev/scangate/counter-1", lambda: self.g.run("test -c /dev/scangate/counter-1")[0] == 0, 60)
+        self.install_rules()
         self.g.ok("systemctl enable --now scangate", timeout=180)
         wait_for("scangate active", self.active, 60)
         self.wait_opened("counter-1")
@@ -1613,6 +1934,23 @@ class Run:
                 "reloaded, its scan in the ledger")
 
     def run(self):
+        # The previous release installed and used as a site would, upgraded
+        # to this tree's package unattended, broken and repaired, rolled
+        # back and upgraded again, purged: (name, check, the rest of the
+        # group is skipped if it fails). The purge runs whatever happened
+        # (the fresh install after it needs a clean box).
+        upgrade = [
+            ("prev_release_apt_install", self.prev_apt_install, True),
+            ("prev_release_site_edits_and_scans", self.prev_site_setup, True),
+            ("upgrade_unattended_no_prompt", self.upgrade_no_prompt, True),
+            ("upgrade_kept_edited_config", self.upgrade_kept_config, False),
+            ("upgrade_restarted_new_version", self.upgrade_restarted, False),
+            ("upgrade_ledger_kept_scans_continue", self.upgrade_ledger, False),
+            ("upgrade_broken_config_loud_message", self.upgrade_broken_config, True),
+            ("rollback_to_prev_release", self.rollback, True),
+            ("conffile_prompt_control", self.prompt_control, True),
+            ("reupgrade_after_rollback", self.reupgrade, False),
+        ]
         # (name, check, the checks after it are skipped if it fails)
         running = ["counter-1", "late", "counter-2"]
         checks = [
@@ -1654,6 +1992,17 @@ class Run:
         ]
         only = set(filter(None, os.environ.get("SCANGATE_VM_ONLY", "").split(",")))
         try:
+            # (SCANGATE_VM_ONLY: the group runs whole when it names one of
+            # its checks or the purge, and not at all otherwise.)
+            if not only or only & {n for n, _, _ in upgrade} | {"purge_removes_config_keeps_state"}:
+                for name, fn, needed in upgrade:
+                    if not self.step(name, fn) and needed:
+                        for rest, _, _ in upgrade[[c[0] for c in upgrade].index(name) + 1:]:
+                            self.record("SKIP", rest, f"after {name} failed")
+                        break
+                if not self.step("purge_removes_config_keeps_state", self.purge):
+                    # The checks below need a clean box.
+                    self.g.run("systemctl stop scangate; dpkg --purge --force-all scangate; rm -rf /etc/scangate", timeout=300)
             for name, fn, needed in checks:
                 if only and name not in only and not needed:
                     continue  # (the checks the others need run always)
@@ -1672,6 +2021,8 @@ def main():
     ap.add_argument("--dir", required=True, help="where the sockets are")
     ap.add_argument("--out", required=True)
     ap.add_argument("--deb", required=True)
+    ap.add_argument("--prev-deb", help="the previous release's .deb (on the second disk too)")
+    ap.add_argument("--prev-error", default="", help="why there is none")
     a = ap.parse_args()
     qemu_cmd = json.loads(a.qemu)
     os.makedirs(a.out, exist_ok=True)
@@ -1688,7 +2039,7 @@ def main():
             "late": Scanner("late", os.path.join(a.dir, "s3.sock")),
         }
         guest = Guest(os.path.join(a.dir, "ctl.sock"))
-        r = Run(guest, qmp, scanners, results, a.deb, a.out)
+        r = Run(guest, qmp, scanners, results, a.deb, a.out, a.prev_deb, a.prev_error)
         if not guest.wait_ready(600 * SCALE):
             r.record("FAIL", "boot", "the guest agent never answered (see console.log)")
             r.failed.append("boot")

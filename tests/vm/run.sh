@@ -3,8 +3,12 @@
 # installed with `apt install` in a Debian 12 guest under a real systemd and
 # udevd, its scanners on the guest's kernel: qemu usb-serial adapters
 # (ftdi_sio) and usb-kbd keyboards (usbhid) the host drives over QMP and
-# chardev sockets, and a HID POS scanner on /dev/uhid (vmhid.c). One boot
-# per run; SCANGATE_VM_ONLY=check,… runs some checks (drive.py).
+# chardev sockets, and a HID POS scanner on /dev/uhid (vmhid.c). First the
+# previous release's .deb (built from git by prev-deb.sh, cached) is
+# installed, edited and used as a site would, and upgraded to this tree's
+# unattended, rolled back and upgraded again, then purged; the other checks
+# run on a fresh install after that. One boot per run;
+# SCANGATE_VM_ONLY=check,… runs some checks (drive.py).
 #
 #   tests/vm/run.sh            # .ci/run calls it after the other steps
 #
@@ -21,6 +25,12 @@ here=tests/vm
 # guest, qemu-system-aarch64 -M virt; its image needs binfmt qemu-aarch64
 # on the host to be built, and every step is several times slower).
 arch=${SCANGATE_VM_ARCH:-amd64}
+
+# The previous release, upgraded from by the checks: 0.1.0 (.deb 0.1.0-1),
+# released from this commit (the full hash: its cached .deb is found by it
+# even in a clone that lacks the commit). At each release, the commit
+# released before it.
+prev_commit=${SCANGATE_VM_PREV:-c717ba95bc8cea913b69480b811b5dcb5131333b}
 
 # Checks known to fail, by name (they run and report XFAIL while they fail;
 # XPASS when one passes: delete it here then). None today.
@@ -75,6 +85,17 @@ arm64)
     ;;
 esac
 echo "package: $deb"
+# The previous release's (a failure to build it fails the upgrade checks,
+# not the others: drive.py says why, from the log).
+prev_deb=
+prev_error=
+if prev_deb=$(bash "$here/prev-deb.sh" "$prev_commit" "$arch" 2>"$out/prev-deb.log" | tail -n1) && [ -n "$prev_deb" ]; then
+    echo "previous release: $prev_deb"
+else
+    prev_deb=
+    prev_error="tests/vm/prev-deb.sh $prev_commit $arch failed: $(tail -n 3 "$out/prev-deb.log" | tr '\n' ' ')"
+    echo "$prev_error" >&2
+fi
 
 # 2. The guest's image, cached by its recipe's hash.
 hash=$(sha256sum "$here/image.sh" | cut -c1-16)
@@ -104,6 +125,7 @@ work=$(mktemp -d /tmp/sgvm.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 mkdir "$work/inputs"
 cp "$deb" "$work/inputs/"
+[ -z "$prev_deb" ] || cp "$prev_deb" "$work/inputs/"
 cp "$here/agent.sh" "$work/inputs/agent.sh"
 case $arch in
 amd64) guest_cc=gcc ;;
@@ -163,6 +185,7 @@ qemu_json=$(python3 -c 'import json,sys; print(json.dumps(sys.argv[1:]))' "${qem
 rc=0
 SCANGATE_VM_EXPECTED_TO_FAIL="${EXPECTED_TO_FAIL[*]}" \
     python3 "$here/drive.py" --qemu "$qemu_json" --dir "$work" --out "$out" \
-    --deb "$(basename "$deb")" || rc=$?
+    --deb "$(basename "$deb")" ${prev_deb:+--prev-deb "$(basename "$prev_deb")"} \
+    --prev-error "$prev_error" || rc=$?
 echo "VM step: $(($(date +%s) - t_start)) s in all (results: $out/results.txt)"
 exit $rc
