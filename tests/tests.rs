@@ -32,6 +32,7 @@ mod unserialised;
 
 // Upgrades: every earlier release's shipped config; keys of an earlier form.
 mod upgrade_config;
+mod upgrade_cut;
 mod upgrade_fixtures;
 mod upgrade_keys;
 mod upgrade_rolling;

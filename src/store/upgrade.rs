@@ -150,7 +150,7 @@ fn keep_copy(conn: &Connection, db: &Path, from: i64, floor: u64) -> Result<(), 
         return Ok(());
     }
     let tmp = tmp_of(&copy);
-    let _ = std::fs::remove_file(&tmp);
+    remove_tmp(&tmp);
     let size = [db.to_path_buf(), wal_of(db)]
         .iter()
         .filter_map(|p| std::fs::metadata(p).ok())
@@ -185,7 +185,7 @@ fn keep_copy(conn: &Connection, db: &Path, from: i64, floor: u64) -> Result<(), 
             MigrationCopy::Kept { path: &copy, bytes }.emit();
         }
         Err(e) => {
-            let _ = std::fs::remove_file(&tmp);
+            remove_tmp(&tmp);
             tracing::warn!(
                 target: "scangate::store",
                 "no copy of the database is kept before the migration ({e}); the migration goes ahead, but a rollback to the earlier release will need a backup of your own"
@@ -195,8 +195,8 @@ fn keep_copy(conn: &Connection, db: &Path, from: i64, floor: u64) -> Result<(), 
     Ok(())
 }
 
-/// Remove, from the state directory `dir`, copies cut short and copies
-/// kept longer than [`KEEP_COPY_DAYS`] (at the writer's start, after the
+/// Remove, from the state directory `dir`, copies cut short (and their
+/// journals) and copies kept longer than [`KEEP_COPY_DAYS`] (at the writer's start, after the
 /// migrations).
 pub(super) fn tidy_copies(dir: &Path) -> Result<(), StoreError> {
     let keep = Duration::from_secs(KEEP_COPY_DAYS * 24 * 3600);
@@ -206,7 +206,7 @@ pub(super) fn tidy_copies(dir: &Path) -> Result<(), StoreError> {
         let old = std::fs::symlink_metadata(&copy)
             .and_then(|m| m.modified())
             .is_ok_and(|t| now.duration_since(t).is_ok_and(|age| age > keep));
-        if name.ends_with(".tmp") {
+        if name.ends_with(".tmp") || name.contains(".tmp-") {
             let _ = std::fs::remove_file(&copy);
         } else if old && std::fs::remove_file(&copy).is_ok() {
             MigrationCopy::Removed { path: &copy }.emit();
@@ -231,6 +231,16 @@ pub fn copies(dir: &Path) -> Result<Vec<PathBuf>, StoreError> {
         .collect();
     found.sort();
     Ok(found)
+}
+
+/// Remove a copy cut short: `tmp`, and the journal SQLite kept beside it
+/// while writing it.
+fn remove_tmp(tmp: &Path) {
+    for suffix in ["", "-journal", "-wal"] {
+        let mut name = tmp.as_os_str().to_owned();
+        name.push(suffix);
+        let _ = std::fs::remove_file(PathBuf::from(name));
+    }
 }
 
 fn tmp_of(copy: &Path) -> PathBuf {
