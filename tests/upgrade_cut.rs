@@ -137,12 +137,31 @@ fn completes(g: &mut Gateway, before: (i64, i64, i64), why: &str) {
 #[test]
 fn a_migration_killed_at_any_point_is_completed_by_the_next_start() {
     // How long the whole migration takes here: the span the timed cuts
-    // spread over.
+    // spread over. Under systemd it asks for more time before it begins
+    // (EXTEND_TIMEOUT_USEC, then every 5 s), so a slow card is not killed
+    // as a start that hangs.
     let probe = gateway();
     let before = grown_schema_1(&probe);
+    let socket = NotifySocket::bind(&probe.dir);
     let t = Instant::now();
-    let mut daemon = probe.launch();
+    let mut daemon = probe.launch_with_env(&[("NOTIFY_SOCKET", socket.path())]);
     let span = t.elapsed();
+    let ready = socket.wait_for("READY", "1", 1);
+    let extended = socket.values("EXTEND_TIMEOUT_USEC");
+    assert!(
+        extended.first().is_some_and(|(usec, at)| {
+            usec.parse::<u64>().is_ok_and(|u| u >= 30_000_000) && *at < ready
+        }),
+        "{extended:?}"
+    );
+    assert!(
+        socket
+            .values("STATUS")
+            .iter()
+            .any(|(s, _)| s.contains("migrating the database from schema 1")),
+        "{:?}",
+        socket.values("STATUS")
+    );
     assert!(
         daemon.log().contains("database migrated from schema 1"),
         "{}",
