@@ -3,8 +3,9 @@
 //! of reads keyed in today's form (`v2`, the scanner's gateway in it), and
 //! scans such a release stored but did not decide are keyed again. On
 //! real SQLite files, through the gate the daemon uses
-//! (`Gate::bridge_earlier_keys`); the fixtures' upgrade tests do the same
-//! with states each earlier release's own binary wrote.
+//! (`Gate::bridge_earlier_keys`), embedded and through a facility
+//! redis-server; the fixtures' upgrade tests do the same with states each
+//! earlier release's own binary wrote.
 
 use crate::util::*;
 use scangate::capture::{Profile, Scan};
@@ -191,4 +192,44 @@ fn the_bridge_is_there_only_while_earlier_commits_can_be_twins() {
             .unwrap()
             .is_none()
     );
+}
+
+/// With a facility store: the gateway's own commit of the earlier form,
+/// made through the facility before the upgrade, is found by its local
+/// echo check after it, and the re-read is never claimed again.
+#[test]
+fn through_a_facility_store_a_read_straddling_the_upgrade_is_an_echo_too() {
+    let now = scangate::capture::CaptureTime::now();
+    for bridged in [true, false] {
+        let (root, redis, mut store, mut gate, mut facility) = facility_rig("scangate-keys-fac-");
+        let t0 = chrono::Utc::now().timestamp_millis() - 10_000;
+        let first = at(&before_upgrade(), &dscsa("F1"), t0, 0);
+        store.admit("f1", std::slice::from_ref(&first)).unwrap();
+        scangate::daemon::claimer::round(&mut store, &mut gate, Some(&mut facility), "", &now)
+            .unwrap();
+        assert_eq!(verdict(&store, &first), Verdict::Committed);
+        // The upgrade: this release's gate over the same state.
+        let text = "[gateway]\nfacility = \"f1\"\nid = \"gw\"\n\
+             [[scanner]]\nname = \"counter-1\"\nkind = \"serial\"\npath = \"/dev/null\"\nscan_type = \"dispense\"\n";
+        let cfg = Config::parse(text, None).unwrap();
+        if bridged {
+            gate.bridge_earlier_keys(&mut store, &cfg).unwrap();
+        }
+        let mut owned = dispense("counter-1");
+        owned.owner = Some("gw".into());
+        let again = at(&owned, &dscsa("F1"), t0, 2_000);
+        store.admit("f1", std::slice::from_ref(&again)).unwrap();
+        scangate::daemon::claimer::round(&mut store, &mut gate, Some(&mut facility), "", &now)
+            .unwrap();
+        let expected = match bridged {
+            true => Verdict::Suppressed {
+                twin: first.uuid.to_string(),
+            },
+            // Control: without the bridge, a second entry.
+            false => Verdict::Committed,
+        };
+        assert_eq!(verdict(&store, &again), expected);
+        assert_eq!(redis.ledger("f1").len(), if bridged { 1 } else { 2 });
+        drop(root);
+    }
 }
