@@ -80,7 +80,7 @@ pub enum StoreError {
     },
     /// The database was written by a newer scangate.
     #[error(
-        "database {path} has schema version {found}, newer than this scangate understands ({known}). Fix: run the newer scangate, or restore a backup"
+        "database {path} has schema version {found}, newer than this scangate understands ({known}): a later release migrated it, and it is left untouched. Fix: run that later release again; to go back to this one, restore the copy the later release kept before migrating (scangate.db.schema-{known}.before-<release> beside it, if it kept one: docs/technician.md, \"Rolling back\"), or a backup"
     )]
     NewerSchema {
         /// The database file.
