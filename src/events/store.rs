@@ -176,7 +176,8 @@ pub struct MigrationStarting<'a> {
     pub from: i64,
     /// This build's.
     pub to: i64,
-    /// Scans, ledger entries and audit records in it.
+    /// Scans, ledger entries and audit records written to it (their
+    /// positions: those pruned since count too).
     pub rows: i64,
 }
 
@@ -186,7 +187,7 @@ impl MigrationStarting<'_> {
         tracing::info!(
             target: "scangate::store",
             db = %self.db.display(), from = self.from, to = self.to, rows = self.rows,
-            "migrating the database from schema {} to {} ({} rows); scans wait until it is done, do not stop the service",
+            "migrating the database from schema {} to {} ({} rows): its pages are checked, a copy is kept, then it is migrated; scans wait until it is done, do not stop the service",
             self.from, self.to, self.rows
         );
     }
@@ -251,7 +252,8 @@ pub enum MigrationCopy<'a> {
         path: &'a std::path::Path,
         /// Free bytes in the state directory's file system.
         free: u64,
-        /// What the copy needs on top of `[outbox] min_free_mb`.
+        /// What the copy and the migration after it need on top of
+        /// `[outbox] min_free_mb`.
         needed: u64,
     },
     /// An old copy is removed (INFO): it is older than the days copies are kept.
@@ -274,7 +276,7 @@ impl MigrationCopy<'_> {
             MigrationCopy::NoRoom { path, free, needed } => tracing::warn!(
                 target: "scangate::store",
                 copy = %path.display(), free_bytes = free, needed_bytes = needed,
-                "no copy of the database is kept before the migration: {} MiB free, {} MiB needed above [outbox] min_free_mb; the migration goes ahead, but a rollback to the earlier release will need a backup of your own",
+                "no copy of the database is kept before the migration: {} MiB free, {} MiB needed for the copy and the migration above [outbox] min_free_mb; the migration goes ahead, but a rollback to the earlier release will need a backup of your own",
                 free / (1024 * 1024), needed / (1024 * 1024)
             ),
             MigrationCopy::Removed { path } => tracing::info!(

@@ -510,6 +510,10 @@ impl Store {
         let Store { conn, path, .. } = self;
         let err = |e| classify(path, e);
         let migration = super::upgrade::Migration::begin(conn, path, from, to, floor)?;
+        if from > 0 {
+            check_pages(conn, path)?;
+        }
+        migration.keep_copy(conn, path, floor)?;
         for (i, sql) in MIGRATIONS.iter().enumerate().skip(from as usize) {
             migration.step(i as i64 + 1);
             let tx = conn
@@ -619,10 +623,8 @@ fn check_version(conn: &Connection, path: &Path, read_only: bool) -> Result<i64,
         // nobody waits for it: `run` checks on its own thread after
         // start, `audit verify` checks before the chain
         // (`Store::check_pages`); other read-only commands meet damage in
-        // the pages they read. A migration (it writes) checks first.
-        if !read_only && version < known {
-            check_pages(conn, path)?;
-        }
+        // the pages they read. A migration (it writes) checks first, once
+        // it has been announced (`Store::migrate`).
     } else if !read_only {
         // A brand-new file must really be empty: never adopt a database
         // that holds someone else's tables.

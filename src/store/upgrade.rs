@@ -28,6 +28,10 @@ pub const KEEP_COPY_DAYS: u64 = 7;
 const PROGRESS_EVERY: Duration = Duration::from_secs(5);
 /// Each report gives the start this much longer from now: several reports.
 const EXTEND_BY: Duration = Duration::from_secs(60);
+/// Room a copy is kept only with: this many times the database's size
+/// (the copy, and the migration's growth after it) above `[outbox]
+/// min_free_mb`.
+const MIGRATION_ROOM: u64 = 3;
 /// SQLite VM instructions between two looks at the clock.
 const OPS_BETWEEN_LOOKS: i32 = 100_000;
 
@@ -50,10 +54,10 @@ pub(super) struct Migration {
 }
 
 impl Migration {
-    /// Announce migrating `db` (on `conn`) from schema `from` to `to`,
-    /// report its progress from now on, and keep a copy of it first if
-    /// `floor` (`Some`: `[outbox] min_free_mb` in bytes) leaves room for it
-    /// (`None`: a database being created, nothing to keep).
+    /// Announce migrating `db` (on `conn`) from schema `from` to `to` when
+    /// `floor` is given (`None`, or `from` 0: a database being created,
+    /// nothing to say), and report its progress from now on (the check of
+    /// its pages and the copy included: [`Migration::keep_copy`]).
     pub(super) fn begin(
         conn: &mut Connection,
         db: &Path,
@@ -71,10 +75,14 @@ impl Migration {
                 step,
             });
         }
+        // The rows as their positions count them (instant, where count(*)
+        // would read every table before the first line is logged; rows
+        // pruned since are counted too).
         let rows: i64 = conn
             .query_row(
-                "SELECT (SELECT count(*) FROM scans) + (SELECT count(*) FROM ledger)
-                      + (SELECT count(*) FROM audit)",
+                "SELECT coalesce((SELECT max(seq) FROM scans), 0)
+                      + coalesce((SELECT max(seq) FROM ledger), 0)
+                      + coalesce((SELECT max(seq) FROM audit), 0)",
                 [],
                 |r| r.get(0),
             )
@@ -102,15 +110,27 @@ impl Migration {
             }),
         )
         .map_err(|e| classify(db, e))?;
-        if let Some(floor) = floor {
-            keep_copy(conn, db, from, floor)?;
-        }
         Ok(Migration {
             from,
             to,
             started,
             step,
         })
+    }
+
+    /// Keep a copy of `db` as it is, before the first migration, if
+    /// `floor` (`[outbox] min_free_mb` in bytes) leaves room for it and
+    /// for the migration (see `keep_copy`); `None`: nothing to keep.
+    pub(super) fn keep_copy(
+        &self,
+        conn: &Connection,
+        db: &Path,
+        floor: Option<u64>,
+    ) -> Result<(), StoreError> {
+        match floor {
+            Some(floor) if self.from > 0 => keep_copy(conn, db, self.from, floor),
+            _ => Ok(()),
+        }
     }
 
     /// Migration `n` (making schema version `n`) is being applied.
@@ -136,9 +156,9 @@ impl Migration {
 
 /// Keep `db` (at schema `from`) as it is in [`copy_path`], through a
 /// `.tmp` file renamed once written and synced, unless this release kept
-/// one already (a start cut short during the migration) or fewer than
-/// its size above `floor` bytes are free. A copy that fails is warned of
-/// and the migration goes ahead.
+/// one already (a start cut short during the migration) or the copy and
+/// the migration after it would not leave `floor` bytes free. A copy that
+/// fails is warned of and the migration goes ahead.
 fn keep_copy(conn: &Connection, db: &Path, from: i64, floor: u64) -> Result<(), StoreError> {
     let copy = copy_path(db, from);
     let dir = db.parent().unwrap_or(Path::new("."));
@@ -156,12 +176,18 @@ fn keep_copy(conn: &Connection, db: &Path, from: i64, floor: u64) -> Result<(), 
         .filter_map(|p| std::fs::metadata(p).ok())
         .map(|m| m.len())
         .sum::<u64>();
+    // The copy is the database's size at most; the migrations after it
+    // rebuild tables in a transaction each, so the write-ahead log and the
+    // file grow by up to about twice the database (measured from a
+    // schema-1 state: docs/benchmarks.md). A copy never takes the room
+    // the migration needs.
+    let needed = size.saturating_mul(MIGRATION_ROOM);
     let free = super::space::free_bytes(dir).unwrap_or(0);
-    if free < size.saturating_add(floor) {
+    if free < needed.saturating_add(floor) {
         MigrationCopy::NoRoom {
             path: &copy,
             free,
-            needed: size,
+            needed,
         }
         .emit();
         return Ok(());
