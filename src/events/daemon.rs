@@ -45,7 +45,7 @@ impl Starting<'_> {
             store = if self.facility_redis { "facility redis" } else { "embedded" },
             version = crate::build::VERSION, schema = crate::build::SCHEMA_VERSION,
             commit = crate::build::COMMIT,
-            "scangate {} starting", crate::build::VERSION
+            "scangate starting: release {}, schema {}", crate::build::VERSION, crate::build::SCHEMA_VERSION
         );
     }
 }

@@ -358,7 +358,11 @@ fn lifecycle_events_log_once_with_their_fields() {
         .emit()
     });
     let l = one(&logs);
-    let message = format!("scangate {} starting", crate::build::VERSION);
+    let message = format!(
+        "scangate starting: release {}, schema {}",
+        crate::build::VERSION,
+        crate::build::SCHEMA_VERSION
+    );
     let schema = crate::build::SCHEMA_VERSION.to_string();
     assert_eq!(
         (
