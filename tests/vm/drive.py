@@ -1994,7 +1994,7 @@ class Run:
         try:
             # (SCANGATE_VM_ONLY: the group runs whole when it names one of
             # its checks or the purge, and not at all otherwise.)
-            if not only or only & {n for n, _, _ in upgrade} | {"purge_removes_config_keeps_state"}:
+            if not only or only & ({n for n, _, _ in upgrade} | {"purge_removes_config_keeps_state"}):
                 for name, fn, needed in upgrade:
                     if not self.step(name, fn) and needed:
                         for rest, _, _ in upgrade[[c[0] for c in upgrade].index(name) + 1:]:

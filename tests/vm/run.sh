@@ -26,11 +26,11 @@ here=tests/vm
 # on the host to be built, and every step is several times slower).
 arch=${SCANGATE_VM_ARCH:-amd64}
 
-# The previous release, upgraded from by the checks: 0.1.0 (.deb 0.1.0-1),
-# released from this commit (the full hash: its cached .deb is found by it
-# even in a clone that lacks the commit). At each release, the commit
-# released before it.
-prev_commit=${SCANGATE_VM_PREV:-c717ba95bc8cea913b69480b811b5dcb5131333b}
+# The previous release, upgraded from by the checks: the commit
+# tests/fixtures/previous-release names (0.1.0, .deb 0.1.0-1, today; the
+# rolling-upgrade tests use the same), or SCANGATE_VM_PREV. (A full hash:
+# its cached .deb is found by it even in a clone that lacks the commit.)
+prev_commit=${SCANGATE_VM_PREV:-$(grep -v '^#' tests/fixtures/previous-release | awk 'NF { print $1; exit }')}
 
 # Checks known to fail, by name (they run and report XFAIL while they fail;
 # XPASS when one passes: delete it here then). None today.
