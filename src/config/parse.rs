@@ -120,7 +120,7 @@ impl ConfigError {
             file: file.map(Path::to_owned),
             key,
             problem: format!("{}{at}", e.message().trim_end()),
-            fix: "compare with the documented example config/scangate.toml".into(),
+            fix: "compare with the reference of every key (/usr/share/scangate/scangate.toml.example on a gateway, config/scangate.toml in the source)".into(),
         }
     }
 }
