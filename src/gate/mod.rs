@@ -89,7 +89,8 @@ pub struct Gate {
     /// The facility claimer's live lane: the rows the writer made durable,
     /// in memory ([`Gate::with_admitted`]).
     admitted: Option<crate::outbox::admitted::Cached>,
-    /// Keys of an earlier form still in the state ([`Gate::set_bridge`]).
+    /// Keys of an earlier form still in the state
+    /// ([`Gate::bridge_earlier_keys`]).
     bridge: Option<Arc<earlier_keys::Bridge>>,
 }
 
@@ -427,6 +428,7 @@ impl Gate {
         {
             let bytes = key_bytes(&earlier);
             if self.known().bloom.may_contain(&bytes) || row.time.utc_ms < bloom_floor {
+                stats.exact_lookups += 1;
                 twin = crate::ledger::find_twin(tx, (&earlier, &bytes), row, window)?;
             }
         }
