@@ -131,6 +131,28 @@ fn the_previous_release_runs_on_a_state_this_one_wrote() {
         (2, 2),
         "{st}"
     );
+    // This release's `status` says which release the running daemon is.
+    let mut reasons = Vec::new();
+    wait_until("status to see the previous release running", || {
+        let out: Outcome = cli_cfg(&g.cfg, &["status", "--json"]).into();
+        let Ok(st) = serde_json::from_str::<serde_json::Value>(&out.stdout) else {
+            return false;
+        };
+        assert_eq!(st["build"]["version"], scangate::build::VERSION, "{st}");
+        assert_eq!(
+            st["build"]["schema"],
+            scangate::build::SCHEMA_VERSION,
+            "{st}"
+        );
+        reasons = st["degraded"].as_array().cloned().unwrap_or_default();
+        st["daemon"]["running"] == true
+    });
+    assert!(
+        reasons.iter().any(|r| r.as_str().is_some_and(
+            |r| r.contains("a release before 0.2.0") && r.contains("systemctl restart")
+        )),
+        "{reasons:?}"
+    );
     assert!(old.terminate().success(), "{}", old.log());
     // And forward again.
     g.start();
