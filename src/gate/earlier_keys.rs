@@ -60,26 +60,17 @@ struct Keyed {
 impl Keyed {
     fn of(r: &rusqlite::Row<'_>) -> rusqlite::Result<Keyed> {
         let expiry: Option<String> = r.get(7)?;
-        // An expiry the row cannot give back as the key had it (a date out
-        // of range was keyed as "?"): such a row is not bridged.
-        let expiry_date = match expiry.as_deref() {
-            None => Some(None),
-            Some(d) => chrono::NaiveDate::parse_from_str(d, "%Y-%m-%d")
-                .ok()
-                .map(Some),
-        };
-        let (gtin, ndc10, lot, serial) = (r.get(3)?, r.get(4)?, r.get(5)?, r.get(6)?);
         Ok(Keyed {
             scanner: r.get(0)?,
             scan_type: r.get(1)?,
             quantity: r.get(2)?,
-            product: expiry_date.map(|expiry| ProductId {
-                gtin,
-                ndc10,
-                lot,
-                serial,
-                expiry,
-            }),
+            product: product(
+                r.get(3)?,
+                r.get(4)?,
+                r.get(5)?,
+                r.get(6)?,
+                expiry.as_deref(),
+            ),
             key: r
                 .get::<_, Option<Unpacked>>(8)?
                 .map(|u| u.0)
@@ -90,15 +81,54 @@ impl Keyed {
 
     /// Its key in the form `owner` (`None`: the `v1` form) gives.
     fn key_as(&self, facility: &str, owner: Option<&str>) -> Option<String> {
-        let profile = Profile {
-            scanner: self.scanner.clone(),
-            scan_type: ScanType::parse(&self.scan_type)?,
-            quantity: u32::try_from(self.quantity).ok()?,
-            owner: owner.map(str::to_owned),
-            unserialised: Default::default(),
-        };
-        Some(content_key(facility, &profile, self.product.as_ref()?))
+        key_as(
+            facility,
+            (&self.scanner, &self.scan_type, self.quantity),
+            self.product.as_ref()?,
+            owner,
+        )
     }
+}
+
+/// A row's product as its content key was made from it; `None` for an
+/// expiry the row cannot give back as the key had it (a date out of range
+/// was keyed as "?"): such a row is not bridged.
+fn product(
+    gtin: Option<String>,
+    ndc10: Option<String>,
+    lot: Option<String>,
+    serial: Option<String>,
+    expiry: Option<&str>,
+) -> Option<ProductId> {
+    let expiry = match expiry {
+        None => None,
+        Some(d) => Some(chrono::NaiveDate::parse_from_str(d, "%Y-%m-%d").ok()?),
+    };
+    Some(ProductId {
+        gtin,
+        ndc10,
+        lot,
+        serial,
+        expiry,
+    })
+}
+
+/// The content key of `product` read by `(scanner, scan type, quantity)`
+/// in the form `owner` gives (`None`: the `v1` form).
+fn key_as(
+    facility: &str,
+    (scanner, scan_type, quantity): (&str, &str, i64),
+    product: &ProductId,
+    owner: Option<&str>,
+) -> Option<String> {
+    let profile = Profile {
+        scanner: scanner.to_owned(),
+        scan_type: ScanType::parse(scan_type)?,
+        quantity: u32::try_from(quantity).ok()?,
+        owner: owner.map(str::to_owned),
+        unserialised: Default::default(),
+    };
+    Some(content_key(facility, &profile, product))
 }
 
 /// The columns [`Keyed::of`] reads, in its order.
@@ -158,25 +188,19 @@ impl Bridge {
         if row.time.utc_ms > self.until_ms || !self.scanners.contains(&row.scanner) {
             return None;
         }
-        let expiry = match row.expiry.as_deref() {
-            None => None,
-            Some(d) => Some(chrono::NaiveDate::parse_from_str(d, "%Y-%m-%d").ok()?),
-        };
-        Keyed {
-            scanner: row.scanner.clone(),
-            scan_type: row.scan_type.clone(),
-            quantity: row.quantity,
-            product: Some(ProductId {
-                gtin: row.gtin.clone(),
-                ndc10: row.ndc10.clone(),
-                lot: row.lot.clone(),
-                serial: row.serial.clone(),
-                expiry,
-            }),
-            key: String::new(),
-            captured_ms: row.time.utc_ms,
-        }
-        .key_as(&self.facility, None)
+        let product = product(
+            row.gtin.clone(),
+            row.ndc10.clone(),
+            row.lot.clone(),
+            row.serial.clone(),
+            row.expiry.as_deref(),
+        )?;
+        key_as(
+            &self.facility,
+            (&row.scanner, &row.scan_type, row.quantity),
+            &product,
+            None,
+        )
     }
 }
 
