@@ -42,6 +42,7 @@ pub fn main() -> ExitCode {
             "info"
         },
     );
+    crate::files::restrict_umask();
     // Read before the command runs (it may create what is looked for).
     let no_config_file = cli.command.config().is_some_and(|c| c.path().is_none());
     match dispatch(cli.command) {

@@ -18,7 +18,9 @@
 //!    [`model::Claim`] and its [`model::Outcome`], what is known of the
 //!    facility store); [`invalid`] (a refused setting), [`shutdown`] (the
 //!    stop token), [`backoff`] (the retry schedule), [`exit`] (the exit
-//!    codes), [`build`] (the version, schema version and commit).
+//!    codes), [`build`] (the version, schema version and commit),
+//!    [`files`] (opening a file of scangate's own without following
+//!    what another account planted at its name).
 //! 1. **What a stage is told and what it tells** — [`config`]: the TOML
 //!    file, assembled from the sections each stage owns (`source::config`,
 //!    `source::{serial,hid}::config`, `facility::config`: leaves), and its
@@ -80,6 +82,7 @@ pub mod events;
 pub mod exit;
 pub mod facility;
 pub mod feedback;
+pub mod files;
 pub mod gate;
 pub mod invalid;
 pub mod ledger;

@@ -14,6 +14,8 @@ const FLOORS: &[(&str, u8)] = &[
     ("shutdown", 0),
     ("exit", 0),
     ("build", 0),
+    ("files", 0),
+    ("bounded_read", 0),
     // 1: what each stage is told (the config and the sections each stage
     // owns) and what it tells (telemetry, events, logs, systemd).
     ("config", 1),

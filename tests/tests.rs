@@ -28,6 +28,7 @@ mod ledger_chain;
 mod raw_retention;
 mod retention;
 mod state_identity;
+mod state_links;
 mod unserialised;
 
 // Upgrades: every earlier release's shipped config; keys of an earlier form.

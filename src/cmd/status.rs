@@ -244,11 +244,18 @@ pub struct Status {
     pub audit: AuditView,
 }
 
+/// The longest status file read (a gateway's with a hundred scanners is
+/// tens of kilobytes).
+const STATUS_FILE_LIMIT: u64 = 4 * 1024 * 1024;
+
 /// The status file, or why there is none to read.
 fn read_live(state_dir: &Path) -> Result<LiveStatus, String> {
     let path = state_dir.join(STATUS_FILE);
-    let bytes = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-    serde_json::from_slice(&bytes).map_err(|e| format!("{}: {e}", path.display()))
+    let text = crate::files::read_to_string(&path, STATUS_FILE_LIMIT).map_err(|e| match e {
+        crate::files::FileError::Io { source, .. } => format!("{}: {source}", path.display()),
+        planted => planted.to_string(),
+    })?;
+    serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
 }
 
 /// `scangate status [--json]`: print the status; exit 1 if degraded.
@@ -278,6 +285,9 @@ pub fn gather(cfg: &Config, now_ms: i64) -> Result<Status, StoreError> {
     let (daemon, live) = daemon_view(&state_dir, now_ms, &mut degraded);
     for old in &cfg.carried {
         degraded.push(format!("config: {}", old.warning(None)));
+    }
+    for loose in crate::store::modes::loose(&state_dir) {
+        degraded.push(format!("state: {loose}"));
     }
     let scanners = scanner_views(cfg, live.as_ref(), daemon.running, &mut degraded);
     let oldest = stored.oldest_age_s(now_ms);

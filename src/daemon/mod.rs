@@ -143,6 +143,14 @@ pub async fn run_with(
     }
     let state_dir = cfg.state_dir();
     let mut store = Store::open_with_floor(&state_dir, cfg.outbox.min_free_mb)?;
+    for loose in crate::store::modes::loose(&state_dir) {
+        events::StateExposed {
+            path: &loose.path,
+            mode: loose.mode,
+            warning: &loose,
+        }
+        .emit();
+    }
     if cfg.redis.is_none() {
         let waiting = store.unresolved()?;
         if waiting > 0 {

@@ -288,3 +288,25 @@ impl MigrationCopy<'_> {
         }
     }
 }
+
+/// A part of the state directory that others may read or write (WARN, at
+/// the daemon's start).
+pub struct StateExposed<'a> {
+    /// The file or directory.
+    pub path: &'a std::path::Path,
+    /// Its permission bits.
+    pub mode: u32,
+    /// The whole warning: who may, and the `chmod` that fixes it.
+    pub warning: &'a dyn std::fmt::Display,
+}
+
+impl StateExposed<'_> {
+    /// Log it (WARN, target `scangate::store`).
+    pub fn emit(self) {
+        tracing::warn!(
+            target: "scangate::store",
+            path = %self.path.display(), mode = format_args!("{:04o}", self.mode & 0o7777),
+            "{}", self.warning
+        );
+    }
+}

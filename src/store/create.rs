@@ -12,14 +12,11 @@
 //! the crash came before it). A first start and a state reset both build
 //! their database this way.
 
-use super::{DB_FILE, Store, StoreError};
+use super::{BESIDE, DB_FILE, Store, StoreError};
 use std::path::{Path, PathBuf};
 
 /// The name a new database is built under, beside its final name.
 const BUILDING: &str = "scangate.db.new";
-
-/// The suffixes of the files SQLite keeps beside a database.
-const BESIDE: [&str; 4] = ["", "-journal", "-wal", "-shm"];
 
 /// The files in `state_dir` that an unfinished first start can leave (the
 /// database's, the one being built and what SQLite keeps beside each),
@@ -69,6 +66,7 @@ pub(crate) fn clear(state_dir: &Path, files: &[PathBuf]) -> Result<(), StoreErro
 /// in WAL mode, migrated. The caller writes what must be in it from the
 /// start (its identity) and hands it to [`install`].
 pub(crate) fn begin(state_dir: &Path) -> Result<Store, StoreError> {
+    super::refuse_planted(&state_dir.join(BUILDING))?;
     for s in BESIDE {
         let p = state_dir.join(format!("{BUILDING}{s}"));
         match std::fs::remove_file(&p) {

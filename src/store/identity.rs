@@ -129,13 +129,23 @@ impl Default for StateId {
     }
 }
 
+/// The longest identity file read: a few lines are written there.
+const ID_FILE_LIMIT: u64 = 64 * 1024;
+
 /// Read `<state_dir>/state-id`: `None` if there is none.
 pub fn read(state_dir: &Path) -> Result<Option<StateId>, StoreError> {
     let path = state_dir.join(ID_FILE);
-    let text = match std::fs::read_to_string(&path) {
+    let text = match crate::files::read_to_string(&path, ID_FILE_LIMIT) {
         Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => {
+        Err(crate::files::FileError::Io { source, .. })
+            if source.kind() == std::io::ErrorKind::NotFound =>
+        {
+            return Ok(None);
+        }
+        Err(planted @ crate::files::FileError::Unfit { .. }) => {
+            return Err(StoreError::Planted(planted));
+        }
+        Err(crate::files::FileError::Io { source: e, .. }) => {
             let fix = match e.kind() {
                 std::io::ErrorKind::PermissionDenied => format!(
                     "let the service user read it (`chown scangate: {}`), or run this command as that user or as root",
@@ -171,7 +181,10 @@ pub fn write(state_dir: &Path, id: &StateId) -> Result<(), StoreError> {
         free_bytes: super::space::free_bytes(state_dir),
         min_free_mb: None,
     };
-    let mut f = std::fs::File::create(&tmp).map_err(io)?;
+    let mut f = crate::files::open(&tmp, crate::files::Access::Replace).map_err(|e| match e {
+        crate::files::FileError::Io { source, .. } => io(source),
+        planted => StoreError::Planted(planted),
+    })?;
     f.write_all(id.render().as_bytes()).map_err(io)?;
     f.sync_all().map_err(io)?;
     drop(f);
@@ -214,23 +227,8 @@ impl Found {
 /// Look at the database file without changing it (read-only connection).
 pub(crate) fn inspect(db: &Path) -> Result<Found, StoreError> {
     let dir = db.parent().unwrap_or(db);
-    if let Ok(target) = std::fs::read_link(db)
-        && !db.exists()
-    {
-        // (Not missing: its place is taken, by a link to what is not
-        // there now. Never removed as a leftover.)
-        return Err(StoreError::StateDir {
-            dir: dir.to_owned(),
-            source: std::io::Error::new(
-                std::io::ErrorKind::NotFound,
-                format!(
-                    "{} is a symbolic link to {}, which is not there (a disk not mounted?)",
-                    db.display(),
-                    target.display()
-                ),
-            ),
-        });
-    }
+    // (A link is not a missing database, nor a leftover to remove.)
+    super::refuse_planted(db)?;
     let len = match std::fs::metadata(db) {
         Ok(m) => m.len(),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Found::Missing),
@@ -293,6 +291,7 @@ fn zeros_only(db: &Path, len: u64) -> bool {
 /// would fail with "attempt to write a readonly database". Only the writer,
 /// holding the state directory's lock, does this.
 pub(crate) fn settle_journal(db: &Path) -> Result<(), StoreError> {
+    super::refuse_planted(db)?;
     let journal = db.with_file_name(format!("{DB_FILE}-journal"));
     let len = std::fs::metadata(db).map_or(0, |m| m.len());
     if !journal.exists() || len < 100 || zeros_only(db, len) {

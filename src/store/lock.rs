@@ -14,16 +14,8 @@ pub const LOCK_FILE: &str = "scangate.lock";
 pub(super) fn lock_state_dir(dir: &Path) -> Result<Flock<std::fs::File>, StoreError> {
     use std::io::{Read, Seek, Write};
     let path = dir.join(LOCK_FILE);
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(&path)
-        .map_err(|source| StoreError::StateDir {
-            dir: dir.to_owned(),
-            source,
-        })?;
+    let file = crate::files::open(&path, crate::files::Access::ReadWrite)
+        .map_err(|e| super::file_error(&path, e))?;
     match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
         Ok(mut lock) => {
             let _ = lock.set_len(0);

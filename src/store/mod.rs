@@ -35,6 +35,7 @@ mod create;
 pub mod handoff;
 pub mod identity;
 mod lock;
+pub mod modes;
 mod open;
 pub mod packed;
 mod schema;
@@ -185,6 +186,11 @@ pub enum StoreError {
         "the outbox writer stopped before it wrote a claimer round; its scans stay open in the outbox and are claimed again (by scan UUID), the lane writing them itself. Fix: none needed for the scans; the log before this says why the writer stopped"
     )]
     WriterGone,
+    /// A name in the state directory holds what scangate did not make (a
+    /// link, a FIFO, a device, a second name of another file): refused,
+    /// never followed or written through.
+    #[error("state directory: {0}")]
+    Planted(crate::files::FileError),
     /// Any other SQLite failure.
     #[error("database {path}: {source}")]
     Sqlite {
@@ -445,8 +451,12 @@ pub fn held<'s, 't>(
 /// A connection to the existing database `db` (`flags`: read-only or
 /// read-write) that waits up to 5 s for a lock.
 pub(crate) fn connect(db: &Path, flags: OpenFlags) -> Result<Connection, StoreError> {
-    let conn = Connection::open_with_flags(db, flags | OpenFlags::SQLITE_OPEN_NO_MUTEX)
-        .map_err(|e| classify(db, e))?;
+    let checked = checked_path(db)?;
+    let conn = Connection::open_with_flags(
+        checked,
+        flags | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_NOFOLLOW,
+    )
+    .map_err(|e| classify(db, e))?;
     conn.busy_timeout(std::time::Duration::from_secs(5))
         .map_err(|e| classify(db, e))?;
     Ok(conn)
@@ -463,6 +473,50 @@ pub(crate) fn query_plan(conn: &Connection, sql: &str) -> String {
         .map(Result::unwrap)
         .collect();
     details.join("; ")
+}
+
+/// The suffixes of the files SQLite keeps beside a database.
+pub(crate) const BESIDE: [&str; 4] = ["", "-journal", "-wal", "-shm"];
+
+/// Refuse the database `db` if it, or a file SQLite keeps beside it, is
+/// not a regular file of scangate's own ([`crate::files::unfit`]): SQLite
+/// would follow a link at the database's name and write into what it
+/// names.
+pub(crate) fn refuse_planted(db: &Path) -> Result<(), StoreError> {
+    for suffix in BESIDE {
+        let mut name = db.as_os_str().to_owned();
+        name.push(suffix);
+        crate::files::refuse_unfit(Path::new(&name)).map_err(|e| file_error(db, e))?;
+    }
+    Ok(())
+}
+
+/// Where SQLite is to open `db`, told not to follow a link
+/// (`SQLITE_OPEN_NOFOLLOW`, refused since SQLite's own files beside it
+/// are opened with `O_NOFOLLOW` anyway): after [`refuse_planted`], with
+/// the links in its directory's path resolved (a state directory may
+/// itself be a link, to another disk; only the names inside it are
+/// scangate's own).
+pub(crate) fn checked_path(db: &Path) -> Result<PathBuf, StoreError> {
+    refuse_planted(db)?;
+    let resolved = match (db.parent(), db.file_name()) {
+        (Some(dir), Some(name)) if !dir.as_os_str().is_empty() => std::fs::canonicalize(dir)
+            .map(|d| d.join(name))
+            .unwrap_or_else(|_| db.to_owned()),
+        _ => db.to_owned(),
+    };
+    Ok(resolved)
+}
+
+/// A [`crate::files::FileError`] on `file`, a file in the state directory.
+pub(crate) fn file_error(file: &Path, e: crate::files::FileError) -> StoreError {
+    match e {
+        crate::files::FileError::Io { source, .. } => StoreError::StateDir {
+            dir: file.parent().unwrap_or(file).to_owned(),
+            source,
+        },
+        planted => StoreError::Planted(planted),
+    }
 }
 
 pub(crate) fn classify(path: &Path, e: rusqlite::Error) -> StoreError {

@@ -28,7 +28,7 @@ impl Store {
     /// [`Store::open`], keeping a copy before a migration only if
     /// `min_free_mb` (`[outbox] min_free_mb`) stays free after it.
     pub fn open_with_floor(state_dir: &Path, min_free_mb: u64) -> Result<Store, StoreError> {
-        std::fs::create_dir_all(state_dir).map_err(|source| StoreError::StateDir {
+        crate::files::create_dir_all(state_dir).map_err(|source| StoreError::StateDir {
             dir: state_dir.to_owned(),
             source,
         })?;
@@ -204,7 +204,7 @@ impl Store {
     fn open_immutable(path: &Path) -> Result<Store, StoreError> {
         use std::fmt::Write;
         let mut uri = String::from("file:");
-        for b in path.as_os_str().as_encoded_bytes() {
+        for b in super::checked_path(path)?.as_os_str().as_encoded_bytes() {
             match b {
                 b'/' | b'-' | b'_' | b'.' | b'~' => uri.push(*b as char),
                 b if b.is_ascii_alphanumeric() => uri.push(*b as char),

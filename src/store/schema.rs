@@ -580,15 +580,16 @@ fn open_connection(
     read_only: bool,
 ) -> Result<Connection, StoreError> {
     let sql = |source| sqlite(path, source);
-    let flags = if read_only {
-        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX
-    } else {
-        OpenFlags::SQLITE_OPEN_READ_WRITE
-            | OpenFlags::SQLITE_OPEN_CREATE
-            | OpenFlags::SQLITE_OPEN_NO_MUTEX
-    };
+    let flags = OpenFlags::SQLITE_OPEN_NO_MUTEX
+        | OpenFlags::SQLITE_OPEN_NOFOLLOW
+        | if read_only {
+            OpenFlags::SQLITE_OPEN_READ_ONLY
+        } else {
+            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE
+        };
+    let checked = super::checked_path(path)?;
     let conn = match uri {
-        None => Connection::open_with_flags(path, flags),
+        None => Connection::open_with_flags(checked, flags),
         Some(uri) => Connection::open_with_flags(uri, flags | OpenFlags::SQLITE_OPEN_URI),
     }
     .map_err(|e| classify(path, e))?;

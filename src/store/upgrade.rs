@@ -171,6 +171,9 @@ fn keep_copy(conn: &Connection, db: &Path, from: i64, floor: u64) -> Result<(), 
     }
     let tmp = tmp_of(&copy);
     remove_tmp(&tmp);
+    // (SQLite writes the copy through a link at its name unless the
+    // connection refuses links: it does, see `checked_path`.)
+    let tmp = super::checked_path(&tmp)?;
     let size = [db.to_path_buf(), wal_of(db)]
         .iter()
         .filter_map(|p| std::fs::metadata(p).ok())
@@ -279,4 +282,34 @@ fn wal_of(db: &Path) -> PathBuf {
     let mut name = db.as_os_str().to_owned();
     name.push("-wal");
     PathBuf::from(name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_connection_never_writes_a_copy_through_a_link() {
+        // A link planted at a copy's name after scangate looked: SQLite,
+        // told not to follow links, refuses it (the migration's copy).
+        let dir = tempfile::tempdir().unwrap();
+        let dir = std::fs::canonicalize(dir.path()).unwrap();
+        let store = crate::store::Store::open_file(&dir.join(DB_FILE), false).unwrap();
+        let victim = dir.join("victim");
+        std::fs::write(&victim, "").unwrap();
+        let link = dir.join("copy");
+        std::os::unix::fs::symlink(&victim, &link).unwrap();
+        let e = store
+            .conn
+            .execute("VACUUM INTO ?1", [link.to_string_lossy()])
+            .unwrap_err();
+        assert!(e.to_string().contains("unable to open"), "{e}");
+        assert_eq!(std::fs::metadata(&victim).unwrap().len(), 0);
+        // The control: through a plain name it writes.
+        store
+            .conn
+            .execute("VACUUM INTO ?1", [dir.join("plain").to_string_lossy()])
+            .unwrap();
+        assert!(std::fs::metadata(dir.join("plain")).unwrap().len() > 0);
+    }
 }

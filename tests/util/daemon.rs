@@ -164,7 +164,7 @@ impl Daemon {
     }
 
     /// Has it exited (without reaping twice)?
-    fn exited(&mut self) -> Option<ExitStatus> {
+    pub fn exited(&mut self) -> Option<ExitStatus> {
         self.child
             .as_mut()
             .and_then(|c| c.try_wait().expect("try_wait"))
