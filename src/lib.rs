@@ -19,8 +19,9 @@
 //!    facility store); [`invalid`] (a refused setting), [`shutdown`] (the
 //!    stop token), [`backoff`] (the retry schedule), [`exit`] (the exit
 //!    codes), [`build`] (the version, schema version and commit),
-//!    [`files`] (opening a file of scangate's own without following
-//!    what another account planted at its name).
+//!    [`files`] (a file a setting names, read whole up to a limit,
+//!    regular files only; a file of scangate's own, opened without
+//!    following what another account planted at its name).
 //! 1. **What a stage is told and what it tells** — [`config`]: the TOML
 //!    file, assembled from the sections each stage owns (`source::config`,
 //!    `source::{serial,hid}::config`, `facility::config`: leaves), and its

@@ -307,3 +307,28 @@ fn labels_test_decoder_reads_a_hand_made_symbol() {
     }
     assert!(decode(&bars, x).unwrap_err().contains("check symbol 35"));
 }
+
+#[test]
+fn labels_never_write_through_a_link_at_a_label_name() {
+    let d = tempdir("scangate-labels-link-");
+    let cfg = config(d.path(), CUSTOM);
+    let out_dir = d.path().join("out");
+    std::fs::create_dir(&out_dir).unwrap();
+    let victim = d.path().join("victim");
+    std::fs::write(&victim, "keep").unwrap();
+    std::os::unix::fs::symlink(&victim, out_dir.join("scangate-repeat.svg")).unwrap();
+    let out: Outcome = cli_cfg(&cfg, &["labels", "--out", out_dir.to_str().unwrap()]).into();
+    assert_ne!(out.code, Some(0), "{out}");
+    assert!(out.stderr.contains("is a symbolic link"), "{out}");
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep");
+    // The control: without the link, the same command writes the label.
+    std::fs::remove_file(out_dir.join("scangate-repeat.svg")).unwrap();
+    let out: Outcome = cli_cfg(&cfg, &["labels", "--out", out_dir.to_str().unwrap()]).into();
+    assert_eq!(out.code, Some(0), "{out}");
+    assert!(
+        std::fs::metadata(out_dir.join("scangate-repeat.svg"))
+            .unwrap()
+            .len()
+            > 0
+    );
+}

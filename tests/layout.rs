@@ -15,7 +15,6 @@ const FLOORS: &[(&str, u8)] = &[
     ("exit", 0),
     ("build", 0),
     ("files", 0),
-    ("bounded_read", 0),
     // 1: what each stage is told (the config and the sections each stage
     // owns) and what it tells (telemetry, events, logs, systemd).
     ("config", 1),

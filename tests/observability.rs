@@ -189,6 +189,41 @@ fn a_taken_metrics_port_fails_the_start_with_exit_2_naming_it() {
     );
 }
 
+/// `[metrics] listen` beyond loopback is a choice, not an error: a
+/// `warning:` line from `check-config` and a WARN when the daemon starts
+/// (the key cannot change at a reload), which serves all the same; a
+/// loopback address gets neither.
+#[test]
+fn a_metrics_listen_address_beyond_loopback_is_warned_of_not_refused() {
+    let port = free_port();
+    let exposed = format!("0.0.0.0:{port}");
+    let gw = Gateway::builder("scangate-metrics-exposed-")
+        .pty(ScannerSpec::named("counter-1").ack())
+        .config(&format!("[metrics]\nlisten = {exposed:?}"))
+        .build();
+    let warning = format!("[metrics] listen = \"{exposed}\" is not a loopback address");
+    let out: Outcome = cli_cfg(&gw.cfg, &["check-config"]).into();
+    assert_eq!(out.code, Some(0), "{out}");
+    assert!(out.stdout.contains(&format!("warning: {warning}")), "{out}");
+    let mut daemon = gw.launch();
+    wait_until("the daemon to warn of the exposed endpoint", || {
+        daemon
+            .log()
+            .lines()
+            .any(|l| l.contains(" WARN ") && l.contains(&warning))
+    });
+    let local = format!("127.0.0.1:{port}");
+    wait_until("/metrics answered", || {
+        matches!(http_get(&local, "/metrics"), Some((200, _)))
+    });
+    assert!(daemon.terminate().success(), "{}", daemon.log_digest());
+
+    gw.edit_config(|text| text.replace(&exposed, &local));
+    let out: Outcome = cli_cfg(&gw.cfg, &["check-config"]).into();
+    assert_eq!(out.code, Some(0), "{out}");
+    assert!(!out.stdout.contains("loopback"), "{out}");
+}
+
 /// The group `scangate` and a non-root member of it (created once).
 pub(crate) fn group_member() -> &'static str {
     static MEMBER: std::sync::OnceLock<()> = std::sync::OnceLock::new();
@@ -290,7 +325,17 @@ fn status_tells_healthy_unplugged_redis_down_and_stopped_also_to_a_group_member(
         .pty_behind(&b_link, ScannerSpec::named("counter-2").ack())
         .redis(&redis)
         .build();
-    std::fs::set_permissions(&gw.cfg, std::fs::Permissions::from_mode(0o644)).unwrap();
+    // The config as the package makes it: root:scangate 0640, read by the
+    // group member too.
+    assert!(
+        Command::new("chgrp")
+            .arg("scangate")
+            .arg(&gw.cfg)
+            .status()
+            .unwrap()
+            .success()
+    );
+    std::fs::set_permissions(&gw.cfg, std::fs::Permissions::from_mode(0o640)).unwrap();
     let mut daemon = gw.launch();
     let [mut a, b] = gw.take_scanners();
     let status = |user| run_as(user, &gw.cfg, &["status", "--json"]);

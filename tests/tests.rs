@@ -19,6 +19,7 @@ mod check_config;
 mod cli_errors;
 mod decode_cli;
 mod demo;
+mod hostile_input;
 mod labels_cli;
 
 // The gate and the audit trail, through the library on real SQLite files.
@@ -89,7 +90,8 @@ mod ledger_stream;
 mod logging;
 
 // What facility IT sees: metrics through a real Prometheus and node_exporter,
-// `scangate status`.
+// `scangate status`; `/metrics` answered under a flood of idle clients.
+mod metrics_starve;
 mod observability;
 
 // The shape of src/: no module imports from a floor above its own.

@@ -21,7 +21,8 @@ fn shipped_configs() -> Vec<PathBuf> {
     all
 }
 
-/// `fixture` as a site would have it, its state directory in `dir`.
+/// `fixture` as a site would have it (mode 0640, as the package creates
+/// it), its state directory in `dir`.
 fn placed(fixture: &Path, dir: &Path) -> PathBuf {
     let text = std::fs::read_to_string(fixture).unwrap();
     let state = dir.join("state");
@@ -31,7 +32,7 @@ fn placed(fixture: &Path, dir: &Path) -> PathBuf {
     );
     assert_ne!(moved, text, "{}: no state_dir to move", fixture.display());
     let cfg = dir.join("scangate.toml");
-    std::fs::write(&cfg, moved).unwrap();
+    write_site_config(&cfg, &moved);
     cfg
 }
 

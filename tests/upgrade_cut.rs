@@ -126,7 +126,14 @@ fn completes(g: &mut Gateway, before: (i64, i64, i64), why: &str) {
     assert_eq!((scans, entries), (before.0 + 1, before.1 + 1), "{why}");
     assert!(records > before.2, "{why}");
     let kept = copies(&g.state);
-    assert_eq!(kept, ["scangate.db.schema-1.before-0.2.0"], "{why}");
+    assert_eq!(
+        kept,
+        [format!(
+            "scangate.db.schema-1.before-{}",
+            scangate::build::VERSION
+        )],
+        "{why}"
+    );
     let copy = Connection::open(g.state.join(&kept[0])).unwrap();
     let version: i64 = copy
         .query_row("PRAGMA user_version", [], |r| r.get(0))

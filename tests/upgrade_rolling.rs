@@ -20,6 +20,21 @@ fn previous() -> Option<PathBuf> {
     found
 }
 
+/// The previous release's version, as tests/fixtures/previous-release
+/// names it.
+fn previous_version() -> String {
+    let file = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/previous-release"
+    );
+    std::fs::read_to_string(file)
+        .unwrap()
+        .lines()
+        .find(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .and_then(|l| l.split_whitespace().nth(1).map(str::to_string))
+        .expect("a commit and a version")
+}
+
 /// `previous run --config` for gateway `g`, its PTYs opened.
 fn launch(previous: &Path, g: &Gateway) -> Daemon {
     let err = std::fs::OpenOptions::new()
@@ -46,18 +61,7 @@ fn the_previous_release_says_what_it_is() {
         .output()
         .unwrap()
         .into();
-    let (_, version) = std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/previous-release"),
-    )
-    .unwrap()
-    .lines()
-    .find(|l| !l.starts_with('#') && !l.is_empty())
-    .map(|l| {
-        l.split_once(' ')
-            .map(|(c, v)| (c.to_string(), v.to_string()))
-            .unwrap()
-    })
-    .unwrap();
+    let version = previous_version();
     assert!(out.stdout.contains(&version), "{out}");
     assert!(!out.stdout.contains(scangate::build::VERSION), "{out}");
 }
@@ -147,11 +151,16 @@ fn the_previous_release_runs_on_a_state_this_one_wrote() {
         reasons = st["degraded"].as_array().cloned().unwrap_or_default();
         st["daemon"]["running"] == true
     });
+    // (Releases before 0.2.0 did not say which they were.)
+    let said = match previous_version().as_str() {
+        "0.1.0" => "a release before 0.2.0".to_string(),
+        v => format!("release {v}"),
+    };
     assert!(
-        reasons.iter().any(|r| r.as_str().is_some_and(
-            |r| r.contains("a release before 0.2.0") && r.contains("systemctl restart")
-        )),
-        "{reasons:?}"
+        reasons.iter().any(|r| r
+            .as_str()
+            .is_some_and(|r| r.contains(&said) && r.contains("systemctl restart"))),
+        "{said}: {reasons:?}"
     );
     assert!(old.terminate().success(), "{}", old.log());
     // And forward again.

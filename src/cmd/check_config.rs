@@ -1,10 +1,14 @@
 //! `scangate check-config`: beyond parsing and resolving the configuration
 //! as `run` does ([`crate::config::Settings::load`], which reads the
 //! `[redis]` password and CA files), what can be checked of what it names
-//! before the daemon starts. Offline ([`state_dir`]): the state directory
-//! is writable by the service user. With `--online` ([`facility`],
-//! [`scanner_paths`]): the facility Redis (credentials, eviction policy,
-//! persistence, version, clock offset) and the scanners' device paths.
+//! before the daemon starts. Offline: the files the config names that
+//! others may read or change ([`crate::config::exposure`], a warning); the
+//! state directory ([`state_dir`]) is one a directory can be made at
+//! ([`reachable_state_dir`]: no link loop, no link to nothing, no path too
+//! long) and is writable by the service user. With `--online`
+//! ([`facility`], [`scanner_paths`]): the facility Redis (credentials,
+//! eviction policy, persistence, version, clock offset) and the scanners'
+//! device paths (a serial scanner's a terminal).
 //!
 //! A technician runs `check-config` as the service user (`runuser -u
 //! scangate`; the unit does not run it: an `ExecStartPre` exiting 2 is
@@ -48,6 +52,15 @@ pub fn run(arg: &ConfigArg, online: bool) -> Result<Exit, Failure> {
     );
     for old in &cfg.carried {
         println!("warning: {}", old.warning(arg.path().as_deref()));
+    }
+    // Others may read or change a file the config names: told, as `run`
+    // and `status` tell it; not refused (it would stop a gateway over a
+    // mode the package did not set).
+    for exposed in crate::config::exposure::exposed(cfg, arg.path().as_deref()) {
+        println!("warning: {}", exposed.warning());
+    }
+    if let Some(warning) = cfg.metrics.exposure_warning() {
+        println!("warning: {warning}");
     }
     for s in &cfg.sinks {
         println!(
@@ -235,12 +248,7 @@ pub fn state_dir(dir: &Path) -> Result<Vec<String>, StoreError> {
         dir: dir.to_owned(),
         source,
     };
-    let absolute = std::path::absolute(dir).map_err(refused)?;
-    let existing = absolute
-        .ancestors()
-        .find(|p| p.exists())
-        .unwrap_or(Path::new("/"))
-        .to_owned();
+    let (absolute, existing) = reachable_state_dir(dir)?;
     let meta = std::fs::metadata(&existing).map_err(refused)?;
     if !meta.is_dir() {
         return Err(refused(std::io::Error::new(
@@ -313,6 +321,62 @@ pub fn state_dir(dir: &Path) -> Result<Vec<String>, StoreError> {
     ])
 }
 
+/// The state directory `dir` made absolute, and the nearest of it and its
+/// parents that exists (where `run` creates what is missing), or why no
+/// directory can ever be made there, as `run` would fail on it: a path
+/// too long for the kernel (the configured `state_dir` is refused for that
+/// already, `$STATE_DIRECTORY` or the working directory may make it so), a
+/// symbolic link loop (`ELOOP`), a link to nothing (`mkdir` fails on it
+/// with "File exists"), a parent this user may not look into. `run`
+/// checks the same before it opens the database.
+pub fn reachable_state_dir(dir: &Path) -> Result<(PathBuf, PathBuf), StoreError> {
+    let refused = |source: std::io::Error| StoreError::StateDir {
+        dir: dir.to_owned(),
+        source,
+    };
+    let absolute = std::path::absolute(dir).map_err(refused)?;
+    if let Some(problem) = crate::config::state_dir_problem(&absolute) {
+        return Err(refused(std::io::Error::new(
+            std::io::ErrorKind::InvalidFilename,
+            problem,
+        )));
+    }
+    for p in absolute.ancestors() {
+        match std::fs::metadata(p) {
+            Ok(_) => return Ok((absolute.clone(), p.to_owned())),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                if let Ok(link) = std::fs::read_link(p) {
+                    return Err(refused(std::io::Error::new(
+                        std::io::ErrorKind::NotFound,
+                        format!(
+                            "{} is a symbolic link to {}, which does not exist (no directory can be created through it)",
+                            p.display(),
+                            link.display()
+                        ),
+                    )));
+                }
+            }
+            Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+                return Err(refused(std::io::Error::new(
+                    e.kind(),
+                    format!(
+                        "a symbolic link in {} leads back to itself, a link loop ({e}; `namei -l {}` shows which link)",
+                        p.display(),
+                        p.display()
+                    ),
+                )));
+            }
+            Err(e) => {
+                return Err(refused(std::io::Error::new(
+                    e.kind(),
+                    format!("{}: {e}", p.display()),
+                )));
+            }
+        }
+    }
+    Ok((absolute, PathBuf::from("/")))
+}
+
 /// What `check-config --online` found in the facility Redis: the server
 /// and a clock sample.
 pub struct FacilityFound {
@@ -366,7 +430,8 @@ pub struct PathCheck {
 /// What [`scanner_paths`] found at a scanner's `path`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PathFound {
-    /// There, a character device this user may read and write.
+    /// There, a character device this user may read and write (for a
+    /// serial scanner, a terminal).
     Usable,
     /// Not a path to check: a HID scanner found by its match keys.
     Matched,
@@ -374,16 +439,17 @@ pub enum PathFound {
     Unusable(String),
 }
 
-/// Whether each scanner's `path` is there, a character device, and
-/// readable and writable by this user (nothing is opened: opening a serial
-/// port can reset a scanner).
+/// Whether each scanner's `path` is there, a character device (for a
+/// serial scanner a terminal: [`device_kinds`]), and readable and
+/// writable by this user (nothing is opened: opening a serial port can
+/// reset a scanner).
 pub fn scanner_paths(cfg: &Config) -> Vec<PathCheck> {
     cfg.scanners
         .iter()
         .map(|s| {
-            let path = match &s.kind {
-                ScannerKind::Serial(c) => c.path.clone(),
-                ScannerKind::Hid(h) => h.path.clone(),
+            let (path, serial) = match &s.kind {
+                ScannerKind::Serial(c) => (c.path.clone(), true),
+                ScannerKind::Hid(h) => (h.path.clone(), false),
             };
             let problem = match std::fs::metadata(&path) {
                 _ if path.as_os_str().is_empty() => {
@@ -399,16 +465,23 @@ pub fn scanner_paths(cfg: &Config) -> Vec<PathCheck> {
                 Ok(m) if !m.file_type().is_char_device() => Some(
                     "not a character device. Fix: name the device node (e.g. /dev/ttyUSB0 or the udev rule's /dev/scangate/NAME link)".into(),
                 ),
-                Ok(_) => nix::unistd::access(
-                    &path,
-                    nix::unistd::AccessFlags::R_OK | nix::unistd::AccessFlags::W_OK,
-                )
-                .err()
-                .map(|e| {
-                    format!(
-                        "{e} for this user. Fix: the udev rule gives it to group dialout (serial) or scangate (HID); add the service user to that group"
+                Ok(m) => match serial.then(|| not_a_terminal(m.rdev())).flatten() {
+                    Some(kinds) => Some(format!(
+                        "not a terminal, so not a serial port: the kernel calls device {}:{} {kinds}. Fix: name the scanner's serial device (e.g. /dev/ttyUSB0, /dev/ttyACM0, or the udev rule's /dev/scangate/NAME link; `scangate devices` lists what is attached)",
+                        nix::sys::stat::major(m.rdev()),
+                        nix::sys::stat::minor(m.rdev())
+                    )),
+                    None => nix::unistd::access(
+                        &path,
+                        nix::unistd::AccessFlags::R_OK | nix::unistd::AccessFlags::W_OK,
                     )
-                }),
+                    .err()
+                    .map(|e| {
+                        format!(
+                            "{e} for this user. Fix: the udev rule gives it to group dialout (serial) or scangate (HID); add the service user to that group"
+                        )
+                    }),
+                },
             };
             PathCheck {
                 scanner: s.name.clone(),
@@ -417,6 +490,64 @@ pub fn scanner_paths(cfg: &Config) -> Vec<PathCheck> {
             }
         })
         .collect()
+}
+
+/// What the kernel calls the character device `rdev`: its class in sysfs
+/// (`/sys/dev/char/MAJOR:MINOR/subsystem`: `tty`, `mem`, `hidraw`, …),
+/// else the drivers `/proc/devices` lists for its major number (a PTY's
+/// `/dev/pts/N` has no sysfs entry: `pts`). Empty when neither says.
+pub fn device_kinds(rdev: u64) -> Vec<String> {
+    let (major, minor) = (nix::sys::stat::major(rdev), nix::sys::stat::minor(rdev));
+    if let Ok(class) = std::fs::read_link(format!("/sys/dev/char/{major}:{minor}/subsystem"))
+        && let Some(name) = class.file_name()
+    {
+        return vec![name.to_string_lossy().into_owned()];
+    }
+    let listed = std::fs::read_to_string("/proc/devices").unwrap_or_default();
+    char_drivers(&listed, major)
+}
+
+/// The drivers `/proc/devices` (its text) lists for character major
+/// number `major`.
+fn char_drivers(proc_devices: &str, major: u64) -> Vec<String> {
+    proc_devices
+        .lines()
+        .skip_while(|l| !l.starts_with("Character devices:"))
+        .skip(1)
+        .take_while(|l| !l.trim().is_empty() && !l.starts_with("Block devices:"))
+        .filter_map(|l| l.trim().split_once(' '))
+        .filter(|(n, _)| n.parse() == Ok(major))
+        .map(|(_, name)| name.trim().to_string())
+        .collect()
+}
+
+/// Whether a device the kernel calls `kind` ([`device_kinds`]) is a
+/// terminal: a serial port, a USB serial adapter or CDC-ACM scanner, a
+/// PTY.
+fn is_terminal_kind(kind: &str) -> bool {
+    kind.starts_with("tty")
+        || kind.starts_with("/dev/tty")
+        || matches!(
+            kind,
+            "pts" | "ptm" | "/dev/ptmx" | "/dev/console" | "/dev/vc/0"
+        )
+}
+
+/// What the character device `rdev` is, quoted, when the kernel says it
+/// is something other than a terminal; `None` for a terminal, or when
+/// the kernel does not say (then nothing is refused).
+fn not_a_terminal(rdev: u64) -> Option<String> {
+    let kinds = device_kinds(rdev);
+    if kinds.is_empty() || kinds.iter().any(|k| is_terminal_kind(k)) {
+        return None;
+    }
+    Some(
+        kinds
+            .iter()
+            .map(|k| format!("{k:?}"))
+            .collect::<Vec<_>>()
+            .join(" or "),
+    )
 }
 
 #[cfg(test)]
@@ -436,18 +567,64 @@ mod tests {
 
     #[test]
     fn scanner_paths_are_usable_missing_or_not_a_path_to_check() {
-        let text = "[[scanner]]\nname = \"a\"\nkind = \"serial\"\npath = \"/dev/null\"\nscan_type = \"dispense\"\n\
-                    [[scanner]]\nname = \"b\"\nkind = \"serial\"\npath = \"/nonexistent/ttyUSB9\"\nscan_type = \"dispense\"\n\
-                    [[scanner]]\nname = \"c\"\nkind = \"hid\"\nmode = \"pos\"\nvendor_id = 3118\nscan_type = \"dispense\"\n";
-        let cfg = Config::parse(text, None).unwrap();
+        let pty = crate::pty::VirtualScanner::new().unwrap();
+        let text = format!(
+            "[[scanner]]\nname = \"a\"\nkind = \"serial\"\npath = {:?}\nscan_type = \"dispense\"\n\
+             [[scanner]]\nname = \"b\"\nkind = \"serial\"\npath = \"/nonexistent/ttyUSB9\"\nscan_type = \"dispense\"\n\
+             [[scanner]]\nname = \"c\"\nkind = \"hid\"\nmode = \"pos\"\nvendor_id = 3118\nscan_type = \"dispense\"\n\
+             [[scanner]]\nname = \"d\"\nkind = \"serial\"\npath = \"/dev/null\"\nscan_type = \"dispense\"\n",
+            pty.path().to_str().unwrap()
+        );
+        let cfg = Config::parse(&text, None).unwrap();
         let found: Vec<PathFound> = scanner_paths(&cfg).into_iter().map(|p| p.found).collect();
         assert_eq!(found[0], PathFound::Usable);
+        // A character device, but no terminal: no serial scanner is there.
+        assert!(
+            matches!(&found[3], PathFound::Unusable(why) if why.contains("not a terminal") && why.contains("\"mem\"") && why.contains("Fix:")),
+            "{:?}",
+            found[3]
+        );
         assert!(
             matches!(&found[1], PathFound::Unusable(why) if why.contains("No such file") && why.contains("Fix:")),
             "{:?}",
             found[1]
         );
         assert_eq!(found[2], PathFound::Matched);
+    }
+
+    #[test]
+    fn terminals_are_told_from_other_devices_by_the_kernels_names() {
+        let proc_devices = "Character devices:\n  1 mem\n  4 /dev/vc/0\n  4 tty\n  4 ttyS\n  5 /dev/tty\n136 pts\n166 ttyACM\n188 ttyUSB\n245 hidraw\n\nBlock devices:\n  7 loop\n";
+        assert_eq!(char_drivers(proc_devices, 4), ["/dev/vc/0", "tty", "ttyS"]);
+        assert_eq!(char_drivers(proc_devices, 7), Vec::<String>::new());
+        for (major, terminal) in [
+            (1, false),
+            (4, true),
+            (5, true),
+            (136, true),
+            (166, true),
+            (188, true),
+            (245, false),
+        ] {
+            let kinds = char_drivers(proc_devices, major);
+            assert_eq!(
+                kinds.iter().any(|k| is_terminal_kind(k)),
+                terminal,
+                "{major}: {kinds:?}"
+            );
+        }
+        // sysfs classes.
+        assert!(is_terminal_kind("tty"));
+        assert!(
+            !is_terminal_kind("mem") && !is_terminal_kind("hidraw") && !is_terminal_kind("input")
+        );
+        // /dev/zero on this machine; a PTY (no sysfs entry: /proc/devices).
+        use std::os::unix::fs::MetadataExt;
+        let zero = std::fs::metadata("/dev/zero").unwrap().rdev();
+        assert_eq!(not_a_terminal(zero).as_deref(), Some("\"mem\""));
+        let pty = crate::pty::VirtualScanner::new().unwrap();
+        let rdev = std::fs::metadata(pty.path()).unwrap().rdev();
+        assert_eq!(not_a_terminal(rdev), None, "{:?}", device_kinds(rdev));
     }
 
     #[test]

@@ -232,11 +232,9 @@ fn append(path: &Path, text: &str) -> std::io::Result<()> {
 /// Check that `config` plus `snippet` is a valid configuration, then
 /// append the snippet. Nothing is written if it would not parse.
 pub fn add_entry(config: &Path, snippet: &str) -> Result<(), String> {
-    let current = match std::fs::read_to_string(config) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
-        Err(e) => return Err(format!("cannot read {}: {e}", config.display())),
-    };
+    let current = Config::read_text(config)
+        .map_err(|e| e.to_string())?
+        .unwrap_or_default();
     Config::parse(&format!("{current}\n{snippet}"), Some(config))
         .map_err(|e| format!("the new entry would not be valid: {e}"))?;
     append(config, snippet).map_err(|e| format!("cannot write {}: {e}", config.display()))
@@ -303,15 +301,9 @@ pub fn pair(args: &PairArgs) -> Result<Exit, Failure> {
 /// The configuration `pair` adds to (empty if there is no file yet); a
 /// usage error if it already has a scanner of that name.
 fn existing_config(args: &PairArgs) -> Result<Config, Failure> {
-    let existing = match std::fs::read_to_string(&args.config) {
-        Ok(t) => Config::parse(&t, Some(&args.config))?,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Config::default(),
-        Err(e) => {
-            return Err(Failure::Usage(format!(
-                "cannot read {}: {e}",
-                args.config.display()
-            )));
-        }
+    let existing = match Config::read_text(&args.config)? {
+        Some(t) => Config::parse(&t, Some(&args.config))?,
+        None => Config::default(),
     };
     if existing.scanners.iter().any(|s| s.name == args.name) {
         return Err(Failure::Usage(format!(

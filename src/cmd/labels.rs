@@ -59,12 +59,22 @@ fn write_svgs(labels: &[Label], dir: &Path) -> Result<String, Failure> {
     let mut index = String::new();
     for label in labels {
         let path = dir.join(print::file_name(label));
-        std::fs::write(&path, print::svg(label)).map_err(|e| {
-            Failure::Runtime(format!(
-                "cannot write {}: {e}. Fix: name a directory you may write with --out",
-                path.display()
-            ))
-        })?;
+        // (Never through a link or into a FIFO put at a label's name.)
+        crate::files::open(&path, crate::files::Access::Replace)
+            .and_then(|mut f| {
+                std::io::Write::write_all(&mut f, print::svg(label).as_bytes()).map_err(|source| {
+                    crate::files::FileError::Io {
+                        path: path.clone(),
+                        source,
+                    }
+                })
+            })
+            .map_err(|e| match e {
+                io @ crate::files::FileError::Io { .. } => Failure::Runtime(format!(
+                    "cannot write {io}. Fix: name a directory you may write with --out"
+                )),
+                planted => Failure::Runtime(planted.to_string()),
+            })?;
         index.push_str(&format!(
             "{}\t{}\t{}\n",
             path.display(),

@@ -9,6 +9,10 @@ use crate::exit::Exit;
 /// Run the daemon configured by `arg` until a signal stops it.
 pub fn run(arg: &ConfigArg) -> Result<Exit, Failure> {
     let settings = resolve(arg)?;
+    // A state directory no directory can ever be made at (a link loop, a
+    // link to nothing, a path too long) is named as such before the
+    // database is opened, as `check-config` names it.
+    super::check_config::reachable_state_dir(&settings.config.state_dir())?;
     runtime()?.block_on(async {
         // Installed before anything starts: a SIGTERM that comes
         // while the daemon starts up stops it in order too (the
@@ -16,7 +20,7 @@ pub fn run(arg: &ConfigArg) -> Result<Exit, Failure> {
         let shutdown = shutdown_signal()?;
         // SIGHUP (`systemctl reload`) reloads; it never kills.
         let reloads = crate::daemon::Reloads {
-            config: arg.config.clone(),
+            config: arg.path(),
             requests: reload_signal()?,
         };
         crate::daemon::run_with(settings, shutdown, Some(reloads)).await?;

@@ -261,7 +261,11 @@ fn read_live(state_dir: &Path) -> Result<LiveStatus, String> {
 /// `scangate status [--json]`: print the status; exit 1 if degraded.
 pub fn run(config: &ConfigArg, json: bool) -> Result<Exit, Failure> {
     let cfg = load(config)?;
-    let st = gather(&cfg, chrono::Utc::now().timestamp_millis())?;
+    let st = gather(
+        &cfg,
+        config.path().as_deref(),
+        chrono::Utc::now().timestamp_millis(),
+    )?;
     if json {
         println!("{}", serde_json::to_string(&st).expect("status serialises"));
     } else {
@@ -274,8 +278,9 @@ pub fn run(config: &ConfigArg, json: bool) -> Result<Exit, Failure> {
     })
 }
 
-/// Gather the status of the gateway configured by `cfg` at `now_ms`.
-pub fn gather(cfg: &Config, now_ms: i64) -> Result<Status, StoreError> {
+/// Gather the status of the gateway configured by `cfg` (read from
+/// `config_file`) at `now_ms`.
+pub fn gather(cfg: &Config, config_file: Option<&Path>, now_ms: i64) -> Result<Status, StoreError> {
     let state_dir = cfg.state_dir();
     let store = Store::open_read_only(&state_dir)?;
     let stored = StoredSample::read(&store, &state_dir)?;
@@ -285,6 +290,11 @@ pub fn gather(cfg: &Config, now_ms: i64) -> Result<Status, StoreError> {
     let (daemon, live) = daemon_view(&state_dir, now_ms, &mut degraded);
     for old in &cfg.carried {
         degraded.push(format!("config: {}", old.warning(None)));
+    }
+    // A file the config names that others may read or change: a reason,
+    // as the daemon's WARN is, never a refusal.
+    for exposed in crate::config::exposure::exposed(cfg, config_file) {
+        degraded.push(format!("config: {}", exposed.warning()));
     }
     for loose in crate::store::modes::loose(&state_dir) {
         degraded.push(format!("state: {loose}"));

@@ -23,14 +23,16 @@
 //!
 //! This file holds [`Config`] and [`ConfigError`]; the sections' own types
 //! and defaults are in `sections.rs`, reading the TOML in `parse.rs`, the
-//! checks of the values in `validate.rs`, and [`Settings`] (the secrets
-//! read) in `settings.rs`.
+//! checks of the values in `validate.rs`, [`Settings`] (the secrets
+//! read) in `settings.rs`, and which of the files it names others may read
+//! or change in [`exposure`].
 
 use crate::invalid::Invalid;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
 mod carried;
+pub mod exposure;
 mod parse;
 mod sections;
 mod settings;
@@ -53,6 +55,7 @@ pub use sections::{
     ScannerConfig, ScannerKind,
 };
 pub use settings::Settings;
+pub use validate::{NAME_MAX_BYTES, STATE_DIR_MAX_BYTES, state_dir_problem};
 
 /// Where a command looks for its config file when neither `--config` nor
 /// `SCANGATE_CONFIG` names one ([`locate`]).
@@ -133,7 +136,16 @@ impl fmt::Display for ConfigError {
             Some(p) => write!(f, "{}: ", p.display())?,
             None => write!(f, "built-in defaults: ")?,
         }
-        write!(f, "`{}`: {}. Fix: {}", self.key, self.problem, self.fix)
+        // What the file held may be echoed (a parser's message quotes the
+        // value, a key is named as written): cut to a readable length.
+        use crate::invalid::cut_long;
+        write!(
+            f,
+            "`{}`: {}. Fix: {}",
+            cut_long(&self.key),
+            cut_long(&self.problem),
+            cut_long(&self.fix)
+        )
     }
 }
 

@@ -28,13 +28,21 @@ impl Config {
             cfg.validate(None)?;
             return Ok(cfg);
         };
-        let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
-            file: Some(path.to_owned()),
-            key: "(file)".into(),
-            problem: format!("cannot read the config file: {e}"),
-            fix: "check the path (given with --config or SCANGATE_CONFIG, else the default /etc/scangate/scangate.toml) and that the service user may read it".into(),
-        })?;
+        let text = read_file(path)?;
         Config::parse(&text, Some(path))
+    }
+
+    /// The text of the config file at `path`, read as [`Config::load`]
+    /// reads it: a regular file of at most
+    /// [`CONFIG_LIMIT`](crate::files::named::CONFIG_LIMIT) bytes, UTF-8.
+    /// `Ok(None)` when there is no file there (a command that creates it,
+    /// `pair`, starts from none).
+    pub fn read_text(path: &Path) -> Result<Option<String>, ConfigError> {
+        use crate::files::named::{CONFIG_LIMIT, read_to_string};
+        match read_to_string(path, CONFIG_LIMIT) {
+            Err(e) if e.io_kind() == Some(std::io::ErrorKind::NotFound) => Ok(None),
+            read => read.map(Some).map_err(|e| unreadable(path, e)),
+        }
     }
 
     /// Parse and validate config text (`file` is only used in messages).
@@ -74,6 +82,26 @@ impl Config {
         };
         cfg.validate(file)?;
         Ok(cfg)
+    }
+}
+
+/// The config file's text ([`Config::read_text`]); no file is an error.
+fn read_file(path: &Path) -> Result<String, ConfigError> {
+    use crate::files::named::{CONFIG_LIMIT, read_to_string};
+    read_to_string(path, CONFIG_LIMIT).map_err(|e| unreadable(path, e))
+}
+
+/// Why the config file at `path` was not read, naming the file, the limit
+/// and what to do.
+fn unreadable(path: &Path, e: crate::files::named::ReadError) -> ConfigError {
+    ConfigError {
+        file: Some(path.to_owned()),
+        key: "(file)".into(),
+        problem: format!("cannot read the config file: {e}"),
+        fix: e.fix(
+            "config file",
+            "check the path (given with --config or SCANGATE_CONFIG, else the default /etc/scangate/scangate.toml) and that the service user may read it",
+        ),
     }
 }
 

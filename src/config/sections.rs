@@ -112,6 +112,23 @@ pub(super) fn default_metrics_interval() -> u64 {
     15
 }
 
+impl MetricsConfig {
+    /// The warning for a `listen` address that is not a loopback address,
+    /// if it is one: the endpoint has no authentication and answers
+    /// whoever reaches it. A choice, not an error: the metrics carry no
+    /// secrets and no patient data.
+    pub fn exposure_warning(&self) -> Option<String> {
+        let addr = self.listen?;
+        if addr.ip().to_canonical().is_loopback() {
+            return None;
+        }
+        Some(format!(
+            "[metrics] listen = \"{addr}\" is not a loopback address: /metrics answers anyone who can reach port {} of this gateway, without authentication. The metrics carry no secrets and no patient data, but they show scan volumes, scanner names and the gateway's health. Fix, unless that is intended: listen on 127.0.0.1 (a Prometheus or agent on this gateway), or let a firewall admit only the Prometheus server",
+            addr.port()
+        ))
+    }
+}
+
 impl Default for MetricsConfig {
     fn default() -> Self {
         MetricsConfig {

@@ -86,6 +86,39 @@ fn metrics_keys_out_of_range_are_refused_naming_the_key() {
 }
 
 #[test]
+fn a_metrics_listen_address_beyond_loopback_is_warned_of_not_refused() {
+    let warning = |listen: &str| {
+        Config::parse(&format!("[metrics]\nlisten = {listen:?}"), None)
+            .unwrap()
+            .metrics
+            .exposure_warning()
+    };
+    for quiet in [
+        "127.0.0.1:9464",
+        "127.0.0.2:9464",
+        "[::1]:9464",
+        "[::ffff:127.0.0.1]:9464",
+    ] {
+        assert_eq!(warning(quiet), None, "{quiet}");
+    }
+    for exposed in [
+        "0.0.0.0:9464",
+        "192.168.1.20:9464",
+        "[::]:9464",
+        "[fd00::1]:9464",
+    ] {
+        let w = warning(exposed).unwrap_or_else(|| panic!("{exposed}: no warning"));
+        assert!(
+            w.contains(&format!("listen = \"{exposed}\""))
+                && w.contains("not a loopback address")
+                && w.contains("Fix"),
+            "{w}"
+        );
+    }
+    assert_eq!(Config::default().metrics.exposure_warning(), None);
+}
+
+#[test]
 fn the_shipped_examples_of_optional_keys_parse() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/scangate.toml");
     let text = std::fs::read_to_string(path).unwrap();

@@ -4,6 +4,7 @@
 
 use super::sections::{MIN_KEEP_DAYS, ScannerKind, valid_ident};
 use super::{Config, ConfigError};
+use crate::invalid::shown;
 use std::collections::HashSet;
 use std::path::Path;
 
@@ -31,7 +32,7 @@ impl Config {
                 return Err(refusal(
                     file,
                     format!("sink[{i}].name"),
-                    format!("{:?} names another sink too", sink.name),
+                    format!("{} names another sink too", shown(&sink.name)),
                     "give each [[sink]] a name of its own (it names its ledger consumer sink.<name>)",
                 ));
             }
@@ -45,7 +46,10 @@ impl Config {
         if !valid_ident(&self.gateway.facility) {
             return Err(err(
                 "gateway.facility".into(),
-                format!("{:?} is not a valid identifier", self.gateway.facility),
+                format!(
+                    "{} is not a valid identifier",
+                    shown(&self.gateway.facility)
+                ),
                 "use 1-64 letters, digits, '-', '_' or '.'",
             ));
         }
@@ -65,17 +69,26 @@ impl Config {
                 "name a file ending in .prom (node_exporter's textfile collector reads only those), e.g. /var/lib/prometheus/node-exporter/scangate.prom",
             ));
         }
+        if let Some(dir) = &self.gateway.state_dir
+            && let Some(problem) = state_dir_problem(dir)
+        {
+            return Err(err(
+                "gateway.state_dir".into(),
+                problem,
+                "name a directory whose path is at most 4000 bytes, each name in it at most 255 (e.g. /var/lib/scangate, where the systemd unit keeps it)",
+            ));
+        }
         if !valid_ident(&self.gateway.id) {
             return Err(err(
                 "gateway.id".into(),
-                format!("{:?} is not a valid identifier", self.gateway.id),
+                format!("{} is not a valid identifier", shown(&self.gateway.id)),
                 "use 1-64 letters, digits, '-', '_' or '.'",
             ));
         }
         if let Some(gln) = &self.gateway.gln {
             use crate::capture::barcode::gtin::check_digit;
             let problem = if gln.len() != 13 || !gln.bytes().all(|b| b.is_ascii_digit()) {
-                Some(format!("{gln:?} is not 13 digits"))
+                Some(format!("{} is not 13 digits", shown(gln)))
             } else {
                 let (payload, last) = gln.as_bytes().split_at(12);
                 check_digit(payload)
@@ -190,14 +203,14 @@ impl Config {
             if !valid_ident(&s.name) {
                 return Err(err(
                     key("name"),
-                    format!("{:?} is not a valid scanner name", s.name),
+                    format!("{} is not a valid scanner name", shown(&s.name)),
                     "use 1-64 letters, digits, '-', '_' or '.'",
                 ));
             }
             if !names.insert(s.name.as_str()) {
                 return Err(err(
                     key("name"),
-                    format!("scanner name {:?} is used twice", s.name),
+                    format!("scanner name {} is used twice", shown(&s.name)),
                     "give every [[scanner]] its own name",
                 ));
             }
@@ -262,6 +275,42 @@ impl Config {
         }
         Ok(())
     }
+}
+
+/// The longest `[gateway] state_dir` accepted, in bytes: Linux refuses a
+/// path over 4095 bytes (`PATH_MAX`, 4096 with its NUL), and this leaves
+/// room for the names of the files scangate keeps in the directory.
+pub const STATE_DIR_MAX_BYTES: usize = 4000;
+
+/// The longest name of one directory in a path (`NAME_MAX`).
+pub const NAME_MAX_BYTES: usize = 255;
+
+/// Why `dir` can never be a state directory, judged from the path alone:
+/// too long for the kernel (`ENAMETOOLONG`), or holding a NUL byte. What
+/// is on disk there (a link loop, a file) is `check-config`'s and `run`'s
+/// to find.
+pub fn state_dir_problem(dir: &Path) -> Option<String> {
+    use std::os::unix::ffi::OsStrExt;
+    let bytes = dir.as_os_str().as_bytes();
+    if bytes.contains(&0) {
+        return Some("the path holds a NUL byte, which no path can".into());
+    }
+    if bytes.len() > STATE_DIR_MAX_BYTES {
+        return Some(format!(
+            "the path is {} bytes long: Linux takes at most 4095 (PATH_MAX), and scangate at most {STATE_DIR_MAX_BYTES} to leave room for its files' names",
+            bytes.len()
+        ));
+    }
+    dir.components()
+        .map(|c| c.as_os_str().as_bytes())
+        .find(|name| name.len() > NAME_MAX_BYTES)
+        .map(|name| {
+            format!(
+                "the name {} in the path is {} bytes long: Linux takes at most {NAME_MAX_BYTES} for one name (NAME_MAX)",
+                crate::invalid::shown(&String::from_utf8_lossy(name)),
+                name.len()
+            )
+        })
 }
 
 /// A refusal of the value at `key` in `file`.

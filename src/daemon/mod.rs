@@ -141,6 +141,7 @@ pub async fn run_with(
         }
         .emit();
     }
+    tell_exposed(cfg, reloads.as_ref().and_then(|r| r.config.as_deref()));
     let state_dir = cfg.state_dir();
     let mut store = Store::open_with_floor(&state_dir, cfg.outbox.min_free_mb)?;
     for loose in crate::store::modes::loose(&state_dir) {
@@ -264,6 +265,21 @@ pub async fn run_with(
     anchoring.finish();
     publish::finish(publishing).await;
     stop::outcome(ended, early, state_dir, db_path)
+}
+
+/// A WARN for each file `cfg` (read from `file`) names that others may
+/// read or change further than it should ([`crate::config::exposure`]):
+/// at start and at each reload. Told, not refused: a mode the site set
+/// must not stop the gateway after an upgrade.
+pub(crate) fn tell_exposed(cfg: &crate::config::Config, file: Option<&std::path::Path>) {
+    for exposed in crate::config::exposure::exposed(cfg, file) {
+        events::ConfigFileExposed {
+            path: &exposed.path,
+            mode: exposed.mode,
+            warning: &exposed.warning(),
+        }
+        .emit();
+    }
 }
 
 /// What starting a stage takes of the daemon: the supervisor that hears

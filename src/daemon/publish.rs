@@ -319,7 +319,8 @@ pub async fn run(telemetry: Telemetry, publish: Publish, mut stop: Stop) {
 /// Start publishing beside the stages, not as stages (their failures are
 /// logged and retried, never a reason to stop reading scans): the
 /// sampler/status-file task and, with `[metrics] listen`, the `/metrics`
-/// server on `listener`. Both end on `stop`.
+/// server on `listener` (warned of when that is not a loopback address).
+/// Both end on `stop`.
 pub(super) fn start(
     cfg: &crate::config::Config,
     telemetry: &Telemetry,
@@ -333,6 +334,14 @@ pub(super) fn start(
         warn_days_left: cfg.outbox.warn_days_left,
     };
     let mut tasks = vec![tokio::spawn(run(telemetry.clone(), publish, stop.clone()))];
+    // `[metrics] listen` cannot change at a reload: told at start only.
+    if let (Some(listen), Some(warning)) = (cfg.metrics.listen, cfg.metrics.exposure_warning()) {
+        events::MetricsExposed {
+            listen,
+            warning: &warning,
+        }
+        .emit();
+    }
     if let Some(listener) = listener {
         tasks.push(tokio::spawn(super::metrics_http::serve(
             listener,

@@ -153,9 +153,10 @@ pub fn plan(old: &Settings, new: &Settings) -> Result<Plan, Vec<String>> {
 }
 
 /// The line of `path` where its TOML stops parsing (`None`: it parses,
-/// or cannot be read): a broken file's error names its line too.
+/// or cannot be read as the config is, [`crate::config::Config::read_text`]):
+/// a broken file's error names its line too.
 pub fn syntax_error_line(path: &Path) -> Option<usize> {
-    let text = std::fs::read_to_string(path).ok()?;
+    let text = crate::config::Config::read_text(path).ok()??;
     let start = text.parse::<toml::Table>().err()?.span()?.start;
     Some(text[..start.min(text.len())].matches('\n').count() + 1)
 }

@@ -193,6 +193,7 @@ async fn reloaded(running: &Settings, path: Option<PathBuf>) -> Option<Settings>
                 }
                 .emit();
             }
+            super::tell_exposed(&new.config, path.as_deref());
             Some(new)
         }
         Ok((Err(e), line, _)) => {

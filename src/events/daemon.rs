@@ -35,6 +35,30 @@ impl OldConfigKey<'_> {
     }
 }
 
+/// A file the configuration names (the config, a secret, a CA file) that
+/// others may read or change further than it should (WARN, at start and
+/// at each reload, until its mode is fixed; never a refusal).
+pub struct ConfigFileExposed<'a> {
+    /// The file.
+    pub path: &'a std::path::Path,
+    /// Its permission bits.
+    pub mode: u32,
+    /// The whole warning: what names it, who may do what, the fix
+    /// ([`crate::config::exposure::Exposed::warning`]).
+    pub warning: &'a str,
+}
+
+impl ConfigFileExposed<'_> {
+    /// Log it (WARN).
+    pub fn emit(self) {
+        tracing::warn!(
+            target: "scangate::daemon",
+            path = %self.path.display(), mode = format_args!("{:04o}", self.mode & 0o7777),
+            "{}", self.warning
+        );
+    }
+}
+
 impl Starting<'_> {
     /// Log it (INFO).
     pub fn emit(self) {

@@ -1,4 +1,9 @@
-//! The publisher: metrics and status file failures, the disk running short.
+//! The publisher: metrics and status file failures, the disk running short;
+//! the `/metrics` endpoint: reachable beyond this host, connections it
+//! closed without an answer.
+
+use crate::telemetry::Telemetry;
+use std::net::{IpAddr, SocketAddr};
 
 /// Publishing the metrics or the status file failed, or works again
 /// (told once per change of what fails).
@@ -77,5 +82,121 @@ impl MetricsFailed<'_> {
                 "[metrics] listen: accept failed: {e}"
             ),
         }
+    }
+}
+
+/// Why the `/metrics` server closed a connection without an answer
+/// ([`MetricsConnectionDropped`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MetricsDrop {
+    /// A newer connection came at the bound on open connections (in all,
+    /// or from its peer): this one, the oldest still waiting for its
+    /// request head (or, with none waiting, the oldest), made room.
+    Room,
+    /// It sent no complete request head in time.
+    HeadTimeout,
+    /// It did not take the response in time.
+    WriteTimeout,
+}
+
+impl MetricsDrop {
+    /// Every reason, in the order of the metric's series.
+    pub const ALL: [MetricsDrop; 3] = [
+        MetricsDrop::Room,
+        MetricsDrop::HeadTimeout,
+        MetricsDrop::WriteTimeout,
+    ];
+
+    /// Its `reason` label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MetricsDrop::Room => "room",
+            MetricsDrop::HeadTimeout => "head_timeout",
+            MetricsDrop::WriteTimeout => "write_timeout",
+        }
+    }
+}
+
+/// The `/metrics` server closed a connection without an answer: counted
+/// (`scangate_metrics_http_dropped_connections_total{reason}`), logged at
+/// DEBUG (target `scangate::metrics::http`). The WARN telling them is
+/// [`MetricsConnectionsDropped`], at most once a minute.
+pub struct MetricsConnectionDropped {
+    /// Why.
+    pub reason: MetricsDrop,
+    /// The peer's address.
+    pub peer: IpAddr,
+}
+
+impl MetricsConnectionDropped {
+    /// Count it; log it (DEBUG).
+    pub fn emit(self, telemetry: &Telemetry) {
+        let reason = self.reason.as_str();
+        telemetry.metrics_http_dropped(reason);
+        tracing::debug!(
+            target: "scangate::metrics::http",
+            peer = %self.peer, reason,
+            "[metrics] listen: closed a connection from {} without an answer ({reason})",
+            self.peer
+        );
+    }
+}
+
+/// Connections the `/metrics` server closed without an answer since it
+/// last told them (WARN, target `scangate::metrics::http`): the first at
+/// once, then at most once a minute while more come.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MetricsConnectionsDropped {
+    /// Closed to make room for newer ones.
+    pub room: u64,
+    /// Closed without a complete request head in time.
+    pub head_timeout: u64,
+    /// Closed without taking the response in time.
+    pub write_timeout: u64,
+    /// The peer of the last of them.
+    pub last_peer: IpAddr,
+}
+
+impl MetricsConnectionsDropped {
+    /// Log it (WARN).
+    pub fn emit(self) {
+        let MetricsConnectionsDropped {
+            room,
+            head_timeout,
+            write_timeout,
+            last_peer,
+        } = self;
+        let closed = room + head_timeout + write_timeout;
+        tracing::warn!(
+            target: "scangate::metrics::http",
+            closed, room, head_timeout, write_timeout, peer = %last_peer,
+            "[metrics] listen: closed {closed} connection(s) without an answer \
+             ({room} to make room for newer ones at the bound on open connections, \
+             {head_timeout} that sent no complete request head in time, \
+             {write_timeout} that did not take the response in time), the last from {last_peer}. \
+             Scrapes are still answered. If these are not a known scraper's, something else reaches the metrics port: \
+             listen on 127.0.0.1, or let a firewall admit only the Prometheus server (told at most once a minute)"
+        );
+    }
+}
+
+/// `[metrics] listen` is not a loopback address (WARN at start, target
+/// `scangate::metrics::http`): `/metrics` answers whoever reaches it.
+pub struct MetricsExposed<'a> {
+    /// The address.
+    pub listen: SocketAddr,
+    /// The whole warning: what, why it matters, the fix
+    /// ([`crate::config::MetricsConfig::exposure_warning`]).
+    pub warning: &'a str,
+}
+
+impl MetricsExposed<'_> {
+    /// Log it (WARN).
+    pub fn emit(self) {
+        tracing::warn!(
+            target: "scangate::metrics::http",
+            listen = %self.listen,
+            "{}", self.warning
+        );
     }
 }

@@ -106,7 +106,8 @@ impl<'de> Deserialize<'de> for ReplicaAck {
                 match v {
                     "auto" => Ok(ReplicaAck::Auto),
                     _ => Err(E::custom(format!(
-                        "{v:?} is neither \"auto\" nor a number of replicas (0 = off)"
+                        "{} is neither \"auto\" nor a number of replicas (0 = off)",
+                        crate::invalid::shown(v)
                     ))),
                 }
             }
@@ -146,7 +147,10 @@ impl RedisConfig {
         } else if !(self.url.starts_with("redis://") || self.url.starts_with("rediss://")) {
             return Err(Invalid::new(
                 "url",
-                format!("{:?} is not a redis:// or rediss:// URL", redact(&self.url)),
+                format!(
+                    "{} is not a redis:// or rediss:// URL",
+                    crate::invalid::shown(&redact(&self.url))
+                ),
                 "write e.g. url = \"redis://redis.pharmacy.lan:6379/0\" (rediss:// for TLS)",
             ));
         }
@@ -234,7 +238,10 @@ impl RedisConfig {
             (false, Some(name)) if name.is_empty() || name.contains(char::is_whitespace) => {
                 return Err(Invalid::new(
                     "service_name",
-                    format!("{name:?} is not a Sentinel master name"),
+                    format!(
+                        "{} is not a Sentinel master name",
+                        crate::invalid::shown(name)
+                    ),
                     "write the name from `sentinel monitor NAME …` in sentinel.conf",
                 ));
             }
@@ -276,8 +283,8 @@ impl RedisConfig {
             return Err(Invalid::new(
                 "url",
                 format!(
-                    "{:?} names database {db}, but a Redis Cluster has only database 0",
-                    redact(&self.url)
+                    "{} names database {db}, but a Redis Cluster has only database 0",
+                    crate::invalid::shown(&redact(&self.url))
                 ),
                 "leave url out, or write only the scheme, e.g. url = \"rediss://\" for TLS",
             ));
@@ -293,7 +300,10 @@ impl RedisConfig {
         {
             return Err(Invalid::new(
                 "url",
-                format!("{:?} names a server, but {why}", redact(&self.url)),
+                format!(
+                    "{} names a server, but {why}",
+                    crate::invalid::shown(&redact(&self.url))
+                ),
                 "leave url out, or keep only the scheme and database, e.g. url = \"rediss:///0\" for TLS",
             ));
         }
@@ -333,12 +343,11 @@ impl RedisConfig {
         Duration::from_millis(self.command_timeout_ms)
     }
 
-    /// Read the secrets: the password from `password_file` or the systemd
-    /// credential (`$CREDENTIALS_DIRECTORY/redis-password`, when present),
-    /// and the CA from `ca_file`. Once, at start-up; `run`, `check-config`
-    /// and `ledger export` all go through here.
-    pub fn resolve(&self) -> Result<RedisSettings, Invalid> {
-        let password_path = match (
+    /// The file the password is read from: `password_file`, else the
+    /// systemd credential (`$CREDENTIALS_DIRECTORY/redis-password`) when
+    /// it is there; `None`: no password is sent.
+    pub fn password_path(&self) -> Option<PathBuf> {
+        match (
             &self.password_file,
             std::env::var_os("CREDENTIALS_DIRECTORY"),
         ) {
@@ -347,11 +356,21 @@ impl RedisConfig {
                 Some(PathBuf::from(dir).join("redis-password")).filter(|p| p.exists())
             }
             (None, None) => None,
-        };
+        }
+    }
+
+    /// Read the secrets: the password from `password_file` or the systemd
+    /// credential ([`RedisConfig::password_path`]), and the CA from
+    /// `ca_file`, each a regular file within its limit
+    /// ([`crate::files::named`]). Once, at start-up; `run`, `check-config`
+    /// and `ledger export` all go through here.
+    pub fn resolve(&self) -> Result<RedisSettings, Invalid> {
+        use crate::files::named::{CA_LIMIT, SECRET_LIMIT, read, read_to_string};
+        let password_path = self.password_path();
         let password = match &password_path {
             None => None,
             Some(path) => Some(
-                std::fs::read_to_string(path)
+                read_to_string(path, SECRET_LIMIT)
                     .map(|s| s.trim_end_matches(['\n', '\r']).to_string())
                     .map_err(|e| {
                         Invalid::new(
@@ -360,18 +379,24 @@ impl RedisConfig {
                                 "cannot read the Redis password from {}: {e}",
                                 path.display()
                             ),
-                            "check [redis] password_file and that the service user may read it",
+                            e.fix(
+                                "password file",
+                                "check [redis] password_file and that the service user may read it",
+                            ),
                         )
                     })?,
             ),
         };
         let ca_pem = match &self.ca_file {
             None => None,
-            Some(path) => Some(std::fs::read(path).map_err(|e| {
+            Some(path) => Some(read(path, CA_LIMIT).map_err(|e| {
                 Invalid::new(
                     "ca_file",
                     format!("cannot read the Redis CA file {}: {e}", path.display()),
-                    "check [redis] ca_file and that the service user may read it",
+                    e.fix(
+                        "CA file (PEM)",
+                        "check [redis] ca_file and that the service user may read it",
+                    ),
                 )
             })?),
         };
@@ -436,7 +461,7 @@ fn host_ports(key: &str, addrs: &[String], fix: &str) -> Result<(), Invalid> {
         if !matches!(port, Some((host, Ok(1..))) if !host.is_empty() && !host.contains('/')) {
             return Err(Invalid::new(
                 format!("{key}[{i}]"),
-                format!("{addr:?} is not host:port"),
+                format!("{} is not host:port", crate::invalid::shown(addr)),
                 fix,
             ));
         }

@@ -19,6 +19,7 @@
 
 mod build;
 pub mod live;
+mod metrics_http;
 mod sink;
 
 use crate::model::{Decision, ScanState};
@@ -206,6 +207,7 @@ struct Inner {
     database_bytes: Gauge,
     free_bytes: Gauge,
     days_left: FloatGauge,
+    metrics_http: metrics_http::HttpMetrics,
     /// What `scangate status` shows of each scanner, by name.
     scanners: Mutex<BTreeMap<String, LiveScanner>>,
     started_ms: i64,
@@ -336,6 +338,7 @@ impl Telemetry {
             "Days until the state directory's file system is full at the database's growth of the last 24 hours (-1: unknown or not growing)",
             days_left.clone(),
         );
+        let metrics_http = metrics_http::HttpMetrics::register(&mut registry);
         let mut scanners = BTreeMap::new();
         for name in scanners_configured {
             zero_series(&scans_read, &scanner_up, &last_read, &decisions, name);
@@ -370,6 +373,7 @@ impl Telemetry {
                 database_bytes,
                 free_bytes,
                 days_left,
+                metrics_http,
                 scanners: Mutex::new(scanners),
                 started_ms: now_ms(),
             }),
@@ -762,6 +766,7 @@ mod tests {
             "scangate_database_bytes",
             "scangate_state_free_bytes",
             "scangate_state_days_left",
+            "scangate_metrics_http_dropped_connections_total{reason=\"room\"} 0",
         ];
         let facility = [
             "scangate_facility_up",

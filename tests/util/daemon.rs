@@ -61,12 +61,20 @@ pub fn write_config(
     scanners: &[ScannerSpec],
 ) -> PathBuf {
     let path = dir.join("scangate.toml");
-    fs::write(
+    write_site_config(
         &path,
-        config_text("test-gw", state_dir, window_ms, scanners),
-    )
-    .expect("writing the test config");
+        &config_text("test-gw", state_dir, window_ms, scanners),
+    );
     path
+}
+
+/// Write a config file at `path` with the mode the package gives one
+/// (0640: the service's group reads it, others do not), so that scangate
+/// has no mode to warn of.
+pub fn write_site_config(path: &Path, text: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    fs::write(path, text).expect("writing the test config");
+    fs::set_permissions(path, fs::Permissions::from_mode(0o640)).expect("chmod the test config");
 }
 
 /// The text of a test config: gateway `id` of facility `test-pharmacy`,

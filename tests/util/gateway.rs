@@ -274,7 +274,7 @@ impl GatewayBuilder {
         }
         let cfg = self.dir.join("scangate.toml");
         let text = config_text(&self.id, &self.state, self.window_ms, &specs) + &self.tail;
-        std::fs::write(&cfg, text).expect("writing the test config");
+        super::daemon::write_site_config(&cfg, &text);
         check_config(&cfg);
         Gateway {
             daemon: None,

@@ -15,6 +15,13 @@ const EVENT_TIMEOUT: Duration = Duration::from_secs(20);
 pub fn event_timeout() -> Duration {
     EVENT_TIMEOUT * time_scale()
 }
+
+/// `d` stretched by `SCANGATE_TEST_TIME_SCALE`: a deadline that is what a
+/// test asserts (an answer within 1 s), where everything runs slower.
+pub fn scaled(d: Duration) -> Duration {
+    d * time_scale()
+}
+
 /// How often awaited conditions are polled.
 pub const POLL: Duration = Duration::from_millis(20);
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The previous release's .deb, for tests/vm/run.sh's upgrade and rollback
+# An earlier release's .deb, for tests/vm/run.sh's upgrade and rollback
 # checks: built from git (the commit it was released from), cached by that
 # commit. Usage: prev-deb.sh COMMIT ARCH (amd64 | arm64); prints the .deb's
 # path on its last line of stdout (the build's output goes to stderr).
@@ -12,9 +12,9 @@
 # build takes several times as long; the packaging is the release's), and
 # packaged with that commit's own [package.metadata.deb] by cargo-deb
 # (3.8: `--profile dev` maps its target/release/ asset paths to the dev
-# profile's directory). Both directories are script/previous-release's
-# (the rolling-upgrade tests' build of the same commit, which script/test
-# makes first in CI): built there already, only the packaging remains.
+# profile's directory). Both directories are script/previous-release's:
+# when the commit is the one the rolling-upgrade tests run, script/test
+# built it there already, and only the packaging remains.
 # The .deb is kept in
 # $SCANGATE_VM_CACHE/prev-ARCH-COMMIT/ (default /var/cache/scangate-vm/,
 # beside the guest image), outside the work tree: a fresh clone (CI) on

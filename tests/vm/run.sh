@@ -26,11 +26,11 @@ here=tests/vm
 # on the host to be built, and every step is several times slower).
 arch=${SCANGATE_VM_ARCH:-amd64}
 
-# The previous release, upgraded from by the checks: the commit
-# tests/fixtures/previous-release names (0.1.0, .deb 0.1.0-1, today; the
-# rolling-upgrade tests use the same), or SCANGATE_VM_PREV. (A full hash:
-# its cached .deb is found by it even in a clone that lacks the commit.)
-prev_commit=${SCANGATE_VM_PREV:-$(grep -v '^#' tests/fixtures/previous-release | awk 'NF { print $1; exit }')}
+# The earlier release upgraded from by the checks: the commit
+# tests/fixtures/package-upgraded-from names (why that one: said there),
+# or SCANGATE_VM_PREV. (A full hash: its cached .deb is found by it even
+# in a clone that lacks the commit.)
+prev_commit=${SCANGATE_VM_PREV:-$(grep -v '^#' tests/fixtures/package-upgraded-from | awk 'NF { print $1; exit }')}
 
 # Checks known to fail, by name (they run and report XFAIL while they fail;
 # XPASS when one passes: delete it here then). None today.

@@ -622,3 +622,71 @@ fn a_retried_unresolved_scan_counts_once_and_rejects_count_today() {
         (1, 1)
     );
 }
+
+#[test]
+fn metrics_connections_dropped_are_counted_each_and_told_as_one_warning() {
+    let t = telemetry();
+    let series = |reason: &str| {
+        format!("scangate_metrics_http_dropped_connections_total{{reason=\"{reason}\"}}")
+    };
+    for reason in MetricsDrop::ALL {
+        assert_eq!(value(&t, &series(reason.as_str())), Some(0.0), "{reason:?}");
+    }
+    let peer: std::net::IpAddr = "192.0.2.7".parse().unwrap();
+    let logs = logged(|| {
+        for _ in 0..3 {
+            MetricsConnectionDropped {
+                reason: MetricsDrop::Room,
+                peer,
+            }
+            .emit(&t)
+        }
+        MetricsConnectionDropped {
+            reason: MetricsDrop::HeadTimeout,
+            peer,
+        }
+        .emit(&t)
+    });
+    assert!(
+        logs.iter().all(|l| l.level == tracing::Level::DEBUG),
+        "{logs:?}"
+    );
+    assert_eq!(value(&t, &series("room")), Some(3.0));
+    assert_eq!(value(&t, &series("head_timeout")), Some(1.0));
+    let logs = logged(|| {
+        MetricsConnectionsDropped {
+            room: 3,
+            head_timeout: 1,
+            write_timeout: 0,
+            last_peer: peer,
+        }
+        .emit()
+    });
+    let l = one(&logs);
+    assert_eq!(
+        (
+            l.level,
+            l.target.as_str(),
+            l.field("closed"),
+            l.field("peer")
+        ),
+        (
+            tracing::Level::WARN,
+            "scangate::metrics::http",
+            Some("4"),
+            Some("192.0.2.7")
+        )
+    );
+    let w = "[metrics] listen = \"0.0.0.0:9464\" is not a loopback address";
+    let logs = logged(|| {
+        MetricsExposed {
+            listen: "0.0.0.0:9464".parse().unwrap(),
+            warning: w,
+        }
+        .emit()
+    });
+    assert_eq!(
+        (one(&logs).level, one(&logs).field("message")),
+        (tracing::Level::WARN, Some(w))
+    );
+}

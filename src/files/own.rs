@@ -1,5 +1,6 @@
-//! Opening files in directories that another account may write, without
-//! ever writing through what that account planted there.
+//! A file of scangate's own, in a directory that another account may
+//! write, opened without ever writing through what that account planted
+//! there.
 //!
 //! The state directory belongs to the service user, and a technician runs
 //! `scangate` commands in it as root. Whoever holds the service account
