@@ -1,6 +1,6 @@
 #!/bin/bash
 # Gateway CPU per scan, two builds paired and alternated
-# (docs/benchmarks.md, "Issue 27's gateway CPU target").
+# (docs/benchmarks.md).
 # Embedded: user + sys of `scangate bench --scans N --seconds 0` / N.
 # With --redis: the bench's own "CPU per scan" line (gateway and Redis),
 # each run against a fresh redis-server on a free port (AOF everysec).

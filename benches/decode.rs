@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 const ROUNDS: usize = 5;
 const YEAR: i32 = 2025;
 
-/// The realistic DSCSA GS1 DataMatrix string of issue 3: AIM id, (01) GTIN-14
+/// A realistic DSCSA GS1 DataMatrix string: AIM id, (01) GTIN-14
 /// with a US NDC, (17) expiry, (21) serial, GS, (10) lot.
 const DSCSA: &[u8] = b"]d201003077731050251728123121SN0000012345\x1d10LOT7A";
 

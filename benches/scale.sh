@@ -1,6 +1,6 @@
 #!/bin/bash
-# What a facility and a chain cost the facility store (issue 29,
-# docs/benchmarks.md "Scale", docs/chain-it.md's sizing):
+# What a facility and a chain cost the facility store (docs/benchmarks.md,
+# docs/chain-it.md's sizing):
 # `scangate bench --gateways N` against a fresh redis-server (AOF
 # everysec, as production runs it) for each N, then
 # `--facilities F` across a fresh 3-primary cluster with a replica each.

@@ -10,60 +10,25 @@
 //! # Layout
 //!
 //! The modules stand on floors; a module imports only from its own floor
-//! and those below it (`tests/layout.rs` checks it, and `src/` has no
-//! import circle). From the ground up:
+//! and those below it. This table is the one list of floors:
+//! `tests/layout.rs` reads it and checks every `crate::` path in `src/`
+//! against it, and `src/` has no import circle. A module path names its
+//! own subtree; the longest one that fits a module places it (so the
+//! config sections, leaves owned by their stages, sit on floor 2 with
+//! [`config`]).
 //!
-//! 0. **Shared vocabulary** — [`model`]: what several stages speak
-//!    ([`model::ScanState`], [`model::Verdict`], [`model::Decision`], a
-//!    [`model::Claim`] and its [`model::Outcome`], what is known of the
-//!    facility store); [`invalid`] (a refused setting), [`shutdown`] (the
-//!    stop token), [`backoff`] (the retry schedule), [`exit`] (the exit
-//!    codes), [`build`] (the version, schema version and commit),
-//!    [`files`] (a file a setting names, read whole up to a limit,
-//!    regular files only; a file of scangate's own, opened without
-//!    following what another account planted at its name).
-//! 1. **What a stage is told and what it tells** — [`config`]: the TOML
-//!    file, assembled from the sections each stage owns (`source::config`,
-//!    `source::{serial,hid}::config`, `facility::config`: leaves), and its
-//!    secrets resolved once ([`config::Settings`]); [`capture`]: UUIDv7,
-//!    UTC and boot-clock stamps, barcode decoding, the content key;
-//!    observability as leaves: [`telemetry`] (the counters and the status
-//!    file's format), [`events`] (one type per operational event, one file
-//!    per component; `emit` logs it and moves its metric), [`notify`]
-//!    (systemd: readiness, status, the watchdog's rule of progress);
-//!    [`controls`]: the REPEAT and QUANTITY labels, their `[controls]`
-//!    section, recognising a read as one, and their printed forms;
-//!    [`feedback`]: what a scanner is told of a decision, as each
-//!    protocol's bytes (Zebra SSI, Honeywell, Datalogic, raw, HID POS
-//!    output reports) or a gateway LED's pattern.
-//! 2. **Capture and storage** — [`source`]: one task per scanner (serial;
-//!    USB HID in [`source::hid`]), the operator's control labels marked on
-//!    the reads ([`source::operator`]) and the decisions routed back to the
-//!    scanners ([`source::signal`]); [`pty`]: pseudo-terminals standing in
-//!    for serial scanners; [`store`]: the SQLite database (one file, WAL,
-//!    `synchronous=FULL`), its identity and anchors, the writers' turn,
-//!    disk space.
-//! 3. **The tables** — [`outbox`]: every scan, written before anything
-//!    else (the `scans` table); [`ledger`]: one entry per committed scan;
-//!    [`audit`]: the hash-chained decision records, verify, trace, archives
-//!    and pruning.
-//! 4. **The decision** — [`gate`]: the Bloom pre-filter and the exact
-//!    event-time window check; with a facility store, which scans to claim
-//!    and in what order ([`gate::facility`]).
-//! 5. **The facility Redis adapter** — [`facility`]: connecting, the claim
-//!    script and its rounds, the server's checks and clock, the ledger and
-//!    conflicts streams. **The HTTP sinks** — [`sink`]: the ledger POSTed
-//!    to inventory systems from a durable cursor (its `[[sink]]` section,
-//!    `sink::config`, is a leaf of floor 1).
-//! 6. **The claimer** — [`daemon::claimer`]: the facility store's two
-//!    lanes (live and replay) and what they record of it.
-//! 7. **The daemon** — [`daemon`]: the one place that wires the stages,
-//!    each started from its own section of the settings (the outbox writer,
-//!    the claimer's lanes, the sweeper, the anchor thread, the publisher),
-//!    runs them until the stop, and stops them in the order it writes down.
-//! 8. **The commands** — [`cli`]: the command line, parsed and dispatched;
-//!    [`cmd`]: each command's body, and which failure gets which exit code;
-//!    [`logging`]: how the process logs (journald, text, JSON).
+//! | floor | modules | what lives there |
+//! |---|---|---|
+//! | 0 | [`model`], [`invalid`], [`shutdown`], [`backoff`], [`exit`], [`build`], [`files`] | the vocabulary several stages speak ([`model::ScanState`], [`model::Verdict`], [`model::Decision`], a [`model::Claim`] and its [`model::Outcome`], what a scanner is told: [`model::Told`], what is known of the facility store), a refused setting, the stop token, the retry schedule, the exit codes, the version, and files (one a setting names, read up to a limit; one of scangate's own, opened without following what another account planted) |
+//! | 1 | [`telemetry`], [`events`], [`notify`], `capture::clock` | what the stages tell, as leaves every stage may use: the counters and the status file's format, one type per operational event (one file per component; `emit` logs it and moves its metric), systemd (readiness, status, the watchdog's rule of progress), and the clocks a record is stamped with |
+//! | 2 | [`config`], `source::config`, `source::hid::config`, `source::hid::layout`, `source::serial::config`, `facility::config`, `sink::config`, [`capture`], [`controls`], [`feedback`] | what a stage is told: the TOML file, assembled from the sections each stage owns (leaves), its secrets resolved once ([`config::Settings`]); capture stamps (UUIDv7, UTC, boot clock), barcode decoding and the content key; the REPEAT and QUANTITY labels; what a scanner is told of a decision, as each protocol's bytes (Zebra SSI, Honeywell, Datalogic, raw, HID POS output reports) or a gateway LED's pattern |
+//! | 3 | [`source`], [`pty`], [`store`] | one task per scanner (serial; USB HID in [`source::hid`]), the operator's control labels marked on the reads ([`source::operator`]), the decisions routed back to the scanners ([`source::signal`]); pseudo-terminals standing in for serial scanners; the SQLite database (one file, WAL, `synchronous=FULL`), its identity and anchors, the writers' turn, disk space |
+//! | 4 | [`outbox`], [`ledger`], [`audit`] | the tables: every scan, written before anything else; one entry per committed scan; the hash-chained decision records, verify, trace, archives and pruning |
+//! | 5 | [`gate`] | the decision: the Bloom pre-filter and the exact event-time window check; with a facility store, which scans to claim and in what order ([`gate::facility`]) |
+//! | 6 | [`facility`], [`sink`] | the facility Redis adapter (connecting, the claim script and its rounds, the server's checks and clock, the ledger and conflicts streams); the ledger POSTed to inventory systems from a durable cursor |
+//! | 7 | [`daemon::claimer`] | the facility store's two lanes (live and replay) and what they record of it |
+//! | 8 | [`daemon`] | the one place that wires the stages, each started from its own section of the settings, runs them until the stop, and stops them in the order it writes down |
+//! | 9 | [`cli`], [`cmd`], [`logging`] | the command line, parsed and dispatched; each command's body, and which failure gets which exit code; how the process logs (journald, text, JSON) |
 //!
 //! A scan flows up through them: source → capture → outbox → gate →
 //! ledger and audit (embedded), or → claimer → facility (with `[redis]`).

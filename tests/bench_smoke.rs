@@ -116,7 +116,7 @@ fn committed(out: &str) -> u64 {
         .sum()
 }
 
-/// The load generator (`bench --gateways`, issue 29) at its smallest,
+/// The load generator (`bench --gateways`) at its smallest,
 /// against a 3-primary cluster: every phase reports, and what the
 /// simulated gateways were told was committed is exactly what the
 /// facilities' ledger streams hold (read on the primaries that own their

@@ -370,7 +370,7 @@ fn shipped_example_config_passes_check_config() {
     let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/scangate.toml");
     if !example.exists() {
         eprintln!(
-            "SKIPPED: {} does not exist yet (issue 2 deliverable); nothing to check",
+            "SKIPPED: {} does not exist yet; nothing to check",
             example.display()
         );
         return;

@@ -1,4 +1,4 @@
-//! Control labels and feedback end to end (issue 26), on the real daemon
+//! Control labels and feedback end to end, on the real daemon
 //! with PTY scanners: REPEAT and QUANTITY N declare the next read; a
 //! control no read follows lapses, audited; the scanner is told each
 //! decision in Zebra SSI after its ACK (the packets checked against a

@@ -1,4 +1,4 @@
-//! Disk space (issue 16, item 6): a state directory on a small tmpfs
+//! Disk space: a state directory on a small tmpfs
 //! (`mount -t tmpfs -o size=4m`, as root) reaching `[outbox] min_free_mb`.
 //! The daemon stops ACKing there, as on a full disk, says why (state
 //! directory, free bytes, floor) in its log, `status` and `outbox status`,

@@ -1,4 +1,4 @@
-//! `ledger export --format epcis` (issue 28, item 1): every ledger entry as
+//! `ledger export --format epcis`: every ledger entry as
 //! a GS1 EPCIS 2.0 `ObjectEvent` in one `EPCISDocument`, checked against
 //! GS1's EPCIS 2.0 JSON Schema (tests/vectors/epcis/, with a control that
 //! the validator refuses broken events), the mapping of every scan type

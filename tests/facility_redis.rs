@@ -92,7 +92,7 @@ fn one_commit_per_pick_idempotent_by_uuid_and_by_window() {
 }
 
 /// A claim with its own, narrower echo window (a double-fire window, a
-/// declared repeat: issue 26) is judged by it; an ordinary claim of the
+/// declared repeat) is judged by it; an ordinary claim of the
 /// same label by the facility's, also against the narrow claim's commit;
 /// a window wider than the facility's is cut to it. Two gateways' copies
 /// of one narrow read are still one pick.

@@ -192,7 +192,7 @@ fn empty_database(path: &Path, wal: bool) {
         .unwrap();
 }
 
-/// What older scangates left (issue 25's report), and what a cut in this
+/// What older scangates left, and what a cut in this
 /// one's own building can: each must be taken as never started.
 const CASES: &[Leftovers] = &[
     Leftovers {

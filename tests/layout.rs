@@ -3,62 +3,56 @@
 //! every `crate::…` path outside comments, in every file under `src/`.
 
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
-/// Each module path prefix and its floor; the longest prefix wins. The
-/// same list as `src/lib.rs`'s `# Layout`.
-const FLOORS: &[(&str, u8)] = &[
-    // 0: the shared vocabulary and the tools every floor uses.
-    ("model", 0),
-    ("invalid", 0),
-    ("backoff", 0),
-    ("shutdown", 0),
-    ("exit", 0),
-    ("build", 0),
-    ("files", 0),
-    // 1: what each stage is told (the config and the sections each stage
-    // owns) and what it tells (telemetry, events, logs, systemd).
-    ("config", 1),
-    ("source::config", 1),
-    ("source::hid::config", 1),
-    ("source::hid::layout", 1),
-    ("source::serial::config", 1),
-    ("facility::config", 1),
-    ("sink::config", 1),
-    ("capture", 1),
-    ("telemetry", 1),
-    ("events", 1),
-    ("notify", 1),
-    ("feedback", 1),
-    ("controls", 1),
-    // 2: reading scanners; the database.
-    ("source", 2),
-    ("pty", 2),
-    ("store", 2),
-    // 3: the tables: outbox, ledger, audit trail.
-    ("outbox", 3),
-    ("ledger", 3),
-    ("audit", 3),
-    // 4: the decision.
-    ("gate", 4),
-    // 5: the facility Redis adapter.
-    ("facility", 5),
-    ("sink", 5),
-    // 6: the facility claimer.
-    ("daemon::claimer", 6),
-    // 7: the running daemon: its stages wired.
-    ("daemon", 7),
-    // 8: the commands, and how the process logs.
-    ("cli", 8),
-    ("cmd", 8),
-    ("logging", 8),
-];
+/// Each module path and its floor, read from the table in `src/lib.rs`'s
+/// `# Layout` (its rows `//! | N | modules | what |`): the one list of
+/// floors. A module path names its subtree; the longest that fits wins.
+fn floors() -> &'static [(String, u8)] {
+    static FLOORS: OnceLock<Vec<(String, u8)>> = OnceLock::new();
+    FLOORS.get_or_init(|| {
+        let lib = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/lib.rs"))
+            .unwrap();
+        let floors = floor_table(&lib);
+        assert!(
+            floors.len() > 20,
+            "src/lib.rs's # Layout table read as {floors:?}"
+        );
+        floors
+    })
+}
+
+/// The rows `//! | N | `a`, [`b`], `c::d` | … |` of a doc comment: each
+/// module path in the second cell, with its floor.
+fn floor_table(text: &str) -> Vec<(String, u8)> {
+    let mut floors = Vec::new();
+    for line in text.lines() {
+        let Some(row) = line.strip_prefix("//! |") else {
+            continue;
+        };
+        let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+        let (Some(floor), Some(modules)) = (cells.first(), cells.get(1)) else {
+            continue;
+        };
+        let Ok(floor) = floor.parse::<u8>() else {
+            continue;
+        };
+        for name in modules.split(',') {
+            let name = name
+                .trim()
+                .trim_matches(|c| c == '[' || c == ']' || c == '`');
+            floors.push((name.to_string(), floor));
+        }
+    }
+    floors
+}
 
 fn floor_of(path: &str) -> Option<(&'static str, u8)> {
-    FLOORS
+    floors()
         .iter()
-        .filter(|(p, _)| path == *p || path.starts_with(&format!("{p}::")))
+        .filter(|(p, _)| path == p || path.starts_with(&format!("{p}::")))
         .max_by_key(|(p, _)| p.len())
-        .copied()
+        .map(|(p, f)| (p.as_str(), *f))
 }
 
 /// `src/a/b.rs` and `src/a/b/mod.rs` → `a::b`; `lib.rs`, `main.rs` → None.
@@ -88,23 +82,76 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// The `crate::a::b` paths a file names outside `//` comments.
+/// The `crate::a::b` paths a file names outside `//` comments, grouped
+/// ones (`use crate::{a::b, c};`, over several lines too) each apart.
 fn crate_paths(text: &str) -> Vec<String> {
+    let code: String = text
+        .lines()
+        .map(|l| l.split("//").next().unwrap_or(""))
+        .collect::<Vec<_>>()
+        .join("\n");
     let mut found = Vec::new();
-    for line in text.lines() {
-        let code = line.split("//").next().unwrap_or("");
-        let mut rest = code;
-        while let Some(at) = rest.find("crate::") {
-            let tail = &rest[at + "crate::".len()..];
-            let path: String = tail
-                .chars()
-                .take_while(|c| c.is_ascii_lowercase() || *c == '_' || *c == ':')
-                .collect();
-            found.push(path.trim_end_matches(':').to_string());
-            rest = tail;
-        }
+    let mut rest = code.as_str();
+    while let Some(at) = rest.find("crate::") {
+        rest = &rest[at + "crate::".len()..];
+        found.extend(paths_at(rest, ""));
     }
     found
+}
+
+/// The paths that `text` (what follows a `prefix::`) names: one path, or a
+/// `{…}` group of them.
+fn paths_at(text: &str, prefix: &str) -> Vec<String> {
+    let path: String = text
+        .chars()
+        .take_while(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == '_' || *c == ':')
+        .collect();
+    let after = &text[path.len()..];
+    let whole = format!("{prefix}{path}");
+    if !after.starts_with('{') {
+        return vec![whole.trim_end_matches(':').to_string()];
+    }
+    // A group: split its top level at commas.
+    let (mut depth, mut start, mut items) = (0, 1, Vec::new());
+    for (i, c) in after.char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' => {
+                depth -= 1;
+                if depth == 0 {
+                    items.push(&after[start..i]);
+                    break;
+                }
+            }
+            ',' if depth == 1 => {
+                items.push(&after[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    items
+        .into_iter()
+        .map(str::trim_start)
+        .filter(|item| !item.is_empty() && !item.starts_with("self"))
+        .flat_map(|item| paths_at(item, &whole))
+        .collect()
+}
+
+/// What `text`, the source of `module`, names on a floor above its own.
+fn upward_from(module: &str, text: &str) -> Vec<String> {
+    let Some((_, mine)) = floor_of(module) else {
+        return Vec::new();
+    };
+    crate_paths(text)
+        .into_iter()
+        .filter_map(|path| {
+            let (prefix, theirs) = floor_of(&path)?;
+            (theirs > mine).then(|| {
+                format!("{module} (floor {mine}) names crate::{path} ({prefix}, floor {theirs})")
+            })
+        })
+        .collect()
 }
 
 #[test]
@@ -119,25 +166,21 @@ fn no_module_imports_from_a_floor_above_its_own() {
         let Some(module) = module_of(&src, file) else {
             continue;
         };
-        let Some((_, mine)) = floor_of(&module) else {
+        if floor_of(&module).is_none() {
             unplaced.push(module);
             continue;
-        };
+        }
         let text = std::fs::read_to_string(file).unwrap();
-        for path in crate_paths(&text) {
-            if let Some((prefix, theirs)) = floor_of(&path)
-                && theirs > mine
-            {
-                upward.push(format!(
-                    "{} (floor {mine}) names crate::{path} ({prefix}, floor {theirs})",
-                    file.strip_prefix(&src).unwrap().display()
-                ));
-            }
+        for arrow in upward_from(&module, &text) {
+            upward.push(format!(
+                "{}: {arrow}",
+                file.strip_prefix(&src).unwrap().display()
+            ));
         }
     }
     assert!(
         unplaced.is_empty(),
-        "modules on no floor (add them to FLOORS here and to src/lib.rs's Layout): {unplaced:?}"
+        "modules on no floor (add them to the table in src/lib.rs's # Layout): {unplaced:?}"
     );
     assert!(
         upward.is_empty(),
@@ -148,21 +191,32 @@ fn no_module_imports_from_a_floor_above_its_own() {
 
 #[test]
 fn the_check_sees_an_upward_import() {
-    // The control: a gate naming the daemon is caught, a daemon naming the
-    // gate is not.
-    let (_, gate) = floor_of("gate::facility").unwrap();
-    let (_, daemon) = floor_of("daemon::writer").unwrap();
-    assert!(daemon > gate);
+    // The control: events naming a stage (feedback) are caught, grouped
+    // over lines or not; a stage naming events is not.
     assert_eq!(
         crate_paths("use crate::daemon::Wiring; // crate::cmd::x"),
         ["daemon"]
     );
+    let grouped = "use crate::{\n    events::{self, Told},\n    feedback::led,\n};";
+    assert_eq!(crate_paths(grouped), ["events", "feedback::led"]);
+    assert_eq!(upward_from("events::source", grouped).len(), 1);
+    assert_eq!(
+        upward_from("events::source", "x: &crate::feedback::Told").len(),
+        1
+    );
+    assert!(upward_from("feedback::led", grouped).is_empty());
+    assert_eq!(
+        upward_from("gate::facility", "use crate::daemon::Wiring;").len(),
+        1
+    );
     assert_eq!(
         floor_of("daemon::claimer::lane"),
-        Some(("daemon::claimer", 6))
+        Some(("daemon::claimer", 7))
     );
     assert_eq!(
         floor_of("source::hid::config"),
-        Some(("source::hid::config", 1))
+        Some(("source::hid::config", 2))
     );
+    assert_eq!(floor_of("capture::clock"), Some(("capture::clock", 1)));
+    assert_eq!(floor_of("capture::barcode"), Some(("capture", 2)));
 }

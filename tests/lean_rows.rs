@@ -1,4 +1,4 @@
-//! Migration 8 (lean rows, issue 27) keeps the audit chain verifiable. A
+//! Migration 8 (lean rows) keeps the audit chain verifiable. A
 //! database of schema 7 written by the real pipeline of 9a2c7c8 —
 //! commits, echoes, rejections, a label re-dispensed, two scanners, an
 //! archive and a prune with its checkpoint record —

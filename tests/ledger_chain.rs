@@ -1,4 +1,4 @@
-//! Issue 16, item 2: the ledger is under the chain. Each commit record
+//! The ledger is under the chain. Each commit record
 //! holds the hash of its ledger entry as `ledger export` prints it, and
 //! `audit verify` checks every entry against it: every byte change in the
 //! file that alters the export is caught (exit 1, naming the entry).

@@ -1,4 +1,4 @@
-//! Issue 28, item 2: following the embedded ledger with a durable cursor
+//! Following the embedded ledger with a durable cursor
 //! (`ledger export --follow --consumer NAME`). The real binary follows a
 //! real daemon's database while it writes: killed with SIGKILL again and
 //! again mid-stream, it still prints every entry at least once and in

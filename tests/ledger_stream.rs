@@ -1,4 +1,4 @@
-//! The facility ledger stream bounded (issue 16, item 5): consumers read it
+//! The facility ledger stream bounded: consumers read it
 //! with a consumer group (`ledger export --follow --group`), acknowledging
 //! an entry only once it is written out; the stream is trimmed only past
 //! what every group acknowledged (and older than `[redis]

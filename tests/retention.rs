@@ -1,4 +1,4 @@
-//! Issue 16, item 4: retention with verifiable archives. `audit export`
+//! Retention with verifiable archives. `audit export`
 //! writes a self-verifying archive, `audit prune` removes only what is
 //! archived and older than `[records] keep_days` (leaving a checkpoint
 //! record), and `audit verify --archive` checks the archives and the

@@ -1,4 +1,4 @@
-//! Issue 28, item 3: the ledger pushed over HTTP (`[[sink]]`) to a real
+//! The ledger pushed over HTTP (`[[sink]]`) to a real
 //! receiver the test starts (`tests/sink_receiver.py`, Python's
 //! `http.server`, told by a control file how to answer, logging every
 //! POST). The receiver answering 500 three times, then 400, killed and

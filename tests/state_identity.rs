@@ -1,4 +1,4 @@
-//! Issue 16, item 1: a state directory has an identity (`state-id`, and
+//! A state directory has an identity (`state-id`, and
 //! `meta` `state_id` in the database), so a database that is missing,
 //! emptied or replaced is refused by `run` and by every read command
 //! (exit 3), never taken for a first start; `state reset` starts over on
@@ -326,7 +326,7 @@ fn wait_anchored(redis: &RedisServer, seq: i64) {
     });
 }
 
-/// Issue 16, item 3: the chain head is anchored outside the file (the
+/// The chain head is anchored outside the file (the
 /// state-id file, the log, the facility Redis). The database loses its
 /// tail after a SIGKILL (the WAL frames of the last 20 decisions gone:
 /// emulated by removing them, consistently, from the file) — its own chain
@@ -389,7 +389,7 @@ fn a_lost_tail_is_named_from_the_anchors_outside_the_database() {
     assert!(out.stdout.contains("NOT reachable"), "{out}");
 }
 
-/// Issue 16, the power cut's damage for real: the WAL is lost (SQLite
+/// The power cut's damage for real: the WAL is lost (SQLite
 /// then has the database file alone: the commits the checkpointer had
 /// copied into it). A reader of the test's own holds a snapshot at record
 /// 20, so the checkpointer cannot copy the later commits into the file

@@ -1,4 +1,4 @@
-//! Labels without a serial (issue 26): a technician receiving a tote scans
+//! Labels without a serial: a technician receiving a tote scans
 //! 12 identical bottles one second apart. Per label kind and per scanner
 //! policy: the ledger entries, and which echoes are ambiguous — in the
 //! decisions, the outbox and the audit trail. Real SQLite files, the

@@ -246,13 +246,5 @@ mod tests {
         assert_eq!(at(1_800_000_000_000, false).year(), 2027);
         // A synchronised clock is trusted as it is.
         assert_eq!(at(0, true).year(), 1970);
-        // The same label keys alike before and after NTP sync.
-        let raw = crate::capture::RawScan {
-            bytes: b"]d201003077731050251728123121SN1".to_vec(),
-            framing_error: None,
-        };
-        let before = raw.decode(at(0, false).year()).unwrap();
-        let after = raw.decode(at(1_800_000_000_000, true).year()).unwrap();
-        assert_eq!(before.product, after.product);
     }
 }

@@ -325,6 +325,24 @@ mod tests {
 
     use super::*;
 
+    #[test]
+    fn a_label_keys_alike_before_and_after_the_clock_is_synchronised() {
+        // An unsynchronised 1970 clock decodes dates as this century's.
+        let at = |utc_ms, synced| CaptureTime {
+            utc_ms,
+            boot_ns: 0,
+            boot_id: "b".into(),
+            synced,
+        };
+        let raw = RawScan {
+            bytes: b"]d201003077731050251728123121SN1".to_vec(),
+            framing_error: None,
+        };
+        let before = raw.decode(at(0, false).year()).unwrap();
+        let after = raw.decode(at(1_800_000_000_000, true).year()).unwrap();
+        assert_eq!(before.product, after.product);
+    }
+
     /// A gateway's own scanner's content keys name the gateway (a cloned
     /// config on another gateway never matches them); a shared scanner's
     /// do not, and stay those of the first key version.

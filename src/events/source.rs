@@ -349,7 +349,7 @@ pub struct Told<'a> {
     /// The scanner's name.
     pub scanner: &'a str,
     /// What it was told.
-    pub told: crate::feedback::Told,
+    pub told: crate::model::Told,
     /// How: `serial`, `hid-pos`, `led`.
     pub via: &'static str,
 }
@@ -368,7 +368,7 @@ pub struct FeedbackSkipped<'a> {
     /// The scanner's name.
     pub scanner: &'a str,
     /// What it would have been told.
-    pub told: crate::feedback::Told,
+    pub told: crate::model::Told,
     /// From the read to the decision (`None`: read before this boot).
     pub after: Option<std::time::Duration>,
     /// Its `feedback.max_delay_ms`.
@@ -393,8 +393,8 @@ impl FeedbackSkipped<'_> {
 pub struct LedFailed<'a> {
     /// The scanner's name.
     pub scanner: &'a str,
-    /// What failed, where, and the fix.
-    pub error: &'a crate::feedback::led::LedError,
+    /// What failed, where, and the fix (a `feedback::led::LedError`).
+    pub error: &'a dyn std::fmt::Display,
 }
 
 impl LedFailed<'_> {

@@ -6,7 +6,8 @@
 //! and output reports and drives a gateway LED; sending them is the
 //! source's business.
 //!
-//! - [`Told`]: the five things a scanner can be told.
+//! - [`Told`] (the ground floor's, [`crate::model::Told`]): the five
+//!   things a scanner can be told.
 //! - [`ssi`] (Zebra SSI packets), [`honeywell`] (Host ACK escape
 //!   commands), [`datalogic`] (single-character host commands), raw bytes
 //!   for any other make: [`serial_bytes`].
@@ -29,59 +30,8 @@ pub mod honeywell;
 pub mod led;
 pub mod ssi;
 
+pub use crate::model::Told;
 pub use config::{FeedbackConfig, Late, Protocol, Transport};
-
-use std::fmt;
-
-/// What the scanner is told about one read, once it is decided.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Told {
-    /// A new pick: recorded once in the ledger. Nothing more to do.
-    Committed,
-    /// Certainly an echo of a pick already recorded (a double-fire, a
-    /// retransmit, a re-scan of the same item): nothing was added, and
-    /// nothing needs doing.
-    Echo,
-    /// Taken as an echo, but it could have been a second identical item:
-    /// if the person did pick another one, they scan REPEAT (or follow the
-    /// site's procedure) so it is recorded.
-    Ambiguous,
-    /// The read was refused (unreadable, torn, not a barcode scangate
-    /// accepts): it is stored with the reason, but it is not a pick. Scan
-    /// the item again.
-    Rejected,
-    /// Stored, but the facility store was unreachable: it will be decided
-    /// when the store answers. Carry on; nothing is lost.
-    Waiting,
-}
-
-impl Told {
-    /// Every kind, in declaration order.
-    pub const ALL: [Told; 5] = [
-        Told::Committed,
-        Told::Echo,
-        Told::Ambiguous,
-        Told::Rejected,
-        Told::Waiting,
-    ];
-
-    /// The lower-case name, as in the config keys and the docs.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Told::Committed => "committed",
-            Told::Echo => "echo",
-            Told::Ambiguous => "ambiguous",
-            Told::Rejected => "rejected",
-            Told::Waiting => "waiting",
-        }
-    }
-}
-
-impl fmt::Display for Told {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
 
 /// The bytes a serial scanner is sent for `told`: the built-in protocol's,
 /// or for `protocol = "raw"` the configured byte string (unset: nothing).

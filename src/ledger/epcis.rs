@@ -1,8 +1,9 @@
 //! The ledger as GS1 EPCIS 2.0 (JSON-LD, CBV 2.0): one `ObjectEvent` per
 //! ledger entry ([`object_event`]), and the `EPCISDocument` around them
 //! ([`DocumentWriter`]). One mapping for every way an entry leaves the
-//! gateway (`ledger export --format epcis`, and later a follow or a push),
-//! so an entry is the same event wherever a consumer reads it.
+//! gateway (`ledger export --format epcis`, with or without `--follow`,
+//! and a `[[sink]]` with `format = "epcis"`), so an entry is the same
+//! event wherever a consumer reads it.
 //!
 //! The mapping and why (docs/integrator.md, "EPCIS 2.0"):
 //! - `action` is `OBSERVE`: the gateway saw an existing object; it neither

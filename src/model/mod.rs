@@ -7,12 +7,14 @@
 //! - [`claim`]: [`Claim`] and [`Outcome`], what the gate asks the
 //!   facility store and what it answers;
 //! - [`facility`]: what is known of the facility store (its clock, its
-//!   state, its server, its ledger stream, reconciliations).
+//!   state, its server, its ledger stream, reconciliations);
+//! - [`told`]: [`Told`], what a scanner is told of a decision.
 
 pub mod claim;
 pub mod decision;
 pub mod facility;
 pub mod scan;
+pub mod told;
 
 pub use claim::{Claim, Outcome};
 pub use decision::{Decision, GateStats, Verdict};
@@ -21,3 +23,4 @@ pub use facility::{
     ScannerClone, ServerInfo,
 };
 pub use scan::ScanState;
+pub use told::Told;

@@ -1,7 +1,7 @@
 //! The rows the outbox writer has just made durable, handed in memory to
 //! the facility claimer's live lane so that it need not read them back
-//! from the table (issue 27: reading pending rows back was ~7 % of the
-//! gateway's CPU via Redis).
+//! from the table (reading pending rows back was a measurable share of the
+//! gateway's CPU via Redis: docs/benchmarks.md).
 //!
 //! A cache, never the truth. Which scans are pending, and in what order,
 //! is still read from the outbox, in the live lane's read snapshot

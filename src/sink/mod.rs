@@ -1,5 +1,5 @@
 //! `[[sink]]`: the ledger pushed over HTTP to an inventory system, in
-//! batches, at-least-once, in ledger order (issue 28, item 3).
+//! batches, at-least-once, in ledger order.
 //!
 //! Each sink is a consumer of the gateway's own ledger named
 //! `sink.<name>` ([`crate::ledger::cursor`]): `audit prune` keeps what it

@@ -146,7 +146,7 @@ const MIGRATIONS: &[&str] = &[
         registered_ms  INTEGER NOT NULL
     );
     "#,
-    // 7: unserialised labels and the operator (issue 26). A scan carries
+    // 7: unserialised labels and the operator. A scan carries
     // how it is judged, fixed at its read so a replay judges it as live:
     // its own echo window (`window_ms`, NULL: the gateway's), the policy
     // its scanner applied to a label without a serial (`unserialised`),
@@ -213,7 +213,7 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX scans_control_open ON scans (scanner, captured_ms)
         WHERE state = 'control' AND control_end IS NULL;
     "#,
-    // 8: lean rows (issue 27). Identifiers and hashes as the bytes they
+    // 8: lean rows. Identifiers and hashes as the bytes they
     // are (store/packed.rs): a canonical UUID as a 16-byte BLOB, a 64-digit
     // lowercase hex key or hash as a 32-byte BLOB, any other text kept as
     // it was, so everything reads back as written. The ledger and the
@@ -334,7 +334,7 @@ const MIGRATIONS: &[&str] = &[
         blocked          INTEGER NOT NULL DEFAULT 0
     ) WITHOUT ROWID;
     "#,
-    // 11: lean outbox rows (issue 27). The `scans` table's identifiers
+    // 11: lean outbox rows. The `scans` table's identifiers
     // packed as migration 8 packed the ledger's (store/packed.rs): the
     // scan's and its twin's UUIDs, the boot id and the control read a
     // declared read names as 16 bytes, the content key as 32 (~110 B a

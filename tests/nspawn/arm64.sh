@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The arm64 package under a real systemd (issue 18): the arm64 .deb
+# The arm64 package under a real systemd: the arm64 .deb
 # installed with `apt install` in a Debian 12 arm64 root file system booted
 # with `systemd-nspawn -b`, its systemd 252 and every arm64 binary run by
 # qemu-aarch64 through binfmt_misc on the host's kernel (no arm64 kernel or

@@ -1324,7 +1324,7 @@ class Run:
         return (f"fsync a no-op (LD_PRELOAD nosync.so), writeback held: {len(lost)} of {f['acked']} scans ACKed "
                 f"before the cut lost and reported by the check; audit verify then exits {rc}")
 
-    # -- HID and USB-serial on the guest's kernel (issue 19)
+    # -- HID and USB-serial on the guest's kernel
 
     def holds(self, dev):
         """The daemon (MainPID) holds device node `dev` (a path or udev

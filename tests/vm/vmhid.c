@@ -1,5 +1,5 @@
 /*
- * vmhid: the guest's HID helper for tests/vm (issue 19). Built static on
+ * vmhid: the guest's HID helper for tests/vm. Built static on
  * the host by tests/vm/run.sh and put on the VM's second disk; the guest
  * image has no compiler. Two jobs, both through the kernel's own
  * interfaces:
@@ -30,7 +30,7 @@
  *       (a reader of its hidraw node came or went) and "start" / "stop".
  *       With "outputs", the descriptor also declares output report 3 on
  *       the Bar Code Scanner page (what a scanner that can be told
- *       something offers; issue 26): Good Read LED (0x7D) in bit 0, three
+ *       something offers): Good Read LED (0x7D) in bit 0, three
  *       constant bits, Sound Error Beep, Sound Good Read Beep and Sound Not
  *       On File Beep (0x85..0x87) in bits 4-6, a constant bit 7 (the same
  *       bytes as tests/hid_feedback.rs's VM_WITH_OUTPUTS). Every output

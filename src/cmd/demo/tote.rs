@@ -1,4 +1,4 @@
-//! The demo's receiving tote (issue 26): six identical bottles whose label
+//! The demo's receiving tote: six identical bottles whose label
 //! carries no serial (GTIN + lot), scanned one second apart at three
 //! receiving scanners that differ only in `unserialised`: `window` (the
 //! default), `double-fire`, and `ask`, where staff answer each "taken as
