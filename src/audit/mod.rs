@@ -14,8 +14,7 @@
 //! must not leak into the trail, and rejection reasons are written without
 //! the data.
 //!
-//! This file holds the records and the chain: [`AuditRecord`] and its
-//! parts, [`Chain`] (append inside a decision's transaction), [`emit`] and
+//! This file holds the chain: [`Chain`] (append inside a decision's transaction), [`emit`] and
 //! the recorded head. Checking the chain ([`verify()`], [`check_anchor`],
 //! [`verify_ledger`]) is in `verify.rs`; reading one label's trail
 //! ([`trail_for_key`], [`render_trace`]) in `trace.rs`; archives and
@@ -26,15 +25,19 @@ use crate::store::packed::{Unpacked, packed};
 use crate::store::{Store, StoreError};
 use rusqlite::types::{ToSqlOutput, ValueRef};
 use rusqlite::{Connection, OptionalExtension, params};
-use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 pub mod archive;
+mod record;
 pub mod reset;
 pub mod stored;
 mod trace;
 mod verify;
 
+pub use record::{
+    AMBIGUOUS_WHY, AuditAmbiguous, AuditConflict, AuditDeclared, AuditPruned, AuditRecord,
+    AuditStateReset, AuditUnacknowledged, ScanFacts,
+};
 pub use trace::{
     KeyTrail, has_conflict_record, key_of, records_for_scan, render_trace, trail_for_key,
 };
@@ -52,184 +55,6 @@ use crate::store::identity::AUDIT_HEAD_KEY as HEAD_KEY;
 /// The log target audit records are emitted under ([`emit`]); the log
 /// puts them under a journal identifier of their own.
 pub const AUDIT_TARGET: &str = "scangate::audit";
-
-/// One audit record. Field order is the canonical order.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(deny_unknown_fields)]
-pub struct AuditRecord {
-    /// Position in the chain (1, 2, …); set by [`Chain::append`].
-    pub seq: i64,
-    /// When the decision was made (RFC 3339 UTC, ms).
-    pub at: String,
-    /// Gateway that decided.
-    pub gateway: String,
-    /// Scanner that read the scan.
-    pub scanner: String,
-    /// The scan.
-    pub scan_uuid: String,
-    /// Its capture time (RFC 3339 UTC, ms).
-    pub captured_at: String,
-    /// Whether the wall clock was synchronised at capture.
-    pub clock_synced: bool,
-    /// With a facility store: the capture on facility time (RFC 3339 UTC,
-    /// ms), as claimed and in the ledger; `captured_at` stays the gateway's
-    /// own wall stamp. Absent in embedded mode and in records written
-    /// before facility time (so their hashes are unchanged).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub facility_at: Option<String>,
-    /// Facility time minus the wall stamp (ms), the offset that was used.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub clock_offset_ms: Option<i64>,
-    /// The mapping's error bound (± ms).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub clock_error_ms: Option<i64>,
-    /// committed | suppressed | rejected | unresolved.
-    pub decision: ScanState,
-    /// Content key (absent for rejected scans).
-    pub content_key: Option<String>,
-    /// For suppressed scans: the committed twin.
-    pub twin_uuid: Option<String>,
-    /// Why: for a rejected scan the rejection, for an unresolved one the
-    /// facility store's failure; for a commit or an echo only when it was
-    /// decided in an unusual way (`outbox decide-locally` says so).
-    pub reason: Option<String>,
-    /// Length of the raw frame in bytes.
-    pub raw_len: i64,
-    /// Only on a conflict record (written by a reconciliation, beside the
-    /// scan's decision, which stands): another gateway committed a twin of
-    /// this committed scan while the facility store had lost data, so one
-    /// pick may be in two ledgers. Absent on every other record (so records
-    /// written before it existed hash the same).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub conflict: Option<AuditConflict>,
-    /// Only on a state reset record (`scangate state reset`), the first
-    /// record of a new chain: the state whose database was lost. Its
-    /// `scan_uuid` is the new state's identity, its decision `pending`
-    /// (it decides no scan). Absent on every other record.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub state_reset: Option<AuditStateReset>,
-    /// Only on a commit record: the hash of the ledger entry it appended
-    /// ([`crate::ledger::entry_hash`], of the entry as `ledger export`
-    /// prints it), so the ledger is under the chain. Absent on records
-    /// written before it existed (their entries are not covered).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ledger_hash: Option<String>,
-    /// Only on a checkpoint record (`scangate audit prune`): the records
-    /// and ledger entries pruned from the database, and the archives that
-    /// hold them. Its `scan_uuid` is the checkpoint's own UUID, its
-    /// decision `pending` (it decides no scan). Absent on every other record.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pruned: Option<AuditPruned>,
-    /// Only on an echo of a label without a serial (not a resend): the
-    /// suppression may have under-counted, and why. Absent on every other
-    /// record (so records written before it existed hash the same).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ambiguous: Option<AuditAmbiguous>,
-    /// Only on a scan the operator declared with a control label (REPEAT,
-    /// QUANTITY N), and on the control read itself: what was declared and
-    /// by which read.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub declared: Option<AuditDeclared>,
-}
-
-/// Why an echo is ambiguous ([`AuditRecord::ambiguous`]).
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(deny_unknown_fields)]
-pub struct AuditAmbiguous {
-    /// Always the same words: the label carries no serial, so another
-    /// identical item, a re-scan and a double-fire read alike.
-    pub why: String,
-    /// The scanner's policy for such labels (`window`, `double-fire`, `ask`).
-    pub policy: String,
-    /// The echo window it was judged by (ms).
-    pub window_ms: i64,
-}
-
-/// The words of every [`AuditAmbiguous::why`].
-pub const AMBIGUOUS_WHY: &str = "no serial on the label, and a commit of the same content inside the echo window: another identical item, a re-scan and a double-fire read alike";
-
-/// What an operator declared ([`AuditRecord::declared`]).
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(deny_unknown_fields)]
-pub struct AuditDeclared {
-    /// `repeat` or `quantity N`.
-    pub control: String,
-    /// The control label's read (its scan UUID).
-    pub by: String,
-}
-
-/// What a checkpoint record says was pruned ([`AuditRecord::pruned`]).
-/// The live chain then starts at record `through_seq + 1`, whose
-/// `prev_hash` is `through_hash`: `audit verify` accepts that start only
-/// with a checkpoint record naming it, and with the archives checks the
-/// pruned records too.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(deny_unknown_fields)]
-pub struct AuditPruned {
-    /// The first record pruned (the first in the database before).
-    pub first_seq: i64,
-    /// The last record pruned.
-    pub through_seq: i64,
-    /// Its hash: the `prev_hash` of the first record kept.
-    pub through_hash: String,
-    /// Ledger entries pruned with them (those the pruned records committed).
-    pub ledger_entries: i64,
-    /// The archives holding them: their content SHA-256 (manifest `content_sha256`).
-    pub archives: Vec<String>,
-    /// `[records] keep_days` at the time.
-    pub keep_days: u64,
-    /// Entries among them that a ledger consumer had not acknowledged
-    /// (pruned because they were past `keep_days` + `consumer_hold_days`),
-    /// per consumer. Absent when there were none (so checkpoint records
-    /// written before it existed hash the same).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub unacknowledged: Option<Vec<AuditUnacknowledged>>,
-}
-
-/// Ledger entries a prune removed although a consumer had not
-/// acknowledged them ([`AuditPruned::unacknowledged`]).
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(deny_unknown_fields)]
-pub struct AuditUnacknowledged {
-    /// The consumer (`ledger consumers list`).
-    pub consumer: String,
-    /// How many of its entries.
-    pub entries: i64,
-    /// The first of them (ledger position).
-    pub first_seq: i64,
-    /// The last of them.
-    pub through_seq: i64,
-    /// Their age limit: `[records] keep_days` + `consumer_hold_days`.
-    pub held_days: u64,
-}
-
-/// What a state reset started over from ([`AuditRecord::state_reset`]).
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(deny_unknown_fields)]
-pub struct AuditStateReset {
-    /// The lost state's identity (`unidentified` if it had none).
-    pub lost_state_id: String,
-    /// Its last anchored chain head's position, if one was anchored.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub lost_head_seq: Option<i64>,
-    /// Its last anchored chain head's hash.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub lost_head_hash: Option<String>,
-    /// What was in the database's place, moved aside (file names).
-    pub moved_aside: Vec<String>,
-}
-
-/// The other side of a conflict ([`AuditRecord::conflict`]).
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(deny_unknown_fields)]
-pub struct AuditConflict {
-    /// The other gateway's committed scan.
-    pub other_scan_uuid: String,
-    /// The other gateway, when known (the re-publishing side learns only
-    /// the twin's UUID; the other side reads both from the facility).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub other_gateway: Option<String>,
-}
 
 /// A record as stored, ready to emit after commit.
 #[derive(Debug, Clone)]

@@ -4,8 +4,6 @@
 //! reset record in one transaction, then anchors the new head.
 
 use super::{AuditRecord, AuditStateReset, Chain};
-use crate::capture::clock::{CaptureTime, rfc3339_ms};
-use crate::model::ScanState;
 use crate::store::StoreError;
 use crate::store::identity::{self, Begun, Head, ResetStart, StateId};
 use std::path::{Path, PathBuf};
@@ -96,33 +94,14 @@ fn reset_record(
     moved_aside: &[PathBuf],
 ) -> AuditRecord {
     let now_ms = chrono::Utc::now().timestamp_millis();
+    let reason = format!(
+        "state reset (scangate state reset): the database of state {lost_id} was lost; {}; this chain starts over with an empty ledger",
+        lost_head.map_or_else(
+            || "no audit record of it was anchored".to_string(),
+            |h| format!("its audit chain was last anchored at {h}")
+        )
+    );
     AuditRecord {
-        seq: 0,
-        at: rfc3339_ms(now_ms),
-        gateway: gateway.to_string(),
-        scanner: String::new(),
-        scan_uuid: new.id.clone(),
-        captured_at: rfc3339_ms(now_ms),
-        clock_synced: CaptureTime::now().synced,
-        facility_at: None,
-        clock_offset_ms: None,
-        clock_error_ms: None,
-        decision: ScanState::Pending,
-        content_key: None,
-        twin_uuid: None,
-        reason: Some(format!(
-            "state reset (scangate state reset): the database of state {lost_id} was lost; {}; this chain starts over with an empty ledger",
-            lost_head.map_or_else(
-                || "no audit record of it was anchored".to_string(),
-                |h| format!("its audit chain was last anchored at {h}")
-            )
-        )),
-        raw_len: 0,
-        conflict: None,
-        ledger_hash: None,
-        pruned: None,
-        ambiguous: None,
-        declared: None,
         state_reset: Some(AuditStateReset {
             lost_state_id: lost_id.to_string(),
             lost_head_seq: lost_head.map(|h| h.seq),
@@ -133,5 +112,6 @@ fn reset_record(
                 .map(|n| n.to_string_lossy().into_owned())
                 .collect(),
         }),
+        ..AuditRecord::system(now_ms, gateway, new.id.clone(), reason)
     }
 }

@@ -9,8 +9,7 @@
 //! (`crate::capture::Declared`), so a replay after an outage judges it as
 //! it was judged live.
 
-use crate::audit::{AuditDeclared, AuditRecord, Chain, Emitted};
-use crate::capture::clock::rfc3339_ms;
+use crate::audit::{AuditDeclared, AuditRecord, Chain, Emitted, ScanFacts};
 use crate::model::ScanState;
 use crate::outbox;
 use rusqlite::Connection;
@@ -30,31 +29,20 @@ pub fn lapse(
             continue;
         };
         let what = row.control.clone().unwrap_or_default();
-        chain.append(AuditRecord {
-            seq: 0,
-            at: rfc3339_ms(now_ms),
-            gateway: gateway.to_string(),
-            scanner: row.scanner.clone(),
-            scan_uuid: row.uuid.clone(),
-            captured_at: rfc3339_ms(row.time.utc_ms),
+        let facts = ScanFacts {
+            scanner: &row.scanner,
+            uuid: &row.uuid,
+            captured_ms: row.time.utc_ms,
             clock_synced: row.time.synced,
-            facility_at: None,
-            clock_offset_ms: None,
-            clock_error_ms: None,
-            decision: ScanState::Control,
-            content_key: None,
-            twin_uuid: None,
-            reason: Some(format!("lapsed: {why}; it declared nothing")),
             raw_len: row.raw_len,
-            conflict: None,
-            state_reset: None,
-            ledger_hash: None,
-            pruned: None,
-            ambiguous: None,
+        };
+        chain.append(AuditRecord {
+            reason: Some(format!("lapsed: {why}; it declared nothing")),
             declared: Some(AuditDeclared {
                 control: what,
-                by: row.uuid,
+                by: row.uuid.clone(),
             }),
+            ..AuditRecord::decision(now_ms, gateway, facts, ScanState::Control)
         })?;
     }
     chain.finish()

@@ -577,30 +577,26 @@ impl Gate {
             by: by.clone(),
         });
         let is_ambiguous = ambiguous.is_some();
-        writes.chain.append(AuditRecord {
-            seq: 0,
-            at: rfc3339_ms(now_ms),
-            gateway: self.cfg.gateway.clone(),
-            scanner: row.scanner.clone(),
-            scan_uuid: row.uuid.clone(),
-            captured_at: rfc3339_ms(clock.map_or(row.time.utc_ms, |c| c.wall_ms)),
+        let facts = crate::audit::ScanFacts {
+            scanner: &row.scanner,
+            uuid: &row.uuid,
+            captured_ms: clock.map_or(row.time.utc_ms, |c| c.wall_ms),
             clock_synced: clock.map_or(row.time.synced, |c| c.wall_synced),
+            raw_len: row.raw_len,
+        };
+        writes.chain.append(AuditRecord {
             facility_at: clock
                 .filter(|c| c.mapped.is_some())
                 .map(|_| rfc3339_ms(row.time.utc_ms)),
             clock_offset_ms: clock.and_then(|c| c.mapped).map(|(offset, _)| offset),
             clock_error_ms: clock.and_then(|c| c.mapped).map(|(_, error)| error),
-            decision: verdict.state(),
             content_key: row.content_key.clone(),
             twin_uuid: twin,
             reason,
-            raw_len: row.raw_len,
-            conflict: None,
-            state_reset: None,
             ledger_hash,
-            pruned: None,
             ambiguous,
             declared,
+            ..AuditRecord::decision(now_ms, &self.cfg.gateway, facts, verdict.state())
         })?;
         let stats = &mut tally.stats;
         match verdict {

@@ -8,7 +8,6 @@ use super::{ArchiveError, at_ms, commits, hash_at, require_intact};
 use crate::audit::stored::{RecordJson, record_json};
 use crate::audit::trace::records_where;
 use crate::audit::{AuditPruned, AuditRecord, AuditUnacknowledged, Chain, Emitted, first_live};
-use crate::model::ScanState;
 use crate::store::identity::Head;
 use crate::store::packed::{Unpacked, packed};
 use crate::store::{Store, StoreError};
@@ -288,7 +287,6 @@ fn checkpoint_record(
     archives: Vec<String>,
     unacknowledged: Vec<AuditUnacknowledged>,
 ) -> AuditRecord {
-    let now = crate::capture::clock::rfc3339_ms(policy.now_ms);
     let owed: String = unacknowledged
         .iter()
         .map(|u| {
@@ -298,28 +296,11 @@ fn checkpoint_record(
             )
         })
         .collect();
+    let reason = format!(
+        "checkpoint (scangate audit prune): records {first}..={through}, decided more than {} days ago and archived, and the {entries} ledger entries they committed were removed from this database; the chain continues from record {through}'s hash{owed}. Verify them with `scangate audit verify --archive FILE…`",
+        policy.keep_days
+    );
     AuditRecord {
-        seq: 0,
-        at: now.clone(),
-        gateway: String::new(),
-        scanner: String::new(),
-        scan_uuid: uuid::Uuid::now_v7().to_string(),
-        captured_at: now,
-        clock_synced: crate::capture::clock::CaptureTime::now().synced,
-        facility_at: None,
-        clock_offset_ms: None,
-        clock_error_ms: None,
-        decision: ScanState::Pending,
-        content_key: None,
-        twin_uuid: None,
-        reason: Some(format!(
-            "checkpoint (scangate audit prune): records {first}..={through}, decided more than {} days ago and archived, and the {entries} ledger entries they committed were removed from this database; the chain continues from record {through}'s hash{owed}. Verify them with `scangate audit verify --archive FILE…`",
-            policy.keep_days
-        )),
-        raw_len: 0,
-        conflict: None,
-        state_reset: None,
-        ledger_hash: None,
         pruned: Some(AuditPruned {
             first_seq: first,
             through_seq: through,
@@ -329,8 +310,7 @@ fn checkpoint_record(
             keep_days: policy.keep_days,
             unacknowledged: (!unacknowledged.is_empty()).then_some(unacknowledged),
         }),
-        ambiguous: None,
-        declared: None,
+        ..AuditRecord::system(policy.now_ms, "", uuid::Uuid::now_v7().to_string(), reason)
     }
 }
 
@@ -431,27 +411,20 @@ mod tests {
         for i in 0..n {
             chain
                 .append(AuditRecord {
-                    seq: 0,
-                    at: format!("2020-01-01T00:00:{i:02}.000Z"),
-                    gateway: "gw".into(),
-                    scanner: "counter-1".into(),
-                    scan_uuid: uuid::Uuid::now_v7().to_string(),
-                    captured_at: "2020-01-01T00:00:00.000Z".into(),
-                    clock_synced: true,
-                    facility_at: None,
-                    clock_offset_ms: None,
-                    clock_error_ms: None,
-                    decision: ScanState::Rejected,
-                    content_key: None,
-                    twin_uuid: None,
                     reason: Some("test".into()),
-                    raw_len: 3,
-                    conflict: None,
-                    state_reset: None,
-                    ledger_hash: None,
-                    pruned: None,
-                    ambiguous: None,
-                    declared: None,
+                    ..AuditRecord::decision(
+                        // 2020-01-01T00:00:00Z, a second apart.
+                        1_577_836_800_000 + i * 1000,
+                        "gw",
+                        crate::audit::ScanFacts {
+                            scanner: "counter-1",
+                            uuid: &uuid::Uuid::now_v7().to_string(),
+                            captured_ms: 1_577_836_800_000,
+                            clock_synced: true,
+                            raw_len: 3,
+                        },
+                        crate::model::ScanState::Rejected,
+                    )
                 })
                 .unwrap();
         }

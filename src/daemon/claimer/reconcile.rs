@@ -25,7 +25,6 @@
 //! which every gateway reads ([`read_notices`]) to audit it on its side.
 
 use crate::audit::{self, AuditConflict, AuditRecord, Chain};
-use crate::capture::clock::rfc3339_ms;
 use crate::facility::{Claim, Facility, FacilityError, Outcome};
 use crate::gate::facility::{LaneKind, claim_on};
 use crate::model::{ConflictRecord, Reconciliation};
@@ -327,34 +326,24 @@ fn record_conflicts(
             by: &by,
         }
         .emit();
+        let facts = crate::audit::ScanFacts {
+            scanner: &row.scanner,
+            uuid: &row.uuid,
+            captured_ms: row.time.utc_ms,
+            clock_synced: row.time.synced,
+            raw_len: row.raw_len,
+        };
         chain
             .append(AuditRecord {
-                seq: 0,
-                at: rfc3339_ms(now_ms),
-                gateway: gateway.to_string(),
-                scanner: row.scanner.clone(),
-                scan_uuid: row.uuid.clone(),
-                captured_at: rfc3339_ms(row.time.utc_ms),
-                clock_synced: row.time.synced,
-                decision: crate::model::ScanState::Committed,
                 content_key: row.content_key.clone(),
-                twin_uuid: None,
                 reason: Some(format!(
                     "conflict found by a reconciliation: {by} committed {other} as a pick of this label too while the facility store had lost data"
                 )),
-                raw_len: row.raw_len,
-                facility_at: None,
-                clock_offset_ms: None,
-                clock_error_ms: None,
                 conflict: Some(AuditConflict {
                     other_scan_uuid: other.clone(),
                     other_gateway: other_gateway.clone(),
                 }),
-                state_reset: None,
-                ledger_hash: None,
-                pruned: None,
-                ambiguous: None,
-                declared: None,
+                ..AuditRecord::decision(now_ms, gateway, facts, crate::model::ScanState::Committed)
             })
             .map_err(|e| w.err(e))?;
         listed.push(ConflictRecord {
