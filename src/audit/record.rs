@@ -23,6 +23,19 @@ pub struct ScanFacts<'a> {
     pub raw_len: i64,
 }
 
+impl<'a> ScanFacts<'a> {
+    /// What an outbox row says of its scan (its wall stamp as captured).
+    pub fn of(row: &'a crate::outbox::ScanRow) -> ScanFacts<'a> {
+        ScanFacts {
+            scanner: &row.scanner,
+            uuid: &row.uuid,
+            captured_ms: row.time.utc_ms,
+            clock_synced: row.time.synced,
+            raw_len: row.raw_len,
+        }
+    }
+}
+
 impl AuditRecord {
     /// A record of `decision` about the scan `scan`, made at `at_ms` by
     /// `gateway`; every part a decision may carry (its content key, twin,

@@ -29,13 +29,7 @@ pub fn lapse(
             continue;
         };
         let what = row.control.clone().unwrap_or_default();
-        let facts = ScanFacts {
-            scanner: &row.scanner,
-            uuid: &row.uuid,
-            captured_ms: row.time.utc_ms,
-            clock_synced: row.time.synced,
-            raw_len: row.raw_len,
-        };
+        let facts = ScanFacts::of(&row);
         chain.append(AuditRecord {
             reason: Some(format!("lapsed: {why}; it declared nothing")),
             declared: Some(AuditDeclared {

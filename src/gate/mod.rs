@@ -577,12 +577,12 @@ impl Gate {
             by: by.clone(),
         });
         let is_ambiguous = ambiguous.is_some();
+        // (The wall stamp as captured, also when the claim put it on
+        // facility time.)
         let facts = crate::audit::ScanFacts {
-            scanner: &row.scanner,
-            uuid: &row.uuid,
             captured_ms: clock.map_or(row.time.utc_ms, |c| c.wall_ms),
             clock_synced: clock.map_or(row.time.synced, |c| c.wall_synced),
-            raw_len: row.raw_len,
+            ..crate::audit::ScanFacts::of(&row)
         };
         writes.chain.append(AuditRecord {
             facility_at: clock

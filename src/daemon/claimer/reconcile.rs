@@ -326,13 +326,7 @@ fn record_conflicts(
             by: &by,
         }
         .emit();
-        let facts = crate::audit::ScanFacts {
-            scanner: &row.scanner,
-            uuid: &row.uuid,
-            captured_ms: row.time.utc_ms,
-            clock_synced: row.time.synced,
-            raw_len: row.raw_len,
-        };
+        let facts = crate::audit::ScanFacts::of(&row);
         chain
             .append(AuditRecord {
                 content_key: row.content_key.clone(),
