@@ -36,10 +36,9 @@ use std::collections::{HashMap, HashSet};
 
 /// Scans per replay round at most (and per offline round of the live
 /// lane). Small enough that the replay holds the writers' turn and Redis
-/// for a millisecond or two at a time (rounds of 128 and 256 doubled the
-/// live lane's median here, docs/benchmarks.md), large enough that a
-/// round's fixed costs (one transaction, one round trip) are shared by
-/// many scans.
+/// for a millisecond or two at a time (larger rounds made the live lane
+/// wait behind them), large enough that a round's fixed costs (one
+/// transaction, one round trip) are shared by many scans.
 pub const ROUND: usize = 64;
 
 /// New scans per live round at most. More than [`ROUND`]: a burst of new
