@@ -100,7 +100,7 @@ impl AuditRecord {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 pub struct AuditRecord {
-    /// Position in the chain (1, 2, …); set by [`Chain::append`].
+    /// Position in the chain (1, 2, …); set by [`super::Chain::append`].
     pub seq: i64,
     /// When the decision was made (RFC 3339 UTC, ms).
     pub at: String,

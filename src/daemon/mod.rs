@@ -133,15 +133,14 @@ pub async fn run_with(
         watchdog: crate::notify::watchdog_interval(),
     };
     let cfg = &settings.config;
-    for old in &cfg.carried {
-        let warning = old.warning(reloads.as_ref().and_then(|r| r.config.as_deref()));
-        events::OldConfigKey {
-            key: &old.key,
-            warning: &warning,
-        }
-        .emit();
-    }
-    tell_exposed(cfg, reloads.as_ref().and_then(|r| r.config.as_deref()));
+    let file = reloads.as_ref().and_then(|r| r.config.as_deref());
+    let scanner_names: Vec<String> = cfg.scanners.iter().map(|s| s.name.clone()).collect();
+    let telemetry = Telemetry::new(
+        &scanner_names,
+        cfg.redis.as_ref().map(|r| r.max_clock_error_ms),
+    );
+    tell_carried(cfg, file, &telemetry);
+    tell_exposed(cfg, file);
     let state_dir = cfg.state_dir();
     let mut store = Store::open_with_floor(&state_dir, cfg.outbox.min_free_mb)?;
     for loose in crate::store::modes::loose(&state_dir) {
@@ -169,11 +168,6 @@ pub async fn run_with(
         facility_redis: cfg.redis.is_some(),
     }
     .emit();
-    let scanner_names: Vec<String> = cfg.scanners.iter().map(|s| s.name.clone()).collect();
-    let telemetry = Telemetry::new(
-        &scanner_names,
-        cfg.redis.as_ref().map(|r| r.max_clock_error_ms),
-    );
     telemetry.set_sinks(&cfg.sinks.iter().map(|s| s.name.clone()).collect::<Vec<_>>());
     let listener = match cfg.metrics.listen {
         Some(addr) => Some(metrics_http::bind(addr).await?),
@@ -280,6 +274,27 @@ pub(crate) fn tell_exposed(cfg: &crate::config::Config, file: Option<&std::path:
         }
         .emit();
     }
+}
+
+/// Tell the keys of an earlier release `cfg`'s file carries over
+/// ([`crate::config::Carried`]), each with its fix, and count them: at
+/// start and at each reload.
+pub(crate) fn tell_carried(
+    cfg: &crate::config::Config,
+    file: Option<&std::path::Path>,
+    telemetry: &Telemetry,
+) {
+    let warnings: Vec<String> = cfg.carried.iter().map(|old| old.warning(file)).collect();
+    let keys: Vec<events::OldConfigKey<'_>> = cfg
+        .carried
+        .iter()
+        .zip(&warnings)
+        .map(|(old, warning)| events::OldConfigKey {
+            key: &old.key,
+            warning,
+        })
+        .collect();
+    events::OldConfigKeys { keys: &keys }.emit(telemetry);
 }
 
 /// What starting a stage takes of the daemon: the supervisor that hears

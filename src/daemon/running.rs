@@ -117,7 +117,7 @@ impl Running<'_> {
     /// running (scanners); refuse the rest, naming the keys.
     async fn reload(&mut self) {
         let path = self.reloads.as_ref().and_then(|r| r.config.clone());
-        let Some(new) = reloaded(&self.settings, path).await else {
+        let Some(new) = reloaded(&self.settings, path, self.telemetry).await else {
             return;
         };
         match reload::plan(&self.settings, &new) {
@@ -165,10 +165,15 @@ async fn tick(ping: &mut Option<tokio::time::Interval>) {
     }
 }
 
-/// The configuration read again from `path` and resolved, as at start;
-/// `None` (logged as an ERROR naming the file and key) if it is broken:
-/// the daemon keeps running on `running`.
-async fn reloaded(running: &Settings, path: Option<PathBuf>) -> Option<Settings> {
+/// The configuration read again from `path` and resolved, as at start
+/// (its old keys and exposed files told, the old keys counted in
+/// `telemetry`); `None` (logged as an ERROR naming the file and key) if
+/// it is broken: the daemon keeps running on `running`.
+async fn reloaded(
+    running: &Settings,
+    path: Option<PathBuf>,
+    telemetry: &Telemetry,
+) -> Option<Settings> {
     let shown = path
         .as_ref()
         .map_or("the built-in defaults".to_string(), |p| {
@@ -185,14 +190,7 @@ async fn reloaded(running: &Settings, path: Option<PathBuf>) -> Option<Settings>
     .await;
     match read {
         Ok((Ok(new), _, path)) => {
-            for old in &new.config.carried {
-                let warning = old.warning(path.as_deref());
-                events::OldConfigKey {
-                    key: &old.key,
-                    warning: &warning,
-                }
-                .emit();
-            }
+            super::tell_carried(&new.config, path.as_deref(), telemetry);
             super::tell_exposed(&new.config, path.as_deref());
             Some(new)
         }

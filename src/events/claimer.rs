@@ -2,6 +2,11 @@
 
 use std::time::Duration;
 
+// The log targets operators filter on (`RUST_LOG`, the journal): keep the values.
+const CLAIMER_TARGET: &str = "scangate::daemon::claimer";
+const LANE_TARGET: &str = "scangate::daemon::claimer::lane";
+const FACILITY_TARGET: &str = "scangate::facility";
+
 /// A claimer lane found the facility Redis unavailable: an outage begins,
 /// or goes on. (`scangate_facility_up` is sampled from the state the lane
 /// records in the same step, which `scangate status` reads too.)
@@ -39,12 +44,12 @@ impl FacilityUnavailable<'_> {
         let (redis, lane, reason) = (self.redis, self.lane, self.reason);
         match self.outage {
             Outage::Begins => tracing::warn!(
-                target: "scangate::daemon::claimer",
+                target: CLAIMER_TARGET,
                 redis = %redis, lane, reason = %reason,
                 "facility Redis unavailable: {reason}. Scans are kept in the outbox as unresolved and replayed in capture order when it answers"
             ),
             Outage::Continues => tracing::debug!(
-                target: "scangate::daemon::claimer",
+                target: CLAIMER_TARGET,
                 redis = %redis, lane, reason = %reason,
                 "facility Redis still unavailable: {reason}"
             ),
@@ -52,7 +57,7 @@ impl FacilityUnavailable<'_> {
                 waiting: Ok((waiting, oldest_s)),
                 next,
             } => tracing::warn!(
-                target: "scangate::daemon::claimer",
+                target: CLAIMER_TARGET,
                 redis = %redis, lane, reason = %reason, waiting, oldest_s,
                 "facility Redis still unavailable: {reason}. {waiting} scans wait in the outbox, the oldest captured {oldest_s} s ago; next attempt in {next:?}"
             ),
@@ -60,7 +65,7 @@ impl FacilityUnavailable<'_> {
                 waiting: Err(e),
                 next,
             } => tracing::warn!(
-                target: "scangate::daemon::claimer",
+                target: CLAIMER_TARGET,
                 redis = %redis, lane, reason = %reason,
                 "facility Redis still unavailable: {reason} (backlog unknown: {e}); next attempt in {next:?}"
             ),
@@ -80,7 +85,7 @@ impl ScriptReloaded<'_> {
     /// Log it (INFO).
     pub fn emit(self) {
         tracing::info!(
-            target: "scangate::facility",
+            target: FACILITY_TARGET,
             redis = %self.redis,
             "facility Redis had lost the claim script (NOSCRIPT: its script cache was flushed, or a failover reached a node that never had it); loaded it again and resent the round's calls it refused"
         );
@@ -100,7 +105,7 @@ impl SlotMoved<'_> {
     /// Log it (INFO).
     pub fn emit(self) {
         tracing::info!(
-            target: "scangate::facility",
+            target: FACILITY_TARGET,
             redis = %self.from,
             to = %self.to,
             "the facility's Redis Cluster slot moved (MOVED: a resharding or a failover); following it to {}",
@@ -125,7 +130,7 @@ impl FacilityAnswers<'_> {
     /// Log it (INFO).
     pub fn emit(self) {
         tracing::info!(
-            target: "scangate::daemon::claimer",
+            target: CLAIMER_TARGET,
             redis = %self.redis, lane = self.lane, outage_s = self.outage.as_secs(),
             "facility Redis answers again; {}", self.doing
         );
@@ -160,12 +165,12 @@ impl LaneDbFailed<'_> {
         let (lane, e, retry_in) = (self.lane, self.error, self.retry_in);
         match self.step {
             LaneDbStep::Reading => tracing::error!(
-                target: "scangate::daemon::claimer",
+                target: CLAIMER_TARGET,
                 lane,
                 "reading open scans failed on the local database: {e}; retrying in {retry_in:?}"
             ),
             LaneDbStep::Writing => tracing::error!(
-                target: "scangate::daemon::claimer",
+                target: CLAIMER_TARGET,
                 lane,
                 "writing verdicts failed on the local database: {e}; retrying in {retry_in:?}"
             ),
@@ -191,7 +196,7 @@ impl FacilityConnected<'_> {
     pub fn emit(self) {
         let (info, lane) = (self.info, self.lane);
         tracing::info!(
-            target: "scangate::daemon::claimer",
+            target: CLAIMER_TARGET,
             redis = %self.redis, server = %self.server, lane, version = %info.version, maxmemory_policy = %info.maxmemory_policy,
             appendonly = %info.appendonly, save = %info.save, role = %info.role,
             replicas = info.connected_replicas, "facility Redis connected"
@@ -236,12 +241,12 @@ impl FacilityWarning<'_> {
     pub fn emit(self) {
         match self {
             FacilityWarning::ReadOnlyReplica { redis } => tracing::warn!(
-                target: "scangate::daemon::claimer",
+                target: CLAIMER_TARGET,
                 redis = %redis,
                 "facility Redis is a read-only replica of another server: it refuses claims, so scans wait in the outbox until it is promoted. Point [redis] url at the primary"
             ),
             FacilityWarning::AppendOnlyOff { redis } => tracing::warn!(
-                target: "scangate::daemon::claimer",
+                target: CLAIMER_TARGET,
                 redis = %redis,
                 "facility Redis has appendonly off: a Redis crash can lose recent claims; this gateway still suppresses echoes of its own commits"
             ),
@@ -251,12 +256,12 @@ impl FacilityWarning<'_> {
                 gateway,
                 other_gateway,
             } => tracing::warn!(
-                target: "scangate::daemon::claimer",
+                target: CLAIMER_TARGET,
                 redis = %redis, scanner = %scanner, other_gateway = %other_gateway,
                 "scanner {scanner:?} of this gateway ({gateway}) has the name of a scanner of gateway {other_gateway:?} (a cloned config?). Each counts its own reads; name them apart so the ledger tells them apart. Fix: rename one, or, if it is one scanner heard by both gateways, set shared = true in its [[scanner]] on both"
             ),
             FacilityWarning::ScannersNotRecorded { redis, error } => tracing::warn!(
-                target: "scangate::daemon::claimer",
+                target: CLAIMER_TARGET,
                 redis = %redis,
                 "could not record this gateway's scanners in the facility store ({error}); a cloned scanner name goes unnoticed until the next connect"
             ),
@@ -320,12 +325,12 @@ impl Confirmation<'_> {
                 lane,
                 connected,
             } => tracing::warn!(
-                target: "scangate::daemon::claimer",
+                target: CLAIMER_TARGET,
                 redis = %redis, lane, replicas = connected,
                 "{connected} replicas are connected to the facility Redis, but min_replicas_ack = 0: claims count as decided before any replica has them, so a failover can lose committed picks from the facility ledger. Fix: remove min_replicas_ack (default \"auto\": every connected replica)"
             ),
             Confirmation::PrimaryOnly { redis, lane, disk } => tracing::info!(
-                target: "scangate::daemon::claimer",
+                target: CLAIMER_TARGET,
                 redis = %redis, lane, replicas = 0,
                 "claims count as decided when the primary answers{disk}: no replica is connected (a replica attached later is waited for from the next check, at most a minute on; one that was not connected cannot safely be promoted)"
             ),
@@ -336,7 +341,7 @@ impl Confirmation<'_> {
                 wanted,
                 disk,
             } => tracing::info!(
-                target: "scangate::daemon::claimer",
+                target: CLAIMER_TARGET,
                 redis = %redis, lane, replicas = connected, wanted,
                 "claims count as decided once {wanted} of {connected} connected replicas confirmed them (WAIT){disk}; until then the scans wait as unresolved"
             ),
@@ -346,7 +351,7 @@ impl Confirmation<'_> {
                 now,
                 before,
             } => tracing::warn!(
-                target: "scangate::daemon::claimer",
+                target: CLAIMER_TARGET,
                 redis = %redis, lane, replicas = now, before,
                 "the facility Redis now reports {now} connected replicas, {before} before: claims are confirmed by {now} from now on. A replica that left cannot safely be promoted until it has caught up again; if the primary itself was cut off from its replicas (a network partition), claims it takes now are only in its own memory. Fix: bring the replica back (or set min_replicas_ack to a number to hold claims until that many confirm)"
             ),
@@ -388,31 +393,31 @@ impl RecordingFailed<'_> {
         let e = self.error;
         match self.what {
             Recording::FacilityState => tracing::warn!(
-                target: "scangate::daemon::claimer",
+                target: CLAIMER_TARGET,
                 "recording the facility store's state for `outbox status` failed: {e}"
             ),
             Recording::FirstClockSample => tracing::warn!(
-                target: "scangate::daemon::claimer::lane",
+                target: LANE_TARGET,
                 "recording the facility clock sample failed: {e}"
             ),
             Recording::ClockSample => tracing::warn!(
-                target: "scangate::daemon::claimer::lane",
+                target: LANE_TARGET,
                 "recording the facility clock sample failed: {e}; captures are mapped through the earlier ones"
             ),
             Recording::FacilityClock => tracing::warn!(
-                target: "scangate::daemon::claimer::lane",
+                target: LANE_TARGET,
                 "recording the facility clock for `outbox status` failed: {e}"
             ),
             Recording::ScannerClones => tracing::warn!(
-                target: "scangate::daemon::claimer::lane",
+                target: LANE_TARGET,
                 "recording the scanner clones for `outbox status` failed: {e}"
             ),
             Recording::LedgerStream => tracing::warn!(
-                target: "scangate::daemon::claimer::lane",
+                target: LANE_TARGET,
                 "recording the facility ledger stream for `status` failed: {e}"
             ),
             Recording::WaitingForClock => tracing::warn!(
-                target: "scangate::daemon::claimer::lane",
+                target: LANE_TARGET,
                 "recording the scans waiting for the clock for `outbox status` failed: {e}"
             ),
         }
@@ -435,7 +440,7 @@ impl FacilityRefuses<'_> {
     pub fn emit(self) {
         let reason = self.reason;
         tracing::error!(
-            target: "scangate::daemon::claimer::lane",
+            target: LANE_TARGET,
             redis = %self.redis, lane = self.lane,
             "facility Redis refuses this gateway: {reason}. Scans are kept in the outbox as unresolved (`scangate status` shows the gateway degraded), and claimed in capture order once it lets this gateway in again"
         );

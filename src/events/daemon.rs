@@ -3,6 +3,11 @@
 use crate::telemetry::Telemetry;
 use std::time::Duration;
 
+// The log targets operators filter on (`RUST_LOG`, the journal): keep the values.
+const DAEMON_TARGET: &str = "scangate::daemon";
+const NOTIFY_TARGET: &str = "scangate::notify";
+const RELOAD_TARGET: &str = "scangate::reload";
+
 /// The daemon starts: its state, identity and scanners.
 pub struct Starting<'a> {
     /// The database.
@@ -28,10 +33,21 @@ pub struct OldConfigKey<'a> {
     pub warning: &'a str,
 }
 
-impl OldConfigKey<'_> {
-    /// Log it (WARN).
-    pub fn emit(self) {
-        tracing::warn!(target: "scangate::daemon", key = %self.key, "{}", self.warning);
+/// The config file was read (at start, at a reload): every key of an
+/// earlier release it carries over, a WARN each; how many is
+/// `scangate_config_old_keys` (0: none).
+pub struct OldConfigKeys<'a> {
+    /// The keys, in the file's order.
+    pub keys: &'a [OldConfigKey<'a>],
+}
+
+impl OldConfigKeys<'_> {
+    /// Log each (WARN) and set the gauge.
+    pub fn emit(self, telemetry: &Telemetry) {
+        for old in self.keys {
+            tracing::warn!(target: DAEMON_TARGET, key = %old.key, "{}", old.warning);
+        }
+        telemetry.config_old_keys(self.keys.len());
     }
 }
 
@@ -52,7 +68,7 @@ impl ConfigFileExposed<'_> {
     /// Log it (WARN).
     pub fn emit(self) {
         tracing::warn!(
-            target: "scangate::daemon",
+            target: DAEMON_TARGET,
             path = %self.path.display(), mode = format_args!("{:04o}", self.mode & 0o7777),
             "{}", self.warning
         );
@@ -63,7 +79,7 @@ impl Starting<'_> {
     /// Log it (INFO).
     pub fn emit(self) {
         tracing::info!(
-            target: "scangate::daemon",
+            target: DAEMON_TARGET,
             db = %self.db.display(), facility = %self.facility, gateway = %self.gateway,
             scanners = self.scanners, window_ms = self.window_ms,
             store = if self.facility_redis { "facility redis" } else { "embedded" },
@@ -91,12 +107,12 @@ impl StartWarning {
     pub fn emit(self) {
         match self {
             StartWarning::NoFacilityStore { waiting } => tracing::warn!(
-                target: "scangate::daemon",
+                target: DAEMON_TARGET,
                 scans = waiting,
                 "{waiting} scans wait for a facility store that is not configured ([redis]): they stay undecided. Fix: restore the [redis] section, or, if the facility store is gone for good, stop scangate and run `scangate outbox decide-locally`"
             ),
             StartWarning::NoScanners => tracing::warn!(
-                target: "scangate::daemon",
+                target: DAEMON_TARGET,
                 "no [[scanner]] is configured: nothing will be read. Fix: add a [[scanner]] section for each scanner (`scangate devices` lists what is attached) and restart"
             ),
         }
@@ -131,18 +147,18 @@ impl Lifecycle<'_> {
     pub fn emit(self) {
         match self {
             Lifecycle::Ready { status } => {
-                tracing::info!(target: "scangate::daemon", status = %status, "ready")
+                tracing::info!(target: DAEMON_TARGET, status = %status, "ready")
             }
             Lifecycle::Stopping => tracing::info!(
-                target: "scangate::daemon",
+                target: DAEMON_TARGET,
                 "stopping: closing scanners, draining the outbox"
             ),
             Lifecycle::StopExtended { line, by } => tracing::info!(
-                target: "scangate::daemon",
+                target: DAEMON_TARGET,
                 "{line}; the stop timeout is extended by {by:?}"
             ),
             Lifecycle::Stopped { stats } => tracing::info!(
-                target: "scangate::daemon",
+                target: DAEMON_TARGET,
                 committed = stats.committed,
                 suppressed = stats.suppressed,
                 rejected = stats.rejected,
@@ -215,10 +231,10 @@ impl StageFailed<'_> {
     pub fn emit(self) {
         match self {
             StageFailed::Panicked { stage, why } => {
-                tracing::error!(target: "scangate::daemon", "the {stage} {why}")
+                tracing::error!(target: DAEMON_TARGET, "the {stage} {why}")
             }
             StageFailed::ScannerPanickedOnReload { scanner, why } => tracing::error!(
-                target: "scangate::daemon",
+                target: DAEMON_TARGET,
                 scanner = %scanner,
                 "the scanner's task {why} while a reload stopped it"
             ),
@@ -227,7 +243,7 @@ impl StageFailed<'_> {
                 detail,
                 stopping: false,
             } => tracing::error!(
-                target: "scangate::daemon",
+                target: DAEMON_TARGET,
                 db = %db.display(),
                 "the database failed its integrity check: {detail}"
             ),
@@ -236,40 +252,40 @@ impl StageFailed<'_> {
                 detail,
                 stopping: true,
             } => tracing::error!(
-                target: "scangate::daemon",
+                target: DAEMON_TARGET,
                 db = %db.display(),
                 "the database failed its integrity check: {detail}; stopping"
             ),
             StageFailed::ScannerEnded { detail } => tracing::error!(
-                target: "scangate::daemon",
+                target: DAEMON_TARGET,
                 "a scanner task ended unexpectedly ({detail}); stopping"
             ),
             StageFailed::WriterStopped => tracing::error!(
-                target: "scangate::daemon",
+                target: DAEMON_TARGET,
                 "the outbox writer stopped unexpectedly; closing scanners"
             ),
             StageFailed::ClaimerStopped => tracing::error!(
-                target: "scangate::daemon",
+                target: DAEMON_TARGET,
                 "the facility claimer stopped unexpectedly; stopping"
             ),
             StageFailed::ClaimerGone => tracing::error!(
-                target: "scangate::daemon",
+                target: DAEMON_TARGET,
                 "the facility claimer is gone; stopping"
             ),
             StageFailed::SweeperStopped { why } => tracing::error!(
-                target: "scangate::daemon",
+                target: DAEMON_TARGET,
                 "the raw-bytes sweeper stopped unexpectedly ({why}); stopping"
             ),
             StageFailed::SinkStopped { why } => tracing::error!(
-                target: "scangate::daemon",
+                target: DAEMON_TARGET,
                 "a sink's thread stopped unexpectedly ({why}); stopping"
             ),
             StageFailed::AnchorThreadPanicked => tracing::warn!(
-                target: "scangate::daemon",
+                target: DAEMON_TARGET,
                 "the anchor thread panicked; the chain head was not anchored at stop"
             ),
             StageFailed::PublisherFailed { error } => tracing::error!(
-                target: "scangate::daemon",
+                target: DAEMON_TARGET,
                 "the metrics/status publisher failed: {error}"
             ),
         }
@@ -296,7 +312,7 @@ impl Reloaded<'_> {
     pub fn emit(self, telemetry: &Telemetry) {
         let (added, removed, changed) = (self.added, self.removed, self.changed);
         tracing::info!(
-            target: "scangate::reload",
+            target: RELOAD_TARGET,
             added, removed, changed,
             "configuration reloaded: {}", self.described
         );
@@ -335,7 +351,7 @@ impl ReloadRefused<'_> {
     pub fn emit(self) {
         match self {
             ReloadRefused::NeedsRestart { keys } => tracing::warn!(
-                target: "scangate::reload",
+                target: RELOAD_TARGET,
                 keys = %keys.join(", "),
                 "reload refused: {} changed, which needs a restart (`systemctl restart scangate`); still running with the configuration it started with (scanners as last reloaded)",
                 keys.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", ")
@@ -345,11 +361,11 @@ impl ReloadRefused<'_> {
                 error,
                 scanners,
             } => tracing::error!(
-                target: "scangate::reload",
+                target: RELOAD_TARGET,
                 "reload refused: configuration error{at}: {error}. Still running with the configuration read before ({scanners} scanner(s)); fix the file and reload again (`scangate check-config` shows the problem)"
             ),
             ReloadRefused::ReadFailed { shown, error } => tracing::error!(
-                target: "scangate::reload",
+                target: RELOAD_TARGET,
                 "reload failed: reading {shown} did not finish ({error}); still running with the configuration read before"
             ),
         }
@@ -378,12 +394,12 @@ impl Wedge<'_> {
     pub fn emit(self) {
         match self {
             Wedge::Stuck { stage, bound } => tracing::error!(
-                target: "scangate::notify",
+                target: NOTIFY_TARGET,
                 stage,
                 "the {stage} has made no progress for {bound:?} while it has work: the watchdog pings stop, so systemd restarts scangate (scans are safe in the outbox)"
             ),
             Wedge::Moves { stage } => tracing::info!(
-                target: "scangate::notify",
+                target: NOTIFY_TARGET,
                 stage,
                 "the {stage} makes progress again; watchdog pings resume"
             ),

@@ -1,5 +1,8 @@
 //! The facility clock as the claimer measures it, and scans waiting for facility time.
 
+// The log targets operators filter on (`RUST_LOG`, the journal): keep the values.
+const CLAIMER_TARGET: &str = "scangate::daemon::claimer";
+
 /// The facility Redis's clock was measured and this gateway's offset to
 /// it changed enough to be told. (`scangate_facility_clock_offset_seconds`
 /// is sampled from the measurement the claimer records.)
@@ -28,7 +31,7 @@ impl ClockMeasured<'_> {
         );
         if off.abs() - bound > worth {
             tracing::warn!(
-                target: "scangate::daemon::claimer",
+                target: CLAIMER_TARGET,
                 redis = %self.redis, offset_ms = off, bound_ms = bound,
                 "this gateway's wall clock is {how_far}, more than {worth:.0} ms ({:.0} % of the {} ms window). Claims are still compared on the facility's clock (each capture's boot-clock stamp mapped through these measurements), but the wall stamps this gateway writes into its audit trail are that far off. Fix: synchronise this gateway's clock (NTP, chrony) with the facility's",
                 worth / self.window_ms as f64 * 100.0,
@@ -36,7 +39,7 @@ impl ClockMeasured<'_> {
             );
         } else {
             tracing::info!(
-                target: "scangate::daemon::claimer",
+                target: CLAIMER_TARGET,
                 redis = %self.redis, offset_ms = off, bound_ms = bound,
                 "facility clock: this gateway's wall clock is {how_far}"
             );
@@ -56,7 +59,7 @@ impl ClockMeasureFailed<'_> {
     /// Log it (WARN).
     pub fn emit(self) {
         tracing::warn!(
-            target: "scangate::daemon::claimer",
+            target: CLAIMER_TARGET,
             redis = %self.redis,
             "measuring the facility Redis's clock failed: {}", self.error
         );
@@ -82,14 +85,14 @@ impl ClockWaiting<'_> {
         let (redis, lane, now) = (self.redis, self.lane, self.waiting);
         if now > 0 {
             tracing::warn!(
-                target: "scangate::daemon::claimer",
+                target: CLAIMER_TARGET,
                 redis = %redis, lane, waiting = now,
                 "{now} scans wait: their capture times cannot be put on the facility clock within [redis] max_clock_error_ms = {} ms yet (no close enough measurement of it in their boot). They are claimed once the claimer has measured it closer (at every connect and every minute); `outbox status` shows the last measurement",
                 self.max_clock_error_ms
             );
         } else {
             tracing::info!(
-                target: "scangate::daemon::claimer",
+                target: CLAIMER_TARGET,
                 redis = %redis, lane,
                 "no scan waits for the facility clock any more"
             );

@@ -4,6 +4,10 @@ use crate::model::{Decision, Verdict};
 use crate::telemetry::Telemetry;
 use std::time::Duration;
 
+// The log targets operators filter on (`RUST_LOG`, the journal): keep the values.
+const DAEMON_TARGET: &str = "scangate::daemon";
+const GATE_TARGET: &str = "scangate::gate";
+
 /// The log target of rejected reads ([`Decided`]): `RUST_LOG=…,scangate::reject=error`
 /// silences them alone (the demo does, it tabulates them).
 pub const REJECT_TARGET: &str = "scangate::reject";
@@ -19,7 +23,7 @@ impl EarlierKeys {
     /// Log it (INFO).
     pub fn emit(self) {
         tracing::info!(
-            target: "scangate::gate",
+            target: GATE_TARGET,
             until = %crate::capture::clock::rfc3339_ms(self.until_ms),
             "this state holds commits an earlier release keyed without the gateway's name: reads of this gateway's own scanners are also matched against them until {}, so a read straddling the upgrade is still an echo",
             crate::capture::clock::rfc3339_ms(self.until_ms)
@@ -48,7 +52,7 @@ impl Decided<'_> {
                     "scan rejected: {reason}"
                 ),
                 _ => tracing::debug!(
-                    target: "scangate::daemon",
+                    target: DAEMON_TARGET,
                     scanner = %d.scanner, scan_uuid = %d.scan_uuid, decision = %decision,
                     "decided"
                 ),
@@ -74,7 +78,7 @@ impl CommittedPastRetention {
     pub fn emit(self) {
         let hours = self.retention.as_secs() / 3600;
         tracing::warn!(
-            target: "scangate::gate",
+            target: GATE_TARGET,
             scans = self.scans, retention_h = hours,
             "committed {} scan(s) captured longer ago than the facility's retention of {hours} h (a backlog older than that, after a long outage): the facility store keeps capture times for the retention only, so another gateway's read of the same pick may no longer be known to it; `audit trace` shows each ('past the facility's retention'): check the facility ledger for a twin",
             self.scans
@@ -104,14 +108,14 @@ impl FacilityClockStepped {
         let window = self.window_ms;
         if step.abs() * 20.0 >= window as f64 {
             tracing::warn!(
-                target: "scangate::gate",
+                target: GATE_TARGET,
                 step_ms = step,
                 window_ms = window,
                 "the facility Redis's clock stepped by {step:.0} ms between two measurements (a failover to a server whose clock differs, or a step of the server's clock): scans read between them are claimed with that in their clock error, and until every gateway has measured the clock again their reads of one pick may be {step:.0} ms apart on facility time (the echo window is {window} ms). Keep the facility Redis and its replicas on NTP"
             );
         } else {
             tracing::info!(
-                target: "scangate::gate",
+                target: GATE_TARGET,
                 step_ms = step,
                 window_ms = window,
                 "the facility Redis's clock moved by {step:.0} ms between two measurements, more than drift explains (its NTP adjusting it?): scans read between them are claimed with that in their clock error"

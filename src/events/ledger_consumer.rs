@@ -2,6 +2,9 @@
 //! --consumer`, `ledger consumers remove`, `audit prune`): target
 //! `scangate::ledger::cursor`.
 
+// The log targets operators filter on (`RUST_LOG`, the journal): keep the values.
+const CURSOR_TARGET: &str = "scangate::ledger::cursor";
+
 /// What happened to a ledger consumer's cursor.
 pub enum LedgerConsumer<'a> {
     /// A new consumer was registered, reading from the first entry the
@@ -43,17 +46,17 @@ impl LedgerConsumer<'_> {
     pub fn emit(self) {
         match self {
             LedgerConsumer::Registered { consumer } => tracing::info!(
-                target: "scangate::ledger::cursor",
+                target: CURSOR_TARGET,
                 consumer,
                 "ledger consumer {consumer:?} registered: it reads from the first entry the ledger keeps, and `audit prune` keeps what it has not acknowledged"
             ),
             LedgerConsumer::Restarted { consumer } => tracing::warn!(
-                target: "scangate::ledger::cursor",
+                target: CURSOR_TARGET,
                 consumer,
                 "the ledger's positions started again from 1 (every entry had been pruned): consumer {consumer:?} reads from the first entry (dedup by scan_uuid)"
             ),
             LedgerConsumer::Removed { consumer } => tracing::info!(
-                target: "scangate::ledger::cursor",
+                target: CURSOR_TARGET,
                 consumer,
                 "ledger consumer {consumer:?} removed: it no longer holds entries from a prune"
             ),
@@ -64,7 +67,7 @@ impl LedgerConsumer<'_> {
                 through_seq,
                 held_days,
             } => tracing::warn!(
-                target: "scangate::ledger::cursor",
+                target: CURSOR_TARGET,
                 consumer,
                 entries,
                 first_seq,

@@ -2,6 +2,10 @@
 
 use std::time::Duration;
 
+// The log targets operators filter on (`RUST_LOG`, the journal): keep the values.
+const LANE_TARGET: &str = "scangate::daemon::claimer::lane";
+const STREAM_TARGET: &str = "scangate::facility::stream";
+
 /// The claimer's trim step of the facility ledger stream.
 pub enum LedgerTrim<'a> {
     /// Trimming failed (WARN), tried again in `every`.
@@ -52,7 +56,7 @@ impl LedgerTrim<'_> {
                 error,
                 every,
             } => tracing::warn!(
-                target: "scangate::daemon::claimer::lane",
+                target: LANE_TARGET,
                 redis = %redis,
                 "trimming the facility ledger stream {stream} failed: {error}; tried again in {every:?}"
             ),
@@ -61,12 +65,12 @@ impl LedgerTrim<'_> {
                 stream,
                 entries,
             } => tracing::warn!(
-                target: "scangate::daemon::claimer::lane",
+                target: LANE_TARGET,
                 redis = %redis, stream = %stream, entries,
                 "no consumer group reads the facility ledger stream {stream}: it is never trimmed, and the facility Redis's memory grows with every pick ({entries} entries) until it refuses claims. Fix: have the inventory system read it with a consumer group, e.g. `scangate ledger export --follow --group inventory` (docs/design.md, \"Ledger consumers and trimming\")"
             ),
             LedgerTrim::GroupReads { redis, groups } => tracing::info!(
-                target: "scangate::daemon::claimer::lane",
+                target: LANE_TARGET,
                 redis = %redis, groups,
                 "a consumer group reads the facility ledger stream now: acknowledged entries are trimmed"
             ),
@@ -75,7 +79,7 @@ impl LedgerTrim<'_> {
                 trimmed,
                 entries,
             } => tracing::info!(
-                target: "scangate::daemon::claimer::lane",
+                target: LANE_TARGET,
                 redis = %redis, trimmed, entries,
                 "trimmed {trimmed} entries every consumer group had acknowledged from the facility ledger stream; {entries} left"
             ),
@@ -141,7 +145,7 @@ impl LedgerFollow<'_> {
                 entries,
                 idle,
             } => tracing::warn!(
-                target: "scangate::facility::stream",
+                target: STREAM_TARGET,
                 group,
                 consumer,
                 entries,
@@ -152,13 +156,13 @@ impl LedgerFollow<'_> {
                 consumer,
                 error,
             } => tracing::warn!(
-                target: "scangate::facility::stream",
+                target: STREAM_TARGET,
                 group,
                 consumer,
                 "consumer {consumer:?} of group {group:?} cannot claim what other consumers left unacknowledged: {error}; it follows the stream without (grant the ACL user +xautoclaim, Redis 6.2 or later; or pass --claim-idle-secs 0)"
             ),
             LedgerFollow::GroupCreated { stream, group } => tracing::info!(
-                target: "scangate::facility::stream",
+                target: STREAM_TARGET,
                 stream = %stream, group,
                 "consumer group created on the facility ledger stream, reading from its first entry"
             ),
@@ -168,7 +172,7 @@ impl LedgerFollow<'_> {
                 error,
                 wait,
             } => tracing::warn!(
-                target: "scangate::facility::stream",
+                target: STREAM_TARGET,
                 group,
                 consumer,
                 "following the facility ledger stream as consumer {consumer:?} of group {group:?} failed: {error}; reconnecting in {wait:?} (entries printed and not acknowledged are printed again)"

@@ -7,7 +7,8 @@
 //! Field names are the journal's too (upper-cased, [`crate::logging`]):
 //! `scanner`, `device`, `scan_uuid`, `decision`, `reason`. Each event keeps
 //! the log target of the module it happens in, so `RUST_LOG` filters by
-//! module as before.
+//! module as before; each file names the targets it uses once, as
+//! `const …_TARGET` (operators filter on the values: they do not change).
 //!
 //! Events without a metric of their own (a disk error, an anchor) only
 //! log; they are here all the same, so every operational line is one type.

@@ -2,6 +2,10 @@
 
 use std::time::Duration;
 
+// The log targets operators filter on (`RUST_LOG`, the journal): keep the values.
+const DAEMON_TARGET: &str = "scangate::daemon";
+const OUTBOX_TARGET: &str = "scangate::outbox";
+
 /// Scans could not be written to the outbox; the write is retried and no
 /// ACK goes out before it succeeds.
 pub struct OutboxWriteFailed<'a> {
@@ -19,7 +23,7 @@ impl OutboxWriteFailed<'_> {
     /// Log it (ERROR).
     pub fn emit(self) {
         tracing::error!(
-            target: "scangate::daemon",
+            target: DAEMON_TARGET,
             db = %self.db.display(), scans = self.scans,
             "cannot write scans to the outbox: {}; retrying in {:?} (no ACK is sent until this succeeds)",
             self.error, self.retry_in
@@ -40,7 +44,7 @@ impl ScanNotStored<'_> {
     /// Log it (ERROR).
     pub fn emit(self) {
         tracing::error!(
-            target: "scangate::daemon",
+            target: DAEMON_TARGET,
             scan_uuid = %self.scan_uuid, scanner = %self.scanner,
             "scan NOT stored (database refuses writes during shutdown); it was not acknowledged"
         );
@@ -70,11 +74,11 @@ impl DecidingFailed<'_> {
         let e = self.error;
         match self.then {
             DecidingThen::StoredPending => tracing::error!(
-                target: "scangate::outbox",
+                target: OUTBOX_TARGET,
                 "deciding failed; storing the scans as pending to retry: {e}"
             ),
             DecidingThen::RetriedEvery(every) => tracing::error!(
-                target: "scangate::daemon",
+                target: DAEMON_TARGET,
                 "deciding pending scans failed: {e}; they stay durable in the outbox and are retried every {every:?}"
             ),
         }
@@ -93,7 +97,7 @@ impl OutboxWritesAgain<'_> {
     /// Log it (INFO).
     pub fn emit(self) {
         tracing::info!(
-            target: "scangate::daemon",
+            target: DAEMON_TARGET,
             db = %self.db.display(), scans = self.scans,
             "the outbox takes writes again: the waiting scans are stored and acknowledged"
         );

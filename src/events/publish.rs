@@ -5,6 +5,10 @@
 use crate::telemetry::Telemetry;
 use std::net::{IpAddr, SocketAddr};
 
+// The log targets operators filter on (`RUST_LOG`, the journal): keep the values.
+const METRICS_TARGET: &str = "scangate::metrics";
+const METRICS_HTTP_TARGET: &str = "scangate::metrics::http";
+
 /// Publishing the metrics or the status file failed, or works again
 /// (told once per change of what fails).
 pub struct PublishFailed<'a> {
@@ -16,8 +20,8 @@ impl PublishFailed<'_> {
     /// Log it: WARN, or INFO when it works again.
     pub fn emit(self) {
         match self.errors {
-            Some(e) => tracing::warn!(target: "scangate::metrics", "metrics/status: {e}; retrying"),
-            None => tracing::info!(target: "scangate::metrics", "metrics/status: published again"),
+            Some(e) => tracing::warn!(target: METRICS_TARGET, "metrics/status: {e}; retrying"),
+            None => tracing::info!(target: METRICS_TARGET, "metrics/status: published again"),
         }
     }
 }
@@ -40,10 +44,10 @@ impl DiskSpace<'_> {
     pub fn emit(self) {
         match self {
             DiskSpace::Short { warning } => {
-                tracing::warn!(target: "scangate::metrics", "disk space: {warning}")
+                tracing::warn!(target: METRICS_TARGET, "disk space: {warning}")
             }
             DiskSpace::Lasts => tracing::info!(
-                target: "scangate::metrics",
+                target: METRICS_TARGET,
                 "disk space: the state directory lasts longer than [outbox] warn_days_left again"
             ),
         }
@@ -75,10 +79,10 @@ impl MetricsFailed<'_> {
         let e = self.error;
         match self.step {
             MetricsStep::Sampling => {
-                tracing::error!(target: "scangate::metrics", "metrics/status sampling failed: {e}")
+                tracing::error!(target: METRICS_TARGET, "metrics/status sampling failed: {e}")
             }
             MetricsStep::Accept => tracing::warn!(
-                target: "scangate::metrics::http",
+                target: METRICS_HTTP_TARGET,
                 "[metrics] listen: accept failed: {e}"
             ),
         }
@@ -134,7 +138,7 @@ impl MetricsConnectionDropped {
         let reason = self.reason.as_str();
         telemetry.metrics_http_dropped(reason);
         tracing::debug!(
-            target: "scangate::metrics::http",
+            target: METRICS_HTTP_TARGET,
             peer = %self.peer, reason,
             "[metrics] listen: closed a connection from {} without an answer ({reason})",
             self.peer
@@ -168,7 +172,7 @@ impl MetricsConnectionsDropped {
         } = self;
         let closed = room + head_timeout + write_timeout;
         tracing::warn!(
-            target: "scangate::metrics::http",
+            target: METRICS_HTTP_TARGET,
             closed, room, head_timeout, write_timeout, peer = %last_peer,
             "[metrics] listen: closed {closed} connection(s) without an answer \
              ({room} to make room for newer ones at the bound on open connections, \
@@ -194,7 +198,7 @@ impl MetricsExposed<'_> {
     /// Log it (WARN).
     pub fn emit(self) {
         tracing::warn!(
-            target: "scangate::metrics::http",
+            target: METRICS_HTTP_TARGET,
             listen = %self.listen,
             "{}", self.warning
         );

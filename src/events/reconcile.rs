@@ -2,6 +2,10 @@
 
 use std::time::Duration;
 
+// The log targets operators filter on (`RUST_LOG`, the journal): keep the values.
+const LANE_TARGET: &str = "scangate::daemon::claimer::lane";
+const RECONCILE_TARGET: &str = "scangate::daemon::claimer::reconcile";
+
 /// The facility store lost data: the reconciliation's course (WARN).
 pub enum Reconcile<'a> {
     /// A commit of this gateway's is missing: re-publishing begins.
@@ -78,24 +82,24 @@ impl Reconcile<'_> {
                 lost,
                 hours,
             } => tracing::warn!(
-                target: "scangate::daemon::claimer::lane",
+                target: LANE_TARGET,
                 redis = %redis, lane, lost,
                 "facility Redis {redis} has lost data: this gateway's commit {lost} is not there (emptied or replaced, a lagging replica promoted, or an older backup restored). Re-publishing this gateway's commits of the last {hours} h before claiming new scans"
             ),
             Reconcile::Done { redis, lane, done } => tracing::warn!(
-                target: "scangate::daemon::claimer::lane",
+                target: LANE_TARGET,
                 redis = %redis, lane, republished = done.republished, conflicts = done.conflicts, took_ms = done.took_ms,
                 "reconciled with facility Redis {redis}: re-published {} commits of this gateway in {} ms (each keeps its scan UUID: ledger consumers dedup by it); {} conflict(s){}. New scans are claimed again",
                 done.republished, done.took_ms, done.conflicts,
                 if done.conflicts > 0 { ": picks another gateway committed too while the store had lost data (see `scangate outbox status`)" } else { "" }
             ),
             Reconcile::Failed { redis, lane, error } => tracing::warn!(
-                target: "scangate::daemon::claimer::lane",
+                target: LANE_TARGET,
                 redis = %redis, lane,
                 "reconciling with facility Redis {redis} failed: {error}. No new scan is claimed until it succeeds; it is tried again at the next claim"
             ),
             Reconcile::NotInOutbox { scan } => tracing::warn!(
-                target: "scangate::daemon::claimer::reconcile",
+                target: RECONCILE_TARGET,
                 scan = %scan,
                 "committed scan {scan} is in this gateway's ledger but no longer in its outbox (the sweeper removes decided rows by the wall clock, which may have been stepped): it is re-published from its ledger entry"
             ),
@@ -106,13 +110,13 @@ impl Reconcile<'_> {
                 by,
             } => {
                 tracing::warn!(
-                    target: "scangate::daemon::claimer::reconcile",
+                    target: RECONCILE_TARGET,
                     scan = %scan, other_scan = %other_scan, other_gateway = other_gateway.unwrap_or("unknown"),
                     "conflict: this gateway's committed scan {scan} and {by}'s scan {other_scan} were both committed as picks of one label while the facility store had lost data; the facility ledger keeps one entry, but both gateways' ledgers have theirs. Check which is right and correct the ledger by hand (`scangate audit trace {scan}`)"
                 );
             }
             Reconcile::ConflictsNoticed { redis, conflicts } => tracing::warn!(
-                target: "scangate::daemon::claimer::lane",
+                target: LANE_TARGET,
                 redis = %redis, conflicts,
                 "another gateway's reconciliation found {conflicts} conflict(s) with this gateway's commits (see above, `scangate outbox status` and `scangate audit trace <scan>`)"
             ),
@@ -121,7 +125,7 @@ impl Reconcile<'_> {
                 error,
                 every,
             } => tracing::warn!(
-                target: "scangate::daemon::claimer::lane",
+                target: LANE_TARGET,
                 redis = %redis,
                 "reading the facility's conflicts stream failed: {error}; read again in {every:?}"
             ),

@@ -4,6 +4,9 @@
 use crate::telemetry::Telemetry;
 use std::time::Duration;
 
+// The log targets operators filter on (`RUST_LOG`, the journal): keep the values.
+const SINK_TARGET: &str = "scangate::sink";
+
 /// A sink's thread started (INFO).
 pub struct SinkStarted<'a> {
     /// The sink.
@@ -19,7 +22,7 @@ impl SinkStarted<'_> {
     pub fn emit(self) {
         let SinkStarted { sink, url, format } = self;
         tracing::info!(
-            target: "scangate::sink",
+            target: SINK_TARGET,
             sink,
             "sink {sink}: POSTing the ledger as {format} to {url}, from the cursor of ledger consumer sink.{sink}"
         );
@@ -133,7 +136,7 @@ impl SinkEvent<'_> {
                 entries,
                 key,
             } => tracing::debug!(
-                target: "scangate::sink",
+                target: SINK_TARGET,
                 sink,
                 first_seq,
                 last_seq,
@@ -153,13 +156,13 @@ impl SinkEvent<'_> {
                 telemetry.sink_delivered(sink, entries as u64);
                 if consumer_gone {
                     tracing::warn!(
-                        target: "scangate::sink",
+                        target: SINK_TARGET,
                         sink,
                         "sink {sink}: delivered entries through {through_seq} to {url}, but its consumer sink.{sink} was removed meanwhile (`ledger consumers remove`): it registers again and sends from the first entry the ledger keeps"
                     );
                 } else if attempts > 1 {
                     tracing::info!(
-                        target: "scangate::sink",
+                        target: SINK_TARGET,
                         sink,
                         status,
                         entries,
@@ -169,7 +172,7 @@ impl SinkEvent<'_> {
                     );
                 } else {
                     tracing::debug!(
-                        target: "scangate::sink",
+                        target: SINK_TARGET,
                         sink,
                         status,
                         entries,
@@ -190,7 +193,7 @@ impl SinkEvent<'_> {
             } => {
                 telemetry.sink_failure(sink, kind, false);
                 tracing::warn!(
-                    target: "scangate::sink",
+                    target: SINK_TARGET,
                     sink,
                     kind,
                     attempts,
@@ -208,7 +211,7 @@ impl SinkEvent<'_> {
             } => {
                 telemetry.sink_failure(sink, kind, true);
                 tracing::error!(
-                    target: "scangate::sink",
+                    target: SINK_TARGET,
                     sink,
                     kind,
                     "sink {sink}: {url} refused entries {first_seq}..={last_seq} ({error}); a retry will not change that. They are kept, not dropped, and sent again in {retry_in:?} or at `systemctl reload scangate`: fix the receiver or the [[sink]] config, then reload"
@@ -217,13 +220,13 @@ impl SinkEvent<'_> {
             SinkEvent::Unmappable { sink, error } => {
                 telemetry.sink_failure(sink, "epcis", true);
                 tracing::error!(
-                    target: "scangate::sink",
+                    target: SINK_TARGET,
                     sink,
                     "sink {sink}: {error}; nothing is sent from there on. Export it with `scangate ledger export --format json` and report it; format = \"json\" sends it"
                 );
             }
             SinkEvent::Recut { sink, why } => tracing::info!(
-                target: "scangate::sink",
+                target: SINK_TARGET,
                 sink,
                 "sink {sink}: its held batch is made again ({why}): entries it held may come again under another Idempotency-Key (deduplicate by scan_uuid / eventID)"
             ),
@@ -234,7 +237,7 @@ impl SinkEvent<'_> {
             } => {
                 telemetry.sink_failure(sink, "database", false);
                 tracing::warn!(
-                    target: "scangate::sink",
+                    target: SINK_TARGET,
                     sink,
                     "sink {sink}: the database refused its read or write ({error}); tried again in {retry_in:?}"
                 );

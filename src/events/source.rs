@@ -3,6 +3,14 @@
 use crate::telemetry::Telemetry;
 use std::time::Duration;
 
+// The log targets operators filter on (`RUST_LOG`, the journal): keep the values.
+const ACK_LATENCY_TARGET: &str = "scangate::ack_latency";
+const FEEDBACK_TARGET: &str = "scangate::feedback";
+const SOURCE_TARGET: &str = "scangate::source";
+const HID_TARGET: &str = "scangate::source::hid";
+const HID_DEVICE_TARGET: &str = "scangate::source::hid::device";
+const SERIAL_TARGET: &str = "scangate::source::serial";
+
 /// A serial scanner's device was opened.
 pub struct SerialConnected<'a> {
     /// The scanner's name.
@@ -23,7 +31,7 @@ impl SerialConnected<'_> {
     /// Log it (INFO) and mark the scanner up.
     pub fn emit(self, telemetry: &Telemetry) {
         tracing::info!(
-            target: "scangate::source::serial",
+            target: SERIAL_TARGET,
             scanner = %self.scanner, device = %self.device, baud = self.baud,
             line = %self.line, framing = %self.framing, ack = self.ack,
             "scanner connected"
@@ -51,13 +59,13 @@ impl SerialLost<'_> {
         telemetry.scanner_disconnected(self.scanner);
         if self.partial_bytes > 0 {
             tracing::warn!(
-                target: "scangate::source::serial",
+                target: SERIAL_TARGET,
                 scanner = %self.scanner, device = %self.device, bytes = self.partial_bytes,
                 "scanner went away mid-frame; the partial frame was never a complete read"
             );
         }
         tracing::warn!(
-            target: "scangate::source::serial",
+            target: SERIAL_TARGET,
             scanner = %self.scanner, device = %self.device, reason = %self.reason,
             "scanner disconnected: {}; reconnecting", self.reason
         );
@@ -78,7 +86,7 @@ impl HidConnected<'_> {
     /// Log it (INFO) and mark the scanner up.
     pub fn emit(self, telemetry: &Telemetry) {
         tracing::info!(
-            target: "scangate::source::hid",
+            target: HID_TARGET,
             scanner = %self.scanner, mode = self.mode, device = %self.device,
             "HID scanner connected"
         );
@@ -98,7 +106,7 @@ impl HidLost<'_> {
     /// Log it (WARN) and mark the scanner down.
     pub fn emit(self, telemetry: &Telemetry) {
         tracing::warn!(
-            target: "scangate::source::hid",
+            target: HID_TARGET,
             scanner = %self.scanner, reason = %self.reason,
             "HID scanner disconnected: {}; reopening when it is back", self.reason
         );
@@ -115,7 +123,7 @@ pub struct ScannerClosed<'a> {
 impl ScannerClosed<'_> {
     /// Log it (DEBUG) and mark the scanner down.
     pub fn emit(self, telemetry: &Telemetry) {
-        tracing::debug!(target: "scangate::source", scanner = %self.scanner, "scanner closed");
+        tracing::debug!(target: SOURCE_TARGET, scanner = %self.scanner, "scanner closed");
         telemetry.scanner_disconnected(self.scanner);
     }
 }
@@ -129,7 +137,7 @@ pub struct ScanRead<'a> {
 impl ScanRead<'_> {
     /// Log it (TRACE) and count it.
     pub fn emit(self, telemetry: &Telemetry) {
-        tracing::trace!(target: "scangate::source", scanner = %self.scanner, "scan read");
+        tracing::trace!(target: SOURCE_TARGET, scanner = %self.scanner, "scan read");
         telemetry.scan_read(self.scanner);
     }
 }
@@ -146,7 +154,7 @@ impl Acked<'_> {
     /// Log it (TRACE) and observe its latency.
     pub fn emit(self, telemetry: &Telemetry) {
         tracing::trace!(
-            target: "scangate::source::serial",
+            target: SERIAL_TARGET,
             scanner = %self.scanner, took_us = self.took.as_micros() as u64,
             "ACK written"
         );
@@ -183,13 +191,13 @@ impl AckLatency<'_> {
         let (scanner, naks, summary) = (self.scanner, self.naks, self.summary);
         match self.span {
             AckSpan::Last(every) => tracing::info!(
-                target: "scangate::ack_latency",
+                target: ACK_LATENCY_TARGET,
                 scanner, naks,
                 "ACK latency (frame end read -> ACK written), last {}s: {summary}",
                 every.as_secs()
             ),
             AckSpan::SinceStart => tracing::info!(
-                target: "scangate::ack_latency",
+                target: ACK_LATENCY_TARGET,
                 scanner = %scanner, naks,
                 "ACK latency (frame end read -> ACK written) since start: {summary}"
             ),
@@ -250,7 +258,7 @@ impl SourceFailed<'_> {
                 error,
                 every,
             } => tracing::warn!(
-                target: "scangate::source::serial",
+                target: SERIAL_TARGET,
                 scanner = %scanner, device = %device,
                 "cannot open scanner: {error}; retrying every {}s at most, and as soon as the device \
                  appears. Check the cable, the udev rule for /dev/scangate/{scanner} and the service \
@@ -258,7 +266,7 @@ impl SourceFailed<'_> {
                 every.as_secs()
             ),
             SourceFailed::Nak { scanner, error } => tracing::warn!(
-                target: "scangate::source::serial",
+                target: SERIAL_TARGET,
                 scanner = %scanner,
                 "writing NAK failed: {error}"
             ),
@@ -269,13 +277,13 @@ impl SourceFailed<'_> {
                 hint,
                 every,
             } => tracing::warn!(
-                target: "scangate::source::hid",
+                target: HID_TARGET,
                 scanner = %scanner, mode,
                 "cannot open HID scanner: {error}; {hint} (checked every {}s at most)",
                 every.as_secs()
             ),
             SourceFailed::HidThread { scanner, error } => tracing::error!(
-                target: "scangate::source::hid",
+                target: HID_TARGET,
                 scanner = %scanner,
                 "cannot start the HID reader thread: {error}"
             ),
@@ -322,13 +330,13 @@ impl HidGrab<'_> {
                 device,
                 name,
             } => tracing::error!(
-                target: "scangate::source::hid::device",
+                target: HID_DEVICE_TARGET,
                 scanner, device = %device.display(),
                 "SECURITY: found no evdev node of this keyboard-wedge scanner to grab; if the kernel \
                  created one, every scan is also typed into the console / login prompt. Check /sys/class/hidraw/{name}"
             ),
             HidGrab::Failed { scanner, node, why } => tracing::error!(
-                target: "scangate::source::hid::device",
+                target: HID_DEVICE_TARGET,
                 scanner, node = %node.display(),
                 "SECURITY: cannot grab (EVIOCGRAB) {}: {why}; this scanner's keystrokes also reach the \
                  console, login prompt or desktop. Give the service user read access to the event node \
@@ -336,7 +344,7 @@ impl HidGrab<'_> {
                 node.display()
             ),
             HidGrab::Grabbed { scanner, nodes } => tracing::info!(
-                target: "scangate::source::hid::device",
+                target: HID_DEVICE_TARGET,
                 scanner, nodes = ?nodes,
                 "keyboard-wedge scanner grabbed: its keystrokes go only to scangate"
             ),
@@ -357,7 +365,7 @@ pub struct Told<'a> {
 impl Told<'_> {
     /// Log it (DEBUG) and count it.
     pub fn emit(self, telemetry: &Telemetry) {
-        tracing::debug!(target: "scangate::feedback", scanner = %self.scanner, told = %self.told, via = self.via, "told the scanner");
+        tracing::debug!(target: FEEDBACK_TARGET, scanner = %self.scanner, told = %self.told, via = self.via, "told the scanner");
         telemetry.feedback(self.scanner, self.told.as_str(), "sent");
     }
 }
@@ -379,7 +387,7 @@ impl FeedbackSkipped<'_> {
     /// Log it (DEBUG: an outage's replay skips every signal) and count it.
     pub fn emit(self, telemetry: &Telemetry) {
         tracing::debug!(
-            target: "scangate::feedback",
+            target: FEEDBACK_TARGET,
             scanner = %self.scanner, told = %self.told,
             after_ms = self.after.map(|a| a.as_millis() as u64),
             bound_ms = self.bound.as_millis() as u64,
@@ -401,7 +409,7 @@ impl LedFailed<'_> {
     /// Log it (WARN: decisions go on, unseen).
     pub fn emit(self) {
         tracing::warn!(
-            target: "scangate::feedback",
+            target: FEEDBACK_TARGET,
             scanner = %self.scanner,
             "the feedback LED of scanner {} does not work, decisions are not shown on it: {}",
             self.scanner, self.error

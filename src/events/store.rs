@@ -1,5 +1,13 @@
 //! The database and the audit trail: the state identity, the chain head anchored, checkpoints, an unreadable record.
 
+// The log targets operators filter on (`RUST_LOG`, the journal): keep the values.
+const ANCHOR_TARGET: &str = "scangate::anchor";
+// `crate::audit::AUDIT_TARGET` (a floor above): the audit journal identifier.
+const AUDIT_TARGET: &str = "scangate::audit";
+const DAEMON_TARGET: &str = "scangate::daemon";
+const STORE_TARGET: &str = "scangate::store";
+const CHECKPOINT_TARGET: &str = "scangate::store::checkpoint";
+
 /// Where an audit chain head was to be anchored.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AnchorPlace {
@@ -25,7 +33,7 @@ impl AnchorWritten<'_> {
     /// Log it (INFO, target `scangate::anchor`).
     pub fn emit(self) {
         tracing::info!(
-            target: "scangate::anchor",
+            target: ANCHOR_TARGET,
             state_id = %self.state_id, audit_head_seq = self.seq, audit_head_hash = %self.hash,
             "audit chain head anchored"
         );
@@ -46,15 +54,15 @@ impl AnchorFailed<'_> {
         let e = self.error;
         match self.place {
             AnchorPlace::StateFile => tracing::warn!(
-                target: "scangate::daemon",
+                target: DAEMON_TARGET,
                 "cannot anchor the audit chain head: {e}"
             ),
             AnchorPlace::StateFileAtStop => tracing::warn!(
-                target: "scangate::daemon",
+                target: DAEMON_TARGET,
                 "cannot anchor the audit chain head at stop: {e}"
             ),
             AnchorPlace::Facility => tracing::warn!(
-                target: "scangate::daemon",
+                target: DAEMON_TARGET,
                 "cannot anchor the audit chain head in the facility store: {e}"
             ),
         }
@@ -74,7 +82,7 @@ impl CheckpointFailed<'_> {
     /// Log it (WARN).
     pub fn emit(self) {
         tracing::warn!(
-            target: "scangate::store::checkpoint",
+            target: CHECKPOINT_TARGET,
             db = %self.db.display(),
             "WAL checkpoint failed: {}; the writer checkpoints by itself", self.error
         );
@@ -94,7 +102,7 @@ impl StateCreated<'_> {
     /// Log it (INFO).
     pub fn emit(self) {
         tracing::info!(
-            target: "scangate::store",
+            target: STORE_TARGET,
             db = %self.db.display(), state_id = %self.state_id,
             "first start: a new database with a new state identity"
         );
@@ -120,7 +128,7 @@ impl FirstStartLeftoversRemoved<'_> {
             .collect::<Vec<_>>()
             .join(", ");
         tracing::warn!(
-            target: "scangate::store",
+            target: STORE_TARGET,
             dir = %self.dir.display(), files = %files,
             "an earlier first start was cut short (no state identity was written, so nothing was stored): removed what it left, starting afresh"
         );
@@ -140,7 +148,7 @@ impl StateIdentityAdopted<'_> {
     /// Log it (WARN).
     pub fn emit(self) {
         tracing::warn!(
-            target: "scangate::store",
+            target: STORE_TARGET,
             db = %self.db.display(), state_id = %self.state_id,
             "the database has no state identity (written before identities): it takes this state directory's"
         );
@@ -160,7 +168,7 @@ impl AuditRecordUnreadable<'_> {
     /// Log it (WARN).
     pub fn emit(self) {
         tracing::warn!(
-            target: "scangate::audit",
+            target: AUDIT_TARGET,
             "audit record {} is unreadable ({}) and left out; run `scangate audit verify`",
             self.seq, self.error
         );
@@ -185,7 +193,7 @@ impl MigrationStarting<'_> {
     /// Log it (INFO).
     pub fn emit(self) {
         tracing::info!(
-            target: "scangate::store",
+            target: STORE_TARGET,
             db = %self.db.display(), from = self.from, to = self.to, rows = self.rows,
             "migrating the database from schema {} to {} ({} rows): its pages are checked, a copy is kept, then it is migrated; scans wait until it is done, do not stop the service",
             self.from, self.to, self.rows
@@ -207,7 +215,7 @@ impl MigrationProgress {
     /// Log it (INFO).
     pub fn emit(self) {
         tracing::info!(
-            target: "scangate::store",
+            target: STORE_TARGET,
             step = self.step, to = self.to, elapsed_s = self.elapsed.as_secs(),
             "migrating: schema {} of {}, {} s so far",
             self.step, self.to, self.elapsed.as_secs()
@@ -229,7 +237,7 @@ impl MigrationDone {
     /// Log it (INFO).
     pub fn emit(self) {
         tracing::info!(
-            target: "scangate::store",
+            target: STORE_TARGET,
             from = self.from, to = self.to, elapsed_ms = self.elapsed.as_millis() as u64,
             "database migrated from schema {} to {} in {:.1} s",
             self.from, self.to, self.elapsed.as_secs_f64()
@@ -268,19 +276,19 @@ impl MigrationCopy<'_> {
     pub fn emit(self) {
         match self {
             MigrationCopy::Kept { path, bytes } => tracing::info!(
-                target: "scangate::store",
+                target: STORE_TARGET,
                 copy = %path.display(), bytes,
                 "the database as it was before the migration is kept in {} ({} MiB): docs/technician.md, \"Rolling back\", says how to go back to the earlier release with it",
                 path.display(), bytes / (1024 * 1024)
             ),
             MigrationCopy::NoRoom { path, free, needed } => tracing::warn!(
-                target: "scangate::store",
+                target: STORE_TARGET,
                 copy = %path.display(), free_bytes = free, needed_bytes = needed,
                 "no copy of the database is kept before the migration: {} MiB free, {} MiB needed for the copy and the migration above [outbox] min_free_mb; the migration goes ahead, but a rollback to the earlier release will need a backup of your own",
                 free / (1024 * 1024), needed / (1024 * 1024)
             ),
             MigrationCopy::Removed { path } => tracing::info!(
-                target: "scangate::store",
+                target: STORE_TARGET,
                 copy = %path.display(),
                 "removed {}: kept for the days after a migration in which a rollback may be wanted",
                 path.display()
@@ -304,7 +312,7 @@ impl StateExposed<'_> {
     /// Log it (WARN, target `scangate::store`).
     pub fn emit(self) {
         tracing::warn!(
-            target: "scangate::store",
+            target: STORE_TARGET,
             path = %self.path.display(), mode = format_args!("{:04o}", self.mode & 0o7777),
             "{}", self.warning
         );

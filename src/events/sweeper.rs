@@ -2,6 +2,9 @@
 
 use std::time::Duration;
 
+// The log targets operators filter on (`RUST_LOG`, the journal): keep the values.
+const SWEEPER_TARGET: &str = "scangate::daemon::sweeper";
+
 /// A step of the raw-bytes sweeper's that failed; retried later.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SweepStep {
@@ -49,32 +52,32 @@ impl SweepFailed<'_> {
         let (db, e) = (self.db.display(), self.error);
         match self.step {
             SweepStep::PageCheck { every } => tracing::error!(
-                target: "scangate::daemon::sweeper",
+                target: SWEEPER_TARGET,
                 db = %db,
                 "database integrity check could not run: {e}; raw scan bytes are not swept until it can, next attempt in {every:?}"
             ),
             SweepStep::ShrinkCache => tracing::warn!(
-                target: "scangate::daemon::sweeper",
+                target: SWEEPER_TARGET,
                 db = %db,
                 "raw-bytes sweeper: cannot shrink its page cache: {e}"
             ),
             SweepStep::ClearRaw { every } => tracing::warn!(
-                target: "scangate::daemon::sweeper",
+                target: SWEEPER_TARGET,
                 db = %db,
                 "clearing old raw scan bytes failed: {e}; they stay until the next sweep in {every:?}"
             ),
             SweepStep::TruncateWal => tracing::warn!(
-                target: "scangate::daemon::sweeper",
+                target: SWEEPER_TARGET,
                 db = %db,
                 "truncating the WAL after clearing raw scan bytes failed: {e}"
             ),
             SweepStep::ReadLedger { every } => tracing::warn!(
-                target: "scangate::daemon::sweeper",
+                target: SWEEPER_TARGET,
                 db = %db,
                 "removing decided outbox rows: cannot read the ledger: {e}; they stay until the next sweep in {every:?}"
             ),
             SweepStep::Prune { every } => tracing::warn!(
-                target: "scangate::daemon::sweeper",
+                target: SWEEPER_TARGET,
                 "removing decided outbox rows failed: {e}; they stay until the next sweep in {every:?}"
             ),
         }
@@ -124,7 +127,7 @@ impl Swept<'_> {
     pub fn emit(self) {
         match self {
             Swept::IntegrityPassed { db } => tracing::info!(
-                target: "scangate::daemon::sweeper",
+                target: SWEEPER_TARGET,
                 db = %db.display(),
                 "database integrity check passed"
             ),
@@ -133,25 +136,25 @@ impl Swept<'_> {
                 keep_raw_hours,
                 wal_truncated,
             } => tracing::info!(
-                target: "scangate::daemon::sweeper",
+                target: SWEEPER_TARGET,
                 cleared,
                 keep_raw_hours,
                 wal_truncated,
                 "overwrote the raw bytes of {cleared} scans decided more than {keep_raw_hours} h ago"
             ),
             Swept::WalTruncated => tracing::info!(
-                target: "scangate::daemon::sweeper",
+                target: SWEEPER_TARGET,
                 wal_truncated = true,
                 "the WAL was truncated: the raw bytes cleared by the last sweep are gone from it too"
             ),
             Swept::HeldBy { seq, state, age_h } => tracing::warn!(
-                target: "scangate::daemon::sweeper",
+                target: SWEEPER_TARGET,
                 seq,
                 state = %state,
                 "outbox row {seq} has waited {age_h} h for a decision ({state}); the raw bytes of it and of every later scan are kept until it is decided (see `scangate outbox status`)"
             ),
             Swept::Pruned { removed, horizon_h } => tracing::info!(
-                target: "scangate::daemon::sweeper",
+                target: SWEEPER_TARGET,
                 removed,
                 "removed {removed} decided outbox rows older than the dedup horizon ({horizon_h} h); their audit records and ledger entries stay"
             ),

@@ -479,6 +479,50 @@ fn a_reload_sets_the_scanners_and_a_refusal_names_the_keys() {
 }
 
 #[test]
+fn old_config_keys_warn_each_and_set_the_gauge_at_each_read() {
+    let t = telemetry();
+    let gauge = "scangate_config_old_keys ";
+    assert_eq!(value(&t, gauge), Some(0.0));
+    let keys = [
+        OldConfigKey {
+            key: "redis.require_synced_clock",
+            warning: "`redis.require_synced_clock` (line 9) is deprecated",
+        },
+        OldConfigKey {
+            key: "scanner[1].old_name",
+            warning: "`scanner[1].old_name` (line 14) is deprecated",
+        },
+    ];
+    let logs = logged(|| OldConfigKeys { keys: &keys }.emit(&t));
+    let told: Vec<_> = logs
+        .iter()
+        .map(|l| {
+            (
+                l.level,
+                l.target.as_str(),
+                l.field("key"),
+                l.field("message"),
+            )
+        })
+        .collect();
+    assert_eq!(
+        told,
+        keys.iter()
+            .map(|k| (
+                tracing::Level::WARN,
+                "scangate::daemon",
+                Some(k.key),
+                Some(k.warning)
+            ))
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(value(&t, gauge), Some(2.0));
+    // A reload of a file edited since: none left, nothing told.
+    assert!(logged(|| OldConfigKeys { keys: &[] }.emit(&t)).is_empty());
+    assert_eq!(value(&t, gauge), Some(0.0));
+}
+
+#[test]
 fn source_and_watchdog_events_log_once_with_their_fields() {
     let h = "p50 1 ms";
     let logs = logged(|| {

@@ -1,0 +1,274 @@
+//! The scanners' series, one of each per configured scanner: reads,
+//! decisions, ambiguous echoes, feedback, up, last read; and the live
+//! status they feed (`scangate status`: devices open, reads today). A
+//! scanner a reload removes has its series forgotten.
+
+use super::live::LiveScanner;
+use super::{FloatGauge, Telemetry, now_ms};
+use crate::model::{Decision, ScanState};
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+use std::collections::BTreeMap;
+use std::sync::{Mutex, MutexGuard};
+
+/// An ambiguous echo decided this soon after its read (ns) counts towards
+/// a burst in `status`.
+const AMBIGUOUS_LIVE_NS: i64 = 60_000_000_000;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ScannerLabel {
+    scanner: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct DecisionLabels {
+    scanner: String,
+    decision: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct FeedbackLabels {
+    scanner: String,
+    told: &'static str,
+    outcome: &'static str,
+}
+
+fn label(name: &str) -> ScannerLabel {
+    ScannerLabel {
+        scanner: name.to_string(),
+    }
+}
+
+/// The scanners' series and live status.
+pub(super) struct ScannerMetrics {
+    scans_read: Family<ScannerLabel, Counter>,
+    decisions: Family<DecisionLabels, Counter>,
+    ambiguous: Family<ScannerLabel, Counter>,
+    feedback: Family<FeedbackLabels, Counter>,
+    up: Family<ScannerLabel, Gauge>,
+    last_read: Family<ScannerLabel, FloatGauge>,
+    /// What `scangate status` shows of each scanner, by name.
+    live: Mutex<BTreeMap<String, LiveScanner>>,
+}
+
+impl ScannerMetrics {
+    /// Registered in `registry`, each of `configured` at zero.
+    pub(super) fn register(registry: &mut Registry, configured: &[String]) -> ScannerMetrics {
+        let m = ScannerMetrics {
+            scans_read: Family::default(),
+            decisions: Family::default(),
+            ambiguous: Family::default(),
+            feedback: Family::default(),
+            up: Family::default(),
+            last_read: Family::default(),
+            live: Mutex::default(),
+        };
+        registry.register(
+            "scangate_scans_read",
+            "Scans read per scanner since start (each is made durable, then ACKed)",
+            m.scans_read.clone(),
+        );
+        registry.register(
+            "scangate_decisions",
+            "Decisions since start per scanner: committed, suppressed, rejected, or unresolved (a scan left waiting for the facility store, counted once however often it is retried)",
+            m.decisions.clone(),
+        );
+        registry.register(
+            "scangate_ambiguous_echoes",
+            "Echoes per scanner since start of a label without a serial (counted in the suppressed decisions too): another identical item, a re-scan and a double-fire read alike, so each may be an under-count. A burst on one scanner: someone may be counting identical items",
+            m.ambiguous.clone(),
+        );
+        registry.register(
+            "scangate_feedback",
+            "Signals to scanners and the gateway LED since start, per scanner, what was told and the outcome: sent; skipped (the decision came later than the scanner's feedback max_delay_ms after the read); or failed (the device refused the write)",
+            m.feedback.clone(),
+        );
+        registry.register(
+            "scangate_scanner_up",
+            "1 while the scanner's device is open",
+            m.up.clone(),
+        );
+        registry.register(
+            "scangate_scanner_last_read_timestamp_seconds",
+            "Unix time of the scanner's last read since start (0: none yet)",
+            m.last_read.clone(),
+        );
+        m.set(configured);
+        m
+    }
+
+    fn lock(&self) -> MutexGuard<'_, BTreeMap<String, LiveScanner>> {
+        self.live.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The configured scanners are `names`: a new one starts
+    /// disconnected with zero reads, a removed one's series are gone.
+    fn set(&self, names: &[String]) {
+        let mut live = self.lock();
+        let gone: Vec<String> = live
+            .keys()
+            .filter(|n| !names.contains(n))
+            .cloned()
+            .collect();
+        for name in gone {
+            self.forget(&name);
+            live.remove(&name);
+        }
+        for name in names {
+            if !live.contains_key(name) {
+                self.zero(name);
+                live.insert(name.clone(), LiveScanner::new(name));
+            }
+        }
+    }
+
+    /// A scanner's series, at zero (configured, never read).
+    fn zero(&self, name: &str) {
+        let label = label(name);
+        self.scans_read.get_or_create(&label).inc_by(0);
+        self.up.get_or_create(&label).set(0);
+        self.last_read.get_or_create(&label).set(0.0);
+        for decision in ScanState::ALL.iter().filter(|s| **s != ScanState::Pending) {
+            self.decisions
+                .get_or_create(&DecisionLabels {
+                    scanner: name.to_string(),
+                    decision: decision.as_str(),
+                })
+                .inc_by(0);
+        }
+        self.ambiguous.get_or_create(&label).inc_by(0);
+    }
+
+    /// A removed scanner's series (its feedback's stay).
+    fn forget(&self, name: &str) {
+        let label = label(name);
+        self.scans_read.remove(&label);
+        self.up.remove(&label);
+        self.last_read.remove(&label);
+        self.ambiguous.remove(&label);
+        for decision in ScanState::ALL {
+            self.decisions.remove(&DecisionLabels {
+                scanner: name.to_string(),
+                decision: decision.as_str(),
+            });
+        }
+    }
+
+    fn with(&self, name: &str, f: impl FnOnce(&mut LiveScanner)) {
+        if let Some(s) = self.lock().get_mut(name) {
+            s.roll_day();
+            f(s);
+        }
+    }
+
+    /// Scanners with their device open, and configured.
+    pub(super) fn counts(&self) -> (usize, usize) {
+        let live = self.lock();
+        (live.values().filter(|s| s.connected).count(), live.len())
+    }
+
+    /// Every configured scanner as of now (today's counts rolled over).
+    pub(super) fn live(&self) -> Vec<LiveScanner> {
+        self.lock()
+            .values()
+            .cloned()
+            .map(|mut s| {
+                s.roll_day();
+                s
+            })
+            .collect()
+    }
+}
+
+impl Telemetry {
+    /// The configured scanners changed (a reload): a new one starts
+    /// disconnected with zero reads, a removed one's series are gone.
+    pub fn set_scanners(&self, names: &[String]) {
+        self.inner.scanners.set(names);
+    }
+
+    /// Scanner `name` opened `device`.
+    pub(crate) fn scanner_connected(&self, name: &str, device: &str) {
+        let m = &self.inner.scanners;
+        m.up.get_or_create(&label(name)).set(1);
+        m.with(name, |s| {
+            s.connected = true;
+            s.device = Some(device.to_string());
+            s.since_ms = Some(now_ms());
+        });
+    }
+
+    /// Scanner `name` went away (or stopped).
+    pub(crate) fn scanner_disconnected(&self, name: &str) {
+        let m = &self.inner.scanners;
+        m.up.get_or_create(&label(name)).set(0);
+        m.with(name, |s| {
+            s.connected = false;
+            s.since_ms = Some(now_ms());
+        });
+    }
+
+    /// A signal to scanner `name` (`told`) was `outcome` (`sent`, `skipped`).
+    pub(crate) fn feedback(&self, name: &str, told: &'static str, outcome: &'static str) {
+        self.inner
+            .scanners
+            .feedback
+            .get_or_create(&FeedbackLabels {
+                scanner: name.to_string(),
+                told,
+                outcome,
+            })
+            .inc();
+    }
+
+    /// Scanner `name` read a scan (before it is durable).
+    pub(crate) fn scan_read(&self, name: &str) {
+        let m = &self.inner.scanners;
+        let label = label(name);
+        let now = now_ms();
+        m.scans_read.get_or_create(&label).inc();
+        m.last_read.get_or_create(&label).set(now as f64 / 1e3);
+        m.with(name, |s| {
+            s.last_read_ms = Some(now);
+            s.reads_today += 1;
+        });
+    }
+
+    /// Count one decision ([`crate::events::Decided`]), made at `now` on
+    /// the boot clock; a final one's read → decision latency too.
+    pub(crate) fn count_decision(&self, d: &Decision, now: i64) {
+        let state = d.verdict.state();
+        // A scan left unresolved again (a retry) is counted once.
+        if state == ScanState::Pending
+            || (state == ScanState::Unresolved && d.was == ScanState::Unresolved)
+        {
+            return;
+        }
+        let m = &self.inner.scanners;
+        m.decisions
+            .get_or_create(&DecisionLabels {
+                scanner: d.scanner.clone(),
+                decision: state.as_str(),
+            })
+            .inc();
+        if state.is_final()
+            && let Some(read) = d.read_boot_ns
+        {
+            self.inner.latency.decided(now - read);
+        }
+        if state == ScanState::Rejected {
+            m.with(&d.scanner, |s| s.rejects_today += 1);
+        }
+        if d.ambiguous {
+            m.ambiguous.get_or_create(&label(&d.scanner)).inc();
+            // A burst is people at a counter now: not an outage's replay.
+            let live = d
+                .read_boot_ns
+                .is_some_and(|read| now - read < AMBIGUOUS_LIVE_NS);
+            m.with(&d.scanner, |s| s.ambiguous(now_ms(), live));
+        }
+    }
+}
