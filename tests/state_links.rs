@@ -77,19 +77,15 @@ fn untouched(victim: &Path, what: &str) {
 fn run_with_link(gw: &mut Gateway, name: &str) -> bool {
     let victim = plant(gw, name);
     let mut daemon = gw.spawn_with_env(&[]);
-    let refused = loop {
-        if let Some(status) = daemon.exited() {
-            break Some(status);
-        }
-        if open_files(daemon.pid())
-            .iter()
-            .any(|p| gw.pty_paths().contains(&p.as_path()))
-        {
-            break None;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    };
-    let refused = match refused {
+    let mut exited = None;
+    wait_until("the daemon to open its scanner or exit", || {
+        exited = daemon.exited();
+        exited.is_some()
+            || open_files(daemon.pid())
+                .iter()
+                .any(|p| gw.pty_paths().contains(&p.as_path()))
+    });
+    let refused = match exited {
         Some(status) => {
             let log = daemon.log();
             assert_eq!(status.code(), Some(3), "{name}: {log}");

@@ -14,7 +14,7 @@
 //! file is made `rw-r-----` at most, whatever the umask.
 
 use std::fs::File;
-use std::io::{Read, Write};
+use std::io::Read;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
@@ -100,16 +100,6 @@ pub enum FileError {
         /// The OS error.
         source: std::io::Error,
     },
-}
-
-impl FileError {
-    /// The OS error, if that is what it was.
-    pub fn io_kind(&self) -> Option<std::io::ErrorKind> {
-        match self {
-            FileError::Io { source, .. } => Some(source.kind()),
-            FileError::Unfit { .. } => None,
-        }
-    }
 }
 
 /// How to open a file with [`open`].
@@ -240,41 +230,10 @@ pub fn read_to_string(path: &Path, limit: u64) -> Result<String, FileError> {
     Ok(text)
 }
 
-/// Write `contents` to `path` through a temporary file beside it that no
-/// one else can have made (`O_EXCL`), synced, then renamed over `path`
-/// (a rename replaces a link; it never writes through one). The
-/// directory is synced too when `durable`.
-pub fn write_atomically(path: &Path, contents: &[u8], durable: bool) -> Result<(), FileError> {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    let io = |source| FileError::Io {
-        path: path.to_owned(),
-        source,
-    };
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".scangate-")
-        .suffix(".tmp")
-        .permissions(
-            <std::fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode(FILE_MODE),
-        )
-        .tempfile_in(dir)
-        .map_err(io)?;
-    tmp.write_all(contents).map_err(io)?;
-    if durable {
-        tmp.as_file().sync_all().map_err(io)?;
-    }
-    tmp.persist(path).map_err(|e| io(e.error))?;
-    if durable {
-        File::open(dir).and_then(|d| d.sync_all()).map_err(io)?;
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::Write;
     use std::os::unix::fs::PermissionsExt;
 
     #[test]
@@ -349,7 +308,5 @@ mod tests {
         open(&p, Access::Replace).unwrap().write_all(b"x").unwrap();
         assert_eq!(read_to_string(&p, 100).unwrap(), "x");
         assert!(read_to_string(&p, 0).is_err());
-        write_atomically(&p, b"new", true).unwrap();
-        assert_eq!(read_to_string(&p, 100).unwrap(), "new");
     }
 }
