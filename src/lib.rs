@@ -24,9 +24,9 @@
 //! | 2 | [`config`], `source::config`, `source::hid::config`, `source::hid::layout`, `source::serial::config`, `facility::config`, `sink::config`, [`capture`], [`controls`], [`feedback`] | what a stage is told: the TOML file, assembled from the sections each stage owns (leaves), its secrets resolved once ([`config::Settings`]); capture stamps (UUIDv7, UTC, boot clock), barcode decoding and the content key; the REPEAT and QUANTITY labels; what a scanner is told of a decision, as each protocol's bytes (Zebra SSI, Honeywell, Datalogic, raw, HID POS output reports) or a gateway LED's pattern |
 //! | 3 | [`source`], [`pty`], [`store`] | one task per scanner (serial; USB HID in [`source::hid`]), the operator's control labels marked on the reads ([`source::operator`]), the decisions routed back to the scanners ([`source::signal`]); pseudo-terminals standing in for serial scanners; the SQLite database (one file, WAL, `synchronous=FULL`), its identity and anchors, the writers' turn, disk space |
 //! | 4 | [`outbox`], [`ledger`], [`audit`] | the tables: every scan, written before anything else; one entry per committed scan; the hash-chained decision records, verify, trace, archives and pruning |
-//! | 5 | [`gate`] | the decision: the Bloom pre-filter and the exact event-time window check; with a facility store, which scans to claim and in what order ([`gate::facility`]) |
+//! | 5 | [`decided`], [`gate`] | what a decision writes, in one place (the scan's row, a commit's ledger entry, its audit record; a lapsed control's and a conflict's later records); this gateway's own verdict: the Bloom pre-filter and the exact event-time window check |
 //! | 6 | [`facility`], [`sink`] | the facility Redis adapter (connecting, the claim script and its rounds, the server's checks and clock, the ledger and conflicts streams); the ledger POSTed to inventory systems from a durable cursor |
-//! | 7 | [`daemon::claimer`] | the facility store's two lanes (live and replay) and what they record of it |
+//! | 7 | [`claimer`] | the facility claim path end to end: started from `[redis]`, the facility clock, which scans to claim and in what order, the two lanes (live and replay), reconciliation, and what they record of the facility store |
 //! | 8 | [`daemon`] | the one place that wires the stages, each started from its own section of the settings, runs them until the stop, and stops them in the order it writes down |
 //! | 9 | [`cli`], [`cmd`], [`logging`] | the command line, parsed and dispatched; each command's body, and which failure gets which exit code; how the process logs (journald, text, JSON) |
 //!
@@ -39,11 +39,13 @@ pub mod audit;
 pub mod backoff;
 pub mod build;
 pub mod capture;
+pub mod claimer;
 pub mod cli;
 pub mod cmd;
 pub mod config;
 pub mod controls;
 pub mod daemon;
+pub mod decided;
 pub mod events;
 pub mod exit;
 pub mod facility;

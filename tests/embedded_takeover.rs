@@ -12,7 +12,7 @@ fn scans_left_unresolved_by_a_removed_facility_store_wait_until_decided_locally(
     let state = dir.path().join("state");
     {
         let mut store = Store::open(&state).unwrap();
-        let mut gate = test_gate(&store);
+        let mut gate = test_facility_gate(&store);
         // Two picks and an echo of the first, read while Redis was down.
         let reads = [
             read_at(&dscsa("TAKE1"), 0),
@@ -20,7 +20,7 @@ fn scans_left_unresolved_by_a_removed_facility_store_wait_until_decided_locally(
             read_at(&dscsa("TAKE1"), 900),
         ];
         store.admit("test-pharmacy", &reads).unwrap();
-        let round = scangate::daemon::claimer::round(
+        let round = scangate::claimer::round(
             &mut store,
             &mut gate,
             None,

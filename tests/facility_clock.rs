@@ -23,7 +23,7 @@ fn setup() -> (
     tempfile::TempDir,
     RedisServer,
     scangate::store::Store,
-    scangate::gate::Gate,
+    scangate::claimer::FacilityGate,
     scangate::facility::Facility,
 ) {
     let (root, redis, store, mut gate, facility) = facility_rig("scangate-clock-");
@@ -71,8 +71,7 @@ fn a_read_before_the_facility_clock_is_measured_waits_then_is_claimed_on_facilit
         .unwrap();
 
     let now = capture_time(15_000, "boot-b", 15_000, false);
-    let r = scangate::daemon::claimer::round(&mut store, &mut gate, Some(&mut facility), "", &now)
-        .unwrap();
+    let r = scangate::claimer::round(&mut store, &mut gate, Some(&mut facility), "", &now).unwrap();
     let verdict_of = |uuid: &uuid::Uuid| {
         r.decisions
             .iter()
@@ -103,8 +102,7 @@ fn a_read_before_the_facility_clock_is_measured_waits_then_is_claimed_on_facilit
         &clock_sample("boot-b", 60_000, T0 + 50_000, 2.0),
     )
     .unwrap();
-    let r = scangate::daemon::claimer::round(&mut store, &mut gate, Some(&mut facility), "", &now)
-        .unwrap();
+    let r = scangate::claimer::round(&mut store, &mut gate, Some(&mut facility), "", &now).unwrap();
     assert_eq!(r.decisions.len(), 1);
     assert_eq!(r.waiting_for_clock, 0);
     assert_eq!(r.decisions[0].verdict, Verdict::Committed);
@@ -148,8 +146,7 @@ fn a_read_too_far_from_any_measurement_waits_until_one_is_close_enough() {
     );
     store.admit("f1", std::slice::from_ref(&far)).unwrap();
     let now = capture_time(T0 + 3_600_500, "boot-b", 3_600_500, true);
-    let r = scangate::daemon::claimer::round(&mut store, &mut gate, Some(&mut facility), "", &now)
-        .unwrap();
+    let r = scangate::claimer::round(&mut store, &mut gate, Some(&mut facility), "", &now).unwrap();
     assert!(
         matches!(&r.decisions[0].verdict, Verdict::Unresolved { reason } if reason.contains("max_clock_error_ms = 250")),
         "{:?}",
@@ -163,8 +160,7 @@ fn a_read_too_far_from_any_measurement_waits_until_one_is_close_enough() {
         &clock_sample("boot-b", 3_601_000, T0 + 3_601_000, 1.0),
     )
     .unwrap();
-    let r = scangate::daemon::claimer::round(&mut store, &mut gate, Some(&mut facility), "", &now)
-        .unwrap();
+    let r = scangate::claimer::round(&mut store, &mut gate, Some(&mut facility), "", &now).unwrap();
     assert_eq!(r.decisions[0].verdict, Verdict::Committed);
     assert_eq!(audit_of(&store, &far)["clock_error_ms"], 2);
 }
@@ -183,8 +179,7 @@ fn a_read_no_measurement_can_map_closer_is_claimed_and_its_record_says_how_far_o
     let early = read("SN1", capture_time(5, "boot-b", 0, false));
     store.admit("f1", std::slice::from_ref(&early)).unwrap();
     let now = capture_time(T0 + 3_600_500, "boot-b", 3_600_500, true);
-    let r = scangate::daemon::claimer::round(&mut store, &mut gate, Some(&mut facility), "", &now)
-        .unwrap();
+    let r = scangate::claimer::round(&mut store, &mut gate, Some(&mut facility), "", &now).unwrap();
     assert_eq!(r.decisions[0].verdict, Verdict::Committed);
     assert_eq!(redis.ledger("f1").len(), 1);
     let a = audit_of(&store, &early);
@@ -212,8 +207,7 @@ fn a_read_between_measurements_across_a_clock_step_carries_the_step_in_its_error
     )
     .unwrap();
     let now = capture_time(5, "boot-b", 120_500, false);
-    let r = scangate::daemon::claimer::round(&mut store, &mut gate, Some(&mut facility), "", &now)
-        .unwrap();
+    let r = scangate::claimer::round(&mut store, &mut gate, Some(&mut facility), "", &now).unwrap();
     assert_eq!(r.decisions[0].verdict, Verdict::Committed);
     let a = audit_of(&store, &between);
     // 1 ms bound + 100 ppm of 30 s (3 ms) + the 5 000 ms step.
@@ -226,7 +220,7 @@ fn a_read_between_measurements_across_a_clock_step_carries_the_step_in_its_error
 #[test]
 fn a_round_of_scans_all_waiting_for_the_clock_does_not_ask_for_another_at_once() {
     let (_root, redis, mut store, mut gate, mut facility) = setup();
-    let n = scangate::gate::facility::ROUND as i64 + 5;
+    let n = scangate::claimer::pick::ROUND as i64 + 5;
     let scans: Vec<Scan> = (0..n)
         .map(|i| {
             let serial = format!("SN{i}");
@@ -235,8 +229,7 @@ fn a_round_of_scans_all_waiting_for_the_clock_does_not_ask_for_another_at_once()
         .collect();
     store.admit("f1", &scans).unwrap();
     let now = capture_time(5_000, "boot-b", 5_000, false);
-    let r = scangate::daemon::claimer::round(&mut store, &mut gate, Some(&mut facility), "", &now)
-        .unwrap();
+    let r = scangate::claimer::round(&mut store, &mut gate, Some(&mut facility), "", &now).unwrap();
     assert_eq!(r.waiting_for_clock, r.open);
     // Every scan of the round waits for the clock: going again at once would
     // only pick the same scans (a busy loop); the claimer polls the clock.
@@ -259,7 +252,7 @@ fn a_wall_clock_stepped_between_two_reads_of_one_pick_changes_nothing() {
     let again = read("SN1", capture_time(T0 + 7_000, "boot-b", 7_000, true));
     store.admit("f1", &[first.clone(), again.clone()]).unwrap();
     let now = capture_time(T0 + 8_000, "boot-b", 8_000, true);
-    while scangate::daemon::claimer::round(&mut store, &mut gate, Some(&mut facility), "", &now)
+    while scangate::claimer::round(&mut store, &mut gate, Some(&mut facility), "", &now)
         .unwrap()
         .open
         > 0
@@ -278,7 +271,7 @@ fn a_wall_clock_stepped_between_two_reads_of_one_pick_changes_nothing() {
 #[test]
 fn a_new_scan_waits_behind_a_backlog_scan_of_its_label_read_on_an_unsynchronised_clock() {
     let (_root, redis, mut store, mut gate, mut facility) = setup();
-    let round = scangate::gate::facility::ROUND as i64;
+    let round = scangate::claimer::pick::ROUND as i64;
     // An outage on an RTC-less boot: more than a round of reads on a wall
     // clock near 1970; the last one is label K.
     let scans: Vec<Scan> = (0..=round)
@@ -295,7 +288,7 @@ fn a_new_scan_waits_behind_a_backlog_scan_of_its_label_read_on_an_unsynchronised
     store.admit("f1", &scans).unwrap();
     let mut audited = 0;
     loop {
-        let r = scangate::daemon::claimer::round(
+        let r = scangate::claimer::round(
             &mut store,
             &mut gate,
             None,
@@ -325,13 +318,12 @@ fn a_new_scan_waits_behind_a_backlog_scan_of_its_label_read_on_an_unsynchronised
     );
     store.admit("f1", std::slice::from_ref(&echo)).unwrap();
     let r =
-        scangate::daemon::claimer::round(&mut store, &mut gate, Some(&mut facility), "", &synced)
-            .unwrap();
+        scangate::claimer::round(&mut store, &mut gate, Some(&mut facility), "", &synced).unwrap();
     assert!(r.more);
     // K's wall stamp places it nowhere in capture order: the echo must not
     // go ahead of it.
     assert_eq!(verdict(&store, &echo), Verdict::Pending);
-    while scangate::daemon::claimer::round(&mut store, &mut gate, Some(&mut facility), "", &synced)
+    while scangate::claimer::round(&mut store, &mut gate, Some(&mut facility), "", &synced)
         .unwrap()
         .open
         > 0

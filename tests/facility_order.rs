@@ -5,7 +5,7 @@
 
 use crate::util::*;
 use scangate::capture::{CaptureTime, Profile, Scan};
-use scangate::gate::facility::{LaneKind, ROUND};
+use scangate::claimer::{LaneKind, pick::ROUND};
 use scangate::model::Verdict;
 
 const T0: i64 = 1_800_000_000_000;
@@ -37,8 +37,7 @@ fn new_scans_overtake_the_backlog_only_where_order_cannot_matter() {
     store.admit("f1", &backlog).unwrap();
     loop {
         let r =
-            scangate::daemon::claimer::round(&mut store, &mut gate, None, "Redis is down", &now)
-                .unwrap();
+            scangate::claimer::round(&mut store, &mut gate, None, "Redis is down", &now).unwrap();
         if !r.more {
             break;
         }
@@ -55,8 +54,7 @@ fn new_scans_overtake_the_backlog_only_where_order_cannot_matter() {
         .admit("f1", &[l1.clone(), l2.clone(), l3.clone(), l4.clone()])
         .unwrap();
 
-    let r = scangate::daemon::claimer::round(&mut store, &mut gate, Some(&mut facility), "", &now)
-        .unwrap();
+    let r = scangate::claimer::round(&mut store, &mut gate, Some(&mut facility), "", &now).unwrap();
     assert!(r.more, "the backlog is longer than one round");
     assert_eq!(r.facility_error, None);
     // The oldest of the backlog, and the new scans that cannot interact with
@@ -69,7 +67,7 @@ fn new_scans_overtake_the_backlog_only_where_order_cannot_matter() {
     assert_eq!(verdict(&store, &l4), Verdict::Pending);
     assert!(matches!(verdict(&store, &a), Verdict::Unresolved { .. }));
 
-    while scangate::daemon::claimer::round(&mut store, &mut gate, Some(&mut facility), "", &now)
+    while scangate::claimer::round(&mut store, &mut gate, Some(&mut facility), "", &now)
         .unwrap()
         .open
         > 0
@@ -92,8 +90,7 @@ fn a_round_refused_for_its_settings_keeps_its_local_echoes_open_too() {
     let now = CaptureTime::now();
     let first = read(&profile, "SN-1", 0);
     store.admit("f1", std::slice::from_ref(&first)).unwrap();
-    let r = scangate::daemon::claimer::round(&mut store, &mut gate, Some(&mut facility), "", &now)
-        .unwrap();
+    let r = scangate::claimer::round(&mut store, &mut gate, Some(&mut facility), "", &now).unwrap();
     assert_eq!(r.decisions[0].verdict, Verdict::Committed);
 
     // A re-read of this gateway's commit and a new pick, in one round: the
@@ -102,19 +99,14 @@ fn a_round_refused_for_its_settings_keeps_its_local_echoes_open_too() {
     let new = read(&profile, "SN-2", 1100);
     store.admit("f1", &[echo.clone(), new.clone()]).unwrap();
     let mut picked =
-        scangate::daemon::claimer::pick(&store, &mut gate, LaneKind::Live, &[], &now, true)
-            .unwrap();
+        scangate::claimer::pick(&store, &mut gate, LaneKind::Live, &[], &now, true).unwrap();
     assert_eq!(picked.claims(&gate).len(), 1, "the echo is decided locally");
     // The facility refused the claim for its window (another gateway reset
     // the settings): the echo, judged by that window, is withdrawn too.
     picked.withdraw_local_echoes();
-    let round = scangate::daemon::claimer::record(
-        &mut store,
-        &mut gate,
-        picked,
-        Err("settings differ".into()),
-    )
-    .unwrap();
+    let round =
+        scangate::claimer::record(&mut store, &mut gate, picked, Err("settings differ".into()))
+            .unwrap();
     assert_eq!(round.decisions.len(), 2);
     for scan in [&echo, &new] {
         let v = verdict(&store, scan);
@@ -126,16 +118,13 @@ fn a_round_refused_for_its_settings_keeps_its_local_echoes_open_too() {
     store.admit("f1", std::slice::from_ref(&again)).unwrap();
     gate.set_local_echoes(false);
     let replay =
-        scangate::daemon::claimer::pick(&store, &mut gate, LaneKind::Replay, &[], &now, true)
-            .unwrap();
+        scangate::claimer::pick(&store, &mut gate, LaneKind::Replay, &[], &now, true).unwrap();
     assert_eq!(replay.claims(&gate).len(), 2, "the echo is claimed too");
-    let live = scangate::daemon::claimer::pick(&store, &mut gate, LaneKind::Live, &[], &now, true)
-        .unwrap();
+    let live = scangate::claimer::pick(&store, &mut gate, LaneKind::Live, &[], &now, true).unwrap();
     assert_eq!((live.claims(&gate).len(), live.held()), (0, 1));
     // Offline, the re-read is not suppressed by this gateway's window either.
     let offline =
-        scangate::daemon::claimer::pick(&store, &mut gate, LaneKind::Live, &[], &now, false)
-            .unwrap();
+        scangate::claimer::pick(&store, &mut gate, LaneKind::Live, &[], &now, false).unwrap();
     assert_eq!(offline.claims(&gate).len(), 1, "left to the facility");
 }
 
@@ -157,14 +146,12 @@ fn the_live_lane_waits_for_a_replay_in_flight_and_knows_what_it_committed() {
     let a = read(&profile, "SN-A", 0);
     let b = read(&profile, "SN-B", 10);
     store.admit("f1", &[a.clone(), b.clone()]).unwrap();
-    let r = scangate::daemon::claimer::round(&mut store, &mut replay, None, "Redis is down", &now)
-        .unwrap();
+    let r = scangate::claimer::round(&mut store, &mut replay, None, "Redis is down", &now).unwrap();
     assert_eq!(r.decisions.len(), 2);
 
     // Redis answers; the replay lane picks the backlog and claims it.
     let backlog =
-        scangate::daemon::claimer::pick(&store, &mut replay, LaneKind::Replay, &[], &now, true)
-            .unwrap();
+        scangate::claimer::pick(&store, &mut replay, LaneKind::Replay, &[], &now, true).unwrap();
     assert_eq!(backlog.claims(&replay).len(), 2);
     // Meanwhile at the counter: an echo of A and a new pick.
     let echo = read(&profile, "SN-A", 1000);
@@ -173,26 +160,24 @@ fn the_live_lane_waits_for_a_replay_in_flight_and_knows_what_it_committed() {
         .admit("f1", &[echo.clone(), new.clone()])
         .unwrap();
     let ahead =
-        scangate::daemon::claimer::pick(&live_store, &mut live, LaneKind::Live, &[], &now, true)
-            .unwrap();
+        scangate::claimer::pick(&live_store, &mut live, LaneKind::Live, &[], &now, true).unwrap();
     let claims = ahead.claims(&replay);
     assert_eq!(ahead.held(), 1, "the echo of A waits for A");
     assert_eq!(claims.len(), 1);
     assert_eq!(claims[0].scan_uuid, new.uuid.to_string());
     let outcomes = facility.claim_batch(&claims).unwrap();
-    scangate::daemon::claimer::record(&mut live_store, &mut live, ahead, Ok(outcomes)).unwrap();
+    scangate::claimer::record(&mut live_store, &mut live, ahead, Ok(outcomes)).unwrap();
     assert_eq!(verdict(&store, &new), Verdict::Committed);
 
     // The replay's claims are answered and written.
     let outcomes = facility.claim_batch(&backlog.claims(&replay)).unwrap();
-    scangate::daemon::claimer::record(&mut store, &mut replay, backlog, Ok(outcomes)).unwrap();
+    scangate::claimer::record(&mut store, &mut replay, backlog, Ok(outcomes)).unwrap();
     // Offline now, the live lane still suppresses the echo by itself: it
     // knows A, which the other lane committed.
     let offline =
-        scangate::daemon::claimer::pick(&live_store, &mut live, LaneKind::Live, &[], &now, false)
-            .unwrap();
+        scangate::claimer::pick(&live_store, &mut live, LaneKind::Live, &[], &now, false).unwrap();
     assert!(offline.claims(&replay).is_empty(), "decided locally");
-    scangate::daemon::claimer::record(
+    scangate::claimer::record(
         &mut live_store,
         &mut live,
         offline,
@@ -220,22 +205,19 @@ fn the_replay_waits_for_an_earlier_new_scan_of_its_label() {
     let now = CaptureTime::now();
     let later = read(&profile, "SN-A", 105);
     store.admit("f1", std::slice::from_ref(&later)).unwrap();
-    scangate::daemon::claimer::round(&mut store, &mut replay, None, "Redis is down", &now).unwrap();
+    scangate::claimer::round(&mut store, &mut replay, None, "Redis is down", &now).unwrap();
     let earlier = read(&profile, "SN-A", 100);
     store.admit("f1", std::slice::from_ref(&earlier)).unwrap();
 
     let waiting =
-        scangate::daemon::claimer::pick(&store, &mut replay, LaneKind::Replay, &[], &now, true)
-            .unwrap();
+        scangate::claimer::pick(&store, &mut replay, LaneKind::Replay, &[], &now, true).unwrap();
     assert_eq!((waiting.claims(&replay).len(), waiting.held()), (0, 1));
-    let new = scangate::daemon::claimer::pick(&store, &mut live, LaneKind::Live, &[], &now, true)
-        .unwrap();
+    let new = scangate::claimer::pick(&store, &mut live, LaneKind::Live, &[], &now, true).unwrap();
     assert_eq!((new.claims(&replay).len(), new.held()), (1, 0));
     let outcomes = facility.claim_batch(&new.claims(&replay)).unwrap();
-    scangate::daemon::claimer::record(&mut store, &mut live, new, Ok(outcomes)).unwrap();
+    scangate::claimer::record(&mut store, &mut live, new, Ok(outcomes)).unwrap();
     let r =
-        scangate::daemon::claimer::round(&mut store, &mut replay, Some(&mut facility), "", &now)
-            .unwrap();
+        scangate::claimer::round(&mut store, &mut replay, Some(&mut facility), "", &now).unwrap();
     assert_eq!(r.decisions.len(), 1);
 
     assert_eq!(verdict(&store, &earlier), Verdict::Committed);
@@ -272,7 +254,7 @@ fn a_backlog_scan_without_a_trusted_time_never_waits_for_a_new_one() {
     let first = scan(&profile, dscsa("SN-A"), at(105, 105, false));
     store.admit("f1", std::slice::from_ref(&first)).unwrap();
     let unsynced_now = at(150, 150, false);
-    scangate::daemon::claimer::round(
+    scangate::claimer::round(
         &mut store,
         &mut replay,
         None,
@@ -285,20 +267,17 @@ fn a_backlog_scan_without_a_trusted_time_never_waits_for_a_new_one() {
 
     let now = at(10_000, 10_000, true);
     let backlog =
-        scangate::daemon::claimer::pick(&store, &mut replay, LaneKind::Replay, &[], &now, true)
-            .unwrap();
+        scangate::claimer::pick(&store, &mut replay, LaneKind::Replay, &[], &now, true).unwrap();
     assert_eq!((backlog.claims(&replay).len(), backlog.held()), (1, 0));
-    let new = scangate::daemon::claimer::pick(&store, &mut live, LaneKind::Live, &[], &now, true)
-        .unwrap();
+    let new = scangate::claimer::pick(&store, &mut live, LaneKind::Live, &[], &now, true).unwrap();
     assert_eq!((new.claims(&replay).len(), new.held()), (0, 1));
     let outcomes = facility.claim_batch(&backlog.claims(&replay)).unwrap();
-    scangate::daemon::claimer::record(&mut store, &mut replay, backlog, Ok(outcomes)).unwrap();
+    scangate::claimer::record(&mut store, &mut replay, backlog, Ok(outcomes)).unwrap();
     // Now the re-read goes: an echo of this gateway's own commit (on the
     // boot clock), decided locally.
-    let new = scangate::daemon::claimer::pick(&store, &mut live, LaneKind::Live, &[], &now, true)
-        .unwrap();
+    let new = scangate::claimer::pick(&store, &mut live, LaneKind::Live, &[], &now, true).unwrap();
     assert_eq!((new.claims(&replay).len(), new.held()), (0, 0));
-    scangate::daemon::claimer::record(&mut store, &mut live, new, Ok(Vec::new())).unwrap();
+    scangate::claimer::record(&mut store, &mut live, new, Ok(Vec::new())).unwrap();
 
     assert_eq!(verdict(&store, &first), Verdict::Committed);
     assert_eq!(
@@ -329,15 +308,13 @@ fn a_lost_commit_of_either_lane_is_detected_whatever_order_the_lanes_recorded_in
 
     let a = read(&profile, "SN-A", 0);
     store.admit("f1", std::slice::from_ref(&a)).unwrap();
-    scangate::daemon::claimer::round(&mut store, &mut replay, None, "Redis is down", &now).unwrap();
+    scangate::claimer::round(&mut store, &mut replay, None, "Redis is down", &now).unwrap();
     let m = read(&profile, "SN-M", 1000);
     live_store.admit("f1", std::slice::from_ref(&m)).unwrap();
     let ahead =
-        scangate::daemon::claimer::pick(&live_store, &mut live, LaneKind::Live, &[], &now, true)
-            .unwrap();
+        scangate::claimer::pick(&live_store, &mut live, LaneKind::Live, &[], &now, true).unwrap();
     let backlog =
-        scangate::daemon::claimer::pick(&store, &mut replay, LaneKind::Replay, &[], &now, true)
-            .unwrap();
+        scangate::claimer::pick(&store, &mut replay, LaneKind::Replay, &[], &now, true).unwrap();
     let mut ahead = ahead;
     let mut backlog = backlog;
     let live_answer = facility.claim_batch(&ahead.claims(&replay)).unwrap();
@@ -345,8 +322,8 @@ fn a_lost_commit_of_either_lane_is_detected_whatever_order_the_lanes_recorded_in
     let _: () = redis::cmd("SAVE").query(&mut redis.connection()).unwrap();
     let replay_answer = facility.claim_batch(&backlog.claims(&replay)).unwrap();
     backlog.answered_fresh(facility.fresh());
-    scangate::daemon::claimer::record(&mut store, &mut replay, backlog, Ok(replay_answer)).unwrap();
-    scangate::daemon::claimer::record(&mut live_store, &mut live, ahead, Ok(live_answer)).unwrap();
+    scangate::claimer::record(&mut store, &mut replay, backlog, Ok(replay_answer)).unwrap();
+    scangate::claimer::record(&mut live_store, &mut live, ahead, Ok(live_answer)).unwrap();
     assert_eq!(verdict(&store, &a), Verdict::Committed);
     assert_eq!(verdict(&store, &m), Verdict::Committed);
 
@@ -367,17 +344,13 @@ fn a_lost_commit_of_either_lane_is_detected_whatever_order_the_lanes_recorded_in
         "restored from the snapshot taken before A's claim"
     );
 
-    let markers = scangate::daemon::claimer::markers(
-        &store,
-        live.facility_now(),
-        retention.as_millis() as i64,
-    );
+    let markers =
+        scangate::claimer::markers(&store, live.facility_now(), retention.as_millis() as i64);
     assert_eq!(markers, vec![m.uuid.to_string(), a.uuid.to_string()]);
     let n = read(&profile, "SN-N", 2000);
     live_store.admit("f1", std::slice::from_ref(&n)).unwrap();
     let next =
-        scangate::daemon::claimer::pick(&live_store, &mut live, LaneKind::Live, &[], &now, true)
-            .unwrap();
+        scangate::claimer::pick(&live_store, &mut live, LaneKind::Live, &[], &now, true).unwrap();
     match facility.claim_batch_checked(&next.claims(&replay), &markers) {
         Err(scangate::facility::FacilityError::Lost { marker, .. }) => {
             assert_eq!(marker, a.uuid.to_string())
@@ -409,8 +382,8 @@ fn a_scan_claimed_past_the_facility_retention_is_committed_and_audited_as_such()
     let old = at("SN-OLD", 73 * hour);
     let young = at("SN-YOUNG", 71 * hour);
     store.admit("f1", &[old.clone(), young.clone()]).unwrap();
-    scangate::daemon::claimer::round(&mut store, &mut gate, None, "Redis is down", &now).unwrap();
-    while scangate::daemon::claimer::round(&mut store, &mut gate, Some(&mut facility), "", &now)
+    scangate::claimer::round(&mut store, &mut gate, None, "Redis is down", &now).unwrap();
+    while scangate::claimer::round(&mut store, &mut gate, Some(&mut facility), "", &now)
         .unwrap()
         .open
         > 0
@@ -432,11 +405,10 @@ fn a_scan_claimed_past_the_facility_retention_is_committed_and_audited_as_such()
     // round's decision: that round judged it, and this one says nothing.
     let judged = at("SN-JUDGED", 73 * hour);
     store.admit("f1", std::slice::from_ref(&judged)).unwrap();
-    let lost = scangate::daemon::claimer::pick(&store, &mut gate, LaneKind::Live, &[], &now, true)
-        .unwrap();
+    let lost = scangate::claimer::pick(&store, &mut gate, LaneKind::Live, &[], &now, true).unwrap();
     facility.claim_batch(&lost.claims(&gate)).unwrap();
     drop(lost);
-    scangate::daemon::claimer::round(&mut store, &mut gate, Some(&mut facility), "", &now).unwrap();
+    scangate::claimer::round(&mut store, &mut gate, Some(&mut facility), "", &now).unwrap();
     assert_eq!(facility.fresh(), [false]);
     assert_eq!(reason(&store, &judged), None);
 }
@@ -454,25 +426,24 @@ fn a_commit_answered_again_after_a_lost_reply_is_no_lane_marker() {
     let x = read(&profile, "SN-X", 0);
     store.admit("f1", std::slice::from_ref(&x)).unwrap();
     let live_round = |store: &mut scangate::store::Store,
-                      live: &mut scangate::gate::Gate,
+                      live: &mut scangate::claimer::FacilityGate,
                       facility: &mut scangate::facility::Facility| {
         let mut picked =
-            scangate::daemon::claimer::pick(store, live, LaneKind::Live, &[], &now, true).unwrap();
+            scangate::claimer::pick(store, live, LaneKind::Live, &[], &now, true).unwrap();
         let answer = facility.claim_batch(&picked.claims(live)).unwrap();
         picked.answered_fresh(facility.fresh());
-        scangate::daemon::claimer::record(store, live, picked, Ok(answer)).unwrap();
+        scangate::claimer::record(store, live, picked, Ok(answer)).unwrap();
     };
     live_round(&mut store, &mut live, &mut facility);
     // Y is claimed, and the reply lost: it stays open, and is claimed again.
     let y = read(&profile, "SN-Y", 1000);
     store.admit("f1", std::slice::from_ref(&y)).unwrap();
-    let lost = scangate::daemon::claimer::pick(&store, &mut live, LaneKind::Live, &[], &now, true)
-        .unwrap();
+    let lost = scangate::claimer::pick(&store, &mut live, LaneKind::Live, &[], &now, true).unwrap();
     facility.claim_batch(&lost.claims(&live)).unwrap();
     drop(lost);
     live_round(&mut store, &mut live, &mut facility);
     assert_eq!(facility.fresh(), [false]);
     assert_eq!(verdict(&store, &y), Verdict::Committed);
-    let markers = scangate::daemon::claimer::markers(&store, live.facility_now(), retention_ms);
+    let markers = scangate::claimer::markers(&store, live.facility_now(), retention_ms);
     assert_eq!(markers, vec![y.uuid.to_string(), x.uuid.to_string()]);
 }

@@ -301,9 +301,9 @@ fn outage_backlog(g: &Gateway, picks: i64) {
         .map(|i| read_at(&dscsa(&format!("OLD{i}")), (i - picks) * 10))
         .collect();
     store.admit("test-pharmacy", &old).unwrap();
-    let mut gate = test_gate(&store);
+    let mut gate = test_facility_gate(&store);
     let now = scangate::capture::CaptureTime::now();
-    while scangate::daemon::claimer::round(&mut store, &mut gate, None, "Redis is down", &now)
+    while scangate::claimer::round(&mut store, &mut gate, None, "Redis is down", &now)
         .unwrap()
         .more
     {}

@@ -206,13 +206,10 @@ fn the_check_sees_an_upward_import() {
     );
     assert!(upward_from("feedback::led", grouped).is_empty());
     assert_eq!(
-        upward_from("gate::facility", "use crate::daemon::Wiring;").len(),
+        upward_from("gate::bloom", "use crate::claimer::Link;").len(),
         1
     );
-    assert_eq!(
-        floor_of("daemon::claimer::lane"),
-        Some(("daemon::claimer", 7))
-    );
+    assert_eq!(floor_of("claimer::lane"), Some(("claimer", 7)));
     assert_eq!(
         floor_of("source::hid::config"),
         Some(("source::hid::config", 2))

@@ -205,22 +205,22 @@ fn through_a_facility_store_a_read_straddling_the_upgrade_is_an_echo_too() {
         let t0 = chrono::Utc::now().timestamp_millis() - 10_000;
         let first = at(&before_upgrade(), &dscsa("F1"), t0, 0);
         store.admit("f1", std::slice::from_ref(&first)).unwrap();
-        scangate::daemon::claimer::round(&mut store, &mut gate, Some(&mut facility), "", &now)
-            .unwrap();
+        scangate::claimer::round(&mut store, &mut gate, Some(&mut facility), "", &now).unwrap();
         assert_eq!(verdict(&store, &first), Verdict::Committed);
         // The upgrade: this release's gate over the same state.
         let text = "[gateway]\nfacility = \"f1\"\nid = \"gw\"\n\
              [[scanner]]\nname = \"counter-1\"\nkind = \"serial\"\npath = \"/dev/null\"\nscan_type = \"dispense\"\n";
         let cfg = Config::parse(text, None).unwrap();
         if bridged {
-            gate.bridge_earlier_keys(&mut store, &cfg).unwrap();
+            gate.local_mut()
+                .bridge_earlier_keys(&mut store, &cfg)
+                .unwrap();
         }
         let mut owned = dispense("counter-1");
         owned.owner = Some("gw".into());
         let again = at(&owned, &dscsa("F1"), t0, 2_000);
         store.admit("f1", std::slice::from_ref(&again)).unwrap();
-        scangate::daemon::claimer::round(&mut store, &mut gate, Some(&mut facility), "", &now)
-            .unwrap();
+        scangate::claimer::round(&mut store, &mut gate, Some(&mut facility), "", &now).unwrap();
         let expected = match bridged {
             true => Verdict::Suppressed {
                 twin: first.uuid.to_string(),

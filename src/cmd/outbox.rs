@@ -5,9 +5,9 @@
 
 use super::{Failure, load};
 use crate::capture::clock::rfc3339_ms;
+use crate::claimer::records::{self, FacilityRecords};
 use crate::cli::args::{ConfigArg, OutboxCommand};
 use crate::config::Config;
-use crate::daemon::claimer::records::{self, FacilityRecords};
 use crate::exit::Exit;
 use crate::model::ScanState;
 use crate::outbox::{DiskStatus, OutboxStatus};

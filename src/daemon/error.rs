@@ -66,3 +66,12 @@ pub enum DaemonError {
         path: PathBuf,
     },
 }
+
+impl From<crate::claimer::StartError> for DaemonError {
+    fn from(e: crate::claimer::StartError) -> DaemonError {
+        match e {
+            crate::claimer::StartError::Facility(e) => DaemonError::Facility(e),
+            crate::claimer::StartError::Store(e) => DaemonError::Store(e),
+        }
+    }
+}

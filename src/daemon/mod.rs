@@ -12,7 +12,7 @@
 //! rusqlite blocks; the async runtime only runs the sources. With the
 //! embedded store it admits and decides in one transaction
 //! ([`embedded`]). With `[redis]` it only admits (commit, ACK) and kicks
-//! the [`claimer`]: two threads (its live lane for new scans, its replay
+//! the [`crate::claimer`]: two threads (its live lane for new scans, its replay
 //! lane for an outage's backlog), each with its own connection and blocking
 //! redis client, deciding in pipelined claim rounds; the connections take
 //! turns at writing (`Store::write`). The [`sweeper`] thread first reads
@@ -42,17 +42,15 @@
 //!
 //! **Starting and stopping.** [`run_with`] is the list of starts: each
 //! stage starts itself from its section of the settings (`writer.rs`,
-//! `lanes.rs` (the [`claimer`]'s), [`sweeper`], `anchor.rs`, [`publish`]) through the
+//! [`crate::claimer::start`], [`sweeper`], `anchor.rs`, [`publish`]) through the
 //! [`supervisor`], which hears how each ends. The daemon then runs
 //! (`running.rs`) until the shutdown signal or a stage ending early (a
 //! failure), and stops the stages in the order `stop.rs` writes down; how
 //! each stage hears its stop is said once in [`crate::shutdown`].
 
 mod anchor;
-pub mod claimer;
 pub mod embedded;
 mod error;
-mod lanes;
 pub mod metrics_http;
 pub mod publish;
 pub mod reload;
@@ -180,16 +178,9 @@ pub async fn run_with(
     let (decider, claimer) = match &settings.redis {
         None => (Decider::Here(Box::new(gate)), None),
         Some(redis) => {
-            let started = lanes::start(
-                &mut wiring,
-                &mut store,
-                gate,
-                cfg,
-                redis,
-                &telemetry,
-                &signals,
-            )
-            .await?;
+            let started =
+                crate::claimer::start(&mut store, gate, cfg, redis, &telemetry, &signals).await?;
+            run_lanes(&mut wiring, started.lanes);
             let decider = Decider::Claimer {
                 facility_id: cfg.gateway.facility.clone(),
                 kick: started.kick,
@@ -295,6 +286,23 @@ pub(crate) fn tell_carried(
         })
         .collect();
     events::OldConfigKeys { keys: &keys }.emit(telemetry);
+}
+
+/// Run the facility claimer's two lanes as stages, each on a thread of its
+/// own under the supervisor, watched by the systemd watchdog's progress
+/// rule with its own stall bound.
+fn run_lanes(wiring: &mut Wiring, lanes: [crate::claimer::LaneRun; 2]) {
+    for lane in lanes {
+        let stall = wiring.stall(lane.stall_bound());
+        wiring.watch.add(lane.progress(), stall, None);
+        let stage = match lane.kind() {
+            crate::claimer::LaneKind::Live => supervisor::Stage::LiveLane,
+            crate::claimer::LaneKind::Replay => supervisor::Stage::ReplayLane,
+        };
+        wiring.stages.thread(stage, &lane.thread_name(), move || {
+            supervisor::StageResult::Lane(lane.run())
+        });
+    }
 }
 
 /// What starting a stage takes of the daemon: the supervisor that hears

@@ -6,7 +6,7 @@
 //! per kind and retried: metrics never stop the gateway.
 
 use crate::audit;
-use crate::daemon::claimer::records;
+use crate::claimer::records;
 use crate::events;
 use crate::ledger::cursor::Lag;
 use crate::model::{ClockSample, FacilityState, LedgerStream};

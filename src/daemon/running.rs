@@ -3,10 +3,10 @@
 //! ready and keeps its status line and watchdog current, and applies
 //! reloads (SIGHUP).
 
-use super::claimer;
 use super::reload::{self, Scanners};
 use super::supervisor::{Stage, StageEnded, StageResult, Supervisor};
 use super::{Reloads, SCANNERS_SETUP};
+use crate::claimer;
 use crate::config::Settings;
 use crate::events;
 use crate::notify::{Notifier, Watch};

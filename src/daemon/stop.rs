@@ -5,9 +5,10 @@
 //! ([`outcome`]).
 
 use super::supervisor::{Stage, StageEnded, StageResult, Supervisor};
-use super::{DaemonError, RunReport, claimer};
+use super::{DaemonError, RunReport};
+use crate::claimer;
+use crate::claimer::LaneKind;
 use crate::events;
-use crate::gate::facility::LaneKind;
 use crate::model::GateStats;
 use crate::notify::{Notifier, Watch};
 use crate::shutdown::Stopper;

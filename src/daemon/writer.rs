@@ -7,11 +7,11 @@
 //! token, ends it).
 
 use super::Wiring;
-use super::claimer;
 use super::embedded;
 use super::supervisor::{Stage, StageResult};
 use crate::backoff::Backoff;
 use crate::capture::Scan;
+use crate::claimer;
 use crate::events;
 use crate::gate::Gate;
 use crate::model::{Decision, GateStats};

@@ -91,7 +91,7 @@ impl CommittedPastRetention {
 /// differs, or a step of the server's own clock). Facility time is the
 /// one clock every gateway compares captures on, so this is a WARN; a
 /// capture read between the two measurements is claimed with the step in
-/// its error (`gate::facility_time`).
+/// its error (`claimer::facility_time`).
 pub struct FacilityClockStepped {
     /// How far (ms, signed: later is positive).
     pub step_ms: f64,

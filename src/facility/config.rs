@@ -59,7 +59,7 @@ pub struct RedisConfig {
     pub min_replicas_ack: ReplicaAck,
     /// Claim a scan only once its capture maps to facility time within
     /// ± this many ms (the boot stamp through the facility clock's
-    /// samples, see `gate/facility_time.rs`); until then it waits
+    /// samples, see `claimer/facility_time.rs`); until then it waits
     /// unresolved. At most a quarter of `[dedup] window_ms`.
     #[serde(default = "default_max_clock_error_ms")]
     pub max_clock_error_ms: u64,

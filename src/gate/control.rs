@@ -9,37 +9,24 @@
 //! (`crate::capture::Declared`), so a replay after an outage judges it as
 //! it was judged live.
 
-use crate::audit::{AuditDeclared, AuditRecord, Chain, Emitted, ScanFacts};
-use crate::model::ScanState;
+use crate::audit::Emitted;
+use crate::decided::Writer;
 use crate::outbox;
 use rusqlite::Connection;
 
 /// Record that control reads lapsed, inside `tx`: each still open is
-/// marked and audited with `why` (`gateway`: this gateway's id). Returns
-/// the records to emit once `tx` commits.
+/// marked and audited with `why` ([`Writer::lapsed_control`]; `gateway`:
+/// this gateway's id). Returns the records to emit once `tx` commits.
 pub fn lapse(
     tx: &Connection,
     gateway: &str,
     controls: &[(String, String)],
 ) -> rusqlite::Result<Vec<Emitted>> {
-    let mut chain = Chain::begin(tx)?;
-    let now_ms = chrono::Utc::now().timestamp_millis();
+    let mut writer = Writer::begin(tx, gateway)?;
     for (uuid, why) in controls {
-        let Some(row) = outbox::lapse_control(tx, uuid)? else {
-            continue;
-        };
-        let what = row.control.clone().unwrap_or_default();
-        let facts = ScanFacts::of(&row);
-        chain.append(AuditRecord {
-            reason: Some(format!("lapsed: {why}; it declared nothing")),
-            declared: Some(AuditDeclared {
-                control: what,
-                by: row.uuid.clone(),
-            }),
-            ..AuditRecord::decision(now_ms, gateway, facts, ScanState::Control)
-        })?;
+        writer.lapsed_control(uuid, why)?;
     }
-    chain.finish()
+    writer.finish()
 }
 
 /// Lapse every control read still open (at start: the reads that would

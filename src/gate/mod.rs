@@ -13,7 +13,8 @@
 //! The state change, the ledger entry and the audit record of each decision
 //! are written in one SQLite transaction (invariant 6), which the caller
 //! opens and hands to the gate ([`Gate::decide`]; with a facility store,
-//! [`Gate::pick`] and [`Gate::record`]) and commits; then
+//! [`Gate::record_verdict`] for each verdict of a claim round, which
+//! [`crate::claimer`] picks and claims) and commits; then
 //! [`Gate::settle`] applies the counters and emits the audit records. The
 //! gate holds the decision policy and its in-memory knowledge (Bloom
 //! filter, recorded clock steps); the outbox, the ledger and the audit
@@ -23,20 +24,16 @@ pub mod bloom;
 pub mod clock_steps;
 pub mod control;
 pub mod earlier_keys;
-pub mod facility;
-pub mod facility_time;
 
-use crate::audit::{AuditRecord, Chain};
-use crate::capture::clock::rfc3339_ms;
 use crate::capture::{Scan, key_bytes};
 use crate::config::Config;
+use crate::decided::{Decided, RowWrite, Writer, Written};
 use crate::model::ScanState;
 use crate::model::{Decision, GateStats, Verdict};
 use crate::outbox::{self, ScanRow};
 use crate::store::{Store, StoreError};
 use bloom::Bloom;
 use clock_steps::BootOffsets;
-use facility_time::FacilityClock;
 use rusqlite::Connection;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
@@ -77,18 +74,11 @@ pub struct Gate {
     /// either lane records must be in the Bloom filter the other consults.
     known: Arc<Mutex<Known>>,
     stats: GateStats,
-    /// Facility mode: captures are compared on facility time, mapped within
-    /// this many ms (see [`Gate::set_facility_time`]).
-    max_clock_error_ms: Option<i64>,
-    /// Whether this gateway's own echo window may decide a facility round
-    /// (see [`Gate::set_local_echoes`]; never consulted by the embedded
-    /// store, where no local twin means a commit).
-    local_echoes: bool,
+    /// The narrowest echo window a scan's own may narrow it to (ms; see
+    /// [`Gate::set_window_floor`]).
+    window_floor_ms: i64,
     /// See [`Gate::set_audit_note`].
     audit_note: Option<String>,
-    /// The facility claimer's live lane: the rows the writer made durable,
-    /// in memory ([`Gate::with_admitted`]).
-    admitted: Option<crate::outbox::admitted::Cached>,
     /// Keys of an earlier form still in the state
     /// ([`Gate::bridge_earlier_keys`]).
     bridge: Option<Arc<earlier_keys::Bridge>>,
@@ -98,8 +88,6 @@ pub struct Gate {
 struct Known {
     bloom: Bloom,
     offsets: BootOffsets,
-    /// The facility clock's samples, per boot.
-    clock: FacilityClock,
 }
 
 impl Gate {
@@ -123,36 +111,27 @@ impl Gate {
         crate::ledger::keys_since(&store.conn, since, |key| bloom.insert(key))
             .map_err(|e| store.err_at(e))?;
         let offsets = BootOffsets::load(&store.conn).map_err(|e| store.err_at(e))?;
-        let clock = FacilityClock::load(&store.conn).map_err(|e| store.err_at(e))?;
         Ok(Gate {
             cfg,
-            known: Arc::new(Mutex::new(Known {
-                bloom,
-                offsets,
-                clock,
-            })),
+            known: Arc::new(Mutex::new(Known { bloom, offsets })),
             stats: GateStats::default(),
-            max_clock_error_ms: None,
-            local_echoes: true,
+            window_floor_ms: 0,
             audit_note: None,
-            admitted: None,
             bridge: None,
         })
     }
 
     /// A second gate over the same in-memory knowledge (Bloom filter,
     /// recorded clock steps), with settings as this one's and counters of
-    /// its own: the facility claimer's second lane (`daemon/claimer.rs`).
+    /// its own: the facility claimer's second lane ([`crate::claimer`]).
     /// What either records, the other sees at once.
     pub fn lane(&self) -> Gate {
         Gate {
             cfg: self.cfg.clone(),
             known: Arc::clone(&self.known),
             stats: GateStats::default(),
-            max_clock_error_ms: self.max_clock_error_ms,
-            local_echoes: self.local_echoes,
+            window_floor_ms: self.window_floor_ms,
             audit_note: self.audit_note.clone(),
-            admitted: None,
             bridge: self.bridge.clone(),
         }
     }
@@ -178,15 +157,6 @@ impl Gate {
         Ok(())
     }
 
-    /// This gate, its `pending` rows' columns taken from `cached` where it
-    /// has them instead of read from the table (the facility claimer's
-    /// live lane: [`crate::outbox::admitted`]); which rows, and their
-    /// order, are still the table's.
-    pub fn with_admitted(mut self, cached: crate::outbox::admitted::Cached) -> Gate {
-        self.admitted = Some(cached);
-        self
-    }
-
     /// A copy of this gate, settings and counters, over the same in-memory
     /// knowledge: it records a round in a transaction run on another
     /// thread (the outbox writer's, `store::handoff`), and this gate
@@ -198,58 +168,28 @@ impl Gate {
         }
     }
 
-    /// Facility mode: compare captures on facility time — each capture's
-    /// boot stamp mapped through the facility clock's samples of its boot
-    /// ([`facility_time`]) — and claim a scan only once it maps within
-    /// `max_error_ms` (see [`Gate::pick`]). The embedded store compares
-    /// same-boot scans on the boot clock and needs no other time.
-    pub fn set_facility_time(&mut self, max_error_ms: i64) {
-        self.max_clock_error_ms = Some(max_error_ms);
+    /// Never judge a scan by an echo window narrower than `floor_ms`,
+    /// whatever window of its own it carries ([`Gate::window_of`]). The
+    /// facility claimer sets twice the facility clock's error bound, so one
+    /// read heard by two gateways is still one pick.
+    pub fn set_window_floor(&mut self, floor_ms: i64) {
+        self.window_floor_ms = floor_ms;
     }
 
-    /// The facility's time now (Unix ms): this boot's clock mapped through
-    /// the measurements, else (none yet) the wall clock. The horizon of
-    /// what the facility still knows (decision keys expire on its clock)
-    /// is measured on it, like the captures in the ledger.
-    pub fn facility_now(&self) -> i64 {
-        let now = crate::capture::CaptureTime::now();
-        self.known()
-            .clock
-            .map(&now)
-            .map_or(now.utc_ms, |m| m.facility_ms)
+    /// The earliest capture time (Unix ms, wall clock) a twin of a capture
+    /// at `time` may have: the echo window before it, widened by the
+    /// steps of its boot's wall clock recorded so far.
+    pub fn earliest_twin_ms(&self, time: &crate::capture::CaptureTime) -> i64 {
+        let allowance = self.known().offsets.allowance(
+            &time.boot_id,
+            clock_steps::offset(time.utc_ms, time.boot_ns),
+        );
+        time.utc_ms - self.cfg.window_ms - allowance
     }
 
-    /// Keep a measurement of the facility clock: recorded in `store` (so it
-    /// maps captures after a restart too) and known at once to every lane
-    /// of this gate. Samples older than the retention are dropped.
-    pub fn learn_clock(
-        &self,
-        store: &mut Store,
-        sample: &crate::model::ClockSample,
-    ) -> Result<(), StoreError> {
-        let keep_ms = self.cfg.retention.as_millis() as i64;
-        let w = store.write()?;
-        FacilityClock::store(&w.tx, sample, keep_ms).map_err(|e| w.err(e))?;
-        w.commit()?;
-        let step = self.known().clock.learn(sample, keep_ms);
-        if let Some(step_ms) = step {
-            crate::events::FacilityClockStepped {
-                step_ms,
-                window_ms: self.cfg.window_ms,
-            }
-            .emit();
-        }
-        Ok(())
-    }
-
-    /// Facility mode: whether echoes of this gateway's own commits are
-    /// suppressed locally (on by default). Off while the facility refuses
-    /// this gateway's window and retention (they are no longer the
-    /// facility's rule): such scans are then claimed like any other, so
-    /// they wait `unresolved` until the settings agree. Rejections are
-    /// still made locally: they do not depend on the window.
-    pub fn set_local_echoes(&mut self, on: bool) {
-        self.local_echoes = on;
+    /// The echo window (ms) and the retention horizon this gate judges by.
+    pub fn horizon(&self) -> (i64, Duration) {
+        (self.cfg.window_ms, self.cfg.retention)
     }
 
     /// A note recorded as the audit `reason` of every decision made from
@@ -304,15 +244,13 @@ impl Gate {
             DECIDE_BATCH,
         )?;
         let mut tally = Tally::new(self.stats);
-        let mut writes = Writes::begin(tx)?;
-        let now_ms = chrono::Utc::now().timestamp_millis();
+        let mut writer = Writer::begin(tx, &self.cfg.gateway)?;
         let mut decisions = Vec::with_capacity(rows.len());
         for row in rows {
-            let decided =
-                self.decide_one(tx, &mut writes, row, now_ms, &mut tally, RowWrite::Update)?;
+            let decided = self.decide_one(tx, &mut writer, row, &mut tally, RowWrite::Update)?;
             decisions.extend(decided);
         }
-        Ok(tally.unsettled(decisions, writes.chain.finish()?))
+        Ok(tally.unsettled(decisions, writer.finish()?))
     }
 
     /// Write `scans` and decide them in `tx` (embedded store), returning
@@ -346,8 +284,7 @@ impl Gate {
         let first_seq = outbox::next_seq(tx)?;
         let mut fresh = vec![false; scans.len()];
         let mut tally = Tally::new(self.stats);
-        let mut writes = Writes::begin(tx)?;
-        let now_ms = chrono::Utc::now().timestamp_millis();
+        let mut writer = Writer::begin(tx, &self.cfg.gateway)?;
         let mut decisions = Vec::with_capacity(scans.len());
         for (i, row) in rows {
             let raw = &scans[i].raw;
@@ -355,11 +292,48 @@ impl Gate {
                 raw,
                 seq: first_seq + i as i64,
             };
-            let decided = self.decide_one(tx, &mut writes, row, now_ms, &mut tally, write)?;
+            let decided = self.decide_one(tx, &mut writer, row, &mut tally, write)?;
             fresh[i] = decided.is_some();
             decisions.extend(decided);
         }
-        Ok((fresh, tally.unsettled(decisions, writes.chain.finish()?)))
+        Ok((fresh, tally.unsettled(decisions, writer.finish()?)))
+    }
+
+    /// Begin writing verdicts in `tx` ([`Gate::record_verdict`]).
+    pub fn recorder<'t>(&self, tx: &'t Connection) -> rusqlite::Result<Recorder<'t>> {
+        Ok(Recorder {
+            writer: Writer::begin(tx, &self.cfg.gateway)?,
+            tally: Tally::new(self.stats),
+            decisions: Vec::new(),
+        })
+    }
+
+    /// Write `verdict` on `row` (an outbox row) through `rec`, in its
+    /// transaction `tx`: its state, a commit's ledger entry and this
+    /// gate's knowledge of it, one audit record. `clock`: how a facility
+    /// claim's capture was put on facility time (`row.time` then holds
+    /// it); `note`: what else the record's reason must say.
+    pub fn record_verdict(
+        &mut self,
+        tx: &Connection,
+        rec: &mut Recorder<'_>,
+        row: ScanRow,
+        verdict: Verdict,
+        clock: Option<&crate::model::ClockUsed>,
+        note: Option<String>,
+    ) -> rusqlite::Result<()> {
+        let decided = self.record_one(
+            tx,
+            &mut rec.writer,
+            row,
+            verdict,
+            clock,
+            note,
+            &mut rec.tally,
+            RowWrite::Update,
+        )?;
+        rec.decisions.extend(decided);
+        Ok(())
     }
 
     /// Decide `row` on this gateway's own knowledge ([`Self::local_verdict`]:
@@ -367,16 +341,26 @@ impl Gate {
     fn decide_one(
         &mut self,
         tx: &Connection,
-        writes: &mut Writes<'_>,
+        writer: &mut Writer<'_>,
         row: ScanRow,
-        now_ms: i64,
         tally: &mut Tally,
         write: RowWrite<'_>,
     ) -> rusqlite::Result<Option<Decision>> {
         let verdict = self
             .local_verdict(tx, &row, &mut tally.stats)?
             .unwrap_or(Verdict::Committed);
-        self.record_one(tx, writes, row, verdict, None, None, now_ms, tally, write)
+        self.record_one(tx, writer, row, verdict, None, None, tally, write)
+    }
+
+    /// What this gateway's own knowledge says about a scan (rejected, a
+    /// control read, suppressed by a committed twin in the local exact
+    /// index, or `None`: a claim for the facility store), counted in this
+    /// gate's counters.
+    pub fn judge(&mut self, conn: &Connection, row: &ScanRow) -> rusqlite::Result<Option<Verdict>> {
+        let mut stats = self.stats;
+        let verdict = self.local_verdict(conn, row, &mut stats);
+        self.stats = stats;
+        verdict
     }
 
     /// What this gateway's own knowledge says about a scan: rejected,
@@ -437,14 +421,12 @@ impl Gate {
 
     /// The echo window `row` is judged by (ms): the gateway's, or the
     /// scan's own narrower one ([`ScanRow::window_ms`]: a double-fire
-    /// window, a declared repeat). With a facility store never narrower
-    /// than two captures of one read by two gateways can differ on
-    /// facility time (twice `max_clock_error_ms`), so a shared scanner's
-    /// read heard by both is still one pick.
+    /// window, a declared repeat), never narrower than the floor
+    /// ([`Gate::set_window_floor`]).
     pub fn window_of(&self, row: &ScanRow) -> i64 {
-        let floor = self.max_clock_error_ms.map_or(0, |e| 2 * e);
-        row.window_ms
-            .map_or(self.cfg.window_ms, |w| w.max(floor).min(self.cfg.window_ms))
+        row.window_ms.map_or(self.cfg.window_ms, |w| {
+            w.max(self.window_floor_ms).min(self.cfg.window_ms)
+        })
     }
 
     /// Whether `verdict` on `row` is an ambiguous echo: a label without a
@@ -478,8 +460,9 @@ impl Gate {
         }))
     }
 
-    /// Write one verdict: state, ledger row and local exact knowledge for a
-    /// commit, one audit record. An `Unresolved` verdict for a scan that is
+    /// Write one verdict ([`Writer::decision`]: state, a commit's ledger
+    /// entry, one audit record) and learn a commit: the Bloom filter, the
+    /// boot's clock steps. An `Unresolved` verdict for a scan that is
     /// already unresolved writes nothing (it was audited the first time).
     /// `clock`: how a facility claim's capture was put on facility time
     /// (`row.time` then holds it; the record keeps the wall stamp as well).
@@ -488,54 +471,47 @@ impl Gate {
     fn record_one(
         &mut self,
         tx: &Connection,
-        writes: &mut Writes<'_>,
+        writer: &mut Writer<'_>,
         row: ScanRow,
         verdict: Verdict,
-        clock: Option<&facility_time::ClockUsed>,
+        clock: Option<&crate::model::ClockUsed>,
         note: Option<String>,
-        now_ms: i64,
         tally: &mut Tally,
         write: RowWrite<'_>,
     ) -> rusqlite::Result<Option<Decision>> {
         if matches!(verdict, Verdict::Unresolved { .. }) && row.state == ScanState::Unresolved {
             return Ok(None);
         }
-        let mut row = row;
-        let (twin, reason) = match &verdict {
-            Verdict::Suppressed { twin } => (Some(twin.clone()), None),
-            Verdict::Rejected { reason } | Verdict::Unresolved { reason } => {
-                (None, Some(reason.clone()))
-            }
-            Verdict::Control { control } => (
-                None,
-                Some(format!(
-                    "a control label: declares {control} for the next read on this scanner"
-                )),
-            ),
-            _ => (None, None),
-        };
-        let decided_ms = verdict.is_final().then_some(now_ms);
         let ambiguous = self.ambiguity(tx, &row, &verdict)?;
-        let set = outbox::SetVerdict {
-            state: verdict.state(),
-            twin: twin.as_deref(),
-            ambiguous: ambiguous.is_some(),
-            decided_ms,
-        };
-        match write {
-            RowWrite::Update => writes.scans.set_verdict(row.seq, set)?,
-            RowWrite::Insert { raw, seq } => {
-                match writes.scans.insert(raw, &row, Some(seq), Some(set))? {
-                    Some(seq) => row.seq = seq,
-                    // The outbox had this scan already: it was decided then.
-                    None => return Ok(None),
-                }
-            }
+        let is_ambiguous = ambiguous.is_some();
+        let declared_note = row
+            .declared
+            .as_ref()
+            .map(|(control, by)| match control.as_str() {
+                "repeat" => format!("declared a repeat by the operator (control label read {by})"),
+                other => format!("declared {other} by the operator (control label read {by})"),
+            });
+        let mut notes: Vec<String> = declared_note
+            .into_iter()
+            .chain(clock.and_then(|c| c.note.clone()))
+            .chain(note)
+            .collect();
+        if notes.is_empty() {
+            notes.extend(self.audit_note.clone());
         }
-        let mut ledger_hash = None;
-        if verdict == Verdict::Committed {
-            let key = key_bytes(row.content_key.as_deref().unwrap_or_default());
-            ledger_hash = Some(writes.ledger.append(&row, &key, &self.cfg.gateway)?);
+        let Some(Written { row, committed_key }) = writer.decision(Decided {
+            row,
+            verdict: &verdict,
+            write,
+            ambiguous,
+            clock,
+            notes,
+        })?
+        else {
+            // The outbox had this scan already: it was decided then.
+            return Ok(None);
+        };
+        if let Some(key) = committed_key {
             let time = &row.time;
             // The outbox orders and holds back scans by their wall stamps:
             // the steps recorded are the wall clock's.
@@ -552,52 +528,6 @@ impl Gate {
                 tally.widened.push((time.boot_id.clone(), (lo, hi)));
             }
         }
-        let declared_note = row
-            .declared
-            .as_ref()
-            .map(|(control, by)| match control.as_str() {
-                "repeat" => format!("declared a repeat by the operator (control label read {by})"),
-                other => format!("declared {other} by the operator (control label read {by})"),
-            });
-        let notes: Vec<String> = declared_note
-            .into_iter()
-            .chain(clock.and_then(|c| c.note.clone()))
-            .chain(note)
-            .collect();
-        let reason = reason
-            .or_else(|| (!notes.is_empty()).then(|| notes.join("; ")))
-            .or_else(|| self.audit_note.clone());
-        let declared = match (&row.declared, &row.control) {
-            (Some((control, by)), _) => Some((control, by)),
-            (None, Some(control)) => Some((control, &row.uuid)),
-            (None, None) => None,
-        }
-        .map(|(control, by)| crate::audit::AuditDeclared {
-            control: control.clone(),
-            by: by.clone(),
-        });
-        let is_ambiguous = ambiguous.is_some();
-        // (The wall stamp as captured, also when the claim put it on
-        // facility time.)
-        let facts = crate::audit::ScanFacts {
-            captured_ms: clock.map_or(row.time.utc_ms, |c| c.wall_ms),
-            clock_synced: clock.map_or(row.time.synced, |c| c.wall_synced),
-            ..crate::audit::ScanFacts::of(&row)
-        };
-        writes.chain.append(AuditRecord {
-            facility_at: clock
-                .filter(|c| c.mapped.is_some())
-                .map(|_| rfc3339_ms(row.time.utc_ms)),
-            clock_offset_ms: clock.and_then(|c| c.mapped).map(|(offset, _)| offset),
-            clock_error_ms: clock.and_then(|c| c.mapped).map(|(_, error)| error),
-            content_key: row.content_key.clone(),
-            twin_uuid: twin,
-            reason,
-            ledger_hash,
-            ambiguous,
-            declared,
-            ..AuditRecord::decision(now_ms, &self.cfg.gateway, facts, verdict.state())
-        })?;
         let stats = &mut tally.stats;
         match verdict {
             Verdict::Committed => stats.committed += 1,
@@ -626,40 +556,20 @@ impl Gate {
     }
 }
 
-/// What one deciding transaction writes through, each prepared once for
-/// it: the audit chain, the outbox rows and the ledger entries (a
-/// statement looked up in rusqlite's cache per scan cost ~3 % of the
-/// embedded gateway's CPU).
-struct Writes<'t> {
-    chain: Chain<'t>,
-    scans: outbox::Rows<'t>,
-    ledger: crate::ledger::Appender<'t>,
+/// A facility round's verdicts as [`Gate::record_verdict`] writes them in
+/// one transaction; [`Recorder::finish`] once all are written, and
+/// [`Gate::settle`] what it returns once the transaction commits.
+pub struct Recorder<'t> {
+    writer: Writer<'t>,
+    tally: Tally,
+    decisions: Vec<Decision>,
 }
 
-impl<'t> Writes<'t> {
-    fn begin(tx: &'t Connection) -> rusqlite::Result<Writes<'t>> {
-        Ok(Writes {
-            chain: Chain::begin(tx)?,
-            scans: outbox::Rows::new(tx),
-            ledger: crate::ledger::Appender::new(tx),
-        })
+impl Recorder<'_> {
+    /// The verdicts written, to settle once the transaction commits.
+    pub fn finish(self) -> rusqlite::Result<Unsettled> {
+        Ok(self.tally.unsettled(self.decisions, self.writer.finish()?))
     }
-}
-
-/// How [`Gate::record_one`] writes the scan's outbox row.
-#[derive(Clone, Copy)]
-enum RowWrite<'a> {
-    /// The row is in the outbox: set its verdict.
-    Update,
-    /// A fresh scan decided before it was written: insert its row, with
-    /// its frame, already decided.
-    Insert {
-        /// The frame as read.
-        raw: &'a [u8],
-        /// Its outbox position: the batch keeps the order it arrived in,
-        /// though it is decided in capture order.
-        seq: i64,
-    },
 }
 
 /// Decisions written in a transaction not committed yet: hand them to

@@ -165,3 +165,18 @@ impl LedgerStream {
 pub fn id_ms(id: &str) -> Option<i64> {
     id.split_once('-').and_then(|(ms, _)| ms.parse().ok())
 }
+
+/// How a claimed scan's capture time was put on facility time: what its
+/// audit record keeps beside the gateway's own wall stamp.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClockUsed {
+    /// The gateway's wall stamp of the capture (Unix ms).
+    pub wall_ms: i64,
+    /// Whether the kernel called the wall clock synchronised at capture.
+    pub wall_synced: bool,
+    /// Facility time minus the wall stamp, and the mapping's error bound
+    /// (ms); `None` when the capture could not be mapped (see `note`).
+    pub mapped: Option<(i64, i64)>,
+    /// Why the time was taken as it was, when not mapped within the bound.
+    pub note: Option<String>,
+}

@@ -19,8 +19,8 @@ pub mod told;
 pub use claim::{Claim, Outcome};
 pub use decision::{Decision, GateStats, Verdict};
 pub use facility::{
-    ClockSample, ConflictRecord, FacilityState, LedgerGroup, LedgerStream, Reconciliation,
-    ScannerClone, ServerInfo,
+    ClockSample, ClockUsed, ConflictRecord, FacilityState, LedgerGroup, LedgerStream,
+    Reconciliation, ScannerClone, ServerInfo,
 };
 pub use scan::ScanState;
 pub use told::Told;

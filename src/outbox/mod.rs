@@ -45,7 +45,7 @@ pub struct ScanRow {
     /// Units.
     pub quantity: i64,
     /// When it was read (as stamped; a facility claim puts it on facility
-    /// time in memory, `gate::facility_time`).
+    /// time in memory, `claimer::facility_time`).
     pub time: CaptureTime,
     /// Length of the raw frame (bytes cleared after `keep_raw_hours` keep it).
     pub raw_len: i64,

@@ -118,7 +118,7 @@ const MIGRATIONS: &[&str] = &[
         WHERE state = 'unresolved' AND clock_synced = 0;
     "#,
     // 5: the facility clock as measured against each boot's clock
-    // (gate/facility_time.rs): captures are mapped to facility time through
+    // (claimer/facility_time.rs): captures are mapped to facility time through
     // them, also after a restart.
     r#"
     CREATE TABLE clock_samples (

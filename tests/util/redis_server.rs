@@ -3,6 +3,7 @@
 use super::daemon::tempdir;
 use super::scans::gate_config;
 use super::wait::wait_until;
+use scangate::claimer::FacilityGate;
 use scangate::facility::Facility;
 use scangate::gate::Gate;
 use scangate::store::Store;
@@ -306,15 +307,16 @@ pub fn make_test_ca(dir: &Path, name: &str) -> (PathBuf, PathBuf, PathBuf) {
     (PathBuf::from(ca), PathBuf::from(crt), PathBuf::from(key))
 }
 
-/// A redis-server of the test's own and a gate of gateway "gw" in facility
+/// A redis-server of the test's own and a claimer lane's gate of gateway "gw" in facility
 /// `f1` (window 3 s, retention 72 h) on a fresh database, with its facility
 /// connection — for tests that drive facility rounds themselves. The
 /// temporary directory holds both.
-pub fn facility_rig(prefix: &str) -> (TempDir, RedisServer, Store, Gate, Facility) {
+pub fn facility_rig(prefix: &str) -> (TempDir, RedisServer, Store, FacilityGate, Facility) {
     let root = tempdir(prefix);
     let redis = RedisServer::start(&root.path().join("redis"), &[]);
     let store = Store::open(&root.path().join("state")).expect("open the store");
     let gate = Gate::new(gate_config("f1", "gw"), &store).expect("a gate");
+    let gate = FacilityGate::new(gate, &store).expect("a claimer lane's gate");
     let connect = Duration::from_secs(2);
     let retention = Duration::from_secs(72 * 3600);
     let facility = Facility::connect(&redis.url(), "f1", 3000, retention, connect, connect)

@@ -124,3 +124,9 @@ pub fn gate_config(facility: &str, gateway: &str) -> GateConfig {
 pub fn test_gate(store: &Store) -> Gate {
     Gate::new(gate_config("test-pharmacy", "test-gw"), store).expect("a gate on the test store")
 }
+
+/// [`test_gate`] as a facility claimer lane's ([`scangate::claimer::round`]
+/// drives it).
+pub fn test_facility_gate(store: &Store) -> scangate::claimer::FacilityGate {
+    scangate::claimer::FacilityGate::new(test_gate(store), store).expect("a claimer lane's gate")
+}

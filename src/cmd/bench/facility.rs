@@ -1,5 +1,5 @@
 //! `scangate bench --redis URL`: the facility store, measured through the
-//! daemon's own claimer lanes (`daemon/claimer/`) while this thread
+//! daemon's own claimer lanes (`claimer/`) while this thread
 //! admits as the outbox writer does (one transaction per batch of at most
 //! the writer's batch size, then a kick).
 //!
@@ -19,12 +19,13 @@ use super::{
     BenchArgs, Workload, cpu_time, offered_rate, print_latency, print_peak_rss, written_bytes,
 };
 use crate::capture::{CaptureTime, Profile, Scan};
+use crate::claimer::FacilityGate;
+use crate::claimer::LaneKind;
+use crate::claimer::{self, LaneStop, Link};
 use crate::config::{Config, Settings};
 use crate::daemon::ADMIT_BATCH;
-use crate::daemon::claimer::{self, LaneStop, Link};
 use crate::exit::Exit;
 use crate::facility::Facility;
-use crate::gate::facility::LaneKind;
 use crate::gate::{Gate, GateConfig};
 use crate::model::GateStats;
 use crate::store::Store;
@@ -197,7 +198,7 @@ pub(super) fn run(
         crate::facility::redact(url)
     );
     if args.backlog > 0 {
-        build_backlog(args, &mut store, &mut gate, &cfg.facility, profile, work)?;
+        gate = build_backlog(args, &mut store, gate, &cfg.facility, profile, work)?;
     }
     let (mut w, lane_stop, lanes) = start_lanes(store, gate, link, first, &cfg.facility)?;
     let interval = Duration::from_secs_f64(1.0 / args.rate.max(1) as f64);
@@ -248,11 +249,12 @@ fn connect(cfg: &GateConfig, dir: &Path, url: &str) -> Result<(Link, Facility, F
 fn build_backlog(
     args: &BenchArgs,
     store: &mut Store,
-    gate: &mut Gate,
+    gate: Gate,
     facility: &str,
     profile: &Profile,
     work: &mut Workload,
-) -> Result<(), String> {
+) -> Result<Gate, String> {
+    let mut gate = FacilityGate::new(gate, store).map_err(|e| e.to_string())?;
     let t = Instant::now();
     work.t0_ms = chrono::Utc::now().timestamp_millis() - args.backlog as i64 * 7 - 60_000;
     let mut left = args.backlog;
@@ -263,9 +265,9 @@ fn build_backlog(
         left -= n;
     }
     loop {
-        let r = crate::daemon::claimer::round(
+        let r = crate::claimer::round(
             store,
-            gate,
+            &mut gate,
             None,
             "bench: Redis withheld to build a backlog",
             &CaptureTime::now(),
@@ -281,7 +283,7 @@ fn build_backlog(
         args.backlog,
         t.elapsed().as_secs_f64()
     );
-    Ok(())
+    Ok(gate.into_local())
 }
 
 /// The claimer's lanes on their threads, each reporting the scans it
@@ -395,7 +397,7 @@ fn stop_lanes(mut lane_stop: LaneStop, lanes: [JoinHandle<GateStats>; 2]) -> Res
 }
 
 /// Redis is back: drain the backlog while live scans arrive at `interval`;
-/// live scans go ahead of the backlog (gate/facility.rs, "Order").
+/// live scans go ahead of the backlog (claimer/pick.rs, "Order").
 fn drain_with_live_stream(
     args: &BenchArgs,
     w: &mut Writer,

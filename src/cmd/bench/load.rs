@@ -28,11 +28,11 @@
 
 use super::{BenchArgs, Workload, percentile};
 use crate::capture::{Profile, Scan};
+use crate::claimer::Link;
+use crate::claimer::pick::claim_for;
 use crate::config::{Config, ScanType, Settings};
-use crate::daemon::claimer::Link;
 use crate::exit::Exit;
 use crate::facility::{Facility, Outcome};
-use crate::gate::facility::claim_for;
 use crate::outbox::ScanRow;
 use std::time::{Duration, Instant};
 
@@ -40,7 +40,7 @@ use std::time::{Duration, Instant};
 const ROUND: usize = crate::daemon::ADMIT_BATCH;
 
 /// The re-published commits of a reconciliation per round.
-const REPUBLISH_ROUND: usize = crate::daemon::claimer::REPUBLISH_ROUND;
+const REPUBLISH_ROUND: usize = crate::claimer::REPUBLISH_ROUND;
 
 /// Reads of a burst at most, and how far apart.
 const BURST_MAX: u64 = 8;

@@ -2,13 +2,13 @@
 //! one pipelined claim for the rest, decisions written in capture order.
 //!
 //! A round has three steps, so a claimer lane can overlap them (see
-//! `daemon/claimer.rs`, which opens the transactions): [`Gate::pick`] reads
+//! `claimer/lane.rs`, which opens the transactions): [`FacilityGate::pick`] reads
 //! its lane's open scans
 //! (`pending` for the live lane, `unresolved` for the replay lane, capture
 //! order) and decides what this gateway can decide
 //! exactly by itself (rejections, echoes of its own commits — also while
 //! Redis is down, or after a Redis that lost its data comes back); the
-//! caller claims the others ([`Picked::claims`]); [`Gate::record`] writes
+//! caller claims the others ([`Picked::claims`]); [`FacilityGate::record`] writes
 //! every verdict in one transaction. If the store cannot be reached or does
 //! not confirm, the claimed scans become `unresolved` (audited once) and stay
 //! in the outbox with their UUIDs; a later round re-submits them through the
@@ -22,11 +22,11 @@
 //! new scan at the counter is decided in milliseconds even as an hour's
 //! backlog replays (docs/design.md, "Two lanes" and "Replay order").
 
-use super::facility_time::ClockUsed;
-use super::{Gate, Unsettled};
+use super::FacilityGate;
 use crate::capture::CaptureTime;
 use crate::capture::clock::rfc3339_ms;
-use crate::model::{Claim, Outcome};
+use crate::gate::Unsettled;
+use crate::model::{Claim, ClockUsed, Outcome};
 use crate::model::{Decision, Verdict};
 use crate::outbox::ScanRow;
 use crate::outbox::open::{self, Open};
@@ -47,7 +47,7 @@ pub const ROUND: usize = 64;
 pub const AHEAD: usize = 960;
 
 /// Which open scans a claimer lane takes. The claimer runs one thread per
-/// lane (`daemon/claimer.rs`), each with its own SQLite and Redis
+/// lane (`claimer/lane.rs`), each with its own SQLite and Redis
 /// connections, so a pick at the counter is never queued behind a round of
 /// an hour's backlog (docs/design.md, "Two lanes").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -138,7 +138,7 @@ impl Picked {
     }
 
     /// Undo the echoes this gateway suppressed by its own window (see
-    /// [`Gate::set_local_echoes`]): they are claimed, or become unresolved
+    /// [`FacilityGate::set_local_echoes`]): they are claimed, or become unresolved
     /// with the round's failure, like the scans it could not decide alone.
     /// Call before [`Picked::claims`], or on a round whose claim failed —
     /// never on a round whose answers are to be recorded, which match the
@@ -160,8 +160,9 @@ impl Picked {
     /// The claims for the scans this gateway could not decide alone, in
     /// capture order, carrying their ledger entries' fields.
     /// Each carries its own echo window when narrower than the
-    /// facility's ([`Gate::window_of`]).
-    pub fn claims<'a>(&'a self, gate: &'a Gate) -> Vec<Claim<'a>> {
+    /// facility's ([`crate::gate::Gate::window_of`]).
+    pub fn claims<'a>(&'a self, gate: &'a FacilityGate) -> Vec<Claim<'a>> {
+        let gate = gate.local();
         self.rows
             .iter()
             .zip(&self.verdicts)
@@ -204,12 +205,12 @@ impl Picked {
     }
 }
 
-impl Gate {
+impl FacilityGate {
     /// Pick `lane`'s next round, passing over `skip` (its round still in
     /// flight); `online`: a claim can be sent.
     /// - [`LaneKind::Live`] online: up to [`AHEAD`] `pending` scans in capture
     ///   order, less those held back behind an older waiting scan with
-    ///   their content key (`Gate::not_held_back`).
+    ///   their content key (`FacilityGate::not_held_back`).
     /// - [`LaneKind::Live`] offline: up to [`ROUND`] of the oldest `pending`
     ///   scans, to be audited as unresolved (nothing is claimed, so order
     ///   is moot).
@@ -218,7 +219,7 @@ impl Gate {
     ///   scan of their content key; offline: nothing.
     ///
     /// Local verdicts are made. `now` is the clock as the claimer reads it.
-    /// With [`Gate::set_facility_time`], each claimable scan is first put on
+    /// With [`FacilityGate::set_facility_time`], each claimable scan is first put on
     /// facility time ([`super::facility_time::FacilityClock::place`]): its
     /// claim, its ledger entry and the check for local echoes use that time;
     /// a scan of this boot that does not map within the bound yet waits
@@ -267,7 +268,7 @@ impl Gate {
         let mut waiting_for_clock = 0;
         let mut clock_keys = HashSet::new();
         if let Some(max_error_ms) = self.max_clock_error_ms {
-            let known = self.known();
+            let known = self.clock();
             for ((row, clock), verdict) in rows.iter_mut().zip(&mut clocks).zip(&mut verdicts) {
                 let Some(key) = row
                     .content_key
@@ -276,7 +277,7 @@ impl Gate {
                 else {
                     continue;
                 };
-                match known.clock.place(&mut row.time, now, max_error_ms) {
+                match known.place(&mut row.time, now, max_error_ms) {
                     Ok(used) => *clock = Some(used),
                     Err(reason) => {
                         waiting_for_clock += 1;
@@ -286,18 +287,16 @@ impl Gate {
                 }
             }
         }
-        let mut stats = self.stats;
         for (row, verdict) in rows.iter().zip(&mut verdicts) {
             if verdict.is_some() {
                 continue;
             }
-            let local = self.local_verdict(conn, row, &mut stats)?;
+            let local = self.gate.judge(conn, row)?;
             // While the facility refuses this gateway's window, an echo of
             // its own commit is left to the facility like any other scan.
             let trusted = self.local_echoes || !matches!(local, Some(Verdict::Suppressed { .. }));
             *verdict = local.filter(|_| trusted);
         }
-        self.stats = stats;
         // A scan of a label that has a scan waiting for the clock in this
         // round waits too: which of them came first is not known yet.
         if online && !clock_keys.is_empty() {
@@ -380,11 +379,7 @@ impl Gate {
                 .filter(|_| row.reject_reason.is_none())
             {
                 let t = &row.time;
-                let allowance = self
-                    .known()
-                    .offsets
-                    .allowance(&t.boot_id, super::clock_steps::offset(t.utc_ms, t.boot_ns));
-                let from = t.utc_ms - self.cfg.window_ms - allowance;
+                let from = self.gate.earliest_twin_ms(t);
                 // A backlog scan without a trusted wall time is not
                 // compared by it: the live lane holds every new scan of its
                 // label until it is decided, whatever the times.
@@ -410,7 +405,7 @@ impl Gate {
     /// claimed ones from `claimed` (one outcome per [`Picked::claims`]
     /// entry, in order), or — if the claim failed — the claimed scans
     /// become unresolved with that reason. Hand the result to
-    /// [`Gate::settle_round`] once `tx` commits.
+    /// [`FacilityGate::settle_round`] once `tx` commits.
     pub fn record(
         &mut self,
         tx: &Connection,
@@ -457,12 +452,10 @@ impl Gate {
                 any.then_some(reason)
             }
         };
-        let mut tally = super::Tally::new(self.stats);
-        let mut writes = super::Writes::begin(tx)?;
-        let now_ms = chrono::Utc::now().timestamp_millis();
+        let mut rec = self.gate.recorder(tx)?;
         let open = rows.len();
-        let mut decisions = Vec::with_capacity(open);
-        let past = PastRetention::at(self.facility_now(), self.cfg.retention, self.cfg.window_ms);
+        let (window_ms, retention) = self.gate.horizon();
+        let past = PastRetention::at(self.facility_now(), retention, window_ms);
         let mut committed_past = 0;
         for (((row, verdict), clock), made_now) in
             rows.into_iter().zip(verdicts).zip(clocks).zip(made_now)
@@ -474,20 +467,11 @@ impl Gate {
                 .then(|| past.note(row.time.utc_ms))
                 .flatten();
             committed_past += usize::from(note.is_some());
-            decisions.extend(self.record_one(
-                tx,
-                &mut writes,
-                row,
-                verdict,
-                clock.as_ref(),
-                note,
-                now_ms,
-                &mut tally,
-                super::RowWrite::Update,
-            )?);
+            self.gate
+                .record_verdict(tx, &mut rec, row, verdict, clock.as_ref(), note)?;
         }
         Ok(Recorded {
-            decided: Some(tally.unsettled(decisions, writes.chain.finish()?)),
+            decided: Some(rec.finish()?),
             round: Round {
                 decisions: Vec::new(),
                 open,
@@ -508,12 +492,12 @@ impl Gate {
             committed_past,
         } = recorded;
         if let Some(decided) = decided {
-            round.decisions = self.settle(decided);
+            round.decisions = self.gate.settle(decided);
         }
         if committed_past > 0 {
             crate::events::CommittedPastRetention {
                 scans: committed_past,
-                retention: self.cfg.retention,
+                retention: self.gate.horizon().1,
             }
             .emit();
         }
@@ -522,7 +506,7 @@ impl Gate {
 }
 
 /// A round written in a transaction not committed yet: hand it to
-/// [`Gate::settle_round`] once it is.
+/// [`FacilityGate::settle_round`] once it is.
 #[derive(Default)]
 #[must_use = "settle the round once its transaction commits"]
 pub struct Recorded {

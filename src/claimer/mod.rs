@@ -2,7 +2,7 @@
 //! outbox writer made durable, through the facility store, in capture order.
 //!
 //! Two lanes, one thread each ([`lanes`]), each with its own SQLite
-//! connection, Redis connection and gate ([`Gate::lane`]: one Bloom filter):
+//! connection, Redis connection and gate ([`FacilityGate::lane`]: one Bloom filter):
 //! the **live** lane claims new scans the moment the writer kicks it, and
 //! the **replay** lane works through the `unresolved` backlog an outage
 //! left, oldest first — so a pick at the counter is never queued behind a
@@ -14,23 +14,22 @@
 //! writer meanwhile. Stopped ([`LaneStop`], after the writer is done), each
 //! lane runs one last round.
 
+mod facility_gate;
+pub mod facility_time;
 mod lane;
+mod link;
+pub mod pick;
 mod reconcile;
 pub mod records;
 
-/// The share of the echo window a clock offset must reach to be logged
-/// again (and, beyond its bound, warned of).
-const CLOCK_WORTH_A_WORD: f64 = 0.05;
-
+pub use facility_gate::FacilityGate;
 pub use lane::{pick, record, round};
+pub use link::{Link, StartError, Started, start};
+pub use pick::LaneKind;
 pub use reconcile::{REPUBLISH_ROUND, markers};
 
-use crate::config::Config;
-use crate::facility::config::{RedisConfig, RedisSettings, ReplicaAck};
-use crate::facility::{Facility, FacilityError};
+use crate::facility::Facility;
 use crate::gate::Gate;
-use crate::gate::facility::LaneKind;
-use crate::model::ClockSample;
 use crate::model::FacilityState;
 use crate::model::{Decision, GateStats};
 use crate::notify::Progress;
@@ -42,262 +41,6 @@ use std::sync::atomic::AtomicBool;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, TryRecvError};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
-
-/// How to reach the facility store.
-#[derive(Clone)]
-pub struct Link {
-    /// The URL (`url`) and credentials.
-    settings: RedisSettings,
-    shown: String,
-    facility_id: String,
-    window_ms: i64,
-    retention: Duration,
-    redis: RedisConfig,
-    /// This gateway's id.
-    gateway: String,
-    /// This gateway's scanners: name, declared `shared` (shared by the
-    /// clones: a reload changes them for both lanes' next connect).
-    scanners: Arc<Mutex<Vec<(String, bool)>>>,
-    /// The clock offset last logged (by either lane): it is logged again
-    /// only when it changes.
-    clock_logged: Arc<Mutex<Option<f64>>>,
-}
-
-impl Link {
-    /// The link `redis` (its secrets already read) describes.
-    pub fn new(cfg: &Config, redis: &RedisSettings) -> Link {
-        let shown = match &redis.config.service_name {
-            Some(service) if redis.config.uses_sentinel() => format!(
-                "primary of {service:?} (Sentinel {})",
-                redis.config.sentinels.join(", ")
-            ),
-            _ if redis.config.is_cluster() => format!(
-                "primary of slot {} (Redis Cluster {})",
-                crate::facility::cluster::facility_slot(&cfg.gateway.facility),
-                redis.config.cluster.join(", ")
-            ),
-            _ => crate::facility::redact(&redis.config.url),
-        };
-        Link {
-            settings: redis.clone(),
-            shown,
-            facility_id: cfg.gateway.facility.clone(),
-            window_ms: cfg.window_ms(),
-            retention: cfg.retention(),
-            redis: redis.config.clone(),
-            gateway: cfg.gateway.id.clone(),
-            scanners: Arc::new(Mutex::new(scanner_list(cfg))),
-            clock_logged: Arc::default(),
-        }
-    }
-
-    /// Measure the facility's clock on `f` and log it if it changed by more
-    /// than `CLOCK_WORTH_A_WORD` of the window since last logged: a WARN
-    /// when this gateway's wall clock is that far off (reads of one label by
-    /// two gateways are compared that far apart), else INFO.
-    pub fn sample_clock(&self, f: &mut Facility) -> Option<ClockSample> {
-        let sample = match f.sample_clock() {
-            Ok(s) => s,
-            Err(e) => {
-                crate::events::ClockMeasureFailed {
-                    redis: &self.shown,
-                    error: &e,
-                }
-                .emit();
-                return None;
-            }
-        };
-        let worth = self.window_ms as f64 * CLOCK_WORTH_A_WORD;
-        let changed = {
-            let mut logged = self
-                .clock_logged
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
-            let changed = logged.is_none_or(|l| (l - sample.offset_ms).abs() > worth);
-            if changed {
-                *logged = Some(sample.offset_ms);
-            }
-            changed
-        };
-        if changed {
-            crate::events::ClockMeasured {
-                redis: &self.shown,
-                offset_ms: sample.offset_ms,
-                bound_ms: sample.bound_ms,
-                worth_ms: worth,
-                window_ms: self.window_ms,
-            }
-            .emit();
-        }
-        Some(sample)
-    }
-
-    /// Connect and check the server; logs what it found.
-    pub fn connect_checked(&self) -> Result<Facility, FacilityError> {
-        self.connect_for("start")
-    }
-
-    /// [`Link::connect_checked`], the log naming who connects.
-    fn connect_for(&self, lane: &str) -> Result<Facility, FacilityError> {
-        // With Sentinel: whichever server is the primary now (after a
-        // failover, the promoted one).
-        // (In a Redis Cluster: the primary that owns the facility's slot.)
-        let mut f = crate::facility::connect(
-            &self.settings,
-            &self.facility_id,
-            self.window_ms,
-            self.retention,
-        )?;
-        let info = f.check_server()?;
-        crate::events::FacilityConnected {
-            redis: &self.shown,
-            server: f.server(),
-            lane,
-            info: &info,
-        }
-        .emit();
-        if info.role == "slave" && (self.redis.uses_sentinel() || self.redis.is_cluster()) {
-            // The sentinel (or the slot map) named a node that is (or is
-            // again) a replica: it has not seen the failover through yet.
-            // Ask again after the back-off.
-            return Err(FacilityError::ReadOnly {
-                url: f.server().to_string(),
-            });
-        }
-        // WAIT answers within half the command timeout, so a missing replica
-        // is reported as such, not as a read timeout. (Not on a replica: it
-        // refuses WAIT, as WAITAOF, and every round with it; it writes
-        // nothing, and answers decisions it has.)
-        let (connected, wanted) = match f.is_replica() {
-            true => (0, 0),
-            false => (
-                info.connected_replicas,
-                self.redis.min_replicas_ack.wanted(info.connected_replicas),
-            ),
-        };
-        f.set_min_replicas(wanted, self.redis.command_timeout() / 2);
-        f.set_on_disk(info.confirms_on_disk());
-        self.log_confirmation(&f, lane, connected);
-        if info.role == "slave" {
-            crate::events::FacilityWarning::ReadOnlyReplica { redis: &self.shown }.emit();
-        }
-        if info.appendonly != "yes" {
-            crate::events::FacilityWarning::AppendOnlyOff { redis: &self.shown }.emit();
-        }
-        // (A replica refuses the record as it refuses claims: it is made at
-        // the next connect to a primary.)
-        if info.role != "slave" {
-            let scanners = self
-                .scanners
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .clone();
-            match f.register_scanners(&self.gateway, &scanners) {
-                Ok(clones) => {
-                    for c in &clones {
-                        crate::events::FacilityWarning::ScannerClone {
-                            redis: &self.shown,
-                            scanner: &c.scanner,
-                            gateway: &self.gateway,
-                            other_gateway: &c.other_gateway,
-                        }
-                        .emit();
-                    }
-                    f.set_clones(clones);
-                }
-                Err(e @ FacilityError::ScannerDiffers { .. }) => return Err(e),
-                Err(e) => crate::events::FacilityWarning::ScannersNotRecorded {
-                    redis: &self.shown,
-                    error: &e,
-                }
-                .emit(),
-            }
-        }
-        if let Some(clock) = self.sample_clock(&mut f) {
-            f.set_clock(clock);
-        }
-        Ok(f)
-    }
-}
-
-/// `cfg`'s scanners as the facility store records them: name, `shared`.
-fn scanner_list(cfg: &Config) -> Vec<(String, bool)> {
-    cfg.scanners
-        .iter()
-        .map(|s| (s.name.clone(), s.shared))
-        .collect()
-}
-
-impl Link {
-    /// The scanners changed (a reload): the next connect of either lane
-    /// records these in the facility store (and warns of clones).
-    pub fn set_scanners(&self, cfg: &Config) {
-        *self.scanners.lock().unwrap_or_else(PoisonError::into_inner) = scanner_list(cfg);
-    }
-
-    /// Log what confirms a claim round on `f` (INFO), a WARN when replicas
-    /// are connected but none is waited for.
-    fn log_confirmation(&self, f: &Facility, lane: &str, connected: u32) {
-        let (wanted, on_disk) = (f.min_replicas(), f.on_disk());
-        let disk = match on_disk {
-            true => " and the primary has written them to its append-only file (WAITAOF)",
-            false => "",
-        };
-        if wanted == 0 && connected > 0 {
-            crate::events::Confirmation::Unwaited {
-                redis: &self.shown,
-                lane,
-                connected,
-            }
-            .emit();
-        } else if wanted == 0 {
-            crate::events::Confirmation::PrimaryOnly {
-                redis: &self.shown,
-                lane,
-                disk,
-            }
-            .emit();
-        } else {
-            crate::events::Confirmation::Replicas {
-                redis: &self.shown,
-                lane,
-                connected,
-                wanted,
-                disk,
-            }
-            .emit();
-        }
-    }
-
-    /// With `min_replicas_ack = "auto"`: read again how many replicas the
-    /// primary reports connected and wait for that many from now on (logged
-    /// when it changes). A failed read is left to the next claim round.
-    pub fn refresh_confirmation(&self, f: &mut Facility, lane: &str) {
-        if self.redis.min_replicas_ack != ReplicaAck::Auto || f.is_replica() {
-            return;
-        }
-        match f.connected_replicas() {
-            Ok(n) if n != f.min_replicas() => {
-                let before = f.min_replicas();
-                f.set_min_replicas(n, self.redis.command_timeout() / 2);
-                if n < before {
-                    crate::events::Confirmation::ReplicasLeft {
-                        redis: &self.shown,
-                        lane,
-                        now: n,
-                        before,
-                    }
-                    .emit();
-                }
-                self.log_confirmation(f, lane, n);
-            }
-            Ok(_) => {}
-            Err(e) => {
-                tracing::debug!(redis = %self.shown, "reading the facility Redis's replicas failed: {e}")
-            }
-        }
-    }
-}
 
 /// How many scans wait for the facility store and how old the oldest is
 /// (seconds), for the replay lane's retries.
@@ -490,6 +233,7 @@ pub fn lanes(
     first: Option<Facility>,
     observe: impl Fn(&[Decision]) + Send + Clone + 'static,
 ) -> Result<(Kicker, LaneStop, [LaneRun; 2]), StoreError> {
+    let gate = FacilityGate::new(gate, store)?;
     let (kick, kicked) = std::sync::mpsc::channel();
     let (release, released) = std::sync::mpsc::channel();
     let stop = LaneStop {

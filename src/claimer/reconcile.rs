@@ -24,9 +24,10 @@
 //! `outbox status`, and published on the facility's conflicts stream,
 //! which every gateway reads ([`read_notices`]) to audit it on its side.
 
-use crate::audit::{self, AuditConflict, AuditRecord, Chain};
+use super::pick::{LaneKind, claim_on};
+use crate::audit;
+use crate::decided::Writer;
 use crate::facility::{Claim, Facility, FacilityError, Outcome};
-use crate::gate::facility::{LaneKind, claim_on};
 use crate::model::{ConflictRecord, Reconciliation};
 use crate::outbox::{self, ScanRow};
 use crate::store::{Store, StoreError};
@@ -36,6 +37,10 @@ use std::time::Instant;
 /// its decision key (set when it was claimed, for the retention) may have
 /// expired legitimately.
 const MARKER_MARGIN_MS: i64 = 10 * 60 * 1000;
+
+/// The log target of this module's lines (as when it sat under `daemon`:
+/// operators filter on it).
+const RECONCILE_TARGET: &str = "scangate::daemon::claimer::reconcile";
 
 /// Commits re-published per claim round (pipelined calls of 128).
 pub const REPUBLISH_ROUND: usize = 512;
@@ -105,13 +110,16 @@ pub fn markers(store: &Store, now_ms: i64, retention_ms: i64) -> Vec<String> {
     let mut out = Vec::with_capacity(3);
     match crate::ledger::latest_since(&store.conn, since) {
         Ok(latest) => out.extend(latest),
-        Err(e) => tracing::debug!("reading the latest commit for the claim's marker: {e}"),
+        Err(e) => {
+            tracing::debug!(target: RECONCILE_TARGET, "reading the latest commit for the claim's marker: {e}")
+        }
     }
     for lane in [LaneKind::Live, LaneKind::Replay] {
         let noted = match store.meta(lane_marker_key(lane)) {
             Ok(noted) => noted,
             Err(e) => {
                 tracing::debug!(
+                    target: RECONCILE_TARGET,
                     "reading the {lane:?} lane's latest commit for the claim's marker: {e}"
                 );
                 continue;
@@ -137,7 +145,7 @@ pub fn markers(store: &Store, now_ms: i64, retention_ms: i64) -> Vec<String> {
 pub(super) fn reconcile(
     f: &mut Facility,
     store: &mut Store,
-    gate: &crate::gate::Gate,
+    gate: &super::FacilityGate,
     now_ms: i64,
     retention_ms: i64,
     lost: &str,
@@ -193,7 +201,7 @@ pub(super) fn reconcile(
                 claim_on(
                     row,
                     gateway,
-                    row.window_ms.map(|_| gate.window_of(row)),
+                    row.window_ms.map(|_| gate.local().window_of(row)),
                     (*captured_ms, *synced),
                 )
             })
@@ -307,8 +315,8 @@ fn record_conflicts(
         return Ok(0);
     }
     let w = store.write()?;
-    let now_ms = chrono::Utc::now().timestamp_millis();
-    let mut chain = Chain::begin(&w.tx).map_err(|e| w.err(e))?;
+    let mut writer = Writer::begin(&w.tx, gateway).map_err(|e| w.err(e))?;
+    let now_ms = writer.now_ms();
     let mut listed = Vec::new();
     for (row, other, other_gateway) in found {
         let known =
@@ -326,19 +334,8 @@ fn record_conflicts(
             by: &by,
         }
         .emit();
-        let facts = crate::audit::ScanFacts::of(&row);
-        chain
-            .append(AuditRecord {
-                content_key: row.content_key.clone(),
-                reason: Some(format!(
-                    "conflict found by a reconciliation: {by} committed {other} as a pick of this label too while the facility store had lost data"
-                )),
-                conflict: Some(AuditConflict {
-                    other_scan_uuid: other.clone(),
-                    other_gateway: other_gateway.clone(),
-                }),
-                ..AuditRecord::decision(now_ms, gateway, facts, crate::model::ScanState::Committed)
-            })
+        writer
+            .conflict(&row, &other, other_gateway.as_deref(), &by)
             .map_err(|e| w.err(e))?;
         listed.push(ConflictRecord {
             scan_uuid: row.uuid,
@@ -353,7 +350,7 @@ fn record_conflicts(
     if let Some(c) = cursor {
         crate::store::put_meta(&w.tx, NOTICES_CURSOR, c).map_err(|e| w.err(e))?;
     }
-    let emitted = chain.finish().map_err(|e| w.err(e))?;
+    let emitted = writer.finish().map_err(|e| w.err(e))?;
     w.commit()?;
     audit::emit(&emitted);
     Ok(listed.len())

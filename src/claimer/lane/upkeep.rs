@@ -3,6 +3,7 @@
 //! reconciliation it starts), the ledger stream trimmed, other gateways'
 //! conflict notices read.
 
+use super::super::pick::{LaneKind, Picked};
 use super::super::reconcile::{self, markers};
 use super::super::records;
 use super::{
@@ -10,7 +11,6 @@ use super::{
 };
 use crate::events::{Reconcile, Recording};
 use crate::facility::Outcome;
-use crate::gate::facility::{LaneKind, Picked};
 use std::time::Instant;
 
 impl Lane {

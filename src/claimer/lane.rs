@@ -28,6 +28,8 @@
 
 mod upkeep;
 
+use super::FacilityGate;
+use super::pick::{LaneKind, Picked, Recorded, Round};
 use super::reconcile::{self, markers};
 use super::records;
 use super::{Between, Link, Peers, Wake, backlog, publish};
@@ -35,8 +37,6 @@ use crate::backoff::Backoff;
 use crate::capture::CaptureTime;
 use crate::events::Recording;
 use crate::facility::{Facility, FacilityError, Outcome, Sent};
-use crate::gate::Gate;
-use crate::gate::facility::{LaneKind, Picked, Recorded, Round};
 use crate::model::{Decision, GateStats, Verdict};
 use crate::notify::Progress;
 use crate::store::handoff::Handoff;
@@ -94,7 +94,7 @@ impl Outage {
 pub(super) struct Lane {
     kind: LaneKind,
     store: Store,
-    gate: Gate,
+    gate: FacilityGate,
     link: Link,
     state: LinkState,
     outage: Option<Outage>,
@@ -195,7 +195,7 @@ impl Lane {
     pub(super) fn new(
         kind: LaneKind,
         mut store: Store,
-        mut gate: Gate,
+        mut gate: FacilityGate,
         link: Link,
         first: Option<Facility>,
         between: Arc<Between>,
@@ -695,11 +695,11 @@ fn has_backlog(store: &Store) -> bool {
     crate::outbox::open::has_unresolved(&store.conn).unwrap_or(true)
 }
 
-/// Pick `lane`'s next round ([`Gate::pick`]) in one read snapshot of
+/// Pick `lane`'s next round ([`FacilityGate::pick`]) in one read snapshot of
 /// `store`, passing over `skip` (its round still in flight).
 pub fn pick(
     store: &Store,
-    gate: &mut Gate,
+    gate: &mut FacilityGate,
     lane: LaneKind,
     skip: &[i64],
     now: &CaptureTime,
@@ -710,12 +710,12 @@ pub fn pick(
         .map_err(|e| store.err_at(e))
 }
 
-/// Write a picked round's verdicts ([`Gate::record`]) in one transaction,
+/// Write a picked round's verdicts ([`FacilityGate::record`]) in one transaction,
 /// with the round's last commit as its lane's marker
 /// (`reconcile::note_commit`), then settle them.
 pub fn record(
     store: &mut Store,
-    gate: &mut Gate,
+    gate: &mut FacilityGate,
     picked: Picked,
     claimed: Result<Vec<Outcome>, String>,
 ) -> Result<Round, StoreError> {
@@ -731,7 +731,7 @@ pub fn record(
 /// A round's verdicts and its lane's marker, written in `tx`.
 fn record_in(
     tx: &Connection,
-    gate: &mut Gate,
+    gate: &mut FacilityGate,
     picked: Picked,
     claimed: Result<Vec<Outcome>, String>,
 ) -> rusqlite::Result<Recorded> {
@@ -756,7 +756,7 @@ fn record_in(
 /// deterministic order (tests, tools).
 pub fn round(
     store: &mut Store,
-    gate: &mut Gate,
+    gate: &mut FacilityGate,
     mut redis: Option<&mut Facility>,
     offline_reason: &str,
     now: &CaptureTime,
