@@ -6,7 +6,7 @@ use super::claimer::{Kicker, LaneStop, Link, lanes, records};
 use super::supervisor::{Stage, StageResult};
 use super::{DaemonError, Wiring};
 use crate::config::{Config, RedisSettings};
-use crate::events;
+use crate::events::{self, Event as _};
 use crate::gate::Gate;
 use crate::gate::facility::LaneKind;
 use crate::model::Decision;
@@ -62,7 +62,11 @@ pub(super) async fn start(
         let telemetry = telemetry.clone();
         let signals = signals.clone();
         move |decisions: &[Decision]| {
-            events::Decided { decisions }.emit(&telemetry);
+            events::Decided {
+                decisions,
+                telemetry: &telemetry,
+            }
+            .emit();
             signals.tell(decisions);
         }
     };

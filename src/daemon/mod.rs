@@ -67,7 +67,7 @@ pub use error::DaemonError;
 pub use writer::ADMIT_BATCH;
 
 use crate::config::Settings;
-use crate::events;
+use crate::events::{self, Event as _};
 use crate::gate::{Gate, GateConfig};
 use crate::model::GateStats;
 use crate::notify::{Notifier, Watch};
@@ -294,7 +294,11 @@ pub(crate) fn tell_carried(
             warning,
         })
         .collect();
-    events::OldConfigKeys { keys: &keys }.emit(telemetry);
+    events::OldConfigKeys {
+        keys: &keys,
+        telemetry,
+    }
+    .emit();
 }
 
 /// What starting a stage takes of the daemon: the supervisor that hears

@@ -6,7 +6,7 @@
 
 use super::supervisor::{Stage, StageEnded, StageResult, Supervisor};
 use super::{DaemonError, RunReport, claimer};
-use crate::events;
+use crate::events::{self, Event as _};
 use crate::gate::facility::LaneKind;
 use crate::model::GateStats;
 use crate::notify::{Notifier, Watch};

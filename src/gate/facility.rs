@@ -26,6 +26,7 @@ use super::facility_time::ClockUsed;
 use super::{Gate, Unsettled};
 use crate::capture::CaptureTime;
 use crate::capture::clock::rfc3339_ms;
+use crate::events::Event as _;
 use crate::model::{Claim, Outcome};
 use crate::model::{Decision, Verdict};
 use crate::outbox::ScanRow;

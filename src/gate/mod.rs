@@ -30,6 +30,7 @@ use crate::audit::{AuditRecord, Chain};
 use crate::capture::clock::rfc3339_ms;
 use crate::capture::{Scan, key_bytes};
 use crate::config::Config;
+use crate::events::Event as _;
 use crate::model::ScanState;
 use crate::model::{Decision, GateStats, Verdict};
 use crate::outbox::{self, ScanRow};

@@ -33,7 +33,7 @@ use super::records;
 use super::{Between, Link, Peers, Wake, backlog, publish};
 use crate::backoff::Backoff;
 use crate::capture::CaptureTime;
-use crate::events::Recording;
+use crate::events::{Event as _, Recording};
 use crate::facility::{Facility, FacilityError, Outcome, Sent};
 use crate::gate::Gate;
 use crate::gate::facility::{LaneKind, Picked, Recorded, Round};

@@ -26,6 +26,7 @@ pub use lane::{pick, record, round};
 pub use reconcile::{REPUBLISH_ROUND, markers};
 
 use crate::config::Config;
+use crate::events::Event as _;
 use crate::facility::config::{RedisConfig, RedisSettings, ReplicaAck};
 use crate::facility::{Facility, FacilityError};
 use crate::gate::Gate;

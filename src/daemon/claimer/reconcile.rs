@@ -25,6 +25,7 @@
 //! which every gateway reads ([`read_notices`]) to audit it on its side.
 
 use crate::audit::{self, AuditConflict, AuditRecord, Chain};
+use crate::events::Event as _;
 use crate::facility::{Claim, Facility, FacilityError, Outcome};
 use crate::gate::facility::{LaneKind, claim_on};
 use crate::model::{ConflictRecord, Reconciliation};
