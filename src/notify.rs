@@ -19,6 +19,7 @@
 //! loop is wedged, from its own task on the async runtime, so a stuck
 //! runtime (the scanners' tasks) stops the pings too.
 
+use crate::events::Event as _;
 use sd_notify::NotifyState;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -5,6 +5,7 @@
 
 use super::AuditRecord;
 use super::stored::record_json;
+use crate::events::Event as _;
 use crate::model::ScanState;
 use crate::outbox;
 use crate::store::packed::packed;

@@ -7,6 +7,7 @@
 
 use super::facility_time::FacilityClock;
 use crate::capture::CaptureTime;
+use crate::events::Event as _;
 use crate::gate::Gate;
 use crate::model::{ClockSample, GateStats};
 use crate::outbox::admitted::Cached;

@@ -35,7 +35,7 @@ use super::records;
 use super::{Between, Link, Peers, Wake, backlog, publish};
 use crate::backoff::Backoff;
 use crate::capture::CaptureTime;
-use crate::events::Recording;
+use crate::events::{Event as _, Recording};
 use crate::facility::{Facility, FacilityError, Outcome, Sent};
 use crate::model::{Decision, GateStats, Verdict};
 use crate::notify::Progress;

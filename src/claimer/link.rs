@@ -6,7 +6,7 @@
 
 use super::{Kicker, LaneRun, LaneStop, lanes, records};
 use crate::config::{Config, RedisSettings};
-use crate::events;
+use crate::events::{self, Event as _};
 use crate::facility::config::{RedisConfig, ReplicaAck};
 use crate::facility::{Facility, FacilityError};
 use crate::gate::Gate;
@@ -81,7 +81,11 @@ pub async fn start(
         let telemetry = telemetry.clone();
         let signals = signals.clone();
         move |decisions: &[Decision]| {
-            events::Decided { decisions }.emit(&telemetry);
+            events::Decided {
+                decisions,
+                telemetry: &telemetry,
+            }
+            .emit();
             signals.tell(decisions);
         }
     };

@@ -28,6 +28,7 @@ pub use link::{Link, StartError, Started, start};
 pub use pick::LaneKind;
 pub use reconcile::{REPUBLISH_ROUND, markers};
 
+use crate::events::Event as _;
 use crate::facility::Facility;
 use crate::gate::Gate;
 use crate::model::FacilityState;

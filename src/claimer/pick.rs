@@ -25,6 +25,7 @@
 use super::FacilityGate;
 use crate::capture::CaptureTime;
 use crate::capture::clock::rfc3339_ms;
+use crate::events::Event as _;
 use crate::gate::Unsettled;
 use crate::model::{Claim, ClockUsed, Outcome};
 use crate::model::{Decision, Verdict};

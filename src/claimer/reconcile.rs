@@ -27,6 +27,7 @@
 use super::pick::{LaneKind, claim_on};
 use crate::audit;
 use crate::decided::Writer;
+use crate::events::Event as _;
 use crate::facility::{Claim, Facility, FacilityError, Outcome};
 use crate::model::{ConflictRecord, Reconciliation};
 use crate::outbox::{self, ScanRow};

@@ -8,6 +8,7 @@ use crate::audit::archive::{self, ArchiveError, Checked};
 use crate::audit::{self, Verification};
 use crate::cli::args::{AuditCommand, ConfigArg};
 use crate::config::Settings;
+use crate::events::Event as _;
 use crate::exit::Exit;
 use crate::store::identity::{self, Head};
 use crate::store::{Store, StoreError};

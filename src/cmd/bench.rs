@@ -29,6 +29,7 @@ use super::Failure;
 use crate::capture::{CaptureTime, Profile, RawScan, Scan};
 use crate::config::ScanType;
 use crate::daemon::publish::StoredSample;
+use crate::events::Event as _;
 use crate::exit::Exit;
 use crate::gate::{Gate, GateConfig};
 use crate::store::Store;
@@ -184,8 +185,9 @@ fn decide(
         for scan in batch {
             crate::events::ScanRead {
                 scanner: &scan.profile.scanner,
+                telemetry: t,
             }
-            .emit(t);
+            .emit();
         }
     }
     let (_, decisions) =
@@ -193,8 +195,9 @@ fn decide(
     if let Some(t) = metrics {
         crate::events::Decided {
             decisions: &decisions,
+            telemetry: t,
         }
-        .emit(t);
+        .emit();
     }
     Ok(())
 }

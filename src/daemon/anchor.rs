@@ -4,7 +4,7 @@
 //! the stages have written their last records.
 
 use crate::config::{Config, RedisSettings};
-use crate::events;
+use crate::events::{self, Event as _};
 use crate::facility::Facility;
 use crate::shutdown::Stop;
 use crate::store::StoreError;

@@ -31,7 +31,7 @@
 //! [`events::MetricsConnectionDropped`]); the log tells them in one WARN
 //! at most every [`REPORT_EVERY`] ([`events::MetricsConnectionsDropped`]).
 
-use crate::events::{self, MetricsDrop};
+use crate::events::{self, Event as _, MetricsDrop};
 use crate::shutdown::Stop;
 use crate::telemetry::Telemetry;
 use std::collections::BTreeMap;
@@ -182,7 +182,12 @@ fn dropped(shared: &Mutex<Shared>, telemetry: &Telemetry, gone: &[(MetricsDrop, 
         s.tally.take(Some(now))
     };
     for &(reason, peer) in gone {
-        events::MetricsConnectionDropped { reason, peer }.emit(telemetry);
+        events::MetricsConnectionDropped {
+            reason,
+            peer,
+            telemetry,
+        }
+        .emit();
     }
     if let Some(report) = report {
         report.emit();

@@ -65,7 +65,7 @@ pub use error::DaemonError;
 pub use writer::ADMIT_BATCH;
 
 use crate::config::Settings;
-use crate::events;
+use crate::events::{self, Event as _};
 use crate::gate::{Gate, GateConfig};
 use crate::model::GateStats;
 use crate::notify::{Notifier, Watch};
@@ -285,7 +285,11 @@ pub(crate) fn tell_carried(
             warning,
         })
         .collect();
-    events::OldConfigKeys { keys: &keys }.emit(telemetry);
+    events::OldConfigKeys {
+        keys: &keys,
+        telemetry,
+    }
+    .emit();
 }
 
 /// Run the facility claimer's two lanes as stages, each on a thread of its

@@ -7,7 +7,7 @@
 
 use crate::audit;
 use crate::claimer::records;
-use crate::events;
+use crate::events::{self, Event as _};
 use crate::ledger::cursor::Lag;
 use crate::model::{ClockSample, FacilityState, LedgerStream};
 use crate::shutdown::Stop;

@@ -8,7 +8,7 @@ use super::supervisor::{Stage, StageEnded, StageResult, Supervisor};
 use super::{Reloads, SCANNERS_SETUP};
 use crate::claimer;
 use crate::config::Settings;
-use crate::events;
+use crate::events::{self, Event as _};
 use crate::notify::{Notifier, Watch};
 use crate::shutdown::Stopper;
 use crate::telemetry::{Summary, Telemetry};
@@ -133,8 +133,9 @@ impl Running<'_> {
                         .iter()
                         .map(|s| s.name.clone())
                         .collect::<Vec<_>>(),
+                    telemetry: self.telemetry,
                 }
-                .emit(self.telemetry);
+                .emit();
                 if let Some(link) = self.facility_link {
                     link.set_scanners(&new.config);
                 }

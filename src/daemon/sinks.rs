@@ -6,6 +6,7 @@
 
 use super::supervisor::{Stage, StageResult, Supervisor};
 use crate::config::{Settings, SinkSettings};
+use crate::events::Event as _;
 use crate::shutdown::Stop;
 use crate::sink::run::{Control, Sink};
 use crate::store::{Store, StoreError};

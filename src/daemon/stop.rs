@@ -8,7 +8,7 @@ use super::supervisor::{Stage, StageEnded, StageResult, Supervisor};
 use super::{DaemonError, RunReport};
 use crate::claimer;
 use crate::claimer::LaneKind;
-use crate::events;
+use crate::events::{self, Event as _};
 use crate::model::GateStats;
 use crate::notify::{Notifier, Watch};
 use crate::shutdown::Stopper;

@@ -20,7 +20,7 @@
 
 use super::supervisor::{Stage, StageResult, Supervisor};
 use crate::config::Config;
-use crate::events::{SweepStep, Swept};
+use crate::events::{Event as _, SweepStep, Swept};
 use crate::shutdown::Stop;
 use crate::store::{Store, StoreError};
 use std::time::Duration;

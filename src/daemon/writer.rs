@@ -12,7 +12,7 @@ use super::supervisor::{Stage, StageResult};
 use crate::backoff::Backoff;
 use crate::capture::Scan;
 use crate::claimer;
-use crate::events;
+use crate::events::{self, Event as _};
 use crate::gate::Gate;
 use crate::model::{Decision, GateStats};
 use crate::notify::Progress;
@@ -163,8 +163,9 @@ fn outbox_writer(
             Ok(decisions) => {
                 crate::events::Decided {
                     decisions: &decisions,
+                    telemetry,
                 }
-                .emit(telemetry);
+                .emit();
                 for durable in acks.iter().filter_map(|(d, _)| d.as_ref()) {
                     durable.confirm(); // the scanner may have gone; it will resend
                 }
@@ -312,8 +313,9 @@ fn decide_leftovers(store: &mut Store, gate: &mut Gate, hooks: WriterHooks<'_>) 
         Ok(decided) => {
             crate::events::Decided {
                 decisions: &decided,
+                telemetry: hooks.telemetry,
             }
-            .emit(hooks.telemetry);
+            .emit();
             hooks.signals.tell(&decided);
         }
         Err(e) => crate::events::DecidingFailed {

@@ -1,5 +1,6 @@
 //! The facility claimer: the facility Redis reached, lost, refusing, confirming; a lane's database step failing; recording its verdicts.
 
+use super::Event;
 use std::time::Duration;
 
 // The log targets operators filter on (`RUST_LOG`, the journal): keep the values.
@@ -37,10 +38,10 @@ pub enum Outage {
     },
 }
 
-impl FacilityUnavailable<'_> {
+impl Event for FacilityUnavailable<'_> {
     /// Log it: WARN when the outage begins and at each of the replay lane's
     /// retries, DEBUG at the live lane's.
-    pub fn emit(self) {
+    fn emit(self) {
         let (redis, lane, reason) = (self.redis, self.lane, self.reason);
         match self.outage {
             Outage::Begins => tracing::warn!(
@@ -81,9 +82,9 @@ pub struct ScriptReloaded<'a> {
     pub redis: &'a str,
 }
 
-impl ScriptReloaded<'_> {
+impl Event for ScriptReloaded<'_> {
     /// Log it (INFO).
-    pub fn emit(self) {
+    fn emit(self) {
         tracing::info!(
             target: FACILITY_TARGET,
             redis = %self.redis,
@@ -101,9 +102,9 @@ pub struct SlotMoved<'a> {
     pub to: &'a str,
 }
 
-impl SlotMoved<'_> {
+impl Event for SlotMoved<'_> {
     /// Log it (INFO).
-    pub fn emit(self) {
+    fn emit(self) {
         tracing::info!(
             target: FACILITY_TARGET,
             redis = %self.from,
@@ -126,9 +127,9 @@ pub struct FacilityAnswers<'a> {
     pub doing: &'a str,
 }
 
-impl FacilityAnswers<'_> {
+impl Event for FacilityAnswers<'_> {
     /// Log it (INFO).
-    pub fn emit(self) {
+    fn emit(self) {
         tracing::info!(
             target: CLAIMER_TARGET,
             redis = %self.redis, lane = self.lane, outage_s = self.outage.as_secs(),
@@ -159,9 +160,9 @@ pub struct LaneDbFailed<'a> {
     pub retry_in: Duration,
 }
 
-impl LaneDbFailed<'_> {
+impl Event for LaneDbFailed<'_> {
     /// Log it (ERROR).
-    pub fn emit(self) {
+    fn emit(self) {
         let (lane, e, retry_in) = (self.lane, self.error, self.retry_in);
         match self.step {
             LaneDbStep::Reading => tracing::error!(
@@ -191,9 +192,9 @@ pub struct FacilityConnected<'a> {
     pub info: &'a crate::model::ServerInfo,
 }
 
-impl FacilityConnected<'_> {
+impl Event for FacilityConnected<'_> {
     /// Log it (INFO).
-    pub fn emit(self) {
+    fn emit(self) {
         let (info, lane) = (self.info, self.lane);
         tracing::info!(
             target: CLAIMER_TARGET,
@@ -236,9 +237,9 @@ pub enum FacilityWarning<'a> {
     },
 }
 
-impl FacilityWarning<'_> {
+impl Event for FacilityWarning<'_> {
     /// Log it (WARN).
-    pub fn emit(self) {
+    fn emit(self) {
         match self {
             FacilityWarning::ReadOnlyReplica { redis } => tracing::warn!(
                 target: CLAIMER_TARGET,
@@ -316,9 +317,9 @@ pub enum Confirmation<'a> {
     },
 }
 
-impl Confirmation<'_> {
+impl Event for Confirmation<'_> {
     /// Log it: WARN when replicas are not waited for or left, else INFO.
-    pub fn emit(self) {
+    fn emit(self) {
         match self {
             Confirmation::Unwaited {
                 redis,
@@ -387,9 +388,9 @@ pub struct RecordingFailed<'a> {
     pub error: &'a dyn std::fmt::Display,
 }
 
-impl RecordingFailed<'_> {
+impl Event for RecordingFailed<'_> {
     /// Log it (WARN).
-    pub fn emit(self) {
+    fn emit(self) {
         let e = self.error;
         match self.what {
             Recording::FacilityState => tracing::warn!(
@@ -435,9 +436,9 @@ pub struct FacilityRefuses<'a> {
     pub reason: &'a str,
 }
 
-impl FacilityRefuses<'_> {
+impl Event for FacilityRefuses<'_> {
     /// Log it (ERROR).
-    pub fn emit(self) {
+    fn emit(self) {
         let reason = self.reason;
         tracing::error!(
             target: LANE_TARGET,

@@ -1,5 +1,6 @@
 //! The daemon's life: starting, each stage's start and end, a stage failing, a reload, a stage wedged.
 
+use super::Event;
 use crate::telemetry::Telemetry;
 use std::time::Duration;
 
@@ -39,15 +40,17 @@ pub struct OldConfigKey<'a> {
 pub struct OldConfigKeys<'a> {
     /// The keys, in the file's order.
     pub keys: &'a [OldConfigKey<'a>],
+    /// The metrics it updates.
+    pub telemetry: &'a Telemetry,
 }
 
-impl OldConfigKeys<'_> {
+impl Event for OldConfigKeys<'_> {
     /// Log each (WARN) and set the gauge.
-    pub fn emit(self, telemetry: &Telemetry) {
+    fn emit(self) {
         for old in self.keys {
             tracing::warn!(target: DAEMON_TARGET, key = %old.key, "{}", old.warning);
         }
-        telemetry.config_old_keys(self.keys.len());
+        self.telemetry.config_old_keys(self.keys.len());
     }
 }
 
@@ -64,9 +67,9 @@ pub struct ConfigFileExposed<'a> {
     pub warning: &'a str,
 }
 
-impl ConfigFileExposed<'_> {
+impl Event for ConfigFileExposed<'_> {
     /// Log it (WARN).
-    pub fn emit(self) {
+    fn emit(self) {
         tracing::warn!(
             target: DAEMON_TARGET,
             path = %self.path.display(), mode = format_args!("{:04o}", self.mode & 0o7777),
@@ -75,9 +78,9 @@ impl ConfigFileExposed<'_> {
     }
 }
 
-impl Starting<'_> {
+impl Event for Starting<'_> {
     /// Log it (INFO).
-    pub fn emit(self) {
+    fn emit(self) {
         tracing::info!(
             target: DAEMON_TARGET,
             db = %self.db.display(), facility = %self.facility, gateway = %self.gateway,
@@ -102,9 +105,9 @@ pub enum StartWarning {
     NoScanners,
 }
 
-impl StartWarning {
+impl Event for StartWarning {
     /// Log it (WARN).
-    pub fn emit(self) {
+    fn emit(self) {
         match self {
             StartWarning::NoFacilityStore { waiting } => tracing::warn!(
                 target: DAEMON_TARGET,
@@ -142,9 +145,9 @@ pub enum Lifecycle<'a> {
     },
 }
 
-impl Lifecycle<'_> {
+impl Event for Lifecycle<'_> {
     /// Log it (INFO).
-    pub fn emit(self) {
+    fn emit(self) {
         match self {
             Lifecycle::Ready { status } => {
                 tracing::info!(target: DAEMON_TARGET, status = %status, "ready")
@@ -226,9 +229,9 @@ pub enum StageFailed<'a> {
     },
 }
 
-impl StageFailed<'_> {
+impl Event for StageFailed<'_> {
     /// Log it: ERROR, the anchor thread's panic WARN.
-    pub fn emit(self) {
+    fn emit(self) {
         match self {
             StageFailed::Panicked { stage, why } => {
                 tracing::error!(target: DAEMON_TARGET, "the {stage} {why}")
@@ -305,18 +308,20 @@ pub struct Reloaded<'a> {
     pub described: &'a str,
     /// The scanners now configured.
     pub scanners: &'a [String],
+    /// The metrics it updates.
+    pub telemetry: &'a Telemetry,
 }
 
-impl Reloaded<'_> {
+impl Event for Reloaded<'_> {
     /// Log it (INFO) and set the scanners.
-    pub fn emit(self, telemetry: &Telemetry) {
+    fn emit(self) {
         let (added, removed, changed) = (self.added, self.removed, self.changed);
         tracing::info!(
             target: RELOAD_TARGET,
             added, removed, changed,
             "configuration reloaded: {}", self.described
         );
-        telemetry.set_scanners(self.scanners);
+        self.telemetry.set_scanners(self.scanners);
     }
 }
 
@@ -346,9 +351,9 @@ pub enum ReloadRefused<'a> {
     },
 }
 
-impl ReloadRefused<'_> {
+impl Event for ReloadRefused<'_> {
     /// Log it: WARN when a restart is needed, else ERROR.
-    pub fn emit(self) {
+    fn emit(self) {
         match self {
             ReloadRefused::NeedsRestart { keys } => tracing::warn!(
                 target: RELOAD_TARGET,
@@ -389,9 +394,9 @@ pub enum Wedge<'a> {
     },
 }
 
-impl Wedge<'_> {
+impl Event for Wedge<'_> {
     /// Log it: ERROR when stuck, INFO when it moves again.
-    pub fn emit(self) {
+    fn emit(self) {
         match self {
             Wedge::Stuck { stage, bound } => tracing::error!(
                 target: NOTIFY_TARGET,

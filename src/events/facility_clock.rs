@@ -1,5 +1,7 @@
 //! The facility clock as the claimer measures it, and scans waiting for facility time.
 
+use super::Event;
+
 // The log targets operators filter on (`RUST_LOG`, the journal): keep the values.
 const CLAIMER_TARGET: &str = "scangate::daemon::claimer";
 
@@ -19,10 +21,10 @@ pub struct ClockMeasured<'a> {
     pub window_ms: i64,
 }
 
-impl ClockMeasured<'_> {
+impl Event for ClockMeasured<'_> {
     /// Log it: WARN when the wall clock is off by more than `worth_ms`
     /// (beyond the bound), else INFO.
-    pub fn emit(self) {
+    fn emit(self) {
         let (off, bound, worth) = (self.offset_ms, self.bound_ms, self.worth_ms);
         let side = if off < 0.0 { "ahead of" } else { "behind" };
         let how_far = format!(
@@ -55,9 +57,9 @@ pub struct ClockMeasureFailed<'a> {
     pub error: &'a dyn std::fmt::Display,
 }
 
-impl ClockMeasureFailed<'_> {
+impl Event for ClockMeasureFailed<'_> {
     /// Log it (WARN).
-    pub fn emit(self) {
+    fn emit(self) {
         tracing::warn!(
             target: CLAIMER_TARGET,
             redis = %self.redis,
@@ -79,9 +81,9 @@ pub struct ClockWaiting<'a> {
     pub max_clock_error_ms: u64,
 }
 
-impl ClockWaiting<'_> {
+impl Event for ClockWaiting<'_> {
     /// Log it: WARN when scans begin to wait, INFO when none does any more.
-    pub fn emit(self) {
+    fn emit(self) {
         let (redis, lane, now) = (self.redis, self.lane, self.waiting);
         if now > 0 {
             tracing::warn!(

@@ -1,5 +1,6 @@
 //! Decisions: each one logged and counted; a commit past the facility retention; a step of the facility clock.
 
+use super::Event;
 use crate::model::{Decision, Verdict};
 use crate::telemetry::Telemetry;
 use std::time::Duration;
@@ -19,9 +20,9 @@ pub struct EarlierKeys {
     pub until_ms: i64,
 }
 
-impl EarlierKeys {
+impl Event for EarlierKeys {
     /// Log it (INFO).
-    pub fn emit(self) {
+    fn emit(self) {
         tracing::info!(
             target: GATE_TARGET,
             until = %crate::capture::clock::rfc3339_ms(self.until_ms),
@@ -35,13 +36,15 @@ impl EarlierKeys {
 pub struct Decided<'a> {
     /// Them, in the order they were made.
     pub decisions: &'a [Decision],
+    /// The metrics it updates.
+    pub telemetry: &'a Telemetry,
 }
 
-impl Decided<'_> {
+impl Event for Decided<'_> {
     /// Log each — a rejected read at WARN with its reason (not only in its
     /// audit record: hiding those must not hide rejects), the others at
     /// DEBUG — and count each (`Telemetry::count_decision`).
-    pub fn emit(self, telemetry: &Telemetry) {
+    fn emit(self) {
         let now = crate::capture::clock::boot_ns();
         for d in self.decisions {
             let decision = d.verdict.state();
@@ -57,7 +60,7 @@ impl Decided<'_> {
                     "decided"
                 ),
             }
-            telemetry.count_decision(d, now);
+            self.telemetry.count_decision(d, now);
         }
     }
 }
@@ -73,9 +76,9 @@ pub struct CommittedPastRetention {
     pub retention: Duration,
 }
 
-impl CommittedPastRetention {
+impl Event for CommittedPastRetention {
     /// Log it (WARN).
-    pub fn emit(self) {
+    fn emit(self) {
         let hours = self.retention.as_secs() / 3600;
         tracing::warn!(
             target: GATE_TARGET,
@@ -100,10 +103,10 @@ pub struct FacilityClockStepped {
     pub window_ms: i64,
 }
 
-impl FacilityClockStepped {
+impl Event for FacilityClockStepped {
     /// Log it: WARN from 5 % of the window on (a server's NTP slewing its
     /// clock quickly moves it by a few ms too: INFO).
-    pub fn emit(self) {
+    fn emit(self) {
         let step = self.step_ms;
         let window = self.window_ms;
         if step.abs() * 20.0 >= window as f64 {

@@ -2,6 +2,8 @@
 //! --consumer`, `ledger consumers remove`, `audit prune`): target
 //! `scangate::ledger::cursor`.
 
+use super::Event;
+
 // The log targets operators filter on (`RUST_LOG`, the journal): keep the values.
 const CURSOR_TARGET: &str = "scangate::ledger::cursor";
 
@@ -41,9 +43,9 @@ pub enum LedgerConsumer<'a> {
     },
 }
 
-impl LedgerConsumer<'_> {
+impl Event for LedgerConsumer<'_> {
     /// Log it: WARN for entries a consumer will not get in order, else INFO.
-    pub fn emit(self) {
+    fn emit(self) {
         match self {
             LedgerConsumer::Registered { consumer } => tracing::info!(
                 target: CURSOR_TARGET,

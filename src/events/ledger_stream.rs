@@ -1,5 +1,6 @@
 //! The facility ledger stream: trimmed by the claimer, followed by `ledger export --follow`.
 
+use super::Event;
 use std::time::Duration;
 
 // The log targets operators filter on (`RUST_LOG`, the journal): keep the values.
@@ -46,9 +47,9 @@ pub enum LedgerTrim<'a> {
     },
 }
 
-impl LedgerTrim<'_> {
+impl Event for LedgerTrim<'_> {
     /// Log it: WARN when it failed or nobody reads the stream, else INFO.
-    pub fn emit(self) {
+    fn emit(self) {
         match self {
             LedgerTrim::Failed {
                 redis,
@@ -134,10 +135,10 @@ pub enum LedgerFollow<'a> {
     },
 }
 
-impl LedgerFollow<'_> {
+impl Event for LedgerFollow<'_> {
     /// Log it: INFO when the group is created, WARN when following failed
     /// or entries were claimed from another consumer.
-    pub fn emit(self) {
+    fn emit(self) {
         match self {
             LedgerFollow::Claimed {
                 group,

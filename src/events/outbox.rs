@@ -1,5 +1,6 @@
 //! The outbox writer: scans not stored (no ACK goes out), deciding failed, writes again.
 
+use super::Event;
 use std::time::Duration;
 
 // The log targets operators filter on (`RUST_LOG`, the journal): keep the values.
@@ -19,9 +20,9 @@ pub struct OutboxWriteFailed<'a> {
     pub retry_in: Duration,
 }
 
-impl OutboxWriteFailed<'_> {
+impl Event for OutboxWriteFailed<'_> {
     /// Log it (ERROR).
-    pub fn emit(self) {
+    fn emit(self) {
         tracing::error!(
             target: DAEMON_TARGET,
             db = %self.db.display(), scans = self.scans,
@@ -40,9 +41,9 @@ pub struct ScanNotStored<'a> {
     pub scan_uuid: &'a str,
 }
 
-impl ScanNotStored<'_> {
+impl Event for ScanNotStored<'_> {
     /// Log it (ERROR).
-    pub fn emit(self) {
+    fn emit(self) {
         tracing::error!(
             target: DAEMON_TARGET,
             scan_uuid = %self.scan_uuid, scanner = %self.scanner,
@@ -68,9 +69,9 @@ pub enum DecidingThen {
     RetriedEvery(Duration),
 }
 
-impl DecidingFailed<'_> {
+impl Event for DecidingFailed<'_> {
     /// Log it (ERROR).
-    pub fn emit(self) {
+    fn emit(self) {
         let e = self.error;
         match self.then {
             DecidingThen::StoredPending => tracing::error!(
@@ -93,9 +94,9 @@ pub struct OutboxWritesAgain<'a> {
     pub scans: usize,
 }
 
-impl OutboxWritesAgain<'_> {
+impl Event for OutboxWritesAgain<'_> {
     /// Log it (INFO).
-    pub fn emit(self) {
+    fn emit(self) {
         tracing::info!(
             target: DAEMON_TARGET,
             db = %self.db.display(), scans = self.scans,

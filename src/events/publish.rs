@@ -2,6 +2,7 @@
 //! the `/metrics` endpoint: reachable beyond this host, connections it
 //! closed without an answer.
 
+use super::Event;
 use crate::telemetry::Telemetry;
 use std::net::{IpAddr, SocketAddr};
 
@@ -16,9 +17,9 @@ pub struct PublishFailed<'a> {
     pub errors: Option<&'a str>,
 }
 
-impl PublishFailed<'_> {
+impl Event for PublishFailed<'_> {
     /// Log it: WARN, or INFO when it works again.
-    pub fn emit(self) {
+    fn emit(self) {
         match self.errors {
             Some(e) => tracing::warn!(target: METRICS_TARGET, "metrics/status: {e}; retrying"),
             None => tracing::info!(target: METRICS_TARGET, "metrics/status: published again"),
@@ -39,9 +40,9 @@ pub enum DiskSpace<'a> {
     Lasts,
 }
 
-impl DiskSpace<'_> {
+impl Event for DiskSpace<'_> {
     /// Log it: WARN when short, INFO when it lasts again.
-    pub fn emit(self) {
+    fn emit(self) {
         match self {
             DiskSpace::Short { warning } => {
                 tracing::warn!(target: METRICS_TARGET, "disk space: {warning}")
@@ -73,9 +74,9 @@ pub struct MetricsFailed<'a> {
     pub error: &'a dyn std::fmt::Display,
 }
 
-impl MetricsFailed<'_> {
+impl Event for MetricsFailed<'_> {
     /// Log it: ERROR when sampling failed, WARN when accepting did.
-    pub fn emit(self) {
+    fn emit(self) {
         let e = self.error;
         match self.step {
             MetricsStep::Sampling => {
@@ -125,18 +126,20 @@ impl MetricsDrop {
 /// (`scangate_metrics_http_dropped_connections_total{reason}`), logged at
 /// DEBUG (target `scangate::metrics::http`). The WARN telling them is
 /// [`MetricsConnectionsDropped`], at most once a minute.
-pub struct MetricsConnectionDropped {
+pub struct MetricsConnectionDropped<'a> {
     /// Why.
     pub reason: MetricsDrop,
     /// The peer's address.
     pub peer: IpAddr,
+    /// The metrics it updates.
+    pub telemetry: &'a Telemetry,
 }
 
-impl MetricsConnectionDropped {
+impl Event for MetricsConnectionDropped<'_> {
     /// Count it; log it (DEBUG).
-    pub fn emit(self, telemetry: &Telemetry) {
+    fn emit(self) {
         let reason = self.reason.as_str();
-        telemetry.metrics_http_dropped(reason);
+        self.telemetry.metrics_http_dropped(reason);
         tracing::debug!(
             target: METRICS_HTTP_TARGET,
             peer = %self.peer, reason,
@@ -161,9 +164,9 @@ pub struct MetricsConnectionsDropped {
     pub last_peer: IpAddr,
 }
 
-impl MetricsConnectionsDropped {
+impl Event for MetricsConnectionsDropped {
     /// Log it (WARN).
-    pub fn emit(self) {
+    fn emit(self) {
         let MetricsConnectionsDropped {
             room,
             head_timeout,
@@ -194,9 +197,9 @@ pub struct MetricsExposed<'a> {
     pub warning: &'a str,
 }
 
-impl MetricsExposed<'_> {
+impl Event for MetricsExposed<'_> {
     /// Log it (WARN).
-    pub fn emit(self) {
+    fn emit(self) {
         tracing::warn!(
             target: METRICS_HTTP_TARGET,
             listen = %self.listen,

@@ -1,5 +1,6 @@
 //! Reconciliation: the facility store lost data and this gateway re-publishes its commits.
 
+use super::Event;
 use std::time::Duration;
 
 // The log targets operators filter on (`RUST_LOG`, the journal): keep the values.
@@ -72,9 +73,9 @@ pub enum Reconcile<'a> {
     },
 }
 
-impl Reconcile<'_> {
+impl Event for Reconcile<'_> {
     /// Log it (WARN).
-    pub fn emit(self) {
+    fn emit(self) {
         match self {
             Reconcile::Begins {
                 redis,
@@ -130,5 +131,23 @@ impl Reconcile<'_> {
                 "reading the facility's conflicts stream failed: {error}; read again in {every:?}"
             ),
         }
+    }
+}
+
+/// Probing the facility Redis for this gateway's latest commits (is one
+/// lost?) failed (DEBUG): the lane connects afresh, and the next probe
+/// tries again.
+pub struct LostCommitProbeFailed<'a> {
+    /// The Redis, as shown.
+    pub redis: &'a str,
+    /// Why.
+    pub error: &'a dyn std::fmt::Display,
+}
+
+impl Event for LostCommitProbeFailed<'_> {
+    /// Log it (DEBUG).
+    fn emit(self) {
+        let e = self.error;
+        tracing::debug!(target: LANE_TARGET, redis = %self.redis, "probing the facility Redis for this gateway's latest commits failed: {e}");
     }
 }

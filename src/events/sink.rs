@@ -1,6 +1,7 @@
 //! The HTTP sinks (`[[sink]]`, `src/sink/`): target `scangate::sink`.
 //! Each event logs and moves its metric (`scangate_sink_*`).
 
+use super::Event;
 use crate::telemetry::Telemetry;
 use std::time::Duration;
 
@@ -17,9 +18,9 @@ pub struct SinkStarted<'a> {
     pub format: &'a str,
 }
 
-impl SinkStarted<'_> {
+impl Event for SinkStarted<'_> {
     /// Log it.
-    pub fn emit(self) {
+    fn emit(self) {
         let SinkStarted { sink, url, format } = self;
         tracing::info!(
             target: SINK_TARGET,
@@ -29,7 +30,8 @@ impl SinkStarted<'_> {
     }
 }
 
-/// What happened to a sink's batch.
+/// What happened to a sink's batch (the kinds that move a metric carry
+/// the telemetry).
 pub enum SinkEvent<'a> {
     /// A batch was made and held, before its first POST (DEBUG).
     Held {
@@ -61,6 +63,8 @@ pub enum SinkEvent<'a> {
         attempts: i64,
         /// The consumer had been removed: nothing was acknowledged.
         consumer_gone: bool,
+        /// The metrics it updates.
+        telemetry: &'a Telemetry,
     },
     /// A POST failed in a way a retry may mend (WARN).
     Failed {
@@ -80,6 +84,8 @@ pub enum SinkEvent<'a> {
         last_seq: i64,
         /// The next attempt is in this long.
         retry_in: Duration,
+        /// The metrics it updates.
+        telemetry: &'a Telemetry,
     },
     /// The receiver refused the batch in a way a retry will not change
     /// (ERROR): kept, tried again every 10 minutes and at each reload.
@@ -98,6 +104,8 @@ pub enum SinkEvent<'a> {
         last_seq: i64,
         /// The next attempt (without a reload) is in this long.
         retry_in: Duration,
+        /// The metrics it updates.
+        telemetry: &'a Telemetry,
     },
     /// An entry cannot be an EPCIS event: nothing is sent (ERROR).
     Unmappable {
@@ -105,6 +113,8 @@ pub enum SinkEvent<'a> {
         sink: &'a str,
         /// Why.
         error: &'a str,
+        /// The metrics it updates.
+        telemetry: &'a Telemetry,
     },
     /// The held batch is made again from the cursor (INFO): its format
     /// changed or `batch` was lowered below its size.
@@ -122,12 +132,14 @@ pub enum SinkEvent<'a> {
         error: &'a str,
         /// Tried again in this long.
         retry_in: Duration,
+        /// The metrics it updates.
+        telemetry: &'a Telemetry,
     },
 }
 
-impl SinkEvent<'_> {
+impl Event for SinkEvent<'_> {
     /// Log it and move its metric.
-    pub fn emit(self, telemetry: &Telemetry) {
+    fn emit(self) {
         match self {
             SinkEvent::Held {
                 sink,
@@ -152,6 +164,7 @@ impl SinkEvent<'_> {
                 through_seq,
                 attempts,
                 consumer_gone,
+                telemetry,
             } => {
                 telemetry.sink_delivered(sink, entries as u64);
                 if consumer_gone {
@@ -190,6 +203,7 @@ impl SinkEvent<'_> {
                 first_seq,
                 last_seq,
                 retry_in,
+                telemetry,
             } => {
                 telemetry.sink_failure(sink, kind, false);
                 tracing::warn!(
@@ -208,6 +222,7 @@ impl SinkEvent<'_> {
                 first_seq,
                 last_seq,
                 retry_in,
+                telemetry,
             } => {
                 telemetry.sink_failure(sink, kind, true);
                 tracing::error!(
@@ -217,7 +232,11 @@ impl SinkEvent<'_> {
                     "sink {sink}: {url} refused entries {first_seq}..={last_seq} ({error}); a retry will not change that. They are kept, not dropped, and sent again in {retry_in:?} or at `systemctl reload scangate`: fix the receiver or the [[sink]] config, then reload"
                 );
             }
-            SinkEvent::Unmappable { sink, error } => {
+            SinkEvent::Unmappable {
+                sink,
+                error,
+                telemetry,
+            } => {
                 telemetry.sink_failure(sink, "epcis", true);
                 tracing::error!(
                     target: SINK_TARGET,
@@ -234,6 +253,7 @@ impl SinkEvent<'_> {
                 sink,
                 error,
                 retry_in,
+                telemetry,
             } => {
                 telemetry.sink_failure(sink, "database", false);
                 tracing::warn!(

@@ -1,5 +1,6 @@
 //! The scanners: a device opened, lost or closed, a read, an ACK and its latency, a source failing, a HID device grabbed.
 
+use super::Event;
 use crate::telemetry::Telemetry;
 use std::time::Duration;
 
@@ -25,18 +26,20 @@ pub struct SerialConnected<'a> {
     pub framing: String,
     /// Whether ACK/NAK is on.
     pub ack: bool,
+    /// The metrics it updates.
+    pub telemetry: &'a Telemetry,
 }
 
-impl SerialConnected<'_> {
+impl Event for SerialConnected<'_> {
     /// Log it (INFO) and mark the scanner up.
-    pub fn emit(self, telemetry: &Telemetry) {
+    fn emit(self) {
         tracing::info!(
             target: SERIAL_TARGET,
             scanner = %self.scanner, device = %self.device, baud = self.baud,
             line = %self.line, framing = %self.framing, ack = self.ack,
             "scanner connected"
         );
-        telemetry.scanner_connected(self.scanner, self.device);
+        self.telemetry.scanner_connected(self.scanner, self.device);
     }
 }
 
@@ -50,13 +53,15 @@ pub struct SerialLost<'a> {
     pub reason: &'a str,
     /// Bytes of a frame begun and not finished (never a read).
     pub partial_bytes: usize,
+    /// The metrics it updates.
+    pub telemetry: &'a Telemetry,
 }
 
-impl SerialLost<'_> {
+impl Event for SerialLost<'_> {
     /// Log it (WARN; the partial frame too, if any) and mark the scanner
     /// down.
-    pub fn emit(self, telemetry: &Telemetry) {
-        telemetry.scanner_disconnected(self.scanner);
+    fn emit(self) {
+        self.telemetry.scanner_disconnected(self.scanner);
         if self.partial_bytes > 0 {
             tracing::warn!(
                 target: SERIAL_TARGET,
@@ -80,17 +85,19 @@ pub struct HidConnected<'a> {
     pub mode: &'a str,
     /// The device, as the opener describes it.
     pub device: &'a str,
+    /// The metrics it updates.
+    pub telemetry: &'a Telemetry,
 }
 
-impl HidConnected<'_> {
+impl Event for HidConnected<'_> {
     /// Log it (INFO) and mark the scanner up.
-    pub fn emit(self, telemetry: &Telemetry) {
+    fn emit(self) {
         tracing::info!(
             target: HID_TARGET,
             scanner = %self.scanner, mode = self.mode, device = %self.device,
             "HID scanner connected"
         );
-        telemetry.scanner_connected(self.scanner, self.device);
+        self.telemetry.scanner_connected(self.scanner, self.device);
     }
 }
 
@@ -100,17 +107,19 @@ pub struct HidLost<'a> {
     pub scanner: &'a str,
     /// Why.
     pub reason: &'a str,
+    /// The metrics it updates.
+    pub telemetry: &'a Telemetry,
 }
 
-impl HidLost<'_> {
+impl Event for HidLost<'_> {
     /// Log it (WARN) and mark the scanner down.
-    pub fn emit(self, telemetry: &Telemetry) {
+    fn emit(self) {
         tracing::warn!(
             target: HID_TARGET,
             scanner = %self.scanner, reason = %self.reason,
             "HID scanner disconnected: {}; reopening when it is back", self.reason
         );
-        telemetry.scanner_disconnected(self.scanner);
+        self.telemetry.scanner_disconnected(self.scanner);
     }
 }
 
@@ -118,13 +127,15 @@ impl HidLost<'_> {
 pub struct ScannerClosed<'a> {
     /// The scanner's name.
     pub scanner: &'a str,
+    /// The metrics it updates.
+    pub telemetry: &'a Telemetry,
 }
 
-impl ScannerClosed<'_> {
+impl Event for ScannerClosed<'_> {
     /// Log it (DEBUG) and mark the scanner down.
-    pub fn emit(self, telemetry: &Telemetry) {
+    fn emit(self) {
         tracing::debug!(target: SOURCE_TARGET, scanner = %self.scanner, "scanner closed");
-        telemetry.scanner_disconnected(self.scanner);
+        self.telemetry.scanner_disconnected(self.scanner);
     }
 }
 
@@ -132,13 +143,15 @@ impl ScannerClosed<'_> {
 pub struct ScanRead<'a> {
     /// The scanner's name.
     pub scanner: &'a str,
+    /// The metrics it updates.
+    pub telemetry: &'a Telemetry,
 }
 
-impl ScanRead<'_> {
+impl Event for ScanRead<'_> {
     /// Log it (TRACE) and count it.
-    pub fn emit(self, telemetry: &Telemetry) {
+    fn emit(self) {
         tracing::trace!(target: SOURCE_TARGET, scanner = %self.scanner, "scan read");
-        telemetry.scan_read(self.scanner);
+        self.telemetry.scan_read(self.scanner);
     }
 }
 
@@ -148,17 +161,19 @@ pub struct Acked<'a> {
     pub scanner: &'a str,
     /// Frame read to ACK written.
     pub took: Duration,
+    /// The metrics it updates.
+    pub telemetry: &'a Telemetry,
 }
 
-impl Acked<'_> {
+impl Event for Acked<'_> {
     /// Log it (TRACE) and observe its latency.
-    pub fn emit(self, telemetry: &Telemetry) {
+    fn emit(self) {
         tracing::trace!(
             target: SERIAL_TARGET,
             scanner = %self.scanner, took_us = self.took.as_micros() as u64,
             "ACK written"
         );
-        telemetry.acked(self.took);
+        self.telemetry.acked(self.took);
     }
 }
 
@@ -185,9 +200,9 @@ pub struct AckLatency<'a> {
     pub summary: &'a dyn std::fmt::Display,
 }
 
-impl AckLatency<'_> {
+impl Event for AckLatency<'_> {
     /// Log it (INFO).
-    pub fn emit(self) {
+    fn emit(self) {
         let (scanner, naks, summary) = (self.scanner, self.naks, self.summary);
         match self.span {
             AckSpan::Last(every) => tracing::info!(
@@ -248,9 +263,9 @@ pub enum SourceFailed<'a> {
     },
 }
 
-impl SourceFailed<'_> {
+impl Event for SourceFailed<'_> {
     /// Log it: ERROR when the HID reader did not start, else WARN.
-    pub fn emit(self) {
+    fn emit(self) {
         match self {
             SourceFailed::SerialOpen {
                 scanner,
@@ -321,9 +336,9 @@ pub enum HidGrab<'a> {
     },
 }
 
-impl HidGrab<'_> {
+impl Event for HidGrab<'_> {
     /// Log it: ERROR when a node is not grabbed, else INFO.
-    pub fn emit(self) {
+    fn emit(self) {
         match self {
             HidGrab::NoNode {
                 scanner,
@@ -360,13 +375,16 @@ pub struct Told<'a> {
     pub told: crate::model::Told,
     /// How: `serial`, `hid-pos`, `led`.
     pub via: &'static str,
+    /// The metrics it updates.
+    pub telemetry: &'a Telemetry,
 }
 
-impl Told<'_> {
+impl Event for Told<'_> {
     /// Log it (DEBUG) and count it.
-    pub fn emit(self, telemetry: &Telemetry) {
+    fn emit(self) {
         tracing::debug!(target: FEEDBACK_TARGET, scanner = %self.scanner, told = %self.told, via = self.via, "told the scanner");
-        telemetry.feedback(self.scanner, self.told.as_str(), "sent");
+        self.telemetry
+            .feedback(self.scanner, self.told.as_str(), "sent");
     }
 }
 
@@ -381,11 +399,13 @@ pub struct FeedbackSkipped<'a> {
     pub after: Option<std::time::Duration>,
     /// Its `feedback.max_delay_ms`.
     pub bound: std::time::Duration,
+    /// The metrics it updates.
+    pub telemetry: &'a Telemetry,
 }
 
-impl FeedbackSkipped<'_> {
+impl Event for FeedbackSkipped<'_> {
     /// Log it (DEBUG: an outage's replay skips every signal) and count it.
-    pub fn emit(self, telemetry: &Telemetry) {
+    fn emit(self) {
         tracing::debug!(
             target: FEEDBACK_TARGET,
             scanner = %self.scanner, told = %self.told,
@@ -393,7 +413,8 @@ impl FeedbackSkipped<'_> {
             bound_ms = self.bound.as_millis() as u64,
             "decision came after the feedback bound: not signalled"
         );
-        telemetry.feedback(self.scanner, self.told.as_str(), "skipped");
+        self.telemetry
+            .feedback(self.scanner, self.told.as_str(), "skipped");
     }
 }
 
@@ -405,14 +426,74 @@ pub struct LedFailed<'a> {
     pub error: &'a dyn std::fmt::Display,
 }
 
-impl LedFailed<'_> {
+impl Event for LedFailed<'_> {
     /// Log it (WARN: decisions go on, unseen).
-    pub fn emit(self) {
+    fn emit(self) {
         tracing::warn!(
             target: FEEDBACK_TARGET,
             scanner = %self.scanner,
             "the feedback LED of scanner {} does not work, decisions are not shown on it: {}",
             self.scanner, self.error
         );
+    }
+}
+
+/// What a `hid-pos` scanner's report descriptor offers for feedback, told
+/// when a connection's descriptor says something other than the last.
+pub struct HidPosOutputs<'a> {
+    /// The scanner's name.
+    pub scanner: &'a str,
+    /// Whether decisions are sent to it as output reports.
+    pub usable: bool,
+    /// What it offers, or why nothing can be sent (and the fix).
+    pub note: &'a str,
+}
+
+impl Event for HidPosOutputs<'_> {
+    /// Log it: INFO when decisions are sent to it, else WARN.
+    fn emit(self) {
+        let note = self.note;
+        if self.usable {
+            tracing::info!(target: FEEDBACK_TARGET, scanner = %self.scanner, "{note}");
+        } else {
+            tracing::warn!(target: FEEDBACK_TARGET, scanner = %self.scanner, "{note}");
+        }
+    }
+}
+
+/// A decision's output report could not be written to a `hid-pos`
+/// scanner: the scanner was not told (`scangate_feedback_total`, outcome
+/// `failed`).
+pub struct FeedbackFailed<'a> {
+    /// The scanner's name.
+    pub scanner: &'a str,
+    /// What it was to be told.
+    pub told: crate::model::Told,
+    /// Why.
+    pub error: &'a dyn std::fmt::Display,
+    /// The device went away (it is reopened when it is back).
+    pub gone: bool,
+    /// The same error as the last one told at WARN.
+    pub repeated: bool,
+    /// The metrics it updates.
+    pub telemetry: &'a Telemetry,
+}
+
+impl Event for FeedbackFailed<'_> {
+    /// Count it; log it: WARN, or DEBUG when it repeats the last error.
+    fn emit(self) {
+        let (told, e) = (self.told, self.error);
+        self.telemetry
+            .feedback(self.scanner, told.as_str(), "failed");
+        if self.repeated {
+            tracing::debug!(target: FEEDBACK_TARGET, scanner = %self.scanner, %told, "the scanner was not told {told}: {e}");
+        } else {
+            tracing::warn!(
+                target: FEEDBACK_TARGET,
+                scanner = %self.scanner, %told,
+                "the scanner was not told {told}: {e}{}",
+                if self.gone { " (it is reopened when it is back)" } else { "; scanning goes on" }
+            );
+        }
     }
 }

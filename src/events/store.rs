@@ -1,5 +1,7 @@
 //! The database and the audit trail: the state identity, the chain head anchored, checkpoints, an unreadable record.
 
+use super::Event;
+
 // The log targets operators filter on (`RUST_LOG`, the journal): keep the values.
 const ANCHOR_TARGET: &str = "scangate::anchor";
 // `crate::audit::AUDIT_TARGET` (a floor above): the audit journal identifier.
@@ -29,9 +31,9 @@ pub struct AnchorWritten<'a> {
     pub hash: &'a str,
 }
 
-impl AnchorWritten<'_> {
+impl Event for AnchorWritten<'_> {
     /// Log it (INFO, target `scangate::anchor`).
-    pub fn emit(self) {
+    fn emit(self) {
         tracing::info!(
             target: ANCHOR_TARGET,
             state_id = %self.state_id, audit_head_seq = self.seq, audit_head_hash = %self.hash,
@@ -48,9 +50,9 @@ pub struct AnchorFailed<'a> {
     pub error: &'a dyn std::fmt::Display,
 }
 
-impl AnchorFailed<'_> {
+impl Event for AnchorFailed<'_> {
     /// Log it (WARN).
-    pub fn emit(self) {
+    fn emit(self) {
         let e = self.error;
         match self.place {
             AnchorPlace::StateFile => tracing::warn!(
@@ -78,9 +80,9 @@ pub struct CheckpointFailed<'a> {
     pub error: &'a dyn std::fmt::Display,
 }
 
-impl CheckpointFailed<'_> {
+impl Event for CheckpointFailed<'_> {
     /// Log it (WARN).
-    pub fn emit(self) {
+    fn emit(self) {
         tracing::warn!(
             target: CHECKPOINT_TARGET,
             db = %self.db.display(),
@@ -98,9 +100,9 @@ pub struct StateCreated<'a> {
     pub state_id: &'a str,
 }
 
-impl StateCreated<'_> {
+impl Event for StateCreated<'_> {
     /// Log it (INFO).
-    pub fn emit(self) {
+    fn emit(self) {
         tracing::info!(
             target: STORE_TARGET,
             db = %self.db.display(), state_id = %self.state_id,
@@ -118,9 +120,9 @@ pub struct FirstStartLeftoversRemoved<'a> {
     pub files: &'a [(std::path::PathBuf, u64)],
 }
 
-impl FirstStartLeftoversRemoved<'_> {
+impl Event for FirstStartLeftoversRemoved<'_> {
     /// Log it (WARN).
-    pub fn emit(self) {
+    fn emit(self) {
         let files = self
             .files
             .iter()
@@ -144,9 +146,9 @@ pub struct StateIdentityAdopted<'a> {
     pub state_id: &'a str,
 }
 
-impl StateIdentityAdopted<'_> {
+impl Event for StateIdentityAdopted<'_> {
     /// Log it (WARN).
-    pub fn emit(self) {
+    fn emit(self) {
         tracing::warn!(
             target: STORE_TARGET,
             db = %self.db.display(), state_id = %self.state_id,
@@ -164,9 +166,9 @@ pub struct AuditRecordUnreadable<'a> {
     pub error: &'a dyn std::fmt::Display,
 }
 
-impl AuditRecordUnreadable<'_> {
+impl Event for AuditRecordUnreadable<'_> {
     /// Log it (WARN).
-    pub fn emit(self) {
+    fn emit(self) {
         tracing::warn!(
             target: AUDIT_TARGET,
             "audit record {} is unreadable ({}) and left out; run `scangate audit verify`",
@@ -189,9 +191,9 @@ pub struct MigrationStarting<'a> {
     pub rows: i64,
 }
 
-impl MigrationStarting<'_> {
+impl Event for MigrationStarting<'_> {
     /// Log it (INFO).
-    pub fn emit(self) {
+    fn emit(self) {
         tracing::info!(
             target: STORE_TARGET,
             db = %self.db.display(), from = self.from, to = self.to, rows = self.rows,
@@ -211,9 +213,9 @@ pub struct MigrationProgress {
     pub elapsed: std::time::Duration,
 }
 
-impl MigrationProgress {
+impl Event for MigrationProgress {
     /// Log it (INFO).
-    pub fn emit(self) {
+    fn emit(self) {
         tracing::info!(
             target: STORE_TARGET,
             step = self.step, to = self.to, elapsed_s = self.elapsed.as_secs(),
@@ -233,9 +235,9 @@ pub struct MigrationDone {
     pub elapsed: std::time::Duration,
 }
 
-impl MigrationDone {
+impl Event for MigrationDone {
     /// Log it (INFO).
-    pub fn emit(self) {
+    fn emit(self) {
         tracing::info!(
             target: STORE_TARGET,
             from = self.from, to = self.to, elapsed_ms = self.elapsed.as_millis() as u64,
@@ -264,6 +266,11 @@ pub enum MigrationCopy<'a> {
         /// `[outbox] min_free_mb`.
         needed: u64,
     },
+    /// Not kept (WARN): making it failed.
+    Failed {
+        /// Why.
+        error: &'a dyn std::fmt::Display,
+    },
     /// An old copy is removed (INFO): it is older than the days copies are kept.
     Removed {
         /// The copy.
@@ -271,9 +278,9 @@ pub enum MigrationCopy<'a> {
     },
 }
 
-impl MigrationCopy<'_> {
+impl Event for MigrationCopy<'_> {
     /// Log it.
-    pub fn emit(self) {
+    fn emit(self) {
         match self {
             MigrationCopy::Kept { path, bytes } => tracing::info!(
                 target: STORE_TARGET,
@@ -286,6 +293,10 @@ impl MigrationCopy<'_> {
                 copy = %path.display(), free_bytes = free, needed_bytes = needed,
                 "no copy of the database is kept before the migration: {} MiB free, {} MiB needed for the copy and the migration above [outbox] min_free_mb; the migration goes ahead, but a rollback to the earlier release will need a backup of your own",
                 free / (1024 * 1024), needed / (1024 * 1024)
+            ),
+            MigrationCopy::Failed { error } => tracing::warn!(
+                target: STORE_TARGET,
+                "no copy of the database is kept before the migration ({error}); the migration goes ahead, but a rollback to the earlier release will need a backup of your own"
             ),
             MigrationCopy::Removed { path } => tracing::info!(
                 target: STORE_TARGET,
@@ -308,9 +319,9 @@ pub struct StateExposed<'a> {
     pub warning: &'a dyn std::fmt::Display,
 }
 
-impl StateExposed<'_> {
+impl Event for StateExposed<'_> {
     /// Log it (WARN, target `scangate::store`).
-    pub fn emit(self) {
+    fn emit(self) {
         tracing::warn!(
             target: STORE_TARGET,
             path = %self.path.display(), mode = format_args!("{:04o}", self.mode & 0o7777),

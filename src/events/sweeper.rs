@@ -1,5 +1,6 @@
 //! The raw-bytes sweeper: what it swept, and what failed.
 
+use super::Event;
 use std::time::Duration;
 
 // The log targets operators filter on (`RUST_LOG`, the journal): keep the values.
@@ -46,9 +47,9 @@ pub struct SweepFailed<'a> {
     pub error: &'a dyn std::fmt::Display,
 }
 
-impl SweepFailed<'_> {
+impl Event for SweepFailed<'_> {
     /// Log it: ERROR when the page check cannot run, else WARN.
-    pub fn emit(self) {
+    fn emit(self) {
         let (db, e) = (self.db.display(), self.error);
         match self.step {
             SweepStep::PageCheck { every } => tracing::error!(
@@ -122,9 +123,9 @@ pub enum Swept<'a> {
     },
 }
 
-impl Swept<'_> {
+impl Event for Swept<'_> {
     /// Log it: INFO, a row holding the raw bytes back WARN.
-    pub fn emit(self) {
+    fn emit(self) {
         match self {
             Swept::IntegrityPassed { db } => tracing::info!(
                 target: SWEEPER_TARGET,

@@ -15,6 +15,7 @@
 use super::config::RedisSettings;
 use super::error::failed;
 use super::{CLAIM_LUA, Facility, FacilityError, open, redact};
+use crate::events::Event as _;
 use redis::{FromRedisValue, RedisError, Value};
 use std::time::Duration;
 

@@ -6,6 +6,7 @@
 
 use super::cluster::{Redirect, redirect, try_again_pause};
 use super::{CLAIM_LUA, Facility, FacilityError, Sent};
+use crate::events::Event as _;
 use redis::{RedisError, Value};
 
 /// `ASKING`, as written to the connection.

@@ -13,6 +13,7 @@
 //! shows ([`LedgerStream`]).
 
 use super::{Facility, FacilityError};
+use crate::events::Event as _;
 use crate::model::{LedgerGroup, LedgerStream};
 use redis::{Script, Value};
 

@@ -28,6 +28,7 @@ pub mod earlier_keys;
 use crate::capture::{Scan, key_bytes};
 use crate::config::Config;
 use crate::decided::{Decided, RowWrite, Writer, Written};
+use crate::events::Event as _;
 use crate::model::ScanState;
 use crate::model::{Decision, GateStats, Verdict};
 use crate::outbox::{self, ScanRow};

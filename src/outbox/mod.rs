@@ -22,6 +22,7 @@ pub mod open;
 pub mod raw;
 
 use crate::capture::{CaptureTime, Scan};
+use crate::events::Event as _;
 use crate::model::ScanState;
 use crate::store::packed::{Unpacked, packed};
 use crate::store::{Store, StoreError};

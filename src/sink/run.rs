@@ -18,7 +18,7 @@ use super::config::{SinkSettings, consumer_name};
 use super::deliver::{self, Outcome};
 use super::held::{self, Held};
 use crate::backoff::Backoff;
-use crate::events::SinkEvent;
+use crate::events::{Event as _, SinkEvent};
 use crate::ledger::cursor;
 use crate::shutdown::Stop;
 use crate::store::{Store, StoreError};
@@ -204,8 +204,9 @@ impl Sink {
                         first_seq: held.batch.first_seq,
                         last_seq: held.batch.last_seq,
                         retry_in: delay,
+                        telemetry: &self.telemetry,
                     }
-                    .emit(&self.telemetry);
+                    .emit();
                     delay
                 }
                 Outcome::Blocked { kind, error } => {
@@ -276,8 +277,9 @@ impl Sink {
                 SinkEvent::Unmappable {
                     sink: name,
                     error: &e.to_string(),
+                    telemetry: &self.telemetry,
                 }
-                .emit(&self.telemetry);
+                .emit();
                 return Ok(Next::Unmappable);
             }
         };
@@ -287,7 +289,7 @@ impl Sink {
             } else {
                 "[[sink]] batch was lowered below its size"
             };
-            SinkEvent::Recut { sink: name, why }.emit(&self.telemetry);
+            SinkEvent::Recut { sink: name, why }.emit();
         }
         let w = self.store.write()?;
         held::hold(&w, name, &batch, now).map_err(|e| w.err(e))?;
@@ -299,7 +301,7 @@ impl Sink {
             entries: batch.entries,
             key: &batch.key,
         }
-        .emit(&self.telemetry);
+        .emit();
         Ok(Next::Held(Box::new(Held {
             sink: name.to_string(),
             batch,
@@ -332,8 +334,9 @@ impl Sink {
             through_seq: held.batch.last_seq,
             attempts: held.state.attempts + 1,
             consumer_gone: !acked,
+            telemetry: &self.telemetry,
         }
-        .emit(&self.telemetry);
+        .emit();
         Ok(())
     }
 
@@ -349,8 +352,9 @@ impl Sink {
             first_seq: held.batch.first_seq,
             last_seq: held.batch.last_seq,
             retry_in: BLOCKED_RETRY,
+            telemetry: &self.telemetry,
         }
-        .emit(&self.telemetry);
+        .emit();
     }
 
     /// Record a failed attempt on the held batch (a failure to record it
@@ -371,8 +375,9 @@ impl Sink {
             sink: name,
             error: &e.to_string(),
             retry_in,
+            telemetry: &self.telemetry,
         }
-        .emit(&self.telemetry);
+        .emit();
     }
 
     /// `PRAGMA data_version`: changes when another connection commits.

@@ -19,6 +19,7 @@ pub use config::{Scanner, default_max_frame_bytes};
 
 use crate::capture::Scan;
 use crate::controls::ControlsConfig;
+use crate::events::Event as _;
 use operator::Operator;
 use signal::Signals;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -200,8 +201,9 @@ impl ToOutbox {
         self.mark(&mut scan).await?;
         crate::events::ScanRead {
             scanner: &scan.profile.scanner,
+            telemetry: &self.telemetry,
         }
-        .emit(&self.telemetry);
+        .emit();
         let in_flight = self
             .slots
             .clone()

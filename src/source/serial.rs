@@ -35,6 +35,7 @@ use super::latency::Histogram;
 use super::{ACK, DurableAck, NAK, ToOutbox};
 use crate::backoff::Backoff;
 use crate::capture::{Profile, RawScan, Scan};
+use crate::events::Event as _;
 use crate::shutdown::Stop;
 use config::{FlowControl, Parity, SerialConfig};
 use framing::{FrameSpec, Framer};
@@ -183,8 +184,9 @@ pub async fn run(cfg: Scanner<SerialConfig>, out: ToOutbox, mut shutdown: Stop) 
             ),
             framing: spec.describe(),
             ack: cfg.kind.ack,
+            telemetry: out.telemetry(),
         }
-        .emit(out.telemetry());
+        .emit();
         backoff.reset();
         last_error = None;
         let mut framer = Framer::with_spec(spec.clone());
@@ -203,7 +205,11 @@ pub async fn run(cfg: Scanner<SerialConfig>, out: ToOutbox, mut shutdown: Stop) 
         drop(port);
         match ended {
             Ended::Stop => {
-                crate::events::ScannerClosed { scanner: &cfg.name }.emit(out.telemetry());
+                crate::events::ScannerClosed {
+                    scanner: &cfg.name,
+                    telemetry: out.telemetry(),
+                }
+                .emit();
                 break;
             }
             Ended::Lost(reason) => crate::events::SerialLost {
@@ -211,8 +217,9 @@ pub async fn run(cfg: Scanner<SerialConfig>, out: ToOutbox, mut shutdown: Stop) 
                 device: &path,
                 reason: &reason,
                 partial_bytes: framer.partial(),
+                telemetry: out.telemetry(),
             }
-            .emit(out.telemetry()),
+            .emit(),
         }
     }
     if stats.total.count() + stats.naks > 0 {
@@ -436,7 +443,12 @@ async fn connection(
                 let took = frame_end.elapsed();
                 stats.total.record(took);
                 stats.interval.record(took);
-                crate::events::Acked { scanner: &cfg.name, took }.emit(out.telemetry());
+                crate::events::Acked {
+                    scanner: &cfg.name,
+                    took,
+                    telemetry: out.telemetry(),
+                }
+                .emit();
                 continue;
             }
             Some(signal) = recv_signal(&mut signals) => {
@@ -448,7 +460,13 @@ async fn connection(
                         if let Err(e) = port.write_all(&bytes).await {
                             return Ended::Lost(format!("writing feedback failed: {e}"));
                         }
-                        crate::events::Told { scanner: &cfg.name, told, via: "serial" }.emit(out.telemetry());
+                        crate::events::Told {
+                            scanner: &cfg.name,
+                            told,
+                            via: "serial",
+                            telemetry: out.telemetry(),
+                        }
+                        .emit();
                     }
                 }
                 continue;

@@ -5,6 +5,7 @@
 
 use super::signal::Signal;
 use crate::capture::Unserialised;
+use crate::events::Event as _;
 use crate::feedback::led::Led;
 use crate::feedback::{FeedbackConfig, Told};
 use crate::telemetry::Telemetry;
@@ -38,8 +39,9 @@ pub fn due(
                 told,
                 after,
                 bound: fb.max_delay(),
+                telemetry,
             }
-            .emit(telemetry);
+            .emit();
             None
         }
     }
@@ -87,8 +89,9 @@ pub async fn led(
                 scanner: &scanner,
                 told,
                 via: "led",
+                telemetry: &telemetry,
             }
-            .emit(&telemetry),
+            .emit(),
             Ok(Err(e)) => crate::events::LedFailed {
                 scanner: &scanner,
                 error: &e,

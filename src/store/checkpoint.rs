@@ -2,6 +2,7 @@
 //! frames into the database file, off the writer's path.
 
 use super::{StoreError, classify};
+use crate::events::Event as _;
 use crate::shutdown::Stopper;
 use rusqlite::{Connection, OpenFlags};
 use std::path::Path;

@@ -13,6 +13,7 @@
 //! their database this way.
 
 use super::{BESIDE, DB_FILE, Store, StoreError};
+use crate::events::Event as _;
 use std::path::{Path, PathBuf};
 
 /// The name a new database is built under, beside its final name.

@@ -15,6 +15,7 @@
 //! ```
 
 use super::{DB_FILE, StoreError, classify};
+use crate::events::Event as _;
 use rusqlite::{Connection, OpenFlags};
 use std::io::Write;
 use std::path::{Path, PathBuf};

@@ -7,6 +7,7 @@ use super::identity::{Judged, StateId};
 use super::lock::{is_running, lock_state_dir};
 use super::schema::SECURE_DELETE;
 use super::{DB_FILE, Store, StoreError, classify, connect, create, identity, put_meta};
+use crate::events::Event as _;
 use rusqlite::OpenFlags;
 use rusqlite::config::DbConfig;
 use std::path::{Path, PathBuf};

@@ -12,7 +12,9 @@
 //! made is not made again by a later start of the same release.
 
 use super::{DB_FILE, StoreError, classify, create::sync_dir};
-use crate::events::{MigrationCopy, MigrationDone, MigrationProgress, MigrationStarting};
+use crate::events::{
+    Event as _, MigrationCopy, MigrationDone, MigrationProgress, MigrationStarting,
+};
 use crate::notify::Notifier;
 use rusqlite::Connection;
 use std::path::{Path, PathBuf};
@@ -215,10 +217,7 @@ fn keep_copy(conn: &Connection, db: &Path, from: i64, floor: u64) -> Result<(), 
         }
         Err(e) => {
             remove_tmp(&tmp);
-            tracing::warn!(
-                target: "scangate::store",
-                "no copy of the database is kept before the migration ({e}); the migration goes ahead, but a rollback to the earlier release will need a backup of your own"
-            );
+            MigrationCopy::Failed { error: &e }.emit();
         }
     }
     Ok(())

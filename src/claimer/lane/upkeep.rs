@@ -9,7 +9,7 @@ use super::super::records;
 use super::{
     CLOCK_SAMPLE_EVERY, Lane, LinkState, PROBE_EVERY, TRIM_EVERY, has_backlog, reconciling,
 };
-use crate::events::{Reconcile, Recording};
+use crate::events::{Event as _, LostCommitProbeFailed, Reconcile, Recording};
 use crate::facility::Outcome;
 use std::time::Instant;
 
@@ -108,7 +108,11 @@ impl Lane {
                     break;
                 }
                 Err(e) => {
-                    tracing::debug!(target: "scangate::daemon::claimer::lane", redis = %self.link.shown, "probing the facility Redis for this gateway's latest commits failed: {e}");
+                    LostCommitProbeFailed {
+                        redis: &self.link.shown,
+                        error: &e,
+                    }
+                    .emit();
                     self.connect_afresh(&e.to_string());
                     return;
                 }

@@ -4,6 +4,7 @@
 use crate::cli::args::ConsumersCommand;
 use crate::cmd::status::{LedgerConsumerView, render_consumer};
 use crate::cmd::{Failure, load};
+use crate::events::Event as _;
 use crate::exit::Exit;
 use crate::ledger::cursor;
 use crate::store::Store;

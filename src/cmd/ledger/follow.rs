@@ -14,7 +14,7 @@
 
 use super::{Entry, Sink};
 use crate::cmd::Failure;
-use crate::events::LedgerConsumer;
+use crate::events::{Event as _, LedgerConsumer};
 use crate::ledger::cursor;
 use crate::store::{Store, StoreError};
 use std::io::Write;

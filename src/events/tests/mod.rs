@@ -1,9 +1,11 @@
 //! Each event logs once, at its level, under its module's target, with
 //! its fields, and moves its metric: the helpers that capture the log, and
 //! the tests of the scanners', decisions', store's and daemon's events;
-//! the facility claimer's are in `facility.rs`.
+//! the facility claimer's are in `facility.rs`; the feedback's, a lane
+//! probe's and a migration copy's in `targets.rs`.
 
 mod facility;
+mod targets;
 
 use super::*;
 use crate::capture::clock::boot_ns;
@@ -96,8 +98,9 @@ fn scanner_events_log_once_and_move_scanner_up() {
             line: "8N1".into(),
             framing: "CR LF".into(),
             ack: true,
+            telemetry: &t,
         }
-        .emit(&t)
+        .emit()
     });
     let l = one(&logs);
     assert_eq!(
@@ -118,8 +121,9 @@ fn scanner_events_log_once_and_move_scanner_up() {
             device: "/dev/ttyUSB0",
             reason: "unplugged",
             partial_bytes: 0,
+            telemetry: &t,
         }
-        .emit(&t)
+        .emit()
     });
     let l = one(&logs);
     assert_eq!(
@@ -133,16 +137,18 @@ fn scanner_events_log_once_and_move_scanner_up() {
             scanner: "counter-1",
             mode: "pos",
             device: "hidraw0",
+            telemetry: &t,
         }
-        .emit(&t)
+        .emit()
     });
     assert_eq!(value(&t, UP), Some(1.0));
     let logs = logged(|| {
         HidLost {
             scanner: "counter-1",
             reason: "gone",
+            telemetry: &t,
         }
-        .emit(&t)
+        .emit()
     });
     assert_eq!(one(&logs).level, tracing::Level::WARN);
     assert_eq!(value(&t, UP), Some(0.0));
@@ -152,14 +158,16 @@ fn scanner_events_log_once_and_move_scanner_up() {
             scanner: "counter-1",
             mode: "pos",
             device: "hidraw0",
+            telemetry: &t,
         }
-        .emit(&t)
+        .emit()
     });
     let logs = logged(|| {
         ScannerClosed {
             scanner: "counter-1",
+            telemetry: &t,
         }
-        .emit(&t)
+        .emit()
     });
     assert_eq!(one(&logs).level, tracing::Level::DEBUG);
     assert_eq!(value(&t, UP), Some(0.0));
@@ -174,8 +182,9 @@ fn a_partial_frame_lost_is_one_more_warning() {
             device: "/dev/ttyUSB0",
             reason: "unplugged",
             partial_bytes: 7,
+            telemetry: &t,
         }
-        .emit(&t)
+        .emit()
     });
     assert_eq!(logs.len(), 2, "{logs:?}");
     assert_eq!(logs[0].field("bytes"), Some("7"));
@@ -187,8 +196,9 @@ fn reads_and_acks_are_counted_and_logged_once() {
     let logs = logged(|| {
         ScanRead {
             scanner: "counter-1",
+            telemetry: &t,
         }
-        .emit(&t)
+        .emit()
     });
     assert_eq!(one(&logs).level, tracing::Level::TRACE);
     assert_eq!(
@@ -199,8 +209,9 @@ fn reads_and_acks_are_counted_and_logged_once() {
         Acked {
             scanner: "counter-1",
             took: Duration::from_millis(3),
+            telemetry: &t,
         }
-        .emit(&t)
+        .emit()
     });
     one(&logs);
     assert_eq!(value(&t, "scangate_ack_latency_seconds_count"), Some(1.0));
@@ -227,8 +238,9 @@ fn each_decision_is_logged_once_and_counted_a_reject_at_warn_with_its_reason() {
     let logs = logged(|| {
         Decided {
             decisions: &decisions,
+            telemetry: &t,
         }
-        .emit(&t)
+        .emit()
     });
     assert_eq!(logs.len(), 2, "{logs:?}");
     assert_eq!(
@@ -448,8 +460,9 @@ fn a_reload_sets_the_scanners_and_a_refusal_names_the_keys() {
             changed: 0,
             described: "added counter-2",
             scanners: &names,
+            telemetry: &t,
         }
-        .emit(&t)
+        .emit()
     });
     let l = one(&logs);
     assert_eq!(
@@ -493,7 +506,13 @@ fn old_config_keys_warn_each_and_set_the_gauge_at_each_read() {
             warning: "`scanner[1].old_name` (line 14) is deprecated",
         },
     ];
-    let logs = logged(|| OldConfigKeys { keys: &keys }.emit(&t));
+    let logs = logged(|| {
+        OldConfigKeys {
+            keys: &keys,
+            telemetry: &t,
+        }
+        .emit()
+    });
     let told: Vec<_> = logs
         .iter()
         .map(|l| {
@@ -518,7 +537,14 @@ fn old_config_keys_warn_each_and_set_the_gauge_at_each_read() {
     );
     assert_eq!(value(&t, gauge), Some(2.0));
     // A reload of a file edited since: none left, nothing told.
-    assert!(logged(|| OldConfigKeys { keys: &[] }.emit(&t)).is_empty());
+    assert!(
+        logged(|| OldConfigKeys {
+            keys: &[],
+            telemetry: &t
+        }
+        .emit())
+        .is_empty()
+    );
     assert_eq!(value(&t, gauge), Some(0.0));
 }
 
@@ -631,7 +657,13 @@ fn decided_as(verdict: Verdict, was: ScanState) -> Decision {
 #[test]
 fn a_retried_unresolved_scan_counts_once_and_rejects_count_today() {
     let t = telemetry();
-    let decided = |d: Decision| Decided { decisions: &[d] }.emit(&t);
+    let decided = |d: Decision| {
+        Decided {
+            decisions: &[d],
+            telemetry: &t,
+        }
+        .emit()
+    };
     t.scan_read("counter-1");
     decided(decided_as(
         Verdict::Unresolved { reason: "x".into() },
@@ -682,14 +714,16 @@ fn metrics_connections_dropped_are_counted_each_and_told_as_one_warning() {
             MetricsConnectionDropped {
                 reason: MetricsDrop::Room,
                 peer,
+                telemetry: &t,
             }
-            .emit(&t)
+            .emit()
         }
         MetricsConnectionDropped {
             reason: MetricsDrop::HeadTimeout,
             peer,
+            telemetry: &t,
         }
-        .emit(&t)
+        .emit()
     });
     assert!(
         logs.iter().all(|l| l.level == tracing::Level::DEBUG),

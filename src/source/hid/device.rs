@@ -10,6 +10,7 @@
 
 use super::config::{HidConfig, HidMode};
 use super::devices::{self, Grab, HidCandidate, Matcher};
+use crate::events::Event as _;
 use crate::source::Scanner;
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};

@@ -19,6 +19,7 @@
 
 use super::device::{DeviceErrorKind, ReportDevice};
 use crate::capture::Unserialised;
+use crate::events::Event as _;
 use crate::feedback::hid_pos::{self, PosOutputs};
 use crate::feedback::{FeedbackConfig, Protocol};
 use crate::source::signal::Signal;
@@ -100,11 +101,12 @@ impl PosFeedback {
             },
         };
         if self.said.as_deref() != Some(note.as_str()) {
-            if outputs.is_some() {
-                tracing::info!(target: "scangate::feedback", scanner = %self.scanner, "{note}");
-            } else {
-                tracing::warn!(target: "scangate::feedback", scanner = %self.scanner, "{note}");
+            crate::events::HidPosOutputs {
+                scanner: &self.scanner,
+                usable: outputs.is_some(),
+                note: &note,
             }
+            .emit();
             self.said = Some(note);
         }
         let outputs = outputs?;
@@ -141,18 +143,18 @@ impl PosFeedback {
                 let bytes = conn.outputs.for_hidapi(report);
                 if let Err(e) = dev.write_report(&bytes) {
                     sent = false;
-                    telemetry.feedback(&self.scanner, told.as_str(), "failed");
-                    let gone = e.kind == DeviceErrorKind::Disconnected;
-                    if self.failed.as_deref() != Some(e.message.as_str()) {
-                        tracing::warn!(
-                            target: "scangate::feedback",
-                            scanner = %self.scanner, %told,
-                            "the scanner was not told {told}: {e}{}",
-                            if gone { " (it is reopened when it is back)" } else { "; scanning goes on" }
-                        );
+                    let repeated = self.failed.as_deref() == Some(e.message.as_str());
+                    crate::events::FeedbackFailed {
+                        scanner: &self.scanner,
+                        told,
+                        error: &e,
+                        gone: e.kind == DeviceErrorKind::Disconnected,
+                        repeated,
+                        telemetry,
+                    }
+                    .emit();
+                    if !repeated {
                         self.failed = Some(e.message);
-                    } else {
-                        tracing::debug!(target: "scangate::feedback", scanner = %self.scanner, %told, "the scanner was not told {told}: {e}");
                     }
                     break;
                 }
@@ -163,8 +165,9 @@ impl PosFeedback {
                     scanner: &self.scanner,
                     told,
                     via: "hid-pos",
+                    telemetry,
                 }
-                .emit(telemetry);
+                .emit();
             }
         }
     }

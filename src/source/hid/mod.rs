@@ -37,6 +37,7 @@ use super::Scanner;
 use super::ToOutbox;
 use crate::backoff::Backoff;
 use crate::capture::{RawScan, Scan};
+use crate::events::Event as _;
 use crate::shutdown::Stop;
 use config::{GsKey, HidConfig, ModeConfig, TerminatorKey};
 use device::{DeviceErrorKind, DeviceOpener};
@@ -281,8 +282,9 @@ fn reader(
             scanner: &cfg.name,
             mode,
             device: &dev.describe(),
+            telemetry: out.telemetry(),
         }
-        .emit(out.telemetry());
+        .emit();
         backoff.reset();
         last_error = None;
         // A fresh decoder per connection: nothing read before a reconnect
@@ -326,8 +328,9 @@ fn reader(
                     crate::events::HidLost {
                         scanner: &cfg.name,
                         reason: &e.to_string(),
+                        telemetry: out.telemetry(),
                     }
-                    .emit(out.telemetry());
+                    .emit();
                     break;
                 }
             }
