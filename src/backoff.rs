@@ -40,11 +40,6 @@ impl Backoff {
     pub fn reset(&mut self) {
         self.next = self.min;
     }
-
-    /// The longest delay.
-    pub fn max(&self) -> Duration {
-        self.max
-    }
 }
 
 #[cfg(test)]
@@ -60,6 +55,6 @@ mod tests {
         assert_eq!(b.peek(), ms(500));
         b.reset();
         assert_eq!((b.peek(), b.failed()), (ms(100), ms(100)));
-        assert_eq!(b.max(), ms(500));
+        assert_eq!(b.max, ms(500));
     }
 }

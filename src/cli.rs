@@ -12,7 +12,7 @@ use args::{
 use clap::{CommandFactory, FromArgMatches};
 use std::process::ExitCode;
 
-pub mod args;
+pub(crate) mod args;
 
 /// `scangate --version`: the version, the database schema version, the
 /// commit it was built from and the target triple ([`crate::build`], as

@@ -3,11 +3,11 @@
 //! entry, and its audit record — and the later records of a decided scan
 //! (a control read that lapsed unused, a conflict a reconciliation found).
 //! The one writer of these: the gate's verdicts (embedded and claimed),
-//! lapsed controls and reconciliation all write through a [`Writer`], so
+//! lapsed controls and reconciliation all write through a [`DecisionWriter`], so
 //! what a decision records is said, and changed, here.
 //!
 //! The judging is the caller's ([`crate::gate`], [`crate::claimer`]): a
-//! [`Writer`] is told the verdict and what the record must say of it, and
+//! [`DecisionWriter`] is told the verdict and what the record must say of it, and
 //! writes; it decides nothing.
 
 use crate::audit::{
@@ -23,7 +23,7 @@ use rusqlite::Connection;
 /// it: the audit chain, the outbox rows and the ledger entries (a
 /// statement looked up in rusqlite's cache per scan cost ~3 % of the
 /// embedded gateway's CPU).
-pub struct Writer<'t> {
+pub struct DecisionWriter<'t> {
     tx: &'t Connection,
     chain: Chain<'t>,
     scans: outbox::Rows<'t>,
@@ -50,8 +50,8 @@ pub enum RowWrite<'a> {
     },
 }
 
-/// A verdict on one scan, as the judge hands it to [`Writer::decision`].
-pub struct Decided<'a> {
+/// A verdict on one scan, as the judge hands it to [`DecisionWriter::decision`].
+pub struct DecidedScan<'a> {
     /// The scan's outbox row (`time` on facility time when `clock` says
     /// it was put there).
     pub row: ScanRow,
@@ -69,18 +69,18 @@ pub struct Decided<'a> {
     pub notes: Vec<String>,
 }
 
-/// What [`Writer::decision`] wrote of a scan.
-pub struct Written {
+/// What [`DecisionWriter::decision`] wrote of a scan.
+pub struct WrittenScan {
     /// The scan's row (its `seq` the outbox's, once inserted).
     pub row: ScanRow,
     /// A commit's content key, as the ledger keeps it.
     pub committed_key: Option<[u8; 32]>,
 }
 
-impl<'t> Writer<'t> {
+impl<'t> DecisionWriter<'t> {
     /// Write decisions of `gateway` in `tx`, made now.
-    pub fn begin(tx: &'t Connection, gateway: &str) -> rusqlite::Result<Writer<'t>> {
-        Ok(Writer {
+    pub fn begin(tx: &'t Connection, gateway: &str) -> rusqlite::Result<DecisionWriter<'t>> {
+        Ok(DecisionWriter {
             tx,
             chain: Chain::begin(tx)?,
             scans: outbox::Rows::new(tx),
@@ -93,8 +93,8 @@ impl<'t> Writer<'t> {
     /// Write a verdict: the row's state, a commit's ledger entry, one
     /// audit record. `None` when an inserted scan was in the outbox
     /// already (it was decided then: nothing is written).
-    pub fn decision(&mut self, d: Decided<'_>) -> rusqlite::Result<Option<Written>> {
-        let Decided {
+    pub fn decision(&mut self, d: DecidedScan<'_>) -> rusqlite::Result<Option<WrittenScan>> {
+        let DecidedScan {
             mut row,
             verdict,
             write,
@@ -167,7 +167,7 @@ impl<'t> Writer<'t> {
             declared,
             ..AuditRecord::decision(self.now_ms, &self.gateway, facts, verdict.state())
         })?;
-        Ok(Some(Written { row, committed_key }))
+        Ok(Some(WrittenScan { row, committed_key }))
     }
 
     /// A control read that no read followed: its row marked lapsed and a

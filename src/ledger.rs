@@ -167,7 +167,7 @@ fn hash_json(value: &impl Serialize) -> String {
 }
 
 /// The exact lookup: the earliest-captured committed scan with content key
-/// `key` within ±`window_ms` of `row` — on the boot clock for scans of the
+/// `key` within ±`window` of `row` — on the boot clock for scans of the
 /// same boot (`ledger_boot`), on the wall clock for scans of other boots
 /// (`ledger_wall`). Each index is led by a time bucket (migration 3), so
 /// the lookup seeks every bucket the window touches: one or two for a
@@ -177,9 +177,9 @@ pub fn find_twin(
     tx: &Connection,
     (key, bytes): (&str, &[u8; 32]),
     row: &ScanRow,
-    window_ms: i64,
+    window: crate::model::EchoWindow,
 ) -> rusqlite::Result<Option<String>> {
-    let w = window_ms;
+    let w = window.ms();
     let prefix = key_prefix(bytes);
     let time = &row.time;
     // (captured_ms, seq, scan_uuid) of the earliest twin found.

@@ -135,9 +135,9 @@ impl Progress {
 
     /// A turn begins; it ends (and counts as progress) when the guard is
     /// dropped.
-    pub fn turn(&self) -> Turn<'_> {
+    pub fn turn(&self) -> ProgressTurn<'_> {
         self.inner.busy.store(true, Ordering::SeqCst);
-        Turn(self)
+        ProgressTurn(self)
     }
 
     /// A step of a long turn done (one round of a reconciliation that
@@ -169,9 +169,9 @@ impl Progress {
 }
 
 /// One turn of a loop ([`Progress::turn`]).
-pub struct Turn<'a>(&'a Progress);
+pub struct ProgressTurn<'a>(&'a Progress);
 
-impl Drop for Turn<'_> {
+impl Drop for ProgressTurn<'_> {
     fn drop(&mut self) {
         self.0.inner.turns.fetch_add(1, Ordering::SeqCst);
         self.0.inner.busy.store(false, Ordering::SeqCst);

@@ -2,7 +2,7 @@
 //! through the gateway's measurements of the facility clock; a scan whose
 //! capture cannot be mapped within `max_clock_error_ms` waits. Real SQLite
 //! file, real redis-server; the measurements are given to the gate as the
-//! claimer would ([`Gate::learn_clock`]), the claimer's own clock is the
+//! claimer would (`FacilityGate::learn_clock`), the claimer's own clock is the
 //! `now` argument of `claimer::round`.
 //!
 //! Then the real binary (PTY scanners, libfaketime): a kernel clock that
@@ -220,7 +220,7 @@ fn a_read_between_measurements_across_a_clock_step_carries_the_step_in_its_error
 #[test]
 fn a_round_of_scans_all_waiting_for_the_clock_does_not_ask_for_another_at_once() {
     let (_root, redis, mut store, mut gate, mut facility) = setup();
-    let n = scangate::claimer::pick::ROUND as i64 + 5;
+    let n = scangate::claimer::ROUND as i64 + 5;
     let scans: Vec<Scan> = (0..n)
         .map(|i| {
             let serial = format!("SN{i}");
@@ -271,7 +271,7 @@ fn a_wall_clock_stepped_between_two_reads_of_one_pick_changes_nothing() {
 #[test]
 fn a_new_scan_waits_behind_a_backlog_scan_of_its_label_read_on_an_unsynchronised_clock() {
     let (_root, redis, mut store, mut gate, mut facility) = setup();
-    let round = scangate::claimer::pick::ROUND as i64;
+    let round = scangate::claimer::ROUND as i64;
     // An outage on an RTC-less boot: more than a round of reads on a wall
     // clock near 1970; the last one is label K.
     let scans: Vec<Scan> = (0..=round)

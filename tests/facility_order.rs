@@ -5,7 +5,7 @@
 
 use crate::util::*;
 use scangate::capture::{CaptureTime, Profile, Scan};
-use scangate::claimer::{LaneKind, pick::ROUND};
+use scangate::claimer::{LaneKind, ROUND};
 use scangate::model::Verdict;
 
 const T0: i64 = 1_800_000_000_000;

@@ -29,7 +29,7 @@ use sha2::{Digest, Sha256};
 
 pub mod archive;
 mod record;
-pub mod reset;
+pub(crate) mod reset;
 pub mod stored;
 mod trace;
 mod verify;

@@ -216,18 +216,19 @@ impl Scan {
         self.decoded.as_ref().ok()?.product.serial.as_deref()
     }
 
-    /// This scan's own echo window (ms), when its scanner's policy for
+    /// This scan's own echo window, when its scanner's policy for
     /// labels without a serial gives it one narrower than the gateway's:
     /// `double-fire`, unless the scanner may be resending the frame.
     /// A declared read of a label without a serial: [`DECLARED_WINDOW_MS`]
     /// (a serialised label is one item, declared or not).
-    pub fn own_window_ms(&self) -> Option<i64> {
+    pub fn own_window(&self) -> Option<crate::model::EchoWindow> {
+        use crate::model::EchoWindow;
         if self.declared.is_some() && self.serial().is_none() && self.decoded.is_ok() {
-            return Some(DECLARED_WINDOW_MS);
+            return Some(EchoWindow::from_ms(DECLARED_WINDOW_MS));
         }
         match self.profile.unserialised {
             Unserialised::DoubleFire { ms } if self.serial().is_none() && !self.resend => {
-                Some(i64::from(ms))
+                Some(EchoWindow::from_ms(i64::from(ms)))
             }
             _ => None,
         }

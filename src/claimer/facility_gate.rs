@@ -3,13 +3,13 @@
 //! are compared on ([`FacilityClock`]), and what the lane settles for
 //! itself — whether its own echo window may decide, the live lane's rows
 //! in memory. Which scans to claim and how a round is written are in
-//! [`super::pick`].
+//! [`super::claims`].
 
 use super::facility_time::FacilityClock;
 use crate::capture::CaptureTime;
 use crate::events::Event as _;
 use crate::gate::Gate;
-use crate::model::{ClockSample, GateStats};
+use crate::model::{ClockSample, EchoWindow, GateStats};
 use crate::outbox::admitted::Cached;
 use crate::store::{Store, StoreError};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -90,7 +90,8 @@ impl FacilityGate {
     /// a shared scanner's read heard by both is still one pick.
     pub fn set_facility_time(&mut self, max_error_ms: i64) {
         self.max_clock_error_ms = Some(max_error_ms);
-        self.gate.set_window_floor(2 * max_error_ms);
+        self.gate
+            .set_window_floor(EchoWindow::from_ms(2 * max_error_ms));
     }
 
     /// The facility's time now (Unix ms): this boot's clock mapped through
@@ -106,14 +107,18 @@ impl FacilityGate {
     /// maps captures after a restart too) and known at once to every lane
     /// of this gate. Samples older than the retention are dropped.
     pub fn learn_clock(&self, store: &mut Store, sample: &ClockSample) -> Result<(), StoreError> {
-        let (window_ms, retention) = self.gate.horizon();
+        let (window, retention) = self.gate.horizon();
         let keep_ms = retention.as_millis() as i64;
         let w = store.write()?;
         FacilityClock::store(&w.tx, sample, keep_ms).map_err(|e| w.err(e))?;
         w.commit()?;
         let step = self.clock().learn(sample, keep_ms);
         if let Some(step_ms) = step {
-            crate::events::FacilityClockStepped { step_ms, window_ms }.emit();
+            crate::events::FacilityClockStepped {
+                step_ms,
+                window_ms: window.ms(),
+            }
+            .emit();
         }
         Ok(())
     }

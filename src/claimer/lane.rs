@@ -29,10 +29,10 @@
 mod upkeep;
 
 use super::FacilityGate;
-use super::pick::{LaneKind, Picked, Recorded, Round};
+use super::claims::{LaneKind, Picked, Recorded, Round};
 use super::reconcile::{self, markers};
 use super::records;
-use super::{Between, Link, Peers, Wake, backlog, publish};
+use super::{LaneNotes, Link, Peers, Wake, backlog, publish};
 use crate::backoff::Backoff;
 use crate::capture::CaptureTime;
 use crate::events::{Event as _, Recording};
@@ -135,7 +135,7 @@ pub(super) struct Lane {
     /// The writer is gone: one last round is sent, then the lane ends.
     stopping: bool,
     last_round_sent: bool,
-    between: Arc<Between>,
+    between: Arc<LaneNotes>,
     /// Its progress, for the watchdog (the thread counts each pass; a
     /// reconciliation counts each of its rounds too).
     progress: Progress,
@@ -180,7 +180,7 @@ struct Pass {
 }
 
 /// Whether the lane goes on after a pass.
-pub(super) enum Next {
+pub(super) enum Resume {
     /// Answers to read or more backlog: at once.
     Now,
     /// Wait for a kick, at most this long.
@@ -198,7 +198,7 @@ impl Lane {
         mut gate: FacilityGate,
         link: Link,
         first: Option<Facility>,
-        between: Arc<Between>,
+        between: Arc<LaneNotes>,
         progress: Progress,
     ) -> Lane {
         gate.set_facility_time(link.redis.max_clock_error_ms as i64);
@@ -271,7 +271,7 @@ impl Lane {
         }
     }
 
-    /// This lane's index in [`Between`]'s arrays, and the other's.
+    /// This lane's index in [`LaneNotes`]'s arrays, and the other's.
     fn me(&self) -> (usize, usize) {
         match self.kind {
             LaneKind::Live => (0, 1),
@@ -291,7 +291,7 @@ impl Lane {
 
     /// One pass of the six steps; `observe` sees every round's recorded
     /// decisions; `peers` wakes the other lane.
-    pub(super) fn pass(&mut self, peers: &Peers, observe: &impl Fn(&[Decision])) -> Next {
+    pub(super) fn pass(&mut self, peers: &Peers, observe: &impl Fn(&[Decision])) -> Resume {
         let mut pass = Pass {
             connect_failed: !self.connect_if_due(),
             ..Pass::default()
@@ -612,22 +612,22 @@ impl Lane {
     /// After a pass: go on at once (answers to read, more backlog — a stop
     /// is still heard: a replay of an hour's backlog must not outlast the
     /// stop timeout), end (stopping, the last round made), or wait.
-    fn next(&self, pass: &Pass) -> Next {
+    fn next(&self, pass: &Pass) -> Resume {
         // While the local back-off runs, more backlog is no reason to go
         // again: the round would only be picked and held back once more.
         let db_wait = pass.db_failed || pass.db_held;
         if self.in_flight.is_some() || (pass.more && !db_wait && !self.stopping) {
-            return Next::Now;
+            return Resume::Now;
         }
         if self.stopping {
             // Shutdown: one last attempt was made; what is left stays durable.
-            return Next::End;
+            return Resume::End;
         }
         // A round put back after a failed claim goes again now, offline:
         // the live lane audits its scans unresolved (for the replay lane)
         // instead of leaving them pending until the next scan's kick.
         if pass.put_back && self.kind == LaneKind::Live && !db_wait {
-            return Next::Now;
+            return Resume::Now;
         }
         // Offline, the live lane waits for new scans (each kick after the
         // back-off tries a connection); the replay lane retries while a
@@ -652,7 +652,7 @@ impl Lane {
             let due = self.clock_due.min(self.probe_due).min(self.trim_due);
             wait = wait.min(due.saturating_duration_since(Instant::now()));
         }
-        Next::Wait(wait)
+        Resume::Wait(wait)
     }
 
     /// What woke the lane: the other lane's claims are answered again
@@ -780,7 +780,7 @@ pub fn round(
 }
 
 /// The lock no claim is sent without while a lane reconciles.
-fn reconciling(between: &Between) -> MutexGuard<'_, ()> {
+fn reconciling(between: &LaneNotes) -> MutexGuard<'_, ()> {
     between
         .reconciling
         .lock()

@@ -10,15 +10,15 @@ use crate::events::{self, Event as _};
 use crate::facility::config::{RedisConfig, ReplicaAck};
 use crate::facility::{Facility, FacilityError};
 use crate::gate::Gate;
-use crate::model::ClockSample;
 use crate::model::Decision;
+use crate::model::{ClockSample, EchoWindow};
 use crate::store::{Store, StoreError};
 use crate::telemetry::Telemetry;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 /// The claimer, started ([`start`]).
-pub struct Started {
+pub struct Claimer {
     /// Wakes the live lane: the writer's side.
     pub kick: Kicker,
     /// Stops the lanes, in the daemon's stop order.
@@ -56,7 +56,7 @@ pub async fn start(
     redis: &RedisSettings,
     telemetry: &Telemetry,
     signals: &crate::source::signal::Signals,
-) -> Result<Started, StartError> {
+) -> Result<Claimer, StartError> {
     let link = Link::new(cfg, redis);
     let (connecting, first) = {
         let link = link.clone();
@@ -90,7 +90,7 @@ pub async fn start(
         }
     };
     let (kick, lane_stop, lanes) = lanes(store, gate, connecting, first.ok(), observe)?;
-    Ok(Started {
+    Ok(Claimer {
         kick,
         lane_stop,
         link,
@@ -115,7 +115,7 @@ pub struct Link {
     /// password, or the Sentinel service or cluster).
     pub(super) shown: String,
     facility_id: String,
-    window_ms: i64,
+    window: EchoWindow,
     /// How long the facility keeps what it knows.
     pub(super) retention: Duration,
     /// The `[redis]` section.
@@ -149,7 +149,7 @@ impl Link {
             settings: redis.clone(),
             shown,
             facility_id: cfg.gateway.facility.clone(),
-            window_ms: cfg.window_ms(),
+            window: cfg.window(),
             retention: cfg.retention(),
             redis: redis.config.clone(),
             gateway: cfg.gateway.id.clone(),
@@ -174,7 +174,7 @@ impl Link {
                 return None;
             }
         };
-        let worth = self.window_ms as f64 * CLOCK_WORTH_A_WORD;
+        let worth = self.window.ms() as f64 * CLOCK_WORTH_A_WORD;
         let changed = {
             let mut logged = self
                 .clock_logged
@@ -192,7 +192,7 @@ impl Link {
                 offset_ms: sample.offset_ms,
                 bound_ms: sample.bound_ms,
                 worth_ms: worth,
-                window_ms: self.window_ms,
+                window_ms: self.window.ms(),
             }
             .emit();
         }
@@ -212,7 +212,7 @@ impl Link {
         let mut f = crate::facility::connect(
             &self.settings,
             &self.facility_id,
-            self.window_ms,
+            self.window.ms(),
             self.retention,
         )?;
         let info = f.check_server()?;

@@ -14,18 +14,18 @@
 //! writer meanwhile. Stopped ([`LaneStop`], after the writer is done), each
 //! lane runs one last round.
 
+mod claims;
 mod facility_gate;
-pub mod facility_time;
+mod facility_time;
 mod lane;
 mod link;
-pub mod pick;
 mod reconcile;
-pub mod records;
+pub(crate) mod records;
 
+pub use claims::{AHEAD, LaneKind, Picked, ROUND, Round, claim_for};
 pub use facility_gate::FacilityGate;
 pub use lane::{pick, record, round};
-pub use link::{Link, StartError, Started, start};
-pub use pick::LaneKind;
+pub use link::{Claimer, Link, StartError, start};
 pub use reconcile::{REPUBLISH_ROUND, markers};
 
 use crate::events::Event as _;
@@ -37,7 +37,7 @@ use crate::notify::Progress;
 use crate::outbox::admitted::{Admitted, Cached};
 use crate::store::handoff::Desk;
 use crate::store::{Store, StoreError};
-use lane::{Lane, Next};
+use lane::{Lane, Resume};
 use std::sync::atomic::AtomicBool;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, TryRecvError};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -103,7 +103,7 @@ enum Wake {
 
 /// What the two lanes tell each other without a wake-up.
 #[derive(Default)]
-struct Between {
+struct LaneNotes {
     /// Per lane (live 0, replay 1): it may hold scans back behind the other
     /// lane's, which wakes it after each round it records. Set before
     /// every pick and cleared after one that held nothing, so a round
@@ -241,7 +241,7 @@ pub fn lanes(
         live: Some(kick.clone()),
         replay: Some(release.clone()),
     };
-    let between = Arc::new(Between::default());
+    let between = Arc::new(LaneNotes::default());
     let (handoff, desk) = crate::store::handoff::handoff();
     let admitted = Arc::new(Admitted::default());
     let live_progress = Progress::new("facility claimer's live lane");
@@ -352,9 +352,9 @@ fn run(
             lane.pass(&peers, &observe)
         };
         let wait = match next {
-            Next::End => return lane.stats(),
-            Next::Now => None,
-            Next::Wait(wait) => Some(wait),
+            Resume::End => return lane.stats(),
+            Resume::Now => None,
+            Resume::Wait(wait) => Some(wait),
         };
         for wake in peers.woken(wait) {
             lane.woken(&wake);

@@ -24,9 +24,9 @@
 //! `outbox status`, and published on the facility's conflicts stream,
 //! which every gateway reads ([`read_notices`]) to audit it on its side.
 
-use super::pick::{LaneKind, claim_on};
+use super::claims::{LaneKind, claim_on};
 use crate::audit;
-use crate::decided::Writer;
+use crate::decided::DecisionWriter;
 use crate::events::Event as _;
 use crate::facility::{Claim, Facility, FacilityError, Outcome};
 use crate::model::{ConflictRecord, Reconciliation};
@@ -202,7 +202,7 @@ pub(super) fn reconcile(
                 claim_on(
                     row,
                     gateway,
-                    row.window_ms.map(|_| gate.local().window_of(row)),
+                    row.window.map(|_| gate.local().window_of(row)),
                     (*captured_ms, *synced),
                 )
             })
@@ -265,7 +265,7 @@ fn row_of_entry(e: crate::ledger::LedgerEntry, captured_ms: i64) -> ScanRow {
         expiry: e.expiry,
         content_key: Some(e.content_key),
         reject_reason: None,
-        window_ms: None,
+        window: None,
         unserialised: None,
         resend: false,
         declared: None,
@@ -316,7 +316,7 @@ fn record_conflicts(
         return Ok(0);
     }
     let w = store.write()?;
-    let mut writer = Writer::begin(&w.tx, gateway).map_err(|e| w.err(e))?;
+    let mut writer = DecisionWriter::begin(&w.tx, gateway).map_err(|e| w.err(e))?;
     let now_ms = writer.now_ms();
     let mut listed = Vec::new();
     for (row, other, other_gateway) in found {

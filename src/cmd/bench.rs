@@ -255,7 +255,7 @@ fn measure(args: &BenchArgs) -> Result<Exit, String> {
     let cfg = GateConfig {
         facility: format!("bench-{}", chrono::Utc::now().timestamp_millis()),
         gateway: "bench-gw".into(),
-        window_ms: 3000,
+        window: crate::model::EchoWindow::from_ms(3000),
         retention: Duration::from_secs(72 * 3600),
     };
     let mut gate = Gate::new(cfg.clone(), &store).map_err(|e| e.to_string())?;

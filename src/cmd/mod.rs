@@ -164,7 +164,7 @@ fn connect(cfg: &Config, redis: &RedisSettings) -> Result<Facility, FacilityErro
     crate::facility::connect(
         redis,
         &cfg.gateway.facility,
-        cfg.window_ms(),
+        cfg.window().ms(),
         cfg.retention(),
     )
 }

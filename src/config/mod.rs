@@ -32,7 +32,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 mod carried;
-pub mod exposure;
+pub(crate) mod exposure;
 mod parse;
 mod sections;
 mod settings;
@@ -167,9 +167,9 @@ impl Config {
         PathBuf::from("scangate-state")
     }
 
-    /// The echo window in milliseconds, as a signed number for time arithmetic.
-    pub fn window_ms(&self) -> i64 {
-        self.dedup.window_ms as i64
+    /// The echo window (`[dedup] window_ms`).
+    pub fn window(&self) -> crate::model::EchoWindow {
+        crate::model::EchoWindow::from_ms(self.dedup.window_ms as i64)
     }
 
     /// `[dedup] retention_hours`: how long a commit is remembered.

@@ -174,6 +174,7 @@ impl Code128 {
     }
 
     /// The symbol values: START B, the data, the check symbol (no STOP).
+    #[cfg(test)]
     pub fn values(&self) -> &[u8] {
         &self.values
     }

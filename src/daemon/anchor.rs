@@ -98,7 +98,7 @@ impl FacilityAnchor {
             redis: redis.clone(),
             facility: cfg.gateway.facility.clone(),
             gateway: cfg.gateway.id.clone(),
-            window_ms: cfg.window_ms(),
+            window_ms: cfg.window().ms(),
             conn: None,
             sent: None,
         }

@@ -52,12 +52,12 @@ mod anchor;
 pub mod embedded;
 mod error;
 pub mod metrics_http;
-pub mod publish;
-pub mod reload;
+pub(crate) mod publish;
+pub(crate) mod reload;
 mod running;
 mod sinks;
 mod stop;
-pub mod supervisor;
+pub(crate) mod supervisor;
 pub mod sweeper;
 mod writer;
 

@@ -29,6 +29,7 @@ pub struct Plan {
 
 impl Plan {
     /// Nothing changes.
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.added.is_empty() && self.removed.is_empty() && self.changed.is_empty()
     }

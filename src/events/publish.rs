@@ -106,6 +106,7 @@ pub enum MetricsDrop {
 
 impl MetricsDrop {
     /// Every reason, in the order of the metric's series.
+    #[cfg(test)]
     pub const ALL: [MetricsDrop; 3] = [
         MetricsDrop::Room,
         MetricsDrop::HeadTimeout,

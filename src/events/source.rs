@@ -368,7 +368,7 @@ impl Event for HidGrab<'_> {
 }
 
 /// A decision was signalled to a scanner (its device, or the gateway LED).
-pub struct Told<'a> {
+pub struct ScannerTold<'a> {
     /// The scanner's name.
     pub scanner: &'a str,
     /// What it was told.
@@ -379,7 +379,7 @@ pub struct Told<'a> {
     pub telemetry: &'a Telemetry,
 }
 
-impl Event for Told<'_> {
+impl Event for ScannerTold<'_> {
     /// Log it (DEBUG) and count it.
     fn emit(self) {
         tracing::debug!(target: FEEDBACK_TARGET, scanner = %self.scanner, told = %self.told, via = self.via, "told the scanner");

@@ -235,7 +235,7 @@ pub fn url_user(url: &str) -> String {
 }
 
 /// Where the password comes from when nothing more is known (a connection
-/// made without [`config::RedisSettings`] at hand).
+/// made without [`super::config::RedisSettings`] at hand).
 const SOME_CREDENTIAL: &str =
     "the file [redis] password_file names (or the systemd credential redis-password)";
 

@@ -5,7 +5,7 @@
 //! idempotent by scan UUID, judged on event time against the content key's
 //! committed capture times, each commit atomic with its ledger append.
 //!
-//! - this file: [`Facility`], a connection, its keys and the anchors;
+//! - this file: [`Facility`], a connection's state, its keys and the anchors;
 //! - `claim.rs`: claim rounds, sent and received apart
 //!   (`send_claims` / `recv_claims`) so the claimer overlaps them with its
 //!   SQLite work;
@@ -14,7 +14,8 @@
 //! - `conflicts.rs`: the conflicts stream; [`stream`]: the ledger stream's
 //!   consumers and trimming;
 //! - `error.rs`: [`FacilityError`] and the ACL grants; [`config`]: the
-//!   `[redis]` section; [`connect`](mod@connect) and [`sentinel`]: reaching the primary.
+//!   `[redis]` section; [`connect`](mod@connect) (every way from a URL to a
+//!   connection) and [`sentinel`]: reaching the primary.
 //!
 //! The claimer's two lanes (a connection each) drive it; the gate decides
 //! what needs claiming.
@@ -41,7 +42,7 @@ mod conflicts;
 pub mod connect;
 mod error;
 mod resend;
-pub mod sentinel;
+pub(crate) mod sentinel;
 mod server;
 pub mod stream;
 
@@ -52,35 +53,12 @@ use error::failed;
 pub use error::{ACL_GRANTS, ACL_GRANTS_CLUSTER, ACL_GRANTS_WAITAOF, FacilityError, url_user};
 
 pub use config::redact;
+use connect::open;
 pub use connect::{connect, name_credential, primary_url};
 
 use crate::model::{ClockSample, ScannerClone};
 use redis::Script;
 use std::time::Duration;
-
-/// A connection to `url` (TLS verified against `ca_pem`, else the system's
-/// trust store) with these timeouts.
-fn open(
-    url: &str,
-    ca_pem: Option<Vec<u8>>,
-    connect_timeout: Duration,
-    command_timeout: Duration,
-) -> Result<redis::Connection, redis::RedisError> {
-    let client = match ca_pem {
-        Some(root_cert) => redis::Client::build_with_tls(
-            url,
-            redis::TlsCertificates {
-                client_tls: None,
-                root_cert: Some(root_cert),
-            },
-        ),
-        None => redis::Client::open(url),
-    }?;
-    let conn = client.get_connection_with_timeout(connect_timeout)?;
-    conn.set_read_timeout(Some(command_timeout))?;
-    conn.set_write_timeout(Some(command_timeout))?;
-    Ok(conn)
-}
 
 /// A connection to the facility store.
 pub struct Facility {
@@ -123,73 +101,6 @@ pub struct Facility {
 impl Facility {
     pub(crate) fn unavailable(&self, source: redis::RedisError) -> FacilityError {
         failed(&self.url, &self.user, source)
-    }
-
-    /// Connect with the given timeouts. `url` is `redis://` or `rediss://`
-    /// (TLS, verified against the system's trust store).
-    pub fn connect(
-        url: &str,
-        facility: &str,
-        window_ms: i64,
-        retention: Duration,
-        connect_timeout: Duration,
-        command_timeout: Duration,
-    ) -> Result<Facility, FacilityError> {
-        Facility::connect_with_ca(
-            url,
-            None,
-            facility,
-            window_ms,
-            retention,
-            connect_timeout,
-            command_timeout,
-        )
-    }
-
-    /// [`Facility::connect`], verifying a `rediss://` server against
-    /// `ca_pem` (PEM) instead of the system's trust store.
-    pub fn connect_with_ca(
-        url: &str,
-        ca_pem: Option<Vec<u8>>,
-        facility: &str,
-        window_ms: i64,
-        retention: Duration,
-        connect_timeout: Duration,
-        command_timeout: Duration,
-    ) -> Result<Facility, FacilityError> {
-        let shown = redact(url);
-        let user = url_user(url);
-        let unavailable = |source| failed(&shown, &user, source);
-        let mut conn = open(url, ca_pem, connect_timeout, command_timeout).map_err(unavailable)?;
-        // Load the script now, once per connection, so a claim is one
-        // EVALSHA that runs at once (again only after a NOSCRIPT: see
-        // `Facility::recv_claims`).
-        redis::cmd("SCRIPT")
-            .arg("LOAD")
-            .arg(CLAIM_LUA)
-            .query::<String>(&mut conn)
-            .map_err(unavailable)?;
-        Ok(Facility {
-            conn,
-            url: shown,
-            user,
-            facility: facility.to_string(),
-            window_ms,
-            retention_ms: retention.as_millis() as i64,
-            script: Script::new(CLAIM_LUA),
-            round_token: 0,
-            packed: Vec::new(),
-            call_ends: Vec::new(),
-            min_replicas: 0,
-            replica_timeout: command_timeout,
-            on_disk: false,
-            fresh: Vec::new(),
-            replica: false,
-            clones: Vec::new(),
-            clock: None,
-            nodes: None,
-            asking: false,
-        })
     }
 
     /// Require `n` replicas to acknowledge every claim batch (`WAIT`) within

@@ -21,8 +21,6 @@ use super::Told;
 
 /// Force Good Read Tone.
 pub const FORCE_GOOD_READ: u8 = 0x01;
-/// Beep Good Read Tone (only if the good-read beep is enabled).
-pub const BEEP_GOOD_READ: u8 = b'B';
 /// Not On File indication.
 pub const NOT_ON_FILE: u8 = b'F';
 /// Enable Scanner.

@@ -34,6 +34,7 @@ pub const BEEP_LOW: u8 = b'4';
 /// One medium-pitch beep.
 pub const BEEP_MEDIUM: u8 = b'5';
 /// One high-pitch beep.
+#[cfg(test)]
 pub const BEEP_HIGH: u8 = b'6';
 /// Successful decode and communication to the host.
 pub const GOOD: u8 = b'7';

@@ -6,7 +6,7 @@
 //! gateway and cannot be told anything) and as well as a scanner's own
 //! signal. On [`Led::open`] the LED's trigger (the kernel's own use of it,
 //! e.g. `mmc0` disk activity) is set to `none`, and put back on
-//! [`Led::close`] or drop. [`Led::show`] blocks for the length of the
+//! `Led::close` or drop. [`Led::show`] blocks for the length of the
 //! pattern: run it on a thread of its own.
 //!
 //! | told | pattern ([`pattern`]) |
@@ -158,6 +158,7 @@ impl Led {
     }
 
     /// Its `max_brightness`: what "on" writes.
+    #[cfg(test)]
     pub fn max_brightness(&self) -> u32 {
         self.max
     }
@@ -187,6 +188,7 @@ impl Led {
     }
 
     /// Put the old trigger back (also done on drop, errors ignored there).
+    #[cfg(test)]
     pub fn close(mut self) -> Result<(), LedError> {
         self.restore()
     }

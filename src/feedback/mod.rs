@@ -23,11 +23,11 @@
 //! nothing is retried: a lost signal stays lost. Bytes, patterns and
 //! citations: `docs/scanner-feedback.md`.
 
-pub mod config;
-pub mod datalogic;
+pub(crate) mod config;
+pub(crate) mod datalogic;
 pub mod hid_pos;
-pub mod honeywell;
-pub mod led;
+pub(crate) mod honeywell;
+pub(crate) mod led;
 pub mod ssi;
 
 pub use crate::model::Told;

@@ -80,11 +80,6 @@ impl Bloom {
         hit(&self.current) || hit(&self.previous)
     }
 
-    /// Keys inserted into the live generations.
-    pub fn items(&self) -> u64 {
-        self.current.items + self.previous.items
-    }
-
     fn rotate_if_due(&mut self) {
         if self.started.elapsed() >= self.horizon {
             let fresh = Bits::new(self.bits as usize);

@@ -10,19 +10,19 @@
 //! it was judged live.
 
 use crate::audit::Emitted;
-use crate::decided::Writer;
+use crate::decided::DecisionWriter;
 use crate::outbox;
 use rusqlite::Connection;
 
 /// Record that control reads lapsed, inside `tx`: each still open is
-/// marked and audited with `why` ([`Writer::lapsed_control`]; `gateway`:
+/// marked and audited with `why` ([`DecisionWriter::lapsed_control`]; `gateway`:
 /// this gateway's id). Returns the records to emit once `tx` commits.
 pub fn lapse(
     tx: &Connection,
     gateway: &str,
     controls: &[(String, String)],
 ) -> rusqlite::Result<Vec<Emitted>> {
-    let mut writer = Writer::begin(tx, gateway)?;
+    let mut writer = DecisionWriter::begin(tx, gateway)?;
     for (uuid, why) in controls {
         writer.lapsed_control(uuid, why)?;
     }

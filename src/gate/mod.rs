@@ -20,17 +20,17 @@
 //! filter, recorded clock steps); the outbox, the ledger and the audit
 //! trail own their tables and statements.
 
-pub mod bloom;
-pub mod clock_steps;
-pub mod control;
+pub(crate) mod bloom;
+pub(crate) mod clock_steps;
+pub(crate) mod control;
 pub mod earlier_keys;
 
 use crate::capture::{Scan, key_bytes};
 use crate::config::Config;
-use crate::decided::{Decided, RowWrite, Writer, Written};
+use crate::decided::{DecidedScan, DecisionWriter, RowWrite, WrittenScan};
 use crate::events::Event as _;
 use crate::model::ScanState;
-use crate::model::{Decision, GateStats, Verdict};
+use crate::model::{Decision, EchoWindow, GateStats, Verdict};
 use crate::outbox::{self, ScanRow};
 use crate::store::{Store, StoreError};
 use bloom::Bloom;
@@ -50,8 +50,8 @@ pub struct GateConfig {
     pub facility: String,
     /// This gateway's id.
     pub gateway: String,
-    /// Echo window (ms).
-    pub window_ms: i64,
+    /// The echo window.
+    pub window: EchoWindow,
     /// Bloom retention horizon.
     pub retention: Duration,
 }
@@ -62,7 +62,7 @@ impl GateConfig {
         GateConfig {
             facility: cfg.gateway.facility.clone(),
             gateway: cfg.gateway.id.clone(),
-            window_ms: cfg.window_ms(),
+            window: cfg.window(),
             retention: cfg.retention(),
         }
     }
@@ -75,9 +75,9 @@ pub struct Gate {
     /// either lane records must be in the Bloom filter the other consults.
     known: Arc<Mutex<Known>>,
     stats: GateStats,
-    /// The narrowest echo window a scan's own may narrow it to (ms; see
+    /// The narrowest echo window a scan's own may narrow it to (see
     /// [`Gate::set_window_floor`]).
-    window_floor_ms: i64,
+    window_floor: EchoWindow,
     /// See [`Gate::set_audit_note`].
     audit_note: Option<String>,
     /// Keys of an earlier form still in the state
@@ -116,7 +116,7 @@ impl Gate {
             cfg,
             known: Arc::new(Mutex::new(Known { bloom, offsets })),
             stats: GateStats::default(),
-            window_floor_ms: 0,
+            window_floor: EchoWindow::default(),
             audit_note: None,
             bridge: None,
         })
@@ -131,7 +131,7 @@ impl Gate {
             cfg: self.cfg.clone(),
             known: Arc::clone(&self.known),
             stats: GateStats::default(),
-            window_floor_ms: self.window_floor_ms,
+            window_floor: self.window_floor,
             audit_note: self.audit_note.clone(),
             bridge: self.bridge.clone(),
         }
@@ -169,12 +169,12 @@ impl Gate {
         }
     }
 
-    /// Never judge a scan by an echo window narrower than `floor_ms`,
+    /// Never judge a scan by an echo window narrower than `floor`,
     /// whatever window of its own it carries ([`Gate::window_of`]). The
     /// facility claimer sets twice the facility clock's error bound, so one
     /// read heard by two gateways is still one pick.
-    pub fn set_window_floor(&mut self, floor_ms: i64) {
-        self.window_floor_ms = floor_ms;
+    pub fn set_window_floor(&mut self, floor: EchoWindow) {
+        self.window_floor = floor;
     }
 
     /// The earliest capture time (Unix ms, wall clock) a twin of a capture
@@ -185,12 +185,12 @@ impl Gate {
             &time.boot_id,
             clock_steps::offset(time.utc_ms, time.boot_ns),
         );
-        time.utc_ms - self.cfg.window_ms - allowance
+        time.utc_ms - self.cfg.window.ms() - allowance
     }
 
-    /// The echo window (ms) and the retention horizon this gate judges by.
-    pub fn horizon(&self) -> (i64, Duration) {
-        (self.cfg.window_ms, self.cfg.retention)
+    /// The echo window and the retention horizon this gate judges by.
+    pub fn horizon(&self) -> (EchoWindow, Duration) {
+        (self.cfg.window, self.cfg.retention)
     }
 
     /// A note recorded as the audit `reason` of every decision made from
@@ -245,7 +245,7 @@ impl Gate {
             DECIDE_BATCH,
         )?;
         let mut tally = Tally::new(self.stats);
-        let mut writer = Writer::begin(tx, &self.cfg.gateway)?;
+        let mut writer = DecisionWriter::begin(tx, &self.cfg.gateway)?;
         let mut decisions = Vec::with_capacity(rows.len());
         for row in rows {
             let decided = self.decide_one(tx, &mut writer, row, &mut tally, RowWrite::Update)?;
@@ -285,7 +285,7 @@ impl Gate {
         let first_seq = outbox::next_seq(tx)?;
         let mut fresh = vec![false; scans.len()];
         let mut tally = Tally::new(self.stats);
-        let mut writer = Writer::begin(tx, &self.cfg.gateway)?;
+        let mut writer = DecisionWriter::begin(tx, &self.cfg.gateway)?;
         let mut decisions = Vec::with_capacity(scans.len());
         for (i, row) in rows {
             let raw = &scans[i].raw;
@@ -303,7 +303,7 @@ impl Gate {
     /// Begin writing verdicts in `tx` ([`Gate::record_verdict`]).
     pub fn recorder<'t>(&self, tx: &'t Connection) -> rusqlite::Result<Recorder<'t>> {
         Ok(Recorder {
-            writer: Writer::begin(tx, &self.cfg.gateway)?,
+            writer: DecisionWriter::begin(tx, &self.cfg.gateway)?,
             tally: Tally::new(self.stats),
             decisions: Vec::new(),
         })
@@ -342,7 +342,7 @@ impl Gate {
     fn decide_one(
         &mut self,
         tx: &Connection,
-        writer: &mut Writer<'_>,
+        writer: &mut DecisionWriter<'_>,
         row: ScanRow,
         tally: &mut Tally,
         write: RowWrite<'_>,
@@ -396,7 +396,7 @@ impl Gate {
         // have twins the Bloom filter has aged out: always ask the exact index.
         let bloom_floor = chrono::Utc::now().timestamp_millis()
             - self.cfg.retention.as_millis() as i64
-            + self.cfg.window_ms;
+            + self.cfg.window.ms();
         let window = self.window_of(row);
         let bytes = key_bytes(key);
         let mut twin = None;
@@ -420,14 +420,12 @@ impl Gate {
         Ok(twin.map(|twin| Verdict::Suppressed { twin }))
     }
 
-    /// The echo window `row` is judged by (ms): the gateway's, or the
-    /// scan's own narrower one ([`ScanRow::window_ms`]: a double-fire
+    /// The echo window `row` is judged by: the gateway's, or the
+    /// scan's own narrower one ([`ScanRow::window`]: a double-fire
     /// window, a declared repeat), never narrower than the floor
     /// ([`Gate::set_window_floor`]).
-    pub fn window_of(&self, row: &ScanRow) -> i64 {
-        row.window_ms.map_or(self.cfg.window_ms, |w| {
-            w.max(self.window_floor_ms).min(self.cfg.window_ms)
-        })
+    pub fn window_of(&self, row: &ScanRow) -> EchoWindow {
+        self.cfg.window.for_scan(row.window, self.window_floor)
     }
 
     /// Whether `verdict` on `row` is an ambiguous echo: a label without a
@@ -457,11 +455,11 @@ impl Gate {
                 .unserialised
                 .clone()
                 .unwrap_or_else(|| "window".to_string()),
-            window_ms: self.window_of(row),
+            window_ms: self.window_of(row).ms(),
         }))
     }
 
-    /// Write one verdict ([`Writer::decision`]: state, a commit's ledger
+    /// Write one verdict ([`DecisionWriter::decision`]: state, a commit's ledger
     /// entry, one audit record) and learn a commit: the Bloom filter, the
     /// boot's clock steps. An `Unresolved` verdict for a scan that is
     /// already unresolved writes nothing (it was audited the first time).
@@ -472,7 +470,7 @@ impl Gate {
     fn record_one(
         &mut self,
         tx: &Connection,
-        writer: &mut Writer<'_>,
+        writer: &mut DecisionWriter<'_>,
         row: ScanRow,
         verdict: Verdict,
         clock: Option<&crate::model::ClockUsed>,
@@ -500,7 +498,7 @@ impl Gate {
         if notes.is_empty() {
             notes.extend(self.audit_note.clone());
         }
-        let Some(Written { row, committed_key }) = writer.decision(Decided {
+        let Some(WrittenScan { row, committed_key }) = writer.decision(DecidedScan {
             row,
             verdict: &verdict,
             write,
@@ -561,7 +559,7 @@ impl Gate {
 /// one transaction; [`Recorder::finish`] once all are written, and
 /// [`Gate::settle`] what it returns once the transaction commits.
 pub struct Recorder<'t> {
-    writer: Writer<'t>,
+    writer: DecisionWriter<'t>,
     tally: Tally,
     decisions: Vec<Decision>,
 }

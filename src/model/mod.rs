@@ -8,13 +8,15 @@
 //!   facility store and what it answers;
 //! - [`facility`]: what is known of the facility store (its clock, its
 //!   state, its server, its ledger stream, reconciliations);
-//! - [`told`]: [`Told`], what a scanner is told of a decision.
+//! - [`told`]: [`Told`], what a scanner is told of a decision;
+//! - [`window`]: [`EchoWindow`], how far apart two reads of one pick may be.
 
-pub mod claim;
-pub mod decision;
-pub mod facility;
-pub mod scan;
-pub mod told;
+pub(crate) mod claim;
+pub(crate) mod decision;
+pub(crate) mod facility;
+pub(crate) mod scan;
+pub(crate) mod told;
+pub(crate) mod window;
 
 pub use claim::{Claim, Outcome};
 pub use decision::{Decision, GateStats, Verdict};
@@ -24,3 +26,4 @@ pub use facility::{
 };
 pub use scan::ScanState;
 pub use told::Told;
+pub use window::EchoWindow;

@@ -16,14 +16,14 @@
 //!   claimer's live lane (it need not read them back);
 //! - [`raw`]: overwriting decided scans' raw bytes after `keep_raw_hours`.
 
-pub mod admitted;
+pub(crate) mod admitted;
 pub mod echoes;
-pub mod open;
-pub mod raw;
+pub(crate) mod open;
+pub(crate) mod raw;
 
 use crate::capture::{CaptureTime, Scan};
 use crate::events::Event as _;
-use crate::model::ScanState;
+use crate::model::{EchoWindow, ScanState};
 use crate::store::packed::{Unpacked, packed};
 use crate::store::{Store, StoreError};
 use rusqlite::{Connection, OptionalExtension, params};
@@ -67,8 +67,8 @@ pub struct ScanRow {
     /// Why it is rejected (set at admission).
     pub reject_reason: Option<String>,
     /// Its own echo window (ms), narrower than the gateway's, fixed at the
-    /// read ([`Scan::own_window_ms`]); `None`: the gateway's.
-    pub window_ms: Option<i64>,
+    /// read ([`Scan::own_window`]); `None`: the gateway's.
+    pub window: Option<EchoWindow>,
     /// The policy its scanner applied to a label without a serial
     /// (`window`, `double-fire`, `ask`); `None`: serialised or rejected.
     pub unserialised: Option<String>,
@@ -118,7 +118,7 @@ impl ScanRow {
             serial: r.get(16)?,
             expiry: r.get(17)?,
             symbology: r.get(18)?,
-            window_ms: r.get(19)?,
+            window: r.get::<_, Option<i64>>(19)?.map(EchoWindow::from_ms),
             unserialised: r.get(20)?,
             resend: r.get(21)?,
             declared: match (r.get(22)?, r.get::<_, Option<Unpacked>>(23)?) {
@@ -463,7 +463,7 @@ impl ScanRow {
             expiry: product.and_then(|p| p.expiry.map(iso_date)),
             content_key: key,
             reject_reason: reason,
-            window_ms: scan.own_window_ms(),
+            window: scan.own_window(),
             unserialised: scan.unserialised().map(|u| u.as_str().to_string()),
             resend: scan.resend,
             declared: scan
@@ -583,7 +583,7 @@ impl<'t> Rows<'t> {
             row.expiry,
             row.content_key.as_deref().map(packed),
             row.reject_reason,
-            row.window_ms,
+            row.window.map(EchoWindow::ms),
             row.unserialised,
             row.resend,
             row.control,

@@ -8,7 +8,6 @@
 //! a parameter.
 
 use super::{COLUMNS, ScanRow};
-use crate::model::ScanState;
 use crate::store::packed::packed;
 use rusqlite::{Connection, OptionalExtension, params};
 
@@ -19,16 +18,6 @@ pub enum Open {
     Pending,
     /// Scans waiting for the facility store.
     Unresolved,
-}
-
-impl Open {
-    /// The stored state.
-    pub fn state(self) -> ScanState {
-        match self {
-            Open::Pending => ScanState::Pending,
-            Open::Unresolved => ScanState::Unresolved,
-        }
-    }
 }
 
 /// Statements per open state, each walking its own partial index.

@@ -23,14 +23,14 @@ pub struct Sweep {
     pub cleared: u64,
     /// The row the sweep stopped at because it is still open: its bytes
     /// and those of every later row wait until it is decided.
-    pub held_by: Option<Held>,
+    pub held_by: Option<SweepBlocker>,
     /// `keep_going` said stop before the sweep was done.
     pub interrupted: bool,
 }
 
 /// An open outbox row that holds a raw-bytes sweep back.
 #[derive(Debug, PartialEq, Eq)]
-pub struct Held {
+pub struct SweepBlocker {
     /// Its outbox position.
     pub seq: i64,
     /// `pending` or `unresolved`.
@@ -46,7 +46,7 @@ enum ChunkEnd {
     /// No more rows, or one decided too recently.
     Done,
     /// An open row.
-    HeldBy(Held),
+    HeldBy(SweepBlocker),
 }
 
 impl Store {
@@ -194,7 +194,7 @@ fn clear_chunk(tx: &Transaction<'_>, before_ms: i64) -> rusqlite::Result<(u64, C
         // Still open, or decided too recently: stop here.
         if decided_ms.is_none_or(|d| d >= before_ms) {
             end = match decided_ms {
-                None => ChunkEnd::HeldBy(Held {
+                None => ChunkEnd::HeldBy(SweepBlocker {
                     seq,
                     state,
                     captured_ms,

@@ -71,7 +71,10 @@ fn a_scan_made_in_memory_is_the_row_read_back() {
     assert!(read.iter().any(|r| r.reject_reason.is_some()));
     assert!(read.iter().any(|r| r.control.is_some()));
     assert!(read.iter().any(|r| r.declared.is_some() && r.quantity == 3));
-    assert!(read.iter().any(|r| r.window_ms == Some(250)));
+    assert!(
+        read.iter()
+            .any(|r| r.window == Some(crate::model::EchoWindow::from_ms(250)))
+    );
     assert!(
         read.iter()
             .any(|r| r.serial.is_some() && r.expiry.is_some())

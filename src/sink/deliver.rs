@@ -20,7 +20,7 @@ pub const BODY_SHOWN: usize = 200;
 
 /// What one POST met.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Outcome {
+pub enum Delivery {
     /// A 2xx: the receiver has the batch.
     Delivered(u16),
     /// Worth retrying after the back-off (or the receiver's
@@ -113,7 +113,7 @@ pub fn agent(s: &SinkSettings) -> Result<ureq::Agent, String> {
 }
 
 /// POST `batch` to sink `s`'s URL with `agent`.
-pub fn post(agent: &ureq::Agent, s: &SinkSettings, batch: &Batch) -> Outcome {
+pub fn post(agent: &ureq::Agent, s: &SinkSettings, batch: &Batch) -> Delivery {
     let mut req = agent
         .post(&s.config.url)
         .header("Content-Type", content_type(batch.format))
@@ -149,14 +149,14 @@ pub fn post(agent: &ureq::Agent, s: &SinkSettings, batch: &Batch) -> Outcome {
 
 /// What status `status` (with `Retry-After` and the first bytes of the
 /// body) means.
-pub fn judge(status: u16, retry_after: Option<Duration>, body: &str) -> Outcome {
+pub fn judge(status: u16, retry_after: Option<Duration>, body: &str) -> Delivery {
     let error = format!("HTTP {status}: {:?}", body.trim());
     match status {
-        200..=299 => Outcome::Delivered(status),
+        200..=299 => Delivery::Delivered(status),
         // 409 and 425: a request with the same Idempotency-Key is still
         // being processed (the IETF httpapi idempotency-key draft), as
         // when an earlier attempt outlived `timeout_ms`.
-        408 | 409 | 425 | 429 | 500..=599 => Outcome::Retry {
+        408 | 409 | 425 | 429 | 500..=599 => Delivery::Retry {
             kind: match status {
                 408 => "status_408",
                 409 => "status_409",
@@ -167,11 +167,11 @@ pub fn judge(status: u16, retry_after: Option<Duration>, body: &str) -> Outcome 
             error,
             retry_after,
         },
-        300..=399 => Outcome::Blocked {
+        300..=399 => Delivery::Blocked {
             kind: "status_3xx",
             error,
         },
-        _ => Outcome::Blocked {
+        _ => Delivery::Blocked {
             kind: "status_4xx",
             error,
         },
@@ -179,7 +179,7 @@ pub fn judge(status: u16, retry_after: Option<Duration>, body: &str) -> Outcome 
 }
 
 /// A POST that got no answer.
-fn failure(e: &ureq::Error) -> Outcome {
+fn failure(e: &ureq::Error) -> Delivery {
     use ureq::Error as E;
     let kind = match e {
         E::Timeout(_) => "timeout",
@@ -191,7 +191,7 @@ fn failure(e: &ureq::Error) -> Outcome {
         e if e.to_string().contains("certificate") => "tls",
         _ => "io",
     };
-    Outcome::Retry {
+    Delivery::Retry {
         kind,
         error: e.to_string(),
         retry_after: None,
@@ -204,7 +204,7 @@ mod tests {
 
     #[test]
     fn statuses_are_delivered_retried_or_blocked() {
-        assert_eq!(judge(204, None, ""), Outcome::Delivered(204));
+        assert_eq!(judge(204, None, ""), Delivery::Delivered(204));
         for (s, kind) in [
             (500, "status_5xx"),
             (503, "status_5xx"),
@@ -214,7 +214,7 @@ mod tests {
             (429, "status_429"),
         ] {
             assert!(
-                matches!(judge(s, None, ""), Outcome::Retry { kind: k, .. } if k == kind),
+                matches!(judge(s, None, ""), Delivery::Retry { kind: k, .. } if k == kind),
                 "{s}"
             );
         }
@@ -225,11 +225,11 @@ mod tests {
             (301, "status_3xx"),
         ] {
             assert!(
-                matches!(judge(s, None, ""), Outcome::Blocked { kind: k, .. } if k == kind),
+                matches!(judge(s, None, ""), Delivery::Blocked { kind: k, .. } if k == kind),
                 "{s}"
             );
         }
-        let Outcome::Blocked { error, .. } = judge(400, None, "bad gtin\n") else {
+        let Delivery::Blocked { error, .. } = judge(400, None, "bad gtin\n") else {
             unreachable!()
         };
         assert_eq!(error, "HTTP 400: \"bad gtin\"");

@@ -23,4 +23,4 @@ pub mod deliver;
 pub mod held;
 pub mod run;
 
-pub use config::{SinkConfig, SinkFormat, SinkSettings, consumer_name};
+pub use config::consumer_name;

@@ -15,7 +15,7 @@
 
 use super::batch;
 use super::config::{SinkSettings, consumer_name};
-use super::deliver::{self, Outcome};
+use super::deliver::{self, Delivery};
 use super::held::{self, Held};
 use crate::backoff::Backoff;
 use crate::events::{Event as _, SinkEvent};
@@ -80,7 +80,7 @@ impl Control {
 }
 
 /// What there is to send.
-enum Next {
+enum ToSend {
     /// This batch, held.
     Held(Box<Held>),
     /// Nothing after the cursor.
@@ -91,7 +91,7 @@ enum Next {
 
 /// What a wait ended with.
 #[derive(Debug, PartialEq, Eq)]
-enum Woken {
+enum Wakeup {
     Stop,
     Reload,
     Commit,
@@ -129,22 +129,22 @@ impl Sink {
             let reloads = self.control.reloads();
             let settings = self.control.settings();
             let held = match self.next_batch(&name, &consumer, &settings) {
-                Ok(Next::Held(held)) => held,
-                Ok(Next::Nothing) => {
+                Ok(ToSend::Held(held)) => held,
+                Ok(ToSend::Nothing) => {
                     match self.wait(RETRY_MAX, &mut seen_reloads, Some(&mut version)) {
-                        Woken::Stop => return,
+                        Wakeup::Stop => return,
                         _ => continue,
                     }
                 }
-                Ok(Next::Unmappable) => {
-                    if self.wait(BLOCKED_RETRY, &mut seen_reloads, None) == Woken::Stop {
+                Ok(ToSend::Unmappable) => {
+                    if self.wait(BLOCKED_RETRY, &mut seen_reloads, None) == Wakeup::Stop {
                         return;
                     }
                     continue;
                 }
                 Err(e) => {
                     self.store_failed(&name, &e, backoff.peek());
-                    if self.wait(backoff.failed(), &mut seen_reloads, None) == Woken::Stop {
+                    if self.wait(backoff.failed(), &mut seen_reloads, None) == Wakeup::Stop {
                         return;
                     }
                     continue;
@@ -155,7 +155,7 @@ impl Sink {
                     Ok(a) => agent = Some((reloads, a)),
                     Err(error) => {
                         self.blocked(&settings, &held, "ca_file", &error);
-                        if self.wait(BLOCKED_RETRY, &mut seen_reloads, None) == Woken::Stop {
+                        if self.wait(BLOCKED_RETRY, &mut seen_reloads, None) == Wakeup::Stop {
                             return;
                         }
                         continue;
@@ -170,7 +170,7 @@ impl Sink {
                 return;
             }
             let wait = match deliver::post(client, &settings, &held.batch) {
-                Outcome::Delivered(status) => {
+                Delivery::Delivered(status) => {
                     match self.delivered(&name, &consumer, &settings, &held, status) {
                         Ok(()) => {
                             backoff.reset();
@@ -186,7 +186,7 @@ impl Sink {
                         }
                     }
                 }
-                Outcome::Retry {
+                Delivery::Retry {
                     kind,
                     error,
                     retry_after,
@@ -209,12 +209,12 @@ impl Sink {
                     .emit();
                     delay
                 }
-                Outcome::Blocked { kind, error } => {
+                Delivery::Blocked { kind, error } => {
                     self.blocked(&settings, &held, kind, &error);
                     BLOCKED_RETRY
                 }
             };
-            if self.wait(wait, &mut seen_reloads, None) == Woken::Stop {
+            if self.wait(wait, &mut seen_reloads, None) == Wakeup::Stop {
                 return;
             }
         }
@@ -227,7 +227,7 @@ impl Sink {
         name: &str,
         consumer: &str,
         settings: &SinkSettings,
-    ) -> Result<Next, StoreError> {
+    ) -> Result<ToSend, StoreError> {
         let format = settings.config.format;
         let (held, page) = {
             let r = self.store.read()?;
@@ -239,7 +239,7 @@ impl Sink {
             if let Some(h) = held.as_ref().filter(|h| {
                 owed && h.batch.format == format && h.batch.entries <= settings.config.batch as i64
             }) {
-                return Ok(Next::Held(Box::new(h.clone())));
+                return Ok(ToSend::Held(Box::new(h.clone())));
             }
             let page = cursor::page(&r, consumer, settings.config.batch)
                 .map_err(|e| self.store.err_at(e))?;
@@ -267,7 +267,7 @@ impl Sink {
             crate::events::LedgerConsumer::Restarted { consumer }.emit();
         }
         if page.entries.is_empty() {
-            return Ok(Next::Nothing);
+            return Ok(ToSend::Nothing);
         }
         let batch = match batch::build(name, format, &page.entries, self.gln.as_deref(), now) {
             Ok(b) => b,
@@ -280,7 +280,7 @@ impl Sink {
                     telemetry: &self.telemetry,
                 }
                 .emit();
-                return Ok(Next::Unmappable);
+                return Ok(ToSend::Unmappable);
             }
         };
         if let Some(h) = &held {
@@ -302,7 +302,7 @@ impl Sink {
             key: &batch.key,
         }
         .emit();
-        Ok(Next::Held(Box::new(Held {
+        Ok(ToSend::Held(Box::new(Held {
             sink: name.to_string(),
             batch,
             held_ms: now,
@@ -390,27 +390,27 @@ impl Sink {
 
     /// Wait up to `d`, in [`POLL`] slices, for the stop, a reload, or
     /// (with `version`) another connection's commit.
-    fn wait(&self, d: Duration, seen_reloads: &mut u64, mut version: Option<&mut i64>) -> Woken {
+    fn wait(&self, d: Duration, seen_reloads: &mut u64, mut version: Option<&mut i64>) -> Wakeup {
         let until = Instant::now() + d;
         loop {
             let left = until.saturating_duration_since(Instant::now());
             if left.is_zero() {
-                return Woken::Time;
+                return Wakeup::Time;
             }
             if self.stop.sleep(left.min(POLL)) {
-                return Woken::Stop;
+                return Wakeup::Stop;
             }
             let reloads = self.control.reloads();
             if reloads != *seen_reloads {
                 *seen_reloads = reloads;
-                return Woken::Reload;
+                return Wakeup::Reload;
             }
             if let Some(seen) = version.as_deref_mut()
                 && let Ok(now) = self.data_version()
                 && now != *seen
             {
                 *seen = now;
-                return Woken::Commit;
+                return Wakeup::Commit;
             }
         }
     }

@@ -73,11 +73,6 @@ impl Histogram {
         Duration::from_micros(self.max_us)
     }
 
-    /// Mean latency.
-    pub fn mean(&self) -> Duration {
-        Duration::from_micros(self.sum_us.checked_div(self.count).unwrap_or(0))
-    }
-
     /// Upper bound of the bucket holding quantile `q` (0..=1), capped at the
     /// maximum; zero when empty.
     pub fn quantile(&self, q: f64) -> Duration {

@@ -7,13 +7,13 @@
 //! ACK that follows the durable write. ACK latency is kept per scanner in a
 //! small histogram ([`latency`]) and logged.
 
-pub mod config;
+pub(crate) mod config;
 pub mod hid;
-pub mod latency;
-pub mod operator;
-pub mod serial;
+pub(crate) mod latency;
+pub(crate) mod operator;
+pub(crate) mod serial;
 pub mod signal;
-pub mod tell;
+pub(crate) mod tell;
 
 pub use config::{Scanner, default_max_frame_bytes};
 

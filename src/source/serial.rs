@@ -26,9 +26,9 @@
 //! when there was traffic) and for the whole run when the source stops,
 //! target `scangate::ack_latency`.
 
-pub mod config;
-pub mod framing;
-pub mod ssi_replies;
+pub(crate) mod config;
+pub(crate) mod framing;
+pub(crate) mod ssi_replies;
 
 use super::Scanner;
 use super::latency::Histogram;
@@ -460,7 +460,7 @@ async fn connection(
                         if let Err(e) = port.write_all(&bytes).await {
                             return Ended::Lost(format!("writing feedback failed: {e}"));
                         }
-                        crate::events::Told {
+                        crate::events::ScannerTold {
                             scanner: &cfg.name,
                             told,
                             via: "serial",

@@ -85,7 +85,7 @@ pub async fn led(
         };
         let shown = Arc::clone(&led);
         match tokio::task::spawn_blocking(move || shown.show(told)).await {
-            Ok(Ok(())) => crate::events::Told {
+            Ok(Ok(())) => crate::events::ScannerTold {
                 scanner: &scanner,
                 told,
                 via: "led",

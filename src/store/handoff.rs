@@ -20,10 +20,10 @@ use tokio::sync::mpsc::error::TryRecvError;
 
 /// A handed write: runs once on the writer's transaction, then hears
 /// whether that transaction committed.
-trait Handed: Send {
-    /// Run the statements; the output is kept until [`Handed::done`].
+trait Errand: Send {
+    /// Run the statements; the output is kept until [`Errand::done`].
     fn run(&mut self, tx: &Connection) -> rusqlite::Result<()>;
-    /// The transaction committed (`Ok`) or failed, or [`Handed::run`]
+    /// The transaction committed (`Ok`) or failed, or [`Errand::run`]
     /// failed: hand the output or the error back to the waiting thread.
     fn done(self: Box<Self>, outcome: Result<(), StoreError>);
 }
@@ -44,7 +44,7 @@ type Panic = Box<dyn std::any::Any + Send>;
 /// panic.
 type Reply<T> = Result<Result<T, StoreError>, Panic>;
 
-impl<F, T> Handed for Call<F, T>
+impl<F, T> Errand for Call<F, T>
 where
     F: FnOnce(&Connection) -> rusqlite::Result<T> + Send,
     T: Send,
@@ -94,7 +94,7 @@ struct Queue {
 
 #[derive(Default)]
 struct QueueState {
-    writes: Vec<Box<dyn Handed>>,
+    writes: Vec<Box<dyn Errand>>,
     /// The writer has ended: writes are handed back unrun.
     closed: bool,
 }
@@ -295,7 +295,7 @@ impl Drop for Desk {
 /// Writes that ran in a transaction not yet ended: tell them how it ended.
 #[must_use = "tell the writes how their transaction ended"]
 pub struct Taken {
-    ran: Vec<Box<dyn Handed>>,
+    ran: Vec<Box<dyn Errand>>,
     /// The transaction was lost while a write ran (SQLite rolled it back):
     /// why. Every write taken has heard it; the transaction must not be
     /// committed.

@@ -308,7 +308,7 @@ pub(crate) fn settle_journal(db: &Path) -> Result<(), StoreError> {
 
 /// What the identity check found a state directory to be.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Judged {
+pub(crate) enum StateKind {
     /// It never held a database: a first start. The files an unfinished
     /// first start left (none, usually) are to be removed before it.
     NeverStarted(Vec<PathBuf>),
@@ -324,7 +324,7 @@ pub(crate) fn check(
     state_dir: &Path,
     id_file: Option<&StateId>,
     found: &Found,
-) -> Result<Judged, StoreError> {
+) -> Result<StateKind, StoreError> {
     let db = state_dir.join(DB_FILE);
     match (id_file, found) {
         (Some(f), lost) if lost.lost().is_some() => Err(StoreError::Lost {
@@ -365,7 +365,7 @@ pub(crate) fn check(
                     confirm: UNIDENTIFIED.into(),
                 });
             }
-            Ok(Judged::NeverStarted(super::create::leftovers(state_dir)))
+            Ok(StateKind::NeverStarted(super::create::leftovers(state_dir)))
         }
         (
             Some(f),
@@ -385,7 +385,7 @@ pub(crate) fn check(
         // (A database made by `state reset --confirm <the file's state>`
         // whose start was cut before the file was rewritten takes its
         // place like any other: the file is written from the database.)
-        _ => Ok(Judged::Database),
+        _ => Ok(StateKind::Database),
     }
 }
 

@@ -32,14 +32,14 @@ use turn::{Turn, TurnGuard};
 
 mod checkpoint;
 mod create;
-pub mod handoff;
-pub mod identity;
+pub(crate) mod handoff;
+pub(crate) mod identity;
 mod lock;
-pub mod modes;
+pub(crate) mod modes;
 mod open;
 pub mod packed;
 mod schema;
-pub mod space;
+pub(crate) mod space;
 mod turn;
 pub mod upgrade;
 

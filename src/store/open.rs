@@ -3,7 +3,7 @@
 //! companion connection of the writer's, or read-only.
 
 use super::checkpoint::{Checkpointer, WRITER_AUTOCHECKPOINT};
-use super::identity::{Judged, StateId};
+use super::identity::{StateId, StateKind};
 use super::lock::{is_running, lock_state_dir};
 use super::schema::SECURE_DELETE;
 use super::{DB_FILE, Store, StoreError, classify, connect, create, identity, put_meta};
@@ -44,7 +44,7 @@ impl Store {
         identity::settle_journal(&path)?;
         let mut id_file = identity::read(state_dir)?;
         let found = identity::inspect(&path)?;
-        if let Judged::NeverStarted(leftovers) =
+        if let StateKind::NeverStarted(leftovers) =
             identity::check(state_dir, id_file.as_ref(), &found)?
         {
             id_file = Some(first_start(state_dir, &leftovers)?);
@@ -248,7 +248,7 @@ fn started_db(state_dir: &Path) -> Result<PathBuf, StoreError> {
     let id_file = identity::read(state_dir)?;
     let found = identity::inspect(&path)?;
     let judged = identity::check(state_dir, id_file.as_ref(), &found)?;
-    if matches!(judged, Judged::NeverStarted(_)) {
+    if matches!(judged, StateKind::NeverStarted(_)) {
         return Err(StoreError::NotStarted {
             dir: state_dir.to_owned(),
         });

@@ -111,7 +111,7 @@ const MIGRATIONS: &[&str] = &[
     "#,
     // 4: backlog scans stamped on a wall clock the kernel did not call
     // synchronised (no trusted place in capture order), by content key: a new scan with the same key
-    // must not be claimed ahead of them (`Gate::pick`: a scan is held back behind them).
+    // must not be claimed ahead of them (`FacilityGate::pick`: a scan is held back behind them).
     // Tiny: only such scans are in it.
     r#"
     CREATE INDEX scans_unsynced ON scans (content_key)

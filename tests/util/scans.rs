@@ -113,7 +113,7 @@ pub fn gate_config(facility: &str, gateway: &str) -> GateConfig {
     GateConfig {
         facility: facility.into(),
         gateway: gateway.into(),
-        window_ms: 3000,
+        window: scangate::model::EchoWindow::from_ms(3000),
         retention: Duration::from_secs(72 * 3600),
     }
 }

@@ -9,7 +9,7 @@ use super::{FALSE, INT, NULL, OBJECT, TRUE, string_value, varint, zigzag};
 use crate::audit::{AuditAmbiguous, AuditDeclared, AuditRecord};
 
 /// A field name's byte: its position in [`super::KEYS`] (evaluated at
-/// compile time through [`k!`]: a name not in the table does not compile).
+/// compile time through `k!`: a name not in the table does not compile).
 const fn key(name: &str) -> u8 {
     let name = name.as_bytes();
     let mut k = 0;

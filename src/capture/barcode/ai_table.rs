@@ -257,6 +257,7 @@ const fn m(first: &'static str, last: &'static str, title: &'static str) -> AiEn
 }
 
 /// The AI table, sorted by AI (byte-wise), ranges non-overlapping.
+#[cfg(test)]
 pub static AI_TABLE: &[AiEntry] = TABLE;
 
 const TABLE: &[AiEntry] = &[

@@ -48,9 +48,9 @@
 //! - [`gtin`]: check digits, GTIN-14 normalisation, NDC10;
 //! - [`digital_link`]: GS1 Digital Link URIs.
 
-pub mod ai_table;
+pub(crate) mod ai_table;
 pub mod aim;
-pub mod digital_link;
+pub(crate) mod digital_link;
 pub mod gs1;
 pub mod gtin;
 

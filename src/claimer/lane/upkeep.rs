@@ -3,7 +3,7 @@
 //! reconciliation it starts), the ledger stream trimmed, other gateways'
 //! conflict notices read.
 
-use super::super::pick::{LaneKind, Picked};
+use super::super::claims::{LaneKind, Picked};
 use super::super::reconcile::{self, markers};
 use super::super::records;
 use super::{
@@ -293,7 +293,7 @@ impl Lane {
     }
 
     /// Claim `picked` again after a reconciliation its claim's refusal
-    /// ([`FacilityError::Lost`]) called for.
+    /// ([`crate::facility::FacilityError::Lost`]) called for.
     pub(super) fn claim_after_reconciling(
         &mut self,
         picked: &Picked,

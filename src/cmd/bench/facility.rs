@@ -232,7 +232,7 @@ fn connect(cfg: &GateConfig, dir: &Path, url: &str) -> Result<(Link, Facility, F
         cfg.facility,
         cfg.gateway,
         dir.display().to_string(),
-        cfg.window_ms,
+        cfg.window.ms(),
         url
     );
     let config = Config::parse(&toml, None).map_err(|e| e.to_string())?;
@@ -397,7 +397,7 @@ fn stop_lanes(mut lane_stop: LaneStop, lanes: [JoinHandle<GateStats>; 2]) -> Res
 }
 
 /// Redis is back: drain the backlog while live scans arrive at `interval`;
-/// live scans go ahead of the backlog (claimer/pick.rs, "Order").
+/// live scans go ahead of the backlog (claimer/claims.rs, "Order").
 fn drain_with_live_stream(
     args: &BenchArgs,
     w: &mut Writer,

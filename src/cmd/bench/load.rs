@@ -29,7 +29,7 @@
 use super::{BenchArgs, Workload, percentile};
 use crate::capture::{Profile, Scan};
 use crate::claimer::Link;
-use crate::claimer::pick::claim_for;
+use crate::claimer::claim_for;
 use crate::config::{Config, ScanType, Settings};
 use crate::exit::Exit;
 use crate::facility::{Facility, Outcome};

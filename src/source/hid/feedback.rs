@@ -161,7 +161,7 @@ impl PosFeedback {
             }
             if sent {
                 self.failed = None;
-                crate::events::Told {
+                crate::events::ScannerTold {
                     scanner: &self.scanner,
                     told,
                     via: "hid-pos",

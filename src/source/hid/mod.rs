@@ -25,10 +25,10 @@
 //! HID scanners are not ACKed (HID has no ACK): a scan is captured when its
 //! last report is read and queued for the outbox like a serial frame.
 
-pub mod config;
+pub(crate) mod config;
 pub mod device;
-pub mod devices;
-pub mod feedback;
+pub(crate) mod devices;
+pub(crate) mod feedback;
 pub mod keyboard;
 pub mod layout;
 pub mod pos;

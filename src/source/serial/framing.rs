@@ -68,6 +68,7 @@ pub struct FrameSpec {
 
 impl FrameSpec {
     /// CR/LF/CRLF frames of at most `max` bytes, no prefix, no timeout.
+    #[cfg(test)]
     pub fn lines(max: usize) -> FrameSpec {
         FrameSpec {
             prefix: Vec::new(),
@@ -140,6 +141,7 @@ pub struct Framer {
 
 impl Framer {
     /// A CR/LF framer that accepts frames of at most `max` bytes.
+    #[cfg(test)]
     pub fn new(max: usize) -> Framer {
         Framer::with_spec(FrameSpec::lines(max))
     }
@@ -226,6 +228,7 @@ impl Framer {
     }
 
     /// Bytes held in memory right now (bounded by `max` + suffix length).
+    #[cfg(test)]
     pub fn buffered(&self) -> usize {
         self.buf.len()
     }

@@ -27,7 +27,7 @@ use crate::capture::CaptureTime;
 use crate::capture::clock::rfc3339_ms;
 use crate::events::Event as _;
 use crate::gate::Unsettled;
-use crate::model::{Claim, ClockUsed, Outcome};
+use crate::model::{Claim, ClockUsed, EchoWindow, Outcome};
 use crate::model::{Decision, Verdict};
 use crate::outbox::ScanRow;
 use crate::outbox::open::{self, Open};
@@ -169,7 +169,7 @@ impl Picked {
             .zip(&self.verdicts)
             .filter(|(_, v)| v.is_none())
             .map(|(row, _)| {
-                let own = row.window_ms.map(|_| gate.window_of(row));
+                let own = row.window.map(|_| gate.window_of(row));
                 claim_for(row, gate.gateway(), own)
             })
             .collect()
@@ -455,8 +455,8 @@ impl FacilityGate {
         };
         let mut rec = self.gate.recorder(tx)?;
         let open = rows.len();
-        let (window_ms, retention) = self.gate.horizon();
-        let past = PastRetention::at(self.facility_now(), retention, window_ms);
+        let (window, retention) = self.gate.horizon();
+        let past = PastRetention::at(self.facility_now(), retention, window);
         let mut committed_past = 0;
         for (((row, verdict), clock), made_now) in
             rows.into_iter().zip(verdicts).zip(clocks).zip(made_now)
@@ -536,9 +536,9 @@ struct PastRetention {
 }
 
 impl PastRetention {
-    fn at(now_ms: i64, retention: std::time::Duration, window_ms: i64) -> PastRetention {
+    fn at(now_ms: i64, retention: std::time::Duration, window: EchoWindow) -> PastRetention {
         PastRetention {
-            before_ms: now_ms - retention.as_millis() as i64 + window_ms,
+            before_ms: now_ms - retention.as_millis() as i64 + window.ms(),
             retention,
             now_ms,
         }
@@ -558,8 +558,8 @@ impl PastRetention {
 
 /// The claim for one open scan, with the ledger entry's fields (also for
 /// a committed scan re-published by a reconciliation: the same claim).
-pub fn claim_for<'a>(row: &'a ScanRow, gateway: &'a str, window_ms: Option<i64>) -> Claim<'a> {
-    claim_on(row, gateway, window_ms, (row.time.utc_ms, row.time.synced))
+pub fn claim_for<'a>(row: &'a ScanRow, gateway: &'a str, window: Option<EchoWindow>) -> Claim<'a> {
+    claim_on(row, gateway, window, (row.time.utc_ms, row.time.synced))
 }
 
 /// [`claim_for`] with the capture placed at `captured_ms` (and its clock's
@@ -567,7 +567,7 @@ pub fn claim_for<'a>(row: &'a ScanRow, gateway: &'a str, window_ms: Option<i64>)
 pub fn claim_on<'a>(
     row: &'a ScanRow,
     gateway: &'a str,
-    window_ms: Option<i64>,
+    window: Option<EchoWindow>,
     (captured_ms, synced): (i64, bool),
 ) -> Claim<'a> {
     let text = |v: &'a Option<String>| Cow::Borrowed(v.as_deref().unwrap_or_default());
@@ -576,7 +576,7 @@ pub fn claim_on<'a>(
         scan_uuid: &row.uuid,
         content_key: key,
         captured_ms,
-        window_ms,
+        window_ms: window.map(EchoWindow::ms),
         fields: vec![
             ("scan_uuid", Cow::Borrowed(&row.uuid)),
             ("gateway", Cow::Borrowed(gateway)),
