@@ -171,11 +171,11 @@ impl<'t> DecisionWriter<'t> {
     }
 
     /// A control read that no read followed: its row marked lapsed and a
-    /// second record of it, saying `why` it declared nothing. `false` if
-    /// it was not a control read still open.
-    pub fn lapsed_control(&mut self, uuid: &str, why: &str) -> rusqlite::Result<bool> {
+    /// second record of it, saying `why` it declared nothing. Its
+    /// scanner's name; `None` if it was not a control read still open.
+    pub fn lapsed_control(&mut self, uuid: &str, why: &str) -> rusqlite::Result<Option<String>> {
         let Some(row) = outbox::lapse_control(self.tx, uuid)? else {
-            return Ok(false);
+            return Ok(None);
         };
         let what = row.control.clone().unwrap_or_default();
         let facts = ScanFacts::of(&row);
@@ -187,7 +187,7 @@ impl<'t> DecisionWriter<'t> {
             }),
             ..AuditRecord::decision(self.now_ms, &self.gateway, facts, ScanState::Control)
         })?;
-        Ok(true)
+        Ok(Some(row.scanner))
     }
 
     /// A conflict a reconciliation found with this gateway's commit `row`:

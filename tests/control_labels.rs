@@ -60,6 +60,9 @@ fn repeat_and_quantity_declare_the_next_read_a_lapsed_control_nothing_and_the_sc
     let bottle = gtin_lot("LOT7A");
     let committed = [&[ACK][..], &ssi_beep(0x00)].concat();
     let ambiguous = [&[ACK][..], &ssi_beep(0x18)].concat();
+    // A control read has a signal of its own (three short high), never
+    // the commit's: staff learn "committed" as "a pick was recorded".
+    let control = [&[ACK][..], &ssi_beep(0x02)].concat();
 
     // A bottle: committed. The next, identical, inside the window: taken
     // for an echo, and the scanner says "ambiguous" (policy ask).
@@ -71,13 +74,17 @@ fn repeat_and_quantity_declare_the_next_read_a_lapsed_control_nothing_and_the_sc
     // another item.
     pace();
     vs.send(&frame(REPEAT)).unwrap();
-    assert_eq!(heard(&mut vs, 8), committed);
+    assert_eq!(heard(&mut vs, 8), control);
     pace();
     vs.send(&frame(&bottle)).unwrap();
     assert_eq!(heard(&mut vs, 8), committed);
-    // QUANTITY 3, then the bottle: one entry of 3 units.
+    // REPEAT replaced by QUANTITY 3 (the REPEAT lapses, recorded but not
+    // told: the person chose the second), then the bottle: one entry of 3
+    // units. A lapse told here would come before the bottle's beep.
+    vs.send(&frame(REPEAT)).unwrap();
+    assert_eq!(heard(&mut vs, 8), control);
     vs.send(&frame("SGCTL-QTY-3")).unwrap();
-    assert_eq!(heard(&mut vs, 8), committed);
+    assert_eq!(heard(&mut vs, 8), control);
     pace();
     vs.send(&frame(&bottle)).unwrap();
     assert_eq!(heard(&mut vs, 8), committed);
@@ -85,11 +92,13 @@ fn repeat_and_quantity_declare_the_next_read_a_lapsed_control_nothing_and_the_sc
     let bad = bottle.replacen("00307773105025", "00307773105026", 1);
     vs.send(&frame(&bad)).unwrap();
     assert_eq!(heard(&mut vs, 8), [&[NAK][..], &ssi_beep(0x10)].concat());
-    // REPEAT, and no read within 1.5 s: it lapses, audited; the bottle
-    // read after it is an (ambiguous) echo again.
+    // REPEAT, and no read within 1.5 s: it lapses, audited, and the
+    // scanner is told (two short low, no ACK: nothing was read); the
+    // bottle read after it is an (ambiguous) echo again.
     vs.send(&frame(REPEAT)).unwrap();
-    assert_eq!(heard(&mut vs, 8), committed);
-    wait_until("the REPEAT to lapse", || !lapsed(&gw.state).is_empty());
+    assert_eq!(heard(&mut vs, 8), control);
+    assert_eq!(heard(&mut vs, 7), ssi_beep(0x06));
+    assert_eq!(lapsed(&gw.state).len(), 2);
     vs.send(&frame(&bottle)).unwrap();
     assert_eq!(heard(&mut vs, 8), ambiguous);
 
@@ -102,14 +111,20 @@ fn repeat_and_quantity_declare_the_next_read_a_lapsed_control_nothing_and_the_sc
     let st = outbox_status(&gw.cfg);
     assert_eq!(
         (count(&st, "committed"), count(&st, "control")),
-        (3, 3),
+        (3, 4),
         "{st}"
     );
     assert_eq!(count(&st, "ambiguous"), 2, "{st}");
     let records = lapsed(&gw.state);
-    assert_eq!(records.len(), 1, "{records:?}");
+    assert_eq!(records.len(), 2, "{records:?}");
     assert!(
-        records[0].contains("\"decision\":\"control\""),
+        records
+            .iter()
+            .all(|r| r.contains("\"decision\":\"control\"")),
+        "{records:?}"
+    );
+    assert!(
+        records[0].contains("another control label was read"),
         "{records:?}"
     );
     // The declared commits say who declared them, in the audit trail.

@@ -48,7 +48,8 @@ fn the_demo_loses_nothing_and_commits_each_pick_once() {
         assert_eq!(row(scanner), want, "{stdout}");
     }
     assert!(
-        stdout.contains("tote-ask          committed ambiguous committed committed ambiguous"),
+        stdout
+            .contains("tote-ask          committed ambiguous control committed ambiguous control"),
         "{stdout}"
     );
     assert!(

@@ -40,7 +40,8 @@ fn free(dir: &Path) -> u64 {
     free
 }
 
-/// Fill `dir`'s file system with `file` until `keep` bytes are free.
+/// Fill `dir`'s file system with `file` until `keep` bytes are free (or
+/// none, if something else wrote meanwhile).
 fn fill_to(dir: &Path, file: &Path, keep: u64) {
     let have = free(dir);
     let add = have.saturating_sub(keep);
@@ -54,12 +55,21 @@ fn fill_to(dir: &Path, file: &Path, keep: u64) {
     let mut f = std::io::BufWriter::new(f);
     let chunk = vec![0x55u8; 4096];
     let mut written = 0;
+    // (Full before `add`: the daemon wrote meanwhile. Full is the aim.)
+    let full = |e: &std::io::Error| e.kind() == std::io::ErrorKind::StorageFull;
     while written < add {
         let n = chunk.len().min((add - written) as usize);
-        f.write_all(&chunk[..n]).unwrap();
-        written += n as u64;
+        match f.write_all(&chunk[..n]) {
+            Ok(()) => written += n as u64,
+            Err(e) if full(&e) => break,
+            Err(e) => panic!("filling {}: {e}", file.display()),
+        }
     }
-    f.flush().unwrap();
+    if let Err(e) = f.flush()
+        && !full(&e)
+    {
+        panic!("filling {}: {e}", file.display());
+    }
     assert!(old + written > 0);
 }
 

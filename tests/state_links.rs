@@ -317,9 +317,10 @@ fn a_state_made_under_a_loose_umask_is_still_closed_to_others() {
     for (name, mode) in &found {
         assert_eq!(mode & 0o027, 0, "{name} is {mode:o}: {found:?}");
     }
-    // The control: the previous release left them to the umask.
-    let Ok(previous) = std::env::var("SCANGATE_PREVIOUS_BIN") else {
-        eprintln!("SKIPPED (control): SCANGATE_PREVIOUS_BIN is not set");
+    // The control: the last release before the hardening left them to
+    // the umask.
+    let Ok(previous) = std::env::var("SCANGATE_UNHARDENED_BIN") else {
+        eprintln!("SKIPPED (control): SCANGATE_UNHARDENED_BIN is not set");
         return;
     };
     let before = modes_made_by(&previous, "scangate-modes-prev-");
@@ -357,9 +358,10 @@ fn a_state_open_to_others_is_told_with_its_fix() {
 #[test]
 fn the_previous_release_wrote_through_a_link_at_its_lock() {
     // The control for the tests above: they catch a scangate that follows
-    // links (the previous release writes its pid through the lock's link).
-    let Ok(previous) = std::env::var("SCANGATE_PREVIOUS_BIN") else {
-        eprintln!("SKIPPED: SCANGATE_PREVIOUS_BIN is not set");
+    // links (the last release before the hardening writes its pid through
+    // the lock's link).
+    let Ok(previous) = std::env::var("SCANGATE_UNHARDENED_BIN") else {
+        eprintln!("SKIPPED: SCANGATE_UNHARDENED_BIN is not set");
         return;
     };
     let gw = started("scangate-links-prev-");

@@ -58,6 +58,14 @@ pub struct FeedbackConfig {
     /// store is unreachable.
     #[serde(default)]
     pub waiting: Option<ByteString>,
+    /// `protocol = "raw"`: bytes sent for a control label read (REPEAT,
+    /// QUANTITY N).
+    #[serde(default)]
+    pub control: Option<ByteString>,
+    /// `protocol = "raw"`: bytes sent when a control label read lapses
+    /// unused.
+    #[serde(default)]
+    pub lapsed: Option<ByteString>,
 }
 
 /// `protocol = "zebra-ssi" | "honeywell" | "datalogic" | "raw" | "hid-pos"`.
@@ -130,6 +138,8 @@ impl FeedbackConfig {
             ambiguous: None,
             rejected: None,
             waiting: None,
+            control: None,
+            lapsed: None,
         }
     }
 
@@ -160,6 +170,8 @@ impl FeedbackConfig {
             Told::Ambiguous => self.ambiguous.as_ref(),
             Told::Rejected => self.rejected.as_ref(),
             Told::Waiting => self.waiting.as_ref(),
+            Told::Control => self.control.as_ref(),
+            Told::Lapsed => self.lapsed.as_ref(),
         }
     }
 
@@ -197,7 +209,7 @@ impl FeedbackConfig {
             return Err(Invalid::new(
                 "protocol",
                 "protocol = \"raw\" without any byte string sends nothing",
-                "set the bytes for at least one of committed, echo, ambiguous, rejected, waiting (e.g. committed = \"\\u0007\")",
+                "set the bytes for at least one of committed, echo, ambiguous, rejected, waiting, control, lapsed (e.g. committed = \"\\u0007\")",
             ));
         }
         // A name in /sys/class/leds, or the absolute path of an LED class

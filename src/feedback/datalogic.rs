@@ -35,6 +35,8 @@ pub const ENABLE: u8 = b'E';
 /// | ambiguous | 01 01 | two good-read tones |
 /// | rejected | `F` `E` | the not-on-file series of beeps |
 /// | waiting | — | nothing more |
+/// | control | 01 01 01 | three good-read tones |
+/// | lapsed | `F` `E` | the not-on-file series (as rejected: these commands have no other tone) |
 pub fn bytes(told: Told) -> &'static [u8] {
     match told {
         Told::Committed => &[FORCE_GOOD_READ],
@@ -42,6 +44,8 @@ pub fn bytes(told: Told) -> &'static [u8] {
         Told::Ambiguous => &[FORCE_GOOD_READ, FORCE_GOOD_READ],
         Told::Rejected => &[NOT_ON_FILE, ENABLE],
         Told::Waiting => &[],
+        Told::Control => &[FORCE_GOOD_READ, FORCE_GOOD_READ, FORCE_GOOD_READ],
+        Told::Lapsed => &[NOT_ON_FILE, ENABLE],
     }
 }
 
@@ -51,12 +55,14 @@ mod tests {
 
     #[test]
     fn each_decision_kind_is_exactly_these_bytes() {
-        let expected: [(Told, &[u8]); 5] = [
+        let expected: [(Told, &[u8]); 7] = [
             (Told::Committed, &[0x01]),
             (Told::Echo, &[]),
             (Told::Ambiguous, &[0x01, 0x01]),
             (Told::Rejected, &[0x46, 0x45]),
             (Told::Waiting, &[]),
+            (Told::Control, &[0x01, 0x01, 0x01]),
+            (Told::Lapsed, &[0x46, 0x45]),
         ];
         for (told, want) in expected {
             assert_eq!(bytes(told), want, "{told}");

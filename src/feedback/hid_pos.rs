@@ -150,6 +150,10 @@ impl PosOutputs {
             Told::Ambiguous => &[&[SOUND_NOT_ON_FILE_BEEP], &[SOUND_ERROR_BEEP]],
             Told::Rejected => &[&[SOUND_ERROR_BEEP], &[SOUND_NOT_ON_FILE_BEEP]],
             Told::Waiting => &[&[GOOD_READ_LED]],
+            // A beep without the light (with no Good Read LED output it
+            // sounds as a commit: use the gateway LED to tell them apart).
+            Told::Control => &[&[SOUND_GOOD_READ_BEEP]],
+            Told::Lapsed => &[&[SOUND_ERROR_BEEP], &[SOUND_NOT_ON_FILE_BEEP]],
         };
         choices
             .iter()

@@ -34,7 +34,6 @@ pub const BEEP_LOW: u8 = b'4';
 /// One medium-pitch beep.
 pub const BEEP_MEDIUM: u8 = b'5';
 /// One high-pitch beep.
-#[cfg(test)]
 pub const BEEP_HIGH: u8 = b'6';
 /// Successful decode and communication to the host.
 pub const GOOD: u8 = b'7';
@@ -55,6 +54,8 @@ pub fn commands(chars: &[u8]) -> Vec<u8> {
 /// | ambiguous | `4`, `4` | two low beeps |
 /// | rejected | `8` | the error tone |
 /// | waiting | `5`, `5` | two medium beeps |
+/// | control | `6`, `6` | two high beeps |
+/// | lapsed | `5`, `4` | a medium beep, then a low one |
 pub fn command_chars(told: Told) -> &'static [u8] {
     match told {
         Told::Committed => &[GOOD],
@@ -62,6 +63,8 @@ pub fn command_chars(told: Told) -> &'static [u8] {
         Told::Ambiguous => &[BEEP_LOW, BEEP_LOW],
         Told::Rejected => &[ERROR],
         Told::Waiting => &[BEEP_MEDIUM, BEEP_MEDIUM],
+        Told::Control => &[BEEP_HIGH, BEEP_HIGH],
+        Told::Lapsed => &[BEEP_MEDIUM, BEEP_LOW],
     }
 }
 
@@ -76,12 +79,14 @@ mod tests {
 
     #[test]
     fn each_decision_kind_is_exactly_these_bytes() {
-        let expected: [(Told, &[u8]); 5] = [
+        let expected: [(Told, &[u8]); 7] = [
             (Told::Committed, b"\x1b7,"),
             (Told::Echo, b"\x1b1,"),
             (Told::Ambiguous, b"\x1b4,\x1b4,"),
             (Told::Rejected, b"\x1b8,"),
             (Told::Waiting, b"\x1b5,\x1b5,"),
+            (Told::Control, b"\x1b6,\x1b6,"),
+            (Told::Lapsed, b"\x1b5,\x1b4,"),
         ];
         for (told, want) in expected {
             assert_eq!(bytes(told), want, "{told}");

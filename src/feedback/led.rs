@@ -16,6 +16,8 @@
 //! | ambiguous | three quick blinks (120 ms on, 120 ms off) |
 //! | rejected | one long blink (1 s) |
 //! | waiting | a slow double blink (400 ms on, 400 ms off) |
+//! | control | two quick blinks (120 ms on, 120 ms off) |
+//! | lapsed | a long blink, then a short one (600 ms, 150 ms) |
 
 use super::Told;
 use std::fmt;
@@ -42,6 +44,18 @@ const AMBIGUOUS: &[(bool, Duration)] = &[
     (false, ms(0)),
 ];
 const REJECTED: &[(bool, Duration)] = &[(true, ms(1000)), (false, ms(0))];
+const CONTROL: &[(bool, Duration)] = &[
+    (true, ms(120)),
+    (false, ms(120)),
+    (true, ms(120)),
+    (false, ms(0)),
+];
+const LAPSED: &[(bool, Duration)] = &[
+    (true, ms(600)),
+    (false, ms(200)),
+    (true, ms(150)),
+    (false, ms(0)),
+];
 const WAITING: &[(bool, Duration)] = &[
     (true, ms(400)),
     (false, ms(400)),
@@ -58,6 +72,8 @@ pub fn pattern(told: Told) -> &'static [(bool, Duration)] {
         Told::Ambiguous => AMBIGUOUS,
         Told::Rejected => REJECTED,
         Told::Waiting => WAITING,
+        Told::Control => CONTROL,
+        Told::Lapsed => LAPSED,
     }
 }
 

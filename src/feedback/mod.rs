@@ -6,7 +6,7 @@
 //! and output reports and drives a gateway LED; sending them is the
 //! source's business.
 //!
-//! - [`Told`] (the ground floor's, [`crate::model::Told`]): the five
+//! - [`Told`] (the ground floor's, [`crate::model::Told`]): the seven
 //!   things a scanner can be told.
 //! - [`ssi`] (Zebra SSI packets), [`honeywell`] (Host ACK escape
 //!   commands), [`datalogic`] (single-character host commands), raw bytes
@@ -59,7 +59,15 @@ mod tests {
         let names: Vec<&str> = Told::ALL.iter().map(|t| t.as_str()).collect();
         assert_eq!(
             names,
-            ["committed", "echo", "ambiguous", "rejected", "waiting"]
+            [
+                "committed",
+                "echo",
+                "ambiguous",
+                "rejected",
+                "waiting",
+                "control",
+                "lapsed"
+            ]
         );
         assert_eq!(Told::Ambiguous.to_string(), "ambiguous");
     }

@@ -121,6 +121,8 @@ pub fn beep(code: u8) -> Vec<u8> {
 /// | ambiguous | high-low-high |
 /// | rejected | two long low |
 /// | waiting | two short high |
+/// | control | three short high |
+/// | lapsed | two short low |
 pub fn beep_code(told: Told) -> Option<u8> {
     match told {
         Told::Committed => Some(beep::ONE_SHORT_HIGH),
@@ -128,6 +130,8 @@ pub fn beep_code(told: Told) -> Option<u8> {
         Told::Ambiguous => Some(beep::HIGH_LOW_HIGH),
         Told::Rejected => Some(beep::TWO_LONG_LOW),
         Told::Waiting => Some(beep::TWO_SHORT_HIGH),
+        Told::Control => Some(beep::THREE_SHORT_HIGH),
+        Told::Lapsed => Some(beep::TWO_SHORT_LOW),
     }
 }
 
@@ -181,7 +185,7 @@ mod tests {
 
     #[test]
     fn each_decision_kind_is_exactly_these_bytes() {
-        let expected: [(Told, &[u8]); 5] = [
+        let expected: [(Told, &[u8]); 7] = [
             // 05 E6 04 00 00: sum 0xEF → 0xFF11.
             (Told::Committed, &[0x05, 0xE6, 0x04, 0x00, 0x00, 0xFF, 0x11]),
             (Told::Echo, &[]),
@@ -191,6 +195,10 @@ mod tests {
             (Told::Rejected, &[0x05, 0xE6, 0x04, 0x00, 0x10, 0xFF, 0x01]),
             // sum 0xEF + 0x01 = 0xF0 → 0xFF10.
             (Told::Waiting, &[0x05, 0xE6, 0x04, 0x00, 0x01, 0xFF, 0x10]),
+            // sum 0xEF + 0x02 = 0xF1 → 0xFF0F.
+            (Told::Control, &[0x05, 0xE6, 0x04, 0x00, 0x02, 0xFF, 0x0F]),
+            // sum 0xEF + 0x06 = 0xF5 → 0xFF0B.
+            (Told::Lapsed, &[0x05, 0xE6, 0x04, 0x00, 0x06, 0xFF, 0x0B]),
         ];
         for (told, want) in expected {
             let got = bytes(told);

@@ -24,16 +24,24 @@ pub enum Told {
     /// Stored, but the facility store was unreachable: it will be decided
     /// when the store answers. Carry on; nothing is lost.
     Waiting,
+    /// A control label (REPEAT, QUANTITY N) was read: it declares the next
+    /// read on this scanner. Nothing was recorded yet: scan the item now.
+    Control,
+    /// A control label read that no read followed in time: it declared
+    /// nothing. Scan it again, then the item, if that was meant.
+    Lapsed,
 }
 
 impl Told {
     /// Every kind, in declaration order.
-    pub const ALL: [Told; 5] = [
+    pub const ALL: [Told; 7] = [
         Told::Committed,
         Told::Echo,
         Told::Ambiguous,
         Told::Rejected,
         Told::Waiting,
+        Told::Control,
+        Told::Lapsed,
     ];
 
     /// The lower-case name, as in the config keys and the docs.
@@ -44,6 +52,8 @@ impl Told {
             Told::Ambiguous => "ambiguous",
             Told::Rejected => "rejected",
             Told::Waiting => "waiting",
+            Told::Control => "control",
+            Told::Lapsed => "lapsed",
         }
     }
 }

@@ -167,11 +167,13 @@ impl ToOutbox {
                     .lock()
                     .unwrap_or_else(PoisonError::into_inner)
                     .lapse_if_waiting(uuid),
-                None => Some((
-                    uuid.to_string(),
-                    "its scanner's source stopped (a reload or the stop) before a read followed"
-                        .to_string(),
-                )),
+                None => Some(operator::Lapse {
+                    uuid: uuid.to_string(),
+                    why:
+                        "its scanner's source stopped (a reload or the stop) before a read followed"
+                            .to_string(),
+                    tell: false,
+                }),
             };
             if let (Some(l), Some(q)) = (lapsed, queue.upgrade()) {
                 let _ = q.send(Inbound::Lapsed(l)).await;

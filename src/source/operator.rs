@@ -11,8 +11,28 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use uuid::Uuid;
 
-/// A control read that lapsed: its scan UUID and why.
-pub type Lapse = (String, String);
+/// A control read that lapsed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lapse {
+    /// Its scan UUID.
+    pub uuid: String,
+    /// Why it declared nothing (its audit record says so).
+    pub why: String,
+    /// Whether its scanner is told ([`crate::feedback::Told::Lapsed`]):
+    /// not when the person replaced it with another control label.
+    pub tell: bool,
+}
+
+impl Lapse {
+    /// A control read no read followed within `within`.
+    fn unused(uuid: Uuid, within: Duration) -> Lapse {
+        Lapse {
+            uuid: uuid.to_string(),
+            why: no_read_within(within),
+            tell: true,
+        }
+    }
+}
 
 /// One source's control state.
 #[derive(Debug)]
@@ -59,7 +79,7 @@ impl Operator {
             && now.duration_since(w.at) > within
         {
             self.waiting = None;
-            lapsed = Some((w.uuid.to_string(), no_read_within(within)));
+            lapsed = Some(Lapse::unused(w.uuid, within));
         }
         if let Some(control) = self.controls.recognise(&scan.raw) {
             scan.control = Some(control.describe());
@@ -69,11 +89,10 @@ impl Operator {
                 at: now,
             });
             return before
-                .map(|w| {
-                    (
-                        w.uuid.to_string(),
-                        "another control label was read before a read followed it".into(),
-                    )
+                .map(|w| Lapse {
+                    uuid: w.uuid.to_string(),
+                    why: "another control label was read before a read followed it".into(),
+                    tell: false,
                 })
                 .or(lapsed);
         }
@@ -100,7 +119,7 @@ impl Operator {
         match self.waiting {
             Some(w) if w.uuid == uuid => {
                 self.waiting = None;
-                Some((uuid.to_string(), no_read_within(self.within())))
+                Some(Lapse::unused(uuid, self.within()))
             }
             _ => None,
         }

@@ -68,10 +68,29 @@ impl Signals {
     }
 }
 
+impl Signals {
+    /// Tell scanner `scanner` that its control read lapsed unused (now:
+    /// the signal is due whatever the scanner's `max_delay_ms`, which
+    /// bounds how late a decision may come after its read).
+    pub fn tell_lapsed(&self, scanner: &str) {
+        let all = self
+            .listeners
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        for l in all.get(scanner).into_iter().flatten() {
+            let _ = l.send(Signal {
+                told: Told::Lapsed,
+                read_boot_ns: Some(crate::capture::clock::boot_ns()),
+            });
+        }
+    }
+}
+
 /// What a decision tells its scanner, if anything.
 fn told(d: &Decision) -> Option<Told> {
     Some(match &d.verdict {
-        Verdict::Committed | Verdict::Control { .. } => Told::Committed,
+        Verdict::Committed => Told::Committed,
+        Verdict::Control { .. } => Told::Control,
         Verdict::Suppressed { .. } if d.ambiguous => Told::Ambiguous,
         Verdict::Suppressed { .. } => Told::Echo,
         Verdict::Rejected { .. } => Told::Rejected,
