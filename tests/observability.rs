@@ -195,23 +195,39 @@ fn a_taken_metrics_port_fails_the_start_with_exit_2_naming_it() {
 /// loopback address gets neither.
 #[test]
 fn a_metrics_listen_address_beyond_loopback_is_warned_of_not_refused() {
-    let port = free_port();
-    let exposed = format!("0.0.0.0:{port}");
-    let gw = Gateway::builder("scangate-metrics-exposed-")
-        .pty(ScannerSpec::named("counter-1").ack())
-        .config(&format!("[metrics]\nlisten = {exposed:?}"))
-        .build();
-    let warning = format!("[metrics] listen = \"{exposed}\" is not a loopback address");
-    let out: Outcome = cli_cfg(&gw.cfg, &["check-config"]).into();
-    assert_eq!(out.code, Some(0), "{out}");
-    assert!(out.stdout.contains(&format!("warning: {warning}")), "{out}");
-    let mut daemon = gw.launch();
-    wait_until("the daemon to warn of the exposed endpoint", || {
-        daemon
-            .log()
-            .lines()
-            .any(|l| l.contains(" WARN ") && l.contains(&warning))
-    });
+    // A port free on 127.0.0.1 a moment ago may be taken on another
+    // address (an outgoing connection's own port) before the daemon binds
+    // it on all of them: then the next free port.
+    let (gw, mut daemon, exposed, port) = (0..5)
+        .find_map(|_| {
+            let port = free_port();
+            let exposed = format!("0.0.0.0:{port}");
+            let gw = Gateway::builder("scangate-metrics-exposed-")
+                .pty(ScannerSpec::named("counter-1").ack())
+                .config(&format!("[metrics]\nlisten = {exposed:?}"))
+                .build();
+            let warning = format!("[metrics] listen = \"{exposed}\" is not a loopback address");
+            let out: Outcome = cli_cfg(&gw.cfg, &["check-config"]).into();
+            assert_eq!(out.code, Some(0), "{out}");
+            assert!(out.stdout.contains(&format!("warning: {warning}")), "{out}");
+            let mut daemon = gw.spawn_with_env(&[]);
+            wait_until(
+                "the daemon to warn of the exposed endpoint, or stop",
+                || {
+                    daemon.exited().is_some()
+                        || daemon
+                            .log()
+                            .lines()
+                            .any(|l| l.contains(" WARN ") && l.contains(&warning))
+                },
+            );
+            if daemon.exited().is_some() && daemon.log().contains("Address already in use") {
+                return None;
+            }
+            Some((gw, daemon, exposed, port))
+        })
+        .expect("a free port in 5 tries");
+    daemon.wait_open(&gw.pty_paths());
     let local = format!("127.0.0.1:{port}");
     wait_until("/metrics answered", || {
         matches!(http_get(&local, "/metrics"), Some((200, _)))
