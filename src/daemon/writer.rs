@@ -103,7 +103,7 @@ fn outbox_writer(
     // next batch).
     let mut lapsed: Vec<crate::source::operator::Lapse> = Vec::new();
     // Control reads a stopped daemon left waiting: none will get a read.
-    lapse(&mut store, hooks, false, |tx, gw| {
+    lapse(&mut store, hooks, |tx, gw| {
         crate::gate::control::lapse_open(tx, gw)
     });
     // Crash recovery: scans made durable before a crash are decided first,
@@ -148,7 +148,7 @@ fn outbox_writer(
             }
         }
         if batch.is_empty() {
-            if lapse(&mut store, hooks, true, |tx, gw| {
+            if lapse(&mut store, hooks, |tx, gw| {
                 crate::gate::control::lapse(tx, gw, &lapsed)
             }) {
                 lapsed.clear();
@@ -185,7 +185,7 @@ fn outbox_writer(
         // After the batch's reads: one that came just in time is admitted
         // first, and its control is then no longer open.
         if !lapsed.is_empty()
-            && lapse(&mut store, hooks, true, |tx, gw| {
+            && lapse(&mut store, hooks, |tx, gw| {
                 crate::gate::control::lapse(tx, gw, &lapsed)
             })
         {
@@ -277,14 +277,13 @@ fn wait_for_work(
 }
 
 /// Write control lapses (`write`: `gate::control`) in a transaction of
-/// their own, emit their audit records and, if `tell`, tell their
-/// scanners; a failure is logged and `false` (the caller tries again with
-/// its next batch; what is still open at a stop lapses at the next start,
-/// untold: nobody is waiting at the counter for it then).
+/// their own, emit their audit records and tell the scanners of those
+/// to be told ([`crate::source::operator::Lapse::tell`]); a failure is
+/// logged and `false` (the caller tries again with its next batch; what
+/// is still open at a stop lapses at the next start, untold).
 fn lapse(
     store: &mut Store,
     hooks: WriterHooks<'_>,
-    tell: bool,
     write: impl FnOnce(&rusqlite::Connection, &str) -> rusqlite::Result<crate::gate::control::Lapses>,
 ) -> bool {
     let _turn = hooks.progress.turn();
@@ -296,10 +295,8 @@ fn lapse(
     match done {
         Ok(lapses) => {
             crate::audit::emit(&lapses.emitted);
-            if tell {
-                for scanner in &lapses.scanners {
-                    hooks.signals.tell_lapsed(scanner);
-                }
+            for scanner in &lapses.scanners {
+                hooks.signals.tell_lapsed(scanner);
             }
             true
         }

@@ -56,19 +56,11 @@ impl Signals {
         }
         for d in decisions {
             let Some(told) = told(d) else { continue };
-            if let Some(list) = all.get(&d.scanner) {
-                for l in list {
-                    let _ = l.send(Signal {
-                        told,
-                        read_boot_ns: d.read_boot_ns,
-                    });
-                }
-            }
+            let read_boot_ns = d.read_boot_ns;
+            send(&all, &d.scanner, Signal { told, read_boot_ns });
         }
     }
-}
 
-impl Signals {
     /// Tell scanner `scanner` that its control read lapsed unused (now:
     /// the signal is due whatever the scanner's `max_delay_ms`, which
     /// bounds how late a decision may come after its read).
@@ -77,12 +69,22 @@ impl Signals {
             .listeners
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        for l in all.get(scanner).into_iter().flatten() {
-            let _ = l.send(Signal {
+        let read_boot_ns = Some(crate::capture::clock::boot_ns());
+        send(
+            &all,
+            scanner,
+            Signal {
                 told: Told::Lapsed,
-                read_boot_ns: Some(crate::capture::clock::boot_ns()),
-            });
-        }
+                read_boot_ns,
+            },
+        );
+    }
+}
+
+/// `signal` to whoever listens for `scanner` (one gone is skipped).
+fn send(all: &HashMap<String, Vec<mpsc::UnboundedSender<Signal>>>, scanner: &str, signal: Signal) {
+    for l in all.get(scanner).into_iter().flatten() {
+        let _ = l.send(signal);
     }
 }
 
