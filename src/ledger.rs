@@ -166,10 +166,11 @@ fn hash_json(value: &impl Serialize) -> String {
     crate::capture::hex32(&Sha256::digest(&line).into())
 }
 
-/// The exact lookup: the earliest-captured committed scan with content key
-/// `key` within ±`window` of `row` — on the boot clock for scans of the
-/// same boot (`ledger_boot`), on the wall clock for scans of other boots
-/// (`ledger_wall`). Each index is led by a time bucket (migration 3), so
+/// The exact lookup: the committed scan with content key `key` captured
+/// nearest to `row` within ±`window` (of two equally near, the earlier) —
+/// on the boot clock for scans of the same boot (`ledger_boot`), on the
+/// wall clock for scans of other boots (`ledger_wall`). The facility's
+/// claim script names the same one. Each index is led by a time bucket (migration 3), so
 /// the lookup seeks every bucket the window touches: one or two for a
 /// window of seconds. A wall clock stepped within the boot does not widen
 /// anything: same-boot twins never use it.
@@ -182,13 +183,19 @@ pub fn find_twin(
     let w = window.ms();
     let prefix = key_prefix(bytes);
     let time = &row.time;
-    // (captured_ms, seq, scan_uuid) of the earliest twin found.
-    let mut best: Option<(i64, i64, String)> = None;
-    let mut keep = |r: &rusqlite::Row<'_>| -> rusqlite::Result<()> {
-        let found = (r.get(0)?, r.get(1)?, r.get::<_, Unpacked>(2)?.0);
+    // (distance in ns, captured_ms, seq, scan_uuid) of the nearest twin
+    // found: by the boot clock within the boot, else by the wall clock.
+    let mut best: Option<(i64, i64, i64, String)> = None;
+    let mut keep = |r: &rusqlite::Row<'_>, distance_ns: i64| -> rusqlite::Result<()> {
+        let found = (
+            distance_ns,
+            r.get(0)?,
+            r.get(1)?,
+            r.get::<_, Unpacked>(2)?.0,
+        );
         if best
             .as_ref()
-            .is_none_or(|b| (found.0, found.1) < (b.0, b.1))
+            .is_none_or(|b| (found.0, found.1, found.2) < (b.0, b.1, b.2))
         {
             best = Some(found);
         }
@@ -196,7 +203,7 @@ pub fn find_twin(
     };
     let (lo, hi) = (time.boot_ns - w * 1_000_000, time.boot_ns + w * 1_000_000);
     let mut q = tx.prepare_cached(
-        "SELECT captured_ms, seq, scan_uuid FROM ledger
+        "SELECT captured_ms, seq, scan_uuid, boot_ns FROM ledger
          WHERE boot_id = ?1 AND boot_ns >> 33 = ?2 AND key_prefix = ?3
            AND boot_ns BETWEEN ?4 AND ?5 AND content_key = ?6",
     )?;
@@ -204,7 +211,7 @@ pub fn find_twin(
     for bucket in (lo >> 33)..=(hi >> 33) {
         let mut rows = q.query(params![boot, bucket, prefix, lo, hi, key])?;
         while let Some(r) = rows.next()? {
-            keep(r)?;
+            keep(r, (r.get::<_, i64>(3)? - time.boot_ns).abs())?;
         }
     }
     let (lo, hi) = (time.utc_ms - w, time.utc_ms + w);
@@ -216,10 +223,10 @@ pub fn find_twin(
     for bucket in (lo >> 13)..=(hi >> 13) {
         let mut rows = q.query(params![bucket, prefix, lo, hi, key, boot])?;
         while let Some(r) = rows.next()? {
-            keep(r)?;
+            keep(r, (r.get::<_, i64>(0)? - time.utc_ms).abs() * 1_000_000)?;
         }
     }
-    Ok(best.map(|(_, _, uuid)| uuid))
+    Ok(best.map(|(_, _, _, uuid)| uuid))
 }
 
 /// Call `f` with the content key of every entry captured at or after

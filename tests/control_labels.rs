@@ -108,6 +108,12 @@ fn repeat_and_quantity_declare_the_next_read_a_lapsed_control_nothing_and_the_sc
         .map(|e| e["quantity"].as_i64().unwrap())
         .collect();
     assert_eq!(quantities, [1, 1, 3], "{entries:?}");
+    // Each echo names the commit nearest to it: the last bottle's, the
+    // declared QUANTITY 3 entry, not the first bottle's older one.
+    let echoes = echoes_named(&gw.cfg);
+    assert_eq!(echoes.len(), 2, "{echoes:?}");
+    assert_eq!(echoes[0], entries[0]["scan_uuid"], "{echoes:?}");
+    assert_eq!(echoes[1], entries[2]["scan_uuid"], "{echoes:?}");
     let st = outbox_status(&gw.cfg);
     assert_eq!(
         (count(&st, "committed"), count(&st, "control")),

@@ -318,10 +318,10 @@ fn a_lost_commit_of_either_lane_is_detected_whatever_order_the_lanes_recorded_in
     let mut ahead = ahead;
     let mut backlog = backlog;
     let live_answer = facility.claim_batch(&ahead.claims(&replay)).unwrap();
-    ahead.answered_fresh(facility.fresh());
+    ahead.answered_by(&facility);
     let _: () = redis::cmd("SAVE").query(&mut redis.connection()).unwrap();
     let replay_answer = facility.claim_batch(&backlog.claims(&replay)).unwrap();
-    backlog.answered_fresh(facility.fresh());
+    backlog.answered_by(&facility);
     scangate::claimer::record(&mut store, &mut replay, backlog, Ok(replay_answer)).unwrap();
     scangate::claimer::record(&mut live_store, &mut live, ahead, Ok(live_answer)).unwrap();
     assert_eq!(verdict(&store, &a), Verdict::Committed);
@@ -431,7 +431,7 @@ fn a_commit_answered_again_after_a_lost_reply_is_no_lane_marker() {
         let mut picked =
             scangate::claimer::pick(store, live, LaneKind::Live, &[], &now, true).unwrap();
         let answer = facility.claim_batch(&picked.claims(live)).unwrap();
-        picked.answered_fresh(facility.fresh());
+        picked.answered_by(facility);
         scangate::claimer::record(store, live, picked, Ok(answer)).unwrap();
     };
     live_round(&mut store, &mut live, &mut facility);

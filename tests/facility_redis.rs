@@ -111,7 +111,7 @@ fn a_claims_own_narrower_window_is_the_one_it_is_judged_by() {
             claim("a1", "k", 0),
             narrow("a2", 150, 300),   // a double-fire: an echo
             narrow("a3", 1010, 300),  // another item: a pick
-            claim("a4", "k", 2000),   // the facility's window: an echo
+            claim("a4", "k", 2000),   // the facility's window: an echo of the nearest
             narrow("a5", 9000, 9999), // cut to 3000: nothing within
         ])
         .unwrap(),
@@ -119,7 +119,7 @@ fn a_claims_own_narrower_window_is_the_one_it_is_judged_by() {
             Outcome::Committed,
             sup("a1"),
             Outcome::Committed,
-            sup("a1"),
+            sup("a3"),
             Outcome::Committed
         ]
     );

@@ -77,6 +77,7 @@ mod facility_clock;
 mod facility_cluster;
 mod facility_connect;
 mod facility_failover;
+mod facility_feedback;
 mod facility_gateways;
 mod facility_keys;
 mod facility_order;

@@ -26,11 +26,13 @@ use super::FacilityGate;
 use crate::capture::CaptureTime;
 use crate::capture::clock::rfc3339_ms;
 use crate::events::Event as _;
+use crate::facility::Facility;
 use crate::gate::Unsettled;
+use crate::model::Told;
 use crate::model::{Claim, ClockUsed, EchoWindow, Outcome};
 use crate::model::{Decision, Verdict};
-use crate::outbox::ScanRow;
 use crate::outbox::open::{self, Open};
+use crate::outbox::{self, ScanRow};
 use rusqlite::Connection;
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
@@ -97,8 +99,11 @@ pub struct Picked {
     /// The lane that picked it.
     lane: LaneKind,
     /// Per claim, whether the facility made its decision in the round
-    /// that answered it ([`Picked::answered_fresh`]; `None`: not said).
+    /// that answered it ([`Picked::answered_by`]; `None`: not said).
     fresh: Option<Vec<bool>>,
+    /// Per claim, an echo's twin's capture time, as the facility said it
+    /// ([`Picked::answered_by`]; empty: not said).
+    twin_times: Vec<Option<i64>>,
     rows: Vec<ScanRow>,
     verdicts: Vec<Option<Verdict>>,
     /// Per row: how its capture was put on facility time (claimable rows).
@@ -180,14 +185,17 @@ impl Picked {
         self.lane
     }
 
-    /// Say, per claim, whether the round that answered them made its
-    /// decision ([`crate::facility::Facility::fresh`] after it).
-    pub fn answered_fresh(&mut self, fresh: &[bool]) {
-        self.fresh = Some(fresh.to_vec());
+    /// Take from `f`, the connection whose round answered the claims,
+    /// what it said of each besides the outcome: whether that round made
+    /// the decision ([`Facility::fresh`]), and an echo's twin's capture
+    /// time ([`Facility::twin_times`]).
+    pub fn answered_by(&mut self, f: &Facility) {
+        self.fresh = Some(f.fresh().to_vec());
+        self.twin_times = f.twin_times().to_vec();
     }
 
     /// Of the claims ([`Picked::claims`]) answered by `outcomes`, the last
-    /// one the answering round committed ([`Picked::answered_fresh`]): the
+    /// one the answering round committed ([`Picked::answered_by`]): the
     /// latest commit of this round in the facility store's own order (a
     /// call decides its claims in the order given). Not one answered again
     /// from an earlier round's decision (a retry after a lost reply): it
@@ -288,14 +296,17 @@ impl FacilityGate {
                 }
             }
         }
+        let shared = self.shared_scanners();
         for (row, verdict) in rows.iter().zip(&mut verdicts) {
             if verdict.is_some() {
                 continue;
             }
             let local = self.gate.judge(conn, row)?;
             // While the facility refuses this gateway's window, an echo of
-            // its own commit is left to the facility like any other scan.
-            let trusted = self.local_echoes || !matches!(local, Some(Verdict::Suppressed { .. }));
+            // its own commit is left to the facility like any other scan;
+            // so is a shared scanner's always (`set_scanners`).
+            let trusted = (self.local_echoes && !shared.contains(&row.scanner))
+                || !matches!(local, Some(Verdict::Suppressed { .. }));
             *verdict = local.filter(|_| trusted);
         }
         // A scan of a label that has a scan waiting for the clock in this
@@ -333,6 +344,7 @@ impl FacilityGate {
         Ok(Picked {
             lane,
             fresh: None,
+            twin_times: Vec::new(),
             rows,
             verdicts,
             clocks,
@@ -420,6 +432,7 @@ impl FacilityGate {
             waiting_for_clock,
             more,
             fresh,
+            twin_times,
             ..
         } = picked;
         if rows.is_empty() {
@@ -431,6 +444,15 @@ impl FacilityGate {
         let made_now: Vec<bool> = verdicts
             .iter()
             .map(|v| v.is_none() && fresh.next().unwrap_or(true))
+            .collect();
+        // Per row: an echo's twin's capture time, where the facility said it.
+        let mut twin_times = twin_times.into_iter();
+        let twin_ms: Vec<Option<i64>> = verdicts
+            .iter()
+            .map(|v| {
+                v.as_ref()
+                    .map_or_else(|| twin_times.next().flatten(), |_| None)
+            })
             .collect();
         let facility_error = match claimed {
             Ok(outcomes) => {
@@ -458,12 +480,22 @@ impl FacilityGate {
         let (window, retention) = self.gate.horizon();
         let past = PastRetention::at(self.facility_now(), retention, window);
         let mut committed_past = 0;
-        for (((row, verdict), clock), made_now) in
-            rows.into_iter().zip(verdicts).zip(clocks).zip(made_now)
+        let mut told_as = HashMap::new();
+        for ((((row, verdict), clock), made_now), twin_ms) in rows
+            .into_iter()
+            .zip(verdicts)
+            .zip(clocks)
+            .zip(made_now)
+            .zip(twin_ms)
         {
             // A claim reply shorter than the claims is caught by
             // `recv_claims`; an unanswered row stays open, never guessed.
             let Some(verdict) = verdict else { continue };
+            if let (Verdict::Suppressed { twin }, Some(twin_ms)) = (&verdict, twin_ms)
+                && let Some(told) = self.told_as(tx, &row, twin, twin_ms)?
+            {
+                told_as.insert(row.uuid.clone(), told);
+            }
             let note = (made_now && verdict == Verdict::Committed)
                 .then(|| past.note(row.time.utc_ms))
                 .flatten();
@@ -481,7 +513,41 @@ impl FacilityGate {
                 waiting_for_clock,
             },
             committed_past,
+            told_as,
         })
+    }
+
+    /// **Told as the facility decided.** What the scanner of `row`, an
+    /// echo of `twin` captured at `twin_ms` (facility time), is told when
+    /// that differs from what the verdict says alone: when another
+    /// gateway committed `twin` (it is not in this outbox), this gateway
+    /// heard a shared scanner whose feedback may be set here only.
+    /// - Captured within twice `max_clock_error_ms` of the twin, `row` is
+    ///   this gateway's copy of the read the other committed: told
+    ///   [`Told::Committed`] — once: a double-fire of it here is an echo.
+    /// - Later, a label without a serial and not a possible resend: a
+    ///   further read that may have been another item, told
+    ///   [`Told::Ambiguous`] (under `ask`, the prompt). It is counted and
+    ///   audited as ambiguous by the gateway that committed the twin, which
+    ///   heard the read too.
+    fn told_as(
+        &self,
+        tx: &Connection,
+        row: &ScanRow,
+        twin: &str,
+        twin_ms: i64,
+    ) -> rusqlite::Result<Option<Told>> {
+        let Some(max_error_ms) = self.max_clock_error_ms else {
+            return Ok(None);
+        };
+        if outbox::has_scan(tx, twin)? {
+            return Ok(None);
+        }
+        if (row.time.utc_ms - twin_ms).abs() <= 2 * max_error_ms {
+            let told_before = outbox::has_echo_of(tx, twin)?;
+            return Ok((!told_before).then_some(Told::Committed));
+        }
+        Ok((row.serial.is_none() && !row.resend).then_some(Told::Ambiguous))
     }
 
     /// A recorded round, once its transaction committed: its counters
@@ -491,9 +557,15 @@ impl FacilityGate {
             decided,
             mut round,
             committed_past,
+            mut told_as,
         } = recorded;
         if let Some(decided) = decided {
             round.decisions = self.gate.settle(decided);
+        }
+        if !told_as.is_empty() {
+            for d in &mut round.decisions {
+                d.told_as = told_as.remove(&d.scan_uuid);
+            }
         }
         if committed_past > 0 {
             crate::events::CommittedPastRetention {
@@ -515,6 +587,9 @@ pub struct Recorded {
     round: Round,
     /// Commits claimed past the facility's retention ([`PastRetention`]).
     committed_past: usize,
+    /// What scans' scanners are told instead of their verdicts
+    /// ([`FacilityGate::told_as`]), by scan UUID.
+    told_as: HashMap<String, Told>,
 }
 
 /// Which captures the facility store may have forgotten twins of: its

@@ -6,6 +6,7 @@
 //! [`super::claims`].
 
 use super::facility_time::FacilityClock;
+use super::link::ScannerList;
 use crate::capture::CaptureTime;
 use crate::events::Event as _;
 use crate::gate::Gate;
@@ -31,6 +32,9 @@ pub struct FacilityGate {
     /// The live lane: the rows the writer made durable, in memory
     /// ([`FacilityGate::with_admitted`]).
     pub(super) admitted: Option<Cached>,
+    /// This gateway's scanners, and which are `shared`
+    /// ([`FacilityGate::set_scanners`]).
+    scanners: ScannerList,
 }
 
 impl FacilityGate {
@@ -45,6 +49,7 @@ impl FacilityGate {
             max_clock_error_ms: None,
             local_echoes: true,
             admitted: None,
+            scanners: ScannerList::default(),
         })
     }
 
@@ -58,6 +63,7 @@ impl FacilityGate {
             max_clock_error_ms: self.max_clock_error_ms,
             local_echoes: self.local_echoes,
             admitted: None,
+            scanners: Arc::clone(&self.scanners),
         }
     }
 
@@ -131,6 +137,24 @@ impl FacilityGate {
     /// do not depend on the window.
     pub fn set_local_echoes(&mut self, on: bool) {
         self.local_echoes = on;
+    }
+
+    /// Know which of this gateway's scanners are `shared` from `scanners`
+    /// (the link's list, which a reload changes). A shared scanner's echo
+    /// is never decided by this gateway's own window: its nearest commit
+    /// may be another gateway's, which only the facility knows, and every
+    /// gateway that heard the read must name the same one.
+    pub(super) fn set_scanners(&mut self, scanners: ScannerList) {
+        self.scanners = scanners;
+    }
+
+    /// The names of this gateway's `shared` scanners, now.
+    pub(super) fn shared_scanners(&self) -> Vec<String> {
+        let list = self.scanners.lock().unwrap_or_else(PoisonError::into_inner);
+        list.iter()
+            .filter(|(_, shared)| *shared)
+            .map(|(name, _)| name.clone())
+            .collect()
     }
 
     /// The local gate.

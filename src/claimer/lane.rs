@@ -202,6 +202,7 @@ impl Lane {
         progress: Progress,
     ) -> Lane {
         gate.set_facility_time(link.redis.max_clock_error_ms as i64);
+        gate.set_scanners(link.scanners());
         if kind == LaneKind::Replay {
             // (Left by an earlier run; this lane counts them afresh.)
             let _ = records::set_waiting_for_clock(&mut store, 0);
@@ -367,7 +368,7 @@ impl Lane {
         // (Whichever answered them, the facility's last answered round is
         // theirs.)
         if let (Ok(_), LinkState::Online(f)) = (&claimed, &self.state) {
-            picked.answered_fresh(f.fresh());
+            picked.answered_by(f);
         }
         if claimed.is_err() && self.settings_refused {
             // Picked before the refusal was known: its echoes were judged
@@ -769,7 +770,7 @@ pub fn round(
             _ if claims.is_empty() => Ok(Vec::new()),
             Some(f) => {
                 let claimed = f.claim_batch(&claims).map_err(|e| e.to_string());
-                picked.answered_fresh(f.fresh());
+                picked.answered_by(f);
                 claimed
             }
             None => Err(offline_reason.to_string()),

@@ -124,7 +124,7 @@ pub struct Link {
     gateway: String,
     /// This gateway's scanners: name, declared `shared` (shared by the
     /// clones: a reload changes them for both lanes' next connect).
-    scanners: Arc<Mutex<Vec<(String, bool)>>>,
+    scanners: ScannerList,
     /// The clock offset last logged (by either lane): it is logged again
     /// only when it changes.
     clock_logged: Arc<Mutex<Option<f64>>>,
@@ -287,6 +287,10 @@ impl Link {
     }
 }
 
+/// This gateway's scanners, each with whether it is declared `shared`,
+/// as a reload last set them: one list for the link and both lanes' gates.
+pub(super) type ScannerList = Arc<Mutex<Vec<(String, bool)>>>;
+
 /// `cfg`'s scanners as the facility store records them: name, `shared`.
 fn scanner_list(cfg: &Config) -> Vec<(String, bool)> {
     cfg.scanners
@@ -296,6 +300,11 @@ fn scanner_list(cfg: &Config) -> Vec<(String, bool)> {
 }
 
 impl Link {
+    /// This gateway's scanners as a reload last set them.
+    pub(super) fn scanners(&self) -> ScannerList {
+        Arc::clone(&self.scanners)
+    }
+
     /// The scanners changed (a reload): the next connect of either lane
     /// records these in the facility store (and warns of clones).
     pub fn set_scanners(&self, cfg: &Config) {

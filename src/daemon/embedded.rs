@@ -73,6 +73,7 @@ pub fn submit(
                     scanner: s.profile.scanner.clone(),
                     read_boot_ns: None,
                     was: crate::model::ScanState::Pending,
+                    told_as: None,
                 })
             })
         })

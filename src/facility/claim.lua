@@ -4,7 +4,9 @@
 -- decision if it has one (idempotent by scan UUID: a retried call after a
 -- lost reply returns the same decisions), else an echo of a committed scan
 -- within +-window of its capture time, else a commit that records the
--- capture time and appends the ledger entry.
+-- capture time and appends the ledger entry. The twin an echo names is the
+-- committed capture nearest to it in time (of two equally near, the
+-- earlier), as the embedded gate's ledger lookup names it.
 --
 -- A retried commit is recognised by its decision key, and failing that by
 -- its own member of the seen set (ZSCORE): never by the window check, which
@@ -28,8 +30,10 @@
 -- then per scan: scan_uuid, captured_ms, its own window_ms (ARGV[1] for
 --         most; narrower for a double-fire window or a declared repeat,
 --         never wider), followed by its n field values
--- Returns the token, then one "committed" or "suppressed <twin_uuid>" per
--- scan ("=" in front when the scan was decided by an earlier call), or, with
+-- Returns the token, then one "committed" or "suppressed <twin_uuid>
+-- <twin_captured_ms>" per scan ("=" in front when the scan was decided by an
+-- earlier call; the time left out when the twin is no longer in the seen
+-- set), or, with
 -- nothing changed, the error "SCANGATE_SETTINGS <window_ms> <retention_ms>"
 -- (- for a field not set) when the facility already runs with other
 -- settings than the caller's, or "SCANGATE_LOST <marker_uuid>" when a
@@ -150,17 +154,39 @@ while a <= last do
   -- earlier call (a retry after a lost reply), whose place in the store's
   -- history it has, and its key expires as that call set it.
   local again = decision
+  -- What the reply adds to an echo: its twin's capture time, so the caller
+  -- can tell another gateway's copy of the same read from a later read.
+  local twin_ms = nil
   if not decision then
     local twin = nil
     local o = nil
     if #oldest > 0 then
       o = tonumber(oldest[2])
-      if o >= t - wi and o <= t + wi then
-        twin = oldest[1]
-      elseif o < t + wi then
-        -- (A label read before, outside the window: ~1 scan in 8 in the
-        -- benchmark. The bounds are computed; Redis formats them exactly.)
-        twin = redis.call('ZRANGEBYSCORE', seen_key, t - wi, t + wi, 'LIMIT', '0', '1')[1]
+      if o > t then
+        -- Every commit is later than the capture: the earliest is the
+        -- nearest, if it is inside the window.
+        if o <= t + wi then
+          twin, twin_ms = oldest[1], oldest[2]
+        end
+      else
+        -- The nearest commit: the latest at or before the capture, unless
+        -- one after it is nearer (of two equally near, the earlier). A
+        -- label has few commits within a window, so the range is read
+        -- whole (ZRANGEBYSCORE, which every grant list since the first
+        -- allows, where a reversed range would need another). Most echoes
+        -- come after their commit, so the second range is short.
+        local before = redis.call('ZRANGEBYSCORE', seen_key, t - wi, captured, 'WITHSCORES')
+        local reach = t + wi
+        if #before > 0 then
+          twin, twin_ms = before[#before - 1], before[#before]
+          reach = '(' .. (2 * t - tonumber(twin_ms))
+        end
+        if reach ~= '(' .. t then
+          local after = redis.call('ZRANGEBYSCORE', seen_key, '(' .. captured, reach, 'WITHSCORES', 'LIMIT', '0', '1')
+          if #after > 0 then
+            twin, twin_ms = after[1], after[2]
+          end
+        end
       end
     end
     if twin then
@@ -183,15 +209,26 @@ while a <= last do
     end
     -- Every decision keeps its key for this gateway's retention: the seen
     -- set alone would not do, since another gateway's shorter retention
-    -- could prune or expire it first.
+    -- could prune or expire it first. (The key holds the twin alone, as
+    -- it did before the reply said its time.)
     redis.call('SET', scan_key, decision, 'PX', ARGV[2])
     made[scan_key] = decision
     wrote = true
+  elseif string.sub(decision, 1, 11) == 'suppressed ' then
+    -- An earlier decision's twin, if the seen set still has it.
+    twin_ms = redis.call('ZSCORE', seen_key, string.sub(decision, 12))
+    if not twin_ms then
+      twin_ms = nil
+    end
+  end
+  local said = decision
+  if twin_ms then
+    said = decision .. ' ' .. twin_ms
   end
   if again then
-    out[#out + 1] = '=' .. decision
+    out[#out + 1] = '=' .. said
   else
-    out[#out + 1] = decision
+    out[#out + 1] = said
   end
 end
 -- Last: Redis refuses a script's first write when it is out of memory, and

@@ -176,11 +176,13 @@ impl Facility {
     /// that never had it) is the exception: see `Facility::resend_round`.
     pub fn recv_claims(&mut self, sent: Sent) -> Result<Vec<Outcome>, FacilityError> {
         self.fresh.clear();
+        self.twin_times.clear();
         if sent.calls == 0 {
             return Ok(Vec::new());
         }
         let mut outcomes = Vec::with_capacity(sent.claims);
         let mut fresh = Vec::with_capacity(sent.claims);
+        let mut twin_times = Vec::with_capacity(sent.claims);
         let mut resent = 0;
         let mut call = 0;
         while call < sent.calls {
@@ -235,9 +237,10 @@ impl Facility {
                 }
             };
             for v in items.into_iter().skip(1) {
-                let (outcome, made) = self.outcome(v)?;
+                let (outcome, made, twin_ms) = self.outcome(v)?;
                 outcomes.push(outcome);
                 fresh.push(made);
+                twin_times.push(twin_ms);
             }
         }
         let acked = if self.min_replicas > 0 {
@@ -275,6 +278,7 @@ impl Facility {
             });
         }
         self.fresh = fresh;
+        self.twin_times = twin_times;
         Ok(outcomes)
     }
 
@@ -322,9 +326,11 @@ impl Facility {
         }
     }
 
-    /// A claim's answer, and whether this call made the decision (`false`:
-    /// answered again from an earlier call's, "=" in front).
-    fn outcome(&self, v: Value) -> Result<(Outcome, bool), FacilityError> {
+    /// A claim's answer, whether this call made the decision (`false`:
+    /// answered again from an earlier call's, "=" in front), and an echo's
+    /// twin's capture time when the script said it (it does since 0.5.0;
+    /// a decision an earlier script stored, answered again, has none).
+    fn outcome(&self, v: Value) -> Result<(Outcome, bool, Option<i64>), FacilityError> {
         let text = match &v {
             Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
             Value::SimpleString(s) => s.clone(),
@@ -335,14 +341,19 @@ impl Facility {
             None => (text.as_str(), true),
         };
         if decided == "committed" {
-            return Ok((Outcome::Committed, fresh));
+            return Ok((Outcome::Committed, fresh, None));
         }
-        if let Some(twin) = decided.strip_prefix("suppressed ") {
+        if let Some(echo) = decided.strip_prefix("suppressed ") {
+            let (twin, twin_ms) = match echo.split_once(' ') {
+                Some((twin, ms)) => (twin, ms.parse().ok()),
+                None => (echo, None),
+            };
             return Ok((
                 Outcome::Suppressed {
                     twin: twin.to_string(),
                 },
                 fresh,
+                twin_ms,
             ));
         }
         Err(FacilityError::Protocol {
@@ -358,5 +369,13 @@ impl Facility {
     /// expires as that round set it). Empty after a round that failed.
     pub fn fresh(&self) -> &[bool] {
         &self.fresh
+    }
+
+    /// For each claim the last round answered, in order: an echo's twin's
+    /// capture time (facility time, Unix ms) as the facility store holds
+    /// it; `None` for a commit, and for an echo the store did not say it of
+    /// (its twin since pruned). Empty after a round that failed.
+    pub fn twin_times(&self) -> &[Option<i64>] {
+        &self.twin_times
     }
 }

@@ -166,6 +166,7 @@ impl Facility {
             replica_timeout: command_timeout,
             on_disk: false,
             fresh: Vec::new(),
+            twin_times: Vec::new(),
             replica: false,
             clones: Vec::new(),
             clock: None,

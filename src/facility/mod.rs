@@ -85,6 +85,8 @@ pub struct Facility {
     on_disk: bool,
     /// See [`Facility::fresh`].
     fresh: Vec<bool>,
+    /// See [`Facility::twin_times`].
+    twin_times: Vec<Option<i64>>,
     /// The last [`Facility::check_server`] found a read-only replica.
     replica: bool,
     /// What [`Facility::register_scanners`] found at connect.

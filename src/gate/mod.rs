@@ -551,6 +551,7 @@ impl Gate {
             scanner: row.scanner,
             read_boot_ns,
             was: row.state,
+            told_as: None,
         }))
     }
 }
@@ -637,6 +638,7 @@ pub fn decision_of(store: &Store, scan_uuid: &str) -> Result<Option<Decision>, S
             scanner: r.scanner,
             read_boot_ns: None,
             was: r.state,
+            told_as: None,
         }
     }))
 }

@@ -80,6 +80,11 @@ pub struct Decision {
     /// Its state before this decision (`unresolved` again: a retry).
     #[serde(skip)]
     pub was: ScanState,
+    /// What its scanner is told instead of what the verdict says alone:
+    /// a shared scanner's read whose twin another gateway committed
+    /// (`claimer::claims`, "Told as the facility decided").
+    #[serde(skip)]
+    pub told_as: Option<super::Told>,
 }
 
 /// Counters since start.

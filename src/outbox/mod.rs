@@ -718,6 +718,13 @@ pub fn has_scan(conn: &Connection, scan_uuid: &str) -> rusqlite::Result<bool> {
         .query_row([packed(scan_uuid)], |r| r.get(0))
 }
 
+/// Whether a scan of this outbox is recorded as an echo of `twin`
+/// (`scans_twin`).
+pub fn has_echo_of(conn: &Connection, twin: &str) -> rusqlite::Result<bool> {
+    conn.prepare_cached("SELECT EXISTS (SELECT 1 FROM scans WHERE twin_uuid = ?1)")?
+        .query_row([packed(twin)], |r| r.get(0))
+}
+
 /// The content key of scan `scan_uuid` (`None`: no such scan, or it was
 /// rejected and has none).
 pub fn content_key_of(conn: &Connection, scan_uuid: &str) -> rusqlite::Result<Option<String>> {

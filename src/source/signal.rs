@@ -88,8 +88,13 @@ fn send(all: &HashMap<String, Vec<mpsc::UnboundedSender<Signal>>>, scanner: &str
     }
 }
 
-/// What a decision tells its scanner, if anything.
+/// What a decision tells its scanner, if anything: what the facility
+/// decided, when that differs from the verdict alone
+/// ([`Decision::told_as`]), else the verdict.
 fn told(d: &Decision) -> Option<Told> {
+    if let Some(told) = d.told_as {
+        return Some(told);
+    }
     Some(match &d.verdict {
         Verdict::Committed => Told::Committed,
         Verdict::Control { .. } => Told::Control,

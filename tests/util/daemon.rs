@@ -358,6 +358,21 @@ pub fn ledger(config: &Path) -> Vec<serde_json::Value> {
         .collect()
 }
 
+/// The `echo_of` of each echo `ledger export --echoes` prints, in the
+/// order they were read.
+pub fn echoes_named(config: &Path) -> Vec<String> {
+    let out: Outcome = cli_cfg(config, &["ledger", "export", "--echoes"]).into();
+    assert_eq!(out.code, Some(0), "ledger export --echoes failed: {out}");
+    out.stdout
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| {
+            let echo: serde_json::Value = serde_json::from_str(l).unwrap();
+            echo["echo_of"].as_str().unwrap().to_string()
+        })
+        .collect()
+}
+
 /// Every audit record on `c` as its JSON, in chain order (records are
 /// stored packed: `scangate::audit::stored`).
 pub fn audit_records(c: &rusqlite::Connection) -> Vec<String> {

@@ -111,6 +111,7 @@ fn decision(scanner: &str, verdict: Verdict, ambiguous: bool, was: ScanState) ->
         scanner: scanner.into(),
         read_boot_ns: Some(1_000_000_000),
         was,
+        told_as: None,
     }
 }
 
