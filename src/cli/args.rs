@@ -121,7 +121,9 @@ pub enum Command {
     /// connected; a scan undecided for over 60 s; the facility store not
     /// answering; free space below `[outbox] min_free_mb` (no scan is
     /// stored or acknowledged) or close to it; fewer days of space left
-    /// than `[outbox] warn_days_left`.
+    /// than `[outbox] warn_days_left`; product or recall data older than
+    /// `[checks] max_data_age_days`, or unreadable (without any, the
+    /// checks that need it are off, which is no reason).
     ///
     /// Exit codes: 0 healthy. 1 degraded, each reason printed with its
     /// fix. 2 a configuration error. 3 the database cannot be read (lost,

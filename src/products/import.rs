@@ -170,6 +170,7 @@ fn from_files(b: &Building, one: &Path) -> Result<(u64, u64, NaiveDate), Product
 
 /// `ndctext.zip`.
 fn from_zip(b: &Building, path: &Path, file: File) -> Result<(u64, u64, NaiveDate), ProductsError> {
+    let zip_date = modified_date(&file);
     let mut zip = zip_archive(path, file)?;
     let (product_at, package_at) = (
         zip_entry(&zip, path, "product.txt")?,
@@ -177,9 +178,13 @@ fn from_zip(b: &Building, path: &Path, file: File) -> Result<(u64, u64, NaiveDat
     );
     let zip_err = |e: zip::result::ZipError| input_error(path, format!("cannot read it: {e}"));
     let entry = zip.by_index(product_at).map_err(zip_err)?;
+    // A zip entry's date is local time, to the day here; 1980-01-01 (the
+    // format's first day) is a zip written without dates: the zip's own.
     let published = entry
         .last_modified()
+        .filter(|t| t.year() > 1980)
         .and_then(|t| NaiveDate::from_ymd_opt(t.year().into(), t.month().into(), t.day().into()))
+        .or(zip_date)
         .unwrap_or_else(|| chrono::Utc::now().date_naive());
     let name = format!("{}:{}", path.display(), entry.name().unwrap_or_default());
     let products = load_products(b, BufReader::with_capacity(READ_BUFFER, entry), &name)?;
