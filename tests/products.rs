@@ -70,10 +70,7 @@ fn ndc_and_gtin_agree_on_published_pairs() {
         assert_eq!(key(gtin14), Ok(Key::Ndc10(ten.into())), "{pair}");
         let upc = pair["upc_a_gtin12"].as_str().unwrap();
         assert_eq!(key(upc), Ok(Key::Ndc10(ten.into())), "{pair}");
-        let Some(printed) = pair["ndc_as_printed"]
-            .as_str()
-            .and_then(PackageNdc::parse)
-        else {
+        let Some(printed) = pair["ndc_as_printed"].as_str().and_then(PackageNdc::parse) else {
             continue;
         };
         assert_eq!(printed.digits10(), ten);
