@@ -47,7 +47,8 @@ fn show_json(cfg: &Path, what: &str) -> serde_json::Value {
 
 #[test]
 fn ndc_and_gtin_agree_on_published_pairs() {
-    // GS1 US's healthcare guideline example: NDC 0067-6382-30 in a GTIN-14.
+    // NDC 0067-6382-30 in a GTIN-14, the pair the product data's issue
+    // quotes (its source not checked here; the check digit is GS1's rule).
     let n = PackageNdc::parse("0067-6382-30").unwrap();
     assert_eq!(n.gtin14(0), "00300676382302");
     assert_eq!(n.ndc11(), "00067638230");
