@@ -7,7 +7,7 @@ use crate::cmd::{self, Failure};
 use crate::exit::Exit;
 use args::{
     AuditCommand, Cli, Command, ConfigArg, ConsumersCommand, LabelsArgs, LedgerCommand,
-    OutboxCommand, StateCommand,
+    OutboxCommand, ProductsCommand, RecallsCommand, StateCommand,
 };
 use clap::{CommandFactory, FromArgMatches};
 use std::process::ExitCode;
@@ -72,6 +72,8 @@ fn dispatch(command: Command) -> Result<Exit, Failure> {
         Command::Ledger { command } => cmd::ledger::run(command),
         Command::Audit { command } => cmd::audit::run(command),
         Command::State { command } => cmd::state::run(command),
+        Command::Products { command } => cmd::products::run(command),
+        Command::Recalls { command } => cmd::products::recalls(command),
         Command::Decode(args) => cmd::decode::run(&args),
         Command::Devices(args) => cmd::devices::run(&args),
         Command::Pair(args) => cmd::devices::pair(&args),
@@ -109,6 +111,13 @@ impl Command {
             }
             | Command::State {
                 command: StateCommand::Reset { config: c, .. },
+            }
+            | Command::Products {
+                command:
+                    ProductsCommand::Import { config: c, .. } | ProductsCommand::Show { config: c, .. },
+            }
+            | Command::Recalls {
+                command: RecallsCommand::Import { config: c, .. },
             }
             | Command::Labels(LabelsArgs { config: c, .. }) => Some(c),
             Command::Demo { .. }

@@ -22,7 +22,7 @@
 //! | 0 | [`model`], [`invalid`], [`shutdown`], [`backoff`], [`exit`], [`build`], [`files`] | the vocabulary several stages speak ([`model::ScanState`], [`model::Verdict`], [`model::Decision`], a [`model::Claim`] and its [`model::Outcome`], what a scanner is told: [`model::Told`], the echo window: [`model::EchoWindow`], what is known of the facility store), a refused setting, the stop token, the retry schedule, the exit codes, the version, and files (one a setting names, read up to a limit; one of scangate's own, opened without following what another account planted) |
 //! | 1 | [`telemetry`], [`events`], [`notify`], `capture::clock` | what the stages tell, as leaves every stage may use: the counters and the status file's format, one type per operational event (one file per component; `emit` logs it and moves its metric), systemd (readiness, status, the watchdog's rule of progress), and the clocks a record is stamped with |
 //! | 2 | [`config`], `source::config`, `source::hid::config`, `source::hid::layout`, `source::serial::config`, `facility::config`, `sink::config`, [`capture`], [`controls`], [`feedback`] | what a stage is told: the TOML file, assembled from the sections each stage owns (leaves), its secrets resolved once ([`config::Settings`]); capture stamps (UUIDv7, UTC, boot clock), barcode decoding and the content key; the REPEAT and QUANTITY labels; what a scanner is told of a decision, as each protocol's bytes (Zebra SSI, Honeywell, Datalogic, raw, HID POS output reports) or a gateway LED's pattern |
-//! | 3 | [`source`], [`pty`], [`store`] | one task per scanner (serial; USB HID in [`source::hid`]), the operator's control labels marked on the reads ([`source::operator`]), the decisions routed back to the scanners ([`source::signal`]); pseudo-terminals standing in for serial scanners; the SQLite database (one file, WAL, `synchronous=FULL`), its identity and anchors, the writers' turn, disk space |
+//! | 3 | [`source`], [`pty`], [`store`], [`products`] | one task per scanner (serial; USB HID in [`source::hid`]), the operator's control labels marked on the reads ([`source::operator`]), the decisions routed back to the scanners ([`source::signal`]); pseudo-terminals standing in for serial scanners; the SQLite database (one file, WAL, `synchronous=FULL`), its identity and anchors, the writers' turn, disk space; the product and recall data (the FDA NDC Directory, openFDA's drug recalls), each a file of its own imported whole, looked up by NDC or GTIN |
 //! | 4 | [`outbox`], [`ledger`], [`audit`] | the tables: every scan, written before anything else; one entry per committed scan; the hash-chained decision records, verify, trace, archives and pruning |
 //! | 5 | [`decided`], [`gate`] | what a decision writes, in one place (the scan's row, a commit's ledger entry, its audit record; a lapsed control's and a conflict's later records); this gateway's own verdict: the Bloom pre-filter and the exact event-time window check |
 //! | 6 | [`facility`], [`sink`] | the facility Redis adapter (connecting, the claim script and its rounds, the server's checks and clock, the ledger and conflicts streams); the ledger POSTed to inventory systems from a durable cursor |
@@ -39,7 +39,8 @@
 //! integration tests and benches drive: the stages whose behaviour they
 //! prove against real files, processes and devices ([`capture`],
 //! [`source`], [`pty`], [`store`], [`outbox`], [`ledger`], [`audit`],
-//! [`gate`], [`claimer`], [`facility`], [`daemon`], [`feedback`]) and
+//! [`gate`], [`claimer`], [`facility`], [`daemon`], [`feedback`],
+//! [`products`]) and
 //! the vocabulary those speak ([`model`], [`config`], [`build`],
 //! [`shutdown`]). The rest is the crate's own: events and telemetry,
 //! systemd notification, the commands' bodies, logging, the sinks, the
@@ -76,6 +77,7 @@ mod logging;
 pub mod model;
 mod notify;
 pub mod outbox;
+pub mod products;
 pub mod pty;
 pub mod shutdown;
 mod sink;

@@ -22,6 +22,9 @@ mod demo;
 mod hostile_input;
 mod labels_cli;
 
+// Product and recall data: imports, lookups, status.
+mod products;
+
 // The gate and the audit trail, through the library on real SQLite files.
 mod audit_tamper;
 mod gate;

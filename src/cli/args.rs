@@ -121,7 +121,9 @@ pub enum Command {
     /// connected; a scan undecided for over 60 s; the facility store not
     /// answering; free space below `[outbox] min_free_mb` (no scan is
     /// stored or acknowledged) or close to it; fewer days of space left
-    /// than `[outbox] warn_days_left`.
+    /// than `[outbox] warn_days_left`; product or recall data older than
+    /// `[checks] max_data_age_days`, or unreadable (without any, the
+    /// checks that need it are off, which is no reason).
     ///
     /// Exit codes: 0 healthy. 1 degraded, each reason printed with its
     /// fix. 2 a configuration error. 3 the database cannot be read (lost,
@@ -138,6 +140,16 @@ pub enum Command {
     Outbox {
         #[command(subcommand)]
         command: OutboxCommand,
+    },
+    /// Product data: the FDA NDC Directory, imported to the gateway.
+    Products {
+        #[command(subcommand)]
+        command: ProductsCommand,
+    },
+    /// Recall data: openFDA's drug recalls, imported to the gateway.
+    Recalls {
+        #[command(subcommand)]
+        command: RecallsCommand,
     },
     /// The state directory's identity.
     State {
@@ -410,6 +422,77 @@ pub enum OutboxCommand {
     /// Exit codes: 0 decided. 2 the config still has `[redis]`. 3 the
     /// daemon runs, or the database cannot be used.
     DecideLocally(ConfigArg),
+}
+
+#[derive(Subcommand)]
+pub enum ProductsCommand {
+    /// Import the FDA NDC Directory: `ndctext.zip` as the FDA publishes it,
+    /// or its `product.txt` (with `package.txt` beside it), or a directory
+    /// holding both.
+    ///
+    /// The data is built whole in `products.sqlite.new` in the state
+    /// directory and renamed to `products.sqlite`: a failed or malformed
+    /// file leaves the data imported before as it was. Runs beside the
+    /// daemon, which reads the new data at its next lookup; run it as the
+    /// service user (`runuser -u scangate --`) or as root.
+    ///
+    /// Exit codes: 0 imported. 2 the file is not the directory as
+    /// published (a cut zip, a missing column, a line that cannot be read:
+    /// the message names the file and line), or a configuration error. 3
+    /// the state directory cannot be written, or another import runs. 4
+    /// the file cannot be read.
+    Import {
+        #[command(flatten)]
+        config: ConfigArg,
+        /// `ndctext.zip`, `product.txt` or a directory holding the two files.
+        file: PathBuf,
+    },
+    /// Show the package an NDC or GTIN names, its product, and the ongoing
+    /// recalls of it.
+    ///
+    /// Takes a package NDC hyphenated (`0067-6382-30`, `00067-6382-30`),
+    /// its 10 or 11 digits, a GTIN-14 or a UPC-A. Ten digits fit up to
+    /// three configurations: every package they name is shown.
+    ///
+    /// Exit codes: 0 shown. 1 no package of the directory has it, or no
+    /// product data is imported. 2 the text is no NDC or GTIN, or a
+    /// configuration error. 3 the data file cannot be read.
+    Show {
+        #[command(flatten)]
+        config: ConfigArg,
+        /// The NDC or GTIN.
+        ndc: String,
+        /// With this lot (as the barcode's AI 10 carries it): which recalls
+        /// name it.
+        #[arg(long)]
+        lot: Option<String>,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Subcommand)]
+pub enum RecallsCommand {
+    /// Import openFDA's drug enforcement download
+    /// (`drug-enforcement-0001-of-0001.json`, or its `.json.zip`): the
+    /// ongoing recalls, the packages and lots each names.
+    ///
+    /// Built whole in `recalls.sqlite.new` and renamed to
+    /// `recalls.sqlite`, like `products import`. A recall found for a
+    /// read warns; it never refuses one.
+    ///
+    /// Exit codes: 0 imported. 2 the file is not that download (another
+    /// endpoint's, not JSON, cut, not UTF-8: the message names the file
+    /// and the line or record), or a configuration error. 3 the state
+    /// directory cannot be written, or another import runs. 4 the file
+    /// cannot be read.
+    Import {
+        #[command(flatten)]
+        config: ConfigArg,
+        /// The JSON file or the zip holding it.
+        file: PathBuf,
+    },
 }
 
 #[derive(Subcommand)]

@@ -310,6 +310,7 @@ fn demo_config(dir: &Path, scanners: &[VirtualScanner], redis: Option<RedisConfi
         records: Default::default(),
         controls: Default::default(),
         sinks: Vec::new(),
+        checks: Default::default(),
         scanners: NAMES
             .iter()
             .zip(scanners)

@@ -13,6 +13,7 @@
 //! - [`ledger`]: `ledger export [--follow]`.
 //! - [`audit`]: `audit verify`, `export`, `prune`, `trace`.
 //! - [`state`]: `state reset`.
+//! - [`products`](mod@products): `products import`, `products show`, `recalls import`.
 //! - [`decode`]: `decode`: barcode text or raw HID reports, decoded as the daemon does.
 //! - [`devices`]: `devices` lists scanners, `pair` pairs one.
 //! - [`labels`]: `labels`: the REPEAT and QUANTITY control labels, printed.
@@ -38,6 +39,7 @@ pub mod devices;
 pub mod labels;
 pub mod ledger;
 pub mod outbox;
+pub mod products;
 pub mod run;
 pub mod state;
 pub mod status;
@@ -60,6 +62,9 @@ pub enum Failure {
     Facility(FacilityError),
     /// An audit archive: unreadable, not intact, or refused.
     Archive(ArchiveError),
+    /// Product or recall data: an input that is not as published, or its
+    /// data file.
+    Products(crate::products::ProductsError),
 }
 
 impl From<ArchiveError> for Failure {
@@ -112,6 +117,14 @@ impl Failure {
             Failure::Archive(ArchiveError::Refused(_)) => Exit::Config,
             Failure::Archive(ArchiveError::Store(e)) => store(e),
             Failure::Archive(ArchiveError::Io { .. }) => Exit::Runtime,
+            Failure::Products(e) => {
+                use crate::products::ProductsError as P;
+                match e {
+                    P::Read { .. } => Exit::Runtime,
+                    P::Busy { .. } | P::File(_) | P::Sqlite { .. } | P::Io { .. } => Exit::State,
+                    _ => Exit::Config,
+                }
+            }
         }
     }
 
@@ -124,6 +137,7 @@ impl Failure {
             Failure::Facility(e) => e.to_string(),
             Failure::Usage(m) | Failure::Runtime(m) => m.clone(),
             Failure::Archive(e) => e.to_string(),
+            Failure::Products(e) => e.to_string(),
         }
     }
 }

@@ -23,7 +23,9 @@ use crate::telemetry::live::{LiveStatus, STATUS_FILE};
 use serde::Serialize;
 use std::path::Path;
 
+mod data;
 mod sinks;
+pub use data::DataView;
 pub use sinks::SinkView;
 
 /// A status file older than this (three heartbeats) means the daemon is
@@ -242,6 +244,10 @@ pub struct Status {
     pub storage: StorageView,
     /// The audit trail.
     pub audit: AuditView,
+    /// The product data (the FDA NDC Directory).
+    pub products: DataView,
+    /// The recall data (openFDA's drug recalls).
+    pub recalls: DataView,
 }
 
 /// The longest status file read (a gateway's with a hundred scanners is
@@ -320,6 +326,10 @@ pub fn gather(cfg: &Config, config_file: Option<&Path>, now_ms: i64) -> Result<S
         .map(|_| facility_view(&stored, now_ms, &mut degraded));
     let sinks = sinks::views(cfg, &stored, now_ms, &mut degraded);
     let storage = storage_view(cfg, &state_dir, &stored, &mut degraded);
+    let today = chrono::DateTime::from_timestamp_millis(now_ms)
+        .unwrap_or_default()
+        .date_naive();
+    let (products, recalls) = data::views(cfg, today, &mut degraded);
     Ok(Status {
         healthy: degraded.is_empty(),
         build: BuildView {
@@ -344,6 +354,8 @@ pub fn gather(cfg: &Config, config_file: Option<&Path>, now_ms: i64) -> Result<S
         sinks,
         storage,
         audit: audit_view(&state_dir, &stored),
+        products,
+        recalls,
     })
 }
 
@@ -654,6 +666,8 @@ pub fn render(st: &Status) -> String {
             _ => "last anchored: none yet".into(),
         }
     );
+    let _ = writeln!(out, "{}", data::render("products", &st.products));
+    let _ = writeln!(out, "{}", data::render("recalls", &st.recalls));
     out
 }
 

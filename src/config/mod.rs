@@ -51,8 +51,8 @@ pub use crate::source::serial::config::{
 };
 pub use carried::{Carried, OLD_KEYS, OldKey};
 pub use sections::{
-    DedupConfig, GatewayConfig, MIN_KEEP_DAYS, MetricsConfig, OutboxConfig, RecordsConfig,
-    ScannerConfig, ScannerKind,
+    ChecksConfig, DEFAULT_MAX_DATA_AGE_DAYS, DedupConfig, GatewayConfig, MIN_KEEP_DAYS,
+    MetricsConfig, OutboxConfig, RecordsConfig, ScannerConfig, ScannerKind,
 };
 pub use settings::Settings;
 pub use validate::{NAME_MAX_BYTES, STATE_DIR_MAX_BYTES, state_dir_problem};
@@ -99,6 +99,9 @@ pub struct Config {
     /// `[[sink]]`: inventory systems the ledger is POSTed to; none by
     /// default.
     pub sinks: Vec<SinkConfig>,
+    /// `[checks]`: the checks against product and recall data; the
+    /// defaults without the section.
+    pub checks: ChecksConfig,
     /// Keys of an earlier release found in the file and carried over
     /// (renamed or ignored): each is warned of ([`Carried::warning`]).
     pub carried: Vec<Carried>,

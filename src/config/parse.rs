@@ -4,8 +4,8 @@
 //! what the parser refused.
 
 use super::sections::{
-    DedupConfig, GatewayConfig, MetricsConfig, OutboxConfig, RecordsConfig, ScannerConfig,
-    ScannerKind,
+    ChecksConfig, DedupConfig, GatewayConfig, MetricsConfig, OutboxConfig, RecordsConfig,
+    ScannerConfig, ScannerKind,
 };
 use super::{Config, ConfigError};
 use crate::facility::config::RedisConfig;
@@ -78,6 +78,7 @@ impl Config {
             records: sections.records,
             controls: sections.controls,
             sinks: sections.sinks,
+            checks: sections.checks,
             carried,
         };
         cfg.validate(file)?;
@@ -128,6 +129,8 @@ struct Sections {
     controls: crate::controls::ControlsConfig,
     #[serde(default, rename = "sink")]
     sinks: Vec<crate::sink::config::SinkConfig>,
+    #[serde(default)]
+    checks: ChecksConfig,
 }
 
 impl ConfigError {

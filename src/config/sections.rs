@@ -1,5 +1,5 @@
 //! The sections of the config file, as each is read: `[gateway]`,
-//! `[dedup]`, `[outbox]`, `[metrics]`, `[records]`, and what a
+//! `[dedup]`, `[outbox]`, `[metrics]`, `[records]`, `[checks]`, and what a
 //! `[[scanner]]` entry is ([`ScannerConfig`]: the common keys, and its
 //! kind's); their defaults.
 
@@ -184,6 +184,31 @@ impl Default for OutboxConfig {
             keep_raw_hours: default_retention_hours(),
             min_free_mb: default_min_free_mb(),
             warn_days_left: default_warn_days_left(),
+        }
+    }
+}
+
+/// `[checks]` section: the checks of a read against the product and
+/// recall data (`scangate products import`, `recalls import`). Every key
+/// has a default, so a config without the section loads as before.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ChecksConfig {
+    /// Product or recall data older than this many days (from its own
+    /// date) is a `status` reason: import a newer download (1..=3650,
+    /// default [`DEFAULT_MAX_DATA_AGE_DAYS`]).
+    pub max_data_age_days: u64,
+}
+
+/// The default `[checks] max_data_age_days`: the FDA updates the NDC
+/// Directory daily and openFDA its recalls weekly; 45 days leaves a
+/// monthly import room for a late month.
+pub const DEFAULT_MAX_DATA_AGE_DAYS: u64 = 45;
+
+impl Default for ChecksConfig {
+    fn default() -> Self {
+        ChecksConfig {
+            max_data_age_days: DEFAULT_MAX_DATA_AGE_DAYS,
         }
     }
 }

@@ -19,7 +19,22 @@ impl Config {
             .validate()
             .map_err(|e| ConfigError::new(file, e.within("controls")))?;
         self.validate_scanners(file)?;
-        self.validate_sinks(file)
+        self.validate_sinks(file)?;
+        self.validate_checks(file)
+    }
+
+    /// `[checks]`.
+    fn validate_checks(&self, file: Option<&Path>) -> Result<(), ConfigError> {
+        let days = self.checks.max_data_age_days;
+        if !(1..=3650).contains(&days) {
+            return Err(refusal(
+                file,
+                "checks.max_data_age_days".into(),
+                format!("{days} is out of range"),
+                "use 1..=3650 days (default 45): product and recall data older than this is a status reason",
+            ));
+        }
+        Ok(())
     }
 
     /// Each `[[sink]]`: its own checks, and a name no other sink has.

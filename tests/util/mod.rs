@@ -11,6 +11,7 @@
 mod cli;
 mod daemon;
 mod facility;
+mod fda;
 mod gateway;
 mod journal;
 mod notify;
@@ -24,6 +25,7 @@ mod wait;
 pub use cli::*;
 pub use daemon::*;
 pub use facility::*;
+pub use fda::*;
 pub use gateway::*;
 pub use journal::*;
 pub use notify::*;
