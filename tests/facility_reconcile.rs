@@ -11,23 +11,33 @@ use std::path::Path;
 
 #[test]
 fn redis_restarted_empty_still_never_recommits_this_gateways_picks() {
-    let (root, mut redis) = facility(&[]);
-    let mut g = Gateway::roaming(root.path(), "gw-a", &redis);
-    g.start();
-    let label = dscsa("SN001");
-    g.send(&label);
-    wait_all_decided(&g.cfg, 1);
-    redis.restart(); // no persistence: it comes back empty
-    assert!(redis.ledger("test-pharmacy").is_empty());
-    g.send(&label); // an echo within the window
-    let st = wait_all_decided(&g.cfg, 2);
-    assert_eq!(count(&st, "committed"), 1, "{st}");
-    assert_eq!(count(&st, "suppressed"), 1, "{st}");
-    assert!(
-        redis.ledger("test-pharmacy").is_empty(),
-        "the echo reached the ledger"
-    );
-    g.stop();
+    // A gateway's own scanner: its echo is decided by its own window, and
+    // the facility store, restarted empty, never hears of it. A shared
+    // scanner's echo is always claimed: the claim finds the store lost
+    // data, the gateway re-publishes its commit first, and the echo is
+    // suppressed by it — the pick's one entry, never the echo's.
+    for shared in [false, true] {
+        let (root, mut redis) = facility(&[]);
+        let mut g = Gateway::in_facility(root.path(), "gw-a", &redis, "roaming", shared);
+        g.start();
+        let label = dscsa("SN001");
+        g.send(&label);
+        wait_all_decided(&g.cfg, 1);
+        let pick = redis.ledger("test-pharmacy");
+        redis.restart(); // no persistence: it comes back empty
+        assert!(redis.ledger("test-pharmacy").is_empty());
+        g.send(&label); // an echo within the window
+        let st = wait_all_decided(&g.cfg, 2);
+        assert_eq!(count(&st, "committed"), 1, "{st}");
+        assert_eq!(count(&st, "suppressed"), 1, "{st}");
+        let after = redis.ledger("test-pharmacy");
+        if shared {
+            assert_eq!(after, pick, "shared: the pick re-published, not the echo");
+        } else {
+            assert!(after.is_empty(), "the echo reached the ledger: {after:?}");
+        }
+        g.stop();
+    }
 }
 
 /// Two gateways sharing the roaming scanner, with a window of ten minutes
