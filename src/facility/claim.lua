@@ -140,12 +140,12 @@ while a <= last do
   else
     decision = made[scan_key]
   end
-  -- The earliest committed capture time: for a new label (most scans) it
-  -- answers alone, and it says whether pruning is due. An empty set holds
-  -- no member of the scan's either.
+  -- The two earliest committed capture times: for a new label (most
+  -- scans) they answer alone, and the first says whether pruning is due.
+  -- An empty set holds no member of the scan's either.
   local oldest = nil
   if not decision then
-    oldest = redis.call('ZRANGE', seen_key, '0', '0', 'WITHSCORES')
+    oldest = redis.call('ZRANGE', seen_key, '0', '1', 'WITHSCORES')
     if #oldest > 0 and (oldest[1] == uuid or redis.call('ZSCORE', seen_key, uuid)) then
       decision = 'committed' -- its own earlier commit, found by identity
     end
@@ -162,29 +162,23 @@ while a <= last do
     local o = nil
     if #oldest > 0 then
       o = tonumber(oldest[2])
-      if o > t then
-        -- Every commit is later than the capture: the earliest is the
-        -- nearest, if it is inside the window.
-        if o <= t + wi then
+      -- The nearest commit within the window (of two equally near, the
+      -- earlier). The two earliest answer most scans alone: the earliest
+      -- is the nearest when it is later than the capture, or when no
+      -- other commit is inside the window; else the window's commits (a
+      -- label has few within one) are read and the nearest taken here.
+      local next_ms = oldest[4] and tonumber(oldest[4])
+      if o > t or (o >= t - wi and (not next_ms or next_ms > t + wi)) then
+        if o >= t - wi and o <= t + wi then
           twin, twin_ms = oldest[1], oldest[2]
         end
-      else
-        -- The nearest commit: the latest at or before the capture, unless
-        -- one after it is nearer (of two equally near, the earlier). A
-        -- label has few commits within a window, so the range is read
-        -- whole (ZRANGEBYSCORE, which every grant list since the first
-        -- allows, where a reversed range would need another). Most echoes
-        -- come after their commit, so the second range is short.
-        local before = redis.call('ZRANGEBYSCORE', seen_key, t - wi, captured, 'WITHSCORES')
-        local reach = t + wi
-        if #before > 0 then
-          twin, twin_ms = before[#before - 1], before[#before]
-          reach = '(' .. (2 * t - tonumber(twin_ms))
-        end
-        if reach ~= '(' .. t then
-          local after = redis.call('ZRANGEBYSCORE', seen_key, '(' .. captured, reach, 'WITHSCORES', 'LIMIT', '0', '1')
-          if #after > 0 then
-            twin, twin_ms = after[1], after[2]
+      elseif next_ms and next_ms <= t + wi then
+        local near = redis.call('ZRANGEBYSCORE', seen_key, t - wi, t + wi, 'WITHSCORES')
+        local best = nil
+        for k = 1, #near, 2 do
+          local d = math.abs(tonumber(near[k + 1]) - t)
+          if not best or d < best then
+            best, twin, twin_ms = d, near[k], near[k + 1]
           end
         end
       end
