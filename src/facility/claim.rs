@@ -328,8 +328,8 @@ impl Facility {
 
     /// A claim's answer, whether this call made the decision (`false`:
     /// answered again from an earlier call's, "=" in front), and an echo's
-    /// twin's capture time when the script said it (it does since 0.5.0;
-    /// a decision an earlier script stored, answered again, has none).
+    /// twin's capture time when the script said it (not for a twin the
+    /// seen set no longer holds).
     fn outcome(&self, v: Value) -> Result<(Outcome, bool, Option<i64>), FacilityError> {
         let text = match &v {
             Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
