@@ -56,7 +56,21 @@ struct ScannerLog {
 }
 
 /// Is the pick with `serial` from `scanner` in the outbox right now?
+///
+/// A miss is asked once more on a connection opened afresh before it
+/// counts: under qemu-user, a read-only connection held across the
+/// daemon's kill and restart once reported every later pick of one scanner
+/// missing, and reruns did not repeat it. A scan the daemon did not commit
+/// is missing on a fresh connection too.
 fn in_outbox(db: &Path, conn: &mut Option<Connection>, scanner: &str, serial: &str) -> bool {
+    if in_outbox_on(db, conn, scanner, serial) {
+        return true;
+    }
+    *conn = None;
+    in_outbox_on(db, conn, scanner, serial)
+}
+
+fn in_outbox_on(db: &Path, conn: &mut Option<Connection>, scanner: &str, serial: &str) -> bool {
     let deadline = Instant::now() + event_timeout();
     loop {
         if conn.is_none() {

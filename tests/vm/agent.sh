@@ -4,11 +4,14 @@
 #   ID TIMEOUT_S BASE64(bash script)
 # and gets back one line,
 #   ID EXIT_CODE BASE64(stdout and stderr)
+# The agent's first line, before any command, is `hello BOOT_ID`.
 # so results travel over that channel, never over the console. Started by
 # scangate-vmtest.service (tests/vm/image.sh) from the second disk.
 port=/dev/virtio-ports/scangate.ctl
 while [ ! -e "$port" ]; do sleep 0.2; done
 exec 3<>"$port"
+# The first line says the agent is up, so the host needs no pings at boot.
+printf 'hello %s\n' "$(cat /proc/sys/kernel/random/boot_id)" >&3
 while true; do
     # EOF while the host side is not connected: try again.
     if ! read -r id limit b64 <&3; then

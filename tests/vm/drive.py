@@ -162,21 +162,22 @@ class Guest:
         check(rc == 0, f"`{script.strip()[:120]}` exited {rc}: {out.strip()[-600:]}")
         return out
 
-    def wait_ready(self, seconds, every=5):
-        """Boot: the agent answers a ping once systemd started it (any
-        ping: under TCG an answer may come after the next ping was sent).
-        A ping every `every` s; done once none answered for as long."""
+    def wait_ready(self, seconds, every=30):
+        """Boot: the agent's `hello` line, which it writes once it opened
+        its port. A ping (any answer counts) only when nothing came for
+        `every` s: an agent that started before the host listened. Answers
+        to pings that come later are skipped by `run`, as any line with
+        another id is."""
         end = time.monotonic() + seconds
         cid = 0
         while time.monotonic() < end:
-            cid -= 1
-            self.sock.sendall(f"{cid} 30 {base64.b64encode(b'echo ready').decode()}\n".encode())
-            line = self.lines.readline(time.monotonic() + every)
-            if line is not None and re.match(rb"-\d+ 0 ", line):
+            line = self.lines.readline(min(end, time.monotonic() + every))
+            if line is None:
+                cid -= 1
+                self.sock.sendall(f"{cid} 30 {base64.b64encode(b'echo ready').decode()}\n".encode())
+                continue
+            if line.startswith(b"hello ") or re.match(rb"-\d+ 0 ", line):
                 self.answered_at = time.monotonic()
-                # Let the answers to the other pings come in and drop them.
-                while self.lines.readline(time.monotonic() + every) is not None:
-                    pass
                 return True
         return False
 
@@ -1127,13 +1128,13 @@ class Run:
         watcher = threading.Thread(target=watch, daemon=True)
         watcher.start()
         try:
-            check(self.g.wait_ready(300 * SCALE, every=2), f"after {what}: the guest agent did not come back (see console.log)")
+            check(self.g.wait_ready(600 * SCALE), f"after {what}: the guest agent did not come back (see console.log)")
         finally:
             done.set()
             watcher.join()
         t_boot = time.monotonic() - t0
         print("  boot: " + ", ".join(f"{k} {v:.0f} s" for k, v in seen.items())
-              + f", agent's first answer {self.g.answered_at - t0:.0f} s, pings drained {t_boot:.0f} s", flush=True)
+              + f", agent's hello {t_boot:.0f} s", flush=True)
         check(self.boot_id() != old_boot, f"after {what}: the same boot id, no reboot happened")
         check(self.g.prop("UnitFileState") == "enabled", f"after {what}: scangate is not enabled")
         return t_boot, self.pc_wait_up(what)
@@ -1149,15 +1150,23 @@ class Run:
         rc, out = self.g.run(f"runuser -u scangate -- scangate audit verify --config {CONF} 2>&1", timeout=120)
         return lost, doubled, rc, out.strip()
 
-    def pc_stream_and_cut(self, at_acks, script="", what=None):
+    def pc_stream_and_cut(self, at_acks, script="", what=None, disk_cut=False):
         """counter-1 and counter-2 scan without pause, each in a thread of
         its own (a label, its ACK, the next); once `at_acks` ACKs came in
         all, `script` runs and the power is cut. Then the guest boots
         again, scangate comes up by itself, and each scanner sends the
         label it got no ACK for again, as a scanner does. Returns (the
-        ACKed serials, figures)."""
+        ACKed serials, figures).
+
+        With `disk_cut`, the state disk is cut instead (`sd_cut`: its
+        writes dropped from that instant, the daemon killed, the disk
+        mounted again as after a reboot, the service started): no reboot.
+        An ACK that arrives once the cut was asked for counts as none (the
+        scan is resent like any unACKed one), since a daemon stopped a
+        moment after its disk may still have ACKed a write that was
+        dropped; one that came before was sent before the cut."""
         names = ("counter-1", "counter-2")
-        stop = threading.Event()
+        stop, cutting = threading.Event(), threading.Event()
         state = {n: {"acked": [], "pending": None, "errors": []} for n in names}
 
         def stream(name):
@@ -1167,6 +1176,8 @@ class Run:
                     serial = self.new_serial()
                     st["pending"] = (serial, time.monotonic())
                     if sc.scan(serial, seconds=120, stop=stop):
+                        if disk_cut and cutting.is_set():
+                            break
                         st["acked"].append(serial)
                         st["pending"] = None
             except Exception as e:
@@ -1181,7 +1192,11 @@ class Run:
             wait_for(f"{at_acks} scans ACKed", lambda: sum(len(s["acked"]) for s in state.values()) >= at_acks
                      or any(s["errors"] for s in state.values()), 120, 0.02)
             t_cut = time.monotonic()
-            self.power_cut(script)
+            if disk_cut:
+                cutting.set()
+                self.g.ok(f"{script}\n{self.sd_cut()}", timeout=180)
+            else:
+                self.power_cut(script)
         finally:
             stop.set()
             for t in threads:
@@ -1191,7 +1206,10 @@ class Run:
         acked = [x for s in state.values() for x in s["acked"]]
         n_acked = len(acked)
         t_reset = time.monotonic()
-        t_boot, t_up = self.pc_back(what or f"a cut after {n_acked} ACKs", old_boot)
+        if disk_cut:
+            t_boot, t_up = 0.0, self.pc_wait_up(what)
+        else:
+            t_boot, t_up = self.pc_back(what or f"a cut after {n_acked} ACKs", old_boot)
         resent = 0
         for name, st in state.items():
             # Within the dedup window a resend is an echo: one pick,
@@ -1200,7 +1218,8 @@ class Run:
                 self.sc[name].scan(st["pending"][0], seconds=60)
                 acked.append(st["pending"][0])
                 resent += 1
-        print(f"  power cut: streamed {t_cut - t0:.1f} s, reset {t_reset - t_cut:.1f} s after the cut was sent, "
+        print(f"  {'disk' if disk_cut else 'power'} cut: streamed {t_cut - t0:.1f} s, "
+              f"{'cut and remounted' if disk_cut else 'reset'} {t_reset - t_cut:.1f} s after the cut was sent, "
               f"agent back {t_boot:.0f} s later, scangate up {t_up:.1f} s after, resends {time.monotonic() - t_reset - t_boot - t_up:.1f} s; "
               f"{n_acked} ACKed", flush=True)
         return acked, {"acked": n_acked, "resent": resent, "boot": t_boot, "up": t_up}
@@ -1238,58 +1257,128 @@ class Run:
             lines = [l for l in f if "vmcut:" in l]
         return lines[-1].split("vmcut:", 1)[1].strip() if lines else "?"
 
+    # The state disk of the first-start cuts: a file system of its own on
+    # a loop device through dm-flakey, mounted on the state directory.
+    # Its writes pass, or, from the cut on, are dropped while reported
+    # done (xfstests' common/dmflakey cuts a disk the same way): what it
+    # holds then is what it held at that instant, as after a power cut,
+    # and no reboot is needed.
+    SD_IMG = "/var/tmp/vm-state.img"
+    SD_DM = "vmstate"
+    SD_PASS = "0 $(blockdev --getsz $loop) flakey $loop 0 180 0"
+    SD_DROP = "0 $(blockdev --getsz $loop) flakey $loop 0 0 180 1 drop_writes"
+
+    def sd_loop(self):
+        return f"loop=$(losetup -j {self.SD_IMG} | cut -d: -f1 | head -n1)"
+
+    def sd_fresh(self):
+        """A guest script: the service stopped, an empty state disk
+        mounted on the state directory (as the package leaves a gateway:
+        nothing in it)."""
+        return (
+            "systemctl stop scangate; systemctl reset-failed scangate; "
+            f"umount {self.PC_STATE} 2>/dev/null; dmsetup remove {self.SD_DM} 2>/dev/null; "
+            f"rm -rf {self.PC_STATE}; mkdir -p {self.PC_STATE} && "
+            f"{{ [ -e {self.SD_IMG} ] || {{ modprobe dm_flakey && truncate -s 256M {self.SD_IMG} && losetup -f {self.SD_IMG}; }}; }} && "
+            f"{self.sd_loop()} && [ -n \"$loop\" ] && mkfs.ext4 -q -F $loop && "
+            f"dmsetup create {self.SD_DM} --table \"{self.SD_PASS}\" && "
+            f"mount /dev/mapper/{self.SD_DM} {self.PC_STATE} && rmdir {self.PC_STATE}/lost+found && sync"
+        )
+
+    def sd_cut(self):
+        """A guest script: the cut (the daemon stopped where it is, every
+        write to the state disk dropped from here on, the daemon killed),
+        then the disk mounted again (its journal replayed, as at boot) and
+        the service started, as a boot would."""
+        return (
+            "pid=$(systemctl show -p MainPID --value scangate)\n"
+            '[ "$pid" = 0 ] || kill -STOP "$pid"\n'
+            f"{self.sd_loop()}\n"
+            f"dmsetup suspend --nolockfs --noflush {self.SD_DM}\n"
+            f"dmsetup load {self.SD_DM} --table \"{self.SD_DROP}\"\n"
+            f"dmsetup resume {self.SD_DM}\n"
+            "systemctl kill -s KILL scangate; systemctl stop scangate; systemctl reset-failed scangate\n"
+            f"umount {self.PC_STATE} && dmsetup remove {self.SD_DM} && "
+            f"dmsetup create {self.SD_DM} --table \"{self.SD_PASS}\" && "
+            f"mount /dev/mapper/{self.SD_DM} {self.PC_STATE} && systemctl start scangate"
+        )
+
+    def sd_teardown(self):
+        return (
+            "systemctl stop scangate; systemctl reset-failed scangate; "
+            f"umount {self.PC_STATE}; dmsetup remove {self.SD_DM}; {self.sd_loop()}; losetup -d $loop; "
+            f"rm -f {self.SD_IMG}; rm -rf {self.PC_STATE}; systemctl start scangate; sync"
+        )
+
+    def sd_cut_control(self):
+        """The disk cut's own control: what was written and synced before
+        the cut is there after it; what was written without a sync (still
+        in the page cache) is not, as a power cut would lose it."""
+        self.g.ok(self.sd_fresh(), timeout=180)
+        out = self.g.ok(
+            f"echo kept > {self.PC_STATE}/synced && sync {self.PC_STATE}/synced && "
+            f"echo lost > {self.PC_STATE}/unsynced\n"
+            + self.sd_cut().replace(" && systemctl start scangate", "")
+            + f" && cat {self.PC_STATE}/synced && cat {self.PC_STATE}/unsynced 2>/dev/null; true", timeout=180)
+        check("kept" in out and "lost" not in out,
+              f"the disk cut did not act as a power cut: after it the state disk holds {out.split()} "
+              "(want the synced file's 'kept' and not the unsynced file's 'lost')")
+
     def powercut_first_start(self):
         """Cuts spread over the very first start, anchored on its progress
         (under TCG a time after `systemctl start` hits a different moment
-        on every run): the state directory as the package leaves it (none:
-        systemd's StateDirectory= makes it), the service started with the
-        two scanners streaming, and the power cut as soon as the directory
-        holds k entries (k = 1, 2, …: whatever a first start creates, in
-        whatever order, temporary files too), after a `sync`: the disk then
-        has what a kernel that had just written back every dirty page
-        would leave, the worst a cut can leave. After the reboot the
-        service comes up by itself, the scans resent are in the ledger
-        once, a new scan is taken, audit verify exits 0, and the state
-        directory is scangate's, mode 0750. Every k is tried; the failures
-        are reported together."""
+        on every run): an empty state directory (as the package leaves
+        it), the service started with the two scanners streaming, and the
+        state disk cut (`sd_cut`) as soon as the directory holds k
+        entries (k = 1, 2, …: whatever a first start creates, in whatever
+        order, temporary files too), after a `sync`: the disk then has
+        what a kernel that had just written back every dirty page would
+        leave, the worst a cut can leave. After the cut the service
+        starts, the scans resent are in the ledger once, a new scan is
+        taken, audit verify exits 0, and the state directory is
+        scangate's, mode 0750. Every k is tried; the failures are reported
+        together. First the disk cut's own control."""
         self.pc_setup()
-        wipe = f"systemctl stop scangate && systemctl reset-failed scangate; rm -rf {self.PC_STATE} && sync"
+        self.sd_cut_control()
         # A first start without a cut: what it leaves.
-        self.g.ok(f"{wipe} && systemctl start scangate", timeout=180)
+        self.g.ok(f"{self.sd_fresh()} && systemctl start scangate", timeout=180)
         self.pc_wait_up("an uncut first start")
         files = self.g.ok(f"ls -A {self.PC_STATE}").split()
         ok, failed, figures = [], [], []
-        for k in range(1, min(len(files), 5) + 1):
-            what = f"a cut at {k} entries in the state directory"
-            t0 = time.monotonic()
-            self.g.ok(wipe, timeout=120)
-            cut = (
-                "systemctl --no-block start scangate\n"
-                f"shopt -s nullglob dotglob; end=$((SECONDS + 60)); f=()\n"
-                f"until [ ${{#f[@]}} -ge {k} ] || [ $SECONDS -ge $end ]; do f=({self.PC_STATE}/*); done\n"
-                'echo "vmcut: ${f[*]##*/}" > /dev/kmsg\n'
-                "sync"
-            )
-            try:
-                acked, f = self.pc_stream_and_cut(0, cut, what)
-                what += f" ({self.cut_files()})"
-                mode = self.g.ok(f"stat -c '%U:%G %a' {self.PC_STATE}").strip()
-                check(mode == "scangate:scangate 750", f"after {what}: {self.PC_STATE} is {mode}")
-                serial = self.new_serial()
-                self.sc["counter-1"].scan(serial)
-                self.pc_check_ledger(acked + [serial], f"after {what}")
-                ok.append(str(k))
-                figures.append(f"{self.cut_files()}: up {f['up']:.0f} s after the agent")
-            except CheckFailed as e:
-                failed.append(f"{e} [the cut came with: {self.cut_files()}]")
-            print(f"  {what}: {time.monotonic() - t0:.0f} s in all", flush=True)
-        summary = f"a first start makes {' '.join(files)}; cuts at 1..{min(len(files), 5)} entries"
+        try:
+            for k in range(1, min(len(files), 5) + 1):
+                what = f"a cut at {k} entries in the state directory"
+                t0 = time.monotonic()
+                self.g.ok(self.sd_fresh(), timeout=180)
+                cut = (
+                    "systemctl --no-block start scangate\n"
+                    f"shopt -s nullglob dotglob; end=$((SECONDS + 60)); f=()\n"
+                    f"until [ ${{#f[@]}} -ge {k} ] || [ $SECONDS -ge $end ]; do f=({self.PC_STATE}/*); done\n"
+                    'echo "vmcut: ${f[*]##*/}" > /dev/kmsg\n'
+                    "sync"
+                )
+                try:
+                    acked, f = self.pc_stream_and_cut(0, cut, what, disk_cut=True)
+                    what += f" ({self.cut_files()})"
+                    mode = self.g.ok(f"stat -c '%U:%G %a' {self.PC_STATE}").strip()
+                    check(mode == "scangate:scangate 750", f"after {what}: {self.PC_STATE} is {mode}")
+                    serial = self.new_serial()
+                    self.sc["counter-1"].scan(serial)
+                    self.pc_check_ledger(acked + [serial], f"after {what}")
+                    ok.append(str(k))
+                    figures.append(f"{self.cut_files()}: {f['acked']} ACKed, up {f['up']:.0f} s after")
+                except CheckFailed as e:
+                    failed.append(f"{e} [the cut came with: {self.cut_files()}]")
+                print(f"  {what}: {time.monotonic() - t0:.0f} s in all", flush=True)
+        finally:
+            # Leave the usual state directory for the checks after this one.
+            self.g.run(self.sd_teardown(), timeout=180)
+        summary = (f"a first start makes {' '.join(files)}; the state disk's cut control held; "
+                   f"cuts at 1..{min(len(files), 5)} entries")
         if failed:
-            # Leave a working service for the checks after this one.
-            self.g.run(f"{wipe}; systemctl start scangate", timeout=180)
             raise CheckFailed(f"{summary}: up after {len(ok)} ({', '.join(ok) or 'none'}), not after {len(failed)}: "
                               + " || ".join(failed))
-        return (f"{summary}: each time up by itself after the reboot, the resent scans in the ledger once, "
+        return (f"{summary}: each time up after the cut, the resent scans in the ledger once, "
                 f"a new scan taken, audit verify 0 ({'; '.join(figures)})")
 
     def powercut_control_no_fsync(self):

@@ -5,7 +5,8 @@
 # OUTDIR gets disk.img (raw ext4, the root file system), vmlinuz, initrd.img.
 #
 # The guest: Debian 12 minbase with a real systemd and udevd, Debian's
-# kernel, redis-server (the LoadCredential check), nothing else. It has no
+# kernel, redis-server (the LoadCredential check), dmsetup (the state
+# disk's cuts: drive.py), nothing else. It has no
 # network: everything `apt install ./scangate_*.deb` needs (systemd, libc6)
 # is already installed. At boot, scangate-vmtest.service mounts the second
 # disk (/dev/vdb: the .deb and the agent, made fresh by run.sh) and runs its
@@ -25,7 +26,7 @@ arm64) kernel=linux-image-arm64 ;;
     ;;
 esac
 debootstrap --arch="$arch" --variant=minbase \
-    --include=systemd,systemd-sysv,dbus,udev,kmod,procps \
+    --include=systemd,systemd-sysv,dbus,udev,kmod,procps,dmsetup \
     bookworm "$root" http://deb.debian.org/debian
 mount -t proc proc "$root/proc"
 trap 'umount "$root/proc" 2>/dev/null || true' EXIT
@@ -35,6 +36,11 @@ chmod 0755 "$root/usr/sbin/policy-rc.d"
 chroot "$root" env DEBIAN_FRONTEND=noninteractive \
     apt-get install -y -q --no-install-recommends "$kernel" redis-server
 rm -f "$root/usr/sbin/policy-rc.d"
+# A small initramfs: the modules the root disk needs and no others (under
+# TCG, unpacking and probing Debian's default one costs 20-100 s a boot).
+echo MODULES=list >"$root/etc/initramfs-tools/conf.d/vm.conf"
+printf '%s\n' virtio_pci virtio_mmio virtio_blk ext4 >>"$root/etc/initramfs-tools/modules"
+chroot "$root" update-initramfs -u -k all
 chroot "$root" apt-get clean
 umount "$root/proc"
 trap - EXIT
