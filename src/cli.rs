@@ -80,6 +80,7 @@ fn dispatch(command: Command) -> Result<Exit, Failure> {
         Command::Demo { redis } => cmd::demo::run(redis),
         Command::Bench(args) => cmd::bench::run(&args),
         Command::Labels(args) => cmd::labels::run(&args),
+        Command::Diag { config, out } => cmd::diag::run(&config, &out),
     }
 }
 
@@ -119,7 +120,8 @@ impl Command {
             | Command::Recalls {
                 command: RecallsCommand::Import { config: c, .. },
             }
-            | Command::Labels(LabelsArgs { config: c, .. }) => Some(c),
+            | Command::Labels(LabelsArgs { config: c, .. })
+            | Command::Diag { config: c, .. } => Some(c),
             Command::Demo { .. }
             | Command::Bench(_)
             | Command::Decode(_)

@@ -19,6 +19,7 @@ mod check_config;
 mod cli_errors;
 mod decode_cli;
 mod demo;
+mod diag;
 mod hostile_input;
 mod labels_cli;
 

@@ -184,6 +184,28 @@ pub enum Command {
     /// the scanner interfaces can be read (e.g. not run as root), or a
     /// file cannot be written.
     Pair(PairArgs),
+    /// Pack what support needs into one zip archive, without a secret or a
+    /// scanned payload in it.
+    ///
+    /// In it: the version and build, the OS and kernel, the config with
+    /// every secret replaced by `<redacted>` (passwords, tokens, a URL's
+    /// user part and query), `status --json`, `check-config`, `devices`,
+    /// the udev rules that name scangate, the unit's last journal lines
+    /// (where `journalctl` is), the state directory's files and sizes, the
+    /// database's integrity check and row counts, and a metrics snapshot.
+    /// Never a ledger entry, an audit record or a scan's data. Run it as
+    /// root or a member of group `scangate`; it works with the daemon
+    /// running or stopped, and with a config that does not load.
+    ///
+    /// Exit codes: 0 written. 2 `--out` exists already (it is never
+    /// overwritten). 4 the archive cannot be written.
+    Diag {
+        #[command(flatten)]
+        config: ConfigArg,
+        /// The archive to write (a new file).
+        #[arg(long, value_name = "FILE")]
+        out: PathBuf,
+    },
     /// Print the control labels (REPEAT, QUANTITY N) for the counter: SVG
     /// files, ZPL for a label printer, or text.
     ///

@@ -17,6 +17,7 @@
 //! - [`decode`]: `decode`: barcode text or raw HID reports, decoded as the daemon does.
 //! - [`devices`]: `devices` lists scanners, `pair` pairs one.
 //! - [`labels`]: `labels`: the REPEAT and QUANTITY control labels, printed.
+//! - [`diag`]: `diag --out FILE`: what support needs, in one archive.
 //! - [`demo`]: `demo`: a noisy shift on virtual serial scanners.
 //! - [`bench`](mod@bench): `bench`: throughput and latency.
 
@@ -36,6 +37,7 @@ pub mod confirmation;
 pub mod decode;
 pub mod demo;
 pub mod devices;
+pub mod diag;
 pub mod labels;
 pub mod ledger;
 pub mod outbox;
