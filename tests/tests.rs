@@ -23,7 +23,9 @@ mod diag;
 mod hostile_input;
 mod labels_cli;
 
-// Product and recall data: imports, lookups, status.
+// Product and recall data: imports, lookups, status; the checks at the
+// counter that read it.
+mod counter_checks;
 mod products;
 
 // The gate and the audit trail, through the library on real SQLite files.

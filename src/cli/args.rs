@@ -582,6 +582,12 @@ pub struct BenchArgs {
     /// every second (embedded store only), as `[metrics]` does.
     #[arg(long)]
     pub metrics: bool,
+    /// Decide without the checks at the counter (expiry, recall, unknown
+    /// product), which run by default as in the daemon, against the
+    /// product and recall data in `--dir` if imported there: their cost
+    /// is the difference.
+    #[arg(long)]
+    pub no_checks: bool,
     /// Simulate this many gateways against the facility store (`--redis`
     /// or `--cluster`), each on its own connection, claiming as the
     /// claimer does: what a facility and a chain cost the store.

@@ -259,6 +259,10 @@ fn measure(args: &BenchArgs) -> Result<Exit, String> {
         retention: Duration::from_secs(72 * 3600),
     };
     let mut gate = Gate::new(cfg.clone(), &store).map_err(|e| e.to_string())?;
+    if !args.no_checks {
+        let checks = crate::checks::Checks::new(&dir, &crate::config::ChecksConfig::default());
+        gate.set_checks(std::sync::Arc::new(checks));
+    }
     let profile = Profile {
         scanner: "bench-1".into(),
         scan_type: ScanType::Dispense,

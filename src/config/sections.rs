@@ -198,7 +198,14 @@ pub struct ChecksConfig {
     /// date) is a `status` reason: import a newer download (1..=3650,
     /// default [`DEFAULT_MAX_DATA_AGE_DAYS`]).
     pub max_data_age_days: u64,
+    /// A label expiring fewer than this many days after the read is told
+    /// `expiring` (0: never; at most 3650; default
+    /// [`DEFAULT_EXPIRY_WARN_DAYS`]).
+    pub expiry_warn_days: u64,
 }
+
+/// The default `[checks] expiry_warn_days`.
+pub const DEFAULT_EXPIRY_WARN_DAYS: u64 = 30;
 
 /// The default `[checks] max_data_age_days`: the FDA updates the NDC
 /// Directory daily and openFDA its recalls weekly; 45 days leaves a
@@ -209,6 +216,7 @@ impl Default for ChecksConfig {
     fn default() -> Self {
         ChecksConfig {
             max_data_age_days: DEFAULT_MAX_DATA_AGE_DAYS,
+            expiry_warn_days: DEFAULT_EXPIRY_WARN_DAYS,
         }
     }
 }

@@ -34,6 +34,15 @@ impl Config {
                 "use 1..=3650 days (default 45): product and recall data older than this is a status reason",
             ));
         }
+        let warn = self.checks.expiry_warn_days;
+        if warn > 3650 {
+            return Err(refusal(
+                file,
+                "checks.expiry_warn_days".into(),
+                format!("{warn} is out of range"),
+                "use 0..=3650 days (default 30; 0 never tells `expiring`)",
+            ));
+        }
         Ok(())
     }
 

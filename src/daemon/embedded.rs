@@ -74,6 +74,7 @@ pub fn submit(
                     read_boot_ns: None,
                     was: crate::model::ScanState::Pending,
                     told_as: None,
+                    alert: None,
                 })
             })
         })

@@ -157,6 +157,12 @@ pub async fn run_with(
     }
     let mut gate = Gate::new(GateConfig::from_config(cfg), &store)?;
     gate.bridge_earlier_keys(&mut store, cfg)?;
+    // The checks at the counter, each scanner's set again at a reload.
+    let checks = std::sync::Arc::new(crate::checks::Checks::new(&state_dir, &cfg.checks));
+    for sc in &cfg.scanners {
+        checks.set_scanner(&sc.name, sc.checks.as_deref());
+    }
+    gate.set_checks(checks.clone());
     events::Starting {
         db: store.path(),
         facility: &cfg.gateway.facility,
@@ -214,7 +220,7 @@ pub async fn run_with(
         .with_telemetry(telemetry.clone())
         .with_controls(std::sync::Arc::new(cfg.controls.clone()))
         .with_signals(signals.clone());
-    let mut scanners = reload::Scanners::new(out, &cfg.gateway.id);
+    let mut scanners = reload::Scanners::new(out, &cfg.gateway.id, checks);
     for sc in &cfg.scanners {
         scanners.start(&mut wiring.stages, &stopper, sc.clone());
     }

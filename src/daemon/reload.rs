@@ -181,18 +181,25 @@ pub(crate) struct Scanners {
     /// Each source's way into the outbox is made from this one.
     out: source::ToOutbox,
     gateway: String,
+    /// Each scanner's checks at the counter, set as it starts.
+    checks: std::sync::Arc<crate::checks::Checks>,
 }
 
 impl Scanners {
     /// No scanner yet; each will send through a copy of `out`
     /// ([`source::ToOutbox::for_source`]).
-    pub(crate) fn new(out: source::ToOutbox, gateway: &str) -> Scanners {
+    pub(crate) fn new(
+        out: source::ToOutbox,
+        gateway: &str,
+        checks: std::sync::Arc<crate::checks::Checks>,
+    ) -> Scanners {
         Scanners {
             running: BTreeMap::new(),
             retiring: BTreeSet::new(),
             next: BTreeMap::new(),
             out,
             gateway: gateway.to_string(),
+            checks,
         }
     }
 
@@ -203,6 +210,7 @@ impl Scanners {
             self.next.insert(sc.name.clone(), sc);
             return;
         }
+        self.checks.set_scanner(&sc.name, sc.checks.as_deref());
         let (stopper, token) = stop.child();
         let out = self.out.for_source();
         let stage = Stage::Scanner(sc.name.clone());

@@ -66,6 +66,22 @@ pub struct FeedbackConfig {
     /// unused.
     #[serde(default)]
     pub lapsed: Option<ByteString>,
+    /// `protocol = "raw"`: bytes sent for a read whose expiry passed
+    /// (unset: `committed`'s).
+    #[serde(default)]
+    pub expired: Option<ByteString>,
+    /// `protocol = "raw"`: bytes sent for a read that expires soon (unset:
+    /// `committed`'s).
+    #[serde(default)]
+    pub expiring: Option<ByteString>,
+    /// `protocol = "raw"`: bytes sent for a read of a recalled product
+    /// (unset: `committed`'s).
+    #[serde(default)]
+    pub recalled: Option<ByteString>,
+    /// `protocol = "raw"`: bytes sent for a read of a product not in the
+    /// product data (unset: `committed`'s).
+    #[serde(default)]
+    pub unknown: Option<ByteString>,
 }
 
 /// `protocol = "zebra-ssi" | "honeywell" | "datalogic" | "raw" | "hid-pos"`.
@@ -140,6 +156,10 @@ impl FeedbackConfig {
             waiting: None,
             control: None,
             lapsed: None,
+            expired: None,
+            expiring: None,
+            recalled: None,
+            unknown: None,
         }
     }
 
@@ -172,6 +192,10 @@ impl FeedbackConfig {
             Told::Waiting => self.waiting.as_ref(),
             Told::Control => self.control.as_ref(),
             Told::Lapsed => self.lapsed.as_ref(),
+            Told::Expired => self.expired.as_ref(),
+            Told::Expiring => self.expiring.as_ref(),
+            Told::Recalled => self.recalled.as_ref(),
+            Told::Unknown => self.unknown.as_ref(),
         }
     }
 
@@ -209,7 +233,7 @@ impl FeedbackConfig {
             return Err(Invalid::new(
                 "protocol",
                 "protocol = \"raw\" without any byte string sends nothing",
-                "set the bytes for at least one of committed, echo, ambiguous, rejected, waiting, control, lapsed (e.g. committed = \"\\u0007\")",
+                "set the bytes for at least one of committed, echo, ambiguous, rejected, waiting, control, lapsed, expired, expiring, recalled, unknown (e.g. committed = \"\\u0007\")",
             ));
         }
         // A name in /sys/class/leds, or the absolute path of an LED class

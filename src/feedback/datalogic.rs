@@ -37,6 +37,10 @@ pub const ENABLE: u8 = b'E';
 /// | waiting | — | nothing more |
 /// | control | 01 01 01 | three good-read tones |
 /// | lapsed | `F` `E` | the not-on-file series (as rejected: these commands have no other tone) |
+/// | expired | 01 `F` `E` | a good-read tone, then the not-on-file series |
+/// | recalled | 01 01 `F` `E` | two good-read tones, then the not-on-file series |
+/// | expiring | 01 01 01 01 | four good-read tones |
+/// | unknown | 01 01 01 01 01 | five good-read tones |
 pub fn bytes(told: Told) -> &'static [u8] {
     match told {
         Told::Committed => &[FORCE_GOOD_READ],
@@ -46,6 +50,10 @@ pub fn bytes(told: Told) -> &'static [u8] {
         Told::Waiting => &[],
         Told::Control => &[FORCE_GOOD_READ, FORCE_GOOD_READ, FORCE_GOOD_READ],
         Told::Lapsed => &[NOT_ON_FILE, ENABLE],
+        Told::Expired => &[FORCE_GOOD_READ, NOT_ON_FILE, ENABLE],
+        Told::Recalled => &[FORCE_GOOD_READ, FORCE_GOOD_READ, NOT_ON_FILE, ENABLE],
+        Told::Expiring => &[FORCE_GOOD_READ; 4],
+        Told::Unknown => &[FORCE_GOOD_READ; 5],
     }
 }
 

@@ -28,6 +28,10 @@
 //! | ambiguous | Sound Not On File Beep, else Sound Error Beep |
 //! | rejected | Sound Error Beep, else Sound Not On File Beep |
 //! | waiting | Good Read LED (a light, no sound) |
+//! | expired | Sound Error Beep and Good Read LED, else Sound Error Beep |
+//! | recalled | Sound Error Beep and Sound Not On File Beep, else Sound Error Beep |
+//! | expiring | Sound Good Read Beep and Sound Not On File Beep, else Sound Not On File Beep |
+//! | unknown | Sound Not On File Beep and Good Read LED, else Sound Not On File Beep |
 //!
 //! A usage the device does not offer is not set; a decision none of whose
 //! usages is offered gets no report. Every other bit of the report is 0.
@@ -154,6 +158,21 @@ impl PosOutputs {
             // sounds as a commit: use the gateway LED to tell them apart).
             Told::Control => &[&[SOUND_GOOD_READ_BEEP]],
             Told::Lapsed => &[&[SOUND_ERROR_BEEP], &[SOUND_NOT_ON_FILE_BEEP]],
+            // The alerts: two outputs at once, a pair no decision sets;
+            // else the sound alone.
+            Told::Expired => &[&[SOUND_ERROR_BEEP, GOOD_READ_LED], &[SOUND_ERROR_BEEP]],
+            Told::Recalled => &[
+                &[SOUND_ERROR_BEEP, SOUND_NOT_ON_FILE_BEEP],
+                &[SOUND_ERROR_BEEP],
+            ],
+            Told::Expiring => &[
+                &[SOUND_GOOD_READ_BEEP, SOUND_NOT_ON_FILE_BEEP],
+                &[SOUND_NOT_ON_FILE_BEEP],
+            ],
+            Told::Unknown => &[
+                &[SOUND_NOT_ON_FILE_BEEP, GOOD_READ_LED],
+                &[SOUND_NOT_ON_FILE_BEEP],
+            ],
         };
         choices
             .iter()

@@ -56,6 +56,10 @@ pub fn commands(chars: &[u8]) -> Vec<u8> {
 /// | waiting | `5`, `5` | two medium beeps |
 /// | control | `6`, `6` | two high beeps |
 /// | lapsed | `5`, `4` | a medium beep, then a low one |
+/// | expired | `8`, `8` | the error tone twice |
+/// | expiring | `7`, `4` | the good-read indication, then a low beep |
+/// | recalled | `6`, `4`, `6`, `4` | high, low, high, low |
+/// | unknown | `4`, `5`, `4` | low, medium, low |
 pub fn command_chars(told: Told) -> &'static [u8] {
     match told {
         Told::Committed => &[GOOD],
@@ -65,6 +69,10 @@ pub fn command_chars(told: Told) -> &'static [u8] {
         Told::Waiting => &[BEEP_MEDIUM, BEEP_MEDIUM],
         Told::Control => &[BEEP_HIGH, BEEP_HIGH],
         Told::Lapsed => &[BEEP_MEDIUM, BEEP_LOW],
+        Told::Expired => &[ERROR, ERROR],
+        Told::Expiring => &[GOOD, BEEP_LOW],
+        Told::Recalled => &[BEEP_HIGH, BEEP_LOW, BEEP_HIGH, BEEP_LOW],
+        Told::Unknown => &[BEEP_LOW, BEEP_MEDIUM, BEEP_LOW],
     }
 }
 

@@ -18,6 +18,10 @@
 //! | waiting | a slow double blink (400 ms on, 400 ms off) |
 //! | control | two quick blinks (120 ms on, 120 ms off) |
 //! | lapsed | a long blink, then a short one (600 ms, 150 ms) |
+//! | expired | three long blinks (600 ms on, 200 ms off) |
+//! | expiring | a short blink, then a long one (150 ms, 600 ms) |
+//! | recalled | a fast flicker (8 blinks of 60 ms) |
+//! | unknown | two long blinks (600 ms on, 300 ms off) |
 
 use super::Told;
 use std::fmt;
@@ -63,6 +67,41 @@ const WAITING: &[(bool, Duration)] = &[
     (false, ms(0)),
 ];
 
+const EXPIRED: &[(bool, Duration)] = &[
+    (true, ms(600)),
+    (false, ms(200)),
+    (true, ms(600)),
+    (false, ms(200)),
+    (true, ms(600)),
+    (false, ms(0)),
+];
+const EXPIRING: &[(bool, Duration)] = &[
+    (true, ms(150)),
+    (false, ms(200)),
+    (true, ms(600)),
+    (false, ms(0)),
+];
+/// Eight blinks of 60 ms, 60 ms apart.
+const RECALLED: &[(bool, Duration)] = &flicker::<16>();
+const UNKNOWN: &[(bool, Duration)] = &[
+    (true, ms(600)),
+    (false, ms(300)),
+    (true, ms(600)),
+    (false, ms(0)),
+];
+
+/// `N` steps alternating on and off, 60 ms each, from on; the last off.
+const fn flicker<const N: usize>() -> [(bool, Duration); N] {
+    let mut steps = [(false, ms(0)); N];
+    let mut i = 0;
+    while i < N {
+        steps[i] = (i % 2 == 0, ms(60));
+        i += 1;
+    }
+    steps[N - 1] = (false, ms(0));
+    steps
+}
+
 /// The blink pattern for `told`: (LED on, how long it stays so), in order.
 /// Every non-empty pattern ends with the LED off.
 pub fn pattern(told: Told) -> &'static [(bool, Duration)] {
@@ -74,6 +113,10 @@ pub fn pattern(told: Told) -> &'static [(bool, Duration)] {
         Told::Waiting => WAITING,
         Told::Control => CONTROL,
         Told::Lapsed => LAPSED,
+        Told::Expired => EXPIRED,
+        Told::Expiring => EXPIRING,
+        Told::Recalled => RECALLED,
+        Told::Unknown => UNKNOWN,
     }
 }
 

@@ -6,7 +6,7 @@
 //! and output reports and drives a gateway LED; sending them is the
 //! source's business.
 //!
-//! - [`Told`] (the ground floor's, [`crate::model::Told`]): the seven
+//! - [`Told`] (the ground floor's, [`crate::model::Told`]): the eleven
 //!   things a scanner can be told.
 //! - [`ssi`] (Zebra SSI packets), [`honeywell`] (Host ACK escape
 //!   commands), [`datalogic`] (single-character host commands), raw bytes
@@ -44,6 +44,7 @@ pub fn serial_bytes(cfg: &FeedbackConfig, told: Told) -> Vec<u8> {
         Some(Protocol::Datalogic) => datalogic::bytes(told).to_vec(),
         Some(Protocol::Raw) => cfg
             .raw(told)
+            .or_else(|| told.is_alert().then(|| cfg.raw(Told::Committed)).flatten())
             .map(|b| b.as_bytes().to_vec())
             .unwrap_or_default(),
         Some(Protocol::HidPos) | None => Vec::new(),
@@ -66,7 +67,11 @@ mod tests {
                 "rejected",
                 "waiting",
                 "control",
-                "lapsed"
+                "lapsed",
+                "expired",
+                "expiring",
+                "recalled",
+                "unknown"
             ]
         );
         assert_eq!(Told::Ambiguous.to_string(), "ambiguous");

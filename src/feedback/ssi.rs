@@ -63,10 +63,16 @@ pub mod beep {
     pub const ONE_LONG_LOW: u8 = 0x0F;
     /// Two long low beeps.
     pub const TWO_LONG_LOW: u8 = 0x10;
+    /// Three long low beeps.
+    pub const THREE_LONG_LOW: u8 = 0x11;
     /// Fast warble.
     pub const FAST_WARBLE: u8 = 0x14;
+    /// Low-high.
+    pub const LOW_HIGH: u8 = 0x17;
     /// High-low-high.
     pub const HIGH_LOW_HIGH: u8 = 0x18;
+    /// Low-high-low.
+    pub const LOW_HIGH_LOW: u8 = 0x19;
 }
 
 /// The checksum of `bytes`: the 2's complement of their 16-bit sum.
@@ -123,6 +129,10 @@ pub fn beep(code: u8) -> Vec<u8> {
 /// | waiting | two short high |
 /// | control | three short high |
 /// | lapsed | two short low |
+/// | expired | three long low |
+/// | expiring | low-high |
+/// | recalled | fast warble |
+/// | unknown | low-high-low |
 pub fn beep_code(told: Told) -> Option<u8> {
     match told {
         Told::Committed => Some(beep::ONE_SHORT_HIGH),
@@ -132,6 +142,10 @@ pub fn beep_code(told: Told) -> Option<u8> {
         Told::Waiting => Some(beep::TWO_SHORT_HIGH),
         Told::Control => Some(beep::THREE_SHORT_HIGH),
         Told::Lapsed => Some(beep::TWO_SHORT_LOW),
+        Told::Expired => Some(beep::THREE_LONG_LOW),
+        Told::Expiring => Some(beep::LOW_HIGH),
+        Told::Recalled => Some(beep::FAST_WARBLE),
+        Told::Unknown => Some(beep::LOW_HIGH_LOW),
     }
 }
 

@@ -83,6 +83,8 @@ pub struct Gate {
     /// Keys of an earlier form still in the state
     /// ([`Gate::bridge_earlier_keys`]).
     bridge: Option<Arc<earlier_keys::Bridge>>,
+    /// The checks at the counter ([`Gate::set_checks`]); none: no alerts.
+    checks: Option<Arc<crate::checks::Checks>>,
 }
 
 /// What the gate knows in memory of this gateway's own commits.
@@ -119,7 +121,13 @@ impl Gate {
             window_floor: EchoWindow::default(),
             audit_note: None,
             bridge: None,
+            checks: None,
         })
+    }
+
+    /// Run `checks` on each read's first decision: its [`Decision::alert`].
+    pub fn set_checks(&mut self, checks: Arc<crate::checks::Checks>) {
+        self.checks = Some(checks);
     }
 
     /// A second gate over the same in-memory knowledge (Bloom filter,
@@ -134,6 +142,7 @@ impl Gate {
             window_floor: self.window_floor,
             audit_note: self.audit_note.clone(),
             bridge: self.bridge.clone(),
+            checks: self.checks.clone(),
         }
     }
 
@@ -543,6 +552,7 @@ impl Gate {
         }
         let read_boot_ns =
             (row.time.boot_id == crate::capture::clock::boot_id()).then_some(row.time.boot_ns);
+        let alert = self.alert_for(&row, &verdict);
         Ok(Some(Decision {
             scan_uuid: row.uuid,
             verdict,
@@ -552,7 +562,34 @@ impl Gate {
             read_boot_ns,
             was: row.state,
             told_as: None,
+            alert,
         }))
+    }
+
+    /// The checks' alert about `row`'s item ([`crate::checks`]), at the
+    /// read's first decision only (a read left waiting was told then): for
+    /// a commit, a read left waiting, and an echo (a shared scanner's read
+    /// another gateway committed is told as that commit,
+    /// [`Decision::told_as`]); never for a rejected read or a control label.
+    fn alert_for(&self, row: &ScanRow, verdict: &Verdict) -> Option<crate::model::Alert> {
+        let checks = self.checks.as_ref()?;
+        let first = row.state != ScanState::Unresolved;
+        let told = matches!(
+            verdict,
+            Verdict::Committed | Verdict::Suppressed { .. } | Verdict::Unresolved { .. }
+        );
+        if !first || !told {
+            return None;
+        }
+        checks.alert(&crate::checks::Read {
+            scanner: &row.scanner,
+            scan_type: &row.scan_type,
+            captured_ms: row.time.utc_ms,
+            gtin: row.gtin.as_deref(),
+            ndc10: row.ndc10.as_deref(),
+            lot: row.lot.as_deref(),
+            expiry: row.expiry.as_deref(),
+        })
     }
 }
 
@@ -639,6 +676,7 @@ pub fn decision_of(store: &Store, scan_uuid: &str) -> Result<Option<Decision>, S
             read_boot_ns: None,
             was: r.state,
             told_as: None,
+            alert: None,
         }
     }))
 }

@@ -85,6 +85,11 @@ pub struct Decision {
     /// (`claimer::claims`, "Told as the facility decided").
     #[serde(skip)]
     pub told_as: Option<super::Told>,
+    /// What the checks at the counter found about the item
+    /// ([`crate::checks`]): told instead of `committed` or `waiting`; set
+    /// at a read's first decision only.
+    #[serde(skip)]
+    pub alert: Option<super::Alert>,
 }
 
 /// Counters since start.

@@ -9,8 +9,11 @@
 //! - [`facility`]: what is known of the facility store (its clock, its
 //!   state, its server, its ledger stream, reconciliations);
 //! - [`told`]: [`Told`], what a scanner is told of a decision;
+//! - [`alert`]: [`Alert`], what the checks at the counter find about a
+//!   read's product, and the [`Check`]s a scanner runs;
 //! - [`window`]: [`EchoWindow`], how far apart two reads of one pick may be.
 
+pub(crate) mod alert;
 pub(crate) mod claim;
 pub(crate) mod decision;
 pub(crate) mod facility;
@@ -18,6 +21,7 @@ pub(crate) mod scan;
 pub(crate) mod told;
 pub(crate) mod window;
 
+pub use alert::{Alert, Check};
 pub use claim::{Claim, Outcome};
 pub use decision::{Decision, GateStats, Verdict};
 pub use facility::{

@@ -30,11 +30,24 @@ pub enum Told {
     /// A control label read that no read followed in time: it declared
     /// nothing. Scan it again, then the item, if that was meant.
     Lapsed,
+    /// Recorded (or waiting), but the label's expiry date (AI 17) has
+    /// passed: do not dispense it; set it aside as the site's procedure
+    /// says.
+    Expired,
+    /// Recorded (or waiting), but the label expires within `[checks]
+    /// expiry_warn_days`: look at the date.
+    Expiring,
+    /// Recorded (or waiting), but an ongoing recall names the product (and
+    /// its lot, or every lot): stop and check the recall.
+    Recalled,
+    /// Recorded (or waiting), but the product is not in the product data
+    /// loaded on the gateway: check the item.
+    Unknown,
 }
 
 impl Told {
     /// Every kind, in declaration order.
-    pub const ALL: [Told; 7] = [
+    pub const ALL: [Told; 11] = [
         Told::Committed,
         Told::Echo,
         Told::Ambiguous,
@@ -42,7 +55,22 @@ impl Told {
         Told::Waiting,
         Told::Control,
         Told::Lapsed,
+        Told::Expired,
+        Told::Expiring,
+        Told::Recalled,
+        Told::Unknown,
     ];
+
+    /// Whether it is an alert about the product (expired, expiring,
+    /// recalled, unknown) rather than about the decision: it is told
+    /// instead of `committed` or `waiting`, and the read is recorded all
+    /// the same.
+    pub fn is_alert(self) -> bool {
+        matches!(
+            self,
+            Told::Expired | Told::Expiring | Told::Recalled | Told::Unknown
+        )
+    }
 
     /// The lower-case name, as in the config keys and the docs.
     pub fn as_str(self) -> &'static str {
@@ -54,6 +82,10 @@ impl Told {
             Told::Waiting => "waiting",
             Told::Control => "control",
             Told::Lapsed => "lapsed",
+            Told::Expired => "expired",
+            Told::Expiring => "expiring",
+            Told::Recalled => "recalled",
+            Told::Unknown => "unknown",
         }
     }
 }

@@ -221,6 +221,16 @@ pub enum ProductsError {
     Key(#[from] ndc::KeyError),
 }
 
+/// The files a [`Catalog`] reads, each as its device and inode (`None`:
+/// no such data).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DataFiles {
+    /// The product data's (`products.sqlite`).
+    pub products: Option<(u64, u64)>,
+    /// The recall data's (`recalls.sqlite`).
+    pub recalls: Option<(u64, u64)>,
+}
+
 /// The product and recall data of a state directory, for lookups: each
 /// file opened read-only at its first use and opened again when an import
 /// has put a new one in its place. Safe to share between threads.
@@ -230,11 +240,19 @@ pub struct Catalog {
 }
 
 impl Catalog {
-    /// The data of `state_dir` (nothing is opened yet).
+    /// The data of `state_dir` (nothing is opened yet); each lookup sees
+    /// the files in place at that moment.
     pub fn new(state_dir: &Path) -> Catalog {
+        Catalog::looking_again(state_dir, std::time::Duration::ZERO)
+    }
+
+    /// The data of `state_dir`, whose files are looked for again at most
+    /// once every `every` (a lookup between uses what was there: for a
+    /// lookup at every read).
+    pub fn looking_again(state_dir: &Path, every: std::time::Duration) -> Catalog {
         Catalog {
-            products: Mutex::new(store::Slot::new(state_dir.join(PRODUCTS_FILE))),
-            recalls: Mutex::new(store::Slot::new(state_dir.join(RECALLS_FILE))),
+            products: Mutex::new(store::Slot::new(state_dir.join(PRODUCTS_FILE), every)),
+            recalls: Mutex::new(store::Slot::new(state_dir.join(RECALLS_FILE), every)),
         }
     }
 
@@ -258,6 +276,20 @@ impl Catalog {
     /// The package a GTIN-14 (or UPC-A, EAN-13) of a US drug names.
     pub fn lookup_gtin(&self, gtin: &str) -> Result<Option<Product>, ProductsError> {
         Ok(self.lookup(gtin)?.into_iter().next())
+    }
+
+    /// Which files the data is read from now: an answer kept from a lookup
+    /// holds while these are the same.
+    pub fn files(&self) -> Result<DataFiles, ProductsError> {
+        let lock = |m: &'_ Mutex<store::Slot>| -> Result<Option<(u64, u64)>, ProductsError> {
+            let mut slot = m.lock().unwrap_or_else(|p| p.into_inner());
+            slot.current()?;
+            Ok(slot.file())
+        };
+        Ok(DataFiles {
+            products: lock(&self.products)?,
+            recalls: lock(&self.recalls)?,
+        })
     }
 
     /// Whether product data is loaded, and what it is.

@@ -19,6 +19,7 @@ use nix::fcntl::{Flock, FlockArg};
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 /// The product data's file in the state directory.
 pub const PRODUCTS_FILE: &str = "products.sqlite";
@@ -197,22 +198,39 @@ fn give_to_dir_owner(file: &std::fs::File, dir: &Path) {
 }
 
 /// A data file for lookups: opened at first use, opened again when the
-/// name points at another file (an import put a new one in place).
+/// name points at another file (an import put a new one in place). The
+/// name is looked at at each use, or at most once every `look_again`
+/// (a look is a system call; an import is rare).
 pub(super) struct Slot {
     path: PathBuf,
     opened: Option<(Connection, (u64, u64))>,
+    /// When the name was last looked at (`None`: never), while what it
+    /// showed (`opened`, or no file) still holds.
+    looked: Option<Instant>,
+    look_again: Duration,
 }
 
 impl Slot {
-    pub(super) fn new(path: PathBuf) -> Slot {
-        Slot { path, opened: None }
+    pub(super) fn new(path: PathBuf, look_again: Duration) -> Slot {
+        Slot {
+            path,
+            opened: None,
+            looked: None,
+            look_again,
+        }
     }
 
-    /// The connection to the file now at the name; `None`: there is none.
+    /// The connection to the file now at the name (as of at most
+    /// `look_again` ago); `None`: there is none.
     pub(super) fn current(&mut self) -> Result<Option<&Connection>, ProductsError> {
+        if self.looked.is_some_and(|t| t.elapsed() < self.look_again) {
+            return Ok(self.opened.as_ref().map(|(c, _)| c));
+        }
+        self.looked = None;
         let meta = match std::fs::symlink_metadata(&self.path) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 self.opened = None;
+                self.looked = Some(Instant::now());
                 return Ok(None);
             }
             Err(source) => {
@@ -230,7 +248,13 @@ impl Slot {
             let conn = open_immutable(&self.path).map_err(|e| self.sqlite(e))?;
             self.opened = Some((conn, id));
         }
+        self.looked = Some(Instant::now());
         Ok(self.opened.as_ref().map(|(c, _)| c))
+    }
+
+    /// The file opened (device and inode), as of the last [`Slot::current`].
+    pub(super) fn file(&self) -> Option<(u64, u64)> {
+        self.opened.as_ref().map(|(_, id)| *id)
     }
 
     pub(super) fn sqlite(&self, source: rusqlite::Error) -> ProductsError {

@@ -5,6 +5,7 @@
 use super::hid::config::{HidConfig, HidMode};
 use super::serial::config::SerialConfig;
 use crate::capture::{Profile, ScanType, Unserialised};
+use crate::model::Check;
 use serde::Deserialize;
 use std::path::PathBuf;
 
@@ -44,6 +45,11 @@ pub struct Scanner<K> {
     /// ([`crate::feedback`]); off unless set.
     #[serde(default)]
     pub feedback: Option<crate::feedback::FeedbackConfig>,
+    /// The checks at the counter its reads get (`expiry`, `recall`,
+    /// `unknown`); unset: those of its scan type
+    /// ([`Check::defaults_for`]).
+    #[serde(default)]
+    pub checks: Option<Vec<Check>>,
     /// The gateway a scanner that is not `shared` belongs to (part of its
     /// content keys); set where the daemon starts the source
     /// ([`Scanner::owned_by`]).
@@ -91,6 +97,7 @@ impl<K> Scanner<K> {
             unserialised: self.unserialised,
             double_fire_ms: self.double_fire_ms,
             feedback: self.feedback.clone(),
+            checks: self.checks.clone(),
             owner: self.owner.clone(),
             kind,
         }
@@ -109,6 +116,7 @@ impl Scanner<()> {
             unserialised: UnserialisedPolicy::default(),
             double_fire_ms: default_double_fire_ms(),
             feedback: None,
+            checks: None,
             owner: None,
             kind: (),
         }

@@ -90,11 +90,22 @@ fn send(all: &HashMap<String, Vec<mpsc::UnboundedSender<Signal>>>, scanner: &str
 
 /// What a decision tells its scanner, if anything: what the facility
 /// decided, when that differs from the verdict alone
-/// ([`Decision::told_as`]), else the verdict.
+/// ([`Decision::told_as`]), else the verdict; and a commit or a wait with
+/// an alert about its item ([`Decision::alert`]) told as that alert.
 fn told(d: &Decision) -> Option<Told> {
-    if let Some(told) = d.told_as {
-        return Some(told);
-    }
+    let told = match d.told_as {
+        Some(told) => told,
+        None => told_by_verdict(d)?,
+    };
+    // An alert about the item is told instead of a commit or a wait.
+    Some(match (told, d.alert) {
+        (Told::Committed | Told::Waiting, Some(alert)) => alert.told(),
+        _ => told,
+    })
+}
+
+/// What a decision's verdict alone tells its scanner.
+fn told_by_verdict(d: &Decision) -> Option<Told> {
     Some(match &d.verdict {
         Verdict::Committed => Told::Committed,
         Verdict::Control { .. } => Told::Control,

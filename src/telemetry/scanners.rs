@@ -5,7 +5,7 @@
 
 use super::live::LiveScanner;
 use super::{FloatGauge, Telemetry, now_ms};
-use crate::model::{Decision, ScanState};
+use crate::model::{Alert, Decision, ScanState};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -30,6 +30,12 @@ struct DecisionLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct AlertLabels {
+    scanner: String,
+    kind: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct FeedbackLabels {
     scanner: String,
     told: &'static str,
@@ -48,6 +54,7 @@ pub(super) struct ScannerMetrics {
     decisions: Family<DecisionLabels, Counter>,
     ambiguous: Family<ScannerLabel, Counter>,
     feedback: Family<FeedbackLabels, Counter>,
+    alerts: Family<AlertLabels, Counter>,
     up: Family<ScannerLabel, Gauge>,
     last_read: Family<ScannerLabel, FloatGauge>,
     /// What `scangate status` shows of each scanner, by name.
@@ -62,6 +69,7 @@ impl ScannerMetrics {
             decisions: Family::default(),
             ambiguous: Family::default(),
             feedback: Family::default(),
+            alerts: Family::default(),
             up: Family::default(),
             last_read: Family::default(),
             live: Mutex::default(),
@@ -85,6 +93,11 @@ impl ScannerMetrics {
             "scangate_feedback",
             "Signals to scanners and the gateway LED since start, per scanner, what was told and the outcome: sent; skipped (the decision came later than the scanner's feedback max_delay_ms after the read); or failed (the device refused the write)",
             m.feedback.clone(),
+        );
+        registry.register(
+            "scangate_alerts",
+            "Alerts the checks at the counter raised since start, per scanner and kind (recalled, expired, unknown, expiring): reads recorded (or left waiting) whose item the scanner was told about instead of \"committed\"",
+            m.alerts.clone(),
         );
         registry.register(
             "scangate_scanner_up",
@@ -140,6 +153,14 @@ impl ScannerMetrics {
                 .inc_by(0);
         }
         self.ambiguous.get_or_create(&label).inc_by(0);
+        for kind in Alert::ALL {
+            self.alerts
+                .get_or_create(&AlertLabels {
+                    scanner: name.to_string(),
+                    kind: kind.as_str(),
+                })
+                .inc_by(0);
+        }
     }
 
     /// A removed scanner's series (its feedback's stay).
@@ -153,6 +174,12 @@ impl ScannerMetrics {
             self.decisions.remove(&DecisionLabels {
                 scanner: name.to_string(),
                 decision: decision.as_str(),
+            });
+        }
+        for kind in Alert::ALL {
+            self.alerts.remove(&AlertLabels {
+                scanner: name.to_string(),
+                kind: kind.as_str(),
             });
         }
     }
@@ -261,6 +288,16 @@ impl Telemetry {
         }
         if state == ScanState::Rejected {
             m.with(&d.scanner, |s| s.rejects_today += 1);
+        }
+        if let Some(alert) = d.alert
+            && matches!(state, ScanState::Committed | ScanState::Unresolved)
+        {
+            m.alerts
+                .get_or_create(&AlertLabels {
+                    scanner: d.scanner.clone(),
+                    kind: alert.as_str(),
+                })
+                .inc();
         }
         if d.ambiguous {
             m.ambiguous.get_or_create(&label(&d.scanner)).inc();

@@ -229,6 +229,7 @@ fn each_decision_is_logged_once_and_counted_a_reject_at_warn_with_its_reason() {
         read_boot_ns: Some(crate::capture::clock::boot_ns()),
         was: ScanState::Pending,
         told_as: None,
+        alert: None,
     };
     let decisions = [
         d(Verdict::Committed),
@@ -653,6 +654,7 @@ fn decided_as(verdict: Verdict, was: ScanState) -> Decision {
         read_boot_ns: Some(boot_ns()),
         was,
         told_as: None,
+        alert: None,
     }
 }
 

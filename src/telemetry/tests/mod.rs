@@ -112,6 +112,7 @@ fn decision(scanner: &str, verdict: Verdict, ambiguous: bool, was: ScanState) ->
         read_boot_ns: Some(1_000_000_000),
         was,
         told_as: None,
+        alert: None,
     }
 }
 
@@ -161,6 +162,16 @@ fn busy(redis: bool) -> Telemetry {
             ScanState::Unresolved,
         ),
         decision("counter-1", Verdict::Pending, false, ScanState::Pending),
+        // An expired item committed: one alert. Its echo, told as an echo,
+        // counts none.
+        Decision {
+            alert: Some(crate::model::Alert::Expired),
+            ..decision("counter-1", Verdict::Committed, false, ScanState::Pending)
+        },
+        Decision {
+            alert: Some(crate::model::Alert::Expired),
+            ..decision("counter-1", suppressed(), false, ScanState::Pending)
+        },
     ] {
         t.count_decision(&d, now);
     }

@@ -1,0 +1,290 @@
+//! The checks at the counter: what a read's label and the product data say
+//! about the item read — recalled, expired, unknown, expiring — found once
+//! a read is decided (never before its ACK) and told to its scanner instead
+//! of "committed" or "waiting" ([`crate::model::Alert`]). An alert warns;
+//! it never refuses a read: the item moved, and the read is recorded.
+//!
+//! Which checks a scanner runs: its `checks` key, else the defaults of its
+//! scan type ([`Check::defaults_for`]: a `waste` or `return` read of an
+//! expired item is expected, so those skip expiry). Expiry needs no data;
+//! recall and unknown need `scangate recalls import` and `products import`
+//! and are off while their data is missing.
+//!
+//! The day a label is checked against is the read's capture date in the
+//! gateway's local time zone (a pharmacy's day), and a label is good
+//! through its expiry date (GS1's day 00, the month's last day, is
+//! resolved when the label is decoded).
+
+use crate::config::ChecksConfig;
+use crate::model::{Alert, Check};
+use crate::products::{Catalog, DataFiles};
+use chrono::{Days, NaiveDate, TimeZone};
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::{Mutex, PoisonError};
+
+/// What the checks read of one scan.
+#[derive(Debug, Clone, Copy)]
+pub struct Read<'a> {
+    /// The scanner that read it.
+    pub scanner: &'a str,
+    /// What the read means (`receive`, `dispense`, `waste`, …).
+    pub scan_type: &'a str,
+    /// When it was read (Unix ms).
+    pub captured_ms: i64,
+    /// GTIN-14.
+    pub gtin: Option<&'a str>,
+    /// The NDC its GTIN carries (10 digits).
+    pub ndc10: Option<&'a str>,
+    /// Batch / lot.
+    pub lot: Option<&'a str>,
+    /// Expiry, YYYY-MM-DD.
+    pub expiry: Option<&'a str>,
+}
+
+/// The checks of a gateway: its `[checks]` settings, each scanner's
+/// checks and its product and recall data (shared by the deciders;
+/// scanners are set again at a reload).
+pub struct Checks {
+    catalog: Catalog,
+    warn_days: u64,
+    scanners: Mutex<HashMap<String, Vec<Check>>>,
+    /// The local day last read, as `[start, end)` in Unix ms: a time
+    /// zone lookup per read costs a system call.
+    day: Mutex<Option<(i64, i64, NaiveDate)>>,
+    /// What the data said of each NDC read lately ([`Memo`]).
+    memo: Mutex<Memo>,
+}
+
+/// What the data said of the NDCs read lately, for the files it said it
+/// from: a counter sees the same products all day, and each answer is one
+/// to three SQLite queries. Emptied when an import replaces a file, and
+/// when it holds [`MEMO_LIMIT`] NDCs.
+#[derive(Default)]
+struct Memo {
+    files: DataFiles,
+    /// NDC → (in the product data, named by an ongoing recall of any lot).
+    ndcs: HashMap<String, (bool, bool)>,
+}
+
+/// The most NDCs [`Memo`] holds (about 1 MiB).
+const MEMO_LIMIT: usize = 10_000;
+
+impl Checks {
+    /// The checks of the gateway whose data is in `state_dir`.
+    pub fn new(state_dir: &Path, cfg: &ChecksConfig) -> Checks {
+        Checks {
+            // An import is seen within a second.
+            catalog: Catalog::looking_again(state_dir, std::time::Duration::from_secs(1)),
+            warn_days: cfg.expiry_warn_days,
+            scanners: Mutex::default(),
+            day: Mutex::default(),
+            memo: Mutex::default(),
+        }
+    }
+
+    /// Scanner `name` runs `checks` (its `checks` key), or without one
+    /// the defaults of its scan type.
+    pub fn set_scanner(&self, name: &str, checks: Option<&[Check]>) {
+        let mut all = self.scanners.lock().unwrap_or_else(PoisonError::into_inner);
+        match checks {
+            Some(c) => all.insert(name.to_string(), c.to_vec()),
+            None => all.remove(name),
+        };
+    }
+
+    /// The most urgent alert about `read`'s item, if any. Product or
+    /// recall data that cannot be read counts as none (`status` reports
+    /// it).
+    pub fn alert(&self, read: &Read<'_>) -> Option<Alert> {
+        // The scanner's checks as bits (one lock, then none).
+        let set: u8 = {
+            let all = self.scanners.lock().unwrap_or_else(PoisonError::into_inner);
+            let checks = match all.get(read.scanner) {
+                Some(set) => set.as_slice(),
+                None => Check::defaults_for(read.scan_type),
+            };
+            checks.iter().fold(0, |bits, &c| bits | 1 << c as u8)
+        };
+        let runs = |c: Check| set & 1 << c as u8 != 0;
+        // What the data says of the NDC (only a US drug's GTIN carries
+        // one, and only those are in the data).
+        let data_checks = runs(Check::Recall) || runs(Check::Unknown);
+        let facts = read
+            .ndc10
+            .filter(|_| data_checks)
+            .and_then(|n| self.facts(n));
+        if runs(Check::Recall)
+            && let (Some(ndc), Some((_, true))) = (read.ndc10, facts)
+            && self
+                .catalog
+                .recalls_for(ndc, read.lot)
+                .is_ok_and(|m| !m.is_empty())
+        {
+            return Some(Alert::Recalled);
+        }
+        let expiry = match (runs(Check::Expiry), read.expiry) {
+            (true, Some(expiry)) => self
+                .local_day(read.captured_ms)
+                .and_then(|day| expiry_alert(expiry, day, self.warn_days)),
+            _ => None,
+        };
+        if expiry == Some(Alert::Expired) {
+            return expiry;
+        }
+        if runs(Check::Unknown) && matches!(facts, Some((false, _))) {
+            return Some(Alert::Unknown);
+        }
+        expiry
+    }
+
+    /// Whether `ndc` is in the product data (so when there is none) and
+    /// whether an ongoing recall names it (any lot), from [`Memo`] or
+    /// the data; `None`: the data cannot be read.
+    fn facts(&self, ndc: &str) -> Option<(bool, bool)> {
+        let files = self.catalog.files().ok()?;
+        let mut memo = self.memo.lock().unwrap_or_else(PoisonError::into_inner);
+        if memo.files != files || memo.ndcs.len() >= MEMO_LIMIT {
+            memo.ndcs.clear();
+            memo.files = files;
+        }
+        if let Some(facts) = memo.ndcs.get(ndc) {
+            return Some(*facts);
+        }
+        let listed = files.products.is_none() || self.catalog.lookup_ndc(ndc).ok()?.is_some();
+        let recalled =
+            files.recalls.is_some() && !self.catalog.recalls_for(ndc, None).ok()?.is_empty();
+        memo.ndcs.insert(ndc.to_string(), (listed, recalled));
+        Some((listed, recalled))
+    }
+}
+
+impl Checks {
+    /// The gateway's local date at `ms` (Unix ms).
+    fn local_day(&self, ms: i64) -> Option<NaiveDate> {
+        let mut cached = self.day.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((start, end, day)) = *cached
+            && (start..end).contains(&ms)
+        {
+            return Some(day);
+        }
+        let day = chrono::Local
+            .timestamp_millis_opt(ms)
+            .single()?
+            .date_naive();
+        let start_of = |d: NaiveDate| {
+            chrono::Local
+                .from_local_datetime(&d.and_hms_opt(0, 0, 0)?)
+                .earliest()
+                .map(|t| t.timestamp_millis())
+        };
+        // (A day whose midnight does not exist, at a DST change, is not
+        // cached: each read of it asks the time zone.)
+        if let (Some(start), Some(end)) = (start_of(day), day.succ_opt().and_then(start_of)) {
+            *cached = Some((start, end, day));
+        }
+        Some(day)
+    }
+}
+
+/// Expired when `expiry` (YYYY-MM-DD) is before `day`, the read's local
+/// date; expiring when it is fewer than `warn_days` days after it (0:
+/// never).
+pub fn expiry_alert(expiry: &str, day: NaiveDate, warn_days: u64) -> Option<Alert> {
+    let expiry = ymd(expiry)?;
+    if expiry < day {
+        return Some(Alert::Expired);
+    }
+    let warn_until = day.checked_add_days(Days::new(warn_days))?;
+    (warn_days > 0 && expiry < warn_until).then_some(Alert::Expiring)
+}
+
+/// `YYYY-MM-DD` as the outbox stores an expiry (without the format
+/// parser: this runs at every read).
+fn ymd(text: &str) -> Option<NaiveDate> {
+    let b = text.as_bytes();
+    if b.len() != 10 || b[4] != b'-' || b[7] != b'-' {
+        return None;
+    }
+    let num = |r: std::ops::Range<usize>| -> Option<u32> {
+        b[r].iter().try_fold(0u32, |n, &c| {
+            c.is_ascii_digit().then(|| n * 10 + u32::from(c - b'0'))
+        })
+    };
+    NaiveDate::from_ymd_opt(num(0..4)? as i32, num(5..7)?, num(8..10)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn day(date: &str) -> NaiveDate {
+        NaiveDate::parse_from_str(date, "%Y-%m-%d").unwrap()
+    }
+
+    fn ms(date: &str) -> i64 {
+        let d = NaiveDate::parse_from_str(date, "%Y-%m-%d").unwrap();
+        chrono::Local
+            .from_local_datetime(&d.and_hms_opt(12, 0, 0).unwrap())
+            .single()
+            .unwrap()
+            .timestamp_millis()
+    }
+
+    #[test]
+    fn a_label_is_good_through_its_expiry_day() {
+        let read = day("2026-12-05");
+        assert_eq!(expiry_alert("2026-12-04", read, 30), Some(Alert::Expired));
+        assert_eq!(expiry_alert("2026-12-05", read, 0), None);
+        assert_eq!(expiry_alert("2026-12-05", read, 30), Some(Alert::Expiring));
+        assert_eq!(expiry_alert("2027-01-03", read, 30), Some(Alert::Expiring));
+        assert_eq!(expiry_alert("2027-01-04", read, 30), None);
+        assert_eq!(expiry_alert("not a date", read, 30), None);
+        assert_eq!(expiry_alert("2026-13-01", read, 30), None);
+        assert_eq!(ymd("2028-02-29"), NaiveDate::from_ymd_opt(2028, 2, 29));
+        assert_eq!(ymd("2027-02-29"), None);
+    }
+
+    #[test]
+    fn the_local_day_is_cached_within_it_and_read_again_after() {
+        let dir = tempfile::tempdir().unwrap();
+        let checks = Checks::new(dir.path(), &ChecksConfig::default());
+        let at = ms("2026-12-05");
+        assert_eq!(checks.local_day(at), Some(day("2026-12-05")));
+        assert_eq!(checks.local_day(at + 3_600_000), Some(day("2026-12-05")));
+        assert_eq!(checks.local_day(ms("2026-12-06")), Some(day("2026-12-06")));
+        assert_eq!(checks.local_day(ms("2026-12-04")), Some(day("2026-12-04")));
+    }
+
+    #[test]
+    fn waste_and_return_skip_expiry_unless_the_scanner_says_so() {
+        let dir = tempfile::tempdir().unwrap();
+        let checks = Checks::new(dir.path(), &ChecksConfig::default());
+        let read = |scanner, scan_type| Read {
+            scanner,
+            scan_type,
+            captured_ms: ms("2026-12-05"),
+            gtin: Some("00300676382302"),
+            ndc10: Some("0067638230"),
+            lot: Some("L1"),
+            expiry: Some("2026-11-30"),
+        };
+        assert_eq!(checks.alert(&read("c1", "dispense")), Some(Alert::Expired));
+        assert_eq!(checks.alert(&read("w1", "waste")), None);
+        assert_eq!(checks.alert(&read("r1", "return")), None);
+        checks.set_scanner("w1", Some(&[Check::Expiry]));
+        assert_eq!(checks.alert(&read("w1", "waste")), Some(Alert::Expired));
+        checks.set_scanner("c1", Some(&[]));
+        assert_eq!(checks.alert(&read("c1", "dispense")), None);
+        checks.set_scanner("c1", None);
+        assert_eq!(checks.alert(&read("c1", "dispense")), Some(Alert::Expired));
+        // No product data: unknown is off, whatever the scanner runs.
+        assert_eq!(
+            checks.alert(&Read {
+                expiry: Some("2030-01-01"),
+                ..read("c1", "dispense")
+            }),
+            None
+        );
+    }
+}

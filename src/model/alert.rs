@@ -1,0 +1,78 @@
+//! What the checks at the counter find about a read's product
+//! ([`Alert`]), and which checks a scanner runs ([`Check`]): the
+//! vocabulary the checks, the gate, the signals and the events share.
+
+use super::Told;
+use std::fmt;
+
+/// An alert about a read's product. Declared most urgent first: a read
+/// with several is told the first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Alert {
+    /// An ongoing recall names the product (and its lot, or every lot).
+    Recalled,
+    /// The label's expiry date (AI 17) is before the day of the read.
+    Expired,
+    /// A US drug (its GTIN carries an NDC) the loaded product data does
+    /// not list.
+    Unknown,
+    /// The label expires within `[checks] expiry_warn_days` of the read.
+    Expiring,
+}
+
+impl Alert {
+    /// Every kind, most urgent first.
+    pub const ALL: [Alert; 4] = [
+        Alert::Recalled,
+        Alert::Expired,
+        Alert::Unknown,
+        Alert::Expiring,
+    ];
+
+    /// The lower-case name, as in the metric's `kind` label and the docs.
+    pub fn as_str(self) -> &'static str {
+        self.told().as_str()
+    }
+
+    /// What the scanner is told of a read with this alert.
+    pub fn told(self) -> Told {
+        match self {
+            Alert::Recalled => Told::Recalled,
+            Alert::Expired => Told::Expired,
+            Alert::Unknown => Told::Unknown,
+            Alert::Expiring => Told::Expiring,
+        }
+    }
+}
+
+impl fmt::Display for Alert {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A check a scanner runs on its reads (`checks = [...]` in its
+/// `[[scanner]]` entry).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Check {
+    /// Expired and expiring labels (AI 17); needs no product data.
+    Expiry,
+    /// Ongoing recalls (`scangate recalls import`).
+    Recall,
+    /// Products missing from the product data (`scangate products
+    /// import`).
+    Unknown,
+}
+
+impl Check {
+    /// The checks of a scanner without a `checks` key, by what its reads
+    /// mean: every one, but a `waste` or `return` read of an expired item
+    /// is what those are for, so those skip expiry.
+    pub fn defaults_for(scan_type: &str) -> &'static [Check] {
+        match scan_type {
+            "waste" | "return" => &[Check::Recall, Check::Unknown],
+            _ => &[Check::Expiry, Check::Recall, Check::Unknown],
+        }
+    }
+}
