@@ -195,6 +195,33 @@ fn expired_expiring_recalled_and_unknown_items_are_told_at_the_scanner_and_recor
         m.contains("scangate_alerts_total{scanner=\"waste-1\",kind=\"expired\"} 0"),
         "a waste read counted expired"
     );
+    // `status`: today's alerts per scanner and the last five (the status
+    // file is rewritten every second).
+    let status = || -> serde_json::Value {
+        let out: Outcome = cli_cfg(&gw.cfg, &["status", "--json"]).into();
+        serde_json::from_str(out.stdout.trim()).unwrap_or_else(|e| panic!("{e}: {out}"))
+    };
+    wait_until("status counting the alerts", || {
+        status()["scanners"][0]["alerts_today"] == 7
+    });
+    let st = status();
+    let recent: Vec<&str> = st["scanners"][0]["recent_alerts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["kind"].as_str().unwrap())
+        .collect();
+    // counter-1's seven, the last five: S4 … S9.
+    assert_eq!(
+        recent,
+        ["expiring", "expired", "recalled", "recalled", "unknown"],
+        "{st}"
+    );
+    let text: Outcome = cli_cfg(&gw.cfg, &["status"]).into();
+    assert!(
+        text.stdout.contains("7 alert(s)") && text.stdout.contains("  alert: unknown at "),
+        "{text}"
+    );
 }
 
 #[test]

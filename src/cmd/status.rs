@@ -93,6 +93,10 @@ pub struct ScannerView {
     pub rejects_today: u64,
     /// Ambiguous echoes today: labels without a serial taken for echoes.
     pub ambiguous_today: u64,
+    /// Reads today the checks at the counter told an alert about.
+    pub alerts_today: u64,
+    /// The last alerts since the daemon started, oldest first.
+    pub recent_alerts: Vec<crate::telemetry::live::RecentAlert>,
 }
 
 /// The outbox's undecided scans.
@@ -453,6 +457,11 @@ fn scanner_views(
                 reads_today: counted.map_or(0, |s| s.reads_today),
                 rejects_today: counted.map_or(0, |s| s.rejects_today),
                 ambiguous_today: counted.map_or(0, |s| s.ambiguous_today),
+                alerts_today: counted.map_or(0, |s| s.alerts_today),
+                recent_alerts: seen
+                    .filter(|_| running)
+                    .map(|s| s.recent_alerts.clone())
+                    .unwrap_or_default(),
             }
         })
         .collect()
@@ -607,7 +616,7 @@ pub fn render(st: &Status) -> String {
     for s in &st.scanners {
         let _ = writeln!(
             out,
-            "scanner {}: {} ({} {}{}), last read {}, today {} read(s), {} rejected, {} ambiguous",
+            "scanner {}: {} ({} {}{}), last read {}, today {} read(s), {} rejected, {} ambiguous, {} alert(s)",
             s.name,
             if s.connected {
                 "connected"
@@ -624,8 +633,18 @@ pub fn render(st: &Status) -> String {
             s.last_read_ms.map_or_else(|| "never".into(), rfc3339_ms),
             s.reads_today,
             s.rejects_today,
-            s.ambiguous_today
+            s.ambiguous_today,
+            s.alerts_today
         );
+        for a in &s.recent_alerts {
+            let _ = writeln!(
+                out,
+                "  alert: {} at {} (scan {}: `scangate audit trace` it)",
+                a.kind,
+                rfc3339_ms(a.at_ms),
+                a.scan_uuid
+            );
+        }
     }
     let o = &st.outbox;
     let _ = writeln!(

@@ -267,21 +267,10 @@ impl Slot {
 
 /// `path`, read-only, as a file that never changes (`immutable=1`).
 fn open_immutable(path: &Path) -> Result<Connection, rusqlite::Error> {
-    use std::fmt::Write;
     let abs = std::fs::canonicalize(path.parent().unwrap_or(Path::new(".")))
         .map(|d| d.join(path.file_name().unwrap_or_default()))
         .unwrap_or_else(|_| path.to_owned());
-    let mut uri = String::from("file:");
-    for b in abs.as_os_str().as_encoded_bytes() {
-        match b {
-            b'/' | b'-' | b'_' | b'.' | b'~' => uri.push(*b as char),
-            b if b.is_ascii_alphanumeric() => uri.push(*b as char),
-            b => {
-                let _ = write!(uri, "%{b:02X}");
-            }
-        }
-    }
-    uri.push_str("?immutable=1");
+    let uri = crate::store::immutable_uri(&abs);
     let conn = Connection::open_with_flags(
         &uri,
         OpenFlags::SQLITE_OPEN_READ_ONLY

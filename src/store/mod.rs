@@ -44,6 +44,7 @@ mod turn;
 pub mod upgrade;
 
 pub use lock::{LOCK_FILE, is_running};
+pub(crate) use open::immutable_uri;
 
 /// File name of the database inside the state directory.
 pub const DB_FILE: &str = "scangate.db";

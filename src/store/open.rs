@@ -203,20 +203,29 @@ impl Store {
     /// [`Store::open_file`] read-only through an `immutable=1` URI: SQLite
     /// neither locks nor looks for a write-ahead log.
     fn open_immutable(path: &Path) -> Result<Store, StoreError> {
-        use std::fmt::Write;
-        let mut uri = String::from("file:");
-        for b in super::checked_path(path)?.as_os_str().as_encoded_bytes() {
-            match b {
-                b'/' | b'-' | b'_' | b'.' | b'~' => uri.push(*b as char),
-                b if b.is_ascii_alphanumeric() => uri.push(*b as char),
-                b => {
-                    let _ = write!(uri, "%{b:02X}");
-                }
-            }
-        }
-        uri.push_str("?immutable=1");
+        let uri = immutable_uri(&super::checked_path(path)?);
         Store::open_file_as(path, Some(&uri), true, None)
     }
+}
+
+/// The SQLite URI that opens the file at `path` (absolute) read-only as
+/// one that never changes (`immutable=1`: no lock, no write-ahead log
+/// looked for), each byte of the path outside `[A-Za-z0-9/._~-]`
+/// percent-encoded.
+pub(crate) fn immutable_uri(path: &Path) -> String {
+    use std::fmt::Write;
+    let mut uri = String::from("file:");
+    for b in path.as_os_str().as_encoded_bytes() {
+        match b {
+            b'/' | b'-' | b'_' | b'.' | b'~' => uri.push(*b as char),
+            b if b.is_ascii_alphanumeric() => uri.push(*b as char),
+            b => {
+                let _ = write!(uri, "%{b:02X}");
+            }
+        }
+    }
+    uri.push_str("?immutable=1");
+    uri
 }
 
 /// A first start: remove what an unfinished one left, then build the

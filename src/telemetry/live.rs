@@ -39,8 +39,29 @@ pub struct LiveScanner {
     /// first, at most [`AMBIGUOUS_BURST`]): a burst shows in `status`.
     #[serde(default)]
     pub ambiguous_recent_ms: Vec<i64>,
+    /// Of them, reads the checks at the counter told an alert about.
+    #[serde(default)]
+    pub alerts_today: u64,
+    /// The last few alerts since the daemon started (oldest first, at
+    /// most [`RECENT_ALERTS`]).
+    #[serde(default)]
+    pub recent_alerts: Vec<RecentAlert>,
     /// The day counted.
     pub day: chrono::NaiveDate,
+}
+
+/// How many alerts a scanner's status keeps.
+pub const RECENT_ALERTS: usize = 5;
+
+/// An alert the checks at the counter raised (what `status` lists).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecentAlert {
+    /// When it was decided (Unix ms).
+    pub at_ms: i64,
+    /// `recalled`, `expired`, `unknown` or `expiring`.
+    pub kind: String,
+    /// The read's scan UUID (`scangate audit trace` it).
+    pub scan_uuid: String,
 }
 
 /// The status file's contents.
@@ -81,8 +102,22 @@ impl LiveScanner {
             rejects_today: 0,
             ambiguous_today: 0,
             ambiguous_recent_ms: Vec::new(),
+            alerts_today: 0,
+            recent_alerts: Vec::new(),
             day: today(),
         }
+    }
+
+    /// Count an alert about read `scan_uuid` decided at `at_ms`.
+    pub(crate) fn alert(&mut self, at_ms: i64, kind: &str, scan_uuid: &str) {
+        self.alerts_today += 1;
+        self.recent_alerts.push(RecentAlert {
+            at_ms,
+            kind: kind.to_string(),
+            scan_uuid: scan_uuid.to_string(),
+        });
+        let over = self.recent_alerts.len().saturating_sub(RECENT_ALERTS);
+        self.recent_alerts.drain(..over);
     }
 
     /// Count an ambiguous echo decided at `at_ms`; `live`: decided within
@@ -122,6 +157,7 @@ impl LiveScanner {
             self.reads_today = 0;
             self.rejects_today = 0;
             self.ambiguous_today = 0;
+            self.alerts_today = 0;
         }
     }
 }

@@ -298,6 +298,9 @@ impl Telemetry {
                     kind: alert.as_str(),
                 })
                 .inc();
+            m.with(&d.scanner, |s| {
+                s.alert(now_ms(), alert.as_str(), &d.scan_uuid)
+            });
         }
         if d.ambiguous {
             m.ambiguous.get_or_create(&label(&d.scanner)).inc();
