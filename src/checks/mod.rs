@@ -138,9 +138,10 @@ impl Checks {
         expiry
     }
 
-    /// Whether `ndc` is in the product data (so when there is none) and
-    /// whether an ongoing recall names it (any lot), from [`Memo`] or
-    /// the data; `None`: the data cannot be read.
+    /// Whether `ndc` is in the product data (true when none is loaded:
+    /// nothing is unknown then) and whether an ongoing recall names it
+    /// (any lot), from [`Memo`] or the data; `None`: the data cannot be
+    /// read.
     fn facts(&self, ndc: &str) -> Option<(bool, bool)> {
         let files = self.catalog.files().ok()?;
         let mut memo = self.memo.lock().unwrap_or_else(PoisonError::into_inner);
