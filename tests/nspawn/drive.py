@@ -322,10 +322,18 @@ class Run:
         return f"scangate ledger export: {lines[0][:160]}"
 
     def status(self):
-        rc, out = self.c.run(f"runuser -u scangate -- scangate status --config {CONF}")
-        check(rc == 0, f"scangate status exited {rc}: {out[-600:]}")
-        check("counter-1" in out, f"counter-1 not in scangate status: {out[-600:]}")
-        return " / ".join(l.strip() for l in out.splitlines()[:3])
+        """`scangate status` healthy, with counter-1 connected and its read
+        counted (polled: the daemon rewrites its status file every 2 s, so
+        right after a start or a scan it may still show the moment before)."""
+        t0 = time.monotonic()
+        end = t0 + 30
+        while True:
+            rc, out = self.c.run(f"runuser -u scangate -- scangate status --config {CONF}")
+            if rc == 0 and "scanner counter-1: connected" in out and "today 1 read(s)" in out:
+                break
+            check(time.monotonic() < end, f"scangate status exited {rc} (after 30 s of asking): {out[-600:]}")
+            time.sleep(0.5)
+        return f"healthy after {time.monotonic() - t0:.1f} s: " + " / ".join(l.strip() for l in out.splitlines()[:3])
 
     def journal(self):
         """journald has the scan's entry with its fields, and the audit
