@@ -1237,8 +1237,8 @@ class Run:
         acked, figures = [], []
         # The cut comes this many ACKs into the stream (plus what the
         # scanners ACK while the agent runs the cut, a second or two).
-        # (Two cuts: each reboot takes 1-3 minutes under TCG, and CI's
-        # whole run should stay near 30 minutes.)
+        # (Two cuts: a reboot takes 15-35 s under TCG here, minutes on a
+        # busy host, and CI's whole run should stay near 30 minutes.)
         for n, at in enumerate((1, 60), 1):
             t0 = time.monotonic()
             got, f = self.pc_stream_and_cut(at)
