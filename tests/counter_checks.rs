@@ -227,6 +227,7 @@ fn expired_expiring_recalled_and_unknown_items_are_told_at_the_scanner_and_recor
 #[test]
 fn with_a_facility_redis_the_alert_is_told_too_and_while_redis_is_down_instead_of_waiting() {
     let (_dir, mut redis) = facility(&[]);
+    let port = free_port();
     let mut gw = Gateway::builder("scangate-checks-redis-")
         .window_ms(60_000)
         .pty(
@@ -234,6 +235,7 @@ fn with_a_facility_redis_the_alert_is_told_too_and_while_redis_is_down_instead_o
                 .ack()
                 .with("feedback = { protocol = \"zebra-ssi\" }"),
         )
+        .config(&format!("[metrics]\nlisten = \"127.0.0.1:{port}\"\n"))
         .redis(&redis)
         .build();
     gw.start();
@@ -260,4 +262,8 @@ fn with_a_facility_redis_the_alert_is_told_too_and_while_redis_is_down_instead_o
             .iter()
             .all(|s| serials.iter().filter(|x| x == s).count() == 1)
     });
+    // R4 is counted once: when it was told, not again when it committed.
+    let m = metrics(port);
+    let line = "scangate_alerts_total{scanner=\"counter-1\",kind=\"expired\"} 2";
+    assert!(m.contains(line), "{line} not in:\n{m}");
 }

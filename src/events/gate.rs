@@ -54,18 +54,15 @@ impl Event for Decided<'_> {
                     scanner = %d.scanner, scan_uuid = %d.scan_uuid, decision = %decision, reason = %reason,
                     "scan rejected: {reason}"
                 ),
-                Verdict::Committed | Verdict::Unresolved { .. } if d.alert.is_some() => {
-                    let alert = d.alert.map(|a| a.as_str()).unwrap_or_default();
+                Verdict::Committed | Verdict::Unresolved { .. }
+                    if let Some(alert) = d.alert
+                        && d.was != crate::model::ScanState::Unresolved =>
+                {
                     tracing::info!(
                         target: DAEMON_TARGET,
-                        scanner = %d.scanner, scan_uuid = %d.scan_uuid, decision = %decision, alert = alert,
+                        scanner = %d.scanner, scan_uuid = %d.scan_uuid, decision = %decision, alert = alert.as_str(),
                         "decided {decision}, the item {}: the scanner is told {alert}",
-                        match d.alert {
-                            Some(crate::model::Alert::Recalled) => "named by an ongoing recall",
-                            Some(crate::model::Alert::Expired) => "past its expiry date",
-                            Some(crate::model::Alert::Unknown) => "not in the product data",
-                            _ => "close to its expiry date",
-                        }
+                        alert.what()
                     )
                 }
                 _ => tracing::debug!(

@@ -566,19 +566,18 @@ impl Gate {
         }))
     }
 
-    /// The checks' alert about `row`'s item ([`crate::checks`]), at the
-    /// read's first decision only (a read left waiting was told then): for
-    /// a commit, a read left waiting, and an echo (a shared scanner's read
-    /// another gateway committed is told as that commit,
+    /// The checks' alert about `row`'s item ([`crate::checks`]): for a
+    /// commit (also of a read that waited: a late signal is the alert
+    /// again, not "committed"), a read left waiting, and an echo (a shared
+    /// scanner's read another gateway committed is told as that commit,
     /// [`Decision::told_as`]); never for a rejected read or a control label.
     fn alert_for(&self, row: &ScanRow, verdict: &Verdict) -> Option<crate::model::Alert> {
         let checks = self.checks.as_ref()?;
-        let first = row.state != ScanState::Unresolved;
         let told = matches!(
             verdict,
             Verdict::Committed | Verdict::Suppressed { .. } | Verdict::Unresolved { .. }
         );
-        if !first || !told {
+        if !told {
             return None;
         }
         checks.alert(&crate::checks::Read {

@@ -34,6 +34,16 @@ impl Alert {
         self.told().as_str()
     }
 
+    /// What it says of the item, for the log ("the item …").
+    pub fn what(self) -> &'static str {
+        match self {
+            Alert::Recalled => "named by an ongoing recall",
+            Alert::Expired => "past its expiry date",
+            Alert::Unknown => "not in the product data",
+            Alert::Expiring => "close to its expiry date",
+        }
+    }
+
     /// What the scanner is told of a read with this alert.
     pub fn told(self) -> Told {
         match self {

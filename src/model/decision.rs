@@ -86,8 +86,8 @@ pub struct Decision {
     #[serde(skip)]
     pub told_as: Option<super::Told>,
     /// What the checks at the counter found about the item
-    /// ([`crate::checks`]): told instead of `committed` or `waiting`; set
-    /// at a read's first decision only.
+    /// ([`crate::checks`]): told instead of `committed` or `waiting`;
+    /// counted at the read's first decision only.
     #[serde(skip)]
     pub alert: Option<super::Alert>,
 }

@@ -289,8 +289,11 @@ impl Telemetry {
         if state == ScanState::Rejected {
             m.with(&d.scanner, |s| s.rejects_today += 1);
         }
+        // Once per read: at its first decision (a read that waited was
+        // counted then).
         if let Some(alert) = d.alert
             && matches!(state, ScanState::Committed | ScanState::Unresolved)
+            && d.was != ScanState::Unresolved
         {
             m.alerts
                 .get_or_create(&AlertLabels {
