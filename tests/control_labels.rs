@@ -12,18 +12,6 @@ use std::time::Duration;
 
 const REPEAT: &str = "SGCTL-REPEAT";
 
-/// A Zebra SSI `BEEP` (opcode 0xE6) from the host (source 0x04) with
-/// `code`, framed and checksummed by the Simple Serial Interface rules:
-/// length byte (the packet less its checksum), opcode, source, status,
-/// data, then the two's complement of the byte sum, high byte first.
-fn ssi_beep(code: u8) -> Vec<u8> {
-    let mut p = vec![0x05, 0xE6, 0x04, 0x00, code];
-    let sum: u16 = p.iter().map(|&b| u16::from(b)).sum();
-    let check = (!sum).wrapping_add(1);
-    p.extend(check.to_be_bytes());
-    p
-}
-
 /// A person's pace between two scans (a declared read is still one pick
 /// with a read of its label this close: a double-fire, another gateway's
 /// copy; with a facility store within twice `max_clock_error_ms`).

@@ -10,15 +10,6 @@ use crate::util::*;
 use chrono::{Datelike, Days, Local, NaiveDate};
 use scangate::products::ndc::PackageNdc;
 use scangate::pty::VirtualScanner;
-use std::io::{Read as _, Write as _};
-
-/// A Zebra SSI `BEEP` for `code` (the SSI rules, computed here).
-fn ssi_beep(code: u8) -> Vec<u8> {
-    let mut p = vec![0x05, 0xE6, 0x04, 0x00, code];
-    let sum: u16 = p.iter().map(|&b| u16::from(b)).sum();
-    p.extend((!sum).wrapping_add(1).to_be_bytes());
-    p
-}
 
 const COMMITTED: u8 = 0x00;
 const EXPIRED: u8 = 0x11;
@@ -47,13 +38,11 @@ fn told(vs: &mut VirtualScanner, text: &str, code: u8) {
     );
 }
 
-/// `GET /metrics` from the daemon's own endpoint.
+/// The daemon's `/metrics` on `port`.
 fn metrics(port: u16) -> String {
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-    s.write_all(b"GET /metrics HTTP/1.0\r\n\r\n").unwrap();
-    let mut text = String::new();
-    s.read_to_string(&mut text).unwrap();
-    text
+    let (code, body) = http_get(&format!("127.0.0.1:{port}"), "/metrics").expect("an answer");
+    assert_eq!(code, 200, "{body}");
+    body
 }
 
 #[test]

@@ -322,13 +322,12 @@ fn scrub(text: &str, secrets: &[String]) -> String {
     text
 }
 
-/// At most [`PART_LIMIT`] bytes of a file, lossily as text.
-fn read_limited(path: &Path) -> std::io::Result<String> {
-    let mut buf = Vec::new();
-    std::fs::File::open(path)?
-        .take(PART_LIMIT as u64)
-        .read_to_end(&mut buf)?;
-    Ok(String::from_utf8_lossy(&buf).into_owned())
+/// A regular file of at most [`PART_LIMIT`] bytes, lossily as text
+/// ([`crate::files::named::read`]: a FIFO or a device a config names is
+/// refused, never read, so diag cannot hang on one).
+fn read_limited(path: &Path) -> Result<String, crate::files::named::ReadError> {
+    let bytes = crate::files::named::read(path, PART_LIMIT as u64)?;
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
 }
 
 /// This binary run with `args` (and `config`): its stdout, and a summary
@@ -620,6 +619,21 @@ mod tests {
             ]
         );
         assert_eq!(scrub("a Pw0rdX b", &secrets), "a <redacted> b");
+    }
+
+    #[test]
+    fn a_secret_file_that_is_a_fifo_is_not_read() {
+        // (Opened for reading, a FIFO with no writer blocks: the test
+        // would hang where diag did.)
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("pw");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        let cfg = dir.path().join("c.toml");
+        std::fs::write(&cfg, format!("[redis]\npassword_file = {fifo:?}\n")).unwrap();
+        let mut secrets = Vec::new();
+        let text = config_part(Some(&cfg), &mut secrets);
+        assert!(text.contains("password_file"), "{text}");
+        assert!(secrets.is_empty(), "{secrets:?}");
     }
 
     #[test]

@@ -13,6 +13,18 @@ pub const ACK: u8 = 0x06;
 /// NAK byte.
 pub const NAK: u8 = 0x15;
 
+/// A Zebra SSI `BEEP` (opcode 0xE6) from the host (source 0x04) with
+/// `code`, framed and checksummed by the Simple Serial Interface rules:
+/// length byte (the packet less its checksum), opcode, source, status,
+/// data, then the two's complement of the byte sum, high byte first.
+pub fn ssi_beep(code: u8) -> Vec<u8> {
+    let mut p = vec![0x05, 0xE6, 0x04, 0x00, code];
+    let sum: u16 = p.iter().map(|&b| u16::from(b)).sum();
+    let check = (!sum).wrapping_add(1);
+    p.extend(check.to_be_bytes());
+    p
+}
+
 /// `label` as a scanner sends it with the default suffix (CR LF).
 pub fn frame(label: &str) -> Vec<u8> {
     format!("{label}\r\n").into_bytes()
