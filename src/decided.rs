@@ -15,7 +15,8 @@ use crate::audit::{
 };
 use crate::capture::clock::rfc3339_ms;
 use crate::capture::key_bytes;
-use crate::model::{ClockUsed, ScanState, Verdict};
+use crate::controls::ACKNOWLEDGE;
+use crate::model::{ClockUsed, Findings, ScanState, Verdict};
 use crate::outbox::{self, ScanRow};
 use rusqlite::Connection;
 
@@ -67,6 +68,10 @@ pub struct DecidedScan<'a> {
     /// What else the record's reason must say of the decision, when the
     /// verdict has no reason of its own.
     pub notes: Vec<String>,
+    /// What the checks at the counter found about the item (its DEA
+    /// schedule, its alerts): kept in a commit's ledger entry and in the
+    /// record.
+    pub findings: Option<&'a Findings>,
 }
 
 /// What [`DecisionWriter::decision`] wrote of a scan.
@@ -75,6 +80,8 @@ pub struct WrittenScan {
     pub row: ScanRow,
     /// A commit's content key, as the ledger keeps it.
     pub committed_key: Option<[u8; 32]>,
+    /// An ACKNOWLEDGE read: how many open alerts of its scanner it closed.
+    pub acknowledged: Option<usize>,
 }
 
 impl<'t> DecisionWriter<'t> {
@@ -101,12 +108,14 @@ impl<'t> DecisionWriter<'t> {
             ambiguous,
             clock,
             notes,
+            findings,
         } = d;
         let (twin, reason) = match verdict {
             Verdict::Suppressed { twin } => (Some(twin.clone()), None),
             Verdict::Rejected { reason } | Verdict::Unresolved { reason } => {
                 (None, Some(reason.clone()))
             }
+            Verdict::Control { control } if control == ACKNOWLEDGE => (None, None),
             Verdict::Control { control } => (
                 None,
                 Some(format!(
@@ -130,11 +139,26 @@ impl<'t> DecisionWriter<'t> {
                 }
             }
         }
+        // An alert staff are to acknowledge (once per read: a read that
+        // waited was raised then).
+        if let Some(kind) = findings.and_then(Findings::told)
+            && matches!(verdict, Verdict::Committed | Verdict::Unresolved { .. })
+        {
+            crate::checks::open::raise(self.tx, &row.uuid, &row.scanner, kind, self.now_ms)?;
+        }
+        // An ACKNOWLEDGE read closes its scanner's open alerts.
+        let mut acknowledged = None;
+        let mut reason = reason;
+        if matches!(verdict, Verdict::Control { control } if control == ACKNOWLEDGE) {
+            let (said, closed) = self.acknowledge(&row)?;
+            reason = Some(said);
+            acknowledged = Some(closed);
+        }
         let mut ledger_hash = None;
         let mut committed_key = None;
         if *verdict == Verdict::Committed {
             let key = key_bytes(row.content_key.as_deref().unwrap_or_default());
-            ledger_hash = Some(self.ledger.append(&row, &key, &self.gateway)?);
+            ledger_hash = Some(self.ledger.append(&row, &key, &self.gateway, findings)?);
             committed_key = Some(key);
         }
         let reason = reason.or_else(|| (!notes.is_empty()).then(|| notes.join("; ")));
@@ -165,9 +189,48 @@ impl<'t> DecisionWriter<'t> {
             ledger_hash,
             ambiguous,
             declared,
+            dea_schedule: findings.and_then(|f| f.dea_schedule.clone()),
+            alerts: findings
+                .filter(|f| !f.alerts.is_empty())
+                .map(|f| f.alerts.clone()),
+            acknowledged: acknowledged.clone(),
             ..AuditRecord::decision(self.now_ms, &self.gateway, facts, verdict.state())
         })?;
-        Ok(Some(WrittenScan { row, committed_key }))
+        Ok(Some(WrittenScan {
+            row,
+            committed_key,
+            acknowledged: acknowledged.map(|a| a.len()),
+        }))
+    }
+
+    /// ACKNOWLEDGE read `row`: its scanner's open alerts closed and the
+    /// control read ended. What its record's reason says, and the alerted
+    /// reads it closed (oldest first).
+    fn acknowledge(&mut self, row: &ScanRow) -> rusqlite::Result<(String, Vec<String>)> {
+        let closed = crate::checks::open::acknowledge(self.tx, &row.scanner)?;
+        outbox::end_control(self.tx, &row.uuid, "acknowledged")?;
+        if closed.is_empty() {
+            let said = "a control label: staff acknowledge this scanner's alerts; none was open";
+            return Ok((said.into(), Vec::new()));
+        }
+        // (Counted by kind: the record's `acknowledged` names each read.)
+        let mut kinds: Vec<(&str, usize)> = Vec::new();
+        for a in &closed {
+            match kinds.iter_mut().find(|(k, _)| *k == a.kind) {
+                Some((_, n)) => *n += 1,
+                None => kinds.push((&a.kind, 1)),
+            }
+        }
+        let said = format!(
+            "a control label: staff acknowledge this scanner's {} open alert(s): {}",
+            closed.len(),
+            kinds
+                .iter()
+                .map(|(k, n)| format!("{n} {k}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        Ok((said, closed.into_iter().map(|a| a.scan_uuid).collect()))
     }
 
     /// A control read that no read followed: its row marked lapsed and a

@@ -4,6 +4,7 @@
 //! lookup the gate asks for a committed twin ([`find_twin`]).
 
 use crate::capture::clock::rfc3339_ms;
+use crate::model::{AlertFound, Findings};
 use crate::outbox::ScanRow;
 use crate::store::packed::{Unpacked, packed};
 use crate::store::{Store, StoreError};
@@ -48,6 +49,16 @@ pub struct LedgerEntry {
     pub symbology: String,
     /// Content key (SHA-256 hex).
     pub content_key: String,
+    /// The item's DEA schedule (`CI` … `CV`) as the product
+    /// data listed it at the commit; absent for an item not listed as
+    /// controlled, without product data, and on entries committed before
+    /// schedules were recorded.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dea_schedule: Option<String>,
+    /// What the checks at the counter found (most urgent first: what the
+    /// scanner was told); absent when nothing was.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub alerts: Vec<AlertFound>,
 }
 
 /// Appends the ledger entries of one transaction's commits through one
@@ -70,11 +81,13 @@ impl<'t> Appender<'t> {
     /// statement journal as `INSERT … SELECT` had.) Returns the entry's
     /// [`entry_hash`], for its commit's audit record. `key` is the row's
     /// content key as bytes (decoded once by the caller).
+    /// `findings`: what the checks at the counter found, kept with it.
     pub fn append(
         &mut self,
         row: &ScanRow,
         key: &[u8; 32],
         gateway: &str,
+        findings: Option<&Findings>,
     ) -> rusqlite::Result<String> {
         let tx = self.tx;
         let insert = crate::store::held(
@@ -82,11 +95,16 @@ impl<'t> Appender<'t> {
             tx,
             "INSERT INTO ledger (scan_uuid, gateway, scanner, captured_ms, boot_id, boot_ns,
                  clock_synced, scan_type, quantity, gtin, ndc10, lot, serial, expiry, symbology,
-                 content_key, key_prefix)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
+                 content_key, key_prefix, dea_schedule, alerts)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17,
+                 ?18, ?19)",
         )?;
         let prefix = key_prefix(key);
         let key = row.content_key.as_deref().unwrap_or_default();
+        let schedule = findings.and_then(|f| f.dea_schedule.as_deref());
+        let alerts: &[AlertFound] = findings.map_or(&[], |f| &f.alerts);
+        let alerts_json = (!alerts.is_empty())
+            .then(|| serde_json::to_string(alerts).expect("alerts always serialise"));
         insert.execute(params![
             packed(&row.uuid),
             gateway,
@@ -104,7 +122,9 @@ impl<'t> Appender<'t> {
             row.expiry,
             row.symbology.as_deref().unwrap_or_default(),
             packed(key),
-            prefix
+            prefix,
+            schedule,
+            alerts_json
         ])?;
         Ok(hash_json(&EntryLine {
             seq: tx.last_insert_rowid(),
@@ -122,6 +142,8 @@ impl<'t> Appender<'t> {
             expiry: row.expiry.as_deref(),
             symbology: row.symbology.as_deref().unwrap_or_default(),
             content_key: key,
+            dea_schedule: schedule,
+            alerts,
         }))
     }
 }
@@ -146,6 +168,10 @@ struct EntryLine<'a> {
     expiry: Option<&'a str>,
     symbology: &'a str,
     content_key: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    dea_schedule: Option<&'a str>,
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    alerts: &'a [AlertFound],
 }
 
 /// The hash of an entry as `ledger export` prints it: SHA-256 (lowercase
@@ -349,7 +375,7 @@ pub fn for_each(
 /// The columns [`entry_of`] reads, in its order.
 const ENTRY_COLUMNS: &str =
     "seq, scan_uuid, gateway, scanner, captured_ms, clock_synced, scan_type,
-    quantity, gtin, ndc10, lot, serial, expiry, symbology, content_key";
+    quantity, gtin, ndc10, lot, serial, expiry, symbology, content_key, dea_schedule, alerts";
 
 /// A ledger entry from a row of [`ENTRY_COLUMNS`].
 fn entry_of(r: &rusqlite::Row<'_>) -> rusqlite::Result<LedgerEntry> {
@@ -369,6 +395,13 @@ fn entry_of(r: &rusqlite::Row<'_>) -> rusqlite::Result<LedgerEntry> {
         expiry: r.get(12)?,
         symbology: r.get(13)?,
         content_key: r.get::<_, Unpacked>(14)?.0,
+        dea_schedule: r.get(15)?,
+        alerts: match r.get_ref(16)? {
+            ValueRef::Null => Vec::new(),
+            v => serde_json::from_slice(v.as_bytes()?).map_err(|e| {
+                rusqlite::Error::FromSqlConversionFailure(16, v.data_type(), e.into())
+            })?,
+        },
     })
 }
 
@@ -396,6 +429,7 @@ pub fn prune_entry(tx: &Connection, scan_uuid: &str) -> rusqlite::Result<bool> {
 #[cfg(test)]
 mod tests {
     use super::{EntryLine, LedgerEntry};
+    use crate::model::AlertFound;
     use crate::store::Store;
 
     /// The entry hashed at commit is the one `ledger export` prints, byte
@@ -420,6 +454,17 @@ mod tests {
                 expiry: opt("2028-12-31"),
                 symbology: "]d2".into(),
                 content_key: "e9ed".into(),
+                dea_schedule: opt("CII"),
+                alerts: if some {
+                    vec![AlertFound {
+                        recall_number: opt("D-0001-2026"),
+                        recall_class: opt("Class I"),
+                        recall_lot: opt("lot"),
+                        ..AlertFound::of(crate::model::Alert::Recalled)
+                    }]
+                } else {
+                    Vec::new()
+                },
             };
             let line = EntryLine {
                 seq: e.seq,
@@ -437,6 +482,8 @@ mod tests {
                 expiry: e.expiry.as_deref(),
                 symbology: &e.symbology,
                 content_key: &e.content_key,
+                dea_schedule: e.dea_schedule.as_deref(),
+                alerts: &e.alerts,
             };
             assert_eq!(
                 serde_json::to_string(&line).unwrap(),

@@ -162,6 +162,7 @@ fn expired_expiring_recalled_and_unknown_items_are_told_at_the_scanner_and_recor
             "{s} in {serials:?}"
         );
     }
+    recorded_with_schedule_and_alerts(&gw);
     let m = metrics(port);
     for (scanner, kind, n) in [
         ("counter-1", "expired", 2),
@@ -208,8 +209,173 @@ fn expired_expiring_recalled_and_unknown_items_are_told_at_the_scanner_and_recor
     );
     let text: Outcome = cli_cfg(&gw.cfg, &["status"]).into();
     assert!(
-        text.stdout.contains("7 alert(s)") && text.stdout.contains("  alert: unknown at "),
+        text.stdout.contains("7 alert(s), 7 not acknowledged")
+            && text.stdout.contains("  alert: unknown at "),
         "{text}"
+    );
+    acknowledged(&mut gw, &mut counter, port);
+}
+
+/// `scangate_alerts_unacknowledged` of `scanner`.
+fn unacknowledged(port: u16, scanner: &str) -> Option<u64> {
+    let prefix = format!("scangate_alerts_unacknowledged{{scanner=\"{scanner}\"}} ");
+    metrics(port)
+        .lines()
+        .find_map(|l| l.strip_prefix(&prefix).map(|n| n.parse().unwrap()))
+}
+
+/// The ACKNOWLEDGE label read on counter-1 closes its seven open alerts,
+/// named in its audit record; waste-1's alert stays open (the control),
+/// also across a restart.
+fn acknowledged(gw: &mut Gateway, counter: &mut VirtualScanner, port: u16) {
+    assert_eq!(unacknowledged(port, "counter-1"), Some(7));
+    assert_eq!(unacknowledged(port, "waste-1"), Some(1));
+    // A control read's signal.
+    told(counter, "SGCTL-ACK", 0x02);
+    wait_until("counter-1's alerts acknowledged", || {
+        unacknowledged(port, "counter-1") == Some(0)
+    });
+    assert_eq!(unacknowledged(port, "waste-1"), Some(1));
+    // Again: nothing is open, and its record says so.
+    told(counter, "SGCTL-ACK", 0x02);
+    let records: Vec<serde_json::Value> = audit_records(&open_db(&gw.dir.join("state")))
+        .iter()
+        .map(|r| serde_json::from_str(r).unwrap())
+        .filter(|r: &serde_json::Value| r.get("acknowledged").is_some())
+        .collect();
+    assert_eq!(records.len(), 2, "{records:?}");
+    let mut alerted: Vec<String> = ledger(&gw.cfg)
+        .iter()
+        .filter(|e| e["scanner"] == "counter-1" && e.get("alerts").is_some())
+        .map(|e| e["scan_uuid"].as_str().unwrap().to_string())
+        .collect();
+    alerted.sort();
+    let mut named: Vec<String> = records[0]["acknowledged"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|u| u.as_str().unwrap().to_string())
+        .collect();
+    named.sort();
+    assert_eq!(named, alerted, "{}", records[0]);
+    assert_eq!(records[0]["decision"], "control");
+    assert_eq!(records[0]["declared"]["control"], "acknowledge");
+    assert!(
+        records[0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("7 open alert(s)"),
+        "{}",
+        records[0]
+    );
+    assert_eq!(records[1]["acknowledged"], serde_json::json!([]));
+    assert!(
+        records[1]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("none was open"),
+        "{}",
+        records[1]
+    );
+    audit_verify(&gw.cfg);
+    // (The status file is rewritten every second.)
+    wait_until("status saying counter-1's alerts are acknowledged", || {
+        let text: Outcome = cli_cfg(&gw.cfg, &["status"]).into();
+        text.stdout.contains("all acknowledged (last at ")
+    });
+    // What is open is kept in the database.
+    gw.stop();
+    gw.start();
+    assert_eq!(unacknowledged(port, "waste-1"), Some(1));
+    assert_eq!(unacknowledged(port, "counter-1"), Some(0));
+}
+
+/// The reads of the first test as the ledger, the audit trail, the
+/// Schedule II export and the EPCIS export keep them.
+fn recorded_with_schedule_and_alerts(gw: &Gateway) {
+    let entries = ledger(&gw.cfg);
+    let by_serial = |s: &str| -> serde_json::Value {
+        entries
+            .iter()
+            .find(|e| e["serial"] == s)
+            .unwrap_or_else(|| panic!("{s} not in the ledger"))
+            .clone()
+    };
+    let recall = serde_json::json!({
+        "kind": "recalled", "recall_number": "D-0201-2026",
+        "recall_class": "Class II", "recall_lot": "lot"
+    });
+    // (Every item of the product data is Schedule II; the missing one has
+    // no schedule.)
+    for (serial, alerts) in [
+        ("S1", serde_json::json!(null)),
+        ("S2", serde_json::json!([{"kind": "expired"}])),
+        ("S3", serde_json::json!([{"kind": "expiring"}])),
+        ("S6", serde_json::json!([recall])),
+        ("S7", serde_json::json!(null)),
+        ("S8", serde_json::json!([recall, {"kind": "expired"}])),
+        ("W1", serde_json::json!(null)),
+    ] {
+        let e = by_serial(serial);
+        assert_eq!(e["dea_schedule"], "CII", "{e}");
+        assert_eq!(e["alerts"], alerts, "{e}");
+    }
+    let s9 = by_serial("S9");
+    assert!(s9.get("dea_schedule").is_none(), "{s9}");
+    assert_eq!(s9["alerts"], serde_json::json!([{"kind": "unknown"}]));
+
+    // Each commit's audit record says the same, under the chain.
+    let records = audit_records(&open_db(&gw.dir.join("state")));
+    let s8 = &entries.iter().find(|e| e["serial"] == "S8").unwrap()["scan_uuid"];
+    let record: serde_json::Value = records
+        .iter()
+        .map(|r| serde_json::from_str::<serde_json::Value>(r).unwrap())
+        .find(|r| r["scan_uuid"] == *s8 && r["decision"] == "committed")
+        .expect("S8's commit record");
+    assert_eq!(record["dea_schedule"], "CII", "{record}");
+    assert_eq!(record["alerts"], by_serial("S8")["alerts"], "{record}");
+    audit_verify(&gw.cfg);
+
+    // The Schedule II records alone; none of Schedule V; a schedule that
+    // is none refused.
+    let export = |args: &[&str]| -> Outcome {
+        let mut all = vec!["ledger", "export"];
+        all.extend_from_slice(args);
+        cli_cfg(&gw.cfg, &all).into()
+    };
+    let cii = export(&["--schedule", "CII"]);
+    assert_eq!(cii.code, Some(0), "{cii}");
+    assert_eq!(cii.stdout.lines().count(), entries.len() - 1, "{cii}");
+    assert!(!cii.stdout.contains("\"S9\""), "{cii}");
+    let cv = export(&["--schedule", "cv,CIV"]);
+    assert_eq!((cv.code, cv.stdout.as_str()), (Some(0), ""), "{cv}");
+    let bad = export(&["--schedule", "C2"]);
+    assert_eq!(bad.code, Some(2), "{bad}");
+    assert!(bad.stderr.contains("not a DEA schedule"), "{bad}");
+
+    // As EPCIS: scangate's extension, and still valid against GS1's schema.
+    let doc = crate::epcis::document(
+        &crate::epcis::export(&gw.cfg, &["--format", "epcis", "--schedule", "CII"]),
+        &crate::epcis::Validator::new(),
+    );
+    let events = doc["epcisBody"]["eventList"].as_array().unwrap();
+    assert_eq!(events.len(), entries.len() - 1);
+    assert!(events.iter().all(|e| e["scangate:deaSchedule"] == "CII"));
+    let s8_event = events
+        .iter()
+        .find(|e| e["eventID"] == format!("urn:uuid:{}", s8.as_str().unwrap()))
+        .unwrap();
+    assert_eq!(
+        s8_event["@context"],
+        serde_json::json!({"scangate": "urn:scangate:epcis:"})
+    );
+    assert_eq!(
+        s8_event["scangate:alerts"],
+        serde_json::json!([
+            {"scangate:kind": "recalled", "scangate:recallNumber": "D-0201-2026",
+             "scangate:recallClass": "Class II", "scangate:recallLot": "lot"},
+            {"scangate:kind": "expired"}
+        ])
     );
 }
 
@@ -251,6 +417,19 @@ fn with_a_facility_redis_the_alert_is_told_too_and_while_redis_is_down_instead_o
             .iter()
             .all(|s| serials.iter().filter(|x| x == s).count() == 1)
     });
+    // The facility's ledger carries the alerts too, also of the read that
+    // waited; the good items none.
+    let entries = ledger(&gw.cfg);
+    for (serial, alerts) in [
+        ("R1", serde_json::json!(null)),
+        ("R2", serde_json::json!([{"kind": "expired"}])),
+        ("R3", serde_json::json!(null)),
+        ("R4", serde_json::json!([{"kind": "expired"}])),
+    ] {
+        let e = entries.iter().find(|e| e["serial"] == serial).unwrap();
+        assert_eq!(e["alerts"], alerts, "{e}");
+        assert!(e.get("dea_schedule").is_none(), "no product data: {e}");
+    }
     // R4 is counted once: when it was told, not again when it committed.
     let m = metrics(port);
     let line = "scangate_alerts_total{scanner=\"counter-1\",kind=\"expired\"} 2";

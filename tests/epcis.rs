@@ -118,7 +118,7 @@ fn config(dir: &Path, state: &Path, gln: Option<&str>) -> PathBuf {
 }
 
 /// `ledger export` with `args`: its stdout (it must succeed).
-fn export(config: &Path, args: &[&str]) -> String {
+pub fn export(config: &Path, args: &[&str]) -> String {
     let mut all = vec!["ledger", "export"];
     all.extend_from_slice(args);
     let out: Outcome = cli_cfg(config, &all).into();
@@ -156,7 +156,7 @@ impl Validator {
 
 /// The document of `export --format epcis`, checked: one JSON value,
 /// valid against GS1's schema, with the standard context.
-fn document(text: &str, validator: &Validator) -> Value {
+pub fn document(text: &str, validator: &Validator) -> Value {
     let doc: Value = serde_json::from_str(text).expect("one JSON document");
     if let Some(e) = validator.errors(&doc) {
         panic!("the document is not valid EPCIS 2.0: {e}\n{text}");
@@ -306,6 +306,13 @@ fn the_validator_refuses_broken_events() {
     let mut standalone = event.clone();
     standalone["@context"] = json!(CONTEXT);
     assert_eq!(validator.errors(&standalone), None);
+    // scangate's extension, named under its prefix, passes.
+    let mut extended = event.clone();
+    extended["@context"] = json!({"scangate": "urn:scangate:epcis:"});
+    extended["scangate:deaSchedule"] = json!("CII");
+    extended["scangate:alerts"] =
+        json!([{"scangate:kind": "recalled", "scangate:recallNumber": "D-0201-2026"}]);
+    assert_eq!(validator.errors(&doc(extended)), None);
 
     let broken: Vec<(&str, Breaks)> = vec![
         (
@@ -323,6 +330,10 @@ fn the_validator_refuses_broken_events() {
         (
             "ilmd on an OBSERVE event",
             Box::new(|e| e["ilmd"] = json!({"cbvmda:lotNumber": "L1"})),
+        ),
+        (
+            "an extension property not named by a URI",
+            Box::new(|e| e["deaSchedule"] = json!("CII")),
         ),
         (
             "an unknown action",
@@ -515,7 +526,19 @@ fn the_documented_example_is_what_the_mapping_writes() {
     let event = scangate::ledger::epcis::object_event(&entry, Some(GLN)).unwrap();
     let documented = line("{\"type\":\"ObjectEvent\"");
     assert_eq!(serde_json::to_string(&event).unwrap(), documented);
-    let alone = serde_json::to_value(scangate::ledger::epcis::standalone(&event)).unwrap();
+    let alone = serde_json::to_value(scangate::ledger::epcis::standalone(event)).unwrap();
+    assert_eq!(Validator::new().errors(&alone), None);
+    // The example with a schedule and an alert: scangate's extension.
+    let entry: scangate::ledger::epcis::Observation =
+        serde_json::from_str(line("{\"seq\":7,")).unwrap();
+    let event = scangate::ledger::epcis::object_event(&entry, Some(GLN)).unwrap();
+    let documented = line("{\"@context\":{\"scangate\"");
+    assert_eq!(serde_json::to_string(&event).unwrap(), documented);
+    let alone = serde_json::to_value(scangate::ledger::epcis::standalone(event)).unwrap();
+    assert_eq!(
+        alone["@context"],
+        json!([CONTEXT, {"scangate": "urn:scangate:epcis:"}])
+    );
     assert_eq!(Validator::new().errors(&alone), None);
 }
 

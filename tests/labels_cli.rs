@@ -37,7 +37,7 @@ fn config(dir: &Path, controls: &str) -> PathBuf {
     path
 }
 
-const CUSTOM: &str = "repeat = \"AGAIN/1\"\nquantity_prefix = \"COUNT.\"\nquantities = [3, 144]\n";
+const CUSTOM: &str = "repeat = \"AGAIN/1\"\nquantity_prefix = \"COUNT.\"\nquantities = [3, 144]\nacknowledge = \"SEEN:1\"\n";
 
 /// The `(x, width)` of every `<rect class="bar" …/>` in an SVG, in the
 /// document's units.
@@ -173,6 +173,12 @@ fn labels_svg_bars_decode_to_the_configured_contents() {
             "QUANTITY 144",
             "counts 144 units",
         ),
+        (
+            "scangate-acknowledge.svg",
+            "SEEN:1",
+            "ACKNOWLEDGE",
+            "staff saw this scanner's alerts",
+        ),
     ];
     let index: Vec<&str> = out.stdout.lines().collect();
     assert_eq!(index.len(), want.len(), "{out}");
@@ -219,10 +225,10 @@ fn labels_zpl_and_text_print_every_content() {
     let cfg = config(d.path(), CUSTOM);
     let zpl: Outcome = cli_cfg(&cfg, &["labels", "--format", "zpl"]).into();
     assert_eq!(zpl.code, Some(0), "{zpl}");
-    assert_eq!(zpl.stdout.matches("^XA").count(), 3, "{zpl}");
-    assert_eq!(zpl.stdout.matches("^XZ").count(), 3, "{zpl}");
-    assert_eq!(zpl.stdout.matches("^BC").count(), 3, "{zpl}");
-    for content in ["AGAIN/1", "COUNT.3", "COUNT.144"] {
+    assert_eq!(zpl.stdout.matches("^XA").count(), 4, "{zpl}");
+    assert_eq!(zpl.stdout.matches("^XZ").count(), 4, "{zpl}");
+    assert_eq!(zpl.stdout.matches("^BC").count(), 4, "{zpl}");
+    for content in ["AGAIN/1", "COUNT.3", "COUNT.144", "SEEN:1"] {
         assert!(
             zpl.stdout.contains(&format!("^FD{content}^FS")),
             "{content}: {zpl}"
@@ -236,7 +242,8 @@ fn labels_zpl_and_text_print_every_content() {
         text.stdout,
         "AGAIN/1\tREPEAT — the next read on this scanner is another item\n\
          COUNT.3\tQUANTITY 3 — the next read counts 3 units\n\
-         COUNT.144\tQUANTITY 144 — the next read counts 144 units\n"
+         COUNT.144\tQUANTITY 144 — the next read counts 144 units\n\
+         SEEN:1\tACKNOWLEDGE — staff saw this scanner's alerts\n"
     );
     // Nothing written beside the config.
     assert!(!d.path().join("scangate-repeat.svg").exists());

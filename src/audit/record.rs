@@ -5,7 +5,7 @@
 //! constructors; every writer sets only what its record says.
 
 use crate::capture::clock::rfc3339_ms;
-use crate::model::ScanState;
+use crate::model::{AlertFound, ScanState};
 use serde::{Deserialize, Serialize};
 
 /// What a decision's record says of its scan.
@@ -69,6 +69,9 @@ impl AuditRecord {
             pruned: None,
             ambiguous: None,
             declared: None,
+            dea_schedule: None,
+            alerts: None,
+            acknowledged: None,
         }
     }
 
@@ -173,6 +176,22 @@ pub struct AuditRecord {
     /// by which read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub declared: Option<AuditDeclared>,
+    /// The item's DEA schedule (`CI` … `CV`), as the product data
+    /// lists it at the decision; absent for an item it does not list as
+    /// controlled, without product data, and on records written before
+    /// the checks were recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dea_schedule: Option<String>,
+    /// What the checks at the counter found about the item (most urgent
+    /// first: the one the scanner was told). Absent when nothing was
+    /// found.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub alerts: Option<Vec<AlertFound>>,
+    /// Only on an ACKNOWLEDGE control read: the alerted reads (scan
+    /// UUIDs) of its scanner it acknowledged, oldest first; empty when
+    /// none was open.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub acknowledged: Option<Vec<String>>,
 }
 
 /// Why an echo is ambiguous ([`AuditRecord::ambiguous`]).

@@ -55,6 +55,13 @@ const KEYS: &[&str] = &[
     "window_ms",
     "control",
     "by",
+    "dea_schedule",
+    "alerts",
+    "kind",
+    "recall_number",
+    "recall_class",
+    "recall_lot",
+    "acknowledged",
 ];
 
 /// String values stored as one byte (append only).
@@ -70,6 +77,14 @@ const WORDS: &[&str] = &[
     "ask",
     "repeat",
     super::AMBIGUOUS_WHY,
+    "recalled",
+    "expired",
+    "unknown",
+    "expiring",
+    "lot",
+    "every_lot",
+    "lot_not_read",
+    "acknowledge",
 ];
 
 // Value tags.

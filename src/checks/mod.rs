@@ -15,8 +15,10 @@
 //! through its expiry date (GS1's day 00, the month's last day, is
 //! resolved when the label is decoded).
 
+pub mod open;
+
 use crate::config::ChecksConfig;
-use crate::model::{Alert, Check};
+use crate::model::{Alert, AlertFound, Check, Findings};
 use crate::products::{Catalog, DataFiles};
 use chrono::{Days, NaiveDate, TimeZone};
 use std::collections::HashMap;
@@ -63,8 +65,8 @@ pub struct Checks {
 #[derive(Default)]
 struct Memo {
     files: DataFiles,
-    /// NDC → (in the product data, named by an ongoing recall of any lot).
-    ndcs: HashMap<String, (bool, bool)>,
+    /// NDC → what the data says of it.
+    ndcs: HashMap<String, NdcFacts>,
 }
 
 /// The most NDCs [`Memo`] holds (about 1 MiB).
@@ -93,10 +95,11 @@ impl Checks {
         };
     }
 
-    /// The most urgent alert about `read`'s item, if any. Product or
-    /// recall data that cannot be read counts as none (`status` reports
-    /// it).
-    pub fn alert(&self, read: &Read<'_>) -> Option<Alert> {
+    /// What the checks find about `read`'s item: its DEA schedule (with
+    /// product data, whichever checks the scanner runs: every entry
+    /// carries it) and its alerts, most urgent first. Product or recall
+    /// data that cannot be read counts as none (`status` reports it).
+    pub fn findings(&self, read: &Read<'_>) -> Findings {
         // The scanner's checks as bits (one lock, then none).
         let set: u8 = {
             let all = self.scanners.lock().unwrap_or_else(PoisonError::into_inner);
@@ -109,19 +112,23 @@ impl Checks {
         let runs = |c: Check| set & 1 << c as u8 != 0;
         // What the data says of the NDC (only a US drug's GTIN carries
         // one, and only those are in the data).
-        let data_checks = runs(Check::Recall) || runs(Check::Unknown);
-        let facts = read
-            .ndc10
-            .filter(|_| data_checks)
-            .and_then(|n| self.facts(n));
+        let facts = read.ndc10.and_then(|n| self.facts(n));
+        let mut found = Findings {
+            dea_schedule: facts
+                .as_ref()
+                .and_then(|f| f.schedule.as_deref().map(str::to_string)),
+            alerts: Vec::new(),
+        };
         if runs(Check::Recall)
-            && let (Some(ndc), Some((_, true))) = (read.ndc10, facts)
-            && self
-                .catalog
-                .recalls_for(ndc, read.lot)
-                .is_ok_and(|m| !m.is_empty())
+            && let (Some(ndc), Some(NdcFacts { recalled: true, .. })) = (read.ndc10, &facts)
+            && let Ok(recalls) = self.catalog.recalls_for(ndc, read.lot)
         {
-            return Some(Alert::Recalled);
+            found.alerts.extend(recalls.into_iter().map(|r| AlertFound {
+                recall_number: Some(r.recall_number),
+                recall_class: Some(r.classification),
+                recall_lot: Some(r.lot.as_str().to_string()),
+                ..AlertFound::of(Alert::Recalled)
+            }));
         }
         let expiry = match (runs(Check::Expiry), read.expiry) {
             (true, Some(expiry)) => self
@@ -129,20 +136,21 @@ impl Checks {
                 .and_then(|day| expiry_alert(expiry, day, self.warn_days)),
             _ => None,
         };
-        if expiry == Some(Alert::Expired) {
-            return expiry;
-        }
-        if runs(Check::Unknown) && matches!(facts, Some((false, _))) {
-            return Some(Alert::Unknown);
-        }
-        expiry
+        let unknown = runs(Check::Unknown) && matches!(facts, Some(NdcFacts { listed: false, .. }));
+        found.alerts.extend(
+            [expiry, unknown.then_some(Alert::Unknown)]
+                .into_iter()
+                .flatten()
+                .map(AlertFound::of),
+        );
+        // (Recalls first, as found; then by urgency: a stable sort.)
+        found.alerts.sort_by_key(|a| a.kind);
+        found
     }
 
-    /// Whether `ndc` is in the product data (true when none is loaded:
-    /// nothing is unknown then) and whether an ongoing recall names it
-    /// (any lot), from [`Memo`] or the data; `None`: the data cannot be
-    /// read.
-    fn facts(&self, ndc: &str) -> Option<(bool, bool)> {
+    /// What the data says of `ndc` ([`NdcFacts`]), from [`Memo`] or the
+    /// data; `None`: the data cannot be read.
+    fn facts(&self, ndc: &str) -> Option<NdcFacts> {
         let files = self.catalog.files().ok()?;
         let mut memo = self.memo.lock().unwrap_or_else(PoisonError::into_inner);
         if memo.files != files || memo.ndcs.len() >= MEMO_LIMIT {
@@ -150,14 +158,33 @@ impl Checks {
             memo.files = files;
         }
         if let Some(facts) = memo.ndcs.get(ndc) {
-            return Some(*facts);
+            return Some(facts.clone());
         }
-        let listed = files.products.is_none() || self.catalog.lookup_ndc(ndc).ok()?.is_some();
-        let recalled =
-            files.recalls.is_some() && !self.catalog.recalls_for(ndc, None).ok()?.is_empty();
-        memo.ndcs.insert(ndc.to_string(), (listed, recalled));
-        Some((listed, recalled))
+        let product = match files.products {
+            Some(_) => self.catalog.lookup_ndc(ndc).ok()?,
+            None => None,
+        };
+        let facts = NdcFacts {
+            listed: files.products.is_none() || product.is_some(),
+            recalled: files.recalls.is_some()
+                && !self.catalog.recalls_for(ndc, None).ok()?.is_empty(),
+            schedule: product.and_then(|p| p.dea_schedule).map(Into::into),
+        };
+        memo.ndcs.insert(ndc.to_string(), facts.clone());
+        Some(facts)
     }
+}
+
+/// What the data says of one NDC.
+#[derive(Debug, Clone)]
+struct NdcFacts {
+    /// In the product data (true when none is loaded: nothing is unknown
+    /// then).
+    listed: bool,
+    /// Named by an ongoing recall (any lot).
+    recalled: bool,
+    /// Its DEA schedule, if the product data lists it as controlled.
+    schedule: Option<Box<str>>,
 }
 
 impl Checks {
@@ -270,21 +297,32 @@ mod tests {
             lot: Some("L1"),
             expiry: Some("2026-11-30"),
         };
-        assert_eq!(checks.alert(&read("c1", "dispense")), Some(Alert::Expired));
-        assert_eq!(checks.alert(&read("w1", "waste")), None);
-        assert_eq!(checks.alert(&read("r1", "return")), None);
+        assert_eq!(
+            checks.findings(&read("c1", "dispense")).told(),
+            Some(Alert::Expired)
+        );
+        assert_eq!(checks.findings(&read("w1", "waste")).told(), None);
+        assert_eq!(checks.findings(&read("r1", "return")).told(), None);
         checks.set_scanner("w1", Some(&[Check::Expiry]));
-        assert_eq!(checks.alert(&read("w1", "waste")), Some(Alert::Expired));
+        assert_eq!(
+            checks.findings(&read("w1", "waste")).told(),
+            Some(Alert::Expired)
+        );
         checks.set_scanner("c1", Some(&[]));
-        assert_eq!(checks.alert(&read("c1", "dispense")), None);
+        assert_eq!(checks.findings(&read("c1", "dispense")).told(), None);
         checks.set_scanner("c1", None);
-        assert_eq!(checks.alert(&read("c1", "dispense")), Some(Alert::Expired));
+        assert_eq!(
+            checks.findings(&read("c1", "dispense")).told(),
+            Some(Alert::Expired)
+        );
         // No product data: unknown is off, whatever the scanner runs.
         assert_eq!(
-            checks.alert(&Read {
-                expiry: Some("2030-01-01"),
-                ..read("c1", "dispense")
-            }),
+            checks
+                .findings(&Read {
+                    expiry: Some("2030-01-01"),
+                    ..read("c1", "dispense")
+                })
+                .told(),
             None
         );
     }

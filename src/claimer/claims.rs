@@ -29,7 +29,7 @@ use crate::events::Event as _;
 use crate::facility::Facility;
 use crate::gate::Unsettled;
 use crate::model::Told;
-use crate::model::{Claim, ClockUsed, EchoWindow, Outcome};
+use crate::model::{Claim, ClockUsed, EchoWindow, Findings, Outcome};
 use crate::model::{Decision, Verdict};
 use crate::outbox::open::{self, Open};
 use crate::outbox::{self, ScanRow};
@@ -175,7 +175,7 @@ impl Picked {
             .filter(|(_, v)| v.is_none())
             .map(|(row, _)| {
                 let own = row.window.map(|_| gate.window_of(row));
-                claim_for(row, gate.gateway(), own)
+                claim_for(row, gate.gateway(), own, gate.findings(row).as_ref())
             })
             .collect()
     }
@@ -632,9 +632,21 @@ impl PastRetention {
 }
 
 /// The claim for one open scan, with the ledger entry's fields (also for
-/// a committed scan re-published by a reconciliation: the same claim).
-pub fn claim_for<'a>(row: &'a ScanRow, gateway: &'a str, window: Option<EchoWindow>) -> Claim<'a> {
-    claim_on(row, gateway, window, (row.time.utc_ms, row.time.synced))
+/// a committed scan re-published by a reconciliation: the same claim),
+/// `findings` among them.
+pub fn claim_for<'a>(
+    row: &'a ScanRow,
+    gateway: &'a str,
+    window: Option<EchoWindow>,
+    findings: Option<&Findings>,
+) -> Claim<'a> {
+    claim_on(
+        row,
+        gateway,
+        window,
+        (row.time.utc_ms, row.time.synced),
+        findings,
+    )
 }
 
 /// [`claim_for`] with the capture placed at `captured_ms` (and its clock's
@@ -644,8 +656,19 @@ pub fn claim_on<'a>(
     gateway: &'a str,
     window: Option<EchoWindow>,
     (captured_ms, synced): (i64, bool),
+    findings: Option<&Findings>,
 ) -> Claim<'a> {
     let text = |v: &'a Option<String>| Cow::Borrowed(v.as_deref().unwrap_or_default());
+    // (Every claim of a call carries the same fields: empty when absent.)
+    let schedule = findings
+        .and_then(|f| f.dea_schedule.clone())
+        .map_or(Cow::Borrowed(""), Cow::Owned);
+    let alerts = match findings {
+        Some(f) if !f.alerts.is_empty() => {
+            Cow::Owned(serde_json::to_string(&f.alerts).expect("alerts always serialise"))
+        }
+        _ => Cow::Borrowed(""),
+    };
     let key = row.content_key.as_deref().unwrap_or_default();
     Claim {
         scan_uuid: &row.uuid,
@@ -670,6 +693,8 @@ pub fn claim_on<'a>(
             ("expiry", text(&row.expiry)),
             ("symbology", text(&row.symbology)),
             ("content_key", Cow::Borrowed(key)),
+            ("dea_schedule", schedule),
+            ("alerts", alerts),
         ],
     }
 }

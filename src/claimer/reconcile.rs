@@ -29,7 +29,7 @@ use crate::audit;
 use crate::decided::DecisionWriter;
 use crate::events::Event as _;
 use crate::facility::{Claim, Facility, FacilityError, Outcome};
-use crate::model::{ConflictRecord, Reconciliation};
+use crate::model::{ConflictRecord, Findings, Reconciliation};
 use crate::outbox::{self, ScanRow};
 use crate::store::{Store, StoreError};
 use std::time::Instant;
@@ -182,34 +182,40 @@ pub(super) fn reconcile(
             // An outbox row the sweeper removed (it goes by the wall clock,
             // which may have been stepped on): the ledger entry has every
             // field the claim needs.
+            // (The entry also holds what the checks found at the commit:
+            // re-published as it was, not found again.)
+            let entry = crate::ledger::entry_for_scan(&store.conn, uuid).map_err(err)?;
+            let findings = entry.as_ref().map(|e| Findings {
+                dea_schedule: e.dea_schedule.clone(),
+                alerts: e.alerts.clone(),
+            });
             let row = match outbox::row_of(&store.conn, uuid).map_err(err)? {
                 Some(row) => Some(row),
                 None => {
                     crate::events::Reconcile::NotInOutbox { scan: uuid }.emit();
-                    crate::ledger::entry_for_scan(&store.conn, uuid)
-                        .map_err(err)?
-                        .map(|e| row_of_entry(e, *captured_ms))
+                    entry.map(|e| row_of_entry(e, *captured_ms))
                 }
             };
-            rows.extend(row.map(|row| (row, *captured_ms, *synced)));
+            rows.extend(row.map(|row| (row, *captured_ms, *synced, findings)));
         }
         // Claimed again as committed: on the time its ledger entry has
         // (facility time), not its outbox row's wall stamp (which a
         // conflict's audit record keeps).
         let claims: Vec<Claim> = rows
             .iter()
-            .map(|(row, captured_ms, synced)| {
+            .map(|(row, captured_ms, synced, findings)| {
                 claim_on(
                     row,
                     gateway,
                     row.window.map(|_| gate.local().window_of(row)),
                     (*captured_ms, *synced),
+                    findings.as_ref(),
                 )
             })
             .collect();
         let outcomes = f.claim_batch(&claims)?;
         republished += claims.len();
-        for ((row, _, _), outcome) in rows.into_iter().zip(outcomes) {
+        for ((row, ..), outcome) in rows.into_iter().zip(outcomes) {
             if let Outcome::Suppressed { twin } = outcome
                 && twin != row.uuid
             {

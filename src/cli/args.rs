@@ -206,17 +206,19 @@ pub enum Command {
         #[arg(long, value_name = "FILE")]
         out: PathBuf,
     },
-    /// Print the control labels (REPEAT, QUANTITY N) for the counter: SVG
-    /// files, ZPL for a label printer, or text.
+    /// Print the control labels (REPEAT, QUANTITY N, ACKNOWLEDGE) for the
+    /// counter: SVG files, ZPL for a label printer, or text.
     ///
     /// Staff scan REPEAT before an item the scanner took for an echo of
-    /// the one before (the next read on that scanner is another item), and
-    /// QUANTITY N before an item to count N units. The contents come from
-    /// `[controls]` (defaults without it); a control applies to the next
-    /// read on the same scanner within `[controls] within_ms`. Each label
-    /// is a Code 128 barcode with what it does printed above it, for a
-    /// 50 x 25 mm label. `--format svg` (default) writes
-    /// `scangate-repeat.svg` and `scangate-qty-N.svg` to `--out` and lists
+    /// the one before (the next read on that scanner is another item),
+    /// QUANTITY N before an item to count N units, and ACKNOWLEDGE after
+    /// an alert, to record that they saw the scanner's alerts. The
+    /// contents come from `[controls]` (defaults without it); REPEAT and
+    /// QUANTITY apply to the next read on the same scanner within
+    /// `[controls] within_ms`. Each label is a Code 128 barcode with what
+    /// it does printed above it, for a 50 x 25 mm label. `--format svg`
+    /// (default) writes `scangate-repeat.svg`, `scangate-qty-N.svg` and
+    /// `scangate-acknowledge.svg` to `--out` and lists
     /// them on stdout; `--format zpl` prints ZPL II for a 203 dpi Zebra
     /// printer (`scangate labels --format zpl | nc PRINTER 9100`);
     /// `--format text` prints each content and what it does, a tab
@@ -235,7 +237,7 @@ pub enum LedgerCommand {
     /// Embedded, the gateway's own ledger; with `[redis]`, the facility
     /// ledger stream (what it still keeps), or with `--local` the
     /// gateway's own. Exit codes: 0 done (with `--follow`: its output
-    /// closed). 2 a usage error (a bad `--since` or name, `--follow`
+    /// closed). 2 a usage error (a bad `--since`, `--schedule` or name, `--follow`
     /// without `--consumer` or `--group`, `--group` without `[redis]`,
     /// `--echoes` with `--format epcis`). 3 the database cannot be read.
     /// 4 the facility Redis cannot be read (with `--follow`, only at the
@@ -255,6 +257,14 @@ pub enum LedgerCommand {
         /// Only entries captured at or after this time (RFC 3339).
         #[arg(long, conflicts_with = "follow")]
         since: Option<String>,
+        /// Only entries of these DEA schedules (CI, CII, CIII, CIV, CV;
+        /// several separated by commas), as the product data listed the
+        /// item when it was committed: e.g. the Schedule II records 21 CFR
+        /// 1304.04(h) wants kept apart. An entry without a schedule (not
+        /// listed as controlled, no product data then, or committed by a
+        /// release before 0.7.0) is left out.
+        #[arg(long, value_delimiter = ',', conflicts_with = "echoes")]
+        schedule: Vec<String>,
         /// Print, instead of entries, the reads this gateway suppressed as
         /// echoes (from its own outbox, with or without `[redis]`): each
         /// names its entry (`echo_of`) and says whether it was `ambiguous`

@@ -13,6 +13,7 @@ use crate::config::{RedisSettings, Settings};
 use crate::exit::Exit;
 use crate::facility::FacilityError;
 use crate::ledger::epcis::{self, DocumentWriter, EpcisError, Observation};
+use crate::products::directory::SCHEDULES;
 use crate::store::Store;
 use serde::Deserialize;
 use std::io::{BufWriter, StdoutLock, Write};
@@ -28,6 +29,7 @@ pub fn run(command: LedgerCommand) -> Result<Exit, Failure> {
             config,
             format,
             since,
+            schedule,
             echoes,
             local,
             follow,
@@ -36,6 +38,7 @@ pub fn run(command: LedgerCommand) -> Result<Exit, Failure> {
             claim_idle_secs,
         } => {
             let since_ms = since.as_deref().map(parse_since).transpose()?;
+            let schedules = parse_schedules(&schedule)?;
             let settings = resolve(&config)?;
             let stdout = std::io::stdout();
             let mut out = BufWriter::new(stdout.lock());
@@ -68,7 +71,7 @@ pub fn run(command: LedgerCommand) -> Result<Exit, Failure> {
                         consumer,
                         claim_idle_secs,
                     });
-                    let mut sink = Sink::new(format, follow.is_some(), gln);
+                    let mut sink = Sink::new(format, follow.is_some(), gln, schedules);
                     export_facility(&settings, redis, since_ms, follow, &mut sink, &mut out)?;
                     sink.finish(&mut out)?;
                 }
@@ -88,12 +91,12 @@ pub fn run(command: LedgerCommand) -> Result<Exit, Failure> {
                             "--follow on the gateway's own ledger needs --consumer NAME: the name its cursor is kept under in the database (keep it stable across restarts)".into(),
                         ));
                     };
-                    let sink = Sink::new(format, true, gln);
+                    let sink = Sink::new(format, true, gln, schedules);
                     follow::run(&settings.config.state_dir(), &name, sink, &mut out)?;
                 }
                 _ => {
                     let store = Store::open_read_only(&settings.config.state_dir())?;
-                    let mut sink = Sink::new(format, false, gln);
+                    let mut sink = Sink::new(format, false, gln, schedules);
                     crate::ledger::for_each(&store, since_ms, |e| {
                         sink.entry(&mut out, Entry::Embedded(&e))
                     })?;
@@ -117,6 +120,8 @@ enum Entry<'a> {
 struct Sink {
     /// The facility's GLN, for EPCIS events.
     gln: Option<String>,
+    /// `--schedule`: only entries of these DEA schedules (empty: all).
+    schedules: Vec<&'static str>,
     shape: Shape,
     /// An entry that could not be an EPCIS event: the export stops there.
     failed: Option<EpcisError>,
@@ -140,7 +145,12 @@ enum Shape {
 
 impl Sink {
     /// The output of `format` (with `--follow`: `follow`).
-    fn new(format: ExportFormat, follow: bool, gln: Option<String>) -> Sink {
+    fn new(
+        format: ExportFormat,
+        follow: bool,
+        gln: Option<String>,
+        schedules: Vec<&'static str>,
+    ) -> Sink {
         let shape = match format {
             ExportFormat::Json => Shape::Lines,
             ExportFormat::Epcis if follow => Shape::Events,
@@ -151,6 +161,7 @@ impl Sink {
         };
         Sink {
             gln,
+            schedules,
             shape,
             failed: None,
         }
@@ -159,6 +170,15 @@ impl Sink {
     /// Write one entry. An error stops the export: the reader went away,
     /// or (kept in `failed`) the entry cannot be an event.
     fn entry(&mut self, out: &mut impl Write, entry: Entry<'_>) -> std::io::Result<()> {
+        if !self.schedules.is_empty() {
+            let schedule = match entry {
+                Entry::Embedded(e) => e.dea_schedule.as_deref(),
+                Entry::Stream(v) => v.get("dea_schedule").and_then(|s| s.as_str()),
+            };
+            if !schedule.is_some_and(|s| self.schedules.contains(&s)) {
+                return Ok(());
+            }
+        }
         if matches!(self.shape, Shape::Lines) {
             return match entry {
                 Entry::Embedded(e) => write_line(out, e),
@@ -187,7 +207,7 @@ impl Sink {
                 };
                 doc.event(out, &event)
             }
-            _ => write_line(out, &epcis::standalone(&event)),
+            _ => write_line(out, &epcis::standalone(event)),
         }
     }
 
@@ -218,6 +238,25 @@ fn stream_id(v: &serde_json::Value) -> String {
         .and_then(|s| s.as_str())
         .unwrap_or("?")
         .to_string()
+}
+
+/// `--schedule`: each a DEA schedule (any case), as the ledger writes it
+/// ([`SCHEDULES`], the NDC Directory's).
+fn parse_schedules(given: &[String]) -> Result<Vec<&'static str>, Failure> {
+    given
+        .iter()
+        .map(|g| {
+            SCHEDULES
+                .into_iter()
+                .find(|s| s.eq_ignore_ascii_case(g.trim()))
+                .ok_or_else(|| {
+                    Failure::Usage(format!(
+                        "--schedule {g:?} is not a DEA schedule: use {} (several separated by commas)",
+                        SCHEDULES.join(", ")
+                    ))
+                })
+        })
+        .collect()
 }
 
 /// `--since`: an RFC 3339 time, as Unix ms.

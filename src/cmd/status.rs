@@ -97,6 +97,11 @@ pub struct ScannerView {
     pub alerts_today: u64,
     /// The last alerts since the daemon started, oldest first.
     pub recent_alerts: Vec<crate::telemetry::live::RecentAlert>,
+    /// Alerts no ACKNOWLEDGE label read on it has acknowledged yet (while
+    /// the daemon runs).
+    pub unacknowledged_alerts: u64,
+    /// Its last ACKNOWLEDGE read since the daemon started (Unix ms).
+    pub acknowledged_ms: Option<i64>,
 }
 
 /// The outbox's undecided scans.
@@ -462,6 +467,8 @@ fn scanner_views(
                     .filter(|_| running)
                     .map(|s| s.recent_alerts.clone())
                     .unwrap_or_default(),
+                unacknowledged_alerts: seen.filter(|_| running).map_or(0, |s| s.unacknowledged),
+                acknowledged_ms: seen.filter(|_| running).and_then(|s| s.acknowledged_ms),
             }
         })
         .collect()
@@ -616,7 +623,7 @@ pub fn render(st: &Status) -> String {
     for s in &st.scanners {
         let _ = writeln!(
             out,
-            "scanner {}: {} ({} {}{}), last read {}, today {} read(s), {} rejected, {} ambiguous, {} alert(s)",
+            "scanner {}: {} ({} {}{}), last read {}, today {} read(s), {} rejected, {} ambiguous, {} alert(s){}",
             s.name,
             if s.connected {
                 "connected"
@@ -634,7 +641,12 @@ pub fn render(st: &Status) -> String {
             s.reads_today,
             s.rejects_today,
             s.ambiguous_today,
-            s.alerts_today
+            s.alerts_today,
+            match (s.unacknowledged_alerts, s.acknowledged_ms) {
+                (0, None) => String::new(),
+                (0, Some(at)) => format!(", all acknowledged (last at {})", rfc3339_ms(at)),
+                (n, _) => format!(", {n} not acknowledged"),
+            }
         );
         for a in &s.recent_alerts {
             let _ = writeln!(

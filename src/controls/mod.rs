@@ -4,11 +4,15 @@
 //! - **REPEAT** ([`Control::Repeat`]): the next read of a label on this
 //!   scanner is another item, even inside the echo window.
 //! - **QUANTITY N** ([`Control::Quantity`]): the next read counts N units.
+//! - **ACKNOWLEDGE** ([`Control::Acknowledge`]): staff saw the alerts this
+//!   scanner gave (recalled, expired, …) that no one acknowledged yet. It
+//!   looks back, not forward: it declares nothing about the next read.
 //!
 //! A control label is never a pick. The gate audits its read (decision
-//! `control`) and applies it to the next read on the same scanner within
-//! [`ControlsConfig::within_ms`]; one not followed by a read in time
-//! expires with an audit record. This module is the vocabulary: the
+//! `control`) and applies REPEAT or QUANTITY to the next read on the same
+//! scanner within [`ControlsConfig::within_ms`]; one not followed by a
+//! read in time expires with an audit record. ACKNOWLEDGE's record names
+//! the alerted reads it acknowledges. This module is the vocabulary: the
 //! `[controls]` section ([`ControlsConfig`]: the labels' contents and the
 //! bound), recognising a frame as a control ([`ControlsConfig::recognise`],
 //! called on every read), and what each label says ([`Label`]). The
@@ -26,6 +30,8 @@ pub mod print;
 
 /// Default content of the REPEAT label.
 pub const DEFAULT_REPEAT: &str = "SGCTL-REPEAT";
+/// Default content of the ACKNOWLEDGE label.
+pub const DEFAULT_ACKNOWLEDGE: &str = "SGCTL-ACK";
 /// Default start of a QUANTITY N label's content (N follows in decimal).
 pub const DEFAULT_QUANTITY_PREFIX: &str = "SGCTL-QTY-";
 /// The QUANTITY labels `scangate labels` prints by default.
@@ -51,6 +57,8 @@ const CHARSET: &str = "letters, digits and - . _ / + :";
 pub struct ControlsConfig {
     /// Content of the REPEAT label.
     pub repeat: String,
+    /// Content of the ACKNOWLEDGE label.
+    pub acknowledge: String,
     /// A QUANTITY N label's content is this followed by N in decimal.
     pub quantity_prefix: String,
     /// Which QUANTITY labels `scangate labels` prints (any N in
@@ -65,6 +73,7 @@ impl Default for ControlsConfig {
     fn default() -> Self {
         ControlsConfig {
             repeat: DEFAULT_REPEAT.into(),
+            acknowledge: DEFAULT_ACKNOWLEDGE.into(),
             quantity_prefix: DEFAULT_QUANTITY_PREFIX.into(),
             quantities: DEFAULT_QUANTITIES.to_vec(),
             within_ms: DEFAULT_WITHIN_MS,
@@ -79,7 +88,14 @@ pub enum Control {
     Repeat,
     /// The next read counts this many units (in [`QUANTITIES`]).
     Quantity(u32),
+    /// Staff saw the scanner's alerts not yet acknowledged (it declares
+    /// nothing about the next read).
+    Acknowledge,
 }
+
+/// [`Control::describe`] of [`Control::Acknowledge`], as the outbox and
+/// the audit trail keep it.
+pub const ACKNOWLEDGE: &str = "acknowledge";
 
 impl Control {
     /// Its name in logs and the audit trail: `repeat`, `quantity 3`.
@@ -87,6 +103,7 @@ impl Control {
         match self {
             Control::Repeat => "repeat".into(),
             Control::Quantity(n) => format!("quantity {n}"),
+            Control::Acknowledge => ACKNOWLEDGE.into(),
         }
     }
 
@@ -100,6 +117,7 @@ impl Control {
         match self {
             Control::Repeat => "the next read on this scanner is another item".into(),
             Control::Quantity(n) => format!("the next read counts {n} units"),
+            Control::Acknowledge => "staff saw this scanner's alerts".into(),
         }
     }
 
@@ -130,6 +148,9 @@ impl ControlsConfig {
         if data == self.repeat.as_bytes() {
             return Some(Control::Repeat);
         }
+        if data == self.acknowledge.as_bytes() {
+            return Some(Control::Acknowledge);
+        }
         let digits = data.strip_prefix(self.quantity_prefix.as_bytes())?;
         quantity(digits).map(Control::Quantity)
     }
@@ -139,14 +160,16 @@ impl ControlsConfig {
         match control {
             Control::Repeat => self.repeat.clone(),
             Control::Quantity(n) => format!("{}{n}", self.quantity_prefix),
+            Control::Acknowledge => self.acknowledge.clone(),
         }
     }
 
-    /// The labels `scangate labels` prints: REPEAT, then each of
-    /// `quantities` in order.
+    /// The labels `scangate labels` prints: REPEAT, each of `quantities`
+    /// in order, then ACKNOWLEDGE.
     pub fn labels(&self) -> Vec<Label> {
         std::iter::once(Control::Repeat)
             .chain(self.quantities.iter().map(|&n| Control::Quantity(n)))
+            .chain(std::iter::once(Control::Acknowledge))
             .map(|control| Label {
                 control,
                 content: self.content(control),
@@ -194,6 +217,23 @@ impl ControlsConfig {
                     self.quantity_prefix, self.repeat
                 ),
                 "give the two labels contents where neither starts with the other (the defaults are \"SGCTL-REPEAT\" and \"SGCTL-QTY-\")",
+            ));
+        }
+        content_ok("acknowledge", &self.acknowledge, MAX_CONTENT_LEN)?;
+        if let Some(gtin) = product(&self.acknowledge) {
+            return Err(a_product("acknowledge", &gtin));
+        }
+        if self.acknowledge == self.repeat
+            || self.acknowledge.starts_with(&self.quantity_prefix)
+            || self.quantity_prefix.starts_with(&self.acknowledge)
+        {
+            return Err(Invalid::new(
+                "acknowledge",
+                format!(
+                    "{:?} reads as another control label (repeat {:?}, quantity_prefix {:?})",
+                    self.acknowledge, self.repeat, self.quantity_prefix
+                ),
+                "give it a content of its own that neither starts with the other labels' nor is started by them (the default is \"SGCTL-ACK\")",
             ));
         }
         for (i, &n) in self.quantities.iter().enumerate() {
@@ -263,6 +303,7 @@ fn content_ok(key: &str, content: &str, max: usize) -> Result<(), Invalid> {
         "use 1-{max} {CHARSET}, e.g. the default {:?}",
         match key {
             "repeat" => DEFAULT_REPEAT,
+            "acknowledge" => DEFAULT_ACKNOWLEDGE,
             _ => DEFAULT_QUANTITY_PREFIX,
         }
     );

@@ -24,11 +24,12 @@ const BARS_BOTTOM: usize = 86;
 const LINE_CHARS: usize = 30;
 
 /// The file name `scangate labels` writes a label's SVG to:
-/// `scangate-repeat.svg`, `scangate-qty-3.svg`.
+/// `scangate-repeat.svg`, `scangate-qty-3.svg`, `scangate-acknowledge.svg`.
 pub fn file_name(label: &Label) -> String {
     match label.control {
         super::Control::Repeat => "scangate-repeat.svg".into(),
         super::Control::Quantity(n) => format!("scangate-qty-{n}.svg"),
+        super::Control::Acknowledge => "scangate-acknowledge.svg".into(),
     }
 }
 
@@ -235,8 +236,9 @@ mod tests {
     #[test]
     fn zpl_has_one_format_per_label_with_its_barcode() {
         let out = zpl(&labels());
-        assert_eq!(out.matches("^XA").count(), 9);
-        assert_eq!(out.matches("^XZ").count(), 9);
+        assert_eq!(out.matches("^XA").count(), 10);
+        assert_eq!(out.matches("^XZ").count(), 10);
+        assert!(out.contains("^FDACKNOWLEDGE^FS"));
         assert!(out.contains("^FDQUANTITY 12^FS"));
         assert!(out.contains("^BCN,56,Y,N,N^FDSGCTL-QTY-12^FS"));
         assert!(out.contains("^FDREPEAT^FS"));
@@ -250,7 +252,11 @@ mod tests {
     fn text_is_one_line_per_label() {
         let out = text(&labels());
         let lines: Vec<&str> = out.lines().collect();
-        assert_eq!(lines.len(), 9);
+        assert_eq!(lines.len(), 10);
+        assert_eq!(
+            lines[9],
+            "SGCTL-ACK\tACKNOWLEDGE — staff saw this scanner's alerts"
+        );
         assert_eq!(
             lines[0],
             "SGCTL-REPEAT\tREPEAT — the next read on this scanner is another item"

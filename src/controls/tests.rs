@@ -151,12 +151,21 @@ fn custom_contents_are_recognised() {
     assert_eq!(c.recognise(b"R"), Some(Control::Repeat));
     assert_eq!(c.recognise(b"Q24"), Some(Control::Quantity(24)));
     assert_eq!(c.recognise(b"SGCTL-REPEAT"), None);
+    assert_eq!(c.recognise(b"]C0SGCTL-ACK\r\n"), Some(Control::Acknowledge));
 }
 
 #[test]
 fn labels_and_their_words() {
     let labels = cfg().labels();
-    assert_eq!(labels.len(), 9);
+    assert_eq!(labels.len(), 10);
+    assert_eq!(
+        labels[9],
+        Label {
+            control: Control::Acknowledge,
+            content: "SGCTL-ACK".into()
+        }
+    );
+    assert_eq!(Control::Acknowledge.describe(), "acknowledge");
     assert_eq!(
         labels[0],
         Label {
@@ -250,6 +259,22 @@ fn invalid_values_are_refused_naming_the_key() {
             with(&|c| c.quantity_prefix = "SGCTL-REPEAT-".into()),
             "quantity_prefix",
             "starts with the REPEAT",
+        ),
+        (with(&|c| c.acknowledge.clear()), "acknowledge", "is empty"),
+        (
+            with(&|c| c.acknowledge = "036000291452".into()),
+            "acknowledge",
+            "product barcode",
+        ),
+        (
+            with(&|c| c.acknowledge = "SGCTL-REPEAT".into()),
+            "acknowledge",
+            "reads as another control label",
+        ),
+        (
+            with(&|c| c.acknowledge = "SGCTL-QTY-ACK".into()),
+            "acknowledge",
+            "reads as another control label",
         ),
         (
             with(&|c| c.quantities = vec![2, 1000]),

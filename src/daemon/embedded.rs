@@ -75,6 +75,7 @@ pub fn submit(
                     was: crate::model::ScanState::Pending,
                     told_as: None,
                     alert: None,
+                    acknowledged: None,
                 })
             })
         })

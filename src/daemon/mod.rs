@@ -155,6 +155,9 @@ pub async fn run_with(
             events::StartWarning::NoFacilityStore { waiting }.emit();
         }
     }
+    telemetry.unacknowledged_alerts(
+        &crate::checks::open::counts(&store.conn).map_err(|e| store.err_at(e))?,
+    );
     let mut gate = Gate::new(GateConfig::from_config(cfg), &store)?;
     gate.bridge_earlier_keys(&mut store, cfg)?;
     // The checks at the counter, each scanner's set again at a reload.

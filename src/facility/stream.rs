@@ -27,13 +27,18 @@ pub type Entry = (String, serde_json::Value);
 /// A stream entry's fields as the JSON object `ledger export` prints (the
 /// field names of [`crate::ledger::LedgerEntry`] plus `stream_id`; quantity
 /// a number, clock_synced a boolean, absent values `null`), and its
-/// capture time (Unix ms) if it has one.
+/// capture time (Unix ms) if it has one. `dea_schedule` and `alerts` are
+/// left out when empty, and `alerts` is the JSON array the claim wrote.
 pub fn entry_json(id: &str, fields: Vec<(String, String)>) -> (serde_json::Value, Option<i64>) {
     let mut obj = serde_json::Map::new();
     obj.insert("stream_id".into(), id.into());
     let mut captured_ms = None;
     for (k, v) in fields {
         let value = match k.as_str() {
+            // (Absent from an entry without them, as `ledger export` of
+            // the gateway's own ledger leaves them out.)
+            "dea_schedule" | "alerts" if v.is_empty() => continue,
+            "alerts" => serde_json::from_str(&v).unwrap_or_else(|_| v.clone().into()),
             "quantity" => v.parse::<i64>().map_or(v.clone().into(), Into::into),
             "clock_synced" => (v == "true").into(),
             _ if v.is_empty() => serde_json::Value::Null,

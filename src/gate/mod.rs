@@ -30,7 +30,7 @@ use crate::config::Config;
 use crate::decided::{DecidedScan, DecisionWriter, RowWrite, WrittenScan};
 use crate::events::Event as _;
 use crate::model::ScanState;
-use crate::model::{Decision, EchoWindow, GateStats, Verdict};
+use crate::model::{Decision, EchoWindow, Findings, GateStats, Verdict};
 use crate::outbox::{self, ScanRow};
 use crate::store::{Store, StoreError};
 use bloom::Bloom;
@@ -507,13 +507,19 @@ impl Gate {
         if notes.is_empty() {
             notes.extend(self.audit_note.clone());
         }
-        let Some(WrittenScan { row, committed_key }) = writer.decision(DecidedScan {
+        let findings = self.findings_for(&row, &verdict);
+        let Some(WrittenScan {
+            row,
+            committed_key,
+            acknowledged,
+        }) = writer.decision(DecidedScan {
             row,
             verdict: &verdict,
             write,
             ambiguous,
             clock,
             notes,
+            findings: findings.as_ref(),
         })?
         else {
             // The outbox had this scan already: it was decided then.
@@ -552,7 +558,7 @@ impl Gate {
         }
         let read_boot_ns =
             (row.time.boot_id == crate::capture::clock::boot_id()).then_some(row.time.boot_ns);
-        let alert = self.alert_for(&row, &verdict);
+        let alert = findings.as_ref().and_then(Findings::told);
         Ok(Some(Decision {
             scan_uuid: row.uuid,
             verdict,
@@ -563,24 +569,30 @@ impl Gate {
             was: row.state,
             told_as: None,
             alert,
+            acknowledged,
         }))
     }
 
-    /// The checks' alert about `row`'s item ([`crate::checks`]): for a
-    /// commit (also of a read that waited: a late signal is the alert
-    /// again, not "committed"), a read left waiting, and an echo (a shared
-    /// scanner's read another gateway committed is told as that commit,
-    /// [`Decision::told_as`]); never for a rejected read or a control label.
-    fn alert_for(&self, row: &ScanRow, verdict: &Verdict) -> Option<crate::model::Alert> {
-        let checks = self.checks.as_ref()?;
+    /// What the checks find about `row`'s item ([`crate::checks`]): for a
+    /// commit (its ledger entry and record keep it; a read that waited is
+    /// told its alert again, not "committed"), a read left waiting, and an
+    /// echo (a shared scanner's read another gateway committed is told as
+    /// that commit, [`Decision::told_as`]); never for a rejected read or a
+    /// control label.
+    fn findings_for(&self, row: &ScanRow, verdict: &Verdict) -> Option<Findings> {
         let told = matches!(
             verdict,
             Verdict::Committed | Verdict::Suppressed { .. } | Verdict::Unresolved { .. }
         );
-        if !told {
-            return None;
-        }
-        checks.alert(&crate::checks::Read {
+        if told { self.findings(row) } else { None }
+    }
+
+    /// What the checks find about `row`'s item, whatever its verdict
+    /// (a facility claim carries it to the facility's ledger); `None`
+    /// without checks.
+    pub fn findings(&self, row: &ScanRow) -> Option<Findings> {
+        let checks = self.checks.as_ref()?;
+        Some(checks.findings(&crate::checks::Read {
             scanner: &row.scanner,
             scan_type: &row.scan_type,
             captured_ms: row.time.utc_ms,
@@ -588,7 +600,7 @@ impl Gate {
             ndc10: row.ndc10.as_deref(),
             lot: row.lot.as_deref(),
             expiry: row.expiry.as_deref(),
-        })
+        }))
     }
 }
 
@@ -676,6 +688,7 @@ pub fn decision_of(store: &Store, scan_uuid: &str) -> Result<Option<Decision>, S
             was: r.state,
             told_as: None,
             alert: None,
+            acknowledged: None,
         }
     }))
 }

@@ -26,16 +26,57 @@
 //!   create the objects (`ADD`, commissioning), and GS1's JSON schema
 //!   refuses `ilmd` on an `OBSERVE` event; the lot is in the class URI.
 //!
+//! - scangate's extension ([`NAMESPACE`], prefix `scangate`): what the
+//!   checks at the counter found, `scangate:deaSchedule` and
+//!   `scangate:alerts` (each alert's `scangate:kind`, and a recall's
+//!   `scangate:recallNumber`, `scangate:recallClass`, `scangate:recallLot`),
+//!   only on an event whose entry has them. EPCIS 2.0 lets an event carry
+//!   any property named by a URI; the prefix is declared in that event's
+//!   own `@context` (the document's, and every event without them, stay
+//!   as they were), so GS1's schema accepts the event and a JSON-LD reader
+//!   expands the names.
+//!
 //! Nothing else of the entry goes out (no scanner or gateway names, no
 //! content key): nothing PHI-bearing is in an entry, and the event carries
 //! less than the entry.
 
 use super::LedgerEntry;
+use crate::model::AlertFound;
 use serde::{Deserialize, Serialize};
 use std::io::Write;
 
 /// The JSON-LD context of EPCIS 2.0, as GS1 publishes it.
 pub const CONTEXT: &str = "https://ref.gs1.org/standards/epcis/2.0.0/epcis-context.jsonld";
+
+/// The namespace of scangate's EPCIS extension properties (prefix
+/// `scangate`): a URN, named once and never changed, not a web address to
+/// resolve.
+pub const NAMESPACE: &str = "urn:scangate:epcis:";
+
+/// An event's `@context`, when it has one.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq)]
+#[serde(untagged)]
+pub enum Context {
+    /// A standalone event without scangate's properties: EPCIS 2.0's.
+    Plain(&'static str),
+    /// An event with scangate's properties inside a document (whose
+    /// context is EPCIS 2.0's): the `scangate` prefix.
+    Prefix(Prefix),
+    /// A standalone event with scangate's properties: EPCIS 2.0's, then
+    /// the `scangate` prefix.
+    Extended(&'static str, Prefix),
+}
+
+/// The `scangate` prefix's definition.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq)]
+pub struct Prefix {
+    scangate: &'static str,
+}
+
+/// The `scangate` prefix: [`NAMESPACE`].
+pub const PREFIX: Prefix = Prefix {
+    scangate: NAMESPACE,
+};
 
 /// The GS1 Digital Link resolver domain the identifiers are written under
 /// (EPCIS 2.0's canonical form of a Digital Link URI).
@@ -63,6 +104,12 @@ pub struct Observation {
     /// Serial number (AI 21).
     #[serde(default)]
     pub serial: Option<String>,
+    /// The DEA schedule the checks found (absent on older entries).
+    #[serde(default)]
+    pub dea_schedule: Option<String>,
+    /// The alerts the checks found.
+    #[serde(default)]
+    pub alerts: Vec<AlertFound>,
 }
 
 impl From<&LedgerEntry> for Observation {
@@ -75,6 +122,8 @@ impl From<&LedgerEntry> for Observation {
             gtin: e.gtin.clone(),
             lot: e.lot.clone(),
             serial: e.serial.clone(),
+            dea_schedule: e.dea_schedule.clone(),
+            alerts: e.alerts.clone(),
         }
     }
 }
@@ -125,6 +174,12 @@ pub fn business_step(scan_type: &str) -> Option<(&'static str, Option<&'static s
 #[derive(Debug, Clone, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct ObjectEvent {
+    /// Its own JSON-LD context: on a standalone event ([`standalone`]),
+    /// and inside a document on an event with scangate's properties (the
+    /// `scangate` prefix; events without them, and the document, are
+    /// as they always were).
+    #[serde(rename = "@context", skip_serializing_if = "Option::is_none")]
+    pub context: Option<Context>,
     /// Always `ObjectEvent`.
     #[serde(rename = "type")]
     pub kind: &'static str,
@@ -154,6 +209,38 @@ pub struct ObjectEvent {
     /// Where the objects are after it, while they stay in the facility.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub biz_location: Option<Place>,
+    /// The item's DEA schedule (scangate's extension).
+    #[serde(
+        rename = "scangate:deaSchedule",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub dea_schedule: Option<String>,
+    /// What the checks at the counter found (scangate's extension).
+    #[serde(rename = "scangate:alerts", skip_serializing_if = "Vec::is_empty")]
+    pub alerts: Vec<EventAlert>,
+}
+
+/// One alert of `scangate:alerts`.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct EventAlert {
+    /// `recalled`, `expired`, `unknown` or `expiring`.
+    #[serde(rename = "scangate:kind")]
+    pub kind: &'static str,
+    /// A recall's number.
+    #[serde(
+        rename = "scangate:recallNumber",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub recall_number: Option<String>,
+    /// A recall's class.
+    #[serde(
+        rename = "scangate:recallClass",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub recall_class: Option<String>,
+    /// How a recall met the read's lot.
+    #[serde(rename = "scangate:recallLot", skip_serializing_if = "Option::is_none")]
+    pub recall_lot: Option<String>,
 }
 
 /// A `quantityList` element.
@@ -173,28 +260,21 @@ pub struct Place {
     pub id: String,
 }
 
-/// An event that travels alone (one a line with `--follow`): EPCIS
-/// requires the `@context` on every event outside a document.
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct Standalone<'a> {
-    /// [`CONTEXT`].
-    #[serde(rename = "@context")]
-    pub context: &'static str,
-    /// The event.
-    #[serde(flatten)]
-    pub event: &'a ObjectEvent,
+/// `event` made to travel alone (one a line with `--follow`): EPCIS
+/// requires the `@context` on every event outside a document, with the
+/// `scangate` prefix when the event has scangate's properties.
+pub fn standalone(mut event: ObjectEvent) -> ObjectEvent {
+    event.context = Some(match event.context {
+        Some(_) => Context::Extended(CONTEXT, PREFIX),
+        None => Context::Plain(CONTEXT),
+    });
+    event
 }
 
-/// `event` with the EPCIS 2.0 `@context` first, to travel alone.
-pub fn standalone(event: &ObjectEvent) -> Standalone<'_> {
-    Standalone {
-        context: CONTEXT,
-        event,
-    }
-}
-
-/// The `ObjectEvent` of one ledger entry (without `@context`: a document
-/// carries it once; [`standalone`] adds it to an event that travels alone).
+/// The `ObjectEvent` of one ledger entry (without `@context`, but for the
+/// `scangate` prefix when it has scangate's properties: a document
+/// carries EPCIS's once; [`standalone`] adds it to an event that travels
+/// alone).
 /// `gln`: the facility's GLN (`[gateway] gln`), validated.
 pub fn object_event(entry: &Observation, gln: Option<&str>) -> Result<ObjectEvent, EpcisError> {
     let gtin = entry
@@ -211,7 +291,9 @@ pub fn object_event(entry: &Observation, gln: Option<&str>) -> Result<ObjectEven
     let serial = entry.serial.as_deref().filter(|s| !s.is_empty());
     let lot = entry.lot.as_deref().filter(|l| !l.is_empty());
     let place = gln.map(|gln| Place { id: location(gln) });
+    let extended = entry.dea_schedule.is_some() || !entry.alerts.is_empty();
     Ok(ObjectEvent {
+        context: extended.then_some(Context::Prefix(PREFIX)),
         kind: "ObjectEvent",
         event_id: event_id(&entry.scan_uuid),
         event_time: entry.captured_at.clone(),
@@ -228,6 +310,17 @@ pub fn object_event(entry: &Observation, gln: Option<&str>) -> Result<ObjectEven
         disposition,
         biz_location: place.clone().filter(|_| stays),
         read_point: place,
+        dea_schedule: entry.dea_schedule.clone(),
+        alerts: entry
+            .alerts
+            .iter()
+            .map(|a| EventAlert {
+                kind: a.kind.as_str(),
+                recall_number: a.recall_number.clone(),
+                recall_class: a.recall_class.clone(),
+                recall_lot: a.recall_lot.clone(),
+            })
+            .collect(),
     })
 }
 

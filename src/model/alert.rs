@@ -7,7 +7,10 @@ use std::fmt;
 
 /// An alert about a read's product. Declared most urgent first: a read
 /// with several is told the first.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
 pub enum Alert {
     /// An ongoing recall names the product (and its lot, or every lot).
     Recalled,
@@ -58,6 +61,62 @@ impl Alert {
 impl fmt::Display for Alert {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
+    }
+}
+
+/// One alert as the ledger entry and the audit record keep it: its kind
+/// and, for a recall, which recall and how it met the read's lot.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AlertFound {
+    /// What was found.
+    pub kind: Alert,
+    /// A recall's `recall_number` (e.g. `D-0123-2024`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recall_number: Option<String>,
+    /// A recall's class (`Class I`, `Class II`, `Class III`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recall_class: Option<String>,
+    /// How a recall met the read's lot: `lot` (it names it), `every_lot`
+    /// (it names none), `lot_not_read` (it names lots, the label has none:
+    /// it may apply).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recall_lot: Option<String>,
+}
+
+impl AlertFound {
+    /// An alert that is not a recall.
+    pub fn of(kind: Alert) -> AlertFound {
+        AlertFound {
+            kind,
+            recall_number: None,
+            recall_class: None,
+            recall_lot: None,
+        }
+    }
+}
+
+/// What the checks found about a read's item: its DEA schedule, from the
+/// product data, and every alert, most urgent first. Kept with a commit's
+/// ledger entry and with the read's audit record.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Findings {
+    /// The DEA schedule as the NDC Directory writes it (`CI` … `CV`),
+    /// when the product data lists the item as controlled.
+    pub dea_schedule: Option<String>,
+    /// The alerts, most urgent first.
+    pub alerts: Vec<AlertFound>,
+}
+
+impl Findings {
+    /// The alert the scanner is told: the most urgent.
+    pub fn told(&self) -> Option<Alert> {
+        self.alerts.first().map(|a| a.kind)
+    }
+
+    /// Nothing found: no schedule, no alert.
+    pub fn is_empty(&self) -> bool {
+        self.dea_schedule.is_none() && self.alerts.is_empty()
     }
 }
 

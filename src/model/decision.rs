@@ -90,6 +90,10 @@ pub struct Decision {
     /// counted at the read's first decision only.
     #[serde(skip)]
     pub alert: Option<super::Alert>,
+    /// An ACKNOWLEDGE control read: how many open alerts of its scanner
+    /// it acknowledged.
+    #[serde(skip)]
+    pub acknowledged: Option<usize>,
 }
 
 /// Counters since start.

@@ -640,14 +640,26 @@ pub fn lapse_control(tx: &Connection, control_uuid: &str) -> rusqlite::Result<Op
     row_of(tx, control_uuid)
 }
 
+/// End control read `control_uuid` as what it did at once (`how`, e.g.
+/// `acknowledged`: an ACKNOWLEDGE read, which waits for no read).
+pub fn end_control(tx: &Connection, control_uuid: &str, how: &str) -> rusqlite::Result<()> {
+    tx.prepare_cached(
+        "UPDATE scans SET control_end = ?2
+         WHERE scan_uuid = ?1 AND control IS NOT NULL AND control_end IS NULL",
+    )?
+    .execute(params![packed(control_uuid), how])?;
+    Ok(())
+}
+
 /// The control reads still waiting for a read to apply to (UUIDs, in
-/// capture order): after a restart none will get one.
+/// capture order): after a restart none will get one. (An ACKNOWLEDGE
+/// read waits for none: one not yet decided is decided as usual.)
 pub fn open_controls(conn: &Connection) -> rusqlite::Result<Vec<String>> {
     let mut q = conn.prepare(
         "SELECT scan_uuid FROM scans WHERE state = 'control' AND control_end IS NULL
          UNION ALL
          SELECT scan_uuid FROM scans WHERE state = 'pending' AND control IS NOT NULL
-             AND control_end IS NULL",
+             AND control <> 'acknowledge' AND control_end IS NULL",
     )?;
     q.query_map([], |r| r.get::<_, Unpacked>(0).map(|u| u.0))?
         .collect()

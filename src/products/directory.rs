@@ -71,7 +71,7 @@ pub struct PackageRow {
 }
 
 /// The DEA schedules the directory writes.
-const SCHEDULES: [&str; 5] = ["CI", "CII", "CIII", "CIV", "CV"];
+pub const SCHEDULES: [&str; 5] = ["CI", "CII", "CIII", "CIV", "CV"];
 
 /// One tab-separated file of the directory, read a line at a time.
 struct Table<R> {

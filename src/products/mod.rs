@@ -72,6 +72,17 @@ pub enum LotMatch {
     LotNotRead,
 }
 
+impl LotMatch {
+    /// The snake_case name, as serialised.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LotMatch::Lot => "lot",
+            LotMatch::EveryLot => "every_lot",
+            LotMatch::LotNotRead => "lot_not_read",
+        }
+    }
+}
+
 /// An ongoing recall of the product a read names. A recall warns; it
 /// never refuses a read (openFDA asks not to rely on its data alone).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

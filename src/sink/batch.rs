@@ -120,6 +120,8 @@ mod tests {
             expiry: None,
             symbology: "]d2".into(),
             content_key: "k".into(),
+            dea_schedule: None,
+            alerts: Vec::new(),
         }
     }
 

@@ -1,6 +1,6 @@
 //! The person at the counter, as one source hears them: control labels
-//! (REPEAT, QUANTITY N; [`crate::controls`]) read on this scanner, and the
-//! next read each applies to. Marked on the scan at its read, so the
+//! (REPEAT, QUANTITY N, ACKNOWLEDGE; [`crate::controls`]) read on this
+//! scanner, and the next read each of the first two applies to. Marked on the scan at its read, so the
 //! outbox stores the declaration with the scan and a replay judges it as
 //! live; a control no read followed within `[controls] within_ms`
 //! lapses (the writer audits it, `gate::control`).
@@ -83,6 +83,11 @@ impl Operator {
         }
         if let Some(control) = self.controls.recognise(&scan.raw) {
             scan.control = Some(control.describe());
+            // (It looks back at the scanner's alerts: a control waiting
+            // for its read goes on waiting.)
+            if control == Control::Acknowledge {
+                return lapsed;
+            }
             let before = self.waiting.replace(Waiting {
                 control,
                 uuid: scan.uuid,
@@ -105,7 +110,7 @@ impl Operator {
                 what: w.control.describe(),
                 quantity: match w.control {
                     Control::Quantity(n) => Some(n),
-                    Control::Repeat => None,
+                    Control::Repeat | Control::Acknowledge => None,
                 },
                 by: w.uuid,
             });

@@ -420,6 +420,22 @@ const MIGRATIONS: &[&str] = &[
         WHERE state = 'control' AND control_end IS NULL;
     DROP INDEX ledger_time;
     "#,
+    // 12: what the checks at the counter found, kept with each ledger
+    // entry: the item's DEA schedule and its alerts (a JSON array). Adding
+    // a column rewrites no row, whatever the ledger's size; entries
+    // committed before have neither. And the alerts staff have not yet
+    // acknowledged (checks/open.rs).
+    r#"
+    ALTER TABLE ledger ADD COLUMN dea_schedule TEXT;
+    ALTER TABLE ledger ADD COLUMN alerts TEXT;
+    CREATE TABLE alerts_open (
+        scan_uuid BLOB    PRIMARY KEY,
+        scanner   TEXT    NOT NULL,
+        kind      TEXT    NOT NULL,
+        at_ms     INTEGER NOT NULL
+    ) WITHOUT ROWID;
+    CREATE INDEX alerts_open_scanner ON alerts_open (scanner, at_ms);
+    "#,
 ];
 
 // The schema version the build declares is the number of migrations.

@@ -46,6 +46,13 @@ pub struct LiveScanner {
     /// most [`RECENT_ALERTS`]).
     #[serde(default)]
     pub recent_alerts: Vec<RecentAlert>,
+    /// Alerts no ACKNOWLEDGE label read on this scanner has acknowledged
+    /// yet (kept in the database: counted across restarts).
+    #[serde(default)]
+    pub unacknowledged: u64,
+    /// The last ACKNOWLEDGE read on it since the daemon started (Unix ms).
+    #[serde(default)]
+    pub acknowledged_ms: Option<i64>,
     /// The day counted.
     pub day: chrono::NaiveDate,
 }
@@ -104,6 +111,8 @@ impl LiveScanner {
             ambiguous_recent_ms: Vec::new(),
             alerts_today: 0,
             recent_alerts: Vec::new(),
+            unacknowledged: 0,
+            acknowledged_ms: None,
             day: today(),
         }
     }
@@ -111,6 +120,7 @@ impl LiveScanner {
     /// Count an alert about read `scan_uuid` decided at `at_ms`.
     pub(crate) fn alert(&mut self, at_ms: i64, kind: &str, scan_uuid: &str) {
         self.alerts_today += 1;
+        self.unacknowledged += 1;
         self.recent_alerts.push(RecentAlert {
             at_ms,
             kind: kind.to_string(),

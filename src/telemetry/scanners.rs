@@ -55,6 +55,7 @@ pub(super) struct ScannerMetrics {
     ambiguous: Family<ScannerLabel, Counter>,
     feedback: Family<FeedbackLabels, Counter>,
     alerts: Family<AlertLabels, Counter>,
+    unacknowledged: Family<ScannerLabel, Gauge>,
     up: Family<ScannerLabel, Gauge>,
     last_read: Family<ScannerLabel, FloatGauge>,
     /// What `scangate status` shows of each scanner, by name.
@@ -70,6 +71,7 @@ impl ScannerMetrics {
             ambiguous: Family::default(),
             feedback: Family::default(),
             alerts: Family::default(),
+            unacknowledged: Family::default(),
             up: Family::default(),
             last_read: Family::default(),
             live: Mutex::default(),
@@ -98,6 +100,11 @@ impl ScannerMetrics {
             "scangate_alerts",
             "Alerts the checks at the counter raised since start, per scanner and kind (recalled, expired, unknown, expiring): reads recorded (or left waiting) whose item the scanner was told about instead of \"committed\"",
             m.alerts.clone(),
+        );
+        registry.register(
+            "scangate_alerts_unacknowledged",
+            "Alerts per scanner that staff have not acknowledged yet with the ACKNOWLEDGE control label (kept across restarts)",
+            m.unacknowledged.clone(),
         );
         registry.register(
             "scangate_scanner_up",
@@ -153,6 +160,7 @@ impl ScannerMetrics {
                 .inc_by(0);
         }
         self.ambiguous.get_or_create(&label).inc_by(0);
+        self.unacknowledged.get_or_create(&label).set(0);
         for kind in Alert::ALL {
             self.alerts
                 .get_or_create(&AlertLabels {
@@ -170,6 +178,7 @@ impl ScannerMetrics {
         self.up.remove(&label);
         self.last_read.remove(&label);
         self.ambiguous.remove(&label);
+        self.unacknowledged.remove(&label);
         for decision in ScanState::ALL {
             self.decisions.remove(&DecisionLabels {
                 scanner: name.to_string(),
@@ -215,6 +224,18 @@ impl Telemetry {
     /// disconnected with zero reads, a removed one's series are gone.
     pub fn set_scanners(&self, names: &[String]) {
         self.inner.scanners.set(names);
+    }
+
+    /// The alerts not yet acknowledged per scanner, as the database kept
+    /// them (at start).
+    pub fn unacknowledged_alerts(&self, open: &[(String, u64)]) {
+        let m = &self.inner.scanners;
+        for (name, n) in open {
+            m.unacknowledged
+                .get_or_create(&label(name))
+                .set(i64::try_from(*n).unwrap_or(i64::MAX));
+            m.with(name, |s| s.unacknowledged = *n);
+        }
     }
 
     /// Scanner `name` opened `device`.
@@ -301,9 +322,21 @@ impl Telemetry {
                     kind: alert.as_str(),
                 })
                 .inc();
+            let mut open = 0;
             m.with(&d.scanner, |s| {
-                s.alert(now_ms(), alert.as_str(), &d.scan_uuid)
+                s.alert(now_ms(), alert.as_str(), &d.scan_uuid);
+                open = s.unacknowledged;
             });
+            m.unacknowledged
+                .get_or_create(&label(&d.scanner))
+                .set(i64::try_from(open).unwrap_or(i64::MAX));
+        }
+        if d.acknowledged.is_some() {
+            m.with(&d.scanner, |s| {
+                s.unacknowledged = 0;
+                s.acknowledged_ms = Some(now_ms());
+            });
+            m.unacknowledged.get_or_create(&label(&d.scanner)).set(0);
         }
         if d.ambiguous {
             m.ambiguous.get_or_create(&label(&d.scanner)).inc();

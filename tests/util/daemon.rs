@@ -314,11 +314,32 @@ pub fn count(status: &serde_json::Value, field: &str) -> i64 {
 /// long as decisions keep coming: a long backlog on a loaded machine is
 /// slow, not stuck).
 pub fn wait_all_decided(config: &Path, transmissions: i64) -> serde_json::Value {
+    wait_all_decided_by(None, config, transmissions)
+}
+
+/// [`wait_all_decided`], read by the scangate binary `bin` (`None`: this
+/// build's): a gateway another release runs, whose database this build
+/// would refuse to read (an older schema).
+pub fn wait_all_decided_by(
+    bin: Option<&Path>,
+    config: &Path,
+    transmissions: i64,
+) -> serde_json::Value {
     let mut last = serde_json::Value::Null;
     wait_progressing(
         &format!("{transmissions} transmissions in the outbox, all decided"),
         || {
-            let out: Outcome = cli_cfg(config, &["outbox", "status", "--json"]).into();
+            let args = ["outbox", "status", "--json"];
+            let out: Outcome = match bin {
+                None => cli_cfg(config, &args).into(),
+                Some(bin) => std::process::Command::new(bin)
+                    .args(args)
+                    .arg("--config")
+                    .arg(config)
+                    .output()
+                    .expect("running the other release")
+                    .into(),
+            };
             if out.code != Some(0) {
                 return (false, -1); // the database may not exist yet
             }

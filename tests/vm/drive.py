@@ -604,6 +604,8 @@ class Run:
         check(self.site_conf, "the site's setup under the previous release failed")
         self.before_upgrade = {p: self.g.prop(p) for p in ("MainPID", "InvocationID")}
         self.sum_before = self.conf_sum()
+        # (For the export before a rollback across a schema change.)
+        self.upgraded_at = self.g.ok("date -u +%Y-%m-%dT%H:%M:%S.000Z").strip()
         end = self.keep_scanning("counter-1")
         t0 = time.monotonic()
         try:
@@ -690,26 +692,73 @@ class Run:
                 f"(reason {reason!r}, the journal, the fix; full text in apt-broken-config.txt); repaired, restarted, "
                 "a scan in the ledger")
 
+    def migration_copy(self):
+        """The copy of the database the upgrade's migration kept
+        (scangate.db.schema-N.before-<new version>), or None: the upgrade
+        changed no schema."""
+        upstream = self.new_version.rsplit("-", 1)[0]
+        names = self.g.ok("ls -A /var/lib/scangate/").split()
+        return next((n for n in names if n.startswith("scangate.db.schema-") and n.endswith(f".before-{upstream}")), None)
+
+    def restore_copy(self, copy):
+        """docs/technician.md, "Rolling back", across a schema change: what
+        the new release recorded since the upgrade exported, the service
+        stopped, the copy the migration kept put in the database's place.
+        Returns the export's text."""
+        export = "/var/tmp/ledger-since-upgrade.jsonl"
+        self.g.ok(f"runuser -u scangate -- scangate ledger export --config {CONF} --since {self.upgraded_at} > {export}")
+        self.g.ok("systemctl stop scangate", timeout=180)
+        self.g.ok("cd /var/lib/scangate && mv scangate.db scangate.db.after-upgrade && "
+                  f"rm -f scangate.db-wal scangate.db-shm && cp {copy} scangate.db && "
+                  "chown scangate:scangate scangate.db && chmod 0640 scangate.db")
+        return self.g.ok(f"cat {export}")
+
     def rollback(self):
         before = self.g.prop("InvocationID")
+        copy = self.migration_copy()
+        exported = self.restore_copy(copy) if copy else None
         rc, out = self.apt(f"install -y --allow-downgrades ./{self.prev_deb}", "rollback")
         self.unattended_ok(rc, out, "the rollback")
         check(self.conf_sum() == self.sum_before, f"{CONF} changed across the rollback")
+        if copy:
+            # (Stopped for the restore: the previous release's postinst
+            # restarts only a running service.)
+            self.g.ok("systemctl start scangate", timeout=180)
         try:
             line = self.running(self.prev_version)
         except CheckFailed as e:
             said = self.g.run("journalctl -u scangate -n 15 --no-pager -o cat")[1].strip()
             raise CheckFailed(f"{e}; the previous release on this state: {said[-800:]}")
         check(self.g.prop("InvocationID") != before, "the previous release's postinst did not restart the service")
+        given_up = []
+        if copy:
+            # What the new release recorded since the upgrade is not in the
+            # copy: it must be in the export, and is given up here.
+            out = self.ledger()
+            for sc in self.sc.values():
+                lost = [s for s in sc.acked if s not in out]
+                missing = [s for s in lost if s not in exported]
+                check(not missing, f"ACKed, not in the restored ledger nor in the export since the upgrade: {missing}")
+                given_up += lost
+                sc.acked = [s for s in sc.acked if s not in lost]
         self.wait_opened("counter-1")
         for _ in range(3):
             self.sc["counter-1"].scan(self.new_serial())
         n = self.ledger_has_all_acked()
-        verified = self.audit_verify()
+        if copy:
+            # Until the previous release anchors its own head, its verify
+            # reports the records the rollback gave up (the docs say so).
+            rc, out = self.g.run(f"runuser -u scangate -- scangate audit verify --config {CONF} 2>&1", timeout=120)
+            check(rc == 0 or "state-id" in out, f"`scangate audit verify` exited {rc}: {out.strip()[-400:]}")
+            verified = f"exit {rc}: {out.strip().splitlines()[-1] if out.strip() else ''}"
+        else:
+            verified = "0 (" + self.audit_verify() + ")"
         conffiles = self.g.ok("dpkg-query -W -f='${Conffiles}' scangate").strip()
+        how = (f"across the schema change: {copy} restored as docs/technician.md says, the {len(given_up)} scans "
+               "recorded since the upgrade in the export and given up" if copy else "on the database the new version used")
         return (f"{self.new_version} -> {self.prev_version} (--allow-downgrades): exit 0, no question, config kept; "
-                f"runs {line!r} on the database the new version used; all {n} ACKed scans in the ledger, 3 new ones "
-                f"too; audit verify 0 ({verified!r}); dpkg tracks the conffile again: {conffiles}")
+                f"runs {line!r} {how}; all {n} ACKed scans in the ledger, 3 new ones "
+                f"too; audit verify {verified}; dpkg tracks the conffile again: {conffiles}")
 
     def prompt_control(self):
         """The control: what the checks above would see if a release still

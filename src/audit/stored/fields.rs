@@ -5,8 +5,9 @@
 //! tests (and every debug build, at every append) hold that JSON equal to
 //! the record's serde JSON, the canonical form.
 
-use super::{FALSE, INT, NULL, OBJECT, TRUE, string_value, varint, zigzag};
+use super::{ARRAY, FALSE, INT, NULL, OBJECT, TRUE, string_value, varint, zigzag};
 use crate::audit::{AuditAmbiguous, AuditDeclared, AuditRecord};
+use crate::model::AlertFound;
 
 /// A field name's byte: its position in [`super::KEYS`] (evaluated at
 /// compile time through `k!`: a name not in the table does not compile).
@@ -45,7 +46,7 @@ impl<'o> Object<'o> {
     }
 
     fn key(&mut self, k: u8) -> &mut Vec<u8> {
-        // (At most 21 entries: a record's fields.)
+        // (At most 24 entries: a record's fields.)
         self.out[self.count_at] += 1;
         self.out.push(k);
         self.out
@@ -120,8 +121,14 @@ pub fn pack_decision(rec: &AuditRecord, out: &mut Vec<u8>) -> bool {
         pruned,
         ambiguous,
         declared,
+        dea_schedule,
+        alerts,
+        acknowledged,
     } = rec;
-    if conflict.is_some() || state_reset.is_some() || pruned.is_some() {
+    // (An array's count is one byte, as `pack` counts it.)
+    let too_many = alerts.as_ref().map_or(0, Vec::len) > usize::from(u8::MAX)
+        || acknowledged.as_ref().map_or(0, Vec::len) > usize::from(u8::MAX);
+    if conflict.is_some() || state_reset.is_some() || pruned.is_some() || too_many {
         return false;
     }
     out.clear();
@@ -167,6 +174,39 @@ pub fn pack_decision(rec: &AuditRecord, out: &mut Vec<u8>) -> bool {
         inner.str(k!("control"), control);
         inner.str(k!("by"), by);
     }
+    if let Some(schedule) = dea_schedule {
+        o.str(k!("dea_schedule"), schedule);
+    }
+    if let Some(alerts) = alerts {
+        let out = o.key(k!("alerts"));
+        out.extend_from_slice(&[ARRAY, alerts.len() as u8]);
+        for AlertFound {
+            kind,
+            recall_number,
+            recall_class,
+            recall_lot,
+        } in alerts
+        {
+            let mut inner = Object::open(&mut *out);
+            inner.str(k!("kind"), kind.as_str());
+            for (k, v) in [
+                (k!("recall_number"), recall_number),
+                (k!("recall_class"), recall_class),
+                (k!("recall_lot"), recall_lot),
+            ] {
+                if let Some(v) = v {
+                    inner.str(k, v);
+                }
+            }
+        }
+    }
+    if let Some(reads) = acknowledged {
+        let out = o.key(k!("acknowledged"));
+        out.extend_from_slice(&[ARRAY, reads.len() as u8]);
+        for uuid in reads {
+            string(out, uuid);
+        }
+    }
     true
 }
 
@@ -203,6 +243,9 @@ mod tests {
             pruned: None,
             ambiguous: None,
             declared: None,
+            dea_schedule: None,
+            alerts: None,
+            acknowledged: None,
         }
     }
 
@@ -239,6 +282,20 @@ mod tests {
             control: "quantity 3".into(),
             by: "019ae4c4-0d52-7c41-9f8e-2f0b7d1e6a32".into(),
         });
+        echo.acknowledged = Some(vec![
+            "019ae4c4-0d52-7c41-9f8e-2f0b7d1e6a33".into(),
+            "not a uuid".into(),
+        ]);
+        echo.dea_schedule = Some("CII".into());
+        echo.alerts = Some(vec![
+            AlertFound {
+                recall_number: Some("D-0123-2026".into()),
+                recall_class: Some("Class II".into()),
+                recall_lot: Some("lot_not_read".into()),
+                ..AlertFound::of(crate::model::Alert::Recalled)
+            },
+            AlertFound::of(crate::model::Alert::Expired),
+        ]);
         same_as_serde(&echo);
         // Strings that need escapes, that only look like a key, a word, a
         // time or a UUID, and an empty one.
@@ -252,6 +309,9 @@ mod tests {
         odd.captured_at = "not a time".into();
         odd.decision = ScanState::Rejected;
         odd.raw_len = i64::MIN;
+        odd.dea_schedule = Some("unknown".into());
+        odd.alerts = Some(Vec::new());
+        odd.acknowledged = Some(Vec::new());
         same_as_serde(&odd);
     }
 

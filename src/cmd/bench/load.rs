@@ -202,7 +202,10 @@ impl Sim {
         let mut committed = 0;
         let gateway = self.gateway.clone();
         for chunk in rows.chunks(round) {
-            let claims: Vec<_> = chunk.iter().map(|r| claim_for(r, &gateway, None)).collect();
+            let claims: Vec<_> = chunk
+                .iter()
+                .map(|r| claim_for(r, &gateway, None, None))
+                .collect();
             let outcomes = self.claim_round(&claims)?;
             committed += outcomes
                 .iter()

@@ -230,6 +230,7 @@ fn each_decision_is_logged_once_and_counted_a_reject_at_warn_with_its_reason() {
         was: ScanState::Pending,
         told_as: None,
         alert: None,
+        acknowledged: None,
     };
     let decisions = [
         d(Verdict::Committed),
@@ -655,6 +656,7 @@ fn decided_as(verdict: Verdict, was: ScanState) -> Decision {
         was,
         told_as: None,
         alert: None,
+        acknowledged: None,
     }
 }
 

@@ -113,6 +113,7 @@ fn decision(scanner: &str, verdict: Verdict, ambiguous: bool, was: ScanState) ->
         was,
         told_as: None,
         alert: None,
+        acknowledged: None,
     }
 }
 
