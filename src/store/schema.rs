@@ -424,7 +424,8 @@ const MIGRATIONS: &[&str] = &[
     // entry: the item's DEA schedule and its alerts (a JSON array). Adding
     // a column rewrites no row, whatever the ledger's size; entries
     // committed before have neither. And the alerts staff have not yet
-    // acknowledged (checks/open.rs).
+    // acknowledged (checks/open.rs): no index but its key, as an alert
+    // is written far more often than an ACKNOWLEDGE reads them.
     r#"
     ALTER TABLE ledger ADD COLUMN dea_schedule TEXT;
     ALTER TABLE ledger ADD COLUMN alerts TEXT;
@@ -434,7 +435,6 @@ const MIGRATIONS: &[&str] = &[
         kind      TEXT    NOT NULL,
         at_ms     INTEGER NOT NULL
     ) WITHOUT ROWID;
-    CREATE INDEX alerts_open_scanner ON alerts_open (scanner, at_ms);
     "#,
 ];
 
