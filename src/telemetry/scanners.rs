@@ -227,14 +227,21 @@ impl Telemetry {
     }
 
     /// The alerts not yet acknowledged per scanner, as the database kept
-    /// them (at start).
+    /// them (at start; those of a scanner no longer configured are not
+    /// shown).
     pub fn unacknowledged_alerts(&self, open: &[(String, u64)]) {
         let m = &self.inner.scanners;
         for (name, n) in open {
-            m.unacknowledged
-                .get_or_create(&label(name))
-                .set(i64::try_from(*n).unwrap_or(i64::MAX));
-            m.with(name, |s| s.unacknowledged = *n);
+            let mut configured = false;
+            m.with(name, |s| {
+                s.unacknowledged = *n;
+                configured = true;
+            });
+            if configured {
+                m.unacknowledged
+                    .get_or_create(&label(name))
+                    .set(i64::try_from(*n).unwrap_or(i64::MAX));
+            }
         }
     }
 
@@ -322,21 +329,27 @@ impl Telemetry {
                     kind: alert.as_str(),
                 })
                 .inc();
-            let mut open = 0;
+            let mut open = None;
             m.with(&d.scanner, |s| {
                 s.alert(now_ms(), alert.as_str(), &d.scan_uuid);
-                open = s.unacknowledged;
+                open = Some(s.unacknowledged);
             });
-            m.unacknowledged
-                .get_or_create(&label(&d.scanner))
-                .set(i64::try_from(open).unwrap_or(i64::MAX));
+            if let Some(open) = open {
+                m.unacknowledged
+                    .get_or_create(&label(&d.scanner))
+                    .set(i64::try_from(open).unwrap_or(i64::MAX));
+            }
         }
         if d.acknowledged.is_some() {
+            let mut configured = false;
             m.with(&d.scanner, |s| {
                 s.unacknowledged = 0;
                 s.acknowledged_ms = Some(now_ms());
+                configured = true;
             });
-            m.unacknowledged.get_or_create(&label(&d.scanner)).set(0);
+            if configured {
+                m.unacknowledged.get_or_create(&label(&d.scanner)).set(0);
+            }
         }
         if d.ambiguous {
             m.ambiguous.get_or_create(&label(&d.scanner)).inc();

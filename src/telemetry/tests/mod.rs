@@ -327,3 +327,43 @@ fn the_summary_and_status_of_a_busy_gateway_are_as_pinned() {
         ]
     );
 }
+
+#[test]
+fn open_alerts_are_counted_per_configured_scanner_and_cleared_by_an_acknowledgement() {
+    let t = Telemetry::new(&["counter-1".to_string()], None);
+    // At start, from the database: a scanner no longer configured is not
+    // shown.
+    t.unacknowledged_alerts(&[("counter-1".into(), 2), ("gone".into(), 5)]);
+    let series = |t: &Telemetry| -> Vec<String> {
+        t.encode()
+            .lines()
+            .filter(|l| l.starts_with("scangate_alerts_unacknowledged{"))
+            .map(str::to_string)
+            .collect()
+    };
+    assert_eq!(
+        series(&t),
+        ["scangate_alerts_unacknowledged{scanner=\"counter-1\"} 2"]
+    );
+    let mut alerted = decision("counter-1", Verdict::Committed, false, ScanState::Pending);
+    alerted.alert = Some(crate::model::Alert::Expired);
+    t.count_decision(&alerted, 2_000_000_000);
+    assert_eq!(
+        series(&t),
+        ["scangate_alerts_unacknowledged{scanner=\"counter-1\"} 3"]
+    );
+    let mut ack = decision(
+        "counter-1",
+        Verdict::Control {
+            control: "acknowledge".into(),
+        },
+        false,
+        ScanState::Pending,
+    );
+    ack.acknowledged = Some(3);
+    t.count_decision(&ack, 2_000_000_000);
+    assert_eq!(
+        series(&t),
+        ["scangate_alerts_unacknowledged{scanner=\"counter-1\"} 0"]
+    );
+}
