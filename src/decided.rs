@@ -29,6 +29,7 @@ pub struct DecisionWriter<'t> {
     chain: Chain<'t>,
     scans: outbox::Rows<'t>,
     ledger: crate::ledger::Appender<'t>,
+    alerts: crate::checks::open::Raiser<'t>,
     /// This gateway's id (the ledger's and the records' `gateway`).
     gateway: String,
     /// When the transaction's decisions were made (Unix ms).
@@ -92,6 +93,7 @@ impl<'t> DecisionWriter<'t> {
             chain: Chain::begin(tx)?,
             scans: outbox::Rows::new(tx),
             ledger: crate::ledger::Appender::new(tx),
+            alerts: crate::checks::open::Raiser::new(tx),
             gateway: gateway.to_string(),
             now_ms: chrono::Utc::now().timestamp_millis(),
         })
@@ -144,7 +146,8 @@ impl<'t> DecisionWriter<'t> {
         if let Some(kind) = findings.and_then(Findings::told)
             && matches!(verdict, Verdict::Committed | Verdict::Unresolved { .. })
         {
-            crate::checks::open::raise(self.tx, &row.uuid, &row.scanner, kind, self.now_ms)?;
+            self.alerts
+                .raise(&row.uuid, &row.scanner, kind, self.now_ms)?;
         }
         // An ACKNOWLEDGE read closes its scanner's open alerts.
         let mut acknowledged = None;
