@@ -223,17 +223,20 @@ impl ControlsConfig {
         if let Some(gtin) = product(&self.acknowledge) {
             return Err(a_product("acknowledge", &gtin));
         }
-        if self.acknowledge == self.repeat
-            || self.acknowledge.starts_with(&self.quantity_prefix)
-            || self.quantity_prefix.starts_with(&self.acknowledge)
-        {
+        // (Recognised whole: it is only another label's when it is the
+        // REPEAT content or reads as a QUANTITY label.)
+        let as_quantity = self
+            .acknowledge
+            .strip_prefix(self.quantity_prefix.as_str())
+            .and_then(|digits| quantity(digits.as_bytes()));
+        if self.acknowledge == self.repeat || as_quantity.is_some() {
             return Err(Invalid::new(
                 "acknowledge",
                 format!(
                     "{:?} reads as another control label (repeat {:?}, quantity_prefix {:?})",
                     self.acknowledge, self.repeat, self.quantity_prefix
                 ),
-                "give it a content of its own that neither starts with the other labels' nor is started by them (the default is \"SGCTL-ACK\")",
+                "give it a content of its own (the default is \"SGCTL-ACK\")",
             ));
         }
         for (i, &n) in self.quantities.iter().enumerate() {

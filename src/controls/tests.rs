@@ -152,6 +152,16 @@ fn custom_contents_are_recognised() {
     assert_eq!(c.recognise(b"Q24"), Some(Control::Quantity(24)));
     assert_eq!(c.recognise(b"SGCTL-REPEAT"), None);
     assert_eq!(c.recognise(b"]C0SGCTL-ACK\r\n"), Some(Control::Acknowledge));
+    // A QUANTITY prefix that the ACKNOWLEDGE content starts with is no
+    // clash: that content is not a quantity.
+    let c = ControlsConfig {
+        repeat: "AGAIN".into(),
+        quantity_prefix: "SGCTL-".into(),
+        ..cfg()
+    };
+    assert_eq!(c.validate(), Ok(()));
+    assert_eq!(c.recognise(b"SGCTL-ACK"), Some(Control::Acknowledge));
+    assert_eq!(c.recognise(b"SGCTL-12"), Some(Control::Quantity(12)));
 }
 
 #[test]
@@ -272,7 +282,7 @@ fn invalid_values_are_refused_naming_the_key() {
             "reads as another control label",
         ),
         (
-            with(&|c| c.acknowledge = "SGCTL-QTY-ACK".into()),
+            with(&|c| c.acknowledge = "SGCTL-QTY-12".into()),
             "acknowledge",
             "reads as another control label",
         ),
