@@ -62,6 +62,10 @@ const KEYS: &[&str] = &[
     "recall_class",
     "recall_lot",
     "acknowledged",
+    "first_received_at",
+    "first_received_gateway",
+    "first_received_scanner",
+    "first_received_scan",
 ];
 
 /// String values stored as one byte (append only).
@@ -85,6 +89,7 @@ const WORDS: &[&str] = &[
     "every_lot",
     "lot_not_read",
     "acknowledge",
+    "suspect",
 ];
 
 // Value tags.

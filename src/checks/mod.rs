@@ -1,5 +1,7 @@
 //! The checks at the counter: what a read's label and the product data say
-//! about the item read — recalled, expired, unknown, expiring — found once
+//! about the item read — recalled, expired, unknown, expiring — and, for
+//! a `receive` read of a serialised item, whether it was received before
+//! (suspect: [`received`]), found once
 //! a read is decided (never before its ACK) and told to its scanner instead
 //! of "committed" or "waiting" ([`crate::model::Alert`]). An alert warns;
 //! it never refuses a read: the item moved, and the read is recorded.
@@ -16,6 +18,7 @@
 //! resolved when the label is decoded).
 
 pub mod open;
+pub mod received;
 
 use crate::config::ChecksConfig;
 use crate::model::{Alert, AlertFound, Check, Findings};
@@ -50,6 +53,7 @@ pub struct Read<'a> {
 pub struct Checks {
     catalog: Catalog,
     warn_days: u64,
+    serial_retention: std::time::Duration,
     scanners: Mutex<HashMap<String, Vec<Check>>>,
     /// The local day last read, as `[start, end)` in Unix ms: a time
     /// zone lookup per read costs a system call.
@@ -79,6 +83,7 @@ impl Checks {
             // An import is seen within a second.
             catalog: Catalog::looking_again(state_dir, std::time::Duration::from_secs(1)),
             warn_days: cfg.expiry_warn_days,
+            serial_retention: std::time::Duration::from_secs(cfg.serial_retention_days * 86_400),
             scanners: Mutex::default(),
             day: Mutex::default(),
             memo: Mutex::default(),
@@ -95,20 +100,34 @@ impl Checks {
         };
     }
 
+    /// How long a received serial is kept (`[checks]
+    /// serial_retention_days`).
+    pub fn serial_retention(&self) -> std::time::Duration {
+        self.serial_retention
+    }
+
+    /// Whether scanner `scanner`, whose reads are `scan_type`, runs
+    /// `check`.
+    pub fn runs(&self, scanner: &str, scan_type: &str, check: Check) -> bool {
+        self.checks_of(scanner, scan_type) & 1 << check as u8 != 0
+    }
+
+    /// A scanner's checks as bits (one lock).
+    fn checks_of(&self, scanner: &str, scan_type: &str) -> u8 {
+        let all = self.scanners.lock().unwrap_or_else(PoisonError::into_inner);
+        let checks = match all.get(scanner) {
+            Some(set) => set.as_slice(),
+            None => Check::defaults_for(scan_type),
+        };
+        checks.iter().fold(0, |bits, &c| bits | 1 << c as u8)
+    }
+
     /// What the checks find about `read`'s item: its DEA schedule (with
     /// product data, whichever checks the scanner runs: every entry
     /// carries it) and its alerts, most urgent first. Product or recall
     /// data that cannot be read counts as none (`status` reports it).
     pub fn findings(&self, read: &Read<'_>) -> Findings {
-        // The scanner's checks as bits (one lock, then none).
-        let set: u8 = {
-            let all = self.scanners.lock().unwrap_or_else(PoisonError::into_inner);
-            let checks = match all.get(read.scanner) {
-                Some(set) => set.as_slice(),
-                None => Check::defaults_for(read.scan_type),
-            };
-            checks.iter().fold(0, |bits, &c| bits | 1 << c as u8)
-        };
+        let set = self.checks_of(read.scanner, read.scan_type);
         let runs = |c: Check| set & 1 << c as u8 != 0;
         // What the data says of the NDC (only a US drug's GTIN carries
         // one, and only those are in the data).

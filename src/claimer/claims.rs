@@ -25,11 +25,12 @@
 use super::FacilityGate;
 use crate::capture::CaptureTime;
 use crate::capture::clock::rfc3339_ms;
+use crate::checks::received::Receipt;
 use crate::events::Event as _;
 use crate::facility::Facility;
-use crate::gate::Unsettled;
+use crate::gate::{Claimed, Unsettled, receipt_of};
 use crate::model::Told;
-use crate::model::{Claim, ClockUsed, EchoWindow, Findings, Outcome};
+use crate::model::{AlertFound, Check, Claim, ClockUsed, EchoWindow, Findings, Outcome};
 use crate::model::{Decision, Verdict};
 use crate::outbox::open::{self, Open};
 use crate::outbox::{self, ScanRow};
@@ -108,6 +109,11 @@ pub struct Picked {
     verdicts: Vec<Option<Verdict>>,
     /// Per row: how its capture was put on facility time (claimable rows).
     clocks: Vec<Option<ClockUsed>>,
+    /// Per row: what the checks found (claimable rows; its claim carries
+    /// it to the facility's ledger, and its record keeps the same), with
+    /// the facility's answer on a received serial
+    /// ([`Picked::check_receipts`]).
+    findings: Vec<Option<Findings>>,
     waiting_for_clock: usize,
     more: bool,
     held: usize,
@@ -169,15 +175,71 @@ impl Picked {
     /// facility's ([`crate::gate::Gate::window_of`]).
     pub fn claims<'a>(&'a self, gate: &'a FacilityGate) -> Vec<Claim<'a>> {
         let gate = gate.local();
+        self.claimable()
+            .map(|(i, row)| {
+                let own = row.window.map(|_| gate.window_of(row));
+                let findings = match self.findings.get(i) {
+                    Some(Some(found)) => Cow::Borrowed(found),
+                    // (An echo withdrawn after the pick.)
+                    _ => Cow::Owned(gate.findings(row).unwrap_or_default()),
+                };
+                claim_for(row, gate.gateway(), own, Some(&findings))
+            })
+            .collect()
+    }
+
+    /// The rows to claim (no local verdict), with their places.
+    fn claimable(&self) -> impl Iterator<Item = (usize, &ScanRow)> {
         self.rows
             .iter()
             .zip(&self.verdicts)
-            .filter(|(_, v)| v.is_none())
-            .map(|(row, _)| {
-                let own = row.window.map(|_| gate.window_of(row));
-                claim_for(row, gate.gateway(), own, gate.findings(row).as_ref())
+            .enumerate()
+            .filter(|(_, (_, v))| v.is_none())
+            .map(|(i, (row, _))| (i, row))
+    }
+
+    /// Ask the facility store, before the claims are sent, whether it
+    /// has received the serialised items this round's `receive` reads
+    /// name ([`Facility::receive_serials`]): a read that another read
+    /// received before, beyond the echo window, carries
+    /// [`Alert::Suspect`] in its claim (so the facility's ledger has it)
+    /// and, if it commits, in its record. Asked again when a failed round
+    /// is picked again; a read's own receipt is never suspect.
+    pub fn check_receipts(
+        &mut self,
+        gate: &FacilityGate,
+        f: &mut Facility,
+    ) -> Result<(), crate::facility::FacilityError> {
+        let gate = gate.local();
+        let Some(checks) = gate.checks() else {
+            return Ok(());
+        };
+        let asked: Vec<(usize, Receipt<'_>)> = self
+            .claimable()
+            .filter_map(|(i, row)| Some((i, receipt_of(row)?)))
+            .collect();
+        if asked.is_empty() {
+            return Ok(());
+        }
+        let receipts: Vec<Receipt<'_>> = asked.iter().map(|(_, r)| *r).collect();
+        let firsts = f.receive_serials(gate.gateway(), &receipts, checks.serial_retention())?;
+        let window_ms = gate.horizon().0.ms();
+        let suspects: Vec<(usize, AlertFound)> = asked
+            .iter()
+            .zip(firsts)
+            .filter_map(|((i, r), first)| {
+                let row = &self.rows[*i];
+                (first.makes_suspect(r.scan_uuid, r.at_ms, window_ms)
+                    && checks.runs(&row.scanner, &row.scan_type, Check::Suspect))
+                .then(|| (*i, crate::checks::received::alert(&first)))
             })
-            .collect()
+            .collect();
+        for (i, alert) in suspects {
+            let found = self.findings[i].get_or_insert_with(Findings::default);
+            found.alerts.push(alert);
+            found.alerts.sort_by_key(|a| a.kind);
+        }
+        Ok(())
     }
 
     /// The lane that picked it.
@@ -341,6 +403,11 @@ impl FacilityGate {
             LaneKind::Replay => waiting_for_clock,
         };
         let more = full && rows.len() > stuck;
+        let findings = rows
+            .iter()
+            .zip(&verdicts)
+            .map(|(row, v)| v.is_none().then(|| self.gate.findings(row)).flatten())
+            .collect();
         Ok(Picked {
             lane,
             fresh: None,
@@ -348,6 +415,7 @@ impl FacilityGate {
             rows,
             verdicts,
             clocks,
+            findings,
             waiting_for_clock,
             more,
             held,
@@ -429,6 +497,7 @@ impl FacilityGate {
             rows,
             mut verdicts,
             clocks,
+            findings,
             waiting_for_clock,
             more,
             fresh,
@@ -481,6 +550,7 @@ impl FacilityGate {
         let past = PastRetention::at(self.facility_now(), retention, window);
         let mut committed_past = 0;
         let mut told_as = HashMap::new();
+        let mut findings = findings.into_iter();
         for ((((row, verdict), clock), made_now), twin_ms) in rows
             .into_iter()
             .zip(verdicts)
@@ -488,6 +558,7 @@ impl FacilityGate {
             .zip(made_now)
             .zip(twin_ms)
         {
+            let found = findings.next().flatten();
             // A claim reply shorter than the claims is caught by
             // `recv_claims`; an unanswered row stays open, never guessed.
             let Some(verdict) = verdict else { continue };
@@ -500,8 +571,13 @@ impl FacilityGate {
                 .then(|| past.note(row.time.utc_ms))
                 .flatten();
             committed_past += usize::from(note.is_some());
+            let claimed = Claimed {
+                clock: clock.as_ref(),
+                note,
+                findings: found,
+            };
             self.gate
-                .record_verdict(tx, &mut rec, row, verdict, clock.as_ref(), note)?;
+                .record_verdict(tx, &mut rec, row, verdict, claimed)?;
         }
         Ok(Recorded {
             decided: Some(rec.finish()?),

@@ -392,6 +392,16 @@ impl Lane {
             return;
         };
         self.last_round_sent = self.stopping;
+        // A `receive` read of a serialised item: the facility's first
+        // receipt of it, before its claim is built.
+        if let LinkState::Online(f) = &mut self.state
+            && let Err(e) = next.check_receipts(&self.gate, f)
+        {
+            let reason = self.noted(e);
+            pass.failure = Some(reason.clone());
+            pass.unclaimed = Some((next, Err(reason)));
+            return;
+        }
         let claims = next.claims(&self.gate);
         // A round of local verdicts alone sends no claim that would tell of
         // a facility-wide change of window: before this gateway's window
@@ -765,15 +775,20 @@ pub fn round(
     let mut round = Round::default();
     for lane in [LaneKind::Replay, LaneKind::Live] {
         let mut picked = pick(store, gate, lane, &[], now, redis.is_some())?;
+        let checked = match redis.as_deref_mut() {
+            Some(f) => picked.check_receipts(gate, f).map_err(|e| e.to_string()),
+            None => Ok(()),
+        };
         let claims = picked.claims(gate);
-        let claimed = match redis.as_deref_mut() {
+        let claimed = match (redis.as_deref_mut(), checked) {
+            (_, Err(e)) => Err(e),
             _ if claims.is_empty() => Ok(Vec::new()),
-            Some(f) => {
+            (Some(f), Ok(())) => {
                 let claimed = f.claim_batch(&claims).map_err(|e| e.to_string());
                 picked.answered_by(f);
                 claimed
             }
-            None => Err(offline_reason.to_string()),
+            (None, Ok(())) => Err(offline_reason.to_string()),
         };
         round = round.and(record(store, gate, picked, claimed)?);
     }

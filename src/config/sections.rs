@@ -202,7 +202,17 @@ pub struct ChecksConfig {
     /// `expiring` (0: never; at most 3650; default
     /// [`DEFAULT_EXPIRY_WARN_DAYS`]).
     pub expiry_warn_days: u64,
+    /// How long the first `receive` read of a serialised item is kept to
+    /// tell a second one `suspect` (1..=3650, default
+    /// [`DEFAULT_SERIAL_RETENTION_DAYS`]); in the gateway's database, and
+    /// with `[redis]` in the facility store.
+    pub serial_retention_days: u64,
 }
+
+/// The default `[checks] serial_retention_days`: a year of receipts (a
+/// package's shelf life is typically one to three years; disk and Redis
+/// memory grow with the days kept: docs/benchmarks.md).
+pub const DEFAULT_SERIAL_RETENTION_DAYS: u64 = 365;
 
 /// The default `[checks] expiry_warn_days`.
 pub const DEFAULT_EXPIRY_WARN_DAYS: u64 = 30;
@@ -217,6 +227,7 @@ impl Default for ChecksConfig {
         ChecksConfig {
             max_data_age_days: DEFAULT_MAX_DATA_AGE_DAYS,
             expiry_warn_days: DEFAULT_EXPIRY_WARN_DAYS,
+            serial_retention_days: DEFAULT_SERIAL_RETENTION_DAYS,
         }
     }
 }

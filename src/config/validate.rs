@@ -43,6 +43,15 @@ impl Config {
                 "use 0..=3650 days (default 30; 0 never tells `expiring`)",
             ));
         }
+        let serials = self.checks.serial_retention_days;
+        if !(1..=3650).contains(&serials) {
+            return Err(refusal(
+                file,
+                "checks.serial_retention_days".into(),
+                format!("{serials} is out of range"),
+                "use 1..=3650 days (default 365): how long a received serial number is kept to tell a second receipt",
+            ));
+        }
         Ok(())
     }
 

@@ -107,6 +107,9 @@ pub fn plan(old: &Settings, new: &Settings) -> Result<Plan, Vec<String>> {
         "metrics.interval_s",
         o.metrics.interval_s == n.metrics.interval_s,
     );
+    // The checks' settings are read at start (each scanner's own `checks`
+    // are set again at a reload).
+    key("checks", o.checks == n.checks);
     // Every source recognises the control labels it started with.
     key("controls", o.controls == n.controls);
     let redis_same = same(&o.redis, &n.redis);

@@ -40,6 +40,8 @@ pub struct Keep {
     pub raw: Duration,
     /// `[dedup] retention_hours`: decided outbox rows.
     pub decided: Duration,
+    /// `[checks] serial_retention_days`: received serials.
+    pub serials: Duration,
 }
 
 /// Start the sweeper as a stage on a companion of `store` that gives way
@@ -56,6 +58,7 @@ pub fn start(
     let keep = Keep {
         raw: Duration::from_secs(cfg.outbox.keep_raw_hours * 3600),
         decided: cfg.retention(),
+        serials: Duration::from_secs(cfg.checks.serial_retention_days * 86_400),
     };
     stages.thread(Stage::Sweeper, "raw-sweeper", move || {
         run(companion, keep, stop)
@@ -145,6 +148,9 @@ pub fn run(mut store: Store, keeps: Keep, stop: Stop) -> StageResult {
         if prune_outbox(&mut store, keeps.decided, now_ms, &mut || !stop.is_set()) {
             return StageResult::Done;
         }
+        if prune_serials(&mut store, keeps.serials, now_ms, &mut || !stop.is_set()) {
+            return StageResult::Done;
+        }
         // Until the next sweep; a truncation still owed is tried again
         // every WAL_RETRY meanwhile.
         let next = std::time::Instant::now() + SWEEP_EVERY;
@@ -200,6 +206,56 @@ fn prune_outbox(
             error: &e,
         }
         .emit(),
+    }
+    !keep_going()
+}
+
+/// Remove received serials first received more than `keep` ago
+/// (`checks::received`), a chunk per turn of the writers. True if the
+/// stop came meanwhile.
+fn prune_serials(
+    store: &mut Store,
+    keep: Duration,
+    now_ms: i64,
+    keep_going: &mut dyn FnMut() -> bool,
+) -> bool {
+    /// Rows removed per turn.
+    const CHUNK: usize = 1000;
+    let before_ms = now_ms - keep.as_millis() as i64;
+    let mut removed = 0u64;
+    let failed = loop {
+        if !keep_going() {
+            break None;
+        }
+        let chunk = store.write().and_then(|w| {
+            let n = crate::checks::received::prune(&w, before_ms, CHUNK).map_err(|e| w.err(e))?;
+            w.commit()?;
+            Ok(n)
+        });
+        match chunk {
+            Ok(n) => {
+                removed += n as u64;
+                if n < CHUNK {
+                    break None;
+                }
+            }
+            Err(e) => break Some(e),
+        }
+    };
+    if removed > 0 {
+        Swept::SerialsPruned {
+            removed,
+            retention_days: keep.as_secs() / 86_400,
+        }
+        .emit();
+    }
+    if let Some(e) = failed {
+        crate::events::SweepFailed {
+            db: store.path(),
+            step: SweepStep::PruneSerials { every: SWEEP_EVERY },
+            error: &e,
+        }
+        .emit();
     }
     !keep_going()
 }

@@ -35,6 +35,12 @@ pub enum SweepStep {
         /// Until the next sweep.
         every: Duration,
     },
+    /// Removing received serials past `[checks] serial_retention_days`
+    /// (retried at the next sweep, `every` on).
+    PruneSerials {
+        /// Until the next sweep.
+        every: Duration,
+    },
 }
 
 /// The raw-bytes sweeper could not do a step.
@@ -81,6 +87,11 @@ impl Event for SweepFailed<'_> {
                 target: SWEEPER_TARGET,
                 "removing decided outbox rows failed: {e}; they stay until the next sweep in {every:?}"
             ),
+            SweepStep::PruneSerials { every } => tracing::warn!(
+                target: SWEEPER_TARGET,
+                db = %db,
+                "removing received serial numbers past their retention failed: {e}; they stay until the next sweep in {every:?}"
+            ),
         }
     }
 }
@@ -121,6 +132,14 @@ pub enum Swept<'a> {
         /// The horizon (hours).
         horizon_h: u64,
     },
+    /// Received serials older than `[checks] serial_retention_days` were
+    /// removed.
+    SerialsPruned {
+        /// How many.
+        removed: u64,
+        /// The retention (days).
+        retention_days: u64,
+    },
 }
 
 impl Event for Swept<'_> {
@@ -158,6 +177,14 @@ impl Event for Swept<'_> {
                 target: SWEEPER_TARGET,
                 removed,
                 "removed {removed} decided outbox rows older than the dedup horizon ({horizon_h} h); their audit records and ledger entries stay"
+            ),
+            Swept::SerialsPruned {
+                removed,
+                retention_days,
+            } => tracing::info!(
+                target: SWEEPER_TARGET,
+                removed,
+                "forgot {removed} received serial numbers first received more than {retention_days} days ago (a second receipt of one is no longer told suspect)"
             ),
         }
     }

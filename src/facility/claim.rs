@@ -302,7 +302,7 @@ impl Facility {
     }
 
     /// What a failed reply means to the claimer.
-    fn classify(&self, source: redis::RedisError) -> FacilityError {
+    pub(super) fn classify(&self, source: redis::RedisError) -> FacilityError {
         match source.code() {
             // The script fails at its first write, before it changed
             // anything (Redis checks memory there, not later).

@@ -33,7 +33,10 @@
 //!   ([`stream`]);
 //! - `scangate:{<facility>}:conflicts` → stream, one entry per pick two gateways committed twice while the store
 //!   had lost data (found by a reconciliation: `scan_uuid`, `gateway`, `twin_uuid`), capped at
-//!   [`CONFLICTS_KEPT`] entries, never expires.
+//!   [`CONFLICTS_KEPT`] entries, never expires;
+//! - `scangate:{<facility>}:rcv:<gtin>:<serial>` → the first `receive` read of a serialised item,
+//!   `<scan_uuid> <captured_ms> <gateway> <scanner>` (`received.rs`), expires `[checks] serial_retention_days`
+//!   after it was set.
 
 mod claim;
 pub mod cluster;
@@ -41,6 +44,7 @@ pub mod config;
 mod conflicts;
 pub mod connect;
 mod error;
+mod received;
 mod resend;
 pub(crate) mod sentinel;
 mod server;

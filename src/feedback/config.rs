@@ -82,6 +82,10 @@ pub struct FeedbackConfig {
     /// product data (unset: `committed`'s).
     #[serde(default)]
     pub unknown: Option<ByteString>,
+    /// `protocol = "raw"`: bytes sent for a serialised item received a
+    /// second time (unset: `committed`'s).
+    #[serde(default)]
+    pub suspect: Option<ByteString>,
 }
 
 /// `protocol = "zebra-ssi" | "honeywell" | "datalogic" | "raw" | "hid-pos"`.
@@ -160,6 +164,7 @@ impl FeedbackConfig {
             expiring: None,
             recalled: None,
             unknown: None,
+            suspect: None,
         }
     }
 
@@ -196,6 +201,7 @@ impl FeedbackConfig {
             Told::Expiring => self.expiring.as_ref(),
             Told::Recalled => self.recalled.as_ref(),
             Told::Unknown => self.unknown.as_ref(),
+            Told::Suspect => self.suspect.as_ref(),
         }
     }
 
@@ -233,7 +239,7 @@ impl FeedbackConfig {
             return Err(Invalid::new(
                 "protocol",
                 "protocol = \"raw\" without any byte string sends nothing",
-                "set the bytes for at least one of committed, echo, ambiguous, rejected, waiting, control, lapsed, expired, expiring, recalled, unknown (e.g. committed = \"\\u0007\")",
+                "set the bytes for at least one of committed, echo, ambiguous, rejected, waiting, control, lapsed, expired, expiring, recalled, unknown, suspect (e.g. committed = \"\\u0007\")",
             ));
         }
         // A name in /sys/class/leds, or the absolute path of an LED class

@@ -41,6 +41,7 @@ pub const ENABLE: u8 = b'E';
 /// | recalled | 01 01 `F` `E` | two good-read tones, then the not-on-file series |
 /// | expiring | 01 01 01 01 | four good-read tones |
 /// | unknown | 01 01 01 01 01 | five good-read tones |
+/// | suspect | 01 01 01 `F` `E` | three good-read tones, then the not-on-file series |
 pub fn bytes(told: Told) -> &'static [u8] {
     match told {
         Told::Committed => &[FORCE_GOOD_READ],
@@ -54,6 +55,13 @@ pub fn bytes(told: Told) -> &'static [u8] {
         Told::Recalled => &[FORCE_GOOD_READ, FORCE_GOOD_READ, NOT_ON_FILE, ENABLE],
         Told::Expiring => &[FORCE_GOOD_READ; 4],
         Told::Unknown => &[FORCE_GOOD_READ; 5],
+        Told::Suspect => &[
+            FORCE_GOOD_READ,
+            FORCE_GOOD_READ,
+            FORCE_GOOD_READ,
+            NOT_ON_FILE,
+            ENABLE,
+        ],
     }
 }
 

@@ -32,6 +32,7 @@
 //! | recalled | Sound Error Beep and Sound Not On File Beep, else Sound Error Beep |
 //! | expiring | Sound Good Read Beep and Sound Not On File Beep, else Sound Not On File Beep |
 //! | unknown | Sound Not On File Beep and Good Read LED, else Sound Not On File Beep |
+//! | suspect | Sound Good Read Beep and Sound Error Beep, else Sound Error Beep |
 //!
 //! A usage the device does not offer is not set; a decision none of whose
 //! usages is offered gets no report. Every other bit of the report is 0.
@@ -172,6 +173,10 @@ impl PosOutputs {
             Told::Unknown => &[
                 &[SOUND_NOT_ON_FILE_BEEP, GOOD_READ_LED],
                 &[SOUND_NOT_ON_FILE_BEEP],
+            ],
+            Told::Suspect => &[
+                &[SOUND_GOOD_READ_BEEP, SOUND_ERROR_BEEP],
+                &[SOUND_ERROR_BEEP],
             ],
         };
         choices

@@ -60,6 +60,7 @@ pub fn commands(chars: &[u8]) -> Vec<u8> {
 /// | expiring | `7`, `4` | the good-read indication, then a low beep |
 /// | recalled | `6`, `4`, `6`, `4` | high, low, high, low |
 /// | unknown | `4`, `5`, `4` | low, medium, low |
+/// | suspect | `8`, `6`, `6` | the error tone, then two high beeps |
 pub fn command_chars(told: Told) -> &'static [u8] {
     match told {
         Told::Committed => &[GOOD],
@@ -73,6 +74,7 @@ pub fn command_chars(told: Told) -> &'static [u8] {
         Told::Expiring => &[GOOD, BEEP_LOW],
         Told::Recalled => &[BEEP_HIGH, BEEP_LOW, BEEP_HIGH, BEEP_LOW],
         Told::Unknown => &[BEEP_LOW, BEEP_MEDIUM, BEEP_LOW],
+        Told::Suspect => &[ERROR, BEEP_HIGH, BEEP_HIGH],
     }
 }
 

@@ -22,6 +22,7 @@
 //! | expiring | a short blink, then a long one (150 ms, 600 ms) |
 //! | recalled | a fast flicker (8 blinks of 60 ms) |
 //! | unknown | two long blinks (600 ms on, 300 ms off) |
+//! | suspect | a long blink, then a fast flicker (600 ms; 4 blinks of 60 ms) |
 
 use super::Told;
 use std::fmt;
@@ -90,6 +91,19 @@ const UNKNOWN: &[(bool, Duration)] = &[
     (false, ms(0)),
 ];
 
+const SUSPECT: &[(bool, Duration)] = &[
+    (true, ms(600)),
+    (false, ms(200)),
+    (true, ms(60)),
+    (false, ms(60)),
+    (true, ms(60)),
+    (false, ms(60)),
+    (true, ms(60)),
+    (false, ms(60)),
+    (true, ms(60)),
+    (false, ms(0)),
+];
+
 /// `N` steps alternating on and off, 60 ms each, from on; the last off.
 const fn flicker<const N: usize>() -> [(bool, Duration); N] {
     let mut steps = [(false, ms(0)); N];
@@ -117,6 +131,7 @@ pub fn pattern(told: Told) -> &'static [(bool, Duration)] {
         Told::Expiring => EXPIRING,
         Told::Recalled => RECALLED,
         Told::Unknown => UNKNOWN,
+        Told::Suspect => SUSPECT,
     }
 }
 

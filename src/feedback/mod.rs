@@ -71,7 +71,8 @@ mod tests {
                 "expired",
                 "expiring",
                 "recalled",
-                "unknown"
+                "unknown",
+                "suspect"
             ]
         );
         assert_eq!(Told::Ambiguous.to_string(), "ambiguous");

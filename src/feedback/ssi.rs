@@ -67,6 +67,8 @@ pub mod beep {
     pub const THREE_LONG_LOW: u8 = 0x11;
     /// Fast warble.
     pub const FAST_WARBLE: u8 = 0x14;
+    /// Slow warble.
+    pub const SLOW_WARBLE: u8 = 0x15;
     /// Low-high.
     pub const LOW_HIGH: u8 = 0x17;
     /// High-low-high.
@@ -133,6 +135,7 @@ pub fn beep(code: u8) -> Vec<u8> {
 /// | expiring | low-high |
 /// | recalled | fast warble |
 /// | unknown | low-high-low |
+/// | suspect | slow warble |
 pub fn beep_code(told: Told) -> Option<u8> {
     match told {
         Told::Committed => Some(beep::ONE_SHORT_HIGH),
@@ -146,6 +149,7 @@ pub fn beep_code(told: Told) -> Option<u8> {
         Told::Expiring => Some(beep::LOW_HIGH),
         Told::Recalled => Some(beep::FAST_WARBLE),
         Told::Unknown => Some(beep::LOW_HIGH_LOW),
+        Told::Suspect => Some(beep::SLOW_WARBLE),
     }
 }
 

@@ -30,7 +30,7 @@ use crate::config::Config;
 use crate::decided::{DecidedScan, DecisionWriter, RowWrite, WrittenScan};
 use crate::events::Event as _;
 use crate::model::ScanState;
-use crate::model::{Decision, EchoWindow, Findings, GateStats, Verdict};
+use crate::model::{Alert, Decision, EchoWindow, Findings, GateStats, Verdict};
 use crate::outbox::{self, ScanRow};
 use crate::store::{Store, StoreError};
 use bloom::Bloom;
@@ -128,6 +128,11 @@ impl Gate {
     /// Run `checks` on each read's first decision: its [`Decision::alert`].
     pub fn set_checks(&mut self, checks: Arc<crate::checks::Checks>) {
         self.checks = Some(checks);
+    }
+
+    /// The checks it runs, if any.
+    pub fn checks(&self) -> Option<&crate::checks::Checks> {
+        self.checks.as_deref()
     }
 
     /// A second gate over the same in-memory knowledge (Bloom filter,
@@ -320,25 +325,35 @@ impl Gate {
 
     /// Write `verdict` on `row` (an outbox row) through `rec`, in its
     /// transaction `tx`: its state, a commit's ledger entry and this
-    /// gate's knowledge of it, one audit record. `clock`: how a facility
-    /// claim's capture was put on facility time (`row.time` then holds
-    /// it); `note`: what else the record's reason must say.
+    /// gate's knowledge of it, one audit record; `claimed`: what the
+    /// round says of it besides ([`Claimed`]).
     pub fn record_verdict(
         &mut self,
         tx: &Connection,
         rec: &mut Recorder<'_>,
         row: ScanRow,
         verdict: Verdict,
-        clock: Option<&crate::model::ClockUsed>,
-        note: Option<String>,
+        claimed: Claimed<'_>,
     ) -> rusqlite::Result<()> {
+        let findings = match claimed.findings {
+            // The claim's, the facility's answer on a received serial
+            // among them: that is a commit's alone.
+            Some(mut found) if told_findings(&verdict) => {
+                if verdict != Verdict::Committed {
+                    found.alerts.retain(|a| a.kind != Alert::Suspect);
+                }
+                Some(found)
+            }
+            Some(_) => None,
+            None => self.findings_for(&row, &verdict),
+        };
         let decided = self.record_one(
             tx,
             &mut rec.writer,
             row,
             verdict,
-            clock,
-            note,
+            (claimed.clock, claimed.note),
+            findings,
             &mut rec.tally,
             RowWrite::Update,
         )?;
@@ -359,7 +374,48 @@ impl Gate {
         let verdict = self
             .local_verdict(tx, &row, &mut tally.stats)?
             .unwrap_or(Verdict::Committed);
-        self.record_one(tx, writer, row, verdict, None, None, tally, write)
+        let mut findings = self.findings_for(&row, &verdict);
+        if verdict == Verdict::Committed
+            && let Some(found) = &mut findings
+        {
+            self.received_here(tx, &row, found)?;
+        }
+        self.record_one(
+            tx,
+            writer,
+            row,
+            verdict,
+            (None, None),
+            findings,
+            tally,
+            write,
+        )
+    }
+
+    /// A committed `receive` read of a serialised item, with this
+    /// gateway's own store: keep it as the item's first receipt, or
+    /// find it suspect ([`crate::checks::received`]) if another read
+    /// received the item beyond the echo window (and its scanner runs
+    /// that check).
+    fn received_here(
+        &self,
+        tx: &Connection,
+        row: &ScanRow,
+        found: &mut Findings,
+    ) -> rusqlite::Result<()> {
+        let (Some(checks), Some(receipt)) = (self.checks(), receipt_of(row)) else {
+            return Ok(());
+        };
+        let Some(first) = crate::checks::received::receive(tx, &self.cfg.gateway, &receipt)? else {
+            return Ok(());
+        };
+        if first.makes_suspect(&row.uuid, row.time.utc_ms, self.cfg.window.ms())
+            && checks.runs(&row.scanner, &row.scan_type, crate::model::Check::Suspect)
+        {
+            found.alerts.push(crate::checks::received::alert(&first));
+            found.alerts.sort_by_key(|a| a.kind);
+        }
+        Ok(())
     }
 
     /// What this gateway's own knowledge says about a scan (rejected, a
@@ -475,6 +531,7 @@ impl Gate {
     /// `clock`: how a facility claim's capture was put on facility time
     /// (`row.time` then holds it; the record keeps the wall stamp as well).
     /// `note`: what else the record's reason must say of the decision.
+    /// `findings`: what the checks found ([`Gate::findings_for`]).
     #[allow(clippy::too_many_arguments)]
     fn record_one(
         &mut self,
@@ -482,8 +539,8 @@ impl Gate {
         writer: &mut DecisionWriter<'_>,
         row: ScanRow,
         verdict: Verdict,
-        clock: Option<&crate::model::ClockUsed>,
-        note: Option<String>,
+        (clock, note): (Option<&crate::model::ClockUsed>, Option<String>),
+        findings: Option<Findings>,
         tally: &mut Tally,
         write: RowWrite<'_>,
     ) -> rusqlite::Result<Option<Decision>> {
@@ -507,7 +564,6 @@ impl Gate {
         if notes.is_empty() {
             notes.extend(self.audit_note.clone());
         }
-        let findings = self.findings_for(&row, &verdict);
         let Some(WrittenScan {
             row,
             committed_key,
@@ -580,11 +636,11 @@ impl Gate {
     /// that commit, [`Decision::told_as`]); never for a rejected read or a
     /// control label.
     fn findings_for(&self, row: &ScanRow, verdict: &Verdict) -> Option<Findings> {
-        let told = matches!(
-            verdict,
-            Verdict::Committed | Verdict::Suppressed { .. } | Verdict::Unresolved { .. }
-        );
-        if told { self.findings(row) } else { None }
+        if told_findings(verdict) {
+            self.findings(row)
+        } else {
+            None
+        }
     }
 
     /// What the checks find about `row`'s item, whatever its verdict
@@ -602,6 +658,45 @@ impl Gate {
             expiry: row.expiry.as_deref(),
         }))
     }
+}
+
+/// Whether a read of `verdict` is told what the checks found (and its
+/// record keeps it): a commit, an echo, a read left waiting; not a
+/// rejected read or a control label.
+fn told_findings(verdict: &Verdict) -> bool {
+    matches!(
+        verdict,
+        Verdict::Committed | Verdict::Suppressed { .. } | Verdict::Unresolved { .. }
+    )
+}
+
+/// A `receive` read of a serialised item: what [`crate::checks::received`]
+/// keeps of it.
+pub fn receipt_of(row: &ScanRow) -> Option<crate::checks::received::Receipt<'_>> {
+    if row.scan_type != "receive" {
+        return None;
+    }
+    Some(crate::checks::received::Receipt {
+        gtin: row.gtin.as_deref()?,
+        serial: row.serial.as_deref()?,
+        scan_uuid: &row.uuid,
+        at_ms: row.time.utc_ms,
+        scanner: &row.scanner,
+    })
+}
+
+/// What a facility round says of a verdict besides the verdict itself
+/// ([`Gate::record_verdict`]).
+#[derive(Debug, Default)]
+pub struct Claimed<'c> {
+    /// How the claim's capture was put on facility time (`row.time` then
+    /// holds it; the record keeps the wall stamp as well).
+    pub clock: Option<&'c crate::model::ClockUsed>,
+    /// What else the record's reason must say of the decision.
+    pub note: Option<String>,
+    /// What the checks found when the claim was made (with the facility's
+    /// answer on a received serial); `None`: found as it is recorded.
+    pub findings: Option<Findings>,
 }
 
 /// A facility round's verdicts as [`Gate::record_verdict`] writes them in

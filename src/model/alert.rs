@@ -14,6 +14,10 @@ use std::fmt;
 pub enum Alert {
     /// An ongoing recall names the product (and its lot, or every lot).
     Recalled,
+    /// A `receive` read of a serialised item (GTIN + serial) this
+    /// facility received before, beyond the echo window: a possible
+    /// counterfeit or a duplicated shipment.
+    Suspect,
     /// The label's expiry date (AI 17) is before the day of the read.
     Expired,
     /// A US drug (its GTIN carries an NDC) the loaded product data does
@@ -25,8 +29,9 @@ pub enum Alert {
 
 impl Alert {
     /// Every kind, most urgent first.
-    pub const ALL: [Alert; 4] = [
+    pub const ALL: [Alert; 5] = [
         Alert::Recalled,
+        Alert::Suspect,
         Alert::Expired,
         Alert::Unknown,
         Alert::Expiring,
@@ -41,6 +46,7 @@ impl Alert {
     pub fn what(self) -> &'static str {
         match self {
             Alert::Recalled => "named by an ongoing recall",
+            Alert::Suspect => "received before (its serial number)",
             Alert::Expired => "past its expiry date",
             Alert::Unknown => "not in the product data",
             Alert::Expiring => "close to its expiry date",
@@ -51,6 +57,7 @@ impl Alert {
     pub fn told(self) -> Told {
         match self {
             Alert::Recalled => Told::Recalled,
+            Alert::Suspect => Told::Suspect,
             Alert::Expired => Told::Expired,
             Alert::Unknown => Told::Unknown,
             Alert::Expiring => Told::Expiring,
@@ -82,6 +89,19 @@ pub struct AlertFound {
     /// it may apply).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recall_lot: Option<String>,
+    /// A suspect read: when the serial was first received (RFC 3339,
+    /// UTC, ms).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_received_at: Option<String>,
+    /// A suspect read: the gateway that first received it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_received_gateway: Option<String>,
+    /// A suspect read: the scanner that first received it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_received_scanner: Option<String>,
+    /// A suspect read: the read that first received it (its scan UUID).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_received_scan: Option<String>,
 }
 
 impl AlertFound {
@@ -92,7 +112,37 @@ impl AlertFound {
             recall_number: None,
             recall_class: None,
             recall_lot: None,
+            first_received_at: None,
+            first_received_gateway: None,
+            first_received_scanner: None,
+            first_received_scan: None,
         }
+    }
+}
+
+/// A `receive` read of a serialised item (its GTIN and serial): what the
+/// facility keeps of the first one, to tell a later one
+/// ([`Alert::Suspect`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Received {
+    /// The read's scan UUID.
+    pub scan_uuid: String,
+    /// Its capture time (Unix ms; facility time with a facility store).
+    pub at_ms: i64,
+    /// The gateway that recorded it.
+    pub gateway: String,
+    /// The scanner that read it.
+    pub scanner: String,
+}
+
+impl Received {
+    /// Whether a read `scan_uuid` captured at `at_ms`, receiving the item
+    /// this first receipt did, is suspect: another read, outside the echo
+    /// window `window_ms` of this one (within it, it is the same pick
+    /// heard twice: a shared scanner's copy on another gateway, a
+    /// double-fire).
+    pub fn makes_suspect(&self, scan_uuid: &str, at_ms: i64, window_ms: i64) -> bool {
+        self.scan_uuid != scan_uuid && (at_ms - self.at_ms).abs() > window_ms
     }
 }
 
@@ -132,6 +182,9 @@ pub enum Check {
     /// Products missing from the product data (`scangate products
     /// import`).
     Unknown,
+    /// A serialised item received twice ([`Alert::Suspect`]; `receive`
+    /// reads only; needs no product data).
+    Suspect,
 }
 
 impl Check {
@@ -140,8 +193,8 @@ impl Check {
     /// is what those are for, so those skip expiry.
     pub fn defaults_for(scan_type: &str) -> &'static [Check] {
         match scan_type {
-            "waste" | "return" => &[Check::Recall, Check::Unknown],
-            _ => &[Check::Expiry, Check::Recall, Check::Unknown],
+            "waste" | "return" => &[Check::Recall, Check::Unknown, Check::Suspect],
+            _ => &[Check::Expiry, Check::Recall, Check::Unknown, Check::Suspect],
         }
     }
 }

@@ -21,7 +21,7 @@ pub(crate) mod scan;
 pub(crate) mod told;
 pub(crate) mod window;
 
-pub use alert::{Alert, AlertFound, Check, Findings};
+pub use alert::{Alert, AlertFound, Check, Findings, Received};
 pub use claim::{Claim, Outcome};
 pub use decision::{Decision, GateStats, Verdict};
 pub use facility::{

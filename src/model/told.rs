@@ -43,11 +43,15 @@ pub enum Told {
     /// Recorded (or waiting), but the product is not in the product data
     /// loaded on the gateway: check the item.
     Unknown,
+    /// Recorded, but this serialised item was received before in this
+    /// facility: a possible counterfeit or duplicated shipment. Set it
+    /// aside and check where it came from.
+    Suspect,
 }
 
 impl Told {
     /// Every kind, in declaration order.
-    pub const ALL: [Told; 11] = [
+    pub const ALL: [Told; 12] = [
         Told::Committed,
         Told::Echo,
         Told::Ambiguous,
@@ -59,16 +63,17 @@ impl Told {
         Told::Expiring,
         Told::Recalled,
         Told::Unknown,
+        Told::Suspect,
     ];
 
     /// Whether it is an alert about the product (expired, expiring,
-    /// recalled, unknown) rather than about the decision: it is told
+    /// recalled, unknown, suspect) rather than about the decision: it is told
     /// instead of `committed` or `waiting`, and the read is recorded all
     /// the same.
     pub fn is_alert(self) -> bool {
         matches!(
             self,
-            Told::Expired | Told::Expiring | Told::Recalled | Told::Unknown
+            Told::Expired | Told::Expiring | Told::Recalled | Told::Unknown | Told::Suspect
         )
     }
 
@@ -86,6 +91,7 @@ impl Told {
             Told::Expiring => "expiring",
             Told::Recalled => "recalled",
             Told::Unknown => "unknown",
+            Told::Suspect => "suspect",
         }
     }
 }

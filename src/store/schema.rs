@@ -436,6 +436,21 @@ const MIGRATIONS: &[&str] = &[
         at_ms     INTEGER NOT NULL
     ) WITHOUT ROWID;
     "#,
+    // 13: the first `receive` read of each serialised item (GTIN +
+    // serial), to tell a second one (checks/received.rs), pruned by its
+    // time after `[checks] serial_retention_days`.
+    r#"
+    CREATE TABLE serials_received (
+        gtin      TEXT    NOT NULL,
+        serial    TEXT    NOT NULL,
+        at_ms     INTEGER NOT NULL,
+        gateway   TEXT    NOT NULL,
+        scanner   TEXT    NOT NULL,
+        scan_uuid BLOB    NOT NULL,
+        PRIMARY KEY (gtin, serial)
+    );
+    CREATE INDEX serials_received_at ON serials_received (at_ms);
+    "#,
 ];
 
 // The schema version the build declares is the number of migrations.

@@ -98,7 +98,7 @@ impl ScannerMetrics {
         );
         registry.register(
             "scangate_alerts",
-            "Alerts the checks at the counter raised since start, per scanner and kind (recalled, expired, unknown, expiring): reads recorded (or left waiting) whose item the scanner was told about instead of \"committed\"",
+            "Alerts the checks at the counter raised since start, per scanner and kind (recalled, suspect, expired, unknown, expiring): reads recorded (or left waiting) whose item the scanner was told about instead of \"committed\"",
             m.alerts.clone(),
         );
         registry.register(

@@ -185,6 +185,10 @@ pub fn pack_decision(rec: &AuditRecord, out: &mut Vec<u8>) -> bool {
             recall_number,
             recall_class,
             recall_lot,
+            first_received_at,
+            first_received_gateway,
+            first_received_scanner,
+            first_received_scan,
         } in alerts
         {
             let mut inner = Object::open(&mut *out);
@@ -193,6 +197,10 @@ pub fn pack_decision(rec: &AuditRecord, out: &mut Vec<u8>) -> bool {
                 (k!("recall_number"), recall_number),
                 (k!("recall_class"), recall_class),
                 (k!("recall_lot"), recall_lot),
+                (k!("first_received_at"), first_received_at),
+                (k!("first_received_gateway"), first_received_gateway),
+                (k!("first_received_scanner"), first_received_scanner),
+                (k!("first_received_scan"), first_received_scan),
             ] {
                 if let Some(v) = v {
                     inner.str(k, v);
@@ -293,6 +301,13 @@ mod tests {
                 recall_class: Some("Class II".into()),
                 recall_lot: Some("lot_not_read".into()),
                 ..AlertFound::of(crate::model::Alert::Recalled)
+            },
+            AlertFound {
+                first_received_at: Some("2026-11-02T09:15:00.250Z".into()),
+                first_received_gateway: Some("gw-2".into()),
+                first_received_scanner: Some("receiving-1".into()),
+                first_received_scan: Some("019ae4c4-0d52-7c41-9f8e-2f0b7d1e6a34".into()),
+                ..AlertFound::of(crate::model::Alert::Suspect)
             },
             AlertFound::of(crate::model::Alert::Expired),
         ]);

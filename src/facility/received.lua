@@ -1,0 +1,23 @@
+-- scangate: the facility's first receipt of each serialised item a call
+-- names (a `receive` read's GTIN and serial), to tell a later receipt of
+-- the same item (the `suspect` alert). Asked before the reads are claimed;
+-- a read asked again (a retried round) finds its own receipt.
+--
+-- KEYS[i]  scangate:{facility}:rcv:<gtin>:<serial>  (string, expires)
+-- ARGV[i]  the read's receipt: "<scan_uuid> <captured_ms> <gateway> <scanner>"
+-- ARGV[#KEYS + 1]  how long a receipt is kept (ms): `[checks]
+--          serial_retention_days`, from the first receipt
+-- Returns, per key in order, the receipt it holds: the read's own when it
+-- had none (kept now), else the first one's, unchanged.
+local keep = ARGV[#KEYS + 1]
+local out = {}
+for i, key in ipairs(KEYS) do
+  local first = redis.call('GET', key)
+  if first then
+    out[i] = first
+  else
+    redis.call('SET', key, ARGV[i], 'PX', keep)
+    out[i] = ARGV[i]
+  end
+end
+return out

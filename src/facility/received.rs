@@ -1,0 +1,87 @@
+//! Serialised items received in the facility (`received.lua`): the first
+//! `receive` read of each GTIN + serial, kept under
+//! `scangate:{<facility>}:rcv:<gtin>:<serial>` for `[checks]
+//! serial_retention_days`, so a later receipt on any gateway of the
+//! facility is told `suspect` (`claimer::claims`, before the claims are
+//! sent). The facility-wide counterpart of `checks::received`.
+
+use super::{Facility, FacilityError};
+use crate::checks::received::Receipt;
+use crate::model::Received;
+use std::time::Duration;
+
+/// The script (sent with `EVAL`: few rounds have receipts, and Redis keeps
+/// a script it has run in its cache).
+const RECEIVED_LUA: &str = include_str!("received.lua");
+
+impl Facility {
+    /// For each of `receipts` (reads `gateway` is about to claim), the
+    /// facility's first receipt of its item: the read's own when there
+    /// was none (kept now, for `keep`), else the earlier one's.
+    pub fn receive_serials(
+        &mut self,
+        gateway: &str,
+        receipts: &[Receipt<'_>],
+        keep: Duration,
+    ) -> Result<Vec<Received>, FacilityError> {
+        if receipts.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut cmd = redis::cmd("EVAL");
+        cmd.arg(RECEIVED_LUA).arg(receipts.len());
+        for r in receipts {
+            cmd.arg(self.key("rcv", &format!("{}:{}", r.gtin, r.serial)));
+        }
+        for r in receipts {
+            cmd.arg(format!(
+                "{} {} {} {}",
+                r.scan_uuid, r.at_ms, gateway, r.scanner
+            ));
+        }
+        cmd.arg(keep.as_millis() as u64);
+        let held: Vec<String> = self.run(&cmd).map_err(|e| self.classify(e))?;
+        if held.len() != receipts.len() {
+            return Err(FacilityError::Protocol {
+                url: self.url.clone(),
+                reply: format!("{} receipts for {} asked", held.len(), receipts.len()),
+            });
+        }
+        held.iter()
+            .map(|text| {
+                parse(text).ok_or_else(|| FacilityError::Protocol {
+                    url: self.url.clone(),
+                    reply: format!("{text:?} where a receipt was due"),
+                })
+            })
+            .collect()
+    }
+}
+
+/// `"<scan_uuid> <captured_ms> <gateway> <scanner>"` (the scanner last:
+/// the only part that may hold a space).
+fn parse(text: &str) -> Option<Received> {
+    let mut parts = text.splitn(4, ' ');
+    Some(Received {
+        scan_uuid: parts.next()?.to_string(),
+        at_ms: parts.next()?.parse().ok()?,
+        gateway: parts.next()?.to_string(),
+        scanner: parts.next()?.to_string(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_receipt_reads_back_as_written() {
+        let r = parse("019ae4c4-0d52-7c41-9f8e-2f0b7d1e6a30 1764950400123 gw-1 receiving dock")
+            .unwrap();
+        assert_eq!(r.scan_uuid, "019ae4c4-0d52-7c41-9f8e-2f0b7d1e6a30");
+        assert_eq!(r.at_ms, 1_764_950_400_123);
+        assert_eq!(r.gateway, "gw-1");
+        assert_eq!(r.scanner, "receiving dock");
+        assert_eq!(parse("019ae4c4 notanumber gw-1 s"), None);
+        assert_eq!(parse("019ae4c4 1"), None);
+    }
+}
