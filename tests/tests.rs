@@ -27,6 +27,7 @@ mod labels_cli;
 // counter that read it.
 mod counter_checks;
 mod products;
+mod suspect_serials;
 
 // The gate and the audit trail, through the library on real SQLite files.
 mod audit_tamper;
