@@ -20,8 +20,8 @@ fn an_evicting_redis_is_refused_at_start_up() {
 }
 
 /// A Redis ACL user with exactly the documented grants runs a gateway:
-/// claims (and the commands the claim script runs), the start-up checks,
-/// `ledger export`. A user lacking one of them is refused at start with
+/// claims (and the commands the claim script runs), receipts of serialised
+/// items, the start-up checks, `ledger export`. A user lacking one of them is refused at start with
 /// exit 2, naming what was refused and the grants to give.
 #[test]
 fn an_acl_user_with_the_documented_grants_runs_a_gateway_and_one_without_is_refused() {
@@ -52,6 +52,9 @@ fn an_acl_user_with_the_documented_grants_runs_a_gateway_and_one_without_is_refu
         });
     };
     as_user(&g, "scangate");
+    // Receiving: the claims of serialised reads ask the facility's
+    // receipts first (their own script).
+    g.edit_config(|text| text.replace("scan_type = \"dispense\"", "scan_type = \"receive\""));
     g.start();
     g.send(&dscsa("SN001"));
     g.send(&dscsa("SN001")); // double-fire

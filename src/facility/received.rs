@@ -10,8 +10,8 @@ use crate::checks::received::Receipt;
 use crate::model::Received;
 use std::time::Duration;
 
-/// The script (sent with `EVAL`: few rounds have receipts, and Redis keeps
-/// a script it has run in its cache).
+/// The script, run with `EVALSHA` (loaded with `SCRIPT LOAD` when the
+/// server lacks it: the grants a gateway's ACL user already has).
 const RECEIVED_LUA: &str = include_str!("received.lua");
 
 impl Facility {
@@ -27,19 +27,19 @@ impl Facility {
         if receipts.is_empty() {
             return Ok(Vec::new());
         }
-        let mut cmd = redis::cmd("EVAL");
-        cmd.arg(RECEIVED_LUA).arg(receipts.len());
+        let script = redis::Script::new(RECEIVED_LUA);
+        let mut call = script.prepare_invoke();
         for r in receipts {
-            cmd.arg(self.key("rcv", &format!("{}:{}", r.gtin, r.serial)));
+            call.key(self.key("rcv", &format!("{}:{}", r.gtin, r.serial)));
         }
         for r in receipts {
-            cmd.arg(format!(
+            call.arg(format!(
                 "{} {} {} {}",
                 r.scan_uuid, r.at_ms, gateway, r.scanner
             ));
         }
-        cmd.arg(keep.as_millis() as u64);
-        let held: Vec<String> = self.run(&cmd).map_err(|e| self.classify(e))?;
+        call.arg(keep.as_millis() as u64);
+        let held: Vec<String> = call.invoke(&mut self.conn).map_err(|e| self.classify(e))?;
         if held.len() != receipts.len() {
             return Err(FacilityError::Protocol {
                 url: self.url.clone(),
