@@ -202,7 +202,7 @@ impl Picked {
     /// has received the serialised items this round's `receive` reads
     /// name ([`Facility::receive_serials`]): a read that another read
     /// received before, beyond the echo window, carries
-    /// [`Alert::Suspect`] in its claim (so the facility's ledger has it)
+    /// [`crate::model::Alert::Suspect`] in its claim (so the facility's ledger has it)
     /// and, if it commits, in its record. Asked again when a failed round
     /// is picked again; a read's own receipt is never suspect.
     pub fn check_receipts(

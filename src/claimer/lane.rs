@@ -392,12 +392,7 @@ impl Lane {
             return;
         };
         self.last_round_sent = self.stopping;
-        // A `receive` read of a serialised item: the facility's first
-        // receipt of it, before its claim is built.
-        if let LinkState::Online(f) = &mut self.state
-            && let Err(e) = next.check_receipts(&self.gate, f)
-        {
-            let reason = self.noted(e);
+        if let Err(reason) = self.check_receipts(&mut next) {
             pass.failure = Some(reason.clone());
             pass.unclaimed = Some((next, Err(reason)));
             return;

@@ -598,6 +598,12 @@ pub struct BenchArgs {
     /// is the difference.
     #[arg(long)]
     pub no_checks: bool,
+    /// What the embedded bench's reads mean (`receive`, `dispense`,
+    /// `waste`, `return`, `adjust`): `receive` keeps every serialised
+    /// commit as a receipt, the suspect check's cost.
+    #[arg(long, default_value = "dispense",
+          value_parser = ["receive", "dispense", "waste", "return", "adjust"])]
+    pub scan_type: String,
     /// Simulate this many gateways against the facility store (`--redis`
     /// or `--cluster`), each on its own connection, claiming as the
     /// claimer does: what a facility and a chain cost the store.

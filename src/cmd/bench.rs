@@ -265,7 +265,8 @@ fn measure(args: &BenchArgs) -> Result<Exit, String> {
     }
     let profile = Profile {
         scanner: "bench-1".into(),
-        scan_type: ScanType::Dispense,
+        // (clap allows only the names `parse` knows.)
+        scan_type: ScanType::parse(&args.scan_type).unwrap_or(ScanType::Dispense),
         quantity: 1,
         owner: None,
         unserialised: Default::default(),

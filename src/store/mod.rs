@@ -8,8 +8,9 @@
 //!
 //! This file holds the [`Store`], its errors and its transactions ([`Read`],
 //! [`Write`], the `meta` values). Opening the state directory's database
-//! (the writer, its companions, read-only) is in `open.rs`; the schema, its
-//! migrations and opening one file as a scangate database in `schema.rs`;
+//! (the writer, its companions, read-only) is in `open.rs`; the schema's
+//! migrations in `migrations.rs`, applying them and opening one file as a
+//! scangate database in `schema.rs`;
 //! the state directory's lock in `lock.rs`.
 //!
 //! **Where a method of `Store` lives: with the table it works on.** Beside
@@ -35,6 +36,7 @@ mod create;
 pub(crate) mod handoff;
 pub(crate) mod identity;
 mod lock;
+mod migrations;
 pub(crate) mod modes;
 mod open;
 pub mod packed;

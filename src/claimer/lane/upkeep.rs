@@ -292,6 +292,18 @@ impl Lane {
         }
     }
 
+    /// A round's `receive` reads of serialised items: the facility's first
+    /// receipt of each, before their claims are built
+    /// ([`Picked::check_receipts`]); offline, nothing (they wait).
+    pub(super) fn check_receipts(&mut self, next: &mut Picked) -> Result<(), String> {
+        match &mut self.state {
+            LinkState::Online(f) => next
+                .check_receipts(&self.gate, f)
+                .map_err(|e| self.noted(e)),
+            LinkState::Offline { .. } => Ok(()),
+        }
+    }
+
     /// Claim `picked` again after a reconciliation its claim's refusal
     /// ([`crate::facility::FacilityError::Lost`]) called for.
     pub(super) fn claim_after_reconciling(
