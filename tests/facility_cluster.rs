@@ -365,3 +365,51 @@ fn a_cluster_failover_keeps_confirmed_claims_and_replays_in_flight_scans_once() 
     a.stop();
     b.stop();
 }
+
+/// Receipts of serialised packages (the suspect check) in a cluster: each
+/// facility's on the primary of its own slot, the first receipt of a
+/// package named to a later read there and to the read itself asked
+/// again, and a package received in one facility unknown to another (the
+/// control: receipts are per facility).
+#[test]
+fn receipts_are_kept_per_facility_on_its_own_primary() {
+    use scangate::checks::received::Receipt;
+    let cluster = RedisCluster::start(&[]);
+    let facilities = spread(&cluster, 2);
+    let keep = Duration::from_secs(3600);
+    let receipt = |scan_uuid: &'static str, at_ms: i64| Receipt {
+        gtin: "00300676382302",
+        serial: "SN0001",
+        scan_uuid,
+        at_ms,
+        scanner: "dock",
+    };
+    let mut first = connect(&cluster, &facilities[0]);
+    let kept = first
+        .receive_serials("gw-a", &[receipt("u1", 1_000)], keep)
+        .unwrap();
+    assert_eq!(kept[0].scan_uuid, "u1");
+    let later = first
+        .receive_serials(
+            "gw-b",
+            &[receipt("u2", 900_000), receipt("u1", 1_000)],
+            keep,
+        )
+        .unwrap();
+    assert_eq!(
+        (later[0].scan_uuid.as_str(), later[0].gateway.as_str()),
+        ("u1", "gw-a")
+    );
+    assert_eq!(later[1].scan_uuid, "u1");
+    let mut other = connect(&cluster, &facilities[1]);
+    let own = other
+        .receive_serials("gw-c", &[receipt("u3", 900_000)], keep)
+        .unwrap();
+    assert_eq!(own[0].scan_uuid, "u3", "another facility's receipt");
+    for f in &facilities {
+        let key = format!("scangate:{{{f}}}:rcv:00300676382302:SN0001");
+        let mut c = cluster.nodes[cluster.owner(f)].connection();
+        let held: Option<String> = redis::cmd("GET").arg(&key).query(&mut c).unwrap();
+        assert!(held.is_some(), "{key} not on its slot's primary");
+    }
+}
