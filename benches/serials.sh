@@ -60,7 +60,7 @@ t = time.monotonic()
 removed = 0
 while True:
     with c:
-        k = c.execute("DELETE FROM serials_received WHERE rowid IN (SELECT rowid FROM serials_received WHERE at_ms < ?1 LIMIT 1000)", (1764950400000 + n,)).rowcount
+        k = c.execute("DELETE FROM serials_received WHERE (gtin, serial) IN (SELECT gtin, serial FROM serials_received WHERE at_ms < ?1 LIMIT 1000)", (1764950400000 + n,)).rowcount
     removed += k
     if k < 1000:
         break

@@ -30,6 +30,7 @@ pub struct DecisionWriter<'t> {
     scans: outbox::Rows<'t>,
     ledger: crate::ledger::Appender<'t>,
     alerts: crate::checks::open::Raiser<'t>,
+    receipts: crate::checks::received::Keeper<'t>,
     /// This gateway's id (the ledger's and the records' `gateway`).
     gateway: String,
     /// When the transaction's decisions were made (Unix ms).
@@ -94,9 +95,17 @@ impl<'t> DecisionWriter<'t> {
             scans: outbox::Rows::new(tx),
             ledger: crate::ledger::Appender::new(tx),
             alerts: crate::checks::open::Raiser::new(tx),
+            receipts: crate::checks::received::Keeper::new(tx),
             gateway: gateway.to_string(),
             now_ms: chrono::Utc::now().timestamp_millis(),
         })
+    }
+
+    /// The receipts of serialised items kept in this transaction
+    /// (`checks::received`; with the embedded store, the gate keeps a
+    /// `receive` commit's before its decision is written).
+    pub fn receipts(&mut self) -> &mut crate::checks::received::Keeper<'t> {
+        &mut self.receipts
     }
 
     /// Write a verdict: the row's state, a commit's ledger entry, one

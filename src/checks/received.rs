@@ -8,7 +8,7 @@
 //! (`facility::received`), so every gateway of the facility sees every
 //! receipt.
 //!
-//! About 100 bytes a row with its time index (docs/benchmarks.md).
+//! About 120 bytes a row with its time index (docs/benchmarks.md).
 
 use crate::model::{Alert, AlertFound, Received};
 use crate::store::packed::{Unpacked, packed};
@@ -29,16 +29,31 @@ pub struct Receipt<'a> {
     pub scanner: &'a str,
 }
 
-/// Keep `receipt` as its item's first receipt at `gateway`, unless there
-/// is one: then that one (the read's own, for a read written again,
-/// which [`Received::makes_suspect`] tells apart).
-pub fn receive(
-    tx: &Connection,
-    gateway: &str,
-    receipt: &Receipt<'_>,
-) -> rusqlite::Result<Option<Received>> {
-    let added = tx
-        .prepare_cached(
+/// Keeps receipts in one deciding transaction, through one prepared
+/// statement (as `checks::open::Raiser`: a lookup in rusqlite's
+/// statement cache per read costs a few percent).
+pub struct Keeper<'t> {
+    tx: &'t Connection,
+    insert: Option<rusqlite::CachedStatement<'t>>,
+}
+
+impl<'t> Keeper<'t> {
+    /// Keep receipts inside `tx`.
+    pub fn new(tx: &'t Connection) -> Keeper<'t> {
+        Keeper { tx, insert: None }
+    }
+
+    /// Keep `receipt` as its item's first receipt at `gateway`, unless
+    /// there is one: then that one (the read's own, for a read written
+    /// again, which [`Received::makes_suspect`] tells apart).
+    pub fn receive(
+        &mut self,
+        gateway: &str,
+        receipt: &Receipt<'_>,
+    ) -> rusqlite::Result<Option<Received>> {
+        let added = crate::store::held(
+            &mut self.insert,
+            self.tx,
             "INSERT OR IGNORE INTO serials_received
                  (gtin, serial, at_ms, gateway, scanner, scan_uuid)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
@@ -51,22 +66,24 @@ pub fn receive(
             receipt.scanner,
             packed(receipt.scan_uuid),
         ])?;
-    if added == 1 {
-        return Ok(None);
+        if added == 1 {
+            return Ok(None);
+        }
+        self.tx
+            .prepare_cached(
+                "SELECT scan_uuid, at_ms, gateway, scanner FROM serials_received
+                 WHERE gtin = ?1 AND serial = ?2",
+            )?
+            .query_row(params![receipt.gtin, receipt.serial], |r| {
+                Ok(Received {
+                    scan_uuid: r.get::<_, Unpacked>(0)?.0,
+                    at_ms: r.get(1)?,
+                    gateway: r.get(2)?,
+                    scanner: r.get(3)?,
+                })
+            })
+            .optional()
     }
-    tx.prepare_cached(
-        "SELECT scan_uuid, at_ms, gateway, scanner FROM serials_received
-         WHERE gtin = ?1 AND serial = ?2",
-    )?
-    .query_row(params![receipt.gtin, receipt.serial], |r| {
-        Ok(Received {
-            scan_uuid: r.get::<_, Unpacked>(0)?.0,
-            at_ms: r.get(1)?,
-            gateway: r.get(2)?,
-            scanner: r.get(3)?,
-        })
-    })
-    .optional()
 }
 
 /// The alert of a read that `first` received before.
@@ -83,8 +100,8 @@ pub fn alert(first: &Received) -> AlertFound {
 /// Remove up to `limit` receipts first made before `before_ms`: how many.
 pub fn prune(tx: &Connection, before_ms: i64, limit: usize) -> rusqlite::Result<usize> {
     tx.prepare_cached(
-        "DELETE FROM serials_received WHERE rowid IN
-             (SELECT rowid FROM serials_received WHERE at_ms < ?1 LIMIT ?2)",
+        "DELETE FROM serials_received WHERE (gtin, serial) IN
+             (SELECT gtin, serial FROM serials_received WHERE at_ms < ?1 LIMIT ?2)",
     )?
     .execute(params![before_ms, limit as i64])
 }
@@ -123,15 +140,22 @@ mod tests {
         let conn = &store.conn;
         let first = "019ae4c4-0d52-7c41-9f8e-2f0b7d1e6a30";
         let later = "019ae4c4-0d52-7c41-9f8e-2f0b7d1e6a31";
-        assert_eq!(receive(conn, "gw-1", &receipt(first, 1_000)).unwrap(), None);
-        let named = receive(conn, "gw-2", &receipt(later, 900_000))
+        assert_eq!(
+            Keeper::new(conn)
+                .receive("gw-1", &receipt(first, 1_000))
+                .unwrap(),
+            None
+        );
+        let named = Keeper::new(conn)
+            .receive("gw-2", &receipt(later, 900_000))
             .unwrap()
             .unwrap();
         assert_eq!(named.scan_uuid, first);
         assert_eq!((named.at_ms, named.gateway.as_str()), (1_000, "gw-1"));
         assert!(named.makes_suspect(later, 900_000, 2_000));
         // The read itself, written again: not suspect.
-        let again = receive(conn, "gw-1", &receipt(first, 1_000))
+        let again = Keeper::new(conn)
+            .receive("gw-1", &receipt(first, 1_000))
             .unwrap()
             .unwrap();
         assert!(!again.makes_suspect(first, 1_000, 2_000));
@@ -142,7 +166,7 @@ mod tests {
             serial: "SN0002",
             ..receipt(later, 900_000)
         };
-        assert_eq!(receive(conn, "gw-1", &other).unwrap(), None);
+        assert_eq!(Keeper::new(conn).receive("gw-1", &other).unwrap(), None);
         assert_eq!(count(conn).unwrap(), 2);
     }
 
@@ -156,7 +180,7 @@ mod tests {
                 serial: &format!("SN{i}"),
                 ..receipt(&uuid, i * 1_000)
             };
-            receive(conn, "gw-1", &r).unwrap();
+            Keeper::new(conn).receive("gw-1", &r).unwrap();
         }
         assert_eq!(prune(conn, 3_000, 2).unwrap(), 2);
         assert_eq!(prune(conn, 3_000, 2).unwrap(), 1);

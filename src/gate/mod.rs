@@ -378,7 +378,7 @@ impl Gate {
         if verdict == Verdict::Committed
             && let Some(found) = &mut findings
         {
-            self.received_here(tx, &row, found)?;
+            self.received_here(writer.receipts(), &row, found)?;
         }
         self.record_one(
             tx,
@@ -399,14 +399,14 @@ impl Gate {
     /// that check).
     fn received_here(
         &self,
-        tx: &Connection,
+        keeper: &mut crate::checks::received::Keeper<'_>,
         row: &ScanRow,
         found: &mut Findings,
     ) -> rusqlite::Result<()> {
         let (Some(checks), Some(receipt)) = (self.checks(), receipt_of(row)) else {
             return Ok(());
         };
-        let Some(first) = crate::checks::received::receive(tx, &self.cfg.gateway, &receipt)? else {
+        let Some(first) = keeper.receive(&self.cfg.gateway, &receipt)? else {
             return Ok(());
         };
         if first.makes_suspect(&row.uuid, row.time.utc_ms, self.cfg.window.ms())

@@ -444,7 +444,7 @@ pub(super) const MIGRATIONS: &[&str] = &[
         scanner   TEXT    NOT NULL,
         scan_uuid BLOB    NOT NULL,
         PRIMARY KEY (gtin, serial)
-    );
+    ) WITHOUT ROWID;
     CREATE INDEX serials_received_at ON serials_received (at_ms);
     "#,
 ];
