@@ -310,8 +310,11 @@ fn the_validator_refuses_broken_events() {
     let mut extended = event.clone();
     extended["@context"] = json!({"scangate": "urn:scangate:epcis:"});
     extended["scangate:deaSchedule"] = json!("CII");
-    extended["scangate:alerts"] =
-        json!([{"scangate:kind": "recalled", "scangate:recallNumber": "D-0201-2026"}]);
+    extended["scangate:alerts"] = json!([
+        {"scangate:kind": "recalled", "scangate:recallNumber": "D-0201-2026"},
+        {"scangate:kind": "suspect", "scangate:firstReceivedAt": "2026-11-02T09:15:00.250Z",
+         "scangate:firstReceivedEvent": "urn:uuid:019ae4c4-0d52-7c41-9f8e-2f0b7d1e6a34"}
+    ]);
     assert_eq!(validator.errors(&doc(extended)), None);
 
     let broken: Vec<(&str, Breaks)> = vec![

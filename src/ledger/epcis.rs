@@ -29,8 +29,10 @@
 //! - scangate's extension ([`NAMESPACE`], prefix `scangate`): what the
 //!   checks at the counter found, `scangate:deaSchedule` and
 //!   `scangate:alerts` (each alert's `scangate:kind`, and a recall's
-//!   `scangate:recallNumber`, `scangate:recallClass`, `scangate:recallLot`),
-//!   only on an event whose entry has them. EPCIS 2.0 lets an event carry
+//!   `scangate:recallNumber`, `scangate:recallClass`, `scangate:recallLot`;
+//!   a suspect read's `scangate:firstReceivedAt` and
+//!   `scangate:firstReceivedEvent`, the first receipt's `eventID`), only
+//!   on an event whose entry has them. EPCIS 2.0 lets an event carry
 //!   any property named by a URI; the prefix is declared in that event's
 //!   own `@context` (the document's, and every event without them, stay
 //!   as they were), so GS1's schema accepts the event and a JSON-LD reader
@@ -223,7 +225,7 @@ pub struct ObjectEvent {
 /// One alert of `scangate:alerts`.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct EventAlert {
-    /// `recalled`, `expired`, `unknown` or `expiring`.
+    /// `recalled`, `suspect`, `expired`, `unknown` or `expiring`.
     #[serde(rename = "scangate:kind")]
     pub kind: &'static str,
     /// A recall's number.
@@ -241,6 +243,18 @@ pub struct EventAlert {
     /// How a recall met the read's lot.
     #[serde(rename = "scangate:recallLot", skip_serializing_if = "Option::is_none")]
     pub recall_lot: Option<String>,
+    /// A suspect read: when the package was first received.
+    #[serde(
+        rename = "scangate:firstReceivedAt",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub first_received_at: Option<String>,
+    /// A suspect read: the event of that first receipt (its `eventID`).
+    #[serde(
+        rename = "scangate:firstReceivedEvent",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub first_received_event: Option<String>,
 }
 
 /// A `quantityList` element.
@@ -319,6 +333,8 @@ pub fn object_event(entry: &Observation, gln: Option<&str>) -> Result<ObjectEven
                 recall_number: a.recall_number.clone(),
                 recall_class: a.recall_class.clone(),
                 recall_lot: a.recall_lot.clone(),
+                first_received_at: a.first_received_at.clone(),
+                first_received_event: a.first_received_scan.as_deref().map(event_id),
             })
             .collect(),
     })
