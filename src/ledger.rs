@@ -416,6 +416,46 @@ pub fn entry_for_scan(conn: &Connection, scan_uuid: &str) -> rusqlite::Result<Op
     .optional()
 }
 
+/// A committed `receive` read of a serialised item, as its ledger entry
+/// has it ([`receipts_since`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReceiptEntry {
+    /// The read.
+    pub scan_uuid: String,
+    /// Its capture time (Unix ms; facility time with a facility store).
+    pub captured_ms: i64,
+    /// Its scanner.
+    pub scanner: String,
+    /// GTIN-14.
+    pub gtin: String,
+    /// Serial number.
+    pub serial: String,
+}
+
+/// The committed `receive` reads of serialised items captured at or after
+/// `since_ms` that were first receipts (no `suspect` alert), in ledger
+/// order: the receipts this gateway re-publishes to a facility store that
+/// lost data. (A scan of the ledger: rare, and no index is kept for it.)
+pub fn receipts_since(conn: &Connection, since_ms: i64) -> rusqlite::Result<Vec<ReceiptEntry>> {
+    conn.prepare(
+        r#"SELECT scan_uuid, captured_ms, scanner, gtin, serial FROM ledger
+           WHERE captured_ms >= ?1 AND scan_type = 'receive'
+             AND gtin IS NOT NULL AND serial IS NOT NULL
+             AND (alerts IS NULL OR instr(alerts, '"kind":"suspect"') = 0)
+           ORDER BY seq"#,
+    )?
+    .query_map([since_ms], |r| {
+        Ok(ReceiptEntry {
+            scan_uuid: r.get::<_, Unpacked>(0)?.0,
+            captured_ms: r.get(1)?,
+            scanner: r.get(2)?,
+            gtin: r.get(3)?,
+            serial: r.get(4)?,
+        })
+    })?
+    .collect()
+}
+
 /// Remove the entry of scan `scan_uuid` (pruning: its commit record is
 /// archived and older than `[records] keep_days`, and the entry is past
 /// the dedup horizon, so the gate no longer looks at it). True if there was one.

@@ -259,6 +259,25 @@ fn with_a_facility_redis_a_package_received_on_one_gateway_is_suspect_on_another
     let alerts: serde_json::Value =
         serde_json::from_str(&field(&f1_b["scan_uuid"], "alerts")).unwrap();
     assert_eq!(alerts[0]["kind"], "suspect", "{alerts}");
+    // The store loses its data: each gateway re-publishes its first
+    // receipts with its commits once it notices (gw-a at its next claim),
+    // not the second receipts it recorded as suspect.
+    let _: () = redis::cmd("FLUSHALL").query(&mut c).unwrap();
+    told(&mut dock_a, &package("F3"), Some(COMMITTED));
+    let again = Instant::now();
+    past_the_window(again, WINDOW_MS);
+    told(&mut dock_b, &package("F1"), Some(SUSPECT));
+    let f2: Option<String> = redis::cmd("GET")
+        .arg(format!(
+            "scangate:{{test-pharmacy}}:rcv:{}:F2",
+            PackageNdc::parse("0067-6382-30").unwrap().gtin14(0)
+        ))
+        .query(&mut c)
+        .unwrap();
+    assert!(
+        f2.as_deref().is_some_and(|v| v.contains(" gw-b dock-b")),
+        "F2's first receipt is gw-b's: {f2:?}"
+    );
     // One receipt key per package, expiring.
     let ttl: i64 = redis::cmd("PTTL")
         .arg(format!(

@@ -26,6 +26,7 @@
 
 use super::claims::{LaneKind, claim_on};
 use crate::audit;
+use crate::checks::received::Receipt;
 use crate::decided::DecisionWriter;
 use crate::events::Event as _;
 use crate::facility::{Claim, Facility, FacilityError, Outcome};
@@ -223,6 +224,7 @@ pub(super) fn reconcile(
             }
         }
     }
+    republish_receipts(store, gate, f, now_ms, progress)?;
     let found = conflicts.len();
     let noted: Vec<(ScanRow, String, Option<String>)> = conflicts
         .iter()
@@ -243,6 +245,40 @@ pub(super) fn reconcile(
     super::records::set_reconciliation(store, &done)?;
     store.set_meta(PENDING, "")?;
     Ok(Some(done))
+}
+
+/// Re-publish this gateway's receipts of serialised items within `[checks]
+/// serial_retention_days` (its committed `receive` reads, from its
+/// ledger), so a package it received before the loss is still known to
+/// the facility's suspect check; each kept until its own retention ends.
+/// A receipt another gateway made meanwhile stays the first.
+fn republish_receipts(
+    store: &Store,
+    gate: &super::FacilityGate,
+    f: &mut Facility,
+    now_ms: i64,
+    progress: &crate::notify::Progress,
+) -> Result<(), Failed> {
+    let Some(keep) = gate.local().checks().map(|c| c.serial_retention()) else {
+        return Ok(());
+    };
+    let since = now_ms - keep.as_millis() as i64;
+    let kept = crate::ledger::receipts_since(&store.conn, since).map_err(|e| store.err_at(e))?;
+    for chunk in kept.chunks(REPUBLISH_ROUND) {
+        progress.advance();
+        let receipts: Vec<Receipt<'_>> = chunk
+            .iter()
+            .map(|r| Receipt {
+                gtin: &r.gtin,
+                serial: &r.serial,
+                scan_uuid: &r.scan_uuid,
+                at_ms: r.captured_ms,
+                scanner: &r.scanner,
+            })
+            .collect();
+        f.receive_serials(gate.gateway(), &receipts, keep)?;
+    }
+    Ok(())
 }
 
 /// Committed scan `e` (captured at `captured_ms`) as an outbox row, for a

@@ -1,22 +1,24 @@
 -- scangate: the facility's first receipt of each serialised item a call
 -- names (a `receive` read's GTIN and serial), to tell a later receipt of
--- the same item (the `suspect` alert). Asked before the reads are claimed;
--- a read asked again (a retried round) finds its own receipt.
+-- the same item (the `suspect` alert). Asked before the reads are claimed,
+-- and again for the gateway's receipts when it re-publishes its commits to
+-- a store that lost data; a read asked again (a retried round) finds its
+-- own receipt.
 --
 -- KEYS[i]  scangate:{facility}:rcv:<gtin>:<serial>  (string, expires)
 -- ARGV[i]  the read's receipt: "<scan_uuid> <captured_ms> <gateway> <scanner>"
--- ARGV[#KEYS + 1]  how long a receipt is kept (ms): `[checks]
---          serial_retention_days`, from the first receipt
+-- ARGV[#KEYS + i]  how long it is kept from now (ms): what is left of
+--          `[checks] serial_retention_days` from the read's capture
 -- Returns, per key in order, the receipt it holds: the read's own when it
 -- had none (kept now), else the first one's, unchanged.
-local keep = ARGV[#KEYS + 1]
+local n = #KEYS
 local out = {}
 for i, key in ipairs(KEYS) do
   local first = redis.call('GET', key)
   if first then
     out[i] = first
   else
-    redis.call('SET', key, ARGV[i], 'PX', keep)
+    redis.call('SET', key, ARGV[i], 'PX', ARGV[n + i])
     out[i] = ARGV[i]
   end
 end

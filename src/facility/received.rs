@@ -15,9 +15,10 @@ use std::time::Duration;
 const RECEIVED_LUA: &str = include_str!("received.lua");
 
 impl Facility {
-    /// For each of `receipts` (reads `gateway` is about to claim), the
-    /// facility's first receipt of its item: the read's own when there
-    /// was none (kept now, for `keep`), else the earlier one's.
+    /// For each of `receipts` (reads `gateway` is about to claim, or
+    /// committed), the facility's first receipt of its item: the read's
+    /// own when there was none (kept now, until `keep` after its capture
+    /// time), else the earlier one's.
     pub fn receive_serials(
         &mut self,
         gateway: &str,
@@ -38,7 +39,13 @@ impl Facility {
                 r.scan_uuid, r.at_ms, gateway, r.scanner
             ));
         }
-        call.arg(keep.as_millis() as u64);
+        let now_ms = chrono::Utc::now().timestamp_millis();
+        let keep_ms = keep.as_millis() as i64;
+        for r in receipts {
+            // (At least 1 ms: PX refuses 0. A receipt past its retention
+            // is not asked: the callers pick them within it.)
+            call.arg((keep_ms - (now_ms - r.at_ms).max(0)).clamp(1, keep_ms));
+        }
         let held: Vec<String> = call.invoke(&mut self.conn).map_err(|e| self.classify(e))?;
         if held.len() != receipts.len() {
             return Err(FacilityError::Protocol {
