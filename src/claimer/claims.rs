@@ -228,6 +228,7 @@ impl Picked {
             .iter()
             .zip(firsts)
             .filter_map(|((i, r), first)| {
+                let first = first?;
                 let row = &self.rows[*i];
                 (first.makes_suspect(r.scan_uuid, r.at_ms, window_ms)
                     && checks.runs(&row.scanner, &row.scan_type, Check::Suspect))

@@ -9,8 +9,9 @@
 -- ARGV[i]  the read's receipt: "<scan_uuid> <captured_ms> <gateway> <scanner>"
 -- ARGV[#KEYS + i]  how long it is kept from now (ms): what is left of
 --          `[checks] serial_retention_days` from the read's capture
--- Returns, per key in order, the receipt it holds: the read's own when it
--- had none (kept now), else the first one's, unchanged.
+-- Returns, per key in order, nil when it had no receipt (the read's is
+-- kept now), else the receipt it holds (the first one's, unchanged; the
+-- read's own when it was kept before).
 local n = #KEYS
 local out = {}
 for i, key in ipairs(KEYS) do
@@ -19,7 +20,7 @@ for i, key in ipairs(KEYS) do
     out[i] = first
   else
     redis.call('SET', key, ARGV[i], 'PX', ARGV[n + i])
-    out[i] = ARGV[i]
+    out[i] = false
   end
 end
 return out

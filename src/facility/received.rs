@@ -16,15 +16,16 @@ const RECEIVED_LUA: &str = include_str!("received.lua");
 
 impl Facility {
     /// For each of `receipts` (reads `gateway` is about to claim, or
-    /// committed), the facility's first receipt of its item: the read's
-    /// own when there was none (kept now, until `keep` after its capture
-    /// time), else the earlier one's.
+    /// committed), the facility's first receipt of its item if it had one
+    /// (the read's own when kept before: a retried round); `None` when it
+    /// had none, and the read's is kept now, until `keep` after its
+    /// capture time.
     pub fn receive_serials(
         &mut self,
         gateway: &str,
         receipts: &[Receipt<'_>],
         keep: Duration,
-    ) -> Result<Vec<Received>, FacilityError> {
+    ) -> Result<Vec<Option<Received>>, FacilityError> {
         if receipts.is_empty() {
             return Ok(Vec::new());
         }
@@ -46,7 +47,8 @@ impl Facility {
             // is not asked: the callers pick them within it.)
             call.arg((keep_ms - (now_ms - r.at_ms).max(0)).clamp(1, keep_ms));
         }
-        let held: Vec<String> = call.invoke(&mut self.conn).map_err(|e| self.classify(e))?;
+        let held: Vec<Option<String>> =
+            call.invoke(&mut self.conn).map_err(|e| self.classify(e))?;
         if held.len() != receipts.len() {
             return Err(FacilityError::Protocol {
                 url: self.url.clone(),
@@ -54,11 +56,14 @@ impl Facility {
             });
         }
         held.iter()
-            .map(|text| {
-                parse(text).ok_or_else(|| FacilityError::Protocol {
-                    url: self.url.clone(),
-                    reply: format!("{text:?} where a receipt was due"),
-                })
+            .map(|text| match text {
+                None => Ok(None),
+                Some(text) => parse(text)
+                    .map(Some)
+                    .ok_or_else(|| FacilityError::Protocol {
+                        url: self.url.clone(),
+                        reply: format!("{text:?} where a receipt was due"),
+                    }),
             })
             .collect()
     }
