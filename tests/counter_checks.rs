@@ -288,6 +288,28 @@ fn acknowledged(gw: &mut Gateway, counter: &mut VirtualScanner, port: u16) {
     gw.start();
     assert_eq!(unacknowledged(port, "waste-1"), Some(1));
     assert_eq!(unacknowledged(port, "counter-1"), Some(0));
+    // A reload that removes waste-1 drops its series; one that adds it
+    // back counts its open alert again, from the database.
+    let full = std::fs::read_to_string(&gw.cfg).unwrap();
+    let start = full.find("[[scanner]]\nname = \"waste-1\"").unwrap();
+    let end = full[start + 1..]
+        .find("\n[")
+        .map_or(full.len(), |i| start + 2 + i);
+    let hup = |gw: &Gateway| {
+        let pid = nix::unistd::Pid::from_raw(gw.daemon().pid() as i32);
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGHUP).expect("SIGHUP");
+    };
+    std::fs::write(&gw.cfg, format!("{}{}", &full[..start], &full[end..])).unwrap();
+    hup(gw);
+    wait_until("waste-1's series gone after the reload", || {
+        unacknowledged(port, "waste-1").is_none()
+    });
+    std::fs::write(&gw.cfg, &full).unwrap();
+    hup(gw);
+    wait_until(
+        "waste-1's open alert counted again after the reload",
+        || unacknowledged(port, "waste-1") == Some(1),
+    );
 }
 
 /// The reads of the first test as the ledger, the audit trail, the

@@ -139,12 +139,46 @@ impl Running<'_> {
                 if let Some(link) = self.facility_link {
                     link.set_scanners(&new.config);
                 }
+                let added: Vec<String> = plan.added.iter().map(|s| s.name.clone()).collect();
                 self.scanners.apply(self.stages, self.stopper, plan);
+                if !added.is_empty() {
+                    reopened_alerts(self.telemetry, new.config.state_dir(), added).await;
+                }
                 self.sinks.reload(&new.sinks);
                 self.settings = new;
             }
             Err(keys) => events::ReloadRefused::NeedsRestart { keys: &keys }.emit(),
         }
+    }
+}
+
+/// Scanners a reload added, which may have alerts still open from when
+/// they were configured before: their count as the database keeps it (a
+/// read-only connection, on a blocking thread).
+async fn reopened_alerts(telemetry: &Telemetry, state_dir: std::path::PathBuf, added: Vec<String>) {
+    let read = tokio::task::spawn_blocking(move || {
+        let store = crate::store::Store::open_read_only(&state_dir)?;
+        crate::checks::open::counts(&store.conn).map_err(|e| store.err_at(e))
+    })
+    .await;
+    match read {
+        Ok(Ok(open)) => {
+            let theirs: Vec<(String, u64)> = open
+                .into_iter()
+                .filter(|(n, _)| added.contains(n))
+                .collect();
+            telemetry.unacknowledged_alerts(&theirs);
+        }
+        Ok(Err(e)) => events::OpenAlertsUnread {
+            scanners: &added,
+            error: &e,
+        }
+        .emit(),
+        Err(e) => events::OpenAlertsUnread {
+            scanners: &added,
+            error: &e,
+        }
+        .emit(),
     }
 }
 

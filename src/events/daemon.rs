@@ -325,6 +325,28 @@ impl Event for Reloaded<'_> {
     }
 }
 
+/// The open alerts of scanners a reload added could not be read: they show
+/// none not acknowledged until the next start (WARN, target
+/// `scangate::reload`).
+pub struct OpenAlertsUnread<'a> {
+    /// The scanners added.
+    pub scanners: &'a [String],
+    /// Why.
+    pub error: &'a dyn std::fmt::Display,
+}
+
+impl Event for OpenAlertsUnread<'_> {
+    /// Log it (WARN).
+    fn emit(self) {
+        tracing::warn!(
+            target: RELOAD_TARGET,
+            "reload: the open alerts of {} could not be read ({}); scangate_alerts_unacknowledged and status show none for them until the next restart (`systemctl restart scangate` to count them)",
+            self.scanners.join(", "),
+            self.error
+        );
+    }
+}
+
 /// A reload (SIGHUP) was refused or failed (target `scangate::reload`);
 /// the daemon runs on with the configuration it had.
 pub enum ReloadRefused<'a> {
