@@ -139,6 +139,14 @@ fn a_follower_killed_mid_stream_prints_every_entry_in_order_none_missing() {
     let mut runs: Vec<Vec<String>> = Vec::new();
     let mut killed_while_writing = 0;
     for take in [7, 31, 64, 101, 150] {
+        // A follower prints (and acknowledges) whole pages, so a killed
+        // run may have acknowledged more than was read of it: this run
+        // reads at most what is left after that cursor, which comes
+        // however slow the writer (each of the picks is committed).
+        let acked = consumers(&gw.cfg)
+            .get("inventory")
+            .map_or(0, |c| c["acked_seq"].as_i64().unwrap());
+        let take = take.min(PICKS - usize::try_from(acked).unwrap());
         let f = Follower::start(&gw.cfg, "inventory", &[]);
         let mut run = f.take(take);
         killed_while_writing += usize::from(!writer.is_finished());

@@ -83,6 +83,10 @@ pub struct ScannerView {
     pub connected: bool,
     /// The device it has open, or had last.
     pub device: Option<String>,
+    /// What that device says it is (its USB descriptors: model, serial
+    /// number, release), when it is on USB.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub identity: Option<crate::model::Identity>,
     /// Since when connected or disconnected (Unix ms).
     pub since_ms: Option<i64>,
     /// Last read (Unix ms) since the daemon started.
@@ -469,6 +473,7 @@ fn scanner_views(
                     .unwrap_or_default(),
                 unacknowledged_alerts: seen.filter(|_| running).map_or(0, |s| s.unacknowledged),
                 acknowledged_ms: seen.filter(|_| running).and_then(|s| s.acknowledged_ms),
+                identity: seen.and_then(|s| s.identity.clone()),
             }
         })
         .collect()
@@ -648,6 +653,9 @@ pub fn render(st: &Status) -> String {
                 (n, _) => format!(", {n} not acknowledged"),
             }
         );
+        if let Some(id) = &s.identity {
+            let _ = writeln!(out, "  is: {}", id.describe());
+        }
         for a in &s.recent_alerts {
             let _ = writeln!(
                 out,

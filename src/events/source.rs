@@ -1,6 +1,7 @@
 //! The scanners: a device opened, lost or closed, a read, an ACK and its latency, a source failing, a HID device grabbed.
 
 use super::Event;
+use crate::model::Identity;
 use crate::telemetry::Telemetry;
 use std::time::Duration;
 
@@ -26,20 +27,41 @@ pub struct SerialConnected<'a> {
     pub framing: String,
     /// Whether ACK/NAK is on.
     pub ack: bool,
+    /// What the device says it is (a USB serial adapter or CDC-ACM port).
+    pub identity: Option<&'a Identity>,
     /// The metrics it updates.
     pub telemetry: &'a Telemetry,
 }
 
 impl Event for SerialConnected<'_> {
-    /// Log it (INFO) and mark the scanner up.
+    /// Log it (INFO), mark the scanner up, and WARN when it is another
+    /// physical device than before under that name.
     fn emit(self) {
+        let is = self.identity.map(Identity::describe).unwrap_or_default();
         tracing::info!(
             target: SERIAL_TARGET,
             scanner = %self.scanner, device = %self.device, baud = self.baud,
-            line = %self.line, framing = %self.framing, ack = self.ack,
+            line = %self.line, framing = %self.framing, ack = self.ack, identity = %is,
             "scanner connected"
         );
-        self.telemetry.scanner_connected(self.scanner, self.device);
+        let before = self
+            .telemetry
+            .scanner_connected(self.scanner, self.device, self.identity);
+        another_device(self.scanner, before, self.identity);
+    }
+}
+
+/// WARN that scanner `scanner` is now `now`, another physical device than
+/// `before` (a swapped scanner, or two scanners behind one name).
+fn another_device(scanner: &str, before: Option<Identity>, now: Option<&Identity>) {
+    if let (Some(before), Some(now)) = (before, now) {
+        tracing::warn!(
+            target: SOURCE_TARGET,
+            scanner = %scanner,
+            "scanner {scanner} is another physical scanner than before: {} (was {}); if that was not meant, check which scanner is plugged in where (`scangate devices`)",
+            now.describe(),
+            before.describe()
+        );
     }
 }
 
@@ -85,19 +107,26 @@ pub struct HidConnected<'a> {
     pub mode: &'a str,
     /// The device, as the opener describes it.
     pub device: &'a str,
+    /// What the device says it is.
+    pub identity: Option<&'a Identity>,
     /// The metrics it updates.
     pub telemetry: &'a Telemetry,
 }
 
 impl Event for HidConnected<'_> {
-    /// Log it (INFO) and mark the scanner up.
+    /// Log it (INFO), mark the scanner up, and WARN when it is another
+    /// physical device than before under that name.
     fn emit(self) {
+        let is = self.identity.map(Identity::describe).unwrap_or_default();
         tracing::info!(
             target: HID_TARGET,
-            scanner = %self.scanner, mode = self.mode, device = %self.device,
+            scanner = %self.scanner, mode = self.mode, device = %self.device, identity = %is,
             "HID scanner connected"
         );
-        self.telemetry.scanner_connected(self.scanner, self.device);
+        let before = self
+            .telemetry
+            .scanner_connected(self.scanner, self.device, self.identity);
+        another_device(self.scanner, before, self.identity);
     }
 }
 

@@ -17,6 +17,7 @@ pub(crate) mod alert;
 pub(crate) mod claim;
 pub(crate) mod decision;
 pub(crate) mod facility;
+pub(crate) mod identity;
 pub(crate) mod scan;
 pub(crate) mod told;
 pub(crate) mod window;
@@ -28,6 +29,7 @@ pub use facility::{
     ClockSample, ClockUsed, ConflictRecord, FacilityState, LedgerGroup, LedgerStream,
     Reconciliation, ScannerClone, ServerInfo,
 };
+pub use identity::Identity;
 pub use scan::ScanState;
 pub use told::Told;
 pub use window::EchoWindow;

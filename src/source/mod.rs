@@ -9,6 +9,7 @@
 
 pub(crate) mod config;
 pub mod hid;
+pub(crate) mod identity;
 pub(crate) mod latency;
 pub(crate) mod operator;
 pub(crate) mod serial;

@@ -172,6 +172,10 @@ pub async fn run(cfg: Scanner<SerialConfig>, out: ToOutbox, mut shutdown: Stop) 
         let open_id = std::fs::metadata(format!("/proc/self/fd/{}", port.as_raw_fd()))
             .ok()
             .map(|m| m.rdev());
+        // What it says it is (its USB descriptors, a few sysfs reads; none
+        // off USB).
+        let identity =
+            open_id.and_then(|rdev| super::identity::of_char_device(Path::new("/sys"), rdev));
         crate::events::SerialConnected {
             scanner: &cfg.name,
             device: &path,
@@ -184,6 +188,7 @@ pub async fn run(cfg: Scanner<SerialConfig>, out: ToOutbox, mut shutdown: Stop) 
             ),
             framing: spec.describe(),
             ack: cfg.kind.ack,
+            identity: identity.as_ref(),
             telemetry: out.telemetry(),
         }
         .emit();

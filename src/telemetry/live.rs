@@ -23,6 +23,10 @@ pub struct LiveScanner {
     pub device: Option<String>,
     /// Its device is open.
     pub connected: bool,
+    /// What the device open now (or last) says it is: its USB
+    /// descriptors; none for a device not on USB.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub identity: Option<crate::model::Identity>,
     /// Since when connected or disconnected (Unix ms; `None`: never
     /// connected since the daemon started).
     pub since_ms: Option<i64>,
@@ -103,6 +107,7 @@ impl LiveScanner {
             name: name.to_string(),
             device: None,
             connected: false,
+            identity: None,
             since_ms: None,
             last_read_ms: None,
             reads_today: 0,

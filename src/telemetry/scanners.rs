@@ -36,6 +36,27 @@ struct AlertLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct InfoLabels {
+    scanner: String,
+    model: String,
+    firmware: String,
+    serial: String,
+}
+
+impl InfoLabels {
+    /// Scanner `name`'s series for `id` (an empty label for what the
+    /// device does not say).
+    fn of(name: &str, id: &crate::model::Identity) -> InfoLabels {
+        InfoLabels {
+            scanner: name.to_string(),
+            model: id.model(),
+            firmware: id.release.clone().unwrap_or_default(),
+            serial: id.serial.clone().unwrap_or_default(),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct FeedbackLabels {
     scanner: String,
     told: &'static str,
@@ -56,6 +77,7 @@ pub(super) struct ScannerMetrics {
     feedback: Family<FeedbackLabels, Counter>,
     alerts: Family<AlertLabels, Counter>,
     unacknowledged: Family<ScannerLabel, Gauge>,
+    info: Family<InfoLabels, Gauge>,
     up: Family<ScannerLabel, Gauge>,
     last_read: Family<ScannerLabel, FloatGauge>,
     /// What `scangate status` shows of each scanner, by name.
@@ -72,6 +94,7 @@ impl ScannerMetrics {
             feedback: Family::default(),
             alerts: Family::default(),
             unacknowledged: Family::default(),
+            info: Family::default(),
             up: Family::default(),
             last_read: Family::default(),
             live: Mutex::default(),
@@ -107,6 +130,11 @@ impl ScannerMetrics {
             m.unacknowledged.clone(),
         );
         registry.register(
+            "scangate_scanner_info",
+            "What each scanner says it is, from its USB device descriptors (always 1): model (manufacturer and product strings, else vendor:product IDs), firmware (the device release), serial number; the device open now or last (none for a scanner not on USB)",
+            m.info.clone(),
+        );
+        registry.register(
             "scangate_scanner_up",
             "1 while the scanner's device is open",
             m.up.clone(),
@@ -134,6 +162,9 @@ impl ScannerMetrics {
             .cloned()
             .collect();
         for name in gone {
+            if let Some(id) = live.get(&name).and_then(|s| s.identity.clone()) {
+                self.info.remove(&InfoLabels::of(&name, &id));
+            }
             self.forget(&name);
             live.remove(&name);
         }
@@ -246,14 +277,33 @@ impl Telemetry {
     }
 
     /// Scanner `name` opened `device`.
-    pub(crate) fn scanner_connected(&self, name: &str, device: &str) {
+    /// Returns the identity the scanner had before, when `identity` is
+    /// another physical device's.
+    pub(crate) fn scanner_connected(
+        &self,
+        name: &str,
+        device: &str,
+        identity: Option<&crate::model::Identity>,
+    ) -> Option<crate::model::Identity> {
         let m = &self.inner.scanners;
         m.up.get_or_create(&label(name)).set(1);
+        let mut other = None;
         m.with(name, |s| {
             s.connected = true;
             s.device = Some(device.to_string());
             s.since_ms = Some(now_ms());
+            if let Some(id) = identity
+                && let Some(old) = s.identity.replace(id.clone())
+                && old != *id
+            {
+                m.info.remove(&InfoLabels::of(name, &old));
+                other = old.is_other_device(id).then_some(old);
+            }
         });
+        if let Some(id) = identity {
+            m.info.get_or_create(&InfoLabels::of(name, id)).set(1);
+        }
+        other
     }
 
     /// Scanner `name` went away (or stopped).

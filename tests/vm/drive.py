@@ -889,6 +889,21 @@ class Run:
             self.sc["counter-1"].scan(self.new_serial())
         return "5 scans ACKed on counter-1 (usb-serial, ftdi_sio)"
 
+    def identity(self):
+        """counter-1's USB serial adapter (qemu's usb-serial: FTDI
+        0403:6001, serial SCAN1) says what it is: in `status --json` and
+        the text, read by the daemon from the open device's sysfs
+        descriptors."""
+        def said():
+            st = json.loads(self.g.run("scangate status --json")[1])
+            return {s["name"]: s for s in st["scanners"]}.get("counter-1", {}).get("identity") or {}
+        idn = wait_for("counter-1's identity in status", said, 30)
+        check(idn.get("vendor_id") == 0x0403 and idn.get("product_id") == 0x6001 and idn.get("serial") == "SCAN1",
+              f"counter-1 (FTDI usb-serial) says it is: {idn!r}")
+        out = self.g.run("scangate status")[1]
+        check("  is: " in out and "(0403:6001), serial SCAN1" in out, f"status text: {out[:800]}")
+        return f"counter-1 is {idn.get('manufacturer')} {idn.get('product')}, serial {idn.get('serial')}, release {idn.get('release')}"
+
     def in_ledger(self):
         n = self.ledger_has_all_acked()
         return f"{n} ACKed scans in `scangate ledger export`"
@@ -2101,6 +2116,7 @@ class Run:
             ("ready_before_active", self.ready, False),
             ("status_text", self.status_text, False),
             ("serial_scans_acked", self.serial_scans, False),
+            ("scanner_identity_from_usb", self.identity, False),
             ("scans_in_ledger", self.in_ledger, False),
             ("journal_fields", self.journal, False),
             ("usb_serial_plugged_after_start", self.hotplug, False),

@@ -98,6 +98,7 @@ fn scanner_events_log_once_and_move_scanner_up() {
             line: "8N1".into(),
             framing: "CR LF".into(),
             ack: true,
+            identity: None,
             telemetry: &t,
         }
         .emit()
@@ -137,6 +138,7 @@ fn scanner_events_log_once_and_move_scanner_up() {
             scanner: "counter-1",
             mode: "pos",
             device: "hidraw0",
+            identity: None,
             telemetry: &t,
         }
         .emit()
@@ -158,6 +160,7 @@ fn scanner_events_log_once_and_move_scanner_up() {
             scanner: "counter-1",
             mode: "pos",
             device: "hidraw0",
+            identity: None,
             telemetry: &t,
         }
         .emit()

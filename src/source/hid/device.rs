@@ -60,6 +60,11 @@ pub trait ReportDevice: Send {
     fn read_report(&mut self, timeout: Duration) -> Result<Option<Vec<u8>>, DeviceError>;
     /// Where it is, for logs (`/dev/hidraw3 (0c2e:0b61, USB port 1-1.3)`).
     fn describe(&self) -> String;
+    /// What it says it is: its USB device's descriptors, when it has
+    /// them.
+    fn identity(&self) -> Option<crate::model::Identity> {
+        None
+    }
     /// The device's HID report descriptor (what its reports hold, and
     /// which output reports it takes), or why it cannot be read.
     fn report_descriptor(&mut self) -> Result<Vec<u8>, String> {
@@ -257,6 +262,15 @@ impl ReportDevice for HidapiDevice {
 
     fn describe(&self) -> String {
         self.describe.clone()
+    }
+
+    /// The USB device above its hidraw node in sysfs.
+    fn identity(&self) -> Option<crate::model::Identity> {
+        let name = self.node.file_name()?;
+        let dir = std::path::Path::new("/sys/class/hidraw")
+            .join(name)
+            .join("device");
+        crate::source::identity::of_sysfs(&dir.canonicalize().ok()?)
     }
 
     /// hidapi's `get_report_descriptor` (the hidraw backend reads sysfs);

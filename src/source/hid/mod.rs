@@ -278,10 +278,12 @@ fn reader(
                 continue;
             }
         };
+        let identity = dev.identity();
         crate::events::HidConnected {
             scanner: &cfg.name,
             mode,
             device: &dev.describe(),
+            identity: identity.as_ref(),
             telemetry: out.telemetry(),
         }
         .emit();

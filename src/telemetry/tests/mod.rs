@@ -127,12 +127,12 @@ fn busy(redis: bool) -> Telemetry {
     );
     t.set_sinks(&["inv".to_string()]);
     for name in ["counter-1", "counter-3"] {
-        t.scanner_connected(name, "/dev/ttyACM0");
+        t.scanner_connected(name, "/dev/ttyACM0", None);
         t.scan_read(name);
         t.feedback(name, "committed", "sent");
     }
     t.set_scanners(&["counter-1".to_string(), "counter-2".to_string()]);
-    t.scanner_connected("counter-2", "/dev/ttyACM1");
+    t.scanner_connected("counter-2", "/dev/ttyACM1", None);
     t.scanner_disconnected("counter-1");
     t.scan_read("counter-2");
     t.feedback("counter-2", "rejected", "skipped");
@@ -366,4 +366,67 @@ fn open_alerts_are_counted_per_configured_scanner_and_cleared_by_an_acknowledgem
         series(&t),
         ["scangate_alerts_unacknowledged{scanner=\"counter-1\"} 0"]
     );
+}
+
+#[test]
+fn a_scanner_says_what_it_is_and_another_device_under_its_name_is_told() {
+    use crate::model::Identity;
+    let t = Telemetry::new(&["counter-1".to_string(), "counter-2".to_string()], None);
+    let first = Identity {
+        vendor_id: 0x0403,
+        product_id: 0x6001,
+        manufacturer: Some("FTDI".into()),
+        product: Some("FT232R USB UART".into()),
+        serial: Some("SCAN1".into()),
+        release: Some("6.00".into()),
+    };
+    let series = |t: &Telemetry| -> Vec<String> {
+        t.encode()
+            .lines()
+            .filter(|l| l.starts_with("scangate_scanner_info{"))
+            .map(str::to_string)
+            .collect()
+    };
+    // Off USB (a PTY): nothing said, no series.
+    assert_eq!(t.scanner_connected("counter-2", "/dev/pts/3", None), None);
+    assert_eq!(
+        t.scanner_connected("counter-1", "/dev/ttyUSB0", Some(&first)),
+        None
+    );
+    let one = "scangate_scanner_info{scanner=\"counter-1\",model=\"FTDI FT232R USB UART\",firmware=\"6.00\",serial=\"SCAN1\"} 1";
+    assert_eq!(series(&t), [one]);
+    // The same device again, with new firmware: the series follows, no
+    // other device.
+    let updated = Identity {
+        release: Some("6.01".into()),
+        ..first.clone()
+    };
+    assert_eq!(
+        t.scanner_connected("counter-1", "/dev/ttyUSB0", Some(&updated)),
+        None
+    );
+    assert_eq!(series(&t).len(), 1);
+    assert!(
+        series(&t)[0].contains("firmware=\"6.01\""),
+        "{:?}",
+        series(&t)
+    );
+    // Another scanner under the name: told, with the one it replaces.
+    let other = Identity {
+        serial: Some("SCAN2".into()),
+        ..updated.clone()
+    };
+    assert_eq!(
+        t.scanner_connected("counter-1", "/dev/ttyUSB0", Some(&other)),
+        Some(updated)
+    );
+    assert_eq!(series(&t).len(), 1);
+    assert!(
+        series(&t)[0].contains("serial=\"SCAN2\""),
+        "{:?}",
+        series(&t)
+    );
+    // A reload that removes the scanner removes its series.
+    t.set_scanners(&["counter-2".to_string()]);
+    assert_eq!(series(&t), Vec::<String>::new());
 }
