@@ -65,10 +65,19 @@ fn documented() -> Vec<(String, bool)> {
 
 /// The names a scrape shows (of its samples, and of its families: a
 /// histogram's) once the database has a consumer group of the facility
-/// stream and a consumer of the ledger (a family without a series is not
-/// shown).
+/// stream and a consumer of the ledger, and the scanner's device has said
+/// what it is (a family without a series is not shown).
 fn exposed(redis: bool) -> std::collections::BTreeSet<String> {
     let t = telemetry(redis);
+    let usb = crate::model::Identity {
+        vendor_id: 0x0403,
+        product_id: 0x6001,
+        manufacturer: None,
+        product: None,
+        serial: None,
+        release: None,
+    };
+    t.scanner_connected("counter-1", "/dev/ttyUSB0", Some(&usb));
     t.record(&Sampled {
         ledger_stream: Some(SampledStream {
             length: 1,
@@ -126,8 +135,18 @@ fn busy(redis: bool) -> Telemetry {
         redis.then_some(250),
     );
     t.set_sinks(&["inv".to_string()]);
+    // (counter-1 is on USB and says what it is; the others do not.)
+    let usb = crate::model::Identity {
+        vendor_id: 0x0c2e,
+        product_id: 0x0b61,
+        manufacturer: Some("Honeywell".into()),
+        product: Some("1900GSR".into()),
+        serial: Some("18123B4562".into()),
+        release: Some("1.02".into()),
+    };
     for name in ["counter-1", "counter-3"] {
-        t.scanner_connected(name, "/dev/ttyACM0", None);
+        let identity = (name == "counter-1").then_some(&usb);
+        t.scanner_connected(name, "/dev/ttyACM0", identity);
         t.scan_read(name);
         t.feedback(name, "committed", "sent");
     }
