@@ -64,6 +64,7 @@ mod serial_framing;
 mod serial_hostile;
 mod serial_hotplug;
 mod serial_many;
+mod ssi_revision;
 
 // systemd: readiness, status, the watchdog, reload (SIGHUP).
 mod systemd_notify;

@@ -87,6 +87,9 @@ pub struct ScannerView {
     /// number, release), when it is on USB.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub identity: Option<crate::model::Identity>,
+    /// The software revision it reported itself (Zebra SSI), when it did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub software: Option<String>,
     /// Since when connected or disconnected (Unix ms).
     pub since_ms: Option<i64>,
     /// Last read (Unix ms) since the daemon started.
@@ -474,6 +477,7 @@ fn scanner_views(
                 unacknowledged_alerts: seen.filter(|_| running).map_or(0, |s| s.unacknowledged),
                 acknowledged_ms: seen.filter(|_| running).and_then(|s| s.acknowledged_ms),
                 identity: seen.and_then(|s| s.identity.clone()),
+                software: seen.and_then(|s| s.software.clone()),
             }
         })
         .collect()
@@ -653,9 +657,13 @@ pub fn render(st: &Status) -> String {
                 (n, _) => format!(", {n} not acknowledged"),
             }
         );
-        if let Some(id) = &s.identity {
-            let _ = writeln!(out, "  is: {}", id.describe());
+        match (&s.identity, &s.software) {
+            (Some(id), Some(sw)) => writeln!(out, "  is: {}, software {sw}", id.describe()),
+            (Some(id), None) => writeln!(out, "  is: {}", id.describe()),
+            (None, Some(sw)) => writeln!(out, "  is: software {sw}"),
+            (None, None) => Ok(()),
         }
+        .ok();
         for a in &s.recent_alerts {
             let _ = writeln!(
                 out,

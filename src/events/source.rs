@@ -65,6 +65,44 @@ fn another_device(scanner: &str, before: Option<Identity>, now: Option<&Identity
     }
 }
 
+/// A Zebra SSI scanner answered the revision request sent when its
+/// device was opened (`REPLY_REVISION`).
+pub struct SsiRevision<'a> {
+    /// The scanner's name.
+    pub scanner: &'a str,
+    /// The reply's data: its revision string, or what it sent instead.
+    pub data: &'a [u8],
+    /// The metrics it updates.
+    pub telemetry: &'a Telemetry,
+}
+
+impl Event for SsiRevision<'_> {
+    /// Log it (INFO) and keep its software revision; data that is no
+    /// revision string is logged (WARN, once: one request a connection)
+    /// and nothing is kept.
+    fn emit(self) {
+        match crate::feedback::ssi::software_revision(self.data) {
+            Some(revision) => {
+                tracing::info!(
+                    target: SERIAL_TARGET,
+                    scanner = %self.scanner, software = %revision,
+                    "scanner {} runs software {revision} (its revision string: {:?})",
+                    self.scanner,
+                    String::from_utf8_lossy(self.data).trim()
+                );
+                self.telemetry.scanner_software(self.scanner, &revision);
+            }
+            None => tracing::warn!(
+                target: SERIAL_TARGET,
+                scanner = %self.scanner,
+                "scanner {} answered the revision request with {:02x?}, not a revision string; its reads go on as before",
+                self.scanner,
+                &self.data[..self.data.len().min(64)]
+            ),
+        }
+    }
+}
+
 /// A serial scanner's device went away (it is reopened).
 pub struct SerialLost<'a> {
     /// The scanner's name.

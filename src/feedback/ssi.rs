@@ -40,6 +40,12 @@ pub const LED_OFF: u8 = 0xE8;
 pub const CMD_ACK: u8 = 0xD0;
 /// CMD_NAK: negative acknowledgment of a received packet (either way).
 pub const CMD_NAK: u8 = 0xD1;
+/// REQUEST_REVISION: ask the scanner for its software revision (host →
+/// scanner; no data).
+pub const REQUEST_REVISION: u8 = 0xA3;
+/// REPLY_REVISION: the scanner's answer, its revision string in ASCII
+/// (`S/W_REVISION BOARD_TYPE SCANNER_ID PGM_CHKSUM`).
+pub const REPLY_REVISION: u8 = 0xA4;
 /// Message source of a packet the host sends.
 pub const SOURCE_HOST: u8 = 0x04;
 /// Message source of a packet the scanner (decoder) sends.
@@ -158,6 +164,36 @@ pub fn bytes(told: Told) -> Vec<u8> {
     beep_code(told).map(beep).unwrap_or_default()
 }
 
+/// The REQUEST_REVISION packet: `04 A3 04 00 FF 55`.
+pub fn request_revision() -> Vec<u8> {
+    packet(REQUEST_REVISION, &[])
+}
+
+/// The host's CMD_ACK of a packet the scanner sent (its REPLY_REVISION):
+/// `04 D0 04 00 FF 28`.
+pub fn host_ack() -> Vec<u8> {
+    packet(CMD_ACK, &[])
+}
+
+/// A scanner's REPLY_REVISION packet at the start of `buf`: its data and
+/// its length in bytes. `None` for anything else (including a packet not
+/// yet complete).
+pub fn revision_at(buf: &[u8]) -> Option<(&[u8], usize)> {
+    let len = *buf.first()? as usize + 2;
+    let p = buf.get(..len)?;
+    (verify(p) && p[1] == REPLY_REVISION && p[2] == SOURCE_DECODER).then(|| (&p[4..len - 2], len))
+}
+
+/// The software revision a REPLY_REVISION's data names (its first field),
+/// if the data is a revision string: printable ASCII, not empty.
+pub fn software_revision(data: &[u8]) -> Option<String> {
+    let text = std::str::from_utf8(data).ok()?;
+    if !text.bytes().all(|b| b.is_ascii_graphic() || b == b' ') {
+        return None;
+    }
+    text.split_whitespace().next().map(str::to_string)
+}
+
 /// The scanner's answer to a host packet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Reply {
@@ -254,6 +290,32 @@ mod tests {
         assert!(!verify(&good[..good.len() - 1]));
         assert!(!verify(&[]));
         assert!(!verify(&[0x02, 0x00, 0xFF, 0xFE]));
+    }
+
+    #[test]
+    fn the_revision_request_and_its_reply() {
+        // REQUEST_REVISION: 04 A3 04 00, sum 0xAB → FF 55.
+        assert_eq!(request_revision(), [0x04, 0xA3, 0x04, 0x00, 0xFF, 0x55]);
+        // The host's CMD_ACK: 04 D0 04 00, sum 0xD8 → FF 28.
+        assert_eq!(host_ack(), [0x04, 0xD0, 0x04, 0x00, 0xFF, 0x28]);
+        // A REPLY_REVISION from the decoder, its string in the guide's
+        // form (S/W revision, board type, scanner ID, checksum).
+        let mut reply = vec![0u8, REPLY_REVISION, SOURCE_DECODER, 0x00];
+        reply.extend_from_slice(b"NBRPUCAM 0 SE923 7A2C");
+        reply[0] = reply.len() as u8;
+        reply.extend_from_slice(&checksum(&reply).to_be_bytes());
+        let (data, n) = revision_at(&reply).unwrap();
+        assert_eq!(n, reply.len());
+        assert_eq!(software_revision(data).as_deref(), Some("NBRPUCAM"));
+        // Damaged, from the host, or another opcode: not a reply.
+        let mut bad = reply.clone();
+        bad[6] ^= 1;
+        assert_eq!(revision_at(&bad), None);
+        assert_eq!(revision_at(&reply[..reply.len() - 1]), None);
+        assert_eq!(revision_at(&packet(REPLY_REVISION, b"X")), None);
+        // Data that is no revision string.
+        assert_eq!(software_revision(&[0xFF, 0x00]), None);
+        assert_eq!(software_revision(b"   "), None);
     }
 
     #[test]

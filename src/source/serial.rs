@@ -30,6 +30,10 @@ pub(crate) mod config;
 pub(crate) mod framing;
 pub(crate) mod ssi_replies;
 
+/// How long a Zebra SSI scanner's answer to the revision request sent at
+/// connect is awaited.
+const REVISION_WAIT: Duration = Duration::from_secs(2);
+
 use super::Scanner;
 use super::latency::Histogram;
 use super::{ACK, DurableAck, NAK, ToOutbox};
@@ -419,10 +423,10 @@ async fn connection(
         .as_ref()
         .filter(|f| f.protocol.is_some_and(|p| p.is_serial()));
     let mut signals = feedback.map(|_| out.listen(&cfg.name));
-    // A Zebra SSI scanner's replies to the feedback, taken out before framing.
-    let mut replies = feedback
-        .filter(|f| f.protocol == Some(crate::feedback::Protocol::ZebraSsi))
-        .map(|_| ssi_replies::SsiReplies::default());
+    let (mut replies, mut revision_wait) = match ask_revision(port, feedback).await {
+        Ok(started) => started,
+        Err(lost) => return lost,
+    };
     let timeout = framer.spec().timeout_ms.map(Duration::from_millis);
     let mut last_byte = tokio::time::Instant::now();
     let mut buf = [0u8; 1024];
@@ -487,8 +491,16 @@ async fn connection(
                         None => framer.push(&buf[..n]),
                     };
                     frames.extend(pushed.into_iter().map(|r| (r, now)));
+                    if let Err(lost) = revision_answered(port, replies.as_mut(), &cfg.name, out, &mut revision_wait).await {
+                        return lost;
+                    }
                 }
             },
+            _ = sleep_until_opt(revision_wait), if revision_wait.is_some() => {
+                revision_wait = None; // (no answer: no longer awaited)
+                replies.iter_mut().for_each(|r| r.expect_revision(false));
+                continue;
+            }
             _ = sleep_until_opt(idle_deadline), if idle_deadline.is_some() => {
                 if let Some(raw) = framer.expire() {
                     frames.push((raw, Instant::now()));
@@ -548,6 +560,62 @@ async fn recv_signal(
         Some(rx) => rx.recv().await,
         None => std::future::pending().await,
     }
+}
+
+/// A Zebra SSI scanner's (`feedback`'s protocol) reply filter (its
+/// replies are taken out before framing), and its
+/// question of what software it runs, once a connection: its
+/// `REPLY_REVISION` is awaited until the instant returned
+/// ([`REVISION_WAIT`]), beside its reads (none waits for it; a scanner
+/// that never answers costs the six bytes). Other scanners: neither.
+async fn ask_revision(
+    port: &mut SerialStream,
+    feedback: Option<&crate::feedback::FeedbackConfig>,
+) -> Result<
+    (
+        Option<ssi_replies::SsiReplies>,
+        Option<tokio::time::Instant>,
+    ),
+    Ended,
+> {
+    if feedback.and_then(|f| f.protocol) != Some(crate::feedback::Protocol::ZebraSsi) {
+        return Ok((None, None));
+    }
+    port.write_all(&crate::feedback::ssi::request_revision())
+        .await
+        .map_err(|e| Ended::Lost(format!("writing the revision request failed: {e}")))?;
+    let mut replies = ssi_replies::SsiReplies::default();
+    replies.expect_revision(true);
+    Ok((
+        Some(replies),
+        Some(tokio::time::Instant::now() + REVISION_WAIT),
+    ))
+}
+
+/// The scanner's `REPLY_REVISION`, if `replies` took it out of what was
+/// just read: ACKed (the scanner waits for the host's ACK of its packet
+/// with handshaking on; without, it ignores it) and told.
+async fn revision_answered(
+    port: &mut SerialStream,
+    replies: Option<&mut ssi_replies::SsiReplies>,
+    scanner: &str,
+    out: &ToOutbox,
+    wait: &mut Option<tokio::time::Instant>,
+) -> Result<(), Ended> {
+    let Some(data) = replies.and_then(ssi_replies::SsiReplies::take_revision) else {
+        return Ok(());
+    };
+    *wait = None;
+    port.write_all(&crate::feedback::ssi::host_ack())
+        .await
+        .map_err(|e| Ended::Lost(format!("writing the ACK of the revision reply failed: {e}")))?;
+    crate::events::SsiRevision {
+        scanner,
+        data: &data,
+        telemetry: out.telemetry(),
+    }
+    .emit();
+    Ok(())
 }
 
 async fn sleep_until_opt(deadline: Option<tokio::time::Instant>) {

@@ -27,6 +27,10 @@ pub struct LiveScanner {
     /// descriptors; none for a device not on USB.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub identity: Option<crate::model::Identity>,
+    /// The software revision it reported in its own protocol (Zebra
+    /// SSI), when it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub software: Option<String>,
     /// Since when connected or disconnected (Unix ms; `None`: never
     /// connected since the daemon started).
     pub since_ms: Option<i64>,
@@ -108,6 +112,7 @@ impl LiveScanner {
             device: None,
             connected: false,
             identity: None,
+            software: None,
             since_ms: None,
             last_read_ms: None,
             reads_today: 0,

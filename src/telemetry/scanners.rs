@@ -44,15 +44,24 @@ struct InfoLabels {
 }
 
 impl InfoLabels {
-    /// Scanner `name`'s series for `id` (an empty label for what the
-    /// device does not say).
-    fn of(name: &str, id: &crate::model::Identity) -> InfoLabels {
-        InfoLabels {
-            scanner: name.to_string(),
-            model: id.model(),
-            firmware: id.release.clone().unwrap_or_default(),
-            serial: id.serial.clone().unwrap_or_default(),
+    /// Scanner `s`'s series, if it said anything of what it is (an empty
+    /// label for what it did not say): the firmware its own protocol
+    /// reported, else its USB device's release.
+    fn of(s: &LiveScanner) -> Option<InfoLabels> {
+        let id = s.identity.as_ref();
+        if id.is_none() && s.software.is_none() {
+            return None;
         }
+        Some(InfoLabels {
+            scanner: s.name.clone(),
+            model: id.map(crate::model::Identity::model).unwrap_or_default(),
+            firmware: s
+                .software
+                .clone()
+                .or_else(|| id.and_then(|i| i.release.clone()))
+                .unwrap_or_default(),
+            serial: id.and_then(|i| i.serial.clone()).unwrap_or_default(),
+        })
     }
 }
 
@@ -162,8 +171,8 @@ impl ScannerMetrics {
             .cloned()
             .collect();
         for name in gone {
-            if let Some(id) = live.get(&name).and_then(|s| s.identity.clone()) {
-                self.info.remove(&InfoLabels::of(&name, &id));
+            if let Some(info) = live.get(&name).and_then(InfoLabels::of) {
+                self.info.remove(&info);
             }
             self.forget(&name);
             live.remove(&name);
@@ -221,6 +230,21 @@ impl ScannerMetrics {
                 scanner: name.to_string(),
                 kind: kind.as_str(),
             });
+        }
+    }
+
+    /// Change what scanner `s` says it is, its info series with it.
+    fn said(&self, s: &mut LiveScanner, change: impl FnOnce(&mut LiveScanner)) {
+        let before = InfoLabels::of(s);
+        change(s);
+        let after = InfoLabels::of(s);
+        if before != after {
+            if let Some(old) = &before {
+                self.info.remove(old);
+            }
+            if let Some(new) = &after {
+                self.info.get_or_create(new).set(1);
+            }
         }
     }
 
@@ -292,18 +316,25 @@ impl Telemetry {
             s.connected = true;
             s.device = Some(device.to_string());
             s.since_ms = Some(now_ms());
-            if let Some(id) = identity
-                && let Some(old) = s.identity.replace(id.clone())
-                && old != *id
-            {
-                m.info.remove(&InfoLabels::of(name, &old));
-                other = old.is_other_device(id).then_some(old);
+            if let Some(id) = identity {
+                m.said(s, |s| {
+                    if let Some(old) = s.identity.replace(id.clone()) {
+                        other = old.is_other_device(id).then_some(old);
+                    }
+                });
             }
         });
-        if let Some(id) = identity {
-            m.info.get_or_create(&InfoLabels::of(name, id)).set(1);
-        }
         other
+    }
+
+    /// Scanner `name` reported its software revision (Zebra SSI's
+    /// `REPLY_REVISION`): its firmware in `status` and
+    /// `scangate_scanner_info`.
+    pub(crate) fn scanner_software(&self, name: &str, revision: &str) {
+        let m = &self.inner.scanners;
+        m.with(name, |s| {
+            m.said(s, |s| s.software = Some(revision.to_string()));
+        });
     }
 
     /// Scanner `name` went away (or stopped).

@@ -4,18 +4,37 @@
 //! is framed, wherever they fall between frames — also split across two
 //! reads, or right after a frame's last byte in one read — so a reply is
 //! never framed as (or into) a scan. A reply can only come between
-//! frames: inside a frame the bytes are the scan's.
+//! frames: inside a frame the bytes are the scan's. While the answer to
+//! the revision request sent at connect is awaited
+//! ([`SsiReplies::expect_revision`]), a `REPLY_REVISION` packet is taken
+//! out the same way and kept ([`SsiReplies::take_revision`]).
 
-use crate::feedback::ssi::{CMD_ACK, CMD_NAK, SOURCE_DECODER, reply_at};
+use crate::feedback::ssi::{
+    CMD_ACK, CMD_NAK, REPLY_REVISION, SOURCE_DECODER, reply_at, revision_at,
+};
 
 /// The reply filter of one connection.
 #[derive(Debug, Default)]
 pub struct SsiReplies {
     /// The start of what may be a reply, cut off at the end of a read.
     held: Vec<u8>,
+    /// A `REPLY_REVISION` is awaited.
+    expecting: bool,
+    /// The `REPLY_REVISION` data taken out, not yet taken.
+    revision: Option<Vec<u8>>,
 }
 
 impl SsiReplies {
+    /// Await a `REPLY_REVISION` (the request was sent), or no longer.
+    pub fn expect_revision(&mut self, on: bool) {
+        self.expecting = on;
+    }
+
+    /// The `REPLY_REVISION` data taken out of the stream, once.
+    pub fn take_revision(&mut self) -> Option<Vec<u8>> {
+        self.revision.take()
+    }
+
     /// `data` less the replies in it. `between_frames`: no frame is
     /// begun (the framer holds nothing). A frame ends at CR, LF or ETX.
     pub fn filter(&mut self, data: &[u8], between_frames: bool) -> Vec<u8> {
@@ -30,7 +49,15 @@ impl SsiReplies {
                     i += n;
                     continue;
                 }
-                if may_be_reply(&buf[i..]) {
+                if self.expecting
+                    && let Some((data, n)) = revision_at(&buf[i..])
+                {
+                    self.revision = Some(data.to_vec());
+                    self.expecting = false;
+                    i += n;
+                    continue;
+                }
+                if may_be_reply(&buf[i..], self.expecting) {
                     self.held = buf[i..].to_vec();
                     break;
                 }
@@ -44,16 +71,19 @@ impl SsiReplies {
     }
 }
 
-/// Whether `bytes` is the start of a reply not yet complete.
-fn may_be_reply(bytes: &[u8]) -> bool {
+/// Whether `bytes` is the start of a reply not yet complete (with
+/// `revision`, also of a `REPLY_REVISION`, of any length).
+fn may_be_reply(bytes: &[u8], revision: bool) -> bool {
     let Some(&len) = bytes.first() else {
         return false;
     };
-    (4..=6).contains(&len)
-        && bytes.len() < usize::from(len) + 2
+    let ack = (4..=6).contains(&len)
         && bytes
             .get(1)
-            .is_none_or(|&op| op == CMD_ACK || op == CMD_NAK)
+            .is_none_or(|&op| op == CMD_ACK || op == CMD_NAK);
+    let reply = revision && len >= 4 && bytes.get(1).is_none_or(|&op| op == REPLY_REVISION);
+    (ack || reply)
+        && bytes.len() < usize::from(len) + 2
         && bytes.get(2).is_none_or(|&src| src == SOURCE_DECODER)
 }
 
@@ -91,5 +121,39 @@ mod tests {
         let mut f = SsiReplies::default();
         assert!(f.filter(&[0x04], true).is_empty());
         assert_eq!(f.filter(b"x\r", true), [&[0x04][..], b"x\r"].concat());
+    }
+
+    /// REPLY_REVISION from the decoder with `data`.
+    fn revision(data: &[u8]) -> Vec<u8> {
+        let mut p = vec![0u8, REPLY_REVISION, SOURCE_DECODER, 0x00];
+        p.extend_from_slice(data);
+        p[0] = p.len() as u8;
+        p.extend_from_slice(&crate::feedback::ssi::checksum(&p).to_be_bytes());
+        p
+    }
+
+    #[test]
+    fn the_revision_reply_is_taken_out_only_while_awaited() {
+        let reply = revision(b"NBRPUCAM 0 SE923 7A2C");
+        // Awaited, split across reads one byte at a time, before a scan.
+        let mut f = SsiReplies::default();
+        f.expect_revision(true);
+        let mut got = Vec::new();
+        for b in &reply {
+            got.extend(f.filter(&[*b], true));
+        }
+        got.extend(f.filter(b"SCAN1\r", true));
+        assert_eq!(got, b"SCAN1\r");
+        assert_eq!(
+            f.take_revision().as_deref(),
+            Some(&b"NBRPUCAM 0 SE923 7A2C"[..])
+        );
+        assert_eq!(f.take_revision(), None);
+        // Taken once: a second one flows as data (the control), as does one
+        // never awaited.
+        assert_eq!(f.filter(&reply, true), reply);
+        let mut g = SsiReplies::default();
+        assert_eq!(g.filter(&reply, true), reply);
+        assert_eq!(g.take_revision(), None);
     }
 }
