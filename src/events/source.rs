@@ -72,6 +72,8 @@ pub struct SsiRevision<'a> {
     pub scanner: &'a str,
     /// The reply's data: its revision string, or what it sent instead.
     pub data: &'a [u8],
+    /// The software revision the data names, if it is a revision string.
+    pub software: Option<&'a str>,
     /// The metrics it updates.
     pub telemetry: &'a Telemetry,
 }
@@ -81,7 +83,7 @@ impl Event for SsiRevision<'_> {
     /// revision string is logged (WARN, once: one request a connection)
     /// and nothing is kept.
     fn emit(self) {
-        match crate::feedback::ssi::software_revision(self.data) {
+        match self.software {
             Some(revision) => {
                 tracing::info!(
                     target: SERIAL_TARGET,
@@ -90,7 +92,7 @@ impl Event for SsiRevision<'_> {
                     self.scanner,
                     String::from_utf8_lossy(self.data).trim()
                 );
-                self.telemetry.scanner_software(self.scanner, &revision);
+                self.telemetry.scanner_software(self.scanner, revision);
             }
             None => tracing::warn!(
                 target: SERIAL_TARGET,

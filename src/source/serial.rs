@@ -612,6 +612,7 @@ async fn revision_answered(
     crate::events::SsiRevision {
         scanner,
         data: &data,
+        software: crate::feedback::ssi::software_revision(&data).as_deref(),
         telemetry: out.telemetry(),
     }
     .emit();
