@@ -7,7 +7,7 @@ use crate::cmd::{self, Failure};
 use crate::exit::Exit;
 use args::{
     AuditCommand, Cli, Command, ConfigArg, ConsumersCommand, LabelsArgs, LedgerCommand,
-    OutboxCommand, ProductsCommand, RecallsCommand, StateCommand,
+    OutboxCommand, ProductsCommand, RecallsCommand, StateCommand, TapArgs,
 };
 use clap::{CommandFactory, FromArgMatches};
 use std::process::ExitCode;
@@ -81,6 +81,7 @@ fn dispatch(command: Command) -> Result<Exit, Failure> {
         Command::Bench(args) => cmd::bench::run(&args),
         Command::Labels(args) => cmd::labels::run(&args),
         Command::Diag { config, out } => cmd::diag::run(&config, &out),
+        Command::Tap(args) => cmd::tap::run(&args),
     }
 }
 
@@ -121,7 +122,8 @@ impl Command {
                 command: RecallsCommand::Import { config: c, .. },
             }
             | Command::Labels(LabelsArgs { config: c, .. })
-            | Command::Diag { config: c, .. } => Some(c),
+            | Command::Diag { config: c, .. }
+            | Command::Tap(TapArgs { config: c, .. }) => Some(c),
             Command::Demo { .. }
             | Command::Bench(_)
             | Command::Decode(_)

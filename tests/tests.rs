@@ -102,6 +102,8 @@ mod logging;
 // `scangate status`; `/metrics` answered under a flood of idle clients.
 mod metrics_starve;
 mod observability;
+// `scangate tap`: reads and decisions, live, from another process.
+mod tap;
 
 // The shape of src/: no module imports from a floor above its own.
 mod layout;

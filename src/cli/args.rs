@@ -206,6 +206,21 @@ pub enum Command {
         #[arg(long, value_name = "FILE")]
         out: PathBuf,
     },
+    /// Every read and its decision, live, from the running daemon: time,
+    /// scanner, symbology, GTIN, NDC, lot, expiry, serial, the decision
+    /// with its reason or the entry it echoes, the ACK and the signal.
+    ///
+    /// It attaches to the daemon's tap socket (`tap.sock` in the state
+    /// directory: root, the service user and members of group `scangate`)
+    /// and shows what happens from then on. Several may run at once; one
+    /// that falls behind loses lines (it says how many) and never slows a
+    /// scanner. The raw bytes of a read only with `--raw`.
+    ///
+    /// Exit codes: 0 the daemon stopped, or `--count` decisions shown. 1
+    /// the daemon is not running (no tap socket), or refused this reader
+    /// (too many attached). 2 a configuration or usage error. 4 the
+    /// socket cannot be read.
+    Tap(TapArgs),
     /// Print the control labels (REPEAT, QUANTITY N, ACKNOWLEDGE) for the
     /// counter: SVG files, ZPL for a label printer, or text.
     ///
@@ -592,6 +607,14 @@ pub struct BenchArgs {
     /// every second (embedded store only), as `[metrics]` does.
     #[arg(long)]
     pub metrics: bool,
+    /// With `--metrics`: attach this many `scangate tap --json` readers
+    /// (processes of their own) to a tap socket in `--dir` while the bench
+    /// runs, as the daemon serves it: the tap's cost.
+    #[arg(long, default_value_t = 0, requires = "metrics")]
+    pub tap_readers: u32,
+    /// With `--metrics`: attach one more tap reader that never reads.
+    #[arg(long, requires = "metrics")]
+    pub tap_blocked: bool,
     /// Decide without the checks at the counter (expiry, recall, unknown
     /// product), which run by default as in the daemon, against the
     /// product and recall data in `--dir` if imported there: their cost
@@ -624,6 +647,31 @@ pub struct BenchArgs {
     /// re-published after its keys are deleted while a shift runs.
     #[arg(long, default_value_t = 0, requires = "gateways")]
     pub republish: u64,
+}
+
+/// Arguments of `scangate tap`.
+#[derive(clap::Args)]
+pub struct TapArgs {
+    #[command(flatten)]
+    pub config: ConfigArg,
+    /// Only this scanner's reads (repeat for more).
+    #[arg(long, value_name = "NAME")]
+    pub scanner: Vec<String>,
+    /// Only reads decided so: committed, echo (ambiguous ones too),
+    /// ambiguous, rejected, waiting, control (repeat for more).
+    #[arg(long, value_name = "D", value_parser = ["committed", "echo", "ambiguous", "rejected", "waiting", "control"])]
+    pub decision: Vec<String>,
+    /// One JSON object per line, as the daemon sends them (`event`: read,
+    /// decided, acked, told, lost).
+    #[arg(long)]
+    pub json: bool,
+    /// The raw bytes of each read too (hex): they may hold more than the
+    /// product's identity.
+    #[arg(long)]
+    pub raw: bool,
+    /// Stop after this many decisions shown.
+    #[arg(long, value_name = "N")]
+    pub count: Option<u64>,
 }
 
 /// Arguments of `scangate decode`.

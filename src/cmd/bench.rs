@@ -24,6 +24,7 @@
 
 mod facility;
 mod load;
+mod tap;
 
 use super::Failure;
 use crate::capture::{CaptureTime, Profile, RawScan, Scan};
@@ -183,8 +184,13 @@ fn decide(
 ) -> Result<(), String> {
     if let Some(t) = metrics {
         for scan in batch {
+            let mut uuid = [0; 36];
             crate::events::ScanRead {
                 scanner: &scan.profile.scanner,
+                tapped: t.tapped().then(|| {
+                    let raw = t.tapped_raw().then_some(&scan.raw[..]);
+                    (crate::source::tap_read(scan, &mut uuid), raw)
+                }),
                 telemetry: t,
             }
             .emit();
@@ -286,6 +292,13 @@ fn measure(args: &BenchArgs) -> Result<Exit, String> {
         return facility::run(args, store, gate, &cfg, &profile, &mut work, url);
     }
     let publishing = args.metrics.then(|| publish_metrics(&dir));
+    let taps = match &publishing {
+        Some((t, _, _)) if args.tap_readers > 0 || args.tap_blocked => {
+            Some(tap::attach(&dir, t, args.tap_readers, args.tap_blocked)?)
+        }
+        _ => None,
+    };
+    let cpu_before = cpu_time();
     let mut embedded = Embedded {
         store: &mut store,
         gate: &mut gate,
@@ -303,7 +316,16 @@ fn measure(args: &BenchArgs) -> Result<Exit, String> {
         t.elapsed().as_secs_f64()
     );
     embedded.latency(args)?;
+    if let (Some(before), Some(after)) = (cpu_before, cpu_time()) {
+        println!(
+            "CPU (this process, both phases): {:.2} s",
+            (after - before).as_secs_f64()
+        );
+    }
     print_peak_rss();
+    if let Some(taps) = taps {
+        taps.finish();
+    }
     if let Some((_, stop, thread)) = publishing {
         stop.store(true, Ordering::Relaxed);
         let _ = thread.join();

@@ -45,6 +45,7 @@ pub mod products;
 pub mod run;
 pub mod state;
 pub mod status;
+pub mod tap;
 
 /// Why a command failed; each message says what happened and what to do.
 #[derive(Debug)]

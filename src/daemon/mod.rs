@@ -22,10 +22,11 @@
 //!
 //! **Publishing** ([`publish`], [`metrics_http`]): sources, writer and
 //! claimer report to one [`crate::telemetry::Telemetry`]; the publisher
-//! (database samples, status file, `[metrics] textfile`) and the
-//! `[metrics] listen` server run as tasks beside the stages, not as
-//! stages: their failures are logged and retried, never a reason to stop
-//! reading scans.
+//! (database samples, status file, `[metrics] textfile`), the
+//! `[metrics] listen` server and the tap socket ([`tap`]: `scangate tap`
+//! and `top` attached) run as tasks beside the stages, not as stages:
+//! their failures are logged and retried, never a reason to stop reading
+//! scans.
 //!
 //! **systemd** ([`crate::notify`]): `READY=1` once the outbox is open,
 //! recovery is done (the writer decided or handed on what a crash left)
@@ -59,6 +60,7 @@ mod sinks;
 mod stop;
 pub(crate) mod supervisor;
 pub mod sweeper;
+pub mod tap;
 mod writer;
 
 pub use error::DaemonError;

@@ -334,6 +334,12 @@ pub(super) fn start(
         warn_days_left: cfg.outbox.warn_days_left,
     };
     let mut tasks = vec![tokio::spawn(run(telemetry.clone(), publish, stop.clone()))];
+    tasks.extend(super::tap::start(
+        &cfg.state_dir(),
+        telemetry,
+        &cfg.gateway.id,
+        stop,
+    ));
     // `[metrics] listen` cannot change at a reload: told at start only.
     if let (Some(listen), Some(warning)) = (cfg.metrics.listen, cfg.metrics.exposure_warning()) {
         events::MetricsExposed {

@@ -73,6 +73,9 @@ impl Event for Decided<'_> {
             }
             self.telemetry.count_decision(d, now);
         }
+        if self.telemetry.tapped() {
+            self.telemetry.tap_decided(self.decisions, now);
+        }
     }
 }
 

@@ -1,6 +1,6 @@
 //! The publisher: metrics and status file failures, the disk running short;
 //! the `/metrics` endpoint: reachable beyond this host, connections it
-//! closed without an answer.
+//! closed without an answer; the tap socket: readers attached, left, refused.
 
 use super::Event;
 use crate::telemetry::Telemetry;
@@ -206,5 +206,66 @@ impl Event for MetricsExposed<'_> {
             listen = %self.listen,
             "{}", self.warning
         );
+    }
+}
+
+/// The log target of the tap socket's lines.
+const TAP_TARGET: &str = "scangate::tap";
+
+/// What happened on the tap socket (`scangate tap`).
+pub enum Tap<'a> {
+    /// It could not be opened (WARN): the daemon runs without it.
+    Unavailable {
+        /// The socket's path.
+        path: &'a std::path::Path,
+        /// Why.
+        error: &'a dyn std::fmt::Display,
+    },
+    /// A reader attached (INFO).
+    Attached {
+        /// Readers attached now, this one included.
+        readers: usize,
+        /// It asked for the raw bytes of each read.
+        raw: bool,
+    },
+    /// A reader left (INFO), having lost `lost` lines by falling behind.
+    Detached {
+        /// Readers still attached.
+        readers: usize,
+        /// Lines it lost.
+        lost: u64,
+    },
+    /// A reader was refused (WARN): too many attached, or no greeting.
+    Refused {
+        /// Why.
+        why: &'a str,
+    },
+}
+
+impl Event for Tap<'_> {
+    /// Log it: WARN when unavailable or refused, INFO otherwise.
+    fn emit(self) {
+        match self {
+            Tap::Unavailable { path, error } => tracing::warn!(
+                target: TAP_TARGET,
+                path = %path.display(),
+                "the tap socket {} cannot be opened ({error}): `scangate tap` and `scangate top` cannot attach; scans are read and decided as before",
+                path.display()
+            ),
+            Tap::Attached { readers, raw } => tracing::info!(
+                target: TAP_TARGET,
+                readers, raw,
+                "a tap reader attached{} ({readers} now)",
+                if raw { ", with raw bytes" } else { "" }
+            ),
+            Tap::Detached { readers, lost } => tracing::info!(
+                target: TAP_TARGET,
+                readers, lost,
+                "a tap reader left ({readers} now; it lost {lost} line(s) by falling behind)"
+            ),
+            Tap::Refused { why } => {
+                tracing::warn!(target: TAP_TARGET, "a tap reader was refused: {why}")
+            }
+        }
     }
 }

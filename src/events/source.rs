@@ -212,15 +212,22 @@ impl Event for ScannerClosed<'_> {
 pub struct ScanRead<'a> {
     /// The scanner's name.
     pub scanner: &'a str,
+    /// The read as `scangate tap` shows it, and its raw bytes for a
+    /// reader that asked: built only while a reader is attached
+    /// ([`Telemetry::tapped`]).
+    pub tapped: Option<(crate::telemetry::tap::TapRead<'a>, Option<&'a [u8]>)>,
     /// The metrics it updates.
     pub telemetry: &'a Telemetry,
 }
 
 impl Event for ScanRead<'_> {
-    /// Log it (TRACE) and count it.
+    /// Log it (TRACE), count it, and show it to the tap.
     fn emit(self) {
         tracing::trace!(target: SOURCE_TARGET, scanner = %self.scanner, "scan read");
         self.telemetry.scan_read(self.scanner);
+        if let Some((read, raw)) = self.tapped {
+            self.telemetry.tap_read(read, raw);
+        }
     }
 }
 
@@ -228,6 +235,8 @@ impl Event for ScanRead<'_> {
 pub struct Acked<'a> {
     /// The scanner's name.
     pub scanner: &'a str,
+    /// The read it acknowledges (for the tap).
+    pub scan_uuid: Option<uuid::Uuid>,
     /// Frame read to ACK written.
     pub took: Duration,
     /// The metrics it updates.
@@ -243,6 +252,11 @@ impl Event for Acked<'_> {
             "ACK written"
         );
         self.telemetry.acked(self.took);
+        if self.telemetry.tapped() {
+            let uuid = self.scan_uuid.map(|u| u.to_string());
+            self.telemetry
+                .tap_acked(self.scanner, uuid.as_deref(), self.took);
+        }
     }
 }
 
@@ -444,16 +458,27 @@ pub struct ScannerTold<'a> {
     pub told: crate::model::Told,
     /// How: `serial`, `hid-pos`, `led`.
     pub via: &'static str,
+    /// When its read was read, on this boot's clock (ns), if this boot:
+    /// the read → signal latency the tap shows.
+    pub read_boot_ns: Option<i64>,
     /// The metrics it updates.
     pub telemetry: &'a Telemetry,
 }
 
 impl Event for ScannerTold<'_> {
-    /// Log it (DEBUG) and count it.
+    /// Log it (DEBUG), count it, and show it to the tap.
     fn emit(self) {
         tracing::debug!(target: FEEDBACK_TARGET, scanner = %self.scanner, told = %self.told, via = self.via, "told the scanner");
         self.telemetry
             .feedback(self.scanner, self.told.as_str(), "sent");
+        if self.telemetry.tapped() {
+            let took = self.read_boot_ns.map(|read| {
+                let ns = crate::capture::clock::boot_ns() - read;
+                Duration::from_nanos(u64::try_from(ns).unwrap_or(0))
+            });
+            self.telemetry
+                .tap_told(self.scanner, self.told, self.via, took);
+        }
     }
 }
 

@@ -202,8 +202,13 @@ impl ToOutbox {
         durable: Option<DurableAck>,
     ) -> Result<(), OutboxClosed> {
         self.mark(&mut scan).await?;
+        let mut uuid = [0; 36];
         crate::events::ScanRead {
             scanner: &scan.profile.scanner,
+            tapped: self.telemetry.tapped().then(|| {
+                let raw = self.telemetry.tapped_raw().then_some(&scan.raw[..]);
+                (tap_read(&scan, &mut uuid), raw)
+            }),
             telemetry: &self.telemetry,
         }
         .emit();
@@ -229,23 +234,60 @@ impl ToOutbox {
     }
 }
 
+/// `scan` as `scangate tap` shows it (product identity, never the
+/// bytes); `uuid`: room for its capture UUID's text.
+pub fn tap_read<'a>(scan: &'a Scan, uuid: &'a mut [u8; 36]) -> crate::telemetry::tap::TapRead<'a> {
+    let decoded = scan.decoded.as_ref().ok();
+    let product = decoded.map(|d| &d.product);
+    crate::telemetry::tap::TapRead {
+        event: "read",
+        scan_uuid: scan.uuid.hyphenated().encode_lower(uuid),
+        at_ms: scan.time.utc_ms,
+        scanner: &scan.profile.scanner,
+        scan_type: scan.profile.scan_type.as_str(),
+        aim: decoded.map(|d| d.aim.as_str()),
+        symbology: decoded.map(|d| d.symbology),
+        gtin: product.and_then(|p| p.gtin.as_deref()),
+        ndc: product.and_then(|p| p.ndc10.as_deref()),
+        lot: product.and_then(|p| p.lot.as_deref()),
+        expiry: product.and_then(|p| p.expiry),
+        serial: product.and_then(|p| p.serial.as_deref()),
+        undecoded: scan.decoded.as_ref().err().map(|e| e.to_string()),
+        control: scan.control.as_deref(),
+        bytes: scan.raw.len(),
+        raw: None,
+    }
+}
+
 /// "This scan is durable": lets the source that read it write the ACK.
 #[derive(Debug)]
 pub struct DurableAck {
-    tx: mpsc::UnboundedSender<Instant>,
-    frame_end: Instant,
+    tx: mpsc::UnboundedSender<Durable>,
+    durable: Durable,
 }
 
+/// What a [`DurableAck`] delivers: when the frame's last byte was read,
+/// and the read's capture UUID.
+pub type Durable = (Instant, uuid::Uuid);
+
 impl DurableAck {
-    /// A notice for the frame whose last byte was read at `frame_end`,
-    /// delivered on `tx` (the source's connection to its scanner).
-    pub fn new(tx: mpsc::UnboundedSender<Instant>, frame_end: Instant) -> DurableAck {
-        DurableAck { tx, frame_end }
+    /// A notice for read `uuid`, whose frame's last byte was read at
+    /// `frame_end`, delivered on `tx` (the source's connection to its
+    /// scanner).
+    pub fn new(
+        tx: mpsc::UnboundedSender<Durable>,
+        frame_end: Instant,
+        uuid: uuid::Uuid,
+    ) -> DurableAck {
+        DurableAck {
+            tx,
+            durable: (frame_end, uuid),
+        }
     }
 
     /// Call only after the scan's outbox row is committed. If the scanner
     /// has reconnected since, nothing is sent: it will resend the frame.
     pub fn confirm(&self) {
-        let _ = self.tx.send(self.frame_end);
+        let _ = self.tx.send(self.durable);
     }
 }

@@ -81,6 +81,18 @@ struct AckStats {
 }
 
 impl AckStats {
+    /// An ACK written `took` after its frame was read.
+    fn acked(&mut self, took: Duration) {
+        self.total.record(took);
+        self.interval.record(took);
+    }
+
+    /// A NAK written.
+    fn naked(&mut self) {
+        self.naks += 1;
+        self.interval_naks += 1;
+    }
+
     fn log_interval(&mut self, scanner: &str) {
         if self.interval.count() + self.interval_naks > 0 {
             crate::events::AckLatency {
@@ -414,7 +426,7 @@ async fn connection(
 ) -> Ended {
     // Durable notices for this connection only: after a reconnect, ACKs for
     // frames read on the old one are not sent (the scanner has resent them).
-    let (durable_tx, mut durable_rx) = mpsc::unbounded_channel::<Instant>();
+    let (durable_tx, mut durable_rx) = mpsc::unbounded_channel::<super::Durable>();
     resends.reconnected();
     // Decisions to tell the scanner in its protocol (`feedback`), after
     // the ACK; a scanner not set up for it is never listened for.
@@ -444,16 +456,16 @@ async fn connection(
         tokio::select! {
             biased;
             _ = shutdown.wait() => return Ended::Stop,
-            Some(frame_end) = durable_rx.recv() => {
+            Some((frame_end, scan_uuid)) = durable_rx.recv() => {
                 if let Err(e) = port.write_all(&[ACK]).await {
                     return Ended::Lost(format!("writing ACK failed: {e}"));
                 }
                 resends.unacked.pop_front();
                 let took = frame_end.elapsed();
-                stats.total.record(took);
-                stats.interval.record(took);
+                stats.acked(took);
                 crate::events::Acked {
                     scanner: &cfg.name,
+                    scan_uuid: Some(scan_uuid),
                     took,
                     telemetry: out.telemetry(),
                 }
@@ -473,6 +485,7 @@ async fn connection(
                             scanner: &cfg.name,
                             told,
                             via: "serial",
+                            read_boot_ns: signal.read_boot_ns,
                             telemetry: out.telemetry(),
                         }
                         .emit();
@@ -537,11 +550,10 @@ async fn connection(
                     }
                     .emit();
                 }
-                stats.naks += 1;
-                stats.interval_naks += 1;
+                stats.naked();
             }
-            let durable =
-                (cfg.kind.ack && usable).then(|| DurableAck::new(durable_tx.clone(), frame_end));
+            let durable = (cfg.kind.ack && usable)
+                .then(|| DurableAck::new(durable_tx.clone(), frame_end, scan.uuid));
             if durable.is_some() {
                 resends.unacked.push_back(scan.raw.clone());
             }

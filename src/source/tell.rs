@@ -89,6 +89,7 @@ pub async fn led(
                 scanner: &scanner,
                 told,
                 via: "led",
+                read_boot_ns: signal.read_boot_ns,
                 telemetry: &telemetry,
             }
             .emit(),

@@ -36,6 +36,7 @@ mod outbox;
 mod scanners;
 mod sink;
 mod store;
+pub mod tap;
 
 use live::LiveStatus;
 use prometheus_client::metrics::gauge::Gauge;
@@ -64,6 +65,7 @@ struct Inner {
     store: store::StoreMetrics,
     metrics_http: metrics_http::HttpMetrics,
     config: config::ConfigMetrics,
+    tap: tap::TapHub,
     registry: Registry,
     started_ms: i64,
 }
@@ -108,6 +110,7 @@ impl Telemetry {
             store: store::StoreMetrics::register(&mut r),
             metrics_http: metrics_http::HttpMetrics::register(&mut r),
             config: config::ConfigMetrics::register(&mut r),
+            tap: tap::TapHub::register(&mut r),
             registry: r,
             started_ms: now_ms(),
         };

@@ -199,6 +199,7 @@ fn reads_and_acks_are_counted_and_logged_once() {
     let logs = logged(|| {
         ScanRead {
             scanner: "counter-1",
+            tapped: None,
             telemetry: &t,
         }
         .emit()
@@ -211,6 +212,7 @@ fn reads_and_acks_are_counted_and_logged_once() {
     let logs = logged(|| {
         Acked {
             scanner: "counter-1",
+            scan_uuid: None,
             took: Duration::from_millis(3),
             telemetry: &t,
         }

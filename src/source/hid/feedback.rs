@@ -165,6 +165,7 @@ impl PosFeedback {
                     scanner: &self.scanner,
                     told,
                     via: "hid-pos",
+                    read_boot_ns: signal.read_boot_ns,
                     telemetry,
                 }
                 .emit();
