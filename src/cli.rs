@@ -82,6 +82,7 @@ fn dispatch(command: Command) -> Result<Exit, Failure> {
         Command::Labels(args) => cmd::labels::run(&args),
         Command::Diag { config, out } => cmd::diag::run(&config, &out),
         Command::Tap(args) => cmd::tap::run(&args),
+        Command::Top { config } => cmd::top::run(&config),
     }
 }
 
@@ -123,7 +124,8 @@ impl Command {
             }
             | Command::Labels(LabelsArgs { config: c, .. })
             | Command::Diag { config: c, .. }
-            | Command::Tap(TapArgs { config: c, .. }) => Some(c),
+            | Command::Tap(TapArgs { config: c, .. })
+            | Command::Top { config: c } => Some(c),
             Command::Demo { .. }
             | Command::Bench(_)
             | Command::Decode(_)

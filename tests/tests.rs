@@ -104,6 +104,8 @@ mod metrics_starve;
 mod observability;
 // `scangate tap`: reads and decisions, live, from another process.
 mod tap;
+// `scangate top` in a real terminal (tmux).
+mod top;
 
 // The shape of src/: no module imports from a floor above its own.
 mod layout;

@@ -221,6 +221,24 @@ pub enum Command {
     /// (too many attached). 2 a configuration or usage error. 4 the
     /// socket cannot be read.
     Tap(TapArgs),
+    /// The gateway at a glance, full screen, refreshed each second: per
+    /// scanner its reads per minute, decisions, last read, ACK p99,
+    /// feedback channel and whether it is plugged in; the outbox, the
+    /// facility store, the disk, the latest alerts.
+    ///
+    /// Keys: q quits, s changes the sort, / filters by scanner name,
+    /// up/down select a scanner (what it is shows below the table). Needs
+    /// a terminal of at least 80x24; works over SSH. The decision counts
+    /// are those since `top` started (from the tap socket, as `tap`).
+    ///
+    /// Exit codes: 0 left with q, Ctrl-C, SIGINT, SIGTERM or SIGHUP (the
+    /// terminal is put back). 1 the daemon is not running. 2 a
+    /// configuration error, no terminal, or one smaller than 80x24. 3 the
+    /// database cannot be read. 4 the terminal failed.
+    Top {
+        #[command(flatten)]
+        config: ConfigArg,
+    },
     /// Print the control labels (REPEAT, QUANTITY N, ACKNOWLEDGE) for the
     /// counter: SVG files, ZPL for a label printer, or text.
     ///

@@ -46,6 +46,7 @@ pub mod run;
 pub mod state;
 pub mod status;
 pub mod tap;
+pub mod top;
 
 /// Why a command failed; each message says what happened and what to do.
 #[derive(Debug)]
