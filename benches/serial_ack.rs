@@ -1,6 +1,6 @@
 //! Serial ACK latency: scan bytes written on a PTY → ACK byte back.
 //!
-//! `cargo bench --bench serial_ack -- [--scanners 8] [--rate 200] [--seconds 20] [--dir PATH] [--feedback zebra-ssi] [--fsync-delay-ms MS]`
+//! `cargo bench --bench serial_ack -- [--scanners 8] [--rate 200] [--seconds 20] [--dir PATH] [--feedback zebra-ssi] [--fsync-delay-ms MS] [--tap-blocked]`
 //!
 //! The real pipeline ([`scangate::daemon::run`], full durability: WAL,
 //! `synchronous=FULL`) runs in this process on a temporary state directory
@@ -29,6 +29,10 @@
 //! scanner's own beeper) is reported as well. The last line of the output,
 //! `RESULT …`, has the figures as `key=value` for scripts
 //! (docs/benchmarks.md, "Feedback and ACK latency").
+//!
+//! `--tap-blocked` attaches a `scangate tap` reader to the daemon's tap
+//! socket (raw bytes asked for: the longest lines) that never reads: its
+//! cost to the ACK is this run's against one without.
 //!
 //! `--fsync-delay-ms MS` is an SD card's fsync (docs/benchmarks.md,
 //! "SD-card profile"): the bench compiles `benches/slowsync.c` with `cc`
@@ -62,6 +66,8 @@ struct Args {
     feedback: bool,
     /// `--fsync-delay-ms MS`: run under `benches/slowsync.c`.
     fsync_delay_ms: Option<f64>,
+    /// `--tap-blocked`: a tap reader attached that never reads.
+    tap_blocked: bool,
 }
 
 fn args() -> Args {
@@ -72,6 +78,7 @@ fn args() -> Args {
         dir: None,
         feedback: false,
         fsync_delay_ms: None,
+        tap_blocked: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(k) = it.next() {
@@ -93,6 +100,7 @@ fn args() -> Args {
                 assert!(ms >= 0.0, "--fsync-delay-ms must be 0 or more");
                 a.fsync_delay_ms = Some(ms);
             }
+            "--tap-blocked" => a.tap_blocked = true,
             "--bench" => {} // passed by `cargo bench`
             other => panic!(
                 "unknown argument {other}; see the comment at the top of benches/serial_ack.rs"
@@ -357,12 +365,26 @@ fn main() {
             .expect("no ACK (or BEEP) during warm-up");
     }
 
+    // A tap reader that greets and never reads (held until the end).
+    let _blocked = a.tap_blocked.then(|| {
+        use std::io::Write as _;
+        let mut conn = std::os::unix::net::UnixStream::connect(tmp.path().join("tap.sock"))
+            .expect("the daemon's tap socket");
+        conn.write_all(b"{\"raw\":true}\n")
+            .expect("greeting the tap");
+        conn
+    });
     let period = Duration::from_secs_f64(a.scanners as f64 / a.rate);
     let per_scanner = (a.seconds * a.rate / a.scanners as f64).round() as usize;
     println!(
-        "serial ACK latency: {} scanners, feedback {}, offered {} frames/s in total ({:.1} ms apart per scanner), {} s, state in {}{}",
+        "serial ACK latency: {} scanners, feedback {}{}, offered {} frames/s in total ({:.1} ms apart per scanner), {} s, state in {}{}",
         a.scanners,
         if a.feedback { "zebra-ssi" } else { "off" },
+        if a.tap_blocked {
+            ", a tap reader that never reads"
+        } else {
+            ""
+        },
         a.rate,
         period.as_secs_f64() * 1000.0,
         a.seconds,

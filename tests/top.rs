@@ -77,6 +77,18 @@ impl Drop for Tmux {
     }
 }
 
+/// Kills, when dropped, any `scangate top` left running for `cfg` (a
+/// failing test must not leave one behind).
+struct NoTopLeft<'a>(&'a std::path::Path);
+
+impl Drop for NoTopLeft<'_> {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("pkill")
+            .args(["-KILL", "-f", &format!("top --config {}", self.0.display())])
+            .status();
+    }
+}
+
 /// The command line that runs `scangate top` for `cfg`, then says how it
 /// exited and whether the terminal is canonical again.
 fn top_line(cfg: &std::path::Path) -> String {
@@ -112,6 +124,7 @@ fn top_shows_the_scanners_sorts_filters_and_q_puts_the_terminal_back() {
         .build();
     gw.start();
     let [mut counter, _back] = gw.take_scanners();
+    let _no_top_left = NoTopLeft(&gw.cfg);
     let tmux = Tmux::new("top", (80, 24));
     tmux.line(&top_line(&gw.cfg));
     let screen = tmux.wait_for("top's screen", |s| {
@@ -179,6 +192,7 @@ fn sigint_and_a_closed_session_leave_top_and_a_small_terminal_is_told_the_size()
         .pty(ScannerSpec::named("counter").ack())
         .build();
     gw.start();
+    let _no_top_left = NoTopLeft(&gw.cfg);
     // SIGINT from outside (kill -INT): the terminal put back.
     let tmux = Tmux::new("topint", (80, 24));
     tmux.line(&top_line(&gw.cfg));

@@ -68,7 +68,7 @@ pub struct TapRead<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lot: Option<&'a str>,
     /// Expiry, YYYY-MM-DD.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "ymd")]
     pub expiry: Option<chrono::NaiveDate>,
     /// Serial number.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -84,6 +84,27 @@ pub struct TapRead<'a> {
     /// Its bytes, in hex: set here for a reader that asked.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub raw: Option<String>,
+}
+
+/// A date as YYYY-MM-DD, written digit by digit (chrono's formatter
+/// costs more than the rest of the line).
+fn ymd<S: serde::Serializer>(d: &Option<chrono::NaiveDate>, s: S) -> Result<S::Ok, S::Error> {
+    use chrono::Datelike as _;
+    let Some(d) = d else {
+        return s.serialize_none();
+    };
+    let mut b = *b"0000-00-00";
+    let mut put = |at: usize, n: u32, width: usize| {
+        let mut n = n;
+        for i in (0..width).rev() {
+            b[at + i] = b'0' + (n % 10) as u8;
+            n /= 10;
+        }
+    };
+    put(0, d.year().clamp(0, 9999) as u32, 4);
+    put(5, d.month(), 2);
+    put(8, d.day(), 2);
+    s.serialize_str(std::str::from_utf8(&b).expect("digits"))
 }
 
 /// The fan-out and its series.
@@ -429,6 +450,18 @@ mod tests {
             "{p}"
         );
         assert!(r.contains("\"raw\":\"616263\""), "{r}");
+    }
+
+    #[test]
+    fn an_expiry_is_written_as_a_date() {
+        let t = Telemetry::new(&["counter-1".into()], None);
+        let mut r = t.tap(false);
+        let read = TapRead {
+            expiry: chrono::NaiveDate::from_ymd_opt(2027, 1, 9),
+            ..TapRead::default()
+        };
+        t.tap_read(read, None);
+        assert!(take(&mut r).contains("\"expiry\":\"2027-01-09\""));
     }
 
     #[test]

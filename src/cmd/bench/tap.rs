@@ -78,7 +78,7 @@ pub(super) fn attach(
     let blocked = if blocked {
         let mut conn = UnixStream::connect(crate::daemon::tap::socket_path(dir))
             .map_err(|e| format!("attaching the blocked reader: {e}"))?;
-        conn.write_all(b"{\"raw\":true}\n")
+        conn.write_all(b"{\"raw\":false}\n")
             .map_err(|e| format!("greeting as the blocked reader: {e}"))?;
         Some(conn)
     } else {
