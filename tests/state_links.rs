@@ -315,6 +315,12 @@ fn a_state_made_under_a_loose_umask_is_still_closed_to_others() {
     let found = modes_made_by(bin(), "scangate-modes-");
     assert!(found.len() >= 5, "{found:?}");
     for (name, mode) in &found {
+        if name == "tap.sock" {
+            // The tap socket: its group connects (connect(2) needs write
+            // permission on a socket); others nothing.
+            assert_eq!(mode & 0o777, 0o660, "{name} is {mode:o}: {found:?}");
+            continue;
+        }
         assert_eq!(mode & 0o027, 0, "{name} is {mode:o}: {found:?}");
     }
     // The control: the last release before the hardening left them to
