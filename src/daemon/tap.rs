@@ -130,11 +130,8 @@ pub async fn serve(listener: UnixListener, telemetry: Telemetry, gateway: String
                 tokio::spawn(async move { reader(conn, telemetry, &gateway, stop).await });
             }
             Err(e) => {
-                events::MetricsFailed {
-                    step: events::MetricsStep::Accept,
-                    error: &e,
-                }
-                .emit();
+                // E.g. out of file descriptors: wait a moment, go on.
+                events::Tap::AcceptFailed { error: &e }.emit();
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
         }

@@ -9,6 +9,7 @@ use std::net::{IpAddr, SocketAddr};
 // The log targets operators filter on (`RUST_LOG`, the journal): keep the values.
 const METRICS_TARGET: &str = "scangate::metrics";
 const METRICS_HTTP_TARGET: &str = "scangate::metrics::http";
+const TAP_TARGET: &str = "scangate::tap";
 
 /// Publishing the metrics or the status file failed, or works again
 /// (told once per change of what fails).
@@ -209,9 +210,6 @@ impl Event for MetricsExposed<'_> {
     }
 }
 
-/// The log target of the tap socket's lines.
-const TAP_TARGET: &str = "scangate::tap";
-
 /// What happened on the tap socket (`scangate tap`).
 pub enum Tap<'a> {
     /// It could not be opened (WARN): the daemon runs without it.
@@ -240,6 +238,11 @@ pub enum Tap<'a> {
         /// Why.
         why: &'a str,
     },
+    /// Accepting a connection failed (WARN; tried again in a moment).
+    AcceptFailed {
+        /// Why.
+        error: &'a dyn std::fmt::Display,
+    },
 }
 
 impl Event for Tap<'_> {
@@ -266,6 +269,10 @@ impl Event for Tap<'_> {
             Tap::Refused { why } => {
                 tracing::warn!(target: TAP_TARGET, "a tap reader was refused: {why}")
             }
+            Tap::AcceptFailed { error } => tracing::warn!(
+                target: TAP_TARGET,
+                "the tap socket: accept failed ({error}); trying again in 100 ms"
+            ),
         }
     }
 }
