@@ -5,7 +5,7 @@
 
 use super::daemon::{ScannerSpec, tempdir};
 use super::gateway::Gateway;
-use super::redis_server::RedisServer;
+use super::redis_server::{RedisServer, free_port};
 use super::wait::wait_until;
 use scangate::facility::cluster::facility_slot;
 use std::path::Path;
@@ -50,8 +50,17 @@ impl RedisCluster {
             "1500",
         ];
         args.extend_from_slice(extra);
+        // Each node's cluster bus on a free port of its own: by default it
+        // is the node's port + 10000, which a free port above 55535 (the
+        // ephemeral range reaches 60999) cannot have, and the node would
+        // not start.
         let nodes: Vec<RedisServer> = (0..6)
-            .map(|i| RedisServer::start_binary(binary, &dir.path().join(format!("node{i}")), &args))
+            .map(|i| {
+                let bus = free_port().to_string();
+                let mut node = args.clone();
+                node.extend(["--cluster-port", bus.as_str()]);
+                RedisServer::start_binary(binary, &dir.path().join(format!("node{i}")), &node)
+            })
             .collect();
         let addrs: Vec<String> = nodes
             .iter()
