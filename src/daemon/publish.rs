@@ -333,6 +333,11 @@ pub(super) fn start(
         interval: Duration::from_secs(cfg.metrics.interval_s),
         warn_days_left: cfg.outbox.warn_days_left,
     };
+    // What the scanners were when it last ran, read before this run's
+    // first status file replaces it.
+    if let Some(last) = crate::telemetry::live::LiveStatus::left_in(&publish.state_dir) {
+        telemetry.remember_last_run(&last);
+    }
     let mut tasks = vec![tokio::spawn(run(telemetry.clone(), publish, stop.clone()))];
     tasks.extend(super::tap::start(
         &cfg.state_dir(),

@@ -100,6 +100,15 @@ pub struct LiveStatus {
     pub scanners: Vec<LiveScanner>,
 }
 
+impl LiveStatus {
+    /// The status file a daemon left in `state_dir`, if there is one that
+    /// reads (the longest read: 4 MiB).
+    pub fn left_in(state_dir: &std::path::Path) -> Option<LiveStatus> {
+        let text = crate::files::read_to_string(&state_dir.join(STATUS_FILE), 4 << 20).ok()?;
+        serde_json::from_str(&text).ok()
+    }
+}
+
 fn today() -> chrono::NaiveDate {
     chrono::Local::now().date_naive()
 }

@@ -91,6 +91,9 @@ pub(super) struct ScannerMetrics {
     last_read: Family<ScannerLabel, FloatGauge>,
     /// What `scangate status` shows of each scanner, by name.
     live: Mutex<BTreeMap<String, LiveScanner>>,
+    /// What each scanner was when the daemon last ran (its status file),
+    /// until its first connect of this run.
+    last_run: Mutex<BTreeMap<String, crate::model::Identity>>,
 }
 
 impl ScannerMetrics {
@@ -107,6 +110,7 @@ impl ScannerMetrics {
             up: Family::default(),
             last_read: Family::default(),
             live: Mutex::default(),
+            last_run: Mutex::default(),
         };
         registry.register(
             "scangate_scans_read",
@@ -317,14 +321,37 @@ impl Telemetry {
             s.device = Some(device.to_string());
             s.since_ms = Some(now_ms());
             if let Some(id) = identity {
+                // (Before this run's first connect: what it was last run.)
+                let last_run = m
+                    .last_run
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .remove(name);
                 m.said(s, |s| {
-                    if let Some(old) = s.identity.replace(id.clone()) {
+                    if let Some(old) = s.identity.replace(id.clone()).or(last_run) {
                         other = old.is_other_device(id).then_some(old);
                     }
                 });
             }
         });
         other
+    }
+
+    /// Remember what each scanner was when the daemon last ran (`last`:
+    /// the status file it left), so that another physical device under
+    /// a name is told at its first connect of this run too.
+    pub fn remember_last_run(&self, last: &super::live::LiveStatus) {
+        let mut remembered = self
+            .inner
+            .scanners
+            .last_run
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        for s in &last.scanners {
+            if let Some(id) = &s.identity {
+                remembered.insert(s.name.clone(), id.clone());
+            }
+        }
     }
 
     /// Scanner `name` reported its software revision (Zebra SSI's

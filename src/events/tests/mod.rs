@@ -648,32 +648,6 @@ fn source_and_watchdog_events_log_once_with_their_fields() {
     }
     let logs = logged(|| AuditRecordUnreadable { seq: 9, error: &e }.emit());
     assert_eq!(one(&logs).target, "scangate::audit");
-    let path = std::path::Path::new("/var/lib/scangate/tap.sock");
-    for (event, level) in [
-        (Tap::Unavailable { path, error: &e }, tracing::Level::WARN),
-        (Tap::AcceptFailed { error: &e }, tracing::Level::WARN),
-        (Tap::Refused { why: "no greeting" }, tracing::Level::WARN),
-        (
-            Tap::Attached {
-                readers: 1,
-                raw: false,
-            },
-            tracing::Level::INFO,
-        ),
-        (
-            Tap::Detached {
-                readers: 0,
-                lost: 3,
-            },
-            tracing::Level::INFO,
-        ),
-    ] {
-        let logs = logged(|| event.emit());
-        assert_eq!(
-            (one(&logs).level, one(&logs).target.as_str()),
-            (level, "scangate::tap")
-        );
-    }
 }
 
 fn decided_as(verdict: Verdict, was: ScanState) -> Decision {

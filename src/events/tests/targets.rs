@@ -1,6 +1,6 @@
-//! The feedback's, a lane probe's and a migration copy's events: each at
-//! its level, under its target, with its fields and message (operators
-//! filter on them: pinned here).
+//! The feedback's, a lane probe's, a migration copy's and the tap
+//! socket's events: each at its level, under its target, with its fields
+//! and message (operators filter on them: pinned here).
 
 use super::*;
 use crate::model::Told;
@@ -122,4 +122,33 @@ fn a_copy_not_made_before_a_migration_is_a_warning_under_the_store() {
             )
         )
     );
+}
+
+#[test]
+fn the_tap_sockets_events_are_under_their_target_at_their_level() {
+    let e = std::io::Error::other("too many open files");
+    let path = std::path::Path::new("/var/lib/scangate/tap.sock");
+    for (event, level) in [
+        (Tap::Unavailable { path, error: &e }, tracing::Level::WARN),
+        (Tap::AcceptFailed { error: &e }, tracing::Level::WARN),
+        (Tap::Refused { why: "no greeting" }, tracing::Level::WARN),
+        (
+            Tap::Attached {
+                readers: 1,
+                raw: false,
+            },
+            tracing::Level::INFO,
+        ),
+        (
+            Tap::Detached {
+                readers: 0,
+                lost: 3,
+            },
+            tracing::Level::INFO,
+        ),
+    ] {
+        let logs = logged(|| event.emit());
+        assert_eq!(line(&logs).0, level);
+        assert_eq!(line(&logs).1, "scangate::tap");
+    }
 }

@@ -449,3 +449,51 @@ fn a_scanner_says_what_it_is_and_another_device_under_its_name_is_told() {
     t.set_scanners(&["counter-2".to_string()]);
     assert_eq!(series(&t), Vec::<String>::new());
 }
+
+#[test]
+fn another_device_under_a_name_is_told_across_a_restart_and_the_same_one_is_not() {
+    use crate::model::Identity;
+    let names = ["counter-1".to_string(), "counter-2".to_string()];
+    let first = Identity {
+        vendor_id: 0x0403,
+        product_id: 0x6001,
+        manufacturer: Some("FTDI".into()),
+        product: Some("FT232R USB UART".into()),
+        serial: Some("SCAN1".into()),
+        release: Some("6.00".into()),
+    };
+    let before = Telemetry::new(&names, None);
+    before.scanner_connected("counter-1", "/dev/ttyUSB0", Some(&first));
+    before.scanner_connected("counter-2", "/dev/ttyUSB1", Some(&first));
+    // The status file it left, read back as the next run reads it.
+    let dir = tempfile::tempdir().unwrap();
+    let left = serde_json::to_string(&before.live()).unwrap();
+    std::fs::write(dir.path().join(super::live::STATUS_FILE), left).unwrap();
+    let last = super::live::LiveStatus::left_in(dir.path()).expect("it reads");
+    let after = Telemetry::new(&names, None);
+    after.remember_last_run(&last);
+    // counter-1 is another scanner now: told, naming the one it was.
+    let other = Identity {
+        serial: Some("SCAN2".into()),
+        ..first.clone()
+    };
+    assert_eq!(
+        after.scanner_connected("counter-1", "/dev/ttyUSB0", Some(&other)),
+        Some(first.clone())
+    );
+    // counter-2 is the same (the control): nothing told, and its series is
+    // there as at any first connect.
+    assert_eq!(
+        after.scanner_connected("counter-2", "/dev/ttyUSB1", Some(&first)),
+        None
+    );
+    assert!(
+        after
+            .encode()
+            .contains("scangate_scanner_info{scanner=\"counter-2\""),
+        "{}",
+        after.encode()
+    );
+    // Without the file nothing is remembered: no status file, no word.
+    assert!(super::live::LiveStatus::left_in(&dir.path().join("none")).is_none());
+}
