@@ -387,18 +387,23 @@ fn open_alerts_are_counted_per_configured_scanner_and_cleared_by_an_acknowledgem
     );
 }
 
-#[test]
-fn a_scanner_says_what_it_is_and_another_device_under_its_name_is_told() {
-    use crate::model::Identity;
-    let t = Telemetry::new(&["counter-1".to_string(), "counter-2".to_string()], None);
-    let first = Identity {
+/// A USB serial adapter's descriptors (the VM's: FTDI, serial SCAN1).
+fn ftdi() -> crate::model::Identity {
+    crate::model::Identity {
         vendor_id: 0x0403,
         product_id: 0x6001,
         manufacturer: Some("FTDI".into()),
         product: Some("FT232R USB UART".into()),
         serial: Some("SCAN1".into()),
         release: Some("6.00".into()),
-    };
+    }
+}
+
+#[test]
+fn a_scanner_says_what_it_is_and_another_device_under_its_name_is_told() {
+    use crate::model::Identity;
+    let t = Telemetry::new(&["counter-1".to_string(), "counter-2".to_string()], None);
+    let first = ftdi();
     let series = |t: &Telemetry| -> Vec<String> {
         t.encode()
             .lines()
@@ -454,14 +459,7 @@ fn a_scanner_says_what_it_is_and_another_device_under_its_name_is_told() {
 fn another_device_under_a_name_is_told_across_a_restart_and_the_same_one_is_not() {
     use crate::model::Identity;
     let names = ["counter-1".to_string(), "counter-2".to_string()];
-    let first = Identity {
-        vendor_id: 0x0403,
-        product_id: 0x6001,
-        manufacturer: Some("FTDI".into()),
-        product: Some("FT232R USB UART".into()),
-        serial: Some("SCAN1".into()),
-        release: Some("6.00".into()),
-    };
+    let first = ftdi();
     let before = Telemetry::new(&names, None);
     before.scanner_connected("counter-1", "/dev/ttyUSB0", Some(&first));
     before.scanner_connected("counter-2", "/dev/ttyUSB1", Some(&first));
