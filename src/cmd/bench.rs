@@ -158,8 +158,13 @@ fn written_bytes() -> Option<u64> {
 
 /// CPU time this process has used so far (all threads, user + system).
 fn cpu_time() -> Option<Duration> {
-    use nix::sys::resource::{UsageWho, getrusage};
-    let u = getrusage(UsageWho::RUSAGE_SELF).ok()?;
+    cpu_of(nix::sys::resource::UsageWho::RUSAGE_SELF)
+}
+
+/// CPU time (user + system) of `who`: this process, or its waited-for
+/// children.
+fn cpu_of(who: nix::sys::resource::UsageWho) -> Option<Duration> {
+    let u = nix::sys::resource::getrusage(who).ok()?;
     let tv = |t: nix::sys::time::TimeVal| {
         Duration::new(t.tv_sec().max(0) as u64, (t.tv_usec().max(0) as u32) * 1000)
     };

@@ -121,21 +121,11 @@ impl Taps {
         for mut r in self.readers {
             let _ = r.wait();
         }
-        if let Some(cpu) = children_cpu() {
+        if let Some(cpu) = super::cpu_of(nix::sys::resource::UsageWho::RUSAGE_CHILDREN) {
             println!(
                 "tap: the readers' own CPU {:.2} s (their processes, not this one)",
                 cpu.as_secs_f64()
             );
         }
     }
-}
-
-/// CPU time of this process's waited-for children (user + system).
-fn children_cpu() -> Option<Duration> {
-    use nix::sys::resource::{UsageWho, getrusage};
-    let u = getrusage(UsageWho::RUSAGE_CHILDREN).ok()?;
-    let tv = |t: nix::sys::time::TimeVal| {
-        Duration::new(t.tv_sec().max(0) as u64, (t.tv_usec().max(0) as u32) * 1000)
-    };
-    Some(tv(u.user_time()) + tv(u.system_time()))
 }
